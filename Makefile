@@ -1,0 +1,42 @@
+# The two commands README.md promises, plus the inner loop.
+#   make demo   install missing packages, build, run shardplan on built-in defaults
+#   make test   install missing packages, build (warnings are errors), run every
+#               test in the dev build and again under ASan+UBSan
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+
+.PHONY: all deps build demo test test-dev test-asan bench format check-format clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	@cmake --preset release >/dev/null
+	@cmake --build --preset release -j $(JOBS)
+
+demo: build
+	@echo '$$ shardplan mesh --mesh dp:2,fsdp:-1,tp:4 --devices 64' >&2
+	@build/release/shardplan mesh --mesh dp:2,fsdp:-1,tp:4 --devices 64
+
+test: deps test-dev test-asan
+
+test-dev: deps
+	@cmake --preset dev >/dev/null
+	@cmake --build --preset dev -j $(JOBS)
+	@ctest --preset dev -j $(JOBS)
+
+test-asan: deps
+	@cmake --preset asan >/dev/null
+	@cmake --build --preset asan -j $(JOBS)
+	@ctest --preset asan -j $(JOBS)
+
+bench: build
+	@bench/run.sh
+
+format check-format: deps
+	@cmake --preset dev >/dev/null
+	@cmake --build --preset dev --target $@
+
+clean:
+	rm -rf build

@@ -1,0 +1,119 @@
+#pragma once
+
+// Layer 1: diagnostics, their locations, exit codes and checked arithmetic.
+//
+// Core functions never throw across the API: they return std::optional<T> or
+// bool and append to a Diagnostics sink. A diagnostic names where the problem
+// is (a file with a JSON pointer or line:column, or a flag such as "--mesh")
+// and carries a stable code that tests and JSON consumers match on.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace shardplan {
+
+// Process exit codes (DESIGN.md section 4).
+enum class ExitCode : int {
+  ok = 0,             // done, no errors (warnings allowed)
+  plan_errors = 1,    // the plan has errors: invalid specs, over capacity, ...
+  bad_input = 2,      // bad usage or input
+  internal_error = 3  // a bug in shardplan
+};
+
+enum class Severity { error, warning, info };
+
+std::string_view to_string(Severity severity);
+
+// Where a diagnostic points. Any part may be empty or zero.
+struct Location {
+  std::string source;  // a file path, or a flag name such as "--mesh"
+  std::string pointer; // RFC 6901 JSON pointer inside `source`, e.g. "/params/3"
+  int64_t line = 0;    // 1-based; 0 when unknown
+  int64_t column = 0;  // 1-based, in characters (UTF-8 code points)
+  // The text of the line (or an excerpt of it) for the caret display.
+  std::string excerpt;
+  // Column of the caret inside `excerpt`, 1-based; 0 for no caret.
+  int64_t excerpt_column = 0;
+
+  bool empty() const { return source.empty() && pointer.empty() && line == 0; }
+};
+
+// Builds the location of `offset` (a byte offset) inside `text`: line, column
+// in code points, and an excerpt of at most ~80 characters around it.
+// REQUIRES: offset <= text.size().
+Location location_in_text(std::string source, std::string_view text,
+                          size_t offset);
+
+struct Diagnostic {
+  Severity severity = Severity::error;
+  std::string code;     // stable, e.g. "mesh.syntax"
+  std::string message;  // lowercase start, no final period
+  Location location;
+  std::optional<std::string> tensor;
+  std::optional<int64_t> dim;
+  std::string hint;     // optional extra sentence, e.g. "did you mean ..."
+};
+
+// Renders one diagnostic the way compilers do:
+//   --mesh:1:9: error: expected an integer axis size, got "x" [mesh.syntax]
+//     dp:2,tp:x
+//             ^
+// With `color`, severity words and the caret are coloured with ANSI codes.
+std::string render(const Diagnostic& diagnostic, bool color = false);
+
+// The single sink for problems found in inputs and plans.
+class Diagnostics {
+ public:
+  explicit Diagnostics(size_t max_errors = 0) : m_max_errors(max_errors) {}
+
+  Diagnostic& add(Diagnostic diagnostic);
+  Diagnostic& error(std::string code, std::string message, Location location = {});
+  Diagnostic& warning(std::string code, std::string message, Location location = {});
+
+  const std::vector<Diagnostic>& items() const { return m_items; }
+  size_t error_count() const { return m_errors; }
+  size_t warning_count() const { return m_warnings; }
+  bool has_errors() const { return m_errors > 0; }
+  // True once max_errors errors were recorded (never when max_errors is 0).
+  bool full() const { return m_max_errors != 0 && m_errors >= m_max_errors; }
+  // Errors beyond max_errors are counted here but not stored.
+  size_t dropped() const { return m_dropped; }
+
+ private:
+  std::vector<Diagnostic> m_items;
+  size_t m_max_errors;
+  size_t m_errors = 0;
+  size_t m_warnings = 0;
+  size_t m_dropped = 0;
+  Diagnostic m_overflow;  // returned by add() once full
+};
+
+// Checked arithmetic on int64_t: nullopt on overflow.
+std::optional<int64_t> checked_add(int64_t a, int64_t b);
+std::optional<int64_t> checked_mul(int64_t a, int64_t b);
+// Product of `values`; 1 for an empty list; nullopt on overflow.
+std::optional<int64_t> checked_product(const std::vector<int64_t>& values);
+
+// Ceiling division for a >= 0, b > 0.
+constexpr int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
+
+// Levenshtein distance, capped: returns max_distance + 1 when larger.
+size_t edit_distance(std::string_view a, std::string_view b,
+                     size_t max_distance = 3);
+// The candidate closest to `word` within a distance scaled to its length
+// (like ninja's SpellcheckString), or empty when none is close.
+std::string closest_match(std::string_view word,
+                          const std::vector<std::string>& candidates);
+
+// Escapes one reference token of a JSON pointer ("~" -> "~0", "/" -> "~1").
+std::string json_pointer_escape(std::string_view token);
+
+// `s` in double quotes with control characters and quotes escaped, for
+// messages: quote("a\"b") == "\"a\\\"b\"".
+std::string quote(std::string_view s);
+
+}  // namespace shardplan

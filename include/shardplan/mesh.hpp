@@ -1,0 +1,81 @@
+#pragma once
+
+// Layer 2: the logical device mesh and its string form (DESIGN.md 2.1).
+//
+//   dp:2,fsdp:-1,tp:4          named; the string's order is the mesh order,
+//                              major to minor (the last axis gets the fastest
+//                              links)
+//   2,-1,4 + --axis-names ...  positional
+//   tp:4:explicit              an axis type: auto (default), explicit, manual
+//   --dcn dp:2                 the DCN (multi-slice) factor of each axis
+//
+// Sizes in the mesh string are global sizes; an axis's ICI part is its size
+// divided by its DCN factor. Example: `dp:4,tp:8` with `--dcn dp:2` on two
+// slices of 16 devices gives dp = 2 (ICI) x 2 (DCN), tp = 8 x 1.
+
+#include <shardplan/diag.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace shardplan {
+
+enum class AxisType { automatic, explicit_, manual };
+
+std::string_view to_string(AxisType type);  // "auto", "explicit", "manual"
+std::optional<AxisType> parse_axis_type(std::string_view text);  // any case
+
+struct MeshAxis {
+  std::string name;
+  int64_t size = 1;  // global size = ici * dcn, >= 1
+  AxisType type = AxisType::automatic;
+  int64_t ici = 1;   // part inside a slice
+  int64_t dcn = 1;   // part across slices
+
+  bool operator==(const MeshAxis&) const = default;
+};
+
+struct Mesh {
+  std::vector<MeshAxis> axes;  // major to minor
+
+  int64_t num_devices() const;  // product of sizes (checked when built)
+  int64_t num_slices() const;   // product of dcn factors
+  const MeshAxis* find(std::string_view name) const;
+  // Index of the axis, or -1.
+  int64_t index_of(std::string_view name) const;
+  std::vector<std::string> axis_names() const;
+  std::vector<int64_t> shape() const;
+  std::vector<int64_t> ici_shape() const;
+  std::vector<int64_t> dcn_shape() const;
+
+  bool operator==(const Mesh&) const = default;
+};
+
+struct MeshOptions {
+  // Names for the positional form ("2,-1,4"); must be empty for the named form.
+  std::vector<std::string> axis_names;
+  // Devices the mesh must cover; required to fill a -1.
+  std::optional<int64_t> num_devices;
+  // Slices of the topology (1 when single-slice or unknown).
+  int64_t num_slices = 1;
+  // The --dcn string ("dp:2" or positional "2,1"), or empty.
+  std::string dcn;
+};
+
+// Parses a mesh string and resolves it: fills -1 against num_devices, checks
+// the product, splits each axis into ICI x DCN. Stops at the first problem,
+// which is reported with the flag ("--mesh", "--dcn" or "--axis-names") as
+// source, line 1, the column and a caret line.
+std::optional<Mesh> parse_mesh(std::string_view text, const MeshOptions& options,
+                               Diagnostics& diags);
+
+// Canonical form: "dp:2,fsdp:8,tp:4:explicit" (the type only when not auto).
+// parse_mesh(to_string(m)) with num_devices and dcn_string(m) gives m back.
+std::string to_string(const Mesh& mesh);
+// The DCN factors as a --dcn string, "dp:2"; empty when every factor is 1.
+std::string dcn_string(const Mesh& mesh);
+
+}  // namespace shardplan

@@ -1,0 +1,39 @@
+#pragma once
+
+// Layer 7: renders results as JSON (schema_version 1) or text. Core code
+// computes; this layer only formats. Every JSON document has schema_version,
+// shardplan_version and command.
+
+#include <shardplan/diag.hpp>
+#include <shardplan/mesh.hpp>
+#include <shardplan/tensor.hpp>
+#include <shardplan/topology.hpp>
+
+#include <string>
+#include <string_view>
+
+namespace shardplan {
+
+inline constexpr int k_schema_version = 1;
+std::string_view shardplan_version();
+
+struct TextStyle {
+  bool color = false;
+};
+
+// `shardplan mesh`: the mesh object, device_ids and diagnostics.
+std::string mesh_json(const Mesh& mesh, const DeviceGrid& grid,
+                      const Diagnostics& diags);
+std::string mesh_text(const Mesh& mesh, const DeviceGrid& grid,
+                      const TextStyle& style);
+
+// `shardplan manifest`: the native manifest form (read_manifest reads it
+// back), with the common header keys, and a text summary.
+std::string manifest_json(const Manifest& manifest, const Diagnostics& diags);
+std::string manifest_text(const Manifest& manifest, const TextStyle& style);
+
+// The document written with --format json when the input was bad: the header
+// keys and `diagnostics`.
+std::string diagnostics_json(std::string_view command, const Diagnostics& diags);
+
+}  // namespace shardplan

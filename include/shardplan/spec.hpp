@@ -1,0 +1,61 @@
+#pragma once
+
+// Layer 2: partition specs (DESIGN.md 2.4), with JAX's PartitionSpec semantics.
+//
+// A spec has one entry per tensor dim: replicated (None), one mesh axis, or a
+// tuple of axes split over their product with the first axis major.
+// Trailing dims may be omitted on input; normalised specs have full rank.
+//
+// Text forms accepted (what users paste from Python or write by hand):
+//   P('fsdp', None)   PartitionSpec(('dp', 'fsdp'), 'tp')   jax.sharding.P()
+//   fsdp,None         (dp,fsdp),tp   ["fsdp", null]   [["dp","fsdp"],"tp"]
+// Canonicalisation follows jaxlib: None, () and [] become None; a 1-tuple
+// becomes its element; a tuple inside a tuple is an error.
+
+#include <shardplan/diag.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace shardplan {
+
+// How one dim is split: the mesh axes, major to minor; empty = replicated.
+struct DimSharding {
+  std::vector<std::string> axes;
+
+  bool replicated() const { return axes.empty(); }
+  bool operator==(const DimSharding&) const = default;
+};
+
+struct PartitionSpec {
+  std::vector<DimSharding> dims;
+
+  size_t size() const { return dims.size(); }
+  // True when no dim is split (P(), P(None, None), ...).
+  bool replicated() const;
+  // A copy padded with replicated dims to `rank`.
+  // REQUIRES: size() <= rank.
+  PartitionSpec padded(size_t rank) const;
+  // Every axis named, in order of appearance (duplicates kept).
+  std::vector<std::string> axes() const;
+
+  bool operator==(const PartitionSpec&) const = default;
+};
+
+// Parses any of the text forms above. `source` names the input in
+// diagnostics ("--from-spec", or "specs.json:/specs/w" for a string inside a
+// file); problems carry a column and a caret line.
+std::optional<PartitionSpec> parse_spec(std::string_view text,
+                                        std::string_view source,
+                                        Diagnostics& diags);
+
+// Python form: P('fsdp', None), P(('dp', 'fsdp'), 'tp'), P().
+std::string to_python(const PartitionSpec& spec);
+// Short form, as in text output: fsdp,None   (dp,fsdp),tp   and "()" for a
+// spec with no entries.
+std::string to_short(const PartitionSpec& spec);
+
+}  // namespace shardplan

@@ -1,0 +1,280 @@
+#include <shardplan/diag.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+namespace shardplan {
+
+std::string_view to_string(Severity severity) {
+  switch (severity) {
+    case Severity::error:
+      return "error";
+    case Severity::warning:
+      return "warning";
+    case Severity::info:
+      return "info";
+  }
+  return "error";
+}
+
+namespace {
+
+bool is_continuation_byte(char c) {
+  return (static_cast<unsigned char>(c) & 0xC0U) == 0x80U;
+}
+
+// Number of UTF-8 code points in `s` (continuation bytes are not counted).
+int64_t count_code_points(std::string_view s) {
+  int64_t n = 0;
+  for (char c : s) {
+    n += is_continuation_byte(c) ? 0 : 1;
+  }
+  return n;
+}
+
+}  // namespace
+
+Location location_in_text(std::string source, std::string_view text,
+                          size_t offset) {
+  offset = std::min(offset, text.size());
+  Location loc;
+  loc.source = std::move(source);
+  size_t line_start = 0;
+  int64_t line = 1;
+  for (size_t i = 0; i < offset; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      line_start = i + 1;
+    }
+  }
+  size_t line_end = text.find('\n', offset);
+  if (line_end == std::string_view::npos) {
+    line_end = text.size();
+  }
+  loc.line = line;
+  loc.column = count_code_points(text.substr(line_start, offset - line_start)) + 1;
+
+  // Excerpt: at most ~40 bytes either side of the offset, cut on code point
+  // boundaries, with "..." where cut.
+  constexpr size_t k_half = 40;
+  size_t from = offset - std::min(offset - line_start, k_half);
+  size_t to = std::min(line_end, offset + k_half);
+  while (from > line_start && is_continuation_byte(text[from])) {
+    --from;
+  }
+  while (to < line_end && is_continuation_byte(text[to])) {
+    ++to;
+  }
+  std::string excerpt;
+  if (from > line_start) {
+    excerpt += "...";
+  }
+  std::string_view body = text.substr(from, to - from);
+  int64_t caret = static_cast<int64_t>(excerpt.size())
+                  + count_code_points(text.substr(from, offset - from)) + 1;
+  excerpt += body;
+  if (to < line_end) {
+    excerpt += "...";
+  }
+  // Tabs and carriage returns would misplace the caret; show them as spaces.
+  std::replace(excerpt.begin(), excerpt.end(), '\t', ' ');
+  std::replace(excerpt.begin(), excerpt.end(), '\r', ' ');
+  loc.excerpt = std::move(excerpt);
+  loc.excerpt_column = caret;
+  return loc;
+}
+
+std::string render(const Diagnostic& d, bool color) {
+  std::string out;
+  const Location& loc = d.location;
+  if (!loc.source.empty()) {
+    out += loc.source;
+    if (!loc.pointer.empty()) {
+      out += ':';
+      out += loc.pointer;
+    } else if (loc.line > 0) {
+      out += fmt::format(":{}:{}", loc.line, loc.column);
+    }
+    out += ": ";
+  } else if (!loc.pointer.empty()) {
+    out += loc.pointer;
+    out += ": ";
+  }
+  std::string_view sev = to_string(d.severity);
+  if (color) {
+    const char* code = d.severity == Severity::error     ? "\x1b[1;31m"
+                       : d.severity == Severity::warning ? "\x1b[1;35m"
+                                                         : "\x1b[1;36m";
+    out += fmt::format("{}{}:\x1b[0m ", code, sev);
+  } else {
+    out += fmt::format("{}: ", sev);
+  }
+  out += d.message;
+  if (!d.hint.empty()) {
+    out += "; ";
+    out += d.hint;
+  }
+  if (!d.code.empty()) {
+    out += fmt::format(" [{}]", d.code);
+  }
+  if (!loc.excerpt.empty()) {
+    out += "\n  ";
+    out += loc.excerpt;
+    if (loc.excerpt_column > 0) {
+      out += "\n  ";
+      out += std::string(static_cast<size_t>(loc.excerpt_column - 1), ' ');
+      out += color ? "\x1b[1;32m^\x1b[0m" : "^";
+    }
+  }
+  return out;
+}
+
+Diagnostic& Diagnostics::add(Diagnostic diagnostic) {
+  if (diagnostic.severity == Severity::error) {
+    if (full()) {
+      ++m_dropped;
+      ++m_errors;
+      m_overflow = std::move(diagnostic);
+      return m_overflow;
+    }
+    ++m_errors;
+  } else if (diagnostic.severity == Severity::warning) {
+    ++m_warnings;
+  }
+  m_items.push_back(std::move(diagnostic));
+  return m_items.back();
+}
+
+Diagnostic& Diagnostics::error(std::string code, std::string message,
+                               Location location) {
+  Diagnostic d;
+  d.severity = Severity::error;
+  d.code = std::move(code);
+  d.message = std::move(message);
+  d.location = std::move(location);
+  return add(std::move(d));
+}
+
+Diagnostic& Diagnostics::warning(std::string code, std::string message,
+                                 Location location) {
+  Diagnostic d;
+  d.severity = Severity::warning;
+  d.code = std::move(code);
+  d.message = std::move(message);
+  d.location = std::move(location);
+  return add(std::move(d));
+}
+
+std::optional<int64_t> checked_add(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) {
+    return std::nullopt;
+  }
+  return r;
+}
+
+std::optional<int64_t> checked_mul(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) {
+    return std::nullopt;
+  }
+  return r;
+}
+
+std::optional<int64_t> checked_product(const std::vector<int64_t>& values) {
+  int64_t r = 1;
+  for (int64_t v : values) {
+    if (__builtin_mul_overflow(r, v, &r)) {
+      return std::nullopt;
+    }
+  }
+  return r;
+}
+
+size_t edit_distance(std::string_view a, std::string_view b,
+                     size_t max_distance) {
+  // Classic two-row Levenshtein with an early exit once a whole row exceeds
+  // the cap (ninja's EditDistance does the same).
+  if (a.size() > b.size()) {
+    std::swap(a, b);
+  }
+  if (b.size() - a.size() > max_distance) {
+    return max_distance + 1;
+  }
+  std::vector<size_t> row(a.size() + 1);
+  for (size_t i = 0; i <= a.size(); ++i) {
+    row[i] = i;
+  }
+  for (size_t j = 1; j <= b.size(); ++j) {
+    size_t diagonal = row[0];
+    row[0] = j;
+    size_t best = row[0];
+    for (size_t i = 1; i <= a.size(); ++i) {
+      size_t above = row[i];
+      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      row[i] = std::min({row[i - 1] + 1, above + 1, diagonal + cost});
+      diagonal = above;
+      best = std::min(best, row[i]);
+    }
+    if (best > max_distance) {
+      return max_distance + 1;
+    }
+  }
+  return std::min(row[a.size()], max_distance + 1);
+}
+
+std::string closest_match(std::string_view word,
+                          const std::vector<std::string>& candidates) {
+  // Allow about one edit per three characters, at least one, at most three.
+  size_t allowed = std::clamp<size_t>(word.size() / 3, 1, 3);
+  std::string best;
+  size_t best_distance = allowed + 1;
+  for (const std::string& candidate : candidates) {
+    size_t d = edit_distance(word, candidate, allowed);
+    if (d < best_distance) {
+      best_distance = d;
+      best = candidate;
+    }
+  }
+  return best;
+}
+
+std::string json_pointer_escape(std::string_view token) {
+  std::string out;
+  out.reserve(token.size());
+  for (char c : token) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string quote(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7F) {
+      out += fmt::format("\\x{:02x}", u);
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+  return out;
+}
+
+}  // namespace shardplan

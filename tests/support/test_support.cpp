@@ -1,0 +1,109 @@
+#include "support/test_support.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <sstream>
+
+namespace shardplan::test {
+
+std::string data_path(std::string_view relative) {
+  return std::string(SHARDPLAN_TEST_DATA_DIR) + "/" + std::string(relative);
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    FAIL("cannot read test file " << path);
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<NegativeCase> load_cases(std::string_view relative) {
+  std::string text = slurp(data_path(relative));
+  std::vector<NegativeCase> cases;
+  NegativeCase current;
+  std::vector<std::string> input_lines;
+  bool any = false;
+  auto flush = [&]() {
+    if (any) {
+      std::string joined;
+      for (size_t i = 0; i < input_lines.size(); ++i) {
+        joined += (i ? "\n" : "") + input_lines[i];
+      }
+      current.input = joined;
+      cases.push_back(current);
+    }
+    current = NegativeCase{};
+    input_lines.clear();
+    any = false;
+  };
+  std::istringstream in(text);
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.rfind("# -----", 0) == 0) {
+      flush();
+      continue;
+    }
+    if (!any) {
+      current.line = line_no;
+    }
+    if (line.rfind("# case:", 0) == 0) {
+      current.name = line.substr(7);
+      current.name.erase(0, current.name.find_first_not_of(' '));
+      any = true;
+    } else if (line.rfind("# args:", 0) == 0) {
+      std::istringstream words(line.substr(7));
+      std::string word;
+      while (words >> word) {
+        auto eq = word.find('=');
+        current.args[word.substr(0, eq)] =
+            eq == std::string::npos ? "" : word.substr(eq + 1);
+      }
+      any = true;
+    } else if (line.rfind("# expect:", 0) == 0) {
+      std::string rest = line.substr(9);
+      rest.erase(0, rest.find_first_not_of(' '));
+      auto space = rest.find(' ');
+      current.expect_code = rest.substr(0, space);
+      current.expect_message = space == std::string::npos ? "" : rest.substr(space + 1);
+      any = true;
+    } else if (line.rfind("#", 0) == 0 && !any && input_lines.empty()) {
+      // a comment before the case starts
+    } else {
+      input_lines.push_back(line);
+      any = true;
+    }
+  }
+  flush();
+  if (cases.empty()) {
+    FAIL("no cases in " << relative);
+  }
+  return cases;
+}
+
+std::string first_error(const Diagnostics& diags) {
+  for (const Diagnostic& d : diags.items()) {
+    if (d.severity == Severity::error) {
+      return render(d);
+    }
+  }
+  return "";
+}
+
+std::string first_line_without_code(const Diagnostic& d) {
+  std::string r = render(d);
+  r = r.substr(0, r.find('\n'));
+  std::string suffix = " [" + d.code + "]";
+  if (r.size() >= suffix.size()
+      && r.compare(r.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    r.erase(r.size() - suffix.size());
+  }
+  return r;
+}
+
+}  // namespace shardplan::test

@@ -1,0 +1,41 @@
+#pragma once
+
+// Helpers shared by the unit tests: test data files and negative-case files.
+
+#include <shardplan/diag.hpp>
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace shardplan::test {
+
+// Absolute path of a file under tests/data/.
+std::string data_path(std::string_view relative);
+// Contents of a file; fails the current test when it cannot be read.
+std::string slurp(const std::string& path);
+
+// One case of a negative-case file. The file is a list of cases separated by
+// lines "# -----". In a case:
+//   # case: NAME            a name for the DYNAMIC_SECTION
+//   # args: key=value ...   options for the code under test (free form)
+//   # expect: CODE MESSAGE  the diagnostic code and the exact first line of
+//                           the rendered diagnostic, without " [CODE]"
+//   other lines             the input, joined with "\n" (no final newline)
+struct NegativeCase {
+  std::string name;
+  std::map<std::string, std::string> args;
+  std::string input;
+  std::string expect_code;
+  std::string expect_message;
+  int line = 0;  // line of the case in the file, for failure messages
+};
+std::vector<NegativeCase> load_cases(std::string_view relative);
+
+// The first error in `diags` rendered without colour; empty when none.
+std::string first_error(const Diagnostics& diags);
+// The first line of render(d) without the trailing " [code]".
+std::string first_line_without_code(const Diagnostic& d);
+
+}  // namespace shardplan::test
