@@ -1,3 +1,4 @@
+cmake_minimum_required(VERSION 3.25)
 # Fails when a header or source of layer N includes a header of a higher layer.
 # Run as: cmake -DSOURCE_DIR=<repo> -P cmake/check_layers.cmake
 # The layers are DESIGN.md section 6; keep this table and docs/architecture.md in step.

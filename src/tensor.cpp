@@ -1,1 +1,431 @@
-// placeholder
+#include <shardplan/tensor.hpp>
+
+#include <fmt/format.h>
+
+#include <array>
+#include <utility>
+
+namespace shardplan {
+
+namespace {
+
+constexpr std::array k_all_dtypes = {
+    DType::f64,     DType::f32,     DType::f16,         DType::bf16,
+    DType::f8_e4m3, DType::f8_e5m2, DType::f8_e4m3fnuz, DType::f8_e5m2fnuz,
+    DType::f8_e8m0, DType::i64,     DType::i32,         DType::i16,
+    DType::i8,      DType::i4,      DType::u64,         DType::u32,
+    DType::u16,     DType::u8,      DType::u4,          DType::boolean,
+    DType::c64,     DType::c128,
+};
+
+struct Spelling {
+  std::string_view name;  // lowercase
+  DType dtype;
+};
+
+// Every accepted spelling, lowercase, after a module prefix ("torch.", ...)
+// is stripped, grouped by dtype. "float" is f32 and "int" is i32, as
+// torch.float / torch.int and JAX without x64 read them; NumPy's
+// np.dtype("float") is float64 and np.dtype("int") is int64.
+constexpr std::array k_spellings = {
+    // f64: NumPy/JAX, short, PyTorch, safetensors/XLA (F64/f64).
+    Spelling{"float64", DType::f64},
+    Spelling{"f64", DType::f64},
+    Spelling{"fp64", DType::f64},
+    Spelling{"double", DType::f64},
+    // f32: "float" is f32, as torch.float is.
+    Spelling{"float32", DType::f32},
+    Spelling{"f32", DType::f32},
+    Spelling{"fp32", DType::f32},
+    Spelling{"float", DType::f32},
+    // f16
+    Spelling{"float16", DType::f16},
+    Spelling{"f16", DType::f16},
+    Spelling{"fp16", DType::f16},
+    Spelling{"half", DType::f16},
+    // bf16
+    Spelling{"bfloat16", DType::bf16},
+    Spelling{"bf16", DType::bf16},
+    // f8_e4m3 (the "fn" variant: finite, NaN only; safetensors F8_E4M3)
+    Spelling{"float8_e4m3fn", DType::f8_e4m3},
+    Spelling{"f8_e4m3", DType::f8_e4m3},
+    Spelling{"f8_e4m3fn", DType::f8_e4m3},
+    Spelling{"f8e4m3fn", DType::f8_e4m3},
+    Spelling{"fp8_e4m3", DType::f8_e4m3},
+    Spelling{"fp8_e4m3fn", DType::f8_e4m3},
+    Spelling{"e4m3", DType::f8_e4m3},
+    Spelling{"e4m3fn", DType::f8_e4m3},
+    // f8_e5m2
+    Spelling{"float8_e5m2", DType::f8_e5m2},
+    Spelling{"f8_e5m2", DType::f8_e5m2},
+    Spelling{"f8e5m2", DType::f8_e5m2},
+    Spelling{"fp8_e5m2", DType::f8_e5m2},
+    Spelling{"e5m2", DType::f8_e5m2},
+    // f8_e4m3fnuz, f8_e5m2fnuz
+    Spelling{"float8_e4m3fnuz", DType::f8_e4m3fnuz},
+    Spelling{"f8_e4m3fnuz", DType::f8_e4m3fnuz},
+    Spelling{"f8e4m3fnuz", DType::f8_e4m3fnuz},
+    Spelling{"float8_e5m2fnuz", DType::f8_e5m2fnuz},
+    Spelling{"f8_e5m2fnuz", DType::f8_e5m2fnuz},
+    Spelling{"f8e5m2fnuz", DType::f8_e5m2fnuz},
+    // f8_e8m0
+    Spelling{"float8_e8m0fnu", DType::f8_e8m0},
+    Spelling{"f8_e8m0", DType::f8_e8m0},
+    Spelling{"f8_e8m0fnu", DType::f8_e8m0},
+    Spelling{"f8e8m0fnu", DType::f8_e8m0},
+    Spelling{"e8m0", DType::f8_e8m0},
+    // signed integers: NumPy, short, XLA (s64 ...), PyTorch (long int short).
+    // "int" is i32 as in PyTorch (torch.int).
+    Spelling{"int64", DType::i64},
+    Spelling{"i64", DType::i64},
+    Spelling{"s64", DType::i64},
+    Spelling{"long", DType::i64},
+    Spelling{"int32", DType::i32},
+    Spelling{"i32", DType::i32},
+    Spelling{"s32", DType::i32},
+    Spelling{"int", DType::i32},
+    Spelling{"int16", DType::i16},
+    Spelling{"i16", DType::i16},
+    Spelling{"s16", DType::i16},
+    Spelling{"short", DType::i16},
+    Spelling{"int8", DType::i8},
+    Spelling{"i8", DType::i8},
+    Spelling{"s8", DType::i8},
+    Spelling{"int4", DType::i4},
+    Spelling{"i4", DType::i4},
+    Spelling{"s4", DType::i4},
+    // unsigned integers
+    Spelling{"uint64", DType::u64},
+    Spelling{"u64", DType::u64},
+    Spelling{"uint32", DType::u32},
+    Spelling{"u32", DType::u32},
+    Spelling{"uint16", DType::u16},
+    Spelling{"u16", DType::u16},
+    Spelling{"uint8", DType::u8},
+    Spelling{"u8", DType::u8},
+    Spelling{"uint4", DType::u4},
+    Spelling{"u4", DType::u4},
+    // bool: NumPy bool_, XLA pred.
+    Spelling{"bool", DType::boolean},
+    Spelling{"bool_", DType::boolean},
+    Spelling{"pred", DType::boolean},
+    // complex
+    Spelling{"complex64", DType::c64},
+    Spelling{"c64", DType::c64},
+    Spelling{"cfloat", DType::c64},
+    Spelling{"complex128", DType::c128},
+    Spelling{"c128", DType::c128},
+    Spelling{"cdouble", DType::c128},
+};
+
+// Module prefixes stripped before lookup (lowercase), longest first where
+// one could be read as another.
+constexpr std::array<std::string_view, 7> k_prefixes = {
+    "jax.numpy.",
+    "ml_dtypes.",
+    "numpy.",
+    "torch.",
+    "jnp.",
+    "np.",
+    "tf.",
+};
+
+constexpr size_t k_max_spelling = 32;
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f'
+         || c == '\v';
+}
+
+char to_lower(char c) {
+  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
+// "bytes" for whole-byte dtypes, "bits" for i4/u4, in messages.
+std::string element_size_text(DType dtype) {
+  int64_t bits = dtype_bits(dtype);
+  if (bits % 8 == 0) {
+    return fmt::format("{} bytes", bits / 8);
+  }
+  return fmt::format("{} bits", bits);
+}
+
+}  // namespace
+
+std::string_view to_string(DType dtype) {
+  switch (dtype) {
+    case DType::f64:
+      return "f64";
+    case DType::f32:
+      return "f32";
+    case DType::f16:
+      return "f16";
+    case DType::bf16:
+      return "bf16";
+    case DType::f8_e4m3:
+      return "f8_e4m3";
+    case DType::f8_e5m2:
+      return "f8_e5m2";
+    case DType::f8_e4m3fnuz:
+      return "f8_e4m3fnuz";
+    case DType::f8_e5m2fnuz:
+      return "f8_e5m2fnuz";
+    case DType::f8_e8m0:
+      return "f8_e8m0";
+    case DType::i64:
+      return "i64";
+    case DType::i32:
+      return "i32";
+    case DType::i16:
+      return "i16";
+    case DType::i8:
+      return "i8";
+    case DType::i4:
+      return "i4";
+    case DType::u64:
+      return "u64";
+    case DType::u32:
+      return "u32";
+    case DType::u16:
+      return "u16";
+    case DType::u8:
+      return "u8";
+    case DType::u4:
+      return "u4";
+    case DType::boolean:
+      return "bool";
+    case DType::c64:
+      return "c64";
+    case DType::c128:
+      return "c128";
+  }
+  return "f32";
+}
+
+int64_t dtype_bits(DType dtype) {
+  switch (dtype) {
+    case DType::c128:
+      return 128;
+    case DType::f64:
+    case DType::i64:
+    case DType::u64:
+    case DType::c64:
+      return 64;
+    case DType::f32:
+    case DType::i32:
+    case DType::u32:
+      return 32;
+    case DType::f16:
+    case DType::bf16:
+    case DType::i16:
+    case DType::u16:
+      return 16;
+    case DType::f8_e4m3:
+    case DType::f8_e5m2:
+    case DType::f8_e4m3fnuz:
+    case DType::f8_e5m2fnuz:
+    case DType::f8_e8m0:
+    case DType::i8:
+    case DType::u8:
+    case DType::boolean:
+      return 8;
+    case DType::i4:
+    case DType::u4:
+      return 4;
+  }
+  return 32;
+}
+
+std::optional<DType> parse_dtype(std::string_view text) {
+  while (!text.empty() && is_space(text.front())) {
+    text.remove_prefix(1);
+  }
+  while (!text.empty() && is_space(text.back())) {
+    text.remove_suffix(1);
+  }
+  // Lowercase into a fixed buffer: no allocation on this hot path.
+  std::array<char, k_max_spelling + 16> buffer{};
+  if (text.empty() || text.size() > buffer.size()) {
+    return std::nullopt;
+  }
+  for (size_t i = 0; i < text.size(); ++i) {
+    buffer[i] = to_lower(text[i]);
+  }
+  std::string_view lower(buffer.data(), text.size());
+  for (std::string_view prefix : k_prefixes) {
+    if (lower.starts_with(prefix)) {
+      lower.remove_prefix(prefix.size());
+      break;
+    }
+  }
+  for (const Spelling& spelling : k_spellings) {
+    if (spelling.name == lower) {
+      return spelling.dtype;
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> dtype_names() {
+  std::vector<std::string> names;
+  names.reserve(k_all_dtypes.size());
+  for (DType dtype : k_all_dtypes) {
+    names.emplace_back(to_string(dtype));
+  }
+  return names;
+}
+
+std::optional<int64_t> bytes_for(int64_t num_elements, DType dtype) {
+  // ceil(n * bits / 8) without forming n * bits, which may overflow when the
+  // result does not: n / 8 * bits + ceil(n % 8 * bits / 8).
+  int64_t bits = dtype_bits(dtype);
+  std::optional<int64_t> whole = checked_mul(num_elements / 8, bits);
+  if (!whole) {
+    return std::nullopt;
+  }
+  return checked_add(*whole, ceil_div(num_elements % 8 * bits, 8));
+}
+
+bool Manifest::add(Tensor tensor, Diagnostics& diags, const Location& where) {
+  const size_t errors_before = diags.error_count();
+  auto report = [&](std::string code,
+                    std::string message,
+                    const Location& location) -> Diagnostic& {
+    Diagnostic& d = diags.error(std::move(code), std::move(message), location);
+    if (!tensor.name.empty()) {
+      d.tensor = tensor.name;
+    }
+    return d;
+  };
+  auto sub_location = [&](std::string_view suffix) {
+    Location location = where;
+    if (!location.pointer.empty()) {
+      location.pointer += suffix;
+    }
+    return location;
+  };
+
+  if (tensor.name.empty()) {
+    report("manifest.name", "tensor name is empty", where);
+  } else if (auto it = m_index.find(std::string_view(tensor.name));
+             it != m_index.end()) {
+    const std::string& first = m_tensors[it->second].pointer;
+    std::string message =
+        fmt::format("duplicate tensor name {}", quote(tensor.name));
+    if (!first.empty()) {
+      message += fmt::format(" (first at {})", first);
+    }
+    report("manifest.duplicate-name", std::move(message), where);
+  }
+
+  bool dims_ok = true;
+  bool any_zero = false;
+  for (size_t i = 0; i < tensor.shape.size(); ++i) {
+    int64_t dim = tensor.shape[i];
+    if (dim < 0) {
+      dims_ok = false;
+      Diagnostic& d =
+          report("manifest.bad-dim",
+                 fmt::format("dim {} of {} is {}; dims must be >= 0",
+                             i,
+                             quote(tensor.name),
+                             dim),
+                 sub_location(fmt::format("/shape/{}", i)));
+      d.dim = static_cast<int64_t>(i);
+    }
+    any_zero = any_zero || dim == 0;
+  }
+
+  if (tensor.logical_axes
+      && tensor.logical_axes->size() != tensor.shape.size()) {
+    report("manifest.logical-axes",
+           fmt::format("{} has {} logical axes for rank {}",
+                       quote(tensor.name),
+                       tensor.logical_axes->size(),
+                       tensor.shape.size()),
+           sub_location("/logical_axes"));
+  }
+
+  int64_t num_elements = 0;
+  int64_t num_bytes = 0;
+  if (dims_ok) {
+    // A zero dim makes the tensor empty however large the other dims are.
+    num_elements = any_zero ? 0 : 1;
+    for (size_t i = 0; i < tensor.shape.size() && !any_zero; ++i) {
+      std::optional<int64_t> next = checked_mul(num_elements, tensor.shape[i]);
+      if (!next) {
+        report("manifest.overflow",
+               fmt::format("{} has more elements than fit in 64 bits: {} x {} "
+                           "overflows",
+                           quote(tensor.name),
+                           num_elements,
+                           tensor.shape[i]),
+               where);
+        dims_ok = false;
+        break;
+      }
+      num_elements = *next;
+    }
+  }
+  if (dims_ok) {
+    std::optional<int64_t> bytes = bytes_for(num_elements, tensor.dtype);
+    if (!bytes) {
+      report("manifest.overflow",
+             fmt::format("bytes of {} overflow 64 bits: {} elements x {}",
+                         quote(tensor.name),
+                         num_elements,
+                         element_size_text(tensor.dtype)),
+             where);
+      dims_ok = false;
+    } else {
+      num_bytes = *bytes;
+    }
+  }
+
+  std::optional<int64_t> total_elements;
+  std::optional<int64_t> total_bytes;
+  if (dims_ok) {
+    total_elements = checked_add(m_total_elements, num_elements);
+    total_bytes = checked_add(m_total_bytes, num_bytes);
+    if (!total_elements) {
+      report("manifest.overflow",
+             fmt::format("total elements of the manifest overflow 64 bits at "
+                         "{}: {} + {}",
+                         quote(tensor.name),
+                         m_total_elements,
+                         num_elements),
+             where);
+    } else if (!total_bytes) {
+      report("manifest.overflow",
+             fmt::format("total bytes of the manifest overflow 64 bits at "
+                         "{}: {} + {}",
+                         quote(tensor.name),
+                         m_total_bytes,
+                         num_bytes),
+             where);
+    }
+  }
+
+  if (diags.error_count() != errors_before || !total_elements || !total_bytes) {
+    return false;
+  }
+  tensor.num_elements = num_elements;
+  tensor.num_bytes = num_bytes;
+  m_total_elements = *total_elements;
+  m_total_bytes = *total_bytes;
+  m_index.emplace(tensor.name, m_tensors.size());
+  m_tensors.push_back(std::move(tensor));
+  return true;
+}
+
+const Tensor* Manifest::find(std::string_view name) const {
+  auto it = m_index.find(name);
+  return it == m_index.end() ? nullptr : &m_tensors[it->second];
+}
+
+void Manifest::reserve(size_t n) {
+  m_tensors.reserve(n);
+  m_index.reserve(n);
+}
+
+}  // namespace shardplan

@@ -54,21 +54,32 @@ struct Mesh {
   bool operator==(const Mesh&) const = default;
 };
 
+// The largest device count accepted anywhere (2^22; today's largest clusters
+// have a few hundred thousand accelerators).
+inline constexpr int64_t k_max_devices = int64_t{1} << 22;
+
+// The most axes a mesh may have (MaxText's default mesh has 12).
+inline constexpr size_t k_max_axes = 64;
+
 struct MeshOptions {
   // Names for the positional form ("2,-1,4"); must be empty for the named form.
   std::vector<std::string> axis_names;
   // Devices the mesh must cover; required to fill a -1.
   std::optional<int64_t> num_devices;
-  // Slices of the topology (1 when single-slice or unknown).
-  int64_t num_slices = 1;
-  // The --dcn string ("dp:2" or positional "2,1"), or empty.
+  // Slices of the topology; nullopt when unknown (no topology given), in
+  // which case the --dcn factors define the slice count.
+  std::optional<int64_t> num_slices;
+  // The --dcn string ("dp:2" or positional "2,1"), or empty. Without it on a
+  // multi-slice topology, the slice count goes to the first axis whose size
+  // it divides (eformer's create_mesh).
   std::string dcn;
 };
 
 // Parses a mesh string and resolves it: fills -1 against num_devices, checks
 // the product, splits each axis into ICI x DCN. Stops at the first problem,
 // which is reported with the flag ("--mesh", "--dcn" or "--axis-names") as
-// source, line 1, the column and a caret line.
+// source, line 1, the column and a caret line. The device count is capped at
+// k_max_devices.
 std::optional<Mesh> parse_mesh(std::string_view text, const MeshOptions& options,
                                Diagnostics& diags);
 

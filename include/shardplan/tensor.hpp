@@ -5,6 +5,7 @@
 #include <shardplan/diag.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -72,6 +73,16 @@ struct Tensor {
   int64_t rank() const { return static_cast<int64_t>(shape.size()); }
 };
 
+namespace detail {
+// Hash for heterogeneous lookup: find(std::string_view) without a copy.
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const noexcept {
+    return std::hash<std::string_view>{}(s);
+  }
+};
+}  // namespace detail
+
 // An ordered list of uniquely named tensors. Order is the input's order and is
 // kept in every output.
 class Manifest {
@@ -96,7 +107,8 @@ class Manifest {
 
  private:
   std::vector<Tensor> m_tensors;
-  std::unordered_map<std::string, size_t> m_index;
+  std::unordered_map<std::string, size_t, detail::StringHash, std::equal_to<>>
+      m_index;
   int64_t m_total_elements = 0;
   int64_t m_total_bytes = 0;
 };

@@ -1,1 +1,38 @@
-# placeholder
+cmake_minimum_required(VERSION 3.25)
+# Runs the real binary and checks exit codes (DESIGN.md section 4) and that
+# stdout stays empty when input is bad in text mode.
+# cmake -DSHARDPLAN=<binary> -DDATA=<tests/data> -P e2e_exit_codes.cmake
+
+set(_failures "")
+
+function(expect_exit code)
+  execute_process(COMMAND ${SHARDPLAN} ${ARGN}
+    RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
+  if(NOT _rc STREQUAL "${code}")
+    string(REPLACE ";" " " _args "${ARGN}")
+    set(_failures "${_failures}\n  shardplan ${_args}: exit ${_rc}, expected ${code}; stderr: ${_err}" PARENT_SCOPE)
+  endif()
+  if(NOT code STREQUAL "0" AND NOT "json" IN_LIST ARGN AND NOT _out STREQUAL "")
+    set(_failures "${_failures}\n  shardplan ${ARGN}: wrote to stdout on failure: ${_out}" PARENT_SCOPE)
+  endif()
+endfunction()
+
+expect_exit(0 --help)
+expect_exit(0 --version)
+expect_exit(0 mesh --help)
+expect_exit(0 mesh --mesh dp:2,fsdp:-1,tp:4 --devices 64)
+expect_exit(0 mesh --mesh dp:2,tp:4 --format json)
+expect_exit(2)
+expect_exit(2 nonsense)
+expect_exit(2 mesh)
+expect_exit(2 mesh --mesh dp:2,tp:x --devices 8)
+expect_exit(2 mesh --mesh dp:2,tp:4 --devices 7)
+expect_exit(2 mesh --mesh dp:2 --format yaml)
+expect_exit(2 mesh --mesh dp:2,tp:x --format json)
+expect_exit(2 manifest --manifest ${DATA}/does-not-exist.json)
+expect_exit(2 manifest --manifest ${DATA})
+
+if(_failures)
+  message(FATAL_ERROR "exit-code checks failed:${_failures}")
+endif()
+message(STATUS "exit codes as documented")
