@@ -1,1 +1,2082 @@
-// placeholder
+#include <shardplan/io.hpp>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <type_traits>
+#include <limits>
+#include <system_error>
+#include <unordered_map>
+#include <utility>
+
+#include <fcntl.h>
+#include <simdjson.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+// Readers of input files (DESIGN.md 2.3, 2.4; docs/manifest-format.md).
+//
+// Large inputs go through simdjson's On-Demand API: one copy of the text into
+// a padded buffer, then a single forward pass that reads each value straight
+// into the Manifest. On-Demand checks what it reads, so a value the readers
+// ignore is checked separately (nlohmann's SAX parser over its raw text).
+//
+// Errors. A JSON syntax error takes precedence over any value error: before a
+// problem is reported, the text is run once through nlohmann's SAX parser
+// (iterative, builds nothing, so a megabyte of '[' is harmless), and its
+// first syntax error, if any, is reported instead with line, column and a
+// caret. Value errors carry a JSON pointer, and also the line, column and
+// excerpt of the value, so the caret shows it.
+
+namespace shardplan {
+
+namespace {
+
+namespace od = simdjson::ondemand;
+
+std::string errno_message(int error) {
+  return std::generic_category().message(error);
+}
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+bool is_word_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c)
+         || c == '_' || c == '-' || c == '+' || c == '.';
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && is_space(s.front())) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && is_space(s.back())) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+// At most `limit` bytes of `s`, cut on a UTF-8 code point boundary.
+std::string_view clip(std::string_view s, size_t limit, bool& clipped) {
+  clipped = s.size() > limit;
+  if (!clipped) {
+    return s;
+  }
+  size_t n = limit;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0U) == 0x80U) {
+    --n;
+  }
+  return s.substr(0, n);
+}
+
+// ---------------------------------------------------------------------------
+// JSON syntax errors, located by nlohmann's SAX parser.
+
+struct SyntaxError {
+  size_t offset = 0;  // byte offset of the caret in the checked text
+  std::string message;
+  std::string hint;
+};
+
+// Builds nothing; records the first error.
+class SyntaxChecker final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  bool null() override { return true; }
+  bool boolean(bool /*value*/) override { return true; }
+  bool number_integer(number_integer_t /*value*/) override { return true; }
+  bool number_unsigned(number_unsigned_t /*value*/) override { return true; }
+  bool number_float(number_float_t /*value*/,
+                    const string_t& /*text*/) override {
+    return true;
+  }
+  bool string(string_t& /*value*/) override { return true; }
+  bool binary(binary_t& /*value*/) override { return true; }
+  bool start_object(std::size_t /*size*/) override { return true; }
+  bool key(string_t& /*value*/) override { return true; }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t /*size*/) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t byte, const std::string& last_token,
+                   const nlohmann::detail::exception& error) override {
+    failed = true;
+    position = byte;
+    token = last_token;
+    what = error.what();
+    id = error.id;
+    return false;
+  }
+
+  bool failed = false;
+  size_t position = 0;  // 1-based index of the last byte read
+  std::string token;
+  std::string what;
+  int id = 0;
+};
+
+// nlohmann's token names, as our messages say them.
+std::string token_words(std::string_view token) {
+  if (token == "number literal") {
+    return "a number";
+  }
+  if (token == "string literal") {
+    return "a string";
+  }
+  if (token == "true literal") {
+    return "true";
+  }
+  if (token == "false literal") {
+    return "false";
+  }
+  if (token == "null literal") {
+    return "null";
+  }
+  if (token == "'[', '{', or a literal") {
+    return "a JSON value";
+  }
+  return std::string(token);
+}
+
+// Hints for what people paste from Python or write by habit.
+std::string literal_hint(std::string_view word) {
+  if (word == "NaN" || word == "nan" || word == "Infinity" || word == "inf"
+      || word == "-Infinity" || word == "-inf") {
+    return "NaN and Infinity are not valid JSON numbers";
+  }
+  if (word == "True" || word == "False" || word == "None") {
+    return "JSON spells these true, false and null";
+  }
+  return "";
+}
+
+SyntaxError describe_syntax_error(std::string_view text,
+                                  const SyntaxChecker& sax) {
+  SyntaxError out;
+  const size_t last = sax.position == 0 ? 0 : sax.position - 1;
+  out.offset = std::min(last, text.size());
+  const size_t token_start =
+      sax.position >= sax.token.size() ? sax.position - sax.token.size() : 0;
+  bool clipped = false;
+
+  if (sax.id == 406) {  // out_of_range.406: number overflow
+    std::string_view number = clip(sax.token, 40, clipped);
+    out.offset = std::min(token_start, text.size());
+    out.message = fmt::format("number {}{} is out of range", number,
+                              clipped ? "..." : "");
+    return out;
+  }
+
+  std::string_view what = sax.what;
+  constexpr std::string_view k_syntax = "syntax error while parsing ";
+  size_t at = what.find(k_syntax);
+  if (at == std::string_view::npos) {
+    // "parse error at line 1, column 2: <detail>"
+    size_t colon = what.find(": ");
+    out.message = std::string(colon == std::string_view::npos
+                                  ? what
+                                  : what.substr(colon + 2));
+    return out;
+  }
+  std::string_view rest = what.substr(at + k_syntax.size());
+  size_t dash = rest.find(" - ");
+  std::string_view context = rest.substr(0, dash);
+  std::string detail(dash == std::string_view::npos ? rest
+                                                    : rest.substr(dash + 3));
+  // Drop "; last read: '<token>'": raw bytes, possibly a megabyte of them.
+  std::string last_read = "; last read: '" + sax.token + "'";
+  if (size_t p = detail.find(last_read); p != std::string::npos) {
+    detail.erase(p, last_read.size());
+  }
+  const bool expects_end = detail.ends_with("; expected end of input");
+
+  constexpr std::string_view k_unexpected = "unexpected ";
+  constexpr std::string_view k_expected = "; expected ";
+  if (detail.starts_with(k_unexpected)) {
+    size_t semi = detail.find(k_expected);
+    std::string_view d = detail;
+    std::string_view got = d.substr(
+        k_unexpected.size(),
+        semi == std::string::npos ? std::string_view::npos
+                                  : semi - k_unexpected.size());
+    std::string_view expected = semi == std::string::npos
+                                    ? std::string_view()
+                                    : d.substr(semi + k_expected.size());
+    if (got.ends_with(" literal")) {
+      out.offset = std::min(token_start, text.size());
+    }
+    if (got == "end of input") {
+      out.offset = text.size();
+    }
+    std::string expected_words;
+    if (expected == "end of input") {
+      expected_words = "end of input after the top-level value";
+    } else if (expected == "string literal" && context == "object key") {
+      expected_words = "an object key (a string)";
+    } else if (expected == "']'") {
+      expected_words = "',' or ']'";
+    } else if (expected == "'}'") {
+      expected_words = "',' or '}'";
+    } else {
+      expected_words = token_words(expected);
+    }
+    out.message = expected.empty()
+                      ? fmt::format("unexpected {}", token_words(got))
+                      : fmt::format("expected {}, got {}", expected_words,
+                                    token_words(got));
+    if (got == "'}'" || got == "']'") {
+      size_t p = out.offset;
+      while (p > 0 && is_space(text[p - 1])) {
+        --p;
+      }
+      if (p > 0 && text[p - 1] == ',') {
+        out.hint = "JSON does not allow a trailing comma";
+      }
+    }
+    return out;
+  }
+
+  if (detail.starts_with("invalid literal")) {
+    // The lexer stops at the first byte that cannot continue a literal; show
+    // the whole word it was reading ("tru", "NaN", "None").
+    size_t begin = out.offset;
+    while (begin > 0 && begin <= text.size() && is_word_char(text[begin - 1])) {
+      --begin;
+    }
+    size_t end = begin;
+    while (end < text.size() && is_word_char(text[end])) {
+      ++end;
+    }
+    std::string_view word = text.substr(begin, end - begin);
+    std::string got;
+    if (!word.empty()) {
+      out.offset = begin;
+      got = quote(clip(word, 40, clipped));
+    } else if (out.offset < text.size()) {
+      auto byte = static_cast<unsigned char>(text[out.offset]);
+      if (byte >= 0x80) {
+        got = fmt::format("byte 0x{:02x}", byte);
+        out.hint = "outside strings, JSON text is ASCII";
+      } else {
+        got = quote(text.substr(out.offset, 1));
+        if (byte == '\'') {
+          out.hint = "JSON strings use double quotes";
+        } else if (byte == '/' || byte == '#') {
+          out.hint = "JSON does not allow comments";
+        }
+      }
+    } else {
+      got = "end of input";
+    }
+    if (out.hint.empty()) {
+      out.hint = literal_hint(word);
+    }
+    out.message = expects_end
+                      ? fmt::format(
+                            "expected end of input after the top-level value, "
+                            "got {}",
+                            got)
+                      : (word.empty() ? fmt::format("unexpected {}", got)
+                                      : fmt::format("invalid literal {}", got));
+    return out;
+  }
+
+  // "invalid string: ...", "invalid number; expected digit after '-'", ...:
+  // nlohmann's words are already ours (lowercase, no period).
+  out.message = std::move(detail);
+  return out;
+}
+
+std::optional<SyntaxError> find_syntax_error(std::string_view text) {
+  SyntaxChecker sax;
+  bool ok = false;
+  try {
+    ok = nlohmann::json::sax_parse(text.begin(), text.end(), &sax);
+  } catch (const std::exception& e) {
+    return SyntaxError{0, fmt::format("cannot check the JSON: {}", e.what()),
+                       ""};
+  }
+  if (ok || !sax.failed) {
+    return std::nullopt;
+  }
+  return describe_syntax_error(text, sax);
+}
+
+// ---------------------------------------------------------------------------
+// The part common to every reader: the padded copy, the parser, locations,
+// error reporting with syntax errors first.
+
+std::string_view type_name(od::json_type type) {
+  switch (type) {
+    case od::json_type::array:
+      return "array";
+    case od::json_type::object:
+      return "object";
+    case od::json_type::number:
+      return "number";
+    case od::json_type::string:
+      return "string";
+    case od::json_type::boolean:
+      return "boolean";
+    case od::json_type::null:
+      return "null";
+  }
+  return "value";
+}
+
+std::string simdjson_words(simdjson::error_code error) {
+  std::string text = simdjson::error_message(error);
+  if (!text.empty() && text.back() == '.') {
+    text.pop_back();
+  }
+  if (!text.empty() && text[0] >= 'A' && text[0] <= 'Z') {
+    text[0] = static_cast<char>(text[0] - 'A' + 'a');
+  }
+  return text;
+}
+
+class JsonInput {
+ public:
+  JsonInput(std::string_view text, std::string_view source,
+            std::string_view prefix, Diagnostics& diags)
+      : m_text(text), m_source(source), m_prefix(prefix), m_diags(diags) {}
+
+ protected:
+  // Parses the text and opens its top-level object; reports and returns
+  // false when there is none.
+  bool open(od::object& top) {
+    // A UTF-8 byte order mark (Windows editors write one) is skipped, as RFC
+    // 8259 section 8.1 allows.
+    if (m_text.starts_with("\xEF\xBB\xBF")) {
+      m_skip = 3;
+    }
+    std::string_view body = m_text.substr(m_skip);
+    size_t first = body.find_first_not_of(" \t\r\n");
+    if (first == std::string_view::npos) {
+      Diagnostic& d = m_diags.error(
+          "json.syntax", "expected a JSON object, got end of input",
+          location_in_text(m_source, m_text, m_text.size()));
+      if (m_text.empty()) {
+        d.hint = "the file is empty";
+      }
+      return false;
+    }
+    m_padded = simdjson::padded_string(body.data(), body.size());
+    if (m_padded.size() != body.size()) {
+      m_diags.error("json.memory",
+                    fmt::format("out of memory reading {} bytes", body.size()),
+                    location(""));
+      return false;
+    }
+    const char* start = m_padded.data() + first;
+    if (auto e = m_parser.iterate(m_padded).get(m_doc)) {
+      return fail_json(e, "", start);
+    }
+    od::json_type type{};
+    if (auto e = m_doc.type().get(type)) {
+      return fail_json(e, "", start);
+    }
+    if (type != od::json_type::object) {
+      return fail(code("type"),
+                  fmt::format("expected a JSON object at the top level, got {}",
+                              describe(m_doc)),
+                  "", start);
+    }
+    if (auto e = m_doc.get_object().get(top)) {
+      return fail_json(e, "", start);
+    }
+    return true;
+  }
+
+  // After the top-level object: nothing but whitespace may follow.
+  bool finish() {
+    const char* at = nullptr;
+    auto e = m_doc.current_location().get(at);
+    if (e == simdjson::OUT_OF_BOUNDS) {
+      return true;
+    }
+    return fail_json(simdjson::TRAILING_CONTENT, "", e ? nullptr : at);
+  }
+
+  std::string code(std::string_view what) const {
+    return fmt::format("{}.{}", m_prefix, what);
+  }
+
+  // Where `at` (a byte of the padded copy) is, under `pointer`.
+  Location location(std::string pointer, const char* at = nullptr) const {
+    Location loc;
+    if (at != nullptr && at >= m_padded.data()
+        && at <= m_padded.data() + m_padded.size()) {
+      size_t offset = static_cast<size_t>(at - m_padded.data()) + m_skip;
+      loc = location_in_text(m_source, m_text, offset);
+    } else {
+      loc.source = m_source;
+    }
+    loc.pointer = std::move(pointer);
+    return loc;
+  }
+
+  // Reports the first JSON syntax error of the text, if it has one (checked
+  // once). Every other report calls this first.
+  bool report_syntax_error() {
+    if (!m_syntax_checked) {
+      m_syntax_checked = true;
+      if (auto error = find_syntax_error(m_text.substr(m_skip))) {
+        m_syntax_found = true;
+        Diagnostic& d = m_diags.error(
+            "json.syntax", std::move(error->message),
+            location_in_text(m_source, m_text, error->offset + m_skip));
+        d.hint = std::move(error->hint);
+      }
+    }
+    return m_syntax_found;
+  }
+
+  // Reports a problem with a value, unless the text is not valid JSON.
+  // Returns false, for `return fail(...)`.
+  bool fail(std::string code_text, std::string message, std::string pointer,
+            const char* at = nullptr, std::string hint = {}) {
+    if (report_syntax_error()) {
+      return false;
+    }
+    Diagnostic& d = m_diags.error(std::move(code_text), std::move(message),
+                                  location(std::move(pointer), at));
+    d.hint = std::move(hint);
+    return false;
+  }
+
+  // Reports what simdjson refused, as a syntax error when the text has one.
+  bool fail_json(simdjson::error_code error, std::string pointer,
+                 const char* at = nullptr) {
+    if (error == simdjson::CAPACITY) {
+      m_diags.error("json.too-large",
+                    fmt::format("the file has {} bytes; JSON inputs are "
+                                "limited to {} bytes",
+                                m_text.size(), simdjson::SIMDJSON_MAXSIZE_BYTES),
+                    location(""));
+      return false;
+    }
+    if (error == simdjson::MEMALLOC) {
+      m_diags.error("json.memory",
+                    fmt::format("out of memory parsing {} bytes", m_text.size()),
+                    location(""));
+      return false;
+    }
+    if (report_syntax_error()) {
+      return false;
+    }
+    if (error == simdjson::DEPTH_ERROR) {
+      m_diags.error("json.depth",
+                    fmt::format("JSON nested deeper than {} levels",
+                                m_parser.max_depth()),
+                    location(std::move(pointer), at));
+      return false;
+    }
+    m_diags.error("json.syntax",
+                  fmt::format("malformed JSON: {}", simdjson_words(error)),
+                  location(std::move(pointer), at));
+    return false;
+  }
+
+  // "array", "object", "string \"abc\"", "number 4096.0", "boolean true",
+  // "null": what a value is, for "expected ..., got ..." messages.
+  template <typename Value>
+  static std::string describe(Value& value) {
+    od::json_type type{};
+    if (value.type().get(type)) {
+      return "an invalid value";
+    }
+    if (type == od::json_type::array || type == od::json_type::object
+        || type == od::json_type::null) {
+      return std::string(type_name(type));
+    }
+    std::string_view token;
+    if constexpr (std::is_same_v<Value, od::value>) {
+      token = trim(value.raw_json_token());
+    } else {
+      if (value.raw_json_token().get(token)) {
+        return std::string(type_name(type));
+      }
+      token = trim(token);
+    }
+    bool clipped = false;
+    std::string_view shown = clip(token, 48, clipped);
+    if (!clipped) {
+      return fmt::format("{} {}", type_name(type), shown);
+    }
+    return fmt::format("{} {}...{}", type_name(type), shown,
+                       type == od::json_type::string ? "\"" : "");
+  }
+
+  static const char* start_of(od::value& value) {
+    return value.raw_json_token().data();
+  }
+
+  // Checks a value the reader does not use: it must still be valid JSON.
+  template <typename PointerFn>
+  bool skip_value(od::value& value, const PointerFn& pointer) {
+    od::json_type type{};
+    const char* at = start_of(value);
+    if (auto e = value.type().get(type)) {
+      return fail_json(e, pointer(), at);
+    }
+    simdjson::error_code e = simdjson::SUCCESS;
+    switch (type) {
+      case od::json_type::array: {
+        od::array array;
+        std::string_view raw;
+        e = value.get_array().get(array);
+        if (!e) {
+          e = array.raw_json().get(raw);
+        }
+        if (!e && !raw_is_valid(raw)) {
+          return fail_json(simdjson::TAPE_ERROR, pointer(), at);
+        }
+        break;
+      }
+      case od::json_type::object: {
+        od::object object;
+        std::string_view raw;
+        e = value.get_object().get(object);
+        if (!e) {
+          e = object.raw_json().get(raw);
+        }
+        if (!e && !raw_is_valid(raw)) {
+          return fail_json(simdjson::TAPE_ERROR, pointer(), at);
+        }
+        break;
+      }
+      case od::json_type::string: {
+        std::string_view s;
+        e = value.get_string().get(s);
+        break;
+      }
+      case od::json_type::number: {
+        // simdjson refuses integers beyond 64 bits that JSON allows.
+        std::string_view raw = value.raw_json_token();
+        od::number n;
+        if (value.get_number().get(n) && !raw_is_valid(raw)) {
+          e = simdjson::NUMBER_ERROR;
+        }
+        break;
+      }
+      case od::json_type::boolean: {
+        bool b = false;
+        e = value.get_bool().get(b);
+        break;
+      }
+      case od::json_type::null: {
+        bool is_null = false;
+        e = value.is_null().get(is_null);
+        if (!e && !is_null) {
+          e = simdjson::N_ATOM_ERROR;
+        }
+        break;
+      }
+    }
+    if (e) {
+      return fail_json(e, pointer(), at);
+    }
+    return true;
+  }
+
+  static bool raw_is_valid(std::string_view raw) {
+    return !find_syntax_error(raw);
+  }
+
+  // Copies the diagnostics of a lower layer (Manifest::add, parse_spec) that
+  // reported into `scratch`, unless the text has a syntax error.
+  void forward(const Diagnostics& scratch) {
+    if (report_syntax_error()) {
+      return;
+    }
+    for (const Diagnostic& d : scratch.items()) {
+      m_diags.add(d);
+    }
+  }
+
+  // Where the body of the text starts in m_text (after a byte order mark).
+  size_t body_size() const { return m_text.size() - m_skip; }
+
+  std::string_view m_text;
+  std::string m_source;
+  std::string_view m_prefix;  // "manifest" or "specs", for codes
+  Diagnostics& m_diags;
+  size_t m_skip = 0;
+  simdjson::padded_string m_padded;
+  od::parser m_parser;
+  od::document m_doc;
+  bool m_syntax_checked = false;
+  bool m_syntax_found = false;
+};
+
+std::string list_keys(const std::vector<std::string>& keys) {
+  std::string out;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    out += i == 0 ? "" : (i + 1 == keys.size() ? " or " : ", ");
+    out += quote(keys[i]);
+  }
+  return out;
+}
+
+// The candidate closest to `word`: like closest_match, but it allows one
+// more edit (so a swap of two letters, "shpae", still finds "shape") and
+// breaks ties by the longer common prefix ("bfloat61" is "bfloat16", not
+// "float64").
+std::string suggest(std::string_view word,
+                    const std::vector<std::string>& candidates) {
+  const size_t allowed = std::clamp<size_t>((word.size() + 2) / 3, 1, 3);
+  std::string best;
+  size_t best_distance = allowed + 1;
+  size_t best_prefix = 0;
+  for (const std::string& candidate : candidates) {
+    size_t distance = edit_distance(word, candidate, allowed);
+    size_t prefix = 0;
+    while (prefix < word.size() && prefix < candidate.size()
+           && word[prefix] == candidate[prefix]) {
+      ++prefix;
+    }
+    if (distance < best_distance
+        || (distance == best_distance && distance <= allowed
+            && prefix > best_prefix)) {
+      best = candidate;
+      best_distance = distance;
+      best_prefix = prefix;
+    }
+  }
+  return best;
+}
+
+// "unknown key \"shpae\"" with "did you mean \"shape\"?" or the list.
+std::string unknown_key_hint(std::string_view key,
+                             const std::vector<std::string>& known) {
+  std::string best = suggest(key, known);
+  if (!best.empty()) {
+    return fmt::format("did you mean {}?", quote(best));
+  }
+  return fmt::format("expected {}", list_keys(known));
+}
+
+// ---------------------------------------------------------------------------
+// Manifests.
+
+// Spellings offered by "did you mean" for an unknown dtype (lowercase).
+const std::vector<std::string>& dtype_suggestions() {
+  static const std::vector<std::string> k_names = [] {
+    std::vector<std::string> names = dtype_names();
+    for (const char* extra :
+         {"float64", "float32", "float16", "bfloat16", "float8_e4m3fn",
+          "float8_e5m2", "float8_e8m0fnu", "int64", "int32", "int16", "int8",
+          "int4", "uint64", "uint32", "uint16", "uint8", "uint4", "complex64",
+          "complex128", "double", "float", "half"}) {
+      names.emplace_back(extra);
+    }
+    return names;
+  }();
+  return k_names;
+}
+
+std::string dtype_hint(std::string_view text) {
+  std::string lower(text);
+  bool has_lower = false;
+  bool has_upper = false;
+  for (char& c : lower) {
+    has_lower = has_lower || (c >= 'a' && c <= 'z');
+    if (c >= 'A' && c <= 'Z') {
+      has_upper = true;
+      c = static_cast<char>(c - 'A' + 'a');
+    }
+  }
+  std::string best = suggest(lower, dtype_suggestions());
+  if (best.empty()) {
+    std::string names;
+    for (const std::string& name : dtype_names()) {
+      names += names.empty() ? "" : ", ";
+      names += name;
+    }
+    return fmt::format("expected one of {} (or a usual spelling such as "
+                       "\"float32\" or \"BF16\")",
+                       names);
+  }
+  if (has_upper && !has_lower) {  // safetensors style: "BF61" -> "BF16"
+    for (char& c : best) {
+      if (c >= 'a' && c <= 'z') {
+        c = static_cast<char>(c - 'a' + 'A');
+      }
+    }
+  }
+  return fmt::format("did you mean {}?", quote(best));
+}
+
+enum class TensorKey : uint8_t {
+  name,
+  shape,
+  dtype,
+  logical_axes,
+  data_offsets,
+  unknown
+};
+
+TensorKey classify(od::raw_json_string key) {
+  if (key == "name") {
+    return TensorKey::name;
+  }
+  if (key == "shape") {
+    return TensorKey::shape;
+  }
+  if (key == "dtype") {
+    return TensorKey::dtype;
+  }
+  if (key == "logical_axes") {
+    return TensorKey::logical_axes;
+  }
+  if (key == "data_offsets") {
+    return TensorKey::data_offsets;
+  }
+  return TensorKey::unknown;
+}
+
+TensorKey classify(std::string_view key) {
+  if (key == "name") {
+    return TensorKey::name;
+  }
+  if (key == "shape") {
+    return TensorKey::shape;
+  }
+  if (key == "dtype") {
+    return TensorKey::dtype;
+  }
+  if (key == "logical_axes") {
+    return TensorKey::logical_axes;
+  }
+  if (key == "data_offsets") {
+    return TensorKey::data_offsets;
+  }
+  return TensorKey::unknown;
+}
+
+std::string_view key_name(TensorKey key) {
+  switch (key) {
+    case TensorKey::name:
+      return "name";
+    case TensorKey::shape:
+      return "shape";
+    case TensorKey::dtype:
+      return "dtype";
+    case TensorKey::logical_axes:
+      return "logical_axes";
+    case TensorKey::data_offsets:
+      return "data_offsets";
+    case TensorKey::unknown:
+      break;
+  }
+  return "";
+}
+
+// prefix + index without fmt: this runs once per tensor.
+std::string index_pointer(std::string_view prefix, size_t index) {
+  std::array<char, 24> digits{};
+  auto end = std::to_chars(digits.data(), digits.data() + digits.size(), index).ptr;
+  std::string out;
+  out.reserve(prefix.size() + static_cast<size_t>(end - digits.data()));
+  out.append(prefix);
+  out.append(digits.data(), end);
+  return out;
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+class ManifestReader : public JsonInput {
+ public:
+  ManifestReader(std::string_view text, std::string_view source,
+                 Diagnostics& diags)
+      : JsonInput(text, source, "manifest", diags) {
+    m_where.source = m_source;
+  }
+
+  std::optional<Manifest> run() {
+    od::object top;
+    if (!open(top)) {
+      return std::nullopt;
+    }
+    // The native form has "params"; anything else is a safetensors header.
+    od::value params;
+    auto e = top.find_field_unordered("params").get(params);
+    if (e && e != simdjson::NO_SUCH_FIELD) {
+      fail_json(e, "");
+      return std::nullopt;
+    }
+    const bool native = !e;
+    bool at_start = false;
+    if (auto r = top.reset().get(at_start)) {
+      fail_json(r, "");
+      return std::nullopt;
+    }
+    if (!(native ? read_native(top) : read_safetensors(top)) || !finish()) {
+      return std::nullopt;
+    }
+    if (m_manifest.empty()) {
+      fail("manifest.empty", "manifest has no tensors", native ? "/params" : "",
+           native ? m_params_at : m_padded.data());
+      return std::nullopt;
+    }
+    m_manifest.source = m_source;
+    return std::move(m_manifest);
+  }
+
+ private:
+  // {"params": [...], other keys ignored}
+  bool read_native(od::object& top) {
+    bool seen = false;
+    for (auto result : top) {
+      od::field field;
+      if (auto e = std::move(result).get(field)) {
+        return fail_json(e, "");
+      }
+      od::value& value = field.value();
+      if (field.key() == "params") {
+        if (seen) {
+          return fail("manifest.duplicate-key", "duplicate key \"params\"",
+                      "/params", start_of(value));
+        }
+        seen = true;
+        if (!read_params(value)) {
+          return false;
+        }
+        continue;
+      }
+      std::string_view key;
+      if (auto e = field.unescaped_key().get(key)) {
+        return fail_json(e, "");
+      }
+      std::string pointer = "/" + json_pointer_escape(key);
+      if (!skip_value(value, [&] { return pointer; })) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  bool read_params(od::value& value) {
+    m_params_at = start_of(value);
+    od::json_type type{};
+    if (auto e = value.type().get(type)) {
+      return fail_json(e, "/params", m_params_at);
+    }
+    if (type != od::json_type::array) {
+      return fail("manifest.type",
+                  fmt::format("expected an array of tensor objects, got {}",
+                              describe(value)),
+                  "/params", m_params_at);
+    }
+    od::array array;
+    if (auto e = value.get_array().get(array)) {
+      return fail_json(e, "/params", m_params_at);
+    }
+    // A native entry takes at least ~40 bytes; over-reserving is cheap.
+    m_manifest.reserve(std::min<size_t>(body_size() / 48 + 1, 1U << 22U));
+    size_t index = 0;
+    for (auto result : array) {
+      od::value entry;
+      if (auto e = result.get(entry)) {
+        return fail_json(e, fmt::format("/params/{}", index));
+      }
+      if (!read_native_tensor(entry, index)) {
+        return false;
+      }
+      ++index;
+    }
+    return true;
+  }
+
+  bool read_native_tensor(od::value& value, size_t index) {
+    std::string pointer = index_pointer("/params/", index);
+    const char* at = start_of(value);
+    od::json_type type{};
+    if (auto e = value.type().get(type)) {
+      return fail_json(e, pointer, at);
+    }
+    if (type != od::json_type::object) {
+      return fail("manifest.type",
+                  fmt::format("expected a tensor object, got {}", describe(value)),
+                  pointer, at);
+    }
+    od::object object;
+    if (auto e = value.get_object().get(object)) {
+      return fail_json(e, pointer, at);
+    }
+    Tensor tensor;
+    unsigned seen = 0;
+    for (auto result : object) {
+      od::field field;
+      if (auto e = std::move(result).get(field)) {
+        return fail_json(e, pointer, at);
+      }
+      TensorKey key = classify(field.key());
+      std::string_view unescaped;
+      if (key == TensorKey::unknown || key == TensorKey::data_offsets) {
+        if (auto e = field.unescaped_key().get(unescaped)) {
+          return fail_json(e, pointer, at);
+        }
+        key = classify(unescaped);
+      }
+      od::value& v = field.value();
+      if (key == TensorKey::unknown || key == TensorKey::data_offsets) {
+        return fail("manifest.unknown-key",
+                    fmt::format("unknown key {}", quote(unescaped)),
+                    pointer + "/" + json_pointer_escape(unescaped),
+                    start_of(v), unknown_key_hint(unescaped, k_native_keys()));
+      }
+      if (!check_duplicate(seen, key, pointer, v)) {
+        return false;
+      }
+      bool ok = true;
+      switch (key) {
+        case TensorKey::name:
+          ok = read_name(v, pointer, tensor.name);
+          break;
+        case TensorKey::shape:
+          ok = read_shape(v, pointer, tensor.shape);
+          break;
+        case TensorKey::dtype:
+          ok = read_dtype(v, pointer, tensor.dtype);
+          break;
+        case TensorKey::logical_axes:
+          ok = read_logical_axes(v, pointer, tensor.logical_axes);
+          break;
+        case TensorKey::data_offsets:
+        case TensorKey::unknown:
+          break;
+      }
+      if (!ok) {
+        return false;
+      }
+    }
+    for (TensorKey required :
+         {TensorKey::name, TensorKey::shape, TensorKey::dtype}) {
+      if ((seen & bit(required)) == 0) {
+        std::string who = tensor.name.empty() && (seen & bit(TensorKey::name)) == 0
+                              ? fmt::format("tensor {}", index)
+                              : fmt::format("tensor {}", quote(tensor.name));
+        return fail("manifest.missing-key",
+                    fmt::format("{} has no \"{}\"", who, key_name(required)),
+                    pointer, at);
+      }
+    }
+    return add(std::move(tensor), std::move(pointer), at);
+  }
+
+  // {"NAME": {"dtype", "shape", "data_offsets"}, "__metadata__": {...}}
+  bool read_safetensors(od::object& top) {
+    m_manifest.reserve(std::min<size_t>(body_size() / 64 + 1, 1U << 22U));
+    bool seen_metadata = false;
+    for (auto result : top) {
+      od::field field;
+      if (auto e = std::move(result).get(field)) {
+        return fail_json(e, "");
+      }
+      std::string_view key;
+      if (auto e = field.unescaped_key().get(key)) {
+        return fail_json(e, "");
+      }
+      od::value& value = field.value();
+      if (key == "__metadata__") {
+        if (seen_metadata) {
+          return fail("manifest.duplicate-key",
+                      "duplicate key \"__metadata__\"", "/__metadata__",
+                      start_of(value));
+        }
+        seen_metadata = true;
+        if (!read_metadata(value)) {
+          return false;
+        }
+        continue;
+      }
+      if (!read_safetensors_tensor(std::string(key), value)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // safetensors: "__metadata__" maps strings to strings.
+  bool read_metadata(od::value& value) {
+    const char* at = start_of(value);
+    od::json_type type{};
+    if (auto e = value.type().get(type)) {
+      return fail_json(e, "/__metadata__", at);
+    }
+    if (type != od::json_type::object) {
+      return fail("manifest.type",
+                  fmt::format("expected an object of strings, got {}",
+                              describe(value)),
+                  "/__metadata__", at);
+    }
+    od::object object;
+    if (auto e = value.get_object().get(object)) {
+      return fail_json(e, "/__metadata__", at);
+    }
+    for (auto result : object) {
+      od::field field;
+      std::string_view key;
+      if (auto e = std::move(result).get(field)) {
+        return fail_json(e, "/__metadata__", at);
+      }
+      if (auto e = field.unescaped_key().get(key)) {
+        return fail_json(e, "/__metadata__", at);
+      }
+      std::string pointer = "/__metadata__/" + json_pointer_escape(key);
+      od::value& v = field.value();
+      if (auto e = v.type().get(type)) {
+        return fail_json(e, pointer, start_of(v));
+      }
+      if (type != od::json_type::string) {
+        return fail("manifest.type",
+                    fmt::format("expected a string, got {}", describe(v)),
+                    pointer, start_of(v),
+                    "safetensors metadata maps strings to strings");
+      }
+      if (!skip_value(v, [&] { return pointer; })) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  bool read_safetensors_tensor(std::string name, od::value& value) {
+    std::string pointer = "/" + json_pointer_escape(name);
+    const char* at = start_of(value);
+    od::json_type type{};
+    if (auto e = value.type().get(type)) {
+      return fail_json(e, pointer, at);
+    }
+    if (type != od::json_type::object) {
+      std::string hint;
+      if (!suggest(name, {"params"}).empty()
+          || type == od::json_type::array) {
+        hint = "a native manifest lists its tensors under \"params\"";
+      }
+      return fail("manifest.type",
+                  fmt::format("expected a tensor object with \"dtype\", "
+                              "\"shape\" and \"data_offsets\", got {}",
+                              describe(value)),
+                  pointer, at, std::move(hint));
+    }
+    od::object object;
+    if (auto e = value.get_object().get(object)) {
+      return fail_json(e, pointer, at);
+    }
+    Tensor tensor;
+    tensor.name = std::move(name);
+    std::array<int64_t, 2> offsets{};
+    unsigned seen = 0;
+    for (auto result : object) {
+      od::field field;
+      if (auto e = std::move(result).get(field)) {
+        return fail_json(e, pointer, at);
+      }
+      TensorKey key = classify(field.key());
+      std::string_view unescaped;
+      if (key == TensorKey::unknown || key == TensorKey::name
+          || key == TensorKey::logical_axes) {
+        if (auto e = field.unescaped_key().get(unescaped)) {
+          return fail_json(e, pointer, at);
+        }
+        key = classify(unescaped);
+      }
+      od::value& v = field.value();
+      if (key == TensorKey::unknown || key == TensorKey::name
+          || key == TensorKey::logical_axes) {
+        return fail("manifest.unknown-key",
+                    fmt::format("unknown key {}", quote(unescaped)),
+                    pointer + "/" + json_pointer_escape(unescaped),
+                    start_of(v),
+                    unknown_key_hint(unescaped, k_safetensors_keys()));
+      }
+      if (!check_duplicate(seen, key, pointer, v)) {
+        return false;
+      }
+      bool ok = true;
+      if (key == TensorKey::shape) {
+        ok = read_shape(v, pointer, tensor.shape);
+      } else if (key == TensorKey::dtype) {
+        ok = read_dtype(v, pointer, tensor.dtype);
+      } else {
+        ok = read_data_offsets(v, pointer, offsets);
+      }
+      if (!ok) {
+        return false;
+      }
+    }
+    for (TensorKey required :
+         {TensorKey::dtype, TensorKey::shape, TensorKey::data_offsets}) {
+      if ((seen & bit(required)) == 0) {
+        return fail("manifest.missing-key",
+                    fmt::format("tensor {} has no \"{}\"", quote(tensor.name),
+                                key_name(required)),
+                    pointer, at);
+      }
+    }
+    const DType dtype = tensor.dtype;
+    std::vector<int64_t> shape = tensor.shape;
+    if (!add(std::move(tensor), pointer, at)) {
+      return false;
+    }
+    const int64_t bytes = m_manifest.tensors().back().num_bytes;
+    if (offsets[1] - offsets[0] != bytes) {
+      return fail("manifest.data-offsets",
+                  fmt::format("data_offsets [{}, {}] span {} bytes, but a {} "
+                              "tensor of shape {} has {} bytes",
+                              offsets[0], offsets[1], offsets[1] - offsets[0],
+                              to_string(dtype), shape_text(shape), bytes),
+                  pointer + "/data_offsets", m_offsets_at);
+    }
+    return true;
+  }
+
+  static const std::vector<std::string>& k_native_keys() {
+    static const std::vector<std::string> keys = {"name", "shape", "dtype",
+                                                  "logical_axes"};
+    return keys;
+  }
+  static const std::vector<std::string>& k_safetensors_keys() {
+    static const std::vector<std::string> keys = {"dtype", "shape",
+                                                  "data_offsets"};
+    return keys;
+  }
+
+  static unsigned bit(TensorKey key) {
+    return 1U << static_cast<unsigned>(key);
+  }
+
+  bool check_duplicate(unsigned& seen, TensorKey key, const std::string& pointer,
+                       od::value& value) {
+    if ((seen & bit(key)) != 0) {
+      return fail("manifest.duplicate-key",
+                  fmt::format("duplicate key \"{}\"", key_name(key)),
+                  fmt::format("{}/{}", pointer, key_name(key)),
+                  start_of(value));
+    }
+    seen |= bit(key);
+    return true;
+  }
+
+  // Manifest::add checks names, dims and sizes; its reports get the line,
+  // column and excerpt of the tensor's object (`at`) here.
+  bool add(Tensor tensor, std::string pointer, const char* at) {
+    tensor.pointer = pointer;
+    m_where.pointer = std::move(pointer);
+    if (m_manifest.add(std::move(tensor), m_scratch, m_where)) {
+      return true;
+    }
+    if (report_syntax_error()) {
+      return false;
+    }
+    for (Diagnostic d : m_scratch.items()) {
+      if (d.location.line == 0 && d.location.source == m_source) {
+        Location located = location(std::move(d.location.pointer), at);
+        d.location = std::move(located);
+      }
+      m_diags.add(std::move(d));
+    }
+    return false;
+  }
+
+  bool read_name(od::value& value, const std::string& base, std::string& name) {
+    const char* at = start_of(value);
+    od::json_type type{};
+    if (auto e = value.type().get(type)) {
+      return fail_json(e, base + "/name", at);
+    }
+    if (type != od::json_type::string) {
+      return fail("manifest.type",
+                  fmt::format("expected a tensor name string, got {}",
+                              describe(value)),
+                  base + "/name", at);
+    }
+    std::string_view text;
+    if (auto e = value.get_string().get(text)) {
+      return fail_json(e, base + "/name", at);
+    }
+    name.assign(text);
+    return true;
+  }
+
+  // A dim or an offset: an integer in int64.
+  template <typename PointerFn>
+  bool read_integer(od::value& value, int64_t& out, std::string_view what,
+                    const PointerFn& pointer) {
+    const char* at = start_of(value);
+    od::json_type type{};
+    if (auto e = value.type().get(type)) {
+      return fail_json(e, pointer(), at);
+    }
+    if (type != od::json_type::number) {
+      return fail(code_for(what, "type"),
+                  fmt::format("expected an integer {}, got {}", what,
+                              describe(value)),
+                  pointer(), at);
+    }
+    std::string_view token = trim(value.raw_json_token());
+    if (value.get_int64().get(out) == simdjson::SUCCESS) {
+      return true;
+    }
+    bool integral = !token.empty();
+    for (size_t i = 0; i < token.size(); ++i) {
+      integral = integral && (is_digit(token[i]) || (i == 0 && token[i] == '-'));
+    }
+    bool clipped = false;
+    std::string_view shown = clip(token, 48, clipped);
+    if (integral) {
+      return fail(code_for(what, "range"),
+                  fmt::format("{} {}{} does not fit in int64 (max {})", what,
+                              shown, clipped ? "..." : "",
+                              std::numeric_limits<int64_t>::max()),
+                  pointer(), at);
+    }
+    return fail(code_for(what, "range"),
+                fmt::format("expected an integer {}, got {}{}", what, shown,
+                            clipped ? "..." : ""),
+                pointer(), at);
+  }
+
+  // Dims report manifest.type / manifest.bad-dim; offsets report
+  // manifest.data-offsets for everything.
+  static std::string code_for(std::string_view what, std::string_view kind) {
+    if (what == "offset") {
+      return "manifest.data-offsets";
+    }
+    return kind == "type" ? "manifest.type" : "manifest.bad-dim";
+  }
+
+  bool read_shape(od::value& value, const std::string& base,
+                  std::vector<int64_t>& shape) {
+    const char* at = start_of(value);
+    od::json_type type{};
+    if (auto e = value.type().get(type)) {
+      return fail_json(e, base + "/shape", at);
+    }
+    if (type != od::json_type::array) {
+      return fail("manifest.type",
+                  fmt::format("expected an array of integers, got {}",
+                              describe(value)),
+                  base + "/shape", at);
+    }
+    od::array array;
+    if (auto e = value.get_array().get(array)) {
+      return fail_json(e, base + "/shape", at);
+    }
+    m_dims.clear();
+    size_t index = 0;
+    auto pointer = [&] { return fmt::format("{}/shape/{}", base, index); };
+    for (auto result : array) {
+      od::value dim;
+      if (auto e = result.get(dim)) {
+        return fail_json(e, pointer(), at);
+      }
+      int64_t size = 0;
+      if (!read_integer(dim, size, "dim size", pointer)) {
+        return false;
+      }
+      m_dims.push_back(size);
+      ++index;
+    }
+    shape.assign(m_dims.begin(), m_dims.end());
+    return true;
+  }
+
+  bool read_dtype(od::value& value, const std::string& base, DType& dtype) {
+    const char* at = start_of(value);
+    od::json_type type{};
+    if (auto e = value.type().get(type)) {
+      return fail_json(e, base + "/dtype", at);
+    }
+    if (type != od::json_type::string) {
+      return fail("manifest.type",
+                  fmt::format("expected a dtype string, got {}", describe(value)),
+                  base + "/dtype", at);
+    }
+    std::string_view text;
+    if (auto e = value.get_string().get(text)) {
+      return fail_json(e, base + "/dtype", at);
+    }
+    // Manifests spell a handful of dtypes 100k times: remember the last few.
+    for (const auto& [spelling, cached] : m_dtype_cache) {
+      if (spelling == text) {
+        dtype = cached;
+        return true;
+      }
+    }
+    std::optional<DType> parsed = parse_dtype(text);
+    if (parsed && m_dtype_cache.size() < 8) {
+      m_dtype_cache.emplace_back(std::string(text), *parsed);
+    }
+    if (!parsed) {
+      return fail("manifest.dtype", fmt::format("unknown dtype {}", quote(text)),
+                  base + "/dtype", at, dtype_hint(text));
+    }
+    dtype = *parsed;
+    return true;
+  }
+
+  bool read_logical_axes(od::value& value, const std::string& base,
+                         std::optional<LogicalAxes>& axes) {
+    const std::string pointer = base + "/logical_axes";
+    const char* at = start_of(value);
+    od::json_type type{};
+    if (auto e = value.type().get(type)) {
+      return fail_json(e, pointer, at);
+    }
+    if (type == od::json_type::null) {
+      return skip_value(value, [&] { return pointer; });
+    }
+    if (type != od::json_type::array) {
+      return fail("manifest.type",
+                  fmt::format("expected an array of logical axis names, got {}",
+                              describe(value)),
+                  pointer, at);
+    }
+    od::array array;
+    if (auto e = value.get_array().get(array)) {
+      return fail_json(e, pointer, at);
+    }
+    LogicalAxes names;
+    size_t index = 0;
+    for (auto result : array) {
+      od::value entry;
+      if (auto e = result.get(entry)) {
+        return fail_json(e, fmt::format("{}/{}", pointer, index), at);
+      }
+      const char* entry_at = start_of(entry);
+      if (auto e = entry.type().get(type)) {
+        return fail_json(e, fmt::format("{}/{}", pointer, index), entry_at);
+      }
+      if (type == od::json_type::null) {
+        if (!skip_value(entry,
+                        [&] { return fmt::format("{}/{}", pointer, index); })) {
+          return false;
+        }
+        names.emplace_back(std::nullopt);
+      } else if (type == od::json_type::string) {
+        std::string_view text;
+        if (auto e = entry.get_string().get(text)) {
+          return fail_json(e, fmt::format("{}/{}", pointer, index), entry_at);
+        }
+        if (text.empty()) {
+          return fail("manifest.logical-axes",
+                      "empty logical axis name; use null for a dim without one",
+                      fmt::format("{}/{}", pointer, index), entry_at);
+        }
+        names.emplace_back(std::string(text));
+      } else {
+        return fail("manifest.logical-axes",
+                    fmt::format("expected a logical axis name or null, got {}",
+                                describe(entry)),
+                    fmt::format("{}/{}", pointer, index), entry_at);
+      }
+      ++index;
+    }
+    axes = std::move(names);
+    return true;
+  }
+
+  // safetensors: [begin, end], 0 <= begin <= end.
+  bool read_data_offsets(od::value& value, const std::string& base,
+                         std::array<int64_t, 2>& offsets) {
+    const std::string pointer = base + "/data_offsets";
+    m_offsets_at = start_of(value);
+    od::json_type type{};
+    if (auto e = value.type().get(type)) {
+      return fail_json(e, pointer, m_offsets_at);
+    }
+    if (type != od::json_type::array) {
+      return fail("manifest.data-offsets",
+                  fmt::format("expected [begin, end] byte offsets, got {}",
+                              describe(value)),
+                  pointer, m_offsets_at);
+    }
+    od::array array;
+    if (auto e = value.get_array().get(array)) {
+      return fail_json(e, pointer, m_offsets_at);
+    }
+    size_t index = 0;
+    auto entry_pointer = [&] { return fmt::format("{}/{}", pointer, index); };
+    for (auto result : array) {
+      od::value entry;
+      if (auto e = result.get(entry)) {
+        return fail_json(e, entry_pointer(), m_offsets_at);
+      }
+      int64_t offset = 0;
+      if (index < 2) {
+        if (!read_integer(entry, offset, "offset", entry_pointer)) {
+          return false;
+        }
+        if (offset < 0) {
+          return fail("manifest.data-offsets",
+                      fmt::format("offset {} is negative", offset),
+                      entry_pointer(), start_of(entry));
+        }
+        offsets[index] = offset;
+      } else if (!skip_value(entry, entry_pointer)) {
+        return false;
+      }
+      ++index;
+    }
+    if (index != 2) {
+      return fail("manifest.data-offsets",
+                  fmt::format("expected 2 offsets [begin, end], got {}", index),
+                  pointer, m_offsets_at);
+    }
+    if (offsets[0] > offsets[1]) {
+      return fail("manifest.data-offsets",
+                  fmt::format("begin offset {} is after end offset {}",
+                              offsets[0], offsets[1]),
+                  pointer, m_offsets_at);
+    }
+    return true;
+  }
+
+  Manifest m_manifest;
+  Location m_where;          // reused for every Manifest::add
+  Diagnostics m_scratch;     // what Manifest::add reports, before forward()
+  std::vector<int64_t> m_dims;
+  std::vector<std::pair<std::string, DType>> m_dtype_cache;
+  const char* m_params_at = nullptr;
+  const char* m_offsets_at = nullptr;
+};
+
+// ---------------------------------------------------------------------------
+// Specs files.
+
+class SpecsReader : public JsonInput {
+ public:
+  SpecsReader(std::string_view text, std::string_view source,
+              Diagnostics& diags)
+      : JsonInput(text, source, "specs", diags) {}
+
+  std::optional<SpecsFile> run() {
+    od::object top;
+    if (!open(top)) {
+      return std::nullopt;
+    }
+    // {"specs": {...}} wins over the plan output's {"tensors": [...]}.
+    od::value found;
+    std::string_view form = "specs";
+    auto e = top.find_field_unordered("specs").get(found);
+    if (e == simdjson::NO_SUCH_FIELD) {
+      bool at_start = false;
+      if (auto r = top.reset().get(at_start)) {
+        fail_json(r, "");
+        return std::nullopt;
+      }
+      form = "tensors";
+      e = top.find_field_unordered("tensors").get(found);
+    }
+    if (e && e != simdjson::NO_SUCH_FIELD) {
+      fail_json(e, "");
+      return std::nullopt;
+    }
+    const bool missing = e == simdjson::NO_SUCH_FIELD;
+    bool at_start = false;
+    if (auto r = top.reset().get(at_start)) {
+      fail_json(r, "");
+      return std::nullopt;
+    }
+    std::vector<std::string> keys;
+    bool seen = false;
+    for (auto result : top) {
+      od::field field;
+      std::string_view key;
+      if (auto r = std::move(result).get(field)) {
+        fail_json(r, "");
+        return std::nullopt;
+      }
+      if (auto r = field.unescaped_key().get(key)) {
+        fail_json(r, "");
+        return std::nullopt;
+      }
+      std::string pointer = "/" + json_pointer_escape(key);
+      od::value& value = field.value();
+      if (!missing && key == form) {
+        if (seen) {
+          fail("specs.duplicate-key", fmt::format("duplicate key {}", quote(key)),
+               pointer, start_of(value));
+          return std::nullopt;
+        }
+        seen = true;
+        if (!(form == "specs" ? read_specs_object(value)
+                              : read_tensors_array(value))) {
+          return std::nullopt;
+        }
+        continue;
+      }
+      if (missing) {
+        keys.emplace_back(key);
+      }
+      if (!skip_value(value, [&] { return pointer; })) {
+        return std::nullopt;
+      }
+    }
+    if (!finish()) {
+      return std::nullopt;
+    }
+    if (missing) {
+      std::string hint;
+      for (const std::string& key : keys) {
+        std::string best = suggest(key, {"specs", "tensors"});
+        if (!best.empty()) {
+          hint = fmt::format("did you mean {} instead of {}?", quote(best),
+                             quote(key));
+          break;
+        }
+      }
+      fail("specs.missing-key",
+           "expected a \"specs\" object or a \"tensors\" array at the top level",
+           "", m_padded.data(), std::move(hint));
+      return std::nullopt;
+    }
+    m_file.source = m_source;
+    return std::move(m_file);
+  }
+
+ private:
+  // {"NAME": SPEC, ...}
+  bool read_specs_object(od::value& value) {
+    const char* at = start_of(value);
+    od::json_type type{};
+    if (auto e = value.type().get(type)) {
+      return fail_json(e, "/specs", at);
+    }
+    if (type != od::json_type::object) {
+      return fail("specs.type",
+                  fmt::format("expected an object mapping tensor names to "
+                              "specs, got {}",
+                              describe(value)),
+                  "/specs", at);
+    }
+    od::object object;
+    if (auto e = value.get_object().get(object)) {
+      return fail_json(e, "/specs", at);
+    }
+    for (auto result : object) {
+      od::field field;
+      std::string_view key;
+      if (auto e = std::move(result).get(field)) {
+        return fail_json(e, "/specs", at);
+      }
+      if (auto e = field.unescaped_key().get(key)) {
+        return fail_json(e, "/specs", at);
+      }
+      std::string name(key);
+      std::string pointer = "/specs/" + json_pointer_escape(name);
+      od::value& v = field.value();
+      if (!add(std::move(name), v, std::move(pointer), start_of(v))) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // [{"name": ..., "spec": ..., other keys ignored}, ...]
+  bool read_tensors_array(od::value& value) {
+    const char* at = start_of(value);
+    od::json_type type{};
+    if (auto e = value.type().get(type)) {
+      return fail_json(e, "/tensors", at);
+    }
+    if (type != od::json_type::array) {
+      return fail("specs.type",
+                  fmt::format("expected an array of tensor objects, got {}",
+                              describe(value)),
+                  "/tensors", at);
+    }
+    od::array array;
+    if (auto e = value.get_array().get(array)) {
+      return fail_json(e, "/tensors", at);
+    }
+    size_t index = 0;
+    for (auto result : array) {
+      std::string pointer = fmt::format("/tensors/{}", index);
+      od::value entry;
+      if (auto e = result.get(entry)) {
+        return fail_json(e, pointer, at);
+      }
+      if (!read_tensor_entry(entry, index, pointer)) {
+        return false;
+      }
+      ++index;
+    }
+    return true;
+  }
+
+  bool read_tensor_entry(od::value& value, size_t index,
+                         const std::string& pointer) {
+    const char* at = start_of(value);
+    od::json_type type{};
+    if (auto e = value.type().get(type)) {
+      return fail_json(e, pointer, at);
+    }
+    if (type != od::json_type::object) {
+      return fail("specs.type",
+                  fmt::format("expected a tensor object with \"name\" and "
+                              "\"spec\", got {}",
+                              describe(value)),
+                  pointer, at);
+    }
+    od::object object;
+    if (auto e = value.get_object().get(object)) {
+      return fail_json(e, pointer, at);
+    }
+    std::optional<std::string> name;
+    std::optional<PartitionSpec> spec;
+    std::string spec_pointer = pointer + "/spec";
+    const char* spec_at = nullptr;
+    for (auto result : object) {
+      od::field field;
+      std::string_view key;
+      if (auto e = std::move(result).get(field)) {
+        return fail_json(e, pointer, at);
+      }
+      if (auto e = field.unescaped_key().get(key)) {
+        return fail_json(e, pointer, at);
+      }
+      od::value& v = field.value();
+      const char* v_at = start_of(v);
+      if (key == "name" || key == "spec") {
+        if ((key == "name" && name) || (key == "spec" && spec)) {
+          return fail("specs.duplicate-key",
+                      fmt::format("duplicate key {}", quote(key)),
+                      fmt::format("{}/{}", pointer, key), v_at);
+        }
+      }
+      if (key == "name") {
+        if (auto e = v.type().get(type)) {
+          return fail_json(e, pointer + "/name", v_at);
+        }
+        if (type != od::json_type::string) {
+          return fail("specs.type",
+                      fmt::format("expected a tensor name string, got {}",
+                                  describe(v)),
+                      pointer + "/name", v_at);
+        }
+        std::string_view text;
+        if (auto e = v.get_string().get(text)) {
+          return fail_json(e, pointer + "/name", v_at);
+        }
+        name = std::string(text);
+      } else if (key == "spec") {
+        spec_at = v_at;
+        PartitionSpec parsed;
+        if (!read_spec(v, spec_pointer, parsed)) {
+          return false;
+        }
+        spec = std::move(parsed);
+      } else if (!skip_value(v, [&] {
+                   return fmt::format("{}/{}", pointer, json_pointer_escape(key));
+                 })) {
+        return false;
+      }
+    }
+    if (!name || !spec) {
+      std::string who = name ? fmt::format("tensor {}", quote(*name))
+                             : fmt::format("tensor {}", index);
+      return fail("specs.missing-key",
+                  fmt::format("{} has no \"{}\"", who, name ? "spec" : "name"),
+                  pointer, at);
+    }
+    if (name->empty()) {
+      return fail("specs.name", "tensor name is empty", pointer + "/name", at);
+    }
+    return record(std::move(*name), std::move(*spec), std::move(spec_pointer),
+                  spec_at);
+  }
+
+  bool add(std::string name, od::value& value, std::string pointer,
+           const char* at) {
+    if (name.empty()) {
+      return fail("specs.name", "tensor name is empty", pointer, at);
+    }
+    PartitionSpec spec;
+    if (!read_spec(value, pointer, spec)) {
+      return false;
+    }
+    return record(std::move(name), std::move(spec), std::move(pointer), at);
+  }
+
+  bool record(std::string name, PartitionSpec spec, std::string pointer,
+              const char* at) {
+    auto [it, inserted] = m_index.try_emplace(name, m_file.specs.size());
+    if (!inserted) {
+      return fail("specs.duplicate-name",
+                  fmt::format("duplicate tensor name {} (first at {})",
+                              quote(name), m_file.specs[it->second].pointer),
+                  pointer, at);
+    }
+    m_file.specs.push_back(
+        NamedSpec{std::move(name), std::move(spec), std::move(pointer)});
+    return true;
+  }
+
+  // SPEC: [null | "axis" | ["a", "b"], ...] or a string parse_spec accepts.
+  bool read_spec(od::value& value, const std::string& pointer,
+                 PartitionSpec& spec) {
+    const char* at = start_of(value);
+    od::json_type type{};
+    if (auto e = value.type().get(type)) {
+      return fail_json(e, pointer, at);
+    }
+    if (type == od::json_type::string) {
+      std::string_view text;
+      if (auto e = value.get_string().get(text)) {
+        return fail_json(e, pointer, at);
+      }
+      Diagnostics scratch;
+      std::optional<PartitionSpec> parsed =
+          parse_spec(text, fmt::format("{}:{}", m_source, pointer), scratch);
+      if (!parsed || scratch.has_errors()) {
+        forward(scratch);
+        return false;
+      }
+      spec = std::move(*parsed);
+      return true;
+    }
+    if (type != od::json_type::array) {
+      return fail("specs.type",
+                  fmt::format("expected a partition spec (an array or a "
+                              "string), got {}",
+                              describe(value)),
+                  pointer, at);
+    }
+    od::array array;
+    if (auto e = value.get_array().get(array)) {
+      return fail_json(e, pointer, at);
+    }
+    size_t index = 0;
+    for (auto result : array) {
+      auto entry_ptr = [&] {
+        return fmt::format("{}/{}", pointer, index);
+      };
+      od::value entry;
+      if (auto e = result.get(entry)) {
+        return fail_json(e, entry_ptr(), at);
+      }
+      DimSharding dim;
+      if (!read_dim(entry, entry_ptr, dim)) {
+        return false;
+      }
+      spec.dims.push_back(std::move(dim));
+      ++index;
+    }
+    return true;
+  }
+
+  template <typename PointerFn>
+  bool read_axis_name(od::value& value, const PointerFn& pointer,
+                      std::string& out) {
+    std::string_view text;
+    if (auto e = value.get_string().get(text)) {
+      return fail_json(e, pointer(), start_of(value));
+    }
+    if (text.empty()) {
+      return fail("specs.axis", "empty axis name", pointer(), start_of(value));
+    }
+    out.assign(text);
+    return true;
+  }
+
+  // null | "axis" | ["a", "b"] ([] is null and ["a"] is "a", as in jaxlib).
+  template <typename PointerFn>
+  bool read_dim(od::value& value, const PointerFn& pointer, DimSharding& dim) {
+    const char* at = start_of(value);
+    od::json_type type{};
+    if (auto e = value.type().get(type)) {
+      return fail_json(e, pointer(), at);
+    }
+    if (type == od::json_type::null) {
+      return skip_value(value, pointer);
+    }
+    if (type == od::json_type::string) {
+      dim.axes.emplace_back();
+      return read_axis_name(value, pointer, dim.axes.back());
+    }
+    if (type != od::json_type::array) {
+      return fail("specs.type",
+                  fmt::format("expected null, an axis name or an array of "
+                              "axis names, got {}",
+                              describe(value)),
+                  pointer(), at);
+    }
+    od::array array;
+    if (auto e = value.get_array().get(array)) {
+      return fail_json(e, pointer(), at);
+    }
+    size_t index = 0;
+    auto inner_pointer = [&] { return fmt::format("{}/{}", pointer(), index); };
+    for (auto result : array) {
+      od::value entry;
+      if (auto e = result.get(entry)) {
+        return fail_json(e, inner_pointer(), at);
+      }
+      const char* entry_at = start_of(entry);
+      if (auto e = entry.type().get(type)) {
+        return fail_json(e, inner_pointer(), entry_at);
+      }
+      if (type == od::json_type::array) {
+        return fail("specs.nested-tuple",
+                    "a tuple inside a PartitionSpec cannot contain a nested "
+                    "tuple",
+                    inner_pointer(), entry_at);
+      }
+      if (type != od::json_type::string) {
+        return fail("specs.type",
+                    fmt::format("expected an axis name inside a tuple, got {}",
+                                describe(entry)),
+                    inner_pointer(), entry_at);
+      }
+      dim.axes.emplace_back();
+      if (!read_axis_name(entry, inner_pointer, dim.axes.back())) {
+        return false;
+      }
+      ++index;
+    }
+    return true;
+  }
+
+  SpecsFile m_file;
+  std::unordered_map<std::string, size_t, detail::StringHash, std::equal_to<>>
+      m_index;
+};
+
+// ---------------------------------------------------------------------------
+// Files.
+
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : m_fd(fd) {}
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  ~FileDescriptor() {
+    if (m_fd >= 0) {
+      ::close(m_fd);
+    }
+  }
+  int get() const { return m_fd; }
+  // Closes now and reports the error close() gives (NFS reports late).
+  int close() {
+    int result = ::close(m_fd);
+    m_fd = -1;
+    return result;
+  }
+
+ private:
+  int m_fd;
+};
+
+int open_retry(const char* path, int flags, mode_t mode = 0) {
+  int fd = -1;
+  do {
+    fd = ::open(path, flags, mode);  // NOLINT(cppcoreguidelines-pro-type-vararg)
+  } while (fd < 0 && errno == EINTR);
+  return fd;
+}
+
+// Writes all of `data`; returns 0 or an errno value.
+int write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return errno;
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return 0;
+}
+
+// The last line of defence: no exception leaves the readers.
+void report_exception(const std::exception& e, size_t size,
+                      std::string_view source, Diagnostics& diags) {
+  Location where;
+  where.source = std::string(source);
+  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {
+    diags.error("json.memory",
+                fmt::format("out of memory reading {} bytes", size), where);
+  } else {
+    diags.error("internal", fmt::format("internal error: {}", e.what()), where);
+  }
+}
+
+mode_t current_umask() {
+  mode_t mask = ::umask(0);
+  ::umask(mask);
+  return mask;
+}
+
+}  // namespace
+
+std::optional<std::string> read_file(const std::string& path,
+                                     Diagnostics& diags) {
+  auto fail = [&](int error) -> std::optional<std::string> {
+    diags.error("io.read", fmt::format("cannot read {}: {}", quote(path),
+                                       errno_message(error)));
+    return std::nullopt;
+  };
+  if (path.empty()) {
+    return fail(ENOENT);
+  }
+  FileDescriptor fd(open_retry(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    return fail(errno);
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    return fail(errno);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    return fail(EISDIR);
+  }
+  // Read st_size bytes in place, then on to the end of the file: pipes,
+  // /proc files (st_size 0) and growing files have more than st_size says.
+  std::string text;
+  size_t filled = 0;
+  if (S_ISREG(st.st_mode) && st.st_size > 0) {
+    text.resize(static_cast<size_t>(st.st_size));
+  }
+  std::array<char, size_t{1} << 16U> chunk{};
+  for (;;) {
+    const bool in_place = filled < text.size();
+    char* into = in_place ? text.data() + filled : chunk.data();
+    size_t want = in_place ? text.size() - filled : chunk.size();
+    ssize_t n = ::read(fd.get(), into, want);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return fail(errno);
+    }
+    if (n == 0) {
+      break;
+    }
+    if (!in_place) {
+      text.append(chunk.data(), static_cast<size_t>(n));
+    }
+    filled += static_cast<size_t>(n);
+  }
+  text.resize(filled);
+  return text;
+}
+
+bool write_file_atomic(const std::string& path, std::string_view contents,
+                       Diagnostics& diags) {
+  auto fail = [&](int error) {
+    diags.error("io.write", fmt::format("cannot write {}: {}", quote(path),
+                                        errno_message(error)));
+    return false;
+  };
+  if (path.empty()) {
+    return fail(ENOENT);
+  }
+  // Replace what a symlink points to, not the link.
+  std::string target = path;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    if (char* resolved = ::realpath(path.c_str(), nullptr)) {
+      target = resolved;
+      std::free(resolved);  // NOLINT(cppcoreguidelines-no-malloc)
+    }
+  }
+  const bool exists = ::stat(target.c_str(), &st) == 0;
+  if (exists && S_ISDIR(st.st_mode)) {
+    return fail(EISDIR);
+  }
+  if (exists && !S_ISREG(st.st_mode)) {
+    // A device or a pipe (/dev/null, /dev/stdout): nothing to rename over.
+    FileDescriptor fd(open_retry(target.c_str(), O_WRONLY | O_CLOEXEC));
+    if (fd.get() < 0) {
+      return fail(errno);
+    }
+    if (int error = write_all(fd.get(), contents)) {
+      return fail(error);
+    }
+    if (fd.close() != 0) {
+      return fail(errno);
+    }
+    return true;
+  }
+
+  std::string temp = target + ".tmpXXXXXX";
+  FileDescriptor fd(::mkstemp(temp.data()));
+  if (fd.get() < 0) {
+    return fail(errno);
+  }
+  auto fail_and_remove = [&](int error) {
+    ::unlink(temp.c_str());
+    return fail(error);
+  };
+  // mkstemp creates 0600; give the file the mode it had, or the usual one.
+  const mode_t mode = exists ? (st.st_mode & 07777U) : (0666U & ~current_umask());
+  if (::fchmod(fd.get(), mode) != 0) {
+    return fail_and_remove(errno);
+  }
+  if (int error = write_all(fd.get(), contents)) {
+    return fail_and_remove(error);
+  }
+  if (::fsync(fd.get()) != 0) {
+    return fail_and_remove(errno);
+  }
+  if (fd.close() != 0) {
+    return fail_and_remove(errno);
+  }
+  if (::rename(temp.c_str(), target.c_str()) != 0) {
+    return fail_and_remove(errno);
+  }
+  // Make the rename itself durable; a failure here loses nothing written.
+  size_t slash = target.rfind('/');
+  std::string folder = slash == std::string::npos
+                           ? std::string(".")
+                           : (slash == 0 ? std::string("/")
+                                         : target.substr(0, slash));
+  FileDescriptor dir(open_retry(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir.get() >= 0) {
+    ::fsync(dir.get());
+  }
+  return true;
+}
+
+std::optional<Manifest> read_manifest(std::string_view json,
+                                      std::string_view source,
+                                      Diagnostics& diags) {
+  try {
+    ManifestReader reader(json, source, diags);
+    return reader.run();
+  } catch (const std::exception& e) {
+    report_exception(e, json.size(), source, diags);
+    return std::nullopt;
+  }
+}
+
+std::optional<SpecsFile> read_specs(std::string_view json,
+                                    std::string_view source,
+                                    Diagnostics& diags) {
+  try {
+    SpecsReader reader(json, source, diags);
+    return reader.run();
+  } catch (const std::exception& e) {
+    report_exception(e, json.size(), source, diags);
+    return std::nullopt;
+  }
+}
+
+}  // namespace shardplan

@@ -1,1 +1,407 @@
+// End-to-end tests through cli::run(), the code main() calls: exit codes,
+// output documents, golden cases and the bad-input replay.
+
+#include <shardplan/io.hpp>
+
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli.hpp"
+#include "support/test_support.hpp"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+using namespace shardplan;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+Result run_cli(std::vector<std::string> args) {
+  args.insert(args.begin(), "shardplan");
+  std::ostringstream out;
+  std::ostringstream err;
+  Result r;
+  r.code = cli::run(args, out, err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+json parse_json(const std::string& text) {
+  INFO(text);
+  REQUIRE(json::accept(text));
+  return json::parse(text);
+}
+
+// A fresh empty directory under the system temp folder.
+fs::path temp_dir(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("shardplan_test_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+}  // namespace
+
+TEST_CASE("cli: --help shows examples and exits 0", "[cli]") {
+  Result r = run_cli({"--help"});
+  CHECK(r.code == 0);
+  CHECK(r.out.find("Examples:") != std::string::npos);
+  CHECK(r.out.find("mesh") != std::string::npos);
+  Result sub = run_cli({"mesh", "--help"});
+  CHECK(sub.code == 0);
+  CHECK(sub.out.find("--axis-names") != std::string::npos);
+  CHECK(sub.out.find("shardplan mesh --mesh") != std::string::npos);
+}
+
+TEST_CASE("cli: --version", "[cli]") {
+  Result r = run_cli({"--version"});
+  CHECK(r.code == 0);
+  CHECK(r.out == std::string("shardplan ") + SHARDPLAN_VERSION + "\n");
+}
+
+TEST_CASE("cli: usage errors exit 2 with a message on stderr", "[cli]") {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {},
+           {"frobnicate"},
+           {"mesh"},
+           {"mesh", "--mesh", "dp:2", "--format", "xml"},
+           {"mesh", "--mesh", "dp:2", "--devices", "eight"},
+           {"mesh", "--mesh", "dp:2", "--bogus"},
+           {"mesh", "--mesh", "dp:2", "--color", "sometimes"},
+           {"manifest"},
+       }) {
+    Result r = run_cli(args);
+    INFO(r.err);
+    CHECK(r.code == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err.find("shardplan: error: ") == 0);
+  }
+}
+
+TEST_CASE("cli: mesh text output is a table and the device grid", "[cli]") {
+  Result r = run_cli({"mesh", "--mesh", "dp:2,fsdp:-1,tp:2", "--devices", "8"});
+  CHECK(r.code == 0);
+  CHECK(r.err.empty());
+  CHECK(r.out
+        == "mesh dp:2,fsdp:2,tp:2 on 8 devices\n"
+           "\n"
+           "axis  size  ici  dcn  type\n"
+           "dp       2    2    1  auto\n"
+           "fsdp     2    2    1  auto\n"
+           "tp       2    2    1  auto\n"
+           "\n"
+           "device ids (dp x fsdp x tp):\n"
+           "  [dp=0]\n"
+           "    0 1\n"
+           "    2 3\n"
+           "  [dp=1]\n"
+           "    4 5\n"
+           "    6 7\n");
+}
+
+TEST_CASE("cli: mesh JSON has the DESIGN keys and nested device ids", "[cli]") {
+  Result r = run_cli({"mesh", "--mesh", "dp:4,tp:2:explicit", "--devices", "8",
+                      "--dcn", "dp:2", "--format", "json"});
+  REQUIRE(r.code == 0);
+  json j = parse_json(r.out);
+  CHECK(j["schema_version"] == 1);
+  CHECK(j["command"] == "mesh");
+  CHECK(j["shardplan_version"] == SHARDPLAN_VERSION);
+  CHECK(j["mesh"]["devices"] == 8);
+  CHECK(j["mesh"]["slices"] == 2);
+  CHECK(j["mesh"]["canonical"] == "dp:4,tp:2:explicit");
+  CHECK(j["mesh"]["axes"]
+        == json::parse(R"([{"name":"dp","size":4,"type":"auto","ici":2,"dcn":2},
+                           {"name":"tp","size":2,"type":"explicit","ici":2,"dcn":1}])"));
+  CHECK(j["device_ids"] == json::parse("[[0,1],[2,3],[4,5],[6,7]]"));
+  CHECK(j["diagnostics"] == json::array());
+}
+
+TEST_CASE("cli: bad mesh exits 2 with caret on stderr and JSON diagnostics on stdout",
+          "[cli]") {
+  Result text = run_cli({"mesh", "--mesh", "dp:2,tp:x", "--devices", "8"});
+  CHECK(text.code == 2);
+  CHECK(text.out.empty());
+  CHECK(text.err
+        == "--mesh:1:9: error: expected an integer axis size, got \"x\" [mesh.syntax]\n"
+           "  dp:2,tp:x\n"
+           "          ^\n");
+
+  Result js = run_cli({"mesh", "--mesh", "dp:2,tp:x", "--devices", "8", "--format", "json"});
+  CHECK(js.code == 2);
+  json j = parse_json(js.out);
+  CHECK(j["schema_version"] == 1);
+  CHECK(j["command"] == "mesh");
+  REQUIRE(j["diagnostics"].size() == 1);
+  CHECK(j["diagnostics"][0]["severity"] == "error");
+  CHECK(j["diagnostics"][0]["code"] == "mesh.syntax");
+  CHECK(j["diagnostics"][0]["location"]
+        == json::parse(R"({"source":"--mesh","line":1,"column":9})"));
+}
+
+TEST_CASE("cli: --color always colours diagnostics, never does not", "[cli]") {
+  Result c = run_cli({"mesh", "--mesh", "dp:0", "--color", "always"});
+  CHECK(c.err.find("\x1b[1;31merror:") != std::string::npos);
+  Result n = run_cli({"mesh", "--mesh", "dp:0", "--color", "never"});
+  CHECK(n.err.find('\x1b') == std::string::npos);
+}
+
+TEST_CASE("cli: -o writes the result atomically and prints nothing", "[cli]") {
+  fs::path dir = temp_dir("output");
+  fs::path file = dir / "mesh.json";
+  {
+    std::ofstream old(file);
+    old << "old contents";
+  }
+  Result r = run_cli({"mesh", "--mesh", "dp:2,tp:4", "--format", "json", "-o",
+                      file.string()});
+  CHECK(r.code == 0);
+  CHECK(r.out.empty());
+  json j = parse_json(test::slurp(file.string()));
+  CHECK(j["mesh"]["devices"] == 8);
+  // No temporary file is left beside it.
+  CHECK(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}) == 1);
+
+  // A bad input leaves the old output untouched.
+  Result bad = run_cli({"mesh", "--mesh", "dp:0", "-o", file.string()});
+  CHECK(bad.code == 2);
+  CHECK(test::slurp(file.string()).find("\"devices\": 8") != std::string::npos);
+
+  // An output in a missing directory is an error naming the path.
+  std::string missing = (dir / "no" / "such" / "out.json").string();
+  Result unwritable = run_cli({"mesh", "--mesh", "dp:2", "-o", missing});
+  CHECK(unwritable.code == 2);
+  CHECK(unwritable.err.find(missing) != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("cli: a missing manifest names its path", "[cli]") {
+  Result r = run_cli({"manifest", "--manifest", "/nonexistent/dir/model.json"});
+  CHECK(r.code == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("\"/nonexistent/dir/model.json\"") != std::string::npos);
+  CHECK(r.err.find("[io.read]") != std::string::npos);
+}
+
+TEST_CASE("cli: manifest JSON output reads back as the same manifest", "[cli]") {
+  fs::path dir = temp_dir("manifest");
+  fs::path in = dir / "in.json";
+  {
+    std::ofstream f(in);
+    f << R"({"params": [
+      {"name": "embed", "shape": [50257, 768], "dtype": "float32"},
+      {"name": "h.0.ln.weight", "shape": [768], "dtype": "BF16", "logical_axes": ["embed"]},
+      {"name": "step", "shape": [], "dtype": "int32"}]})";
+  }
+  Result r = run_cli({"manifest", "--manifest", in.string(), "--format", "json"});
+  REQUIRE(r.code == 0);
+  json j = parse_json(r.out);
+  CHECK(j["command"] == "manifest");
+  // 50257*768 + 768 + 1 elements; 4*50257*768 + 2*768 + 4 bytes.
+  CHECK(j["summary"] == json::parse(R"({"tensors":3,"parameters":38598145,"bytes":154391044})"));
+  CHECK(j["params"][0] == json::parse(R"({"name":"embed","shape":[50257,768],"dtype":"f32"})"));
+  CHECK(j["params"][1]["logical_axes"] == json::parse(R"(["embed"])"));
+  CHECK(j["params"][2]["shape"] == json::array());
+
+  Diagnostics diags;
+  auto back = read_manifest(r.out, "out.json", diags);
+  INFO(test::first_error(diags));
+  REQUIRE(back);
+  REQUIRE(back->size() == 3);
+  CHECK(back->tensors()[1].dtype == DType::bf16);
+  CHECK(back->total_bytes() == 154391044);
+  fs::remove_all(dir);
+}
+
+// Golden cases: tests/golden/<case>/args.txt holds one argument per line
+// ("{dir}" stands for the case's folder); expected.json is the JSON the
+// command writes, and exit_code.txt (optional, default 0) its exit code.
+// UPDATE_GOLDEN=1 rewrites expected.json; review such diffs like code.
+TEST_CASE("cli: golden cases", "[cli][golden]") {
+  fs::path root = fs::path(SHARDPLAN_SOURCE_DIR) / "tests" / "golden";
+  std::vector<fs::path> cases;
+  for (const auto& entry : fs::directory_iterator(root)) {
+    if (entry.is_directory()) {
+      cases.push_back(entry.path());
+    }
+  }
+  std::sort(cases.begin(), cases.end());
+  REQUIRE_FALSE(cases.empty());
+  for (const fs::path& dir : cases) {
+    DYNAMIC_SECTION(dir.filename().string()) {
+      std::vector<std::string> args;
+      std::istringstream lines(test::slurp((dir / "args.txt").string()));
+      for (std::string line; std::getline(lines, line);) {
+        if (line.empty() || line[0] == '#') {
+          continue;
+        }
+        for (size_t at = line.find("{dir}"); at != std::string::npos;
+             at = line.find("{dir}")) {
+          line.replace(at, 5, dir.string());
+        }
+        args.push_back(line);
+      }
+      int expected_code = 0;
+      if (fs::exists(dir / "exit_code.txt")) {
+        expected_code = std::stoi(test::slurp((dir / "exit_code.txt").string()));
+      }
+      Result r = run_cli(args);
+      INFO(r.err);
+      CHECK(r.code == expected_code);
+      json actual = parse_json(r.out);
+      actual.erase("shardplan_version");
+      fs::path expected_path = dir / "expected.json";
+      const char* update = std::getenv("UPDATE_GOLDEN");
+      if (update != nullptr && std::string(update) == "1") {
+        std::ofstream(expected_path) << actual.dump(2) << "\n";
+      }
+      json expected = parse_json(test::slurp(expected_path.string()));
+      if (actual != expected) {
+        FAIL_CHECK("expected:\n" << expected.dump(2) << "\nactual:\n" << actual.dump(2));
+      }
+    }
+  }
+}
+
+// Every file under tests/data/bad_inputs/ must give exit 2 and a located
+// message, never a crash. mesh/*.txt hold mesh strings; manifest/* are
+// manifest files; specs/* are specs files (read in-process until a command
+// takes --specs).
+TEST_CASE("cli: bad-input corpus replays to located errors", "[cli][bad-inputs]") {
+  fs::path root = test::data_path("bad_inputs");
+  size_t replayed = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(root)) {
+    if (!entry.is_regular_file() || entry.path().filename() == "README.md") {
+      continue;
+    }
+    std::string kind = entry.path().parent_path().filename().string();
+    std::string path = entry.path().string();
+    DYNAMIC_SECTION(kind << "/" << entry.path().filename().string()) {
+      ++replayed;
+      if (kind == "mesh") {
+        std::string text = test::slurp(path);
+        if (!text.empty() && text.back() == '\n') {
+          text.pop_back();
+        }
+        Result r = run_cli({"mesh", "--mesh", text, "--devices", "8"});
+        CHECK(r.code == 2);
+        CHECK(r.err.rfind("--mesh:1:", 0) == 0);
+      } else if (kind == "manifest") {
+        Result r = run_cli({"manifest", "--manifest", path});
+        INFO(r.err);
+        CHECK(r.code == 2);
+        CHECK(r.err.rfind(path + ":", 0) == 0);
+      } else if (kind == "specs") {
+        Diagnostics diags;
+        std::string text = test::slurp(path);
+        CHECK_FALSE(read_specs(text, path, diags));
+        REQUIRE(diags.has_errors());
+        CHECK(diags.items().front().location.source == path);
+        CHECK((!diags.items().front().location.pointer.empty()
+               || diags.items().front().location.line > 0));
+      } else {
+        FAIL("unknown bad-input kind " << kind << "; add it to this test");
+      }
+    }
+  }
+}
+
+namespace {
+
+// Splits a command line as a POSIX shell would for plain words, 'single' and
+// "double" quotes (no escapes or expansions needed in our docs).
+std::vector<std::string> shell_split(const std::string& line) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  char quote_char = 0;
+  for (char c : line) {
+    if (quote_char != 0) {
+      if (c == quote_char) {
+        quote_char = 0;
+      } else {
+        word += c;
+      }
+    } else if (c == '\'' || c == '"') {
+      quote_char = c;
+      in_word = true;
+    } else if (c == ' ') {
+      if (in_word) {
+        words.push_back(word);
+        word.clear();
+        in_word = false;
+      }
+    } else {
+      word += c;
+      in_word = true;
+    }
+  }
+  if (in_word) {
+    words.push_back(word);
+  }
+  return words;
+}
+
+}  // namespace
+
+// Docs hold real output: every ```console block in README.md and docs/*.md
+// whose first line is "$ shardplan ..." must show exactly what the binary
+// prints (stdout, then stderr). UPDATE_DOCS=1 rewrites the blocks.
+TEST_CASE("cli: console examples in the docs match the binary", "[cli][docs]") {
+  fs::path root(SHARDPLAN_SOURCE_DIR);
+  // Examples use paths relative to the repository root.
+  fs::current_path(root);
+  std::vector<fs::path> files = {root / "README.md"};
+  for (const auto& entry : fs::directory_iterator(root / "docs")) {
+    if (entry.path().extension() == ".md") {
+      files.push_back(entry.path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  const char* update_env = std::getenv("UPDATE_DOCS");
+  bool update = update_env != nullptr && std::string(update_env) == "1";
+  size_t checked = 0;
+  for (const fs::path& file : files) {
+    std::string text = test::slurp(file.string());
+    std::string rewritten;
+    size_t pos = 0;
+    const std::string open = "```console\n$ shardplan ";
+    while (true) {
+      size_t start = text.find(open, pos);
+      if (start == std::string::npos) {
+        rewritten += text.substr(pos);
+        break;
+      }
+      size_t command_start = start + std::string("```console\n$ ").size();
+      size_t command_end = text.find('\n', command_start);
+      size_t end = text.find("```\n", command_end);
+      REQUIRE(end != std::string::npos);
+      std::string command = text.substr(command_start, command_end - command_start);
+      std::string shown = text.substr(command_end + 1, end - command_end - 1);
+      std::vector<std::string> args = shell_split(command);
+      args.erase(args.begin());  // "shardplan"
+      Result r = run_cli(args);
+      std::string actual = r.out + r.err;
+      INFO(file.filename().string() << ": $ " << command);
+      CHECK(shown == actual);
+      ++checked;
+      rewritten += text.substr(pos, command_end + 1 - pos) + actual;
+      pos = end;
+    }
+    if (update) {
+      std::ofstream(file) << rewritten;
+    }
+  }
+  CHECK(checked >= 3);
+}
