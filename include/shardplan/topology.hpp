@@ -7,9 +7,13 @@
 // create_device_mesh reshapes the device list, and create_hybrid_device_mesh
 // gives each slice a contiguous block of ids, DCN index major within each axis.
 
+#include <shardplan/diag.hpp>
 #include <shardplan/mesh.hpp>
 
+#include <array>
 #include <cstdint>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 namespace shardplan {
@@ -32,5 +36,153 @@ struct DeviceGrid {
 //   slice 0 = ids 0..3 as [[0,1],[2,3]], slice 1 = ids 4..7;
 //   grid = [[0,1],[2,3],[4,5],[6,7]].
 DeviceGrid generic_device_grid(const Mesh& mesh);
+
+// ---------------------------------------------------------------------------
+// TPU device grids: JAX's jax.experimental.mesh_utils (create_device_mesh,
+// create_hybrid_device_mesh) reproduced on a synthetic device list, down to
+// iteration order and tie-breaks (src/topology_grid.cpp;
+// shared/reference/sharding-anchors.md b1-b6).
+
+enum class TpuChip { v2, v3, v4, v5e, v5p, v6e, tpu7x };
+
+// "v2", "v3", "v4", "v5e", "v5p", "v6e", "tpu7x".
+std::string_view to_string(TpuChip chip);
+// The device_kind string JAX reports and dispatches on: "TPU v2", "TPU v3",
+// "TPU v4", "TPU v5 lite", "TPU v5p", "TPU v6 lite", "TPU7x".
+std::string_view device_kind(TpuChip chip);
+
+// One TPU slice shape (times num_slices identical slices).
+struct TpuSlice {
+  TpuChip chip = TpuChip::v4;
+  std::array<int64_t, 3> chips{1, 1, 1};        // physical x, y, z in chips
+  int64_t cores_per_chip = 1;                   // devices per chip
+  std::array<int64_t, 3> host_bounds{2, 2, 1};  // chips per host
+  int64_t num_slices = 1;
+};
+
+struct TpuDevice {
+  int64_t id = 0;
+  std::array<int64_t, 3> coords{0, 0, 0};
+  int64_t core_on_chip = 0;
+  int64_t slice_index = 0;
+  int64_t process_index = 0;
+
+  bool operator==(const TpuDevice&) const = default;
+};
+
+// The devices of `slice` in jax.devices() order: slice by slice, host by host
+// (hosts numbered x fastest, then y, then z), inside a host core fastest, then
+// x, y, z. id = core + cores_per_chip*(x + X*(y + Y*(z + Z*slice))). A host
+// bound larger than the slice is clipped to it (a sub-host slice is one host),
+// as JAX's mock_tpu_devices does.
+// Example: chips 4x4x1, 1 core, hosts 2x2x1 lists ids
+//   0,1,4,5, 2,3,6,7, 8,9,12,13, 10,11,14,15.
+// REQUIRES: every chips[k] >= 1 and divisible by min(host_bounds[k], chips[k]);
+// cores_per_chip >= 1; num_slices >= 1.
+std::vector<TpuDevice> tpu_devices(const TpuSlice& slice);
+
+// A device grid plus the physical assignment matrix A[p][l] (DESIGN.md 3):
+// the part of physical axis p given to mesh axis l; the product over l of
+// A[p][.] is physical axis p's size. Empty when a per-chip ring handler (not
+// the torus assignment) built the grid.
+struct TpuGrid {
+  DeviceGrid grid;
+  std::vector<std::vector<int64_t>> physical_assignment;
+};
+
+// How a logical mesh sits on a physical array: assignment[p][l] as above, and
+// order[k] = the row-major flat index into the physical array of the device
+// at row-major position k of the logical mesh.
+struct TorusLayout {
+  std::vector<std::vector<int64_t>> assignment;
+  std::vector<int64_t> order;
+};
+
+// Prime factors of x in ascending order, with repeats; {} for 1.
+// prime_factors(10) == {2, 5} (JAX's old _get_prime_factors returned {5}).
+// REQUIRES: x >= 1.
+std::vector<int64_t> prime_factors(int64_t x);
+
+// JAX's _create_device_mesh_for_nd_torus: assigns mesh axes (last, the most
+// network-intensive, first) to whole physical axes: subsets of ndim down to 1
+// axes in itertools.combinations order, first exact product wins. With
+// `core_axis_first` (TPU7x 4-d meshes) candidates of one size are tried with
+// the core axis (3) first, then x, y, z. When an axis > 1 fits no subset:
+// with allow_split_physical_axes, falls back to split_torus_axes; otherwise
+// error "topology.no-assignment" with JAX's NotImplementedError text.
+std::optional<TorusLayout> assign_torus_axes(
+    const std::vector<int64_t>& physical_shape,
+    const std::vector<int64_t>& mesh_shape,
+    bool allow_split_physical_axes,
+    Diagnostics& diags,
+    bool core_axis_first = false);
+
+// JAX's _create_device_mesh_for_nd_torus_splitting_axes: every mesh axis
+// takes a factor of each physical axis, chosen by JAX's preference order
+// (whole physical axes by product, then by count, then the product placed on
+// already used physical axes, then the lexicographically larger vector).
+// Error "topology.device-count" when the products differ.
+std::optional<TorusLayout> split_torus_axes(
+    const std::vector<int64_t>& physical_shape,
+    const std::vector<int64_t>& mesh_shape,
+    Diagnostics& diags);
+
+// The physical array JAX builds from a device list (_get_physical_tpu_mesh):
+// shape (x, y, cores) on v2/v3, (x, y, z, cores) on TPU7x and 2-core v5p,
+// else (x, y, z) (one device per chip required: "topology.megacore");
+// coordinates are taken relative to their minimum. ids are row-major.
+// Error "topology.hole" when the devices are not a full cuboid.
+struct PhysicalTpuMesh {
+  std::vector<int64_t> shape;
+  std::vector<int64_t> ids;
+};
+std::optional<PhysicalTpuMesh> physical_tpu_mesh(
+    TpuChip chip, const std::vector<TpuDevice>& devices, Diagnostics& diags);
+
+// JAX's create_device_mesh for the devices of one slice (in jax.devices()
+// order): the device-kind ring handlers (v2/v3, v5e/v6e, v5p, TPU7x), then the
+// torus assignment on the physical array. `contiguous_submeshes` applies
+// JAX's transpose trick (error "topology.contiguous-submeshes" where it has
+// none). Errors: "topology.device-count" (product of mesh_shape differs from
+// the device count), "topology.no-assignment", "topology.megacore",
+// "topology.hole". Locations are left empty for the caller to fill.
+std::optional<TpuGrid> create_device_mesh(
+    TpuChip chip,
+    const std::vector<int64_t>& mesh_shape,
+    const std::vector<TpuDevice>& devices,
+    bool allow_split_physical_axes,
+    Diagnostics& diags,
+    bool contiguous_submeshes = false);
+
+// JAX's create_hybrid_device_mesh: devices grouped by slice_index (sorted),
+// one create_device_mesh(ici_shape) per slice, slice i placed at
+// unravel(i, dcn_shape); global index of axis k = dcn_k * ici_k + ici_k, so the
+// DCN index is major within each axis. Error "topology.slice-count" when the
+// slice count differs from the product of dcn_shape. The assignment matrix is
+// slice 0's.
+std::optional<TpuGrid> create_hybrid_device_mesh(
+    TpuChip chip,
+    const std::vector<int64_t>& ici_shape,
+    const std::vector<int64_t>& dcn_shape,
+    const std::vector<TpuDevice>& devices,
+    bool allow_split_physical_axes,
+    Diagnostics& diags);
+
+// The grid of `mesh` on `slice`: create_device_mesh(mesh.shape()) for one
+// slice, create_hybrid_device_mesh(ici_shape, dcn_shape) when the slice or the
+// mesh has more than one slice. Errors carry location {source "--mesh"}.
+std::optional<TpuGrid> tpu_device_grid(const TpuSlice& slice,
+                                       const Mesh& mesh,
+                                       bool allow_split_physical_axes,
+                                       Diagnostics& diags);
+
+// GPUs: JAX sorts GPU devices by id and reshapes (no topology awareness);
+// with id = node * gpus_per_node + local_rank that is a reshape of 0..N-1,
+// so a node's GPUs are consecutive and the last mesh axes stay inside a node.
+// With DCN factors each DCN block is a contiguous run of N / num_slices ids
+// (whole nodes when gpus_per_node divides it), DCN index major within each
+// axis, like create_hybrid_device_mesh with process_is_granule. Same result as
+// generic_device_grid. REQUIRES: gpus_per_node >= 1.
+DeviceGrid gpu_device_grid(const Mesh& mesh, int64_t gpus_per_node);
 
 }  // namespace shardplan
