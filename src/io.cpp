@@ -290,8 +290,23 @@ SyntaxError describe_syntax_error(std::string_view text,
   }
 
   // "invalid string: ...", "invalid number; expected digit after '-'", ...:
-  // nlohmann's words are already ours (lowercase, no period).
+  // nlohmann's words are already ours (lowercase, no period). What the
+  // parser wanted next ("; expected string literal") adds nothing to a bad
+  // string.
+  if (detail.starts_with("invalid string")) {
+    detail = detail.substr(0, detail.find("; expected "));
+  }
   out.message = std::move(detail);
+  // "-Infinity" fails as a number: still say why.
+  size_t begin = out.offset;
+  while (begin > 0 && begin <= text.size() && is_word_char(text[begin - 1])) {
+    --begin;
+  }
+  size_t end = std::min(out.offset, text.size());
+  while (end < text.size() && is_word_char(text[end])) {
+    ++end;
+  }
+  out.hint = literal_hint(text.substr(begin, end - begin));
   return out;
 }
 
@@ -303,6 +318,15 @@ std::optional<SyntaxError> find_syntax_error(std::string_view text) {
   } catch (const std::exception& e) {
     return SyntaxError{0, fmt::format("cannot check the JSON: {}", e.what()),
                        ""};
+  }
+  // nlohmann stops at a NUL byte as if the input ended there; JSON allows
+  // none outside strings (and none raw inside them).
+  const size_t nul = text.find('\0');
+  if (nul != std::string_view::npos
+      && (ok || !sax.failed || sax.position > nul + 1
+          || sax.what.find("end of input") != std::string::npos)) {
+    return SyntaxError{nul, "unexpected byte 0x00",
+                       "JSON text has no NUL bytes; is this a binary file?"};
   }
   if (ok || !sax.failed) {
     return std::nullopt;
@@ -337,7 +361,10 @@ std::string simdjson_words(simdjson::error_code error) {
   if (!text.empty() && text.back() == '.') {
     text.pop_back();
   }
-  if (!text.empty() && text[0] >= 'A' && text[0] <= 'Z') {
+  // "The JSON element ..." -> "the JSON element ..."; "JSON document ..."
+  // keeps its acronym.
+  if (text.size() > 1 && text[0] >= 'A' && text[0] <= 'Z'
+      && !(text[1] >= 'A' && text[1] <= 'Z')) {
     text[0] = static_cast<char>(text[0] - 'A' + 'a');
   }
   return text;
@@ -444,6 +471,12 @@ class JsonInput {
   // Returns false, for `return fail(...)`.
   bool fail(std::string code_text, std::string message, std::string pointer,
             const char* at = nullptr, std::string hint = {}) {
+    if (m_defer) {
+      m_pending = Pending{Pending::Kind::value, simdjson::SUCCESS,
+                          std::move(code_text), std::move(message),
+                          std::move(pointer), std::move(hint), at};
+      return false;
+    }
     if (report_syntax_error()) {
       return false;
     }
@@ -456,6 +489,11 @@ class JsonInput {
   // Reports what simdjson refused, as a syntax error when the text has one.
   bool fail_json(simdjson::error_code error, std::string pointer,
                  const char* at = nullptr) {
+    if (m_defer) {
+      m_pending = Pending{Pending::Kind::json, error, {}, {}, std::move(pointer),
+                          {}, at};
+      return false;
+    }
     if (error == simdjson::CAPACITY) {
       m_diags.error("json.too-large",
                     fmt::format("the file has {} bytes; JSON inputs are "
@@ -606,6 +644,54 @@ class JsonInput {
   // Where the body of the text starts in m_text (after a byte order mark).
   size_t body_size() const { return m_text.size() - m_skip; }
 
+  // A failure held back while the reader is not yet sure of the form of the
+  // input (see ManifestReader::run): no syntax check, nothing reported.
+  struct Pending {
+    enum class Kind : uint8_t { none, value, json, lower };
+    Kind kind = Kind::none;
+    simdjson::error_code error = simdjson::SUCCESS;
+    std::string code;
+    std::string message;
+    std::string pointer;
+    std::string hint;
+    const char* at = nullptr;
+  };
+
+  // Reports the held-back failure.
+  void replay() {
+    Pending pending = std::move(m_pending);
+    m_pending = Pending{};
+    switch (pending.kind) {
+      case Pending::Kind::value:
+        fail(std::move(pending.code), std::move(pending.message),
+             std::move(pending.pointer), pending.at, std::move(pending.hint));
+        break;
+      case Pending::Kind::json:
+        fail_json(pending.error, std::move(pending.pointer), pending.at);
+        break;
+      case Pending::Kind::lower:
+        forward_lower(pending.at);
+        break;
+      case Pending::Kind::none:
+        break;
+    }
+  }
+
+  // What a lower layer reported into m_scratch, with the line, column and
+  // excerpt of `at` added where it has none.
+  void forward_lower(const char* at) {
+    if (report_syntax_error()) {
+      return;
+    }
+    for (Diagnostic d : m_scratch.items()) {
+      if (d.location.line == 0 && d.location.source == m_source) {
+        Location located = location(std::move(d.location.pointer), at);
+        d.location = std::move(located);
+      }
+      m_diags.add(std::move(d));
+    }
+  }
+
   std::string_view m_text;
   std::string m_source;
   std::string_view m_prefix;  // "manifest" or "specs", for codes
@@ -616,6 +702,9 @@ class JsonInput {
   od::document m_doc;
   bool m_syntax_checked = false;
   bool m_syntax_found = false;
+  bool m_defer = false;
+  Pending m_pending;
+  Diagnostics m_scratch;  // what lower layers report, before forward_lower()
 };
 
 std::string list_keys(const std::vector<std::string>& keys) {
@@ -781,6 +870,20 @@ std::string_view key_name(TensorKey key) {
   return "";
 }
 
+// "/" + the escaped key, in one allocation: this runs once per tensor.
+std::string key_pointer(std::string_view key) {
+  // (find_first_of would call memchr once per character.)
+  if (std::any_of(key.begin(), key.end(),
+                  [](char c) { return c == '~' || c == '/'; })) {
+    return "/" + json_pointer_escape(key);
+  }
+  std::string out;
+  out.reserve(key.size() + 1);
+  out += '/';
+  out.append(key);
+  return out;
+}
+
 // prefix + index without fmt: this runs once per tensor.
 std::string index_pointer(std::string_view prefix, size_t index) {
   std::array<char, 24> digits{};
@@ -809,20 +912,35 @@ class ManifestReader : public JsonInput {
     if (!open(top)) {
       return std::nullopt;
     }
-    // The native form has "params"; anything else is a safetensors header.
-    od::value params;
-    auto e = top.find_field_unordered("params").get(params);
-    if (e && e != simdjson::NO_SUCH_FIELD) {
-      fail_json(e, "");
-      return std::nullopt;
+    // The native form has a "params" key; anything else is a safetensors
+    // header. One pass reads the text as a header, with failures held back;
+    // if it meets "params", or fails where "params" comes later, the text
+    // is read again in the native form. A native file with "params" first
+    // costs nothing extra, and a header is read in one pass.
+    m_defer = true;
+    bool ok = read_safetensors(top) && finish();
+    m_defer = false;
+    bool native = m_saw_params;
+    if (!ok && !native && m_pending.kind != Pending::Kind::json) {
+      bool at_start = false;
+      od::value params;
+      native = !top.reset().get(at_start)
+               && !top.find_field_unordered("params").get(params);
     }
-    const bool native = !e;
-    bool at_start = false;
-    if (auto r = top.reset().get(at_start)) {
-      fail_json(r, "");
-      return std::nullopt;
+    if (native) {
+      m_pending = Pending{};
+      m_scratch = Diagnostics();
+      m_manifest = Manifest();
+      bool at_start = false;
+      if (auto e = top.reset().get(at_start)) {
+        fail_json(e, "");
+        return std::nullopt;
+      }
+      ok = read_native(top) && finish();
+    } else if (!ok) {
+      replay();
     }
-    if (!(native ? read_native(top) : read_safetensors(top)) || !finish()) {
+    if (!ok) {
       return std::nullopt;
     }
     if (m_manifest.empty()) {
@@ -883,8 +1001,13 @@ class ManifestReader : public JsonInput {
     if (auto e = value.get_array().get(array)) {
       return fail_json(e, "/params", m_params_at);
     }
-    // A native entry takes at least ~40 bytes; over-reserving is cheap.
-    m_manifest.reserve(std::min<size_t>(body_size() / 48 + 1, 1U << 22U));
+    // Counting the entries first is one pass over the array's structure
+    // (nothing unescaped or parsed) and sizes the manifest exactly.
+    size_t count = 0;
+    if (auto e = array.count_elements().get(count)) {
+      return fail_json(e, "/params", m_params_at);
+    }
+    m_manifest.reserve(count);
     size_t index = 0;
     for (auto result : array) {
       od::value entry;
@@ -978,7 +1101,6 @@ class ManifestReader : public JsonInput {
 
   // {"NAME": {"dtype", "shape", "data_offsets"}, "__metadata__": {...}}
   bool read_safetensors(od::object& top) {
-    m_manifest.reserve(std::min<size_t>(body_size() / 64 + 1, 1U << 22U));
     bool seen_metadata = false;
     for (auto result : top) {
       od::field field;
@@ -990,6 +1112,10 @@ class ManifestReader : public JsonInput {
         return fail_json(e, "");
       }
       od::value& value = field.value();
+      if (key == "params") {
+        m_saw_params = true;
+        return false;
+      }
       if (key == "__metadata__") {
         if (seen_metadata) {
           return fail("manifest.duplicate-key",
@@ -1001,6 +1127,10 @@ class ManifestReader : public JsonInput {
           return false;
         }
         continue;
+      }
+      if (m_manifest.empty()) {
+        // A header entry takes at least ~60 bytes; over-reserving is cheap.
+        m_manifest.reserve(std::min<size_t>(body_size() / 64 + 1, 1U << 22U));
       }
       if (!read_safetensors_tensor(std::string(key), value)) {
         return false;
@@ -1054,7 +1184,7 @@ class ManifestReader : public JsonInput {
   }
 
   bool read_safetensors_tensor(std::string name, od::value& value) {
-    std::string pointer = "/" + json_pointer_escape(name);
+    std::string pointer = key_pointer(name);
     const char* at = start_of(value);
     od::json_type type{};
     if (auto e = value.type().get(type)) {
@@ -1127,19 +1257,18 @@ class ManifestReader : public JsonInput {
                     pointer, at);
       }
     }
-    const DType dtype = tensor.dtype;
-    std::vector<int64_t> shape = tensor.shape;
     if (!add(std::move(tensor), pointer, at)) {
       return false;
     }
-    const int64_t bytes = m_manifest.tensors().back().num_bytes;
-    if (offsets[1] - offsets[0] != bytes) {
+    const Tensor& added = m_manifest.tensors().back();
+    if (offsets[1] - offsets[0] != added.num_bytes) {
       return fail("manifest.data-offsets",
                   fmt::format("data_offsets [{}, {}] span {} bytes, but a {} "
                               "tensor of shape {} has {} bytes",
                               offsets[0], offsets[1], offsets[1] - offsets[0],
-                              to_string(dtype), shape_text(shape), bytes),
-                  pointer + "/data_offsets", m_offsets_at);
+                              to_string(added.dtype), shape_text(added.shape),
+                              added.num_bytes),
+                  added.pointer + "/data_offsets", m_offsets_at);
     }
     return true;
   }
@@ -1174,20 +1303,16 @@ class ManifestReader : public JsonInput {
   // Manifest::add checks names, dims and sizes; its reports get the line,
   // column and excerpt of the tensor's object (`at`) here.
   bool add(Tensor tensor, std::string pointer, const char* at) {
-    tensor.pointer = pointer;
-    m_where.pointer = std::move(pointer);
+    m_where.pointer.assign(pointer);  // reuses its buffer: no free per tensor
+    tensor.pointer = std::move(pointer);
     if (m_manifest.add(std::move(tensor), m_scratch, m_where)) {
       return true;
     }
-    if (report_syntax_error()) {
-      return false;
-    }
-    for (Diagnostic d : m_scratch.items()) {
-      if (d.location.line == 0 && d.location.source == m_source) {
-        Location located = location(std::move(d.location.pointer), at);
-        d.location = std::move(located);
-      }
-      m_diags.add(std::move(d));
+    if (m_defer) {
+      m_pending = Pending{Pending::Kind::lower, simdjson::SUCCESS, {}, {}, {},
+                          {}, at};
+    } else {
+      forward_lower(at);
     }
     return false;
   }
@@ -1447,8 +1572,8 @@ class ManifestReader : public JsonInput {
   }
 
   Manifest m_manifest;
-  Location m_where;          // reused for every Manifest::add
-  Diagnostics m_scratch;     // what Manifest::add reports, before forward()
+  Location m_where;  // reused for every Manifest::add
+  bool m_saw_params = false;
   std::vector<int64_t> m_dims;
   std::vector<std::pair<std::string, DType>> m_dtype_cache;
   const char* m_params_at = nullptr;
@@ -1640,7 +1765,7 @@ class SpecsReader : public JsonInput {
     std::optional<std::string> name;
     std::optional<PartitionSpec> spec;
     std::string spec_pointer = pointer + "/spec";
-    const char* spec_at = nullptr;
+    const char* name_at = nullptr;
     for (auto result : object) {
       od::field field;
       std::string_view key;
@@ -1674,8 +1799,8 @@ class SpecsReader : public JsonInput {
           return fail_json(e, pointer + "/name", v_at);
         }
         name = std::string(text);
+        name_at = v_at;
       } else if (key == "spec") {
-        spec_at = v_at;
         PartitionSpec parsed;
         if (!read_spec(v, spec_pointer, parsed)) {
           return false;
@@ -1698,7 +1823,7 @@ class SpecsReader : public JsonInput {
       return fail("specs.name", "tensor name is empty", pointer + "/name", at);
     }
     return record(std::move(*name), std::move(*spec), std::move(spec_pointer),
-                  spec_at);
+                  pointer + "/name", name_at);
   }
 
   bool add(std::string name, od::value& value, std::string pointer,
@@ -1710,17 +1835,20 @@ class SpecsReader : public JsonInput {
     if (!read_spec(value, pointer, spec)) {
       return false;
     }
-    return record(std::move(name), std::move(spec), std::move(pointer), at);
+    std::string where = pointer;
+    return record(std::move(name), std::move(spec), std::move(pointer),
+                  std::move(where), at);
   }
 
+  // Appends a spec; a repeated name is reported at `where` (the name).
   bool record(std::string name, PartitionSpec spec, std::string pointer,
-              const char* at) {
+              std::string where, const char* at) {
     auto [it, inserted] = m_index.try_emplace(name, m_file.specs.size());
     if (!inserted) {
       return fail("specs.duplicate-name",
                   fmt::format("duplicate tensor name {} (first at {})",
                               quote(name), m_file.specs[it->second].pointer),
-                  pointer, at);
+                  std::move(where), at);
     }
     m_file.specs.push_back(
         NamedSpec{std::move(name), std::move(spec), std::move(pointer)});
@@ -1788,13 +1916,16 @@ class SpecsReader : public JsonInput {
       return fail_json(e, pointer(), start_of(value));
     }
     if (text.empty()) {
-      return fail("specs.axis", "empty axis name", pointer(), start_of(value));
+      return fail("spec.empty-axis", "axis name is empty", pointer(),
+                  start_of(value));
     }
     out.assign(text);
     return true;
   }
 
   // null | "axis" | ["a", "b"] ([] is null and ["a"] is "a", as in jaxlib).
+  // Problems inside a spec share parse_spec's codes (spec.*), whichever form
+  // the spec was written in.
   template <typename PointerFn>
   bool read_dim(od::value& value, const PointerFn& pointer, DimSharding& dim) {
     const char* at = start_of(value);
@@ -1831,8 +1962,14 @@ class SpecsReader : public JsonInput {
       if (auto e = entry.type().get(type)) {
         return fail_json(e, inner_pointer(), entry_at);
       }
+      if (type == od::json_type::null) {
+        return fail("spec.none-in-tuple",
+                    "null cannot be one of the axes of a tuple; a tuple lists "
+                    "mesh axes; write null for the whole dim",
+                    inner_pointer(), entry_at);
+      }
       if (type == od::json_type::array) {
-        return fail("specs.nested-tuple",
+        return fail("spec.nested-tuple",
                     "a tuple inside a PartitionSpec cannot contain a nested "
                     "tuple",
                     inner_pointer(), entry_at);

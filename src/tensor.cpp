@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
+#include <bit>
+#include <cstring>
 #include <utility>
 
 namespace shardplan {
@@ -148,6 +151,37 @@ std::string element_size_text(DType dtype) {
     return fmt::format("{} bytes", bits / 8);
   }
   return fmt::format("{} bits", bits);
+}
+
+// The index of a Manifest holds positions in 32 bits and is at most half
+// full, so 2^31 tensors is its limit (far beyond any model).
+constexpr size_t k_max_tensors = size_t{1} << 31U;
+constexpr size_t k_min_slots = 16;
+
+// The byte of m_tags for a name's hash: never 0, which marks an empty slot.
+uint8_t tag_of(uint32_t hash) {
+  return static_cast<uint8_t>(0x80U | (hash >> 25U));
+}
+
+// 32 bits of hash of a tensor name, 8 bytes at a time (names are long and
+// share prefixes: "model.layers.17.mlp.up_proj.weight"). Each word is mixed
+// in with a multiply and a shift down; splitmix64's finalizer ends it.
+uint32_t hash_name(std::string_view name) {
+  constexpr uint64_t k_mul = 0x9E3779B97F4A7C15U;
+  uint64_t h = name.size() * k_mul;
+  size_t i = 0;
+  for (; i + 8 <= name.size(); i += 8) {
+    uint64_t word = 0;
+    std::memcpy(&word, name.data() + i, 8);
+    h = (h ^ word) * k_mul;
+    h ^= h >> 32U;
+  }
+  uint64_t tail = 0;
+  std::memcpy(&tail, name.data() + i, name.size() - i);
+  h ^= tail;
+  h = (h ^ (h >> 30U)) * 0xBF58476D1CE4E5B9U;
+  h = (h ^ (h >> 27U)) * 0x94D049BB133111EBU;
+  return static_cast<uint32_t>(h ^ (h >> 31U) ^ (h >> 32U));
 }
 
 }  // namespace
@@ -305,17 +339,29 @@ bool Manifest::add(Tensor tensor, Diagnostics& diags, const Location& where) {
     return location;
   };
 
+  uint32_t hash = 0;
+  size_t slot = 0;
   if (tensor.name.empty()) {
     report("manifest.name", "tensor name is empty", where);
-  } else if (auto it = m_index.find(std::string_view(tensor.name));
-             it != m_index.end()) {
-    const std::string& first = m_tensors[it->second].pointer;
-    std::string message =
-        fmt::format("duplicate tensor name {}", quote(tensor.name));
-    if (!first.empty()) {
-      message += fmt::format(" (first at {})", first);
+  } else if (m_tensors.size() >= k_max_tensors) {
+    report("manifest.overflow",
+           fmt::format("a manifest holds at most {} tensors", k_max_tensors),
+           where);
+  } else {
+    if ((m_tensors.size() + 1) * 2 > m_slots.size()) {
+      grow_index(std::max(m_slots.size() * 2, k_min_slots));
     }
-    report("manifest.duplicate-name", std::move(message), where);
+    hash = hash_name(tensor.name);
+    slot = probe(tensor.name, hash);
+    if (m_tags[slot] != 0) {
+      const std::string& first = m_tensors[m_slots[slot].position].pointer;
+      std::string message =
+          fmt::format("duplicate tensor name {}", quote(tensor.name));
+      if (!first.empty()) {
+        message += fmt::format(" (first at {})", first);
+      }
+      report("manifest.duplicate-name", std::move(message), where);
+    }
   }
 
   bool dims_ok = true;
@@ -413,19 +459,58 @@ bool Manifest::add(Tensor tensor, Diagnostics& diags, const Location& where) {
   tensor.num_bytes = num_bytes;
   m_total_elements = *total_elements;
   m_total_bytes = *total_bytes;
-  m_index.emplace(tensor.name, m_tensors.size());
+  m_tags[slot] = tag_of(hash);
+  m_slots[slot] = Slot{hash, static_cast<uint32_t>(m_tensors.size())};
   m_tensors.push_back(std::move(tensor));
   return true;
 }
 
 const Tensor* Manifest::find(std::string_view name) const {
-  auto it = m_index.find(name);
-  return it == m_index.end() ? nullptr : &m_tensors[it->second];
+  if (m_slots.empty()) {
+    return nullptr;
+  }
+  size_t slot = probe(name, hash_name(name));
+  return m_tags[slot] == 0 ? nullptr : &m_tensors[m_slots[slot].position];
 }
 
 void Manifest::reserve(size_t n) {
   m_tensors.reserve(n);
-  m_index.reserve(n);
+  n = std::min(n, k_max_tensors);
+  if (n * 2 > m_slots.size()) {
+    grow_index(n * 2);
+  }
+}
+
+size_t Manifest::probe(std::string_view name, uint32_t hash) const {
+  const size_t mask = m_slots.size() - 1;
+  const uint8_t tag = tag_of(hash);
+  for (size_t i = hash & mask;; i = (i + 1) & mask) {
+    if (m_tags[i] == 0) {
+      return i;
+    }
+    if (m_tags[i] == tag && m_slots[i].hash == hash
+        && m_tensors[m_slots[i].position].name == name) {
+      return i;
+    }
+  }
+}
+
+void Manifest::grow_index(size_t slots) {
+  const size_t size = std::bit_ceil(std::max(slots, k_min_slots));
+  std::vector<uint8_t> old_tags =
+      std::exchange(m_tags, std::vector<uint8_t>(size));
+  std::vector<Slot> old_slots = std::exchange(m_slots, std::vector<Slot>(size));
+  const size_t mask = size - 1;
+  for (size_t old = 0; old < old_slots.size(); ++old) {
+    if (old_tags[old] != 0) {
+      size_t i = old_slots[old].hash & mask;
+      while (m_tags[i] != 0) {
+        i = (i + 1) & mask;
+      }
+      m_tags[i] = old_tags[old];
+      m_slots[i] = old_slots[old];
+    }
+  }
 }
 
 }  // namespace shardplan

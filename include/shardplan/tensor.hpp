@@ -106,9 +106,27 @@ class Manifest {
   std::string source;  // the file it came from, for diagnostics
 
  private:
+  // The index of names: open addressing with linear probing over 2^k slots,
+  // at most half full. A probe reads m_tags, one byte per slot (0 when empty,
+  // else 0x80 | 7 bits of the name's hash): small enough to stay in cache.
+  // Only on a matching tag does it read the slot, which holds 32 bits of the
+  // hash (their low bits pick the first slot, so growing rehashes no name)
+  // and the tensor's position in m_tensors. One probe sequence per add: no
+  // node, no copy of the name.
+  struct Slot {
+    uint32_t hash = 0;
+    uint32_t position = 0;
+  };
+
+  // The slot holding `name`, or the empty slot where it would go.
+  // REQUIRES: the index has an empty slot.
+  size_t probe(std::string_view name, uint32_t hash) const;
+  // Rebuilds the index with at least `slots` slots.
+  void grow_index(size_t slots);
+
   std::vector<Tensor> m_tensors;
-  std::unordered_map<std::string, size_t, detail::StringHash, std::equal_to<>>
-      m_index;
+  std::vector<uint8_t> m_tags;
+  std::vector<Slot> m_slots;
   int64_t m_total_elements = 0;
   int64_t m_total_bytes = 0;
 };

@@ -307,7 +307,8 @@ TEST_CASE("cli: bad-input corpus replays to located errors", "[cli][bad-inputs]"
         std::string text = test::slurp(path);
         CHECK_FALSE(read_specs(text, path, diags));
         REQUIRE(diags.has_errors());
-        CHECK(diags.items().front().location.source == path);
+        // A spec written as a string is located as "FILE:/specs/NAME".
+        CHECK(diags.items().front().location.source.rfind(path, 0) == 0);
         CHECK((!diags.items().front().location.pointer.empty()
                || diags.items().front().location.line > 0));
       } else {

@@ -1,1 +1,745 @@
+#include "support/test_support.hpp"
+
+#include <shardplan/io.hpp>
+
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <sys/stat.h>
+
+using namespace shardplan;
+
+namespace {
+
+// Reads a manifest that must be valid.
+Manifest manifest_ok(std::string_view text) {
+  Diagnostics diags;
+  std::optional<Manifest> manifest = read_manifest(text, "m.json", diags);
+  INFO("text: " << text);
+  INFO(test::first_error(diags));
+  REQUIRE(manifest.has_value());
+  REQUIRE(diags.items().empty());
+  return std::move(*manifest);
+}
+
+// Reads a manifest that must fail; returns the first error.
+Diagnostic manifest_error(std::string_view text) {
+  Diagnostics diags;
+  std::optional<Manifest> manifest = read_manifest(text, "m.json", diags);
+  INFO("text: " << text);
+  CHECK_FALSE(manifest.has_value());
+  REQUIRE(diags.error_count() >= 1);
+  return diags.items()[0];
+}
+
+SpecsFile specs_ok(std::string_view text) {
+  Diagnostics diags;
+  std::optional<SpecsFile> specs = read_specs(text, "s.json", diags);
+  INFO("text: " << text);
+  INFO(test::first_error(diags));
+  REQUIRE(specs.has_value());
+  REQUIRE(diags.items().empty());
+  return std::move(*specs);
+}
+
+Diagnostic specs_error(std::string_view text) {
+  Diagnostics diags;
+  std::optional<SpecsFile> specs = read_specs(text, "s.json", diags);
+  INFO("text: " << text);
+  CHECK_FALSE(specs.has_value());
+  REQUIRE(diags.error_count() >= 1);
+  return diags.items()[0];
+}
+
+std::string first_line(const Diagnostic& d) {
+  return test::first_line_without_code(d);
+}
+
+PartitionSpec spec_of(std::initializer_list<std::vector<std::string>> dims) {
+  PartitionSpec spec;
+  for (const auto& axes : dims) {
+    spec.dims.push_back(DimSharding{axes});
+  }
+  return spec;
+}
+
+// A fresh empty folder under the system's temporary folder.
+std::string temp_dir() {
+  std::string pattern =
+      (std::filesystem::temp_directory_path() / "shardplan-io-XXXXXX").string();
+  REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+  return pattern;
+}
+
+std::vector<std::string> files_in(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Manifests: the native form.
+
+TEST_CASE("io: reads a native manifest in file order", "[io]") {
+  Manifest m = manifest_ok(R"({"params": [
+    {"name": "model.layers.0.mlp.up_proj.weight", "shape": [14336, 4096],
+     "dtype": "bf16", "logical_axes": ["mlp", "embed"]},
+    {"name": "b", "shape": [3], "dtype": "float32"},
+    {"name": "a", "dtype": "F8_E4M3", "shape": [2, 5],
+     "logical_axes": [null, "embed"]}
+  ], "format": {"version": [1, 2]}})");
+  REQUIRE(m.size() == 3);
+  CHECK(m.source == "m.json");
+  const Tensor& up = m.tensors()[0];
+  CHECK(up.name == "model.layers.0.mlp.up_proj.weight");
+  CHECK(up.shape == std::vector<int64_t>{14336, 4096});
+  CHECK(up.dtype == DType::bf16);
+  REQUIRE(up.logical_axes.has_value());
+  CHECK(*up.logical_axes == LogicalAxes{"mlp", "embed"});
+  CHECK(up.num_elements == 58720256);   // 14336 * 4096
+  CHECK(up.num_bytes == 117440512);     // x 2 bytes
+  CHECK(up.pointer == "/params/0");
+  // Order is the file's, not sorted: "b" before "a".
+  CHECK(m.tensors()[1].name == "b");
+  CHECK(m.tensors()[1].dtype == DType::f32);
+  CHECK_FALSE(m.tensors()[1].logical_axes.has_value());
+  CHECK(m.tensors()[1].num_bytes == 12);
+  CHECK(m.tensors()[2].name == "a");
+  CHECK(m.tensors()[2].dtype == DType::f8_e4m3);
+  CHECK(m.tensors()[2].num_bytes == 10);
+  CHECK(*m.tensors()[2].logical_axes == LogicalAxes{std::nullopt, "embed"});
+  CHECK(m.tensors()[2].pointer == "/params/2");
+  CHECK(m.total_bytes() == 117440512 + 12 + 10);
+  CHECK(m.find("a") == &m.tensors()[2]);
+}
+
+TEST_CASE("io: \"params\" anywhere among the top-level keys", "[io]") {
+  // A key before "params" that looks like a safetensors entry must not
+  // switch the reader to the safetensors form.
+  Manifest m = manifest_ok(R"({"x": {"dtype": "BF16", "shape": [1],
+    "data_offsets": [0, 2]}, "params": [{"name": "w", "shape": [2],
+    "dtype": "bf16"}], "z": null})");
+  REQUIRE(m.size() == 1);
+  CHECK(m.tensors()[0].name == "w");
+  // An invalid value before "params" is fine: only "params" is read.
+  m = manifest_ok(R"({"version": 3, "params": [{"name": "w", "shape": [],
+    "dtype": "i8"}]})");
+  CHECK(m.tensors()[0].num_bytes == 1);
+}
+
+TEST_CASE("io: scalars and zero-size dims", "[io]") {
+  Manifest m = manifest_ok(R"({"params": [
+    {"name": "step", "shape": [], "dtype": "i32"},
+    {"name": "empty", "shape": [0, 4096], "dtype": "bf16"},
+    {"name": "bits", "shape": [3], "dtype": "int4"}]})");
+  CHECK(m.tensors()[0].rank() == 0);
+  CHECK(m.tensors()[0].num_elements == 1);  // a scalar has one element
+  CHECK(m.tensors()[0].num_bytes == 4);
+  CHECK(m.tensors()[1].num_elements == 0);
+  CHECK(m.tensors()[1].num_bytes == 0);
+  CHECK(m.tensors()[2].num_bytes == 2);  // ceil(3 * 4 bits / 8)
+  // A zero dim makes the tensor empty however large the others are.
+  m = manifest_ok(R"({"params": [{"name": "z", "shape":
+    [0, 9223372036854775807, 9223372036854775807], "dtype": "f64"}]})");
+  CHECK(m.tensors()[0].num_bytes == 0);
+}
+
+TEST_CASE("io: the largest int64 dim, and overflow", "[io]") {
+  // 2^63 - 1 elements of one byte fit ...
+  Manifest m = manifest_ok(R"({"params": [{"name": "x",
+    "shape": [9223372036854775807], "dtype": "u8"}]})");
+  CHECK(m.tensors()[0].num_bytes == INT64_MAX);
+  // ... but not of two bytes; Manifest::add names the tensor.
+  Diagnostic d = manifest_error(R"({"params": [{"name": "x",
+    "shape": [9223372036854775807], "dtype": "bf16"}]})");
+  CHECK(d.code == "manifest.overflow");
+  CHECK(first_line(d).starts_with("m.json:/params/0: error: "));
+  CHECK(d.tensor == std::optional<std::string>("x"));
+  // 2^63 itself is not an int64.
+  d = manifest_error(R"({"params": [{"name": "x",
+    "shape": [4, 9223372036854775808], "dtype": "u8"}]})");
+  CHECK(d.code == "manifest.bad-dim");
+  CHECK(first_line(d)
+        == "m.json:/params/0/shape/1: error: dim size 9223372036854775808 "
+           "does not fit in int64 (max 9223372036854775807)");
+}
+
+TEST_CASE("io: the pointer of the 13th tensor's 2nd dim", "[io]") {
+  std::string text = R"({"params": [)";
+  for (int i = 0; i < 12; ++i) {
+    text += R"({"name": "t)" + std::to_string(i)
+            + R"(", "shape": [1, 2], "dtype": "f32"}, )";
+  }
+  text += R"({"name": "t12", "shape": [1, 1e3], "dtype": "f32"}]})";
+  Diagnostic d = manifest_error(text);
+  CHECK(d.code == "manifest.bad-dim");
+  CHECK(d.location.pointer == "/params/12/shape/1");
+  CHECK(first_line(d)
+        == "m.json:/params/12/shape/1: error: expected an integer dim size, "
+           "got 1e3");
+  // The value's line and column come along, for the caret.
+  CHECK(d.location.line == 1);
+  CHECK(d.location.column
+        == static_cast<int64_t>(text.find("1e3")) + 1);
+}
+
+TEST_CASE("io: value errors show the value under a caret", "[io]") {
+  Diagnostic d = manifest_error(
+      "{\"params\": [\n"
+      "  {\"name\": \"w\", \"shape\": [4096, \"4096\"], \"dtype\": \"bf16\"}\n"
+      "]}");
+  CHECK(render(d)
+        == "m.json:/params/0/shape/1: error: expected an integer dim size, "
+           "got string \"4096\" [manifest.type]\n"
+           "    {\"name\": \"w\", \"shape\": [4096, \"4096\"], \"dtype\": "
+           "\"bf16\"}\n"
+           "                                  ^");
+  CHECK(d.location.line == 2);
+  CHECK(d.location.column == 33);
+}
+
+TEST_CASE("io: unknown keys, dtypes and missing keys", "[io]") {
+  Diagnostic d = manifest_error(
+      R"({"params": [{"name": "w", "shpae": [2], "dtype": "bf16"}]})");
+  CHECK(d.code == "manifest.unknown-key");
+  CHECK(first_line(d)
+        == "m.json:/params/0/shpae: error: unknown key \"shpae\"; did you "
+           "mean \"shape\"?");
+
+  d = manifest_error(
+      R"({"params": [{"name": "w", "shape": [2], "dtype": "bfloat61"}]})");
+  CHECK(d.code == "manifest.dtype");
+  CHECK(first_line(d)
+        == "m.json:/params/0/dtype: error: unknown dtype \"bfloat61\"; did you "
+           "mean \"bfloat16\"?");
+
+  // The suggestion keeps the safetensors upper case.
+  d = manifest_error(
+      R"({"w": {"dtype": "BF61", "shape": [2], "data_offsets": [0, 4]}})");
+  CHECK(first_line(d)
+        == "m.json:/w/dtype: error: unknown dtype \"BF61\"; did you mean "
+           "\"BF16\"?");
+
+  d = manifest_error(R"({"params": [{"name": "w", "dtype": "bf16"}]})");
+  CHECK(d.code == "manifest.missing-key");
+  CHECK(first_line(d) == "m.json:/params/0: error: tensor \"w\" has no \"shape\"");
+
+  d = manifest_error(R"({"params": [{"shape": [1], "dtype": "bf16"}]})");
+  CHECK(first_line(d) == "m.json:/params/0: error: tensor 0 has no \"name\"");
+}
+
+TEST_CASE("io: duplicate keys and duplicate names", "[io]") {
+  Diagnostic d = manifest_error(
+      R"({"params": [{"name": "w", "shape": [1], "shape": [2], "dtype": "f32"}]})");
+  CHECK(d.code == "manifest.duplicate-key");
+  CHECK(first_line(d)
+        == "m.json:/params/0/shape: error: duplicate key \"shape\"");
+
+  d = manifest_error(R"({"params": [], "params": []})");
+  CHECK(d.code == "manifest.duplicate-key");
+
+  d = manifest_error(R"({"params": [{"name": "w", "shape": [1], "dtype": "f32"},
+    {"name": "v", "shape": [1], "dtype": "f32"},
+    {"name": "w", "shape": [1], "dtype": "f32"}]})");
+  CHECK(d.code == "manifest.duplicate-name");
+  CHECK(first_line(d)
+        == "m.json:/params/2: error: duplicate tensor name \"w\" (first at "
+           "/params/0)");
+  CHECK(d.location.line == 3);  // the second "w", for the caret
+
+  // In a safetensors header the names are keys: a repeated key is a
+  // repeated name.
+  d = manifest_error(R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+    "w": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})");
+  CHECK(d.code == "manifest.duplicate-name");
+}
+
+TEST_CASE("io: an empty manifest is an error", "[io]") {
+  Diagnostic d = manifest_error(R"({"params": []})");
+  CHECK(d.code == "manifest.empty");
+  CHECK(first_line(d) == "m.json:/params: error: manifest has no tensors");
+  d = manifest_error(R"({"__metadata__": {"format": "pt"}})");
+  CHECK(d.code == "manifest.empty");
+  d = manifest_error("{}");
+  CHECK(first_line(d) == "m.json:1:1: error: manifest has no tensors");
+}
+
+// ---------------------------------------------------------------------------
+// Manifests: the safetensors header form.
+
+TEST_CASE("io: reads a safetensors header in file order", "[io]") {
+  Manifest m = manifest_ok(R"({
+    "z.weight": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [0, 12]},
+    "__metadata__": {"format": "pt", "note": ""},
+    "a.scale": {"shape": [4], "data_offsets": [12, 28], "dtype": "F32"},
+    "fp8": {"dtype": "F8_E4M3", "shape": [8], "data_offsets": [28, 36]},
+    "flag": {"dtype": "BOOL", "shape": [], "data_offsets": [36, 37]}
+  })");
+  REQUIRE(m.size() == 4);
+  CHECK(m.tensors()[0].name == "z.weight");
+  CHECK(m.tensors()[0].dtype == DType::bf16);
+  CHECK(m.tensors()[0].pointer == "/z.weight");
+  CHECK(m.tensors()[1].name == "a.scale");
+  CHECK(m.tensors()[1].dtype == DType::f32);
+  CHECK(m.tensors()[2].dtype == DType::f8_e4m3);
+  CHECK(m.tensors()[3].dtype == DType::boolean);
+  CHECK(m.tensors()[3].num_bytes == 1);
+  CHECK(m.total_bytes() == 37);
+}
+
+TEST_CASE("io: safetensors data_offsets", "[io]") {
+  Diagnostic d = manifest_error(
+      R"({"w": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [0, 10]}})");
+  CHECK(d.code == "manifest.data-offsets");
+  CHECK(first_line(d)
+        == "m.json:/w/data_offsets: error: data_offsets [0, 10] span 10 "
+           "bytes, but a bf16 tensor of shape [2, 3] has 12 bytes");
+  d = manifest_error(
+      R"({"w": {"dtype": "BF16", "shape": [1], "data_offsets": [8, 6]}})");
+  CHECK(first_line(d)
+        == "m.json:/w/data_offsets: error: begin offset 8 is after end offset 6");
+  d = manifest_error(
+      R"({"w": {"dtype": "BF16", "shape": [1], "data_offsets": [0, 2, 4]}})");
+  CHECK(first_line(d)
+        == "m.json:/w/data_offsets: error: expected 2 offsets [begin, end], "
+           "got 3");
+  d = manifest_error(
+      R"({"w": {"dtype": "BF16", "shape": [1], "data_offsets": [-2, 0]}})");
+  CHECK(first_line(d) == "m.json:/w/data_offsets/0: error: offset -2 is negative");
+  d = manifest_error(R"({"w": {"dtype": "BF16", "shape": [1]}})");
+  CHECK(first_line(d)
+        == "m.json:/w: error: tensor \"w\" has no \"data_offsets\"");
+}
+
+TEST_CASE("io: names with '/' and '~' are escaped in pointers", "[io]") {
+  Manifest m = manifest_ok(
+      R"({"enc/layer~1": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})");
+  CHECK(m.tensors()[0].name == "enc/layer~1");
+  CHECK(m.tensors()[0].pointer == "/enc~1layer~01");
+  Diagnostic d = manifest_error(
+      R"({"enc/layer~1": {"dtype": "F32", "shape": [1.5], "data_offsets": [0, 4]}})");
+  CHECK(d.location.pointer == "/enc~1layer~01/shape/0");
+  // Unknown keys with those characters, too.
+  d = manifest_error(R"({"params": [{"name": "w", "a/b": 1}]})");
+  CHECK(d.location.pointer == "/params/0/a~1b");
+}
+
+TEST_CASE("io: unicode and escaped names", "[io]") {
+  Manifest m = manifest_ok(
+      "{\"params\": [{\"name\": \"\xE6\xA8\xA1\xE5\x9E\x8B.w\xC3\xA9ight\", "
+      "\"shape\": [2], \"dtype\": \"f16\"},"
+      "{\"name\": \"caf\\u00e9 \\\"q\\\" \\ud83d\\ude00\", \"shape\": [1], "
+      "\"dtype\": \"f16\"}]}");
+  CHECK(m.tensors()[0].name == "\xE6\xA8\xA1\xE5\x9E\x8B.w\xC3\xA9ight");
+  CHECK(m.tensors()[1].name == "caf\xC3\xA9 \"q\" \xF0\x9F\x98\x80");
+  // Columns count code points: the error is after 3 two-byte characters.
+  Diagnostic d = manifest_error(
+      "{\"\xC3\xA9\xC3\xA9\xC3\xA9\": 1,}");
+  CHECK(d.code == "json.syntax");
+  CHECK(d.location.line == 1);
+  CHECK(d.location.column == 11);  // {"ééé": 1,} : the '}' is character 11
+}
+
+// ---------------------------------------------------------------------------
+// JSON syntax errors.
+
+TEST_CASE("io: syntax errors give line, column and a caret", "[io]") {
+  Diagnostic d = manifest_error(
+      "{\"params\": [\n"
+      "  {\"name\": \"w\", \"shape\": [1, 2] \"dtype\": \"f32\"}\n"
+      "]}");
+  CHECK(d.code == "json.syntax");
+  CHECK(render(d)
+        == "m.json:2:33: error: expected ',' or '}', got a string "
+           "[json.syntax]\n"
+           "    {\"name\": \"w\", \"shape\": [1, 2] \"dtype\": \"f32\"}\n"
+           "                                  ^");
+  CHECK(d.location.pointer.empty());
+}
+
+TEST_CASE("io: a syntax error wins over an earlier value error", "[io]") {
+  // The dtype is unknown, but the file is not JSON at all: say that.
+  Diagnostic d = manifest_error(
+      R"({"params": [{"name": "w", "shape": [1], "dtype": "nope"}], "x": [1,]})");
+  CHECK(d.code == "json.syntax");
+  CHECK(d.hint == "JSON does not allow a trailing comma");
+}
+
+TEST_CASE("io: CRLF line endings", "[io]") {
+  Diagnostic d = manifest_error(
+      "{\"params\": [\r\n"
+      "  {\"name\": \"w\", \"shape\": [1],\r\n"
+      "   \"dtype\": tru}\r\n"
+      "]}\r\n");
+  CHECK(d.code == "json.syntax");
+  CHECK(d.location.line == 3);
+  CHECK(d.location.column == 13);
+  // The excerpt shows the line without its '\r'.
+  CHECK(render(d)
+        == "m.json:3:13: error: invalid literal \"tru\" [json.syntax]\n"
+           "     \"dtype\": tru} \n"
+           "              ^");
+}
+
+TEST_CASE("io: a byte order mark is skipped", "[io]") {
+  Manifest m = manifest_ok(
+      "\xEF\xBB\xBF{\"params\": [{\"name\": \"w\", \"shape\": [1], \"dtype\": "
+      "\"f32\"}]}");
+  CHECK(m.size() == 1);
+  // Columns still count from the start of the line: the BOM is U+FEFF,
+  // one character.
+  Diagnostic d = manifest_error("\xEF\xBB\xBF{\"params\" 1}");
+  CHECK(d.code == "json.syntax");
+  CHECK(d.location.column == 12);
+}
+
+TEST_CASE("io: empty and blank files", "[io]") {
+  Diagnostic d = manifest_error("");
+  CHECK(first_line(d)
+        == "m.json:1:1: error: expected a JSON object, got end of input; the "
+           "file is empty");
+  d = manifest_error(" \n\t\n");
+  CHECK(d.code == "json.syntax");
+  CHECK(d.location.line == 3);
+}
+
+TEST_CASE("io: the top level must be an object", "[io]") {
+  Diagnostic d = manifest_error("  [1, 2]");
+  CHECK(d.code == "manifest.type");
+  CHECK(first_line(d)
+        == "m.json:1:3: error: expected a JSON object at the top level, got "
+           "array");
+  d = specs_error("\"P('x')\"");
+  CHECK(d.code == "specs.type");
+  CHECK(first_line(d)
+        == "s.json:1:1: error: expected a JSON object at the top level, got "
+           "string \"P('x')\"");
+}
+
+TEST_CASE("io: invalid UTF-8", "[io]") {
+  Diagnostic d = manifest_error(
+      "{\"params\": [{\"name\": \"w\xFF\", \"shape\": [1], \"dtype\": \"f32\"}]}");
+  CHECK(d.code == "json.syntax");
+  CHECK(first_line(d)
+        == "m.json:1:24: error: invalid string: ill-formed UTF-8 byte");
+}
+
+TEST_CASE("io: deep nesting neither crashes nor recurses", "[io]") {
+  // A megabyte of '['.
+  Diagnostic d = manifest_error(std::string(1 << 20, '['));
+  CHECK(d.code == "json.syntax");
+  CHECK(d.message == "expected a JSON value, got end of input");
+  // Well-formed but 100000 deep, inside an ignored key: valid JSON.
+  std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  Manifest m = manifest_ok(
+      R"({"params": [{"name": "w", "shape": [1], "dtype": "f32"}], "x": )"
+      + deep + "}");
+  CHECK(m.size() == 1);
+  // As a tensor entry, it is the wrong type.
+  d = manifest_error(R"({"params": [)" + deep + "]}");
+  CHECK(first_line(d)
+        == "m.json:/params/0: error: expected a tensor object, got array");
+}
+
+TEST_CASE("io: ignored values must still be valid JSON", "[io]") {
+  const std::string tensor =
+      R"({"params": [{"name": "w", "shape": [1], "dtype": "f32"}], )";
+  for (std::string bad : {R"("x": {"a": tru})", R"("x": [1, 2,])",
+                          R"("x": 01)", R"("x": "\q")", R"("x": -)",
+                          R"("x": [1 2])", R"("x": nul)"}) {
+    Diagnostic d = manifest_error(tensor + bad + "}");
+    INFO(bad);
+    CHECK(d.code == "json.syntax");
+  }
+  // Big integers are valid JSON even where simdjson cannot hold them.
+  Manifest m = manifest_ok(tensor + R"("x": 123456789012345678901234567890})");
+  CHECK(m.size() == 1);
+}
+
+TEST_CASE("io: Python habits get a hint", "[io]") {
+  Diagnostic d = manifest_error(
+      R"({"params": [{"name": "w", "shape": [NaN], "dtype": "f32"}]})");
+  CHECK(first_line(d)
+        == "m.json:1:37: error: invalid literal \"NaN\"; NaN and Infinity are "
+           "not valid JSON numbers");
+  d = manifest_error(R"({"params": [{'name': 'w'}]})");
+  CHECK(first_line(d)
+        == "m.json:1:14: error: unexpected \"'\"; JSON strings use double "
+           "quotes");
+  d = manifest_error(R"({"params": [{"name": "w", "shape": [1], "dtype": None}]})");
+  CHECK(d.hint == "JSON spells these true, false and null");
+}
+
+TEST_CASE("io: trailing content after the top-level object", "[io]") {
+  Diagnostic d = manifest_error(
+      R"({"params": [{"name": "w", "shape": [1], "dtype": "f32"}]} {})");
+  CHECK(first_line(d)
+        == "m.json:1:59: error: expected end of input after the top-level "
+           "value, got '{'");
+}
+
+// ---------------------------------------------------------------------------
+// Specs files.
+
+TEST_CASE("io: reads a specs object", "[io]") {
+  SpecsFile f = specs_ok(R"json({"specs": {
+    "w": ["fsdp", null],
+    "v": [["dp", "fsdp"], "tp"],
+    "a/b": [[], ["tp"], null],
+    "s": "P(('dp', 'fsdp'), None)",
+    "r": [],
+    "short": "fsdp,None"}, "other": {"ignored": [1, 2]}})json");
+  REQUIRE(f.specs.size() == 6);
+  CHECK(f.source == "s.json");
+  CHECK(f.specs[0].name == "w");
+  CHECK(f.specs[0].spec == spec_of({{"fsdp"}, {}}));
+  CHECK(f.specs[0].pointer == "/specs/w");
+  CHECK(f.specs[1].spec == spec_of({{"dp", "fsdp"}, {"tp"}}));
+  // [] is None and ["tp"] is "tp", as jaxlib canonicalises.
+  CHECK(f.specs[2].spec == spec_of({{}, {"tp"}, {}}));
+  CHECK(f.specs[2].pointer == "/specs/a~1b");
+  CHECK(f.specs[3].spec == spec_of({{"dp", "fsdp"}, {}}));
+  CHECK(f.specs[4].spec == PartitionSpec{});
+  CHECK(f.specs[5].spec == spec_of({{"fsdp"}, {}}));
+}
+
+TEST_CASE("io: reads the tensors of plan output", "[io]") {
+  SpecsFile f = specs_ok(R"({"schema_version": 1, "command": "plan",
+    "tensors": [
+      {"name": "w", "shape": [8, 8], "dtype": "bf16", "spec": ["fsdp", "tp"],
+       "rule": {"index": 0, "description": "fsdp"}, "bytes": 128},
+      {"name": "b", "spec": [null]}],
+    "summary": {"tensors": 2}})");
+  REQUIRE(f.specs.size() == 2);
+  CHECK(f.specs[0].spec == spec_of({{"fsdp"}, {"tp"}}));
+  CHECK(f.specs[0].pointer == "/tensors/0/spec");
+  CHECK(f.specs[1].name == "b");
+  CHECK(f.specs[1].spec == spec_of({{}}));
+}
+
+TEST_CASE("io: specs errors", "[io]") {
+  Diagnostic d = specs_error(R"({"specs": {"w": ["fsdp", [["a"]]]}})");
+  CHECK(d.code == "spec.nested-tuple");
+  CHECK(first_line(d)
+        == "s.json:/specs/w/1/0: error: a tuple inside a PartitionSpec cannot "
+           "contain a nested tuple");
+  d = specs_error(R"({"specs": {"w": ["fsdp", ""]}})");
+  CHECK(d.code == "spec.empty-axis");
+  CHECK(first_line(d) == "s.json:/specs/w/1: error: axis name is empty");
+  d = specs_error(R"({"specs": {"w": ["a"], "w": ["b"]}})");
+  CHECK(d.code == "specs.duplicate-name");
+  CHECK(first_line(d)
+        == "s.json:/specs/w: error: duplicate tensor name \"w\" (first at "
+           "/specs/w)");
+  // A string spec is parsed by parse_spec, located inside the string.
+  d = specs_error(R"json({"specs": {"w": "P('fsdp', None"}})json");
+  CHECK(d.code == "spec.syntax");
+  CHECK(d.location.source == "s.json:/specs/w");
+  d = specs_error(R"({"spec": {"w": []}})");
+  CHECK(first_line(d)
+        == "s.json:1:1: error: expected a \"specs\" object or a \"tensors\" "
+           "array at the top level; did you mean \"specs\" instead of "
+           "\"spec\"?");
+}
+
+// ---------------------------------------------------------------------------
+// Negative-case files and the bad-input corpus.
+
+TEST_CASE("io: manifest negative cases", "[io]") {
+  for (const test::NegativeCase& c : test::load_cases("manifest_errors.txt")) {
+    DYNAMIC_SECTION(c.name << " (line " << c.line << ")") {
+      Diagnostics diags;
+      std::optional<Manifest> manifest = read_manifest(c.input, "m.json", diags);
+      CHECK_FALSE(manifest.has_value());
+      REQUIRE(diags.error_count() >= 1);
+      CHECK(diags.items()[0].code == c.expect_code);
+      CHECK(test::first_line_without_code(diags.items()[0]) == c.expect_message);
+    }
+  }
+}
+
+TEST_CASE("io: specs negative cases", "[io]") {
+  for (const test::NegativeCase& c : test::load_cases("specs_errors.txt")) {
+    DYNAMIC_SECTION(c.name << " (line " << c.line << ")") {
+      Diagnostics diags;
+      std::optional<SpecsFile> specs = read_specs(c.input, "s.json", diags);
+      CHECK_FALSE(specs.has_value());
+      REQUIRE(diags.error_count() >= 1);
+      CHECK(diags.items()[0].code == c.expect_code);
+      CHECK(test::first_line_without_code(diags.items()[0]) == c.expect_message);
+    }
+  }
+}
+
+TEST_CASE("io: bad-input corpus gives located errors in process", "[io]") {
+  for (const char* kind : {"manifest", "specs"}) {
+    const std::string dir = test::data_path(std::string("bad_inputs/") + kind);
+    std::vector<std::string> names = files_in(dir);
+    CHECK(names.size() >= (std::string_view(kind) == "manifest" ? 15U : 8U));
+    for (const std::string& name : names) {
+      const std::string path = dir + "/" + name;
+      DYNAMIC_SECTION(kind << "/" << name) {
+        Diagnostics diags;
+        std::optional<std::string> text = read_file(path, diags);
+        REQUIRE(text.has_value());
+        bool ok = std::string_view(kind) == "manifest"
+                      ? read_manifest(*text, path, diags).has_value()
+                      : read_specs(*text, path, diags).has_value();
+        CHECK_FALSE(ok);
+        REQUIRE(diags.has_errors());
+        const Diagnostic& d = diags.items()[0];
+        CHECK(d.location.source.starts_with(path));
+        CHECK((!d.location.pointer.empty() || d.location.line > 0));
+        CHECK(render(d).starts_with(path + ":"));
+      }
+    }
+  }
+}
+
+// Every truncation of a valid manifest, and every byte replaced by a few
+// troublemakers: never a crash, and when nlohmann says the text is not JSON,
+// a json.syntax error.
+TEST_CASE("io: mutated manifests never crash", "[io][property]") {
+  const std::string valid =
+      R"({"params": [{"name": "a/b", "shape": [2, 3], "dtype": "bf16",)"
+      R"( "logical_axes": ["x", null]}, {"name": "c", "shape": [], "dtype": "f32"}],)"
+      R"( "meta": {"k": [1.5, true, null, "s"]}})";
+  REQUIRE(manifest_ok(valid).size() == 2);
+  auto check = [](const std::string& text) {
+    Diagnostics diags;
+    std::optional<Manifest> m = read_manifest(text, "m.json", diags);
+    const bool json_ok = nlohmann::json::accept(text);
+    INFO("text: " << text);
+    INFO(test::first_error(diags));
+    CHECK(m.has_value() == !diags.has_errors());
+    if (!json_ok) {
+      CHECK_FALSE(m.has_value());
+      REQUIRE(diags.has_errors());
+      CHECK(diags.items()[0].code == "json.syntax");
+      CHECK(diags.items()[0].location.line >= 1);
+    }
+    if (diags.has_errors()) {
+      CHECK_FALSE(diags.items()[0].location.source.empty());
+    }
+  };
+  for (size_t n = 0; n < valid.size(); ++n) {
+    check(valid.substr(0, n));
+  }
+  for (size_t i = 0; i < valid.size(); ++i) {
+    for (char c : {'"', ',', '[', '}', '\\', '\xff', '\0', '0', '-', ' '}) {
+      std::string mutated = valid;
+      mutated[i] = c;
+      check(mutated);
+    }
+    std::string deleted = valid;
+    deleted.erase(i, 1);
+    check(deleted);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Files.
+
+TEST_CASE("io: read_file", "[io]") {
+  const std::string dir = temp_dir();
+  const std::string path = dir + "/in.bin";
+  const std::string bytes("a\0b\r\n\xff", 6);
+  Diagnostics diags;
+  REQUIRE(write_file_atomic(path, bytes, diags));
+  std::optional<std::string> text = read_file(path, diags);
+  REQUIRE(text.has_value());
+  CHECK(*text == bytes);
+  // An empty file is an empty string, not an error.
+  REQUIRE(write_file_atomic(path, "", diags));
+  CHECK(read_file(path, diags) == std::optional<std::string>(""));
+  CHECK(diags.items().empty());
+
+  std::optional<std::string> missing = read_file(dir + "/nope.json", diags);
+  CHECK_FALSE(missing.has_value());
+  REQUIRE(diags.error_count() == 1);
+  CHECK(diags.items()[0].code == "io.read");
+  CHECK(render(diags.items()[0])
+        == "error: cannot read \"" + dir
+               + "/nope.json\": No such file or directory [io.read]");
+
+  Diagnostics dir_diags;
+  CHECK_FALSE(read_file(dir, dir_diags).has_value());
+  REQUIRE(dir_diags.error_count() == 1);
+  CHECK(dir_diags.items()[0].message
+        == "cannot read \"" + dir + "\": Is a directory");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("io: write_file_atomic", "[io]") {
+  const std::string dir = temp_dir();
+  const std::string path = dir + "/out.json";
+  Diagnostics diags;
+  REQUIRE(write_file_atomic(path, "first", diags));
+  CHECK(read_file(path, diags) == std::optional<std::string>("first"));
+  // Replacing keeps the file's mode and leaves no temporary file.
+  REQUIRE(::chmod(path.c_str(), 0640) == 0);
+  REQUIRE(write_file_atomic(path, "second", diags));
+  CHECK(read_file(path, diags) == std::optional<std::string>("second"));
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777U) == 0640U);
+  CHECK(files_in(dir) == std::vector<std::string>{"out.json"});
+  CHECK(diags.items().empty());
+
+  // A missing folder: the path and the reason, nothing left behind.
+  const std::string bad = dir + "/missing/out.json";
+  CHECK_FALSE(write_file_atomic(bad, "x", diags));
+  REQUIRE(diags.error_count() == 1);
+  CHECK(diags.items()[0].code == "io.write");
+  CHECK(diags.items()[0].message
+        == "cannot write \"" + bad + "\": No such file or directory");
+
+  // A folder in the way.
+  Diagnostics dir_diags;
+  REQUIRE(std::filesystem::create_directory(dir + "/sub"));
+  CHECK_FALSE(write_file_atomic(dir + "/sub", "x", dir_diags));
+  REQUIRE(dir_diags.error_count() == 1);
+  CHECK(dir_diags.items()[0].message
+        == "cannot write \"" + dir + "/sub\": Is a directory");
+  CHECK(files_in(dir) == std::vector<std::string>{"out.json", "sub"});
+
+  // Through a symlink, the target is replaced and the link kept.
+  std::filesystem::create_symlink(path, dir + "/link.json");
+  REQUIRE(write_file_atomic(dir + "/link.json", "third", diags));
+  CHECK(std::filesystem::is_symlink(dir + "/link.json"));
+  CHECK(read_file(path, diags) == std::optional<std::string>("third"));
+  // A device is written in place.
+  CHECK(write_file_atomic("/dev/null", "discarded", diags));
+  CHECK(diags.error_count() == 1);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("io: NUL bytes", "[io]") {
+  // nlohmann would stop at the NUL as if the text ended there; the reader
+  // does not.
+  Diagnostic d = manifest_error(std::string(
+      "{\"params\": [{\"name\": \"w\", \"shape\": [1], \"dtype\": \"f32\"}]}\0x",
+      59));
+  CHECK(d.code == "json.syntax");
+  CHECK(first_line(d)
+        == "m.json:1:58: error: unexpected byte 0x00; JSON text has no NUL "
+           "bytes; is this a binary file?");
+  d = manifest_error(std::string("\0", 1));
+  CHECK(first_line(d).starts_with("m.json:1:1: error: unexpected byte 0x00"));
+  // Inside a string a raw NUL is a control character.
+  d = manifest_error(std::string("{\"params\": [{\"name\": \"w\0\"}]}", 28));
+  CHECK(first_line(d)
+        == "m.json:1:24: error: invalid string: control character U+0000 "
+           "(NUL) must be escaped to \\u0000");
+}
