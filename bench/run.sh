@@ -1,0 +1,31 @@
+#!/bin/sh
+# Benchmarks the manifest reader against bare simdjson parses (DESIGN.md
+# section 7; what is measured is described at the top of bench_read.cpp).
+# Builds nothing: `make bench` builds build/release first, then runs this.
+#
+#   BENCH_TENSORS=100000 BENCH_REPS=11 bench/run.sh
+set -eu
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin="$root/build/release/bench"
+for tool in gen_manifest bench_read; do
+  if [ ! -x "$bin/$tool" ]; then
+    echo "bench/run.sh: $bin/$tool is missing; run 'make bench'" >&2
+    exit 1
+  fi
+done
+
+n=${BENCH_TENSORS:-100000}
+reps=${BENCH_REPS:-11}
+tmp=${TMPDIR:-/tmp}
+native="$tmp/shardplan-bench-$n.json"
+header="$tmp/shardplan-bench-$n.safetensors.json"
+
+"$bin/gen_manifest" "$n" --seed 0 -o "$native"
+"$bin/gen_manifest" "$n" --seed 0 --form safetensors -o "$header"
+
+echo "== native manifest, $n tensors (DeepSeek-like, seed 0)"
+"$bin/bench_read" "$native" --reps "$reps"
+echo
+echo "== safetensors header, $n tensors"
+"$bin/bench_read" "$header" --reps "$reps"
