@@ -2066,8 +2066,8 @@ mode_t current_umask() {
 std::optional<std::string> read_file(const std::string& path,
                                      Diagnostics& diags) {
   auto fail = [&](int error) -> std::optional<std::string> {
-    diags.error("io.read", fmt::format("cannot read {}: {}", quote(path),
-                                       errno_message(error)));
+    diags.error("io.read", fmt::format("cannot read file: {}", errno_message(error)),
+                Location{path, "", 0, 0, "", 0});
     return std::nullopt;
   };
   if (path.empty()) {
@@ -2118,8 +2118,8 @@ std::optional<std::string> read_file(const std::string& path,
 bool write_file_atomic(const std::string& path, std::string_view contents,
                        Diagnostics& diags) {
   auto fail = [&](int error) {
-    diags.error("io.write", fmt::format("cannot write {}: {}", quote(path),
-                                        errno_message(error)));
+    diags.error("io.write", fmt::format("cannot write file: {}", errno_message(error)),
+                Location{path, "", 0, 0, "", 0});
     return false;
   };
   if (path.empty()) {

@@ -190,7 +190,7 @@ TEST_CASE("cli: a missing manifest names its path", "[cli]") {
   Result r = run_cli({"manifest", "--manifest", "/nonexistent/dir/model.json"});
   CHECK(r.code == 2);
   CHECK(r.out.empty());
-  CHECK(r.err.find("\"/nonexistent/dir/model.json\"") != std::string::npos);
+  CHECK(r.err.rfind("/nonexistent/dir/model.json: error: cannot read file", 0) == 0);
   CHECK(r.err.find("[io.read]") != std::string::npos);
 }
 

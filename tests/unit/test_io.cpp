@@ -670,14 +670,15 @@ TEST_CASE("io: read_file", "[io]") {
   REQUIRE(diags.error_count() == 1);
   CHECK(diags.items()[0].code == "io.read");
   CHECK(render(diags.items()[0])
-        == "error: cannot read \"" + dir
-               + "/nope.json\": No such file or directory [io.read]");
+        == dir + "/nope.json: error: cannot read file: No such file or directory "
+                 "[io.read]");
+  CHECK(diags.items()[0].location.source == dir + "/nope.json");
 
   Diagnostics dir_diags;
   CHECK_FALSE(read_file(dir, dir_diags).has_value());
   REQUIRE(dir_diags.error_count() == 1);
-  CHECK(dir_diags.items()[0].message
-        == "cannot read \"" + dir + "\": Is a directory");
+  CHECK(render(dir_diags.items()[0])
+        == dir + ": error: cannot read file: Is a directory [io.read]");
   std::filesystem::remove_all(dir);
 }
 
@@ -702,16 +703,16 @@ TEST_CASE("io: write_file_atomic", "[io]") {
   CHECK_FALSE(write_file_atomic(bad, "x", diags));
   REQUIRE(diags.error_count() == 1);
   CHECK(diags.items()[0].code == "io.write");
-  CHECK(diags.items()[0].message
-        == "cannot write \"" + bad + "\": No such file or directory");
+  CHECK(render(diags.items()[0])
+        == bad + ": error: cannot write file: No such file or directory [io.write]");
 
   // A folder in the way.
   Diagnostics dir_diags;
   REQUIRE(std::filesystem::create_directory(dir + "/sub"));
   CHECK_FALSE(write_file_atomic(dir + "/sub", "x", dir_diags));
   REQUIRE(dir_diags.error_count() == 1);
-  CHECK(dir_diags.items()[0].message
-        == "cannot write \"" + dir + "/sub\": Is a directory");
+  CHECK(render(dir_diags.items()[0])
+        == dir + "/sub: error: cannot write file: Is a directory [io.write]");
   CHECK(files_in(dir) == std::vector<std::string>{"out.json", "sub"});
 
   // Through a symlink, the target is replaced and the link kept.
