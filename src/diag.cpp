@@ -256,15 +256,17 @@ std::string json_pointer_escape(std::string_view token) {
   return out;
 }
 
-std::string quote(std::string_view s) {
-  std::string out = "\"";
+std::string quote(std::string_view s, char quote_char) {
+  std::string out(1, quote_char);
   for (char c : s) {
     auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
+    if (c == quote_char || c == '\\') {
       out += '\\';
       out += c;
     } else if (c == '\n') {
       out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
     } else if (c == '\t') {
       out += "\\t";
     } else if (u < 0x20 || u == 0x7F) {
@@ -273,7 +275,7 @@ std::string quote(std::string_view s) {
       out += c;
     }
   }
-  out += '"';
+  out += quote_char;
   return out;
 }
 

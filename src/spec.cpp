@@ -594,27 +594,7 @@ class Parser {
 std::string python_quote(std::string_view s) {
   const bool has_single = s.find('\'') != std::string_view::npos;
   const bool has_double = s.find('"') != std::string_view::npos;
-  const char q = has_single && !has_double ? '"' : '\'';
-  std::string out(1, q);
-  for (char c : s) {
-    auto u = static_cast<unsigned char>(c);
-    if (c == q || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (u < 0x20 || u == 0x7F) {
-      out += fmt::format("\\x{:02x}", u);
-    } else {
-      out += c;
-    }
-  }
-  out += q;
-  return out;
+  return quote(s, has_single && !has_double ? '"' : '\'');
 }
 
 // Names printed without quotes in the short form.

@@ -112,8 +112,8 @@ std::string closest_match(std::string_view word,
 // Escapes one reference token of a JSON pointer ("~" -> "~0", "/" -> "~1").
 std::string json_pointer_escape(std::string_view token);
 
-// `s` in double quotes with control characters and quotes escaped, for
-// messages: quote("a\"b") == "\"a\\\"b\"".
-std::string quote(std::string_view s);
+// `s` in double quotes (or `quote_char`) with control characters, the quote
+// and backslashes escaped, for messages: quote("a\"b") == "\"a\\\"b\"".
+std::string quote(std::string_view s, char quote_char = '"');
 
 }  // namespace shardplan
