@@ -146,7 +146,24 @@ int run_manifest(const ManifestCommand& cmd, Session& session) {
   return session.finish(doc, ExitCode::ok);
 }
 
-void configure_logging(const CommonOptions& common, std::ostream& err) {
+// Installs a logger writing to `err` for one run and puts the previous
+// default logger back when the run ends, so no logger outlives its stream.
+class ScopedLogging {
+ public:
+  ScopedLogging(const CommonOptions& common, std::ostream& err)
+      : m_previous(spdlog::default_logger()) {
+    configure(common, err);
+  }
+  ~ScopedLogging() { spdlog::set_default_logger(m_previous); }
+  ScopedLogging(const ScopedLogging&) = delete;
+  ScopedLogging& operator=(const ScopedLogging&) = delete;
+
+ private:
+  static void configure(const CommonOptions& common, std::ostream& err);
+  std::shared_ptr<spdlog::logger> m_previous;
+};
+
+void ScopedLogging::configure(const CommonOptions& common, std::ostream& err) {
   auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(err);
   auto logger = std::make_shared<spdlog::logger>("shardplan", sink);
   logger->set_pattern("shardplan: %l: %v");
@@ -235,7 +252,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     return static_cast<int>(ExitCode::bad_input);
   }
 
-  configure_logging(common, err);
+  ScopedLogging logging(common, err);
   if (mesh->parsed()) {
     Session session("mesh", common, out, err, env);
     return run_mesh(mesh_cmd, session);

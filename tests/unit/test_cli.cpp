@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "cli/cli.hpp"
 #include "support/test_support.hpp"
@@ -62,6 +63,14 @@ TEST_CASE("cli: --help shows examples and exits 0", "[cli]") {
   CHECK(sub.code == 0);
   CHECK(sub.out.find("--axis-names") != std::string::npos);
   CHECK(sub.out.find("shardplan mesh --mesh") != std::string::npos);
+}
+
+TEST_CASE("cli: the logger installed for a run does not outlive it", "[cli]") {
+  auto before = spdlog::default_logger();
+  Result r = run_cli({"mesh", "--mesh", "dp:2", "-v"});
+  CHECK(r.code == 0);
+  // The run's logger wrote to a stream that no longer exists.
+  CHECK(spdlog::default_logger() == before);
 }
 
 TEST_CASE("cli: --version", "[cli]") {
