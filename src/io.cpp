@@ -559,6 +559,40 @@ class JsonInput {
   }
 
   // Checks a value the reader does not use: it must still be valid JSON.
+  // Gets `value` as an array, object or string view (by the type of `out`),
+  // or reports "expected <expected>, got <what it is>" under `code` at
+  // pointer(). The pointer is built only when something is reported.
+  template <typename Out, typename PointerFn>
+  bool get_as(od::value& value, Out& out, std::string_view code,
+              std::string_view expected, const PointerFn& pointer,
+              const char* at) {
+    constexpr od::json_type want =
+        std::is_same_v<Out, od::array>    ? od::json_type::array
+        : std::is_same_v<Out, od::object> ? od::json_type::object
+                                          : od::json_type::string;
+    od::json_type type{};
+    if (auto e = value.type().get(type)) {
+      return fail_json(e, pointer(), at);
+    }
+    if (type != want) {
+      return fail(std::string(code),
+                  fmt::format("expected {}, got {}", expected, describe(value)),
+                  pointer(), at);
+    }
+    simdjson::error_code e = simdjson::SUCCESS;
+    if constexpr (want == od::json_type::array) {
+      e = value.get_array().get(out);
+    } else if constexpr (want == od::json_type::object) {
+      e = value.get_object().get(out);
+    } else {
+      e = value.get_string().get(out);
+    }
+    if (e) {
+      return fail_json(e, pointer(), at);
+    }
+    return true;
+  }
+
   template <typename PointerFn>
   bool skip_value(od::value& value, const PointerFn& pointer) {
     od::json_type type{};
@@ -987,19 +1021,10 @@ class ManifestReader : public JsonInput {
 
   bool read_params(od::value& value) {
     m_params_at = start_of(value);
-    od::json_type type{};
-    if (auto e = value.type().get(type)) {
-      return fail_json(e, "/params", m_params_at);
-    }
-    if (type != od::json_type::array) {
-      return fail("manifest.type",
-                  fmt::format("expected an array of tensor objects, got {}",
-                              describe(value)),
-                  "/params", m_params_at);
-    }
     od::array array;
-    if (auto e = value.get_array().get(array)) {
-      return fail_json(e, "/params", m_params_at);
+    if (!get_as(value, array, "manifest.type", "an array of tensor objects",
+                [] { return std::string("/params"); }, m_params_at)) {
+      return false;
     }
     // Counting the entries first is one pass over the array's structure
     // (nothing unescaped or parsed) and sizes the manifest exactly.
@@ -1025,18 +1050,10 @@ class ManifestReader : public JsonInput {
   bool read_native_tensor(od::value& value, size_t index) {
     std::string pointer = index_pointer("/params/", index);
     const char* at = start_of(value);
-    od::json_type type{};
-    if (auto e = value.type().get(type)) {
-      return fail_json(e, pointer, at);
-    }
-    if (type != od::json_type::object) {
-      return fail("manifest.type",
-                  fmt::format("expected a tensor object, got {}", describe(value)),
-                  pointer, at);
-    }
     od::object object;
-    if (auto e = value.get_object().get(object)) {
-      return fail_json(e, pointer, at);
+    if (!get_as(value, object, "manifest.type", "a tensor object",
+                [&] { return pointer; }, at)) {
+      return false;
     }
     Tensor tensor;
     unsigned seen = 0;
@@ -1142,20 +1159,12 @@ class ManifestReader : public JsonInput {
   // safetensors: "__metadata__" maps strings to strings.
   bool read_metadata(od::value& value) {
     const char* at = start_of(value);
-    od::json_type type{};
-    if (auto e = value.type().get(type)) {
-      return fail_json(e, "/__metadata__", at);
-    }
-    if (type != od::json_type::object) {
-      return fail("manifest.type",
-                  fmt::format("expected an object of strings, got {}",
-                              describe(value)),
-                  "/__metadata__", at);
-    }
     od::object object;
-    if (auto e = value.get_object().get(object)) {
-      return fail_json(e, "/__metadata__", at);
+    if (!get_as(value, object, "manifest.type", "an object of strings",
+                [] { return std::string("/__metadata__"); }, at)) {
+      return false;
     }
+    od::json_type type{};
     for (auto result : object) {
       od::field field;
       std::string_view key;
@@ -1318,20 +1327,10 @@ class ManifestReader : public JsonInput {
   }
 
   bool read_name(od::value& value, const std::string& base, std::string& name) {
-    const char* at = start_of(value);
-    od::json_type type{};
-    if (auto e = value.type().get(type)) {
-      return fail_json(e, base + "/name", at);
-    }
-    if (type != od::json_type::string) {
-      return fail("manifest.type",
-                  fmt::format("expected a tensor name string, got {}",
-                              describe(value)),
-                  base + "/name", at);
-    }
     std::string_view text;
-    if (auto e = value.get_string().get(text)) {
-      return fail_json(e, base + "/name", at);
+    if (!get_as(value, text, "manifest.type", "a tensor name string",
+                [&] { return base + "/name"; }, start_of(value))) {
+      return false;
     }
     name.assign(text);
     return true;
@@ -1387,19 +1386,10 @@ class ManifestReader : public JsonInput {
   bool read_shape(od::value& value, const std::string& base,
                   std::vector<int64_t>& shape) {
     const char* at = start_of(value);
-    od::json_type type{};
-    if (auto e = value.type().get(type)) {
-      return fail_json(e, base + "/shape", at);
-    }
-    if (type != od::json_type::array) {
-      return fail("manifest.type",
-                  fmt::format("expected an array of integers, got {}",
-                              describe(value)),
-                  base + "/shape", at);
-    }
     od::array array;
-    if (auto e = value.get_array().get(array)) {
-      return fail_json(e, base + "/shape", at);
+    if (!get_as(value, array, "manifest.type", "an array of integers",
+                [&] { return base + "/shape"; }, at)) {
+      return false;
     }
     m_dims.clear();
     size_t index = 0;
@@ -1422,18 +1412,10 @@ class ManifestReader : public JsonInput {
 
   bool read_dtype(od::value& value, const std::string& base, DType& dtype) {
     const char* at = start_of(value);
-    od::json_type type{};
-    if (auto e = value.type().get(type)) {
-      return fail_json(e, base + "/dtype", at);
-    }
-    if (type != od::json_type::string) {
-      return fail("manifest.type",
-                  fmt::format("expected a dtype string, got {}", describe(value)),
-                  base + "/dtype", at);
-    }
     std::string_view text;
-    if (auto e = value.get_string().get(text)) {
-      return fail_json(e, base + "/dtype", at);
+    if (!get_as(value, text, "manifest.type", "a dtype string",
+                [&] { return base + "/dtype"; }, at)) {
+      return false;
     }
     // Manifests spell a handful of dtypes 100k times: remember the last few.
     for (const auto& [spelling, cached] : m_dtype_cache) {
@@ -1520,19 +1502,10 @@ class ManifestReader : public JsonInput {
                          std::array<int64_t, 2>& offsets) {
     const std::string pointer = base + "/data_offsets";
     m_offsets_at = start_of(value);
-    od::json_type type{};
-    if (auto e = value.type().get(type)) {
-      return fail_json(e, pointer, m_offsets_at);
-    }
-    if (type != od::json_type::array) {
-      return fail("manifest.data-offsets",
-                  fmt::format("expected [begin, end] byte offsets, got {}",
-                              describe(value)),
-                  pointer, m_offsets_at);
-    }
     od::array array;
-    if (auto e = value.get_array().get(array)) {
-      return fail_json(e, pointer, m_offsets_at);
+    if (!get_as(value, array, "manifest.data-offsets", "[begin, end] byte offsets",
+                [&] { return pointer; }, m_offsets_at)) {
+      return false;
     }
     size_t index = 0;
     auto entry_pointer = [&] { return fmt::format("{}/{}", pointer, index); };
@@ -1678,20 +1651,11 @@ class SpecsReader : public JsonInput {
   // {"NAME": SPEC, ...}
   bool read_specs_object(od::value& value) {
     const char* at = start_of(value);
-    od::json_type type{};
-    if (auto e = value.type().get(type)) {
-      return fail_json(e, "/specs", at);
-    }
-    if (type != od::json_type::object) {
-      return fail("specs.type",
-                  fmt::format("expected an object mapping tensor names to "
-                              "specs, got {}",
-                              describe(value)),
-                  "/specs", at);
-    }
     od::object object;
-    if (auto e = value.get_object().get(object)) {
-      return fail_json(e, "/specs", at);
+    if (!get_as(value, object, "specs.type",
+                "an object mapping tensor names to specs",
+                [] { return std::string("/specs"); }, at)) {
+      return false;
     }
     for (auto result : object) {
       od::field field;
@@ -1715,19 +1679,10 @@ class SpecsReader : public JsonInput {
   // [{"name": ..., "spec": ..., other keys ignored}, ...]
   bool read_tensors_array(od::value& value) {
     const char* at = start_of(value);
-    od::json_type type{};
-    if (auto e = value.type().get(type)) {
-      return fail_json(e, "/tensors", at);
-    }
-    if (type != od::json_type::array) {
-      return fail("specs.type",
-                  fmt::format("expected an array of tensor objects, got {}",
-                              describe(value)),
-                  "/tensors", at);
-    }
     od::array array;
-    if (auto e = value.get_array().get(array)) {
-      return fail_json(e, "/tensors", at);
+    if (!get_as(value, array, "specs.type", "an array of tensor objects",
+                [] { return std::string("/tensors"); }, at)) {
+      return false;
     }
     size_t index = 0;
     for (auto result : array) {
@@ -1747,20 +1702,11 @@ class SpecsReader : public JsonInput {
   bool read_tensor_entry(od::value& value, size_t index,
                          const std::string& pointer) {
     const char* at = start_of(value);
-    od::json_type type{};
-    if (auto e = value.type().get(type)) {
-      return fail_json(e, pointer, at);
-    }
-    if (type != od::json_type::object) {
-      return fail("specs.type",
-                  fmt::format("expected a tensor object with \"name\" and "
-                              "\"spec\", got {}",
-                              describe(value)),
-                  pointer, at);
-    }
     od::object object;
-    if (auto e = value.get_object().get(object)) {
-      return fail_json(e, pointer, at);
+    if (!get_as(value, object, "specs.type",
+                "a tensor object with \"name\" and \"spec\"",
+                [&] { return pointer; }, at)) {
+      return false;
     }
     std::optional<std::string> name;
     std::optional<PartitionSpec> spec;
@@ -1785,18 +1731,10 @@ class SpecsReader : public JsonInput {
         }
       }
       if (key == "name") {
-        if (auto e = v.type().get(type)) {
-          return fail_json(e, pointer + "/name", v_at);
-        }
-        if (type != od::json_type::string) {
-          return fail("specs.type",
-                      fmt::format("expected a tensor name string, got {}",
-                                  describe(v)),
-                      pointer + "/name", v_at);
-        }
         std::string_view text;
-        if (auto e = v.get_string().get(text)) {
-          return fail_json(e, pointer + "/name", v_at);
+        if (!get_as(v, text, "specs.type", "a tensor name string",
+                    [&] { return pointer + "/name"; }, v_at)) {
+          return false;
         }
         name = std::string(text);
         name_at = v_at;
