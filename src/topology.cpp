@@ -1,6 +1,7 @@
 #include <shardplan/topology.hpp>
 
 #include <cassert>
+#include <numeric>
 
 namespace shardplan {
 
@@ -13,15 +14,18 @@ int64_t DeviceGrid::at(const std::vector<int64_t>& coords) const {
   return ids[static_cast<size_t>(flat)];
 }
 
-DeviceGrid generic_device_grid(const Mesh& mesh) {
+DeviceGrid assemble_hybrid_grid(const std::vector<int64_t>& ici_shape,
+                                const std::vector<int64_t>& dcn_shape,
+                                const std::vector<std::vector<int64_t>>& slice_ids) {
+  assert(ici_shape.size() == dcn_shape.size());
+  const size_t rank = ici_shape.size();
   DeviceGrid grid;
-  grid.shape = mesh.shape();
-  std::vector<int64_t> ici = mesh.ici_shape();
-  std::vector<int64_t> dcn = mesh.dcn_shape();
-  const int64_t total = mesh.num_devices();
-  const int64_t per_slice = total / mesh.num_slices();
-  const size_t rank = grid.shape.size();
-  grid.ids.resize(static_cast<size_t>(total));
+  int64_t total = 1;
+  for (size_t k = 0; k < rank; ++k) {
+    grid.shape.push_back(ici_shape[k] * dcn_shape[k]);
+    total *= grid.shape.back();
+  }
+  grid.ids.reserve(static_cast<size_t>(total));
 
   // Walk the global coordinates row-major; split each into its DCN part
   // (which slice) and ICI part (where inside the slice).
@@ -30,10 +34,11 @@ DeviceGrid generic_device_grid(const Mesh& mesh) {
     int64_t slice = 0;
     int64_t local = 0;
     for (size_t k = 0; k < rank; ++k) {
-      slice = slice * dcn[k] + coords[k] / ici[k];
-      local = local * ici[k] + coords[k] % ici[k];
+      slice = slice * dcn_shape[k] + coords[k] / ici_shape[k];
+      local = local * ici_shape[k] + coords[k] % ici_shape[k];
     }
-    grid.ids[static_cast<size_t>(flat)] = slice * per_slice + local;
+    grid.ids.push_back(
+        slice_ids[static_cast<size_t>(slice)][static_cast<size_t>(local)]);
     for (size_t k = rank; k-- > 0;) {
       if (++coords[k] < grid.shape[k]) {
         break;
@@ -42,6 +47,20 @@ DeviceGrid generic_device_grid(const Mesh& mesh) {
     }
   }
   return grid;
+}
+
+DeviceGrid generic_device_grid(const Mesh& mesh) {
+  // Without a topology each slice is a contiguous block of ids, laid out in
+  // the ICI shape by a plain reshape.
+  const int64_t slices = mesh.num_slices();
+  const int64_t per_slice = mesh.num_devices() / slices;
+  std::vector<std::vector<int64_t>> slice_ids(static_cast<size_t>(slices));
+  for (int64_t s = 0; s < slices; ++s) {
+    std::vector<int64_t>& ids = slice_ids[static_cast<size_t>(s)];
+    ids.resize(static_cast<size_t>(per_slice));
+    std::iota(ids.begin(), ids.end(), s * per_slice);
+  }
+  return assemble_hybrid_grid(mesh.ici_shape(), mesh.dcn_shape(), slice_ids);
 }
 
 }  // namespace shardplan

@@ -852,28 +852,12 @@ std::optional<TpuGrid> create_hybrid_device_mesh(
     per_slice.push_back(std::move(*g));
   }
 
-  const size_t rank = ici_shape.size();
+  std::vector<std::vector<int64_t>> slice_ids;
+  for (const TpuGrid& g : per_slice) {
+    slice_ids.push_back(g.grid.ids);
+  }
   TpuGrid out;
-  for (size_t k = 0; k < rank; ++k) {
-    out.grid.shape.push_back(ici_shape[k] * dcn_shape[k]);
-  }
-  const int64_t total = product(out.grid.shape);
-  std::vector<int64_t> coords(rank, 0);
-  for (int64_t flat = 0; flat < total; ++flat) {
-    int64_t slice = 0;
-    int64_t local = 0;
-    for (size_t k = 0; k < rank; ++k) {
-      slice = slice * dcn_shape[k] + coords[k] / ici_shape[k];
-      local = local * ici_shape[k] + coords[k] % ici_shape[k];
-    }
-    out.grid.ids.push_back(per_slice[to_size(slice)].grid.ids[to_size(local)]);
-    for (size_t k = rank; k-- > 0;) {
-      if (++coords[k] < out.grid.shape[k]) {
-        break;
-      }
-      coords[k] = 0;
-    }
-  }
+  out.grid = assemble_hybrid_grid(ici_shape, dcn_shape, slice_ids);
   out.physical_assignment = per_slice.front().physical_assignment;
   return out;
 }

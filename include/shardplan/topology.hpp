@@ -37,6 +37,16 @@ struct DeviceGrid {
 //   grid = [[0,1],[2,3],[4,5],[6,7]].
 DeviceGrid generic_device_grid(const Mesh& mesh);
 
+// The assembly step of JAX's create_hybrid_device_mesh: slice s's grid
+// (`slice_ids[s]`, row-major in `ici_shape`) goes to DCN coordinate
+// unravel(s, dcn_shape), and global coordinate c of axis k is
+// dcn_k * ici_shape[k] + ici_k (the DCN index is major within each axis).
+// REQUIRES: ici_shape.size() == dcn_shape.size(); slice_ids.size() ==
+// prod(dcn_shape); each slice_ids[s].size() == prod(ici_shape).
+DeviceGrid assemble_hybrid_grid(const std::vector<int64_t>& ici_shape,
+                                const std::vector<int64_t>& dcn_shape,
+                                const std::vector<std::vector<int64_t>>& slice_ids);
+
 // ---------------------------------------------------------------------------
 // TPU device grids: JAX's jax.experimental.mesh_utils (create_device_mesh,
 // create_hybrid_device_mesh) reproduced on a synthetic device list, down to
