@@ -622,54 +622,44 @@ std::optional<PartitionSpec> parse_spec(std::string_view text,
   return Parser(text, source, diags).parse();
 }
 
-std::string to_python(const PartitionSpec& spec) {
-  std::string out = "P(";
+namespace {
+
+// The entries of `spec` joined by `separator`: None for a replicated dim, a
+// name, or a parenthesised tuple of names, each name printed by `name_text`.
+template <typename NameText>
+std::string join_entries(const PartitionSpec& spec, std::string_view separator,
+                         const NameText& name_text) {
+  std::string out;
   for (size_t i = 0; i < spec.dims.size(); ++i) {
-    if (i > 0) {
-      out += ", ";
-    }
+    out += i > 0 ? separator : "";
     const std::vector<std::string>& axes = spec.dims[i].axes;
     if (axes.empty()) {
       out += "None";
     } else if (axes.size() == 1) {
-      out += python_quote(axes[0]);
+      out += name_text(axes[0]);
     } else {
       out += '(';
       for (size_t j = 0; j < axes.size(); ++j) {
-        out += j > 0 ? ", " : "";
-        out += python_quote(axes[j]);
+        out += j > 0 ? separator : "";
+        out += name_text(axes[j]);
       }
       out += ')';
     }
   }
-  out += ')';
   return out;
+}
+
+}  // namespace
+
+std::string to_python(const PartitionSpec& spec) {
+  return "P(" + join_entries(spec, ", ", python_quote) + ")";
 }
 
 std::string to_short(const PartitionSpec& spec) {
   if (spec.dims.empty()) {
     return "()";
   }
-  std::string out;
-  for (size_t i = 0; i < spec.dims.size(); ++i) {
-    if (i > 0) {
-      out += ',';
-    }
-    const std::vector<std::string>& axes = spec.dims[i].axes;
-    if (axes.empty()) {
-      out += "None";
-    } else if (axes.size() == 1) {
-      out += short_name(axes[0]);
-    } else {
-      out += '(';
-      for (size_t j = 0; j < axes.size(); ++j) {
-        out += j > 0 ? "," : "";
-        out += short_name(axes[j]);
-      }
-      out += ')';
-    }
-  }
-  return out;
+  return join_entries(spec, ",", short_name);
 }
 
 }  // namespace shardplan
