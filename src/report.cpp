@@ -230,9 +230,7 @@ std::string mesh_json(const Mesh& mesh, const DeviceGrid& grid,
   return dump(j);
 }
 
-std::string mesh_text(const Mesh& mesh, const DeviceGrid& grid,
-                      const TextStyle& style) {
-  (void)style;
+std::string mesh_text(const Mesh& mesh, const DeviceGrid& grid) {
   std::string out;
   int64_t slices = mesh.num_slices();
   out += fmt::format("mesh {} on {} devices{}\n", to_string(mesh), mesh.num_devices(),
@@ -312,8 +310,7 @@ std::string manifest_json(const Manifest& manifest, const Diagnostics& diags) {
   return dump(j);
 }
 
-std::string manifest_text(const Manifest& manifest, const TextStyle& style) {
-  (void)style;
+std::string manifest_text(const Manifest& manifest) {
   std::string out = fmt::format(
       "manifest {}: {} tensors, {} parameters, {} bytes ({})\n\n", manifest.source,
       with_commas(static_cast<int64_t>(manifest.size())),

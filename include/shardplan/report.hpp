@@ -17,20 +17,15 @@ namespace shardplan {
 inline constexpr int k_schema_version = 1;
 std::string_view shardplan_version();
 
-struct TextStyle {
-  bool color = false;
-};
-
 // `shardplan mesh`: the mesh object, device_ids and diagnostics.
 std::string mesh_json(const Mesh& mesh, const DeviceGrid& grid,
                       const Diagnostics& diags);
-std::string mesh_text(const Mesh& mesh, const DeviceGrid& grid,
-                      const TextStyle& style);
+std::string mesh_text(const Mesh& mesh, const DeviceGrid& grid);
 
 // `shardplan manifest`: the native manifest form (read_manifest reads it
 // back), with the common header keys, and a text summary.
 std::string manifest_json(const Manifest& manifest, const Diagnostics& diags);
-std::string manifest_text(const Manifest& manifest, const TextStyle& style);
+std::string manifest_text(const Manifest& manifest);
 
 // The document written with --format json when the input was bad: the header
 // keys and `diagnostics`.

@@ -66,7 +66,6 @@ class Session {
 
   Diagnostics& diags() { return m_diags; }
   bool json() const { return m_common.format == "json"; }
-  TextStyle text_style() const { return TextStyle{false}; }
 
   // Reports the diagnostics and, for bad input, the JSON diagnostics
   // document. Returns the exit code for an input failure.
@@ -128,7 +127,7 @@ int run_mesh(const MeshCommand& cmd, Session& session) {
   spdlog::debug("mesh {} resolved to {} devices", cmd.mesh, mesh->num_devices());
   DeviceGrid grid = generic_device_grid(*mesh);
   std::string doc = session.json() ? mesh_json(*mesh, grid, session.diags())
-                                   : mesh_text(*mesh, grid, session.text_style());
+                                   : mesh_text(*mesh, grid);
   return session.finish(doc, ExitCode::ok);
 }
 
@@ -142,7 +141,7 @@ int run_manifest(const ManifestCommand& cmd, Session& session) {
     return session.fail_input();
   }
   std::string doc = session.json() ? manifest_json(*manifest, session.diags())
-                                   : manifest_text(*manifest, session.text_style());
+                                   : manifest_text(*manifest);
   return session.finish(doc, ExitCode::ok);
 }
 

@@ -86,6 +86,17 @@ std::vector<NegativeCase> load_cases(std::string_view relative) {
   return cases;
 }
 
+Mesh mesh_of(std::string_view text, int64_t devices, std::string dcn) {
+  MeshOptions o;
+  o.num_devices = devices;
+  o.dcn = std::move(dcn);
+  Diagnostics diags;
+  auto m = parse_mesh(text, o, diags);
+  INFO(first_error(diags));
+  REQUIRE(m);
+  return *m;
+}
+
 std::string first_error(const Diagnostics& diags) {
   for (const Diagnostic& d : diags.items()) {
     if (d.severity == Severity::error) {

@@ -3,6 +3,7 @@
 // Helpers shared by the unit tests: test data files and negative-case files.
 
 #include <shardplan/diag.hpp>
+#include <shardplan/mesh.hpp>
 
 #include <map>
 #include <string>
@@ -32,6 +33,10 @@ struct NegativeCase {
   int line = 0;  // line of the case in the file, for failure messages
 };
 std::vector<NegativeCase> load_cases(std::string_view relative);
+
+// The mesh `text` on `devices` devices with the --dcn string `dcn`; fails
+// the current test (showing the error) when it does not parse.
+Mesh mesh_of(std::string_view text, int64_t devices, std::string dcn = "");
 
 // The first error in `diags` rendered without colour; empty when none.
 std::string first_error(const Diagnostics& diags);

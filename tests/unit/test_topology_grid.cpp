@@ -62,16 +62,6 @@ Matrix matrix_of(const Ids& physical,
   return a;
 }
 
-Mesh mesh_of(std::string_view text, int64_t devices, std::string dcn = "") {
-  MeshOptions o;
-  o.num_devices = devices;
-  o.dcn = std::move(dcn);
-  Diagnostics diags;
-  auto m = parse_mesh(text, o, diags);
-  INFO(test::first_error(diags));
-  REQUIRE(m);
-  return *m;
-}
 
 void check_each_id_once(const DeviceGrid& g, int64_t n) {
   Ids sorted = g.ids;
@@ -495,7 +485,7 @@ TEST_CASE("topology: tpu_device_grid from a mesh string", "[topology]") {
 
   SECTION("no assignment without splitting") {
     Diagnostics diags;
-    CHECK_FALSE(tpu_device_grid(v4, mesh_of("dp:2,tp:32", 64), false, diags));
+    CHECK_FALSE(tpu_device_grid(v4, test::mesh_of("dp:2,tp:32", 64), false, diags));
     REQUIRE(diags.error_count() == 1);
     const Diagnostic& d = diags.items()[0];
     CHECK(d.code == "topology.no-assignment");
@@ -513,7 +503,7 @@ TEST_CASE("topology: tpu_device_grid from a mesh string", "[topology]") {
     // By hand: tp (32) gets [4,4,2] (whole 16, two axes, largest tuple), dp
     // gets the rest of z. Row = high bit of z; column = (4x + y)*2 + low bit.
     Diagnostics diags;
-    auto g = tpu_device_grid(v4, mesh_of("dp:2,tp:32", 64), true, diags);
+    auto g = tpu_device_grid(v4, test::mesh_of("dp:2,tp:32", 64), true, diags);
     REQUIRE(g);
     CHECK(g->physical_assignment == Matrix{{1, 4}, {1, 4}, {2, 2}});
     CHECK(g->grid.at({0, 0}) == 0);
@@ -526,7 +516,7 @@ TEST_CASE("topology: tpu_device_grid from a mesh string", "[topology]") {
 
   SECTION("device count") {
     Diagnostics diags;
-    CHECK_FALSE(tpu_device_grid(v4, mesh_of("dp:2,tp:16", 32), false, diags));
+    CHECK_FALSE(tpu_device_grid(v4, test::mesh_of("dp:2,tp:16", 32), false, diags));
     REQUIRE(diags.error_count() == 1);
     CHECK(diags.items()[0].code == "topology.device-count");
     CHECK(test::first_error(diags).rfind("--mesh: error: number of devices 64 "
@@ -539,7 +529,7 @@ TEST_CASE("topology: tpu_device_grid from a mesh string", "[topology]") {
   SECTION("two slices with --dcn") {
     Diagnostics diags;
     auto g = tpu_device_grid(slice_of(TpuChip::v4, 4, 4, 4, 1, 2),
-                             mesh_of("dp:2,fsdp:16,tp:4", 128, "dp:2"),
+                             test::mesh_of("dp:2,fsdp:16,tp:4", 128, "dp:2"),
                              false,
                              diags);
     REQUIRE(g);
@@ -552,7 +542,7 @@ TEST_CASE("topology: tpu_device_grid from a mesh string", "[topology]") {
   SECTION("DCN factors on a single slice") {
     Diagnostics diags;
     CHECK_FALSE(
-        tpu_device_grid(v4, mesh_of("dp:2,tp:32", 64, "dp:2"), false, diags));
+        tpu_device_grid(v4, test::mesh_of("dp:2,tp:32", 64, "dp:2"), false, diags));
     REQUIRE(diags.error_count() == 1);
     CHECK(diags.items()[0].code == "topology.slice-count");
   }
@@ -561,11 +551,11 @@ TEST_CASE("topology: tpu_device_grid from a mesh string", "[topology]") {
 TEST_CASE("topology: GPU grid is a reshape of ids sorted (jax b1 step 4)",
           "[topology]") {
   // 16 GPUs, 8 per node: tp inside a node, dp across nodes.
-  DeviceGrid g = gpu_device_grid(mesh_of("dp:2,tp:8", 16), 8);
+  DeviceGrid g = gpu_device_grid(test::mesh_of("dp:2,tp:8", 16), 8);
   CHECK(g.shape == Ids{2, 8});
   CHECK(g.at({1, 0}) == 8);
   CHECK(g.at({0, 7}) == 7);
   // DCN dp:2: each DCN block is a node's run of ids, DCN index major.
-  DeviceGrid h = gpu_device_grid(mesh_of("dp:4,tp:4", 16, "dp:2"), 8);
+  DeviceGrid h = gpu_device_grid(test::mesh_of("dp:4,tp:4", 16, "dp:2"), 8);
   CHECK(h.ids == Ids{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15});
 }
