@@ -848,26 +848,10 @@ enum class TensorKey : uint8_t {
   unknown
 };
 
-TensorKey classify(od::raw_json_string key) {
-  if (key == "name") {
-    return TensorKey::name;
-  }
-  if (key == "shape") {
-    return TensorKey::shape;
-  }
-  if (key == "dtype") {
-    return TensorKey::dtype;
-  }
-  if (key == "logical_axes") {
-    return TensorKey::logical_axes;
-  }
-  if (key == "data_offsets") {
-    return TensorKey::data_offsets;
-  }
-  return TensorKey::unknown;
-}
-
-TensorKey classify(std::string_view key) {
+// Works on a raw (still escaped) key straight from the parser, which is the
+// fast path, and on an unescaped std::string_view.
+template <typename Key>
+TensorKey classify(const Key& key) {
   if (key == "name") {
     return TensorKey::name;
   }
