@@ -167,22 +167,6 @@ Diagnostic& Diagnostics::warning(std::string code, std::string message,
   return add(std::move(d));
 }
 
-std::optional<int64_t> checked_add(int64_t a, int64_t b) {
-  int64_t r = 0;
-  if (__builtin_add_overflow(a, b, &r)) {
-    return std::nullopt;
-  }
-  return r;
-}
-
-std::optional<int64_t> checked_mul(int64_t a, int64_t b) {
-  int64_t r = 0;
-  if (__builtin_mul_overflow(a, b, &r)) {
-    return std::nullopt;
-  }
-  return r;
-}
-
 std::optional<int64_t> checked_product(const std::vector<int64_t>& values) {
   int64_t r = 1;
   for (int64_t v : values) {
@@ -242,16 +226,26 @@ std::string closest_match(std::string_view word,
 }
 
 std::string json_pointer_escape(std::string_view token) {
+  return json_pointer_child("", token).substr(1);
+}
+
+std::string json_pointer_child(std::string_view parent, std::string_view token) {
   std::string out;
-  out.reserve(token.size());
-  for (char c : token) {
-    if (c == '~') {
-      out += "~0";
-    } else if (c == '/') {
-      out += "~1";
-    } else {
-      out += c;
+  out.reserve(parent.size() + 1 + token.size());
+  out.append(parent);
+  out += '/';
+  // Manifest readers build one pointer per tensor: copy runs, not characters
+  // (find_first_of would call memchr once per character).
+  auto special = [](char c) { return c == '~' || c == '/'; };
+  auto run = token.begin();
+  while (run != token.end()) {
+    auto stop = std::find_if(run, token.end(), special);
+    out.append(run, stop);
+    if (stop == token.end()) {
+      break;
     }
+    out += *stop == '~' ? "~0" : "~1";
+    run = stop + 1;
   }
   return out;
 }

@@ -888,20 +888,6 @@ std::string_view key_name(TensorKey key) {
   return "";
 }
 
-// "/" + the escaped key, in one allocation: this runs once per tensor.
-std::string key_pointer(std::string_view key) {
-  // (find_first_of would call memchr once per character.)
-  if (std::any_of(key.begin(), key.end(),
-                  [](char c) { return c == '~' || c == '/'; })) {
-    return "/" + json_pointer_escape(key);
-  }
-  std::string out;
-  out.reserve(key.size() + 1);
-  out += '/';
-  out.append(key);
-  return out;
-}
-
 // prefix + index without fmt: this runs once per tensor.
 std::string index_pointer(std::string_view prefix, size_t index) {
   std::array<char, 24> digits{};
@@ -1177,7 +1163,7 @@ class ManifestReader : public JsonInput {
   }
 
   bool read_safetensors_tensor(std::string name, od::value& value) {
-    std::string pointer = key_pointer(name);
+    std::string pointer = json_pointer_child("", name);
     const char* at = start_of(value);
     od::json_type type{};
     if (auto e = value.type().get(type)) {

@@ -93,8 +93,21 @@ class Diagnostics {
 };
 
 // Checked arithmetic on int64_t: nullopt on overflow.
-std::optional<int64_t> checked_add(int64_t a, int64_t b);
-std::optional<int64_t> checked_mul(int64_t a, int64_t b);
+// Inline: the manifest reader calls these once per dim of every tensor.
+inline std::optional<int64_t> checked_add(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) {
+    return std::nullopt;
+  }
+  return r;
+}
+inline std::optional<int64_t> checked_mul(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) {
+    return std::nullopt;
+  }
+  return r;
+}
 // Product of `values`; 1 for an empty list; nullopt on overflow.
 std::optional<int64_t> checked_product(const std::vector<int64_t>& values);
 
@@ -111,6 +124,9 @@ std::string closest_match(std::string_view word,
 
 // Escapes one reference token of a JSON pointer ("~" -> "~0", "/" -> "~1").
 std::string json_pointer_escape(std::string_view token);
+// `parent` + "/" + the escaped `token`, in one allocation:
+// json_pointer_child("/params", "a/b") == "/params/a~1b".
+std::string json_pointer_child(std::string_view parent, std::string_view token);
 
 // `s` in double quotes (or `quote_char`) with control characters, the quote
 // and backslashes escaped, for messages: quote("a\"b") == "\"a\\\"b\"".

@@ -112,6 +112,12 @@ TEST_CASE("diag: edit distance and suggestions", "[diag]") {
 TEST_CASE("diag: JSON pointer escaping and quoting", "[diag]") {
   CHECK(json_pointer_escape("params/0~x") == "params~10~0x");
   CHECK(json_pointer_escape("model.layers.0") == "model.layers.0");
+  CHECK(json_pointer_escape("~~//") == "~0~0~1~1");
+  CHECK(json_pointer_escape("").empty());
+  // RFC 6901 section 3: "/" within a token is "~1" and "~" is "~0".
+  CHECK(json_pointer_child("", "a/b") == "/a~1b");
+  CHECK(json_pointer_child("/params", "m~1") == "/params/m~01");
+  CHECK(json_pointer_child("/x", "") == "/x/");
   CHECK(quote("a\"b\\c\n") == "\"a\\\"b\\\\c\\n\"");
   CHECK(quote(std::string("\x01", 1)) == "\"\\x01\"");
   CHECK(quote("é") == "\"é\"");
