@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <array>
 #include <map>
 #include <numeric>
@@ -212,6 +213,133 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return out + "]";
 }
 
+
+// HBM as vendors quote it: "80 GB" for a whole number of 1e9 bytes, else
+// binary units ("95.00 GiB").
+std::string capacity_text(double bytes) {
+  if (bytes > 0 && std::fmod(bytes, 1e9) == 0) {
+    return fmt::format("{:g} GB", bytes / 1e9);
+  }
+  return human_bytes(static_cast<int64_t>(bytes));
+}
+
+// Decimal rates, as link bandwidths are quoted: "180 GB/s".
+std::string rate_text(double bytes_per_s) {
+  if (bytes_per_s >= 1e12) {
+    return fmt::format("{:g} TB/s", bytes_per_s / 1e12);
+  }
+  if (bytes_per_s >= 1e9) {
+    return fmt::format("{:g} GB/s", bytes_per_s / 1e9);
+  }
+  return fmt::format("{:g} MB/s", bytes_per_s / 1e6);
+}
+
+std::string seconds_text(double seconds) {
+  if (seconds >= 1e-3) {
+    return fmt::format("{:g} ms", seconds * 1e3);
+  }
+  return fmt::format("{:g} us", seconds * 1e6);
+}
+
+std::vector<std::pair<std::string, const Figure*>> figure_list(const Topology& t) {
+  const TopologyFigures& f = t.figures;
+  std::vector<std::pair<std::string, const Figure*>> out = {
+      {"hbm_bytes_per_device", &f.hbm_bytes_per_device}};
+  if (t.kind == TopologyKind::tpu) {
+    out.insert(out.end(), {{"ici_bytes_per_s_per_link", &f.ici_bytes_per_s_per_link},
+                           {"ici_links_per_chip", &f.ici_links_per_chip},
+                           {"ici_latency_s", &f.ici_latency_s}});
+    if (!f.dcn_bytes_per_s_per_chip.source.empty()) {
+      out.insert(out.end(), {{"dcn_bytes_per_s_per_chip", &f.dcn_bytes_per_s_per_chip},
+                             {"dcn_latency_s", &f.dcn_latency_s}});
+    }
+  } else {
+    out.insert(out.end(), {{"nvlink_bytes_per_s_per_gpu", &f.nvlink_bytes_per_s_per_gpu},
+                           {"nvlink_latency_s", &f.nvlink_latency_s},
+                           {"network_bytes_per_s_per_gpu", &f.network_bytes_per_s_per_gpu},
+                           {"network_latency_s", &f.network_latency_s}});
+  }
+  return out;
+}
+
+ordered_json topology_object(const Topology& t) {
+  ordered_json j;
+  j["name"] = t.name;
+  j["kind"] = std::string(to_string(t.kind));
+  j["chip"] = t.chip;
+  j["device_kind"] = t.device_kind;
+  j["source"] = t.source;
+  j["devices"] = t.devices();
+  if (t.kind == TopologyKind::tpu) {
+    j["chips"] = t.chips();
+    j["slices"] = t.num_slices();
+    j["shape"] = t.tpu.chips;
+    j["wraparound"] = t.wraparound;
+    j["devices_per_chip"] = t.tpu.cores_per_chip;
+    j["host_bounds"] = t.tpu.host_bounds;
+  } else {
+    j["gpus_per_host"] = t.gpus_per_host;
+    j["nvlink_domain"] = t.nvlink_domain;
+  }
+  j["hosts"] = t.num_hosts();
+  j["devices_per_host"] = t.devices_per_host();
+  j["hbm_bytes_per_device"] = static_cast<int64_t>(t.figures.hbm_bytes_per_device.value);
+  const TopologyFigures& f = t.figures;
+  ordered_json links;
+  if (t.kind == TopologyKind::tpu) {
+    links["ici"] = {{"bytes_per_s_per_link", f.ici_bytes_per_s_per_link.value},
+                    {"links_per_chip", f.ici_links_per_chip.value},
+                    {"latency_s", f.ici_latency_s.value}};
+    if (!f.dcn_bytes_per_s_per_chip.source.empty()) {
+      links["dcn"] = {{"bytes_per_s_per_chip", f.dcn_bytes_per_s_per_chip.value},
+                      {"latency_s", f.dcn_latency_s.value}};
+    }
+  } else {
+    links["nvlink"] = {{"bytes_per_s_per_gpu", f.nvlink_bytes_per_s_per_gpu.value},
+                       {"latency_s", f.nvlink_latency_s.value}};
+    links["network"] = {{"bytes_per_s_per_gpu", f.network_bytes_per_s_per_gpu.value},
+                        {"latency_s", f.network_latency_s.value}};
+  }
+  j["links"] = std::move(links);
+  ordered_json figures;
+  for (const auto& [name, figure] : figure_list(t)) {
+    figures[name] = {{"value", figure->value}, {"source", figure->source}};
+  }
+  j["figures"] = std::move(figures);
+  return j;
+}
+
+std::string topology_shape_text(const Topology& t) {
+  if (t.kind == TopologyKind::gpu) {
+    const int64_t hosts = t.num_hosts();
+    return fmt::format("{} x {} GPUs", hosts, t.devices_per_host());
+  }
+  const auto& c = t.tpu.chips;
+  std::string shape = is_2d(t.tpu.chip) ? fmt::format("{}x{}", c[0], c[1])
+                          : fmt::format("{}x{}x{}", c[0], c[1], c[2]);
+  return t.num_slices() > 1 ? fmt::format("{} x {}", t.num_slices(), shape) : shape;
+}
+
+std::string links_text(const Topology& t) {
+  const TopologyFigures& f = t.figures;
+  if (t.kind == TopologyKind::gpu) {
+    return fmt::format("nvlink {}, network {}", rate_text(f.nvlink_bytes_per_s_per_gpu.value),
+                       rate_text(f.network_bytes_per_s_per_gpu.value));
+  }
+  std::string out = fmt::format("ici {} x {}", rate_text(f.ici_bytes_per_s_per_link.value),
+                                f.ici_links_per_chip.value);
+  if (!f.dcn_bytes_per_s_per_chip.source.empty()) {
+    out += fmt::format(", dcn {}", rate_text(f.dcn_bytes_per_s_per_chip.value));
+  }
+  return out;
+}
+
+std::string topology_summary(const Topology& t) {
+  return fmt::format("{}: {} {} devices ({}), {} of HBM each", t.name, t.devices(),
+                     t.device_kind, topology_shape_text(t),
+                     capacity_text(t.figures.hbm_bytes_per_device.value));
+}
+
 }  // namespace
 
 std::string diagnostics_json(std::string_view command, const Diagnostics& diags) {
@@ -220,23 +348,60 @@ std::string diagnostics_json(std::string_view command, const Diagnostics& diags)
   return dump(j);
 }
 
-std::string mesh_json(const Mesh& mesh, const DeviceGrid& grid,
-                      const Diagnostics& diags) {
+std::string mesh_json(const Mesh& mesh, const MeshLayout& layout,
+                      const Topology* topology, const Diagnostics& diags) {
   ordered_json j = header("mesh");
   j["mesh"] = mesh_object(mesh);
+  if (topology != nullptr) {
+    j["topology"] = topology_object(*topology);
+  }
   size_t next = 0;
-  j["device_ids"] = nested(grid.shape, grid.ids, 0, next);
+  j["device_ids"] = nested(layout.grid.shape, layout.grid.ids, 0, next);
+  if (topology != nullptr) {
+    if (layout.physical_assignment.empty()) {
+      j["physical_assignment"] = nullptr;
+    } else {
+      j["physical_assignment"] = layout.physical_assignment;
+      j["physical_axes"] = layout.physical_axis_names;
+    }
+    ordered_json links = ordered_json::array();
+    for (const AxisLink& l : layout.links) {
+      ordered_json e;
+      e["axis"] = l.axis;
+      e["link"] = std::string(to_string(l.link));
+      e["wraparound"] = l.wraparound;
+      e["ring_size"] = l.ring_size;
+      e["bytes_per_s"] = l.bytes_per_s;
+      e["latency_s"] = l.latency_s;
+      e["physical_axes"] = l.physical_axes;
+      links.push_back(std::move(e));
+    }
+    j["axes_links"] = std::move(links);
+    const HostLayout& h = layout.hosts;
+    ordered_json hosts;
+    hosts["count"] = h.count;
+    hosts["devices_per_host"] = h.devices_per_host;
+    hosts["local_mesh_shape"] =
+        h.local_mesh_shape.empty() ? ordered_json(nullptr) : ordered_json(h.local_mesh_shape);
+    hosts["device_ids"] = h.device_ids;
+    j["hosts"] = std::move(hosts);
+  }
   j["diagnostics"] = diagnostics_array(diags);
   return dump(j);
 }
 
-std::string mesh_text(const Mesh& mesh, const DeviceGrid& grid) {
+std::string mesh_text(const Mesh& mesh, const MeshLayout& layout,
+                      const Topology* topology) {
+  const DeviceGrid& grid = layout.grid;
   std::string out;
   int64_t slices = mesh.num_slices();
   out += fmt::format("mesh {} on {} devices{}\n", to_string(mesh), mesh.num_devices(),
                      slices > 1 ? fmt::format(" in {} slices (--dcn {})", slices,
                                               dcn_string(mesh))
                                 : std::string());
+  if (topology != nullptr) {
+    out += fmt::format("topology {}\n", topology_summary(*topology));
+  }
   out += "\n";
   std::vector<std::vector<std::string>> rows = {{"axis", "size", "ici", "dcn", "type"}};
   for (const MeshAxis& a : mesh.axes) {
@@ -244,6 +409,32 @@ std::string mesh_text(const Mesh& mesh, const DeviceGrid& grid) {
                     std::to_string(a.dcn), std::string(to_string(a.type))});
   }
   out += table(rows);
+
+  if (topology != nullptr) {
+    out += "\nlinks per axis (bandwidth: what one device sends per second along it):\n";
+    std::vector<std::vector<std::string>> links = {
+        {"axis", "size", "link", "ring", "physical", "bandwidth", "latency"}};
+    for (const AxisLink& l : layout.links) {
+      links.push_back({l.axis, std::to_string(l.ring_size), std::string(to_string(l.link)),
+                       l.link == LinkClass::none ? "-" : (l.wraparound ? "yes" : "no"),
+                       l.physical_axes.empty() ? "-" : fmt::format("{}", fmt::join(l.physical_axes, "+")),
+                       l.link == LinkClass::none ? "-" : rate_text(l.bytes_per_s),
+                       l.link == LinkClass::none ? "-" : seconds_text(l.latency_s)});
+    }
+    out += table(links);
+    if (!layout.physical_assignment.empty()) {
+      out += "\nphysical assignment (physical axis: part given to each mesh axis):\n";
+      for (size_t p = 0; p < layout.physical_assignment.size(); ++p) {
+        out += fmt::format("  {:<4} {}\n", layout.physical_axis_names[p],
+                           shape_text(layout.physical_assignment[p]));
+      }
+    }
+    const HostLayout& h = layout.hosts;
+    out += fmt::format("\nhosts: {} of {} devices; each host's local mesh: {}\n", h.count,
+                       h.devices_per_host,
+                       h.local_mesh_shape.empty() ? "none (see the diagnostics)"
+                                                  : shape_text(h.local_mesh_shape));
+  }
 
   // The device grid: the last axis across, the one before it down, and one
   // block per index of the leading axes.
@@ -281,6 +472,68 @@ std::string mesh_text(const Mesh& mesh, const DeviceGrid& grid) {
       out += "\n";
     }
   }
+  return out;
+}
+
+std::string topology_list_json(const std::vector<Topology>& topologies) {
+  ordered_json j = header("topology");
+  ordered_json arr = ordered_json::array();
+  for (const Topology& t : topologies) {
+    arr.push_back(topology_object(t));
+  }
+  j["topologies"] = std::move(arr);
+  return dump(j);
+}
+
+std::string topology_list_text(const std::vector<Topology>& topologies) {
+  std::vector<std::vector<std::string>> rows = {
+      {"name", "kind", "devices", "shape", "hbm/device", "link bandwidth (one way)"}};
+  for (const Topology& t : topologies) {
+    rows.push_back({t.name, std::string(to_string(t.kind)), std::to_string(t.devices()),
+                    topology_shape_text(t),
+                    capacity_text(t.figures.hbm_bytes_per_device.value), links_text(t)});
+  }
+  return table(rows)
+         + "\nAny size of these families also works by shape (v5p:4x4x12), and Kx "
+           "in front makes K slices (2xv5p-256).\n";
+}
+
+std::string topology_show_json(const Topology& topology) {
+  ordered_json j = header("topology");
+  j["topology"] = topology_object(topology);
+  return dump(j);
+}
+
+std::string topology_show_text(const Topology& topology) {
+  const Topology& t = topology;
+  std::string out = fmt::format("topology {}\n\n", topology_summary(t));
+  std::vector<std::vector<std::string>> rows = {{"property", "value"}};
+  rows.push_back({"kind", std::string(to_string(t.kind))});
+  rows.push_back({"device_kind", t.device_kind});
+  rows.push_back({"devices", std::to_string(t.devices())});
+  if (t.kind == TopologyKind::tpu) {
+    rows.push_back({"slice shape (chips)", topology_shape_text(t)});
+    rows.push_back({"slices", std::to_string(t.num_slices())});
+    rows.push_back({"devices per chip", std::to_string(t.tpu.cores_per_chip)});
+    rows.push_back({"wraparound (x, y, z)",
+                    fmt::format("{}, {}, {}", t.wraparound[0], t.wraparound[1],
+                                t.wraparound[2])});
+    rows.push_back({"host bounds (chips)",
+                    fmt::format("{}x{}x{}", t.tpu.host_bounds[0], t.tpu.host_bounds[1],
+                                t.tpu.host_bounds[2])});
+  } else {
+    rows.push_back({"GPUs per host", std::to_string(t.gpus_per_host)});
+    rows.push_back({"NVLink domain", std::to_string(t.nvlink_domain)});
+  }
+  rows.push_back({"hosts", fmt::format("{} of {} devices", t.num_hosts(),
+                                       t.devices_per_host())});
+  out += table(rows);
+  out += "\nfigures:\n";
+  std::vector<std::vector<std::string>> figs = {{"figure", "value", "source"}};
+  for (const auto& [name, f] : figure_list(t)) {
+    figs.push_back({name, fmt::format("{:g}", f->value), f->source});
+  }
+  out += table(figs);
   return out;
 }
 

@@ -895,4 +895,49 @@ DeviceGrid gpu_device_grid(const Mesh& mesh, int64_t gpus_per_node) {
   return generic_device_grid(mesh);
 }
 
+std::optional<std::vector<int64_t>> calculate_host_mesh_shape(
+    const std::vector<int64_t>& global_mesh_shape,
+    int64_t devices_per_host,
+    int64_t num_processes,
+    Diagnostics& diags) {
+  // eformer.escale.mesh.creation.calculate_host_mesh_shape, statement for
+  // statement (its floor divisions included): processes take the leading
+  // axes, a whole axis while it is smaller than what is left to split.
+  const int64_t total = product(global_mesh_shape);
+  if (total != devices_per_host * num_processes) {
+    diags.error("topology.host-mesh",
+                fmt::format("Mesh size {} doesn't match available devices {} "
+                            "(local x processes)",
+                            total, devices_per_host * num_processes));
+    return std::nullopt;
+  }
+  std::vector<int64_t> host_mesh = global_mesh_shape;
+  int64_t remaining = num_processes;
+  for (size_t idx = 0; remaining > 1 && idx < host_mesh.size(); ++idx) {
+    const int64_t dim = host_mesh[idx];
+    if (dim >= remaining) {
+      host_mesh[idx] = dim / remaining;
+      remaining = 1;
+    } else {
+      host_mesh[idx] = 1;
+      remaining /= dim;
+    }
+  }
+  const int64_t host_total = product(host_mesh);
+  if (host_total != devices_per_host) {
+    Diagnostic& d = diags.error(
+        "topology.host-mesh",
+        fmt::format("Host mesh shape {} uses {} devices instead of {}. Ensure "
+                    "that num_processes factors the global mesh shape.",
+                    py_tuple(host_mesh), host_total, devices_per_host));
+    d.hint = fmt::format(
+        "eformer's create_mesh gives each of the {} processes a block of the "
+        "leading mesh axes; order the axes so that the first ones multiply to "
+        "the process count",
+        num_processes);
+    return std::nullopt;
+  }
+  return host_mesh;
+}
+
 }  // namespace shardplan

@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -57,6 +58,8 @@ enum class TpuChip { v2, v3, v4, v5e, v5p, v6e, tpu7x };
 
 // "v2", "v3", "v4", "v5e", "v5p", "v6e", "tpu7x".
 std::string_view to_string(TpuChip chip);
+// v2, v3, v5e and v6e slices are 2D (z = 1); their shapes print as AxB.
+bool is_2d(TpuChip chip);
 // The device_kind string JAX reports and dispatches on: "TPU v2", "TPU v3",
 // "TPU v4", "TPU v5 lite", "TPU v5p", "TPU v6 lite", "TPU7x".
 std::string_view device_kind(TpuChip chip);
@@ -194,5 +197,135 @@ std::optional<TpuGrid> tpu_device_grid(const TpuSlice& slice,
 // axis, like create_hybrid_device_mesh with process_is_granule. Same result as
 // generic_device_grid. REQUIRES: gpus_per_node >= 1.
 DeviceGrid gpu_device_grid(const Mesh& mesh, int64_t gpus_per_node);
+
+// ---------------------------------------------------------------------------
+// Topologies (DESIGN.md 2.2): the catalogue in configs/topologies/ (compiled
+// in, src/topology_catalog.cpp), names like "v5p-128", "2xv5e-256",
+// "v5p:4x4x8", "h100x64", and user files of the same schema.
+
+enum class TopologyKind { tpu, gpu };
+std::string_view to_string(TopologyKind kind);
+
+// A figure and where it comes from (hardware-and-costs.md section C, or
+// "unverified: ..." / "assumption: ..." where the references have none).
+struct Figure {
+  double value = 0;
+  std::string source;
+};
+
+// The figures of a topology, in one unit each: bytes, bytes per second,
+// seconds. Link bandwidths are one way: ICI per link, DCN per chip, NVLink
+// per GPU, scale-out ("network") per GPU. Absent figures have an empty
+// source and value 0 (DCN on v2/v3).
+struct TopologyFigures {
+  Figure hbm_bytes_per_device;
+  Figure ici_bytes_per_s_per_link;
+  Figure ici_links_per_chip;
+  Figure ici_latency_s;
+  Figure dcn_bytes_per_s_per_chip;
+  Figure dcn_latency_s;
+  Figure nvlink_bytes_per_s_per_gpu;
+  Figure nvlink_latency_s;
+  Figure network_bytes_per_s_per_gpu;
+  Figure network_latency_s;
+};
+
+struct Topology {
+  std::string name;          // canonical: "v5p-128", "2xv5p-256", "v5p:4x4x8", "h100x64"
+  TopologyKind kind = TopologyKind::tpu;
+  std::string chip;          // catalogue family: "v5p", "h100", ...
+  std::string device_kind;   // what JAX reports: "TPU v5p", "NVIDIA H100 80GB HBM3"
+  std::string source;        // "catalogue" or the file it was read from
+
+  // TPU: one slice's shape in chips (x, y, z), devices per chip, chips per
+  // host, slice count; wraparound per physical axis (x, y, z).
+  TpuSlice tpu;
+  std::array<bool, 3> wraparound{false, false, false};
+
+  // GPU: gpus in all; gpus per host (process); GPUs per NVLink domain.
+  int64_t gpus = 0;
+  int64_t gpus_per_host = 8;
+  int64_t nvlink_domain = 8;
+
+  TopologyFigures figures;
+
+  int64_t num_slices() const { return kind == TopologyKind::tpu ? tpu.num_slices : 1; }
+  int64_t devices() const;
+  int64_t devices_per_host() const;
+  int64_t num_hosts() const;
+  int64_t chips() const;  // TPU chips (all slices); GPUs on GPU
+};
+
+// A catalogue name or an explicit shape (DESIGN.md 2.2). Errors (located at
+// `where`): "topology.unknown" with the nearest names, "topology.size" for a
+// count with no standard slice (listing the nearest), "topology.shape" for a
+// bad explicit shape, "topology.slices" for a bad "Kx" prefix.
+std::optional<Topology> resolve_topology(std::string_view name,
+                                         const Location& where,
+                                         Diagnostics& diags);
+
+// A user topology file (JSON, the schema of `shardplan topology show
+// --format json`; docs/topologies.md). Keys it omits come from its chip's
+// catalogue entry. Errors carry `source` and a JSON pointer.
+std::optional<Topology> parse_topology_json(std::string_view text,
+                                            std::string_view source,
+                                            Diagnostics& diags);
+
+// The catalogue's standard entries, family by family, smallest first.
+std::vector<Topology> catalogue_topologies();
+// The family names: "v2", ..., "tpu7x", "a100", ..., "gb200".
+std::vector<std::string> catalogue_families();
+
+// ---------------------------------------------------------------------------
+// A mesh laid on a topology: the device grid, and for every mesh axis the
+// links its collectives use (DESIGN.md 3, `axes_links`).
+
+enum class LinkClass { none, ici, dcn, nvlink, network, mixed };
+std::string_view to_string(LinkClass link);
+
+struct AxisLink {
+  std::string axis;
+  LinkClass link = LinkClass::none;  // none: an axis of size 1
+  bool wraparound = false;           // the axis's devices form a closed ring
+  int64_t ring_size = 1;             // devices in one collective group (the axis size)
+  std::vector<std::string> physical_axes;  // TPU ICI: "x", "y", "z", "core"
+  double bytes_per_s = 0;   // what one device sends per second along the axis
+  double latency_s = 0;     // per hop
+};
+
+struct HostLayout {
+  int64_t count = 1;
+  int64_t devices_per_host = 1;
+  std::vector<std::vector<int64_t>> device_ids;  // per host, jax.devices() order
+  // eformer's calculate_host_mesh_shape(mesh.shape, devices_per_host, count);
+  // empty when it fails (a diagnostic says why).
+  std::vector<int64_t> local_mesh_shape;
+};
+
+struct MeshLayout {
+  DeviceGrid grid;
+  std::vector<std::vector<int64_t>> physical_assignment;  // TPU torus path only
+  std::vector<std::string> physical_axis_names;           // rows of the above
+  std::vector<AxisLink> links;                            // one per mesh axis
+  HostLayout hosts;
+};
+
+// eformer's calculate_host_mesh_shape (shared/seeds/eformer-mesh-creation.txt):
+// processes split the mesh's leading axes. nullopt, with eformer's message as
+// "topology.host-mesh", when the product differs from devices x processes or
+// the split leaves a host shape of another size.
+std::optional<std::vector<int64_t>> calculate_host_mesh_shape(
+    const std::vector<int64_t>& global_mesh_shape,
+    int64_t devices_per_host,
+    int64_t num_processes,
+    Diagnostics& diags);
+
+// Lays `mesh` on `topology`: device count and slice count checked (errors
+// "topology.device-count", "topology.slice-count", located at "--mesh"), the
+// device grid as JAX builds it, links per axis, hosts.
+std::optional<MeshLayout> layout_mesh(const Topology& topology,
+                                      const Mesh& mesh,
+                                      bool allow_split_physical_axes,
+                                      Diagnostics& diags);
 
 }  // namespace shardplan

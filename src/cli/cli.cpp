@@ -11,6 +11,7 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
 #include <ostream>
 #include <sstream>
 
@@ -32,6 +33,12 @@ struct MeshCommand {
   std::optional<int64_t> devices;
   std::vector<std::string> axis_names;
   std::string dcn;
+  std::string topology;
+  bool allow_split_physical_axes = false;
+};
+
+struct TopologyCommand {
+  std::string name;
 };
 
 struct ManifestCommand {
@@ -115,19 +122,78 @@ class Session {
   bool m_color = false;
 };
 
+// --topology NAME|FILE: a path to an existing file (or one ending in .json)
+// is a user topology file; anything else a catalogue name.
+std::optional<Topology> load_topology(const std::string& arg, Diagnostics& diags) {
+  std::error_code ec;
+  if (arg.ends_with(".json") || std::filesystem::is_regular_file(arg, ec)) {
+    std::optional<std::string> text = read_file(arg, diags);
+    if (!text) {
+      return std::nullopt;
+    }
+    return parse_topology_json(*text, arg, diags);
+  }
+  return resolve_topology(arg, Location{"--topology", "", 0, 0, "", 0}, diags);
+}
+
 int run_mesh(const MeshCommand& cmd, Session& session) {
+  std::optional<Topology> topology;
+  if (!cmd.topology.empty()) {
+    topology = load_topology(cmd.topology, session.diags());
+    if (!topology) {
+      return session.fail_input();
+    }
+  }
   MeshOptions options;
   options.axis_names = cmd.axis_names;
-  options.num_devices = cmd.devices;
+  options.num_devices = topology ? std::optional<int64_t>(topology->devices()) : cmd.devices;
+  if (topology) {
+    options.num_slices = topology->num_slices();
+  }
   options.dcn = cmd.dcn;
+  const size_t before = session.diags().items().size();
   auto mesh = parse_mesh(cmd.mesh, options, session.diags());
   if (!mesh) {
+    for (size_t i = before; topology && i < session.diags().items().size(); ++i) {
+      Diagnostic& d = session.diags().at(i);
+      if (d.code == "mesh.device-count" && d.hint.empty()) {
+        d.hint = fmt::format("--topology {} has {} devices", topology->name,
+                             topology->devices());
+      }
+    }
     return session.fail_input();
   }
   spdlog::debug("mesh {} resolved to {} devices", cmd.mesh, mesh->num_devices());
-  DeviceGrid grid = generic_device_grid(*mesh);
-  std::string doc = session.json() ? mesh_json(*mesh, grid, session.diags())
-                                   : mesh_text(*mesh, grid);
+  MeshLayout layout;
+  if (topology) {
+    std::optional<MeshLayout> laid =
+        layout_mesh(*topology, *mesh, cmd.allow_split_physical_axes, session.diags());
+    if (!laid || session.diags().has_errors()) {
+      return session.fail_input();
+    }
+    layout = std::move(*laid);
+  } else {
+    layout.grid = generic_device_grid(*mesh);
+  }
+  const Topology* t = topology ? &*topology : nullptr;
+  std::string doc = session.json() ? mesh_json(*mesh, layout, t, session.diags())
+                                   : mesh_text(*mesh, layout, t);
+  return session.finish(doc, ExitCode::ok);
+}
+
+int run_topology_list(Session& session) {
+  std::vector<Topology> all = catalogue_topologies();
+  std::string doc = session.json() ? topology_list_json(all) : topology_list_text(all);
+  return session.finish(doc, ExitCode::ok);
+}
+
+int run_topology_show(const TopologyCommand& cmd, Session& session) {
+  std::optional<Topology> topology = load_topology(cmd.name, session.diags());
+  if (!topology) {
+    return session.fail_input();
+  }
+  std::string doc = session.json() ? topology_show_json(*topology)
+                                   : topology_show_text(*topology);
   return session.finish(doc, ExitCode::ok);
 }
 
@@ -176,11 +242,15 @@ constexpr const char* k_examples = R"(Examples:
   shardplan mesh --mesh dp:2,fsdp:-1,tp:4 --devices 64
   shardplan mesh --mesh 2,-1,4 --axis-names dp,fsdp,tp --devices 64 --format json
   shardplan mesh --mesh dp:4,fsdp:4,tp:4 --devices 64 --dcn dp:2
+  shardplan mesh --topology v5p-128 --mesh fsdp:-1,tp:4
+  shardplan mesh --topology 2xv5e-256 --mesh dp:2,fsdp:-1,tp:8
+  shardplan topology list
+  shardplan topology show h100x64 --format json
   shardplan manifest --manifest model.json
   shardplan manifest --manifest header.json --format json -o manifest.json
 
 Exit codes: 0 done, 1 the plan has errors, 2 bad usage or input, 3 internal error.
-Docs: docs/cli.md, docs/mesh-syntax.md, docs/manifest-format.md)";
+Docs: docs/cli.md, docs/mesh-syntax.md, docs/topologies.md, docs/manifest-format.md)";
 
 }  // namespace
 
@@ -202,9 +272,19 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
                    "--axis-names; an axis may carry a type: \"tp:4:explicit\"")
       ->required()
       ->type_name("STR");
-  mesh->add_option("--devices", mesh_cmd.devices,
-                   "number of devices the mesh covers (fills -1)")
-      ->type_name("N");
+  CLI::Option* devices_opt =
+      mesh->add_option("--devices", mesh_cmd.devices,
+                       "number of devices the mesh covers (fills -1), when no "
+                       "topology is known")
+          ->type_name("N");
+  mesh->add_option("--topology", mesh_cmd.topology,
+                   "the hardware: a catalogue name (v5p-128, 2xv5e-256, v5p:4x4x8, "
+                   "h100x64) or a topology JSON file")
+      ->type_name("NAME|FILE")
+      ->excludes(devices_opt);
+  mesh->add_flag("--allow-split-physical-axes", mesh_cmd.allow_split_physical_axes,
+                 "let a mesh axis take part of a physical torus axis (JAX's "
+                 "allow_split_physical_axes)");
   mesh->add_option("--axis-names", mesh_cmd.axis_names,
                    "names for a positional mesh, e.g. dp,fsdp,tp")
       ->delimiter(',')
@@ -214,9 +294,32 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
       ->type_name("STR");
   add_common(*mesh, common, {"text", "json"});
   mesh->footer(R"(Examples:
+  shardplan mesh --topology v5p-128 --mesh fsdp:-1,tp:4
+  shardplan mesh --topology v4-32 --mesh 2,8 --axis-names data,model --allow-split-physical-axes
   shardplan mesh --mesh dp:2,fsdp:-1,tp:4 --devices 64
   shardplan mesh --mesh 2,4 --axis-names data,model --format json
   shardplan mesh --mesh dp:4,tp:8 --devices 32 --dcn dp:2)");
+
+  TopologyCommand topology_cmd;
+  CLI::App* topology = app.add_subcommand(
+      "topology", "the built-in topology catalogue: TPU slices and GPU clusters");
+  topology->require_subcommand(1);
+  CLI::App* topology_list = topology->add_subcommand(
+      "list", "a table of the catalogue: devices, shape, HBM, link bandwidths");
+  add_common(*topology_list, common, {"text", "json"});
+  CLI::App* topology_show = topology->add_subcommand(
+      "show", "one topology with every figure and its source");
+  topology_show->add_option("name", topology_cmd.name,
+                            "a catalogue name (v5p-128, 2xv5e-256, v5p:4x4x8, "
+                            "h100x64) or a topology JSON file")
+      ->required()
+      ->type_name("NAME|FILE");
+  add_common(*topology_show, common, {"text", "json"});
+  topology->footer(R"(Examples:
+  shardplan topology list
+  shardplan topology show v5p-128
+  shardplan topology show 2xv6e-256 --format json
+  shardplan topology show h100x64)");
 
   ManifestCommand manifest_cmd;
   CLI::App* manifest = app.add_subcommand(
@@ -255,6 +358,13 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   if (mesh->parsed()) {
     Session session("mesh", common, out, err, env);
     return run_mesh(mesh_cmd, session);
+  }
+  if (topology->parsed()) {
+    Session session("topology", common, out, err, env);
+    if (topology_list->parsed()) {
+      return run_topology_list(session);
+    }
+    return run_topology_show(topology_cmd, session);
   }
   Session session("manifest", common, out, err, env);
   return run_manifest(manifest_cmd, session);

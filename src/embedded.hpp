@@ -1,0 +1,18 @@
+// Files from configs/ compiled into the binary (cmake/embed_configs.cmake).
+#pragma once
+
+#include <array>
+#include <span>
+#include <string_view>
+
+namespace shardplan::embedded {
+
+struct EmbeddedFile {
+  std::string_view name;  // file name, e.g. "v5p.json"
+  std::string_view text;
+};
+
+// configs/topologies/*.json, in file-name order.
+std::span<const EmbeddedFile> topology_files();
+
+}  // namespace shardplan::embedded

@@ -1,0 +1,941 @@
+// The topology catalogue (configs/topologies/*.json, compiled in), topology
+// names (DESIGN.md 2.2) and user topology files.
+
+#include <shardplan/topology.hpp>
+
+#include "embedded.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace shardplan {
+
+namespace {
+
+using Json = nlohmann::json;
+using Shape3 = std::array<int64_t, 3>;
+
+// One file of configs/topologies/: a chip family and its standard sizes.
+struct Family {
+  std::string name;
+  TopologyKind kind = TopologyKind::tpu;
+  std::string device_kind;
+  std::vector<std::string> aliases;
+  TopologyFigures figures;
+  // TPU
+  TpuChip chip = TpuChip::v4;
+  bool counts_cores = true;  // "v5p-N" counts TensorCores, "v5e-N" chips
+  int64_t tensorcores_per_chip = 1;
+  int64_t devices_per_chip = 1;
+  Shape3 host_bounds{2, 2, 1};
+  int64_t single_host_chips = 4;  // slices this small are one host
+  std::string wrap_rule;          // full-cubes | axis-16 | pod-axes
+  Shape3 pod_shape{0, 0, 0};
+  Shape3 max_shape{0, 0, 0};
+  bool two_d = false;  // v2, v3: shapes are AxB
+  bool multislice = false;
+  std::vector<Shape3> slices;
+  // GPU
+  int64_t gpus_per_host = 8;
+  int64_t nvlink_domain = 8;
+  std::vector<int64_t> standard_counts;
+
+  // The number in "v5p-N": TensorCores or chips.
+  int64_t name_count(const Shape3& shape) const {
+    return shape[0] * shape[1] * shape[2] * (counts_cores ? tensorcores_per_chip : 1);
+  }
+};
+
+// The catalogue files are ours: a malformed one is a bug, caught by the
+// tests; it throws (exit 3), never reaches a user as an input error.
+[[noreturn]] void bad_catalogue(const std::string& file, const std::string& what) {
+  throw std::logic_error(
+      fmt::format("configs/topologies/{}: {}", file, what));
+}
+
+Shape3 parse_shape_text(const std::string& file, std::string_view text) {
+  Shape3 shape{1, 1, 1};
+  size_t k = 0;
+  while (!text.empty()) {
+    size_t x = text.find('x');
+    std::string_view part = text.substr(0, x);
+    int64_t v = 0;
+    auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+    if (ec != std::errc() || end != part.data() + part.size() || v < 1 || k >= 3) {
+      bad_catalogue(file, fmt::format("bad slice shape \"{}\"", text));
+    }
+    shape[k++] = v;
+    text = x == std::string_view::npos ? std::string_view() : text.substr(x + 1);
+  }
+  return shape;
+}
+
+Figure read_figure(const Json& figures, const char* key) {
+  Figure f;
+  if (figures.contains(key)) {
+    f.value = figures.at(key).at("value").get<double>();
+    f.source = figures.at(key).at("source").get<std::string>();
+  }
+  return f;
+}
+
+TopologyFigures read_figures(const Json& figures) {
+  TopologyFigures f;
+  f.hbm_bytes_per_device = read_figure(figures, "hbm_bytes_per_device");
+  f.ici_bytes_per_s_per_link = read_figure(figures, "ici_bytes_per_s_per_link");
+  f.ici_links_per_chip = read_figure(figures, "ici_links_per_chip");
+  f.ici_latency_s = read_figure(figures, "ici_latency_s");
+  f.dcn_bytes_per_s_per_chip = read_figure(figures, "dcn_bytes_per_s_per_chip");
+  f.dcn_latency_s = read_figure(figures, "dcn_latency_s");
+  f.nvlink_bytes_per_s_per_gpu = read_figure(figures, "nvlink_bytes_per_s_per_gpu");
+  f.nvlink_latency_s = read_figure(figures, "nvlink_latency_s");
+  f.network_bytes_per_s_per_gpu = read_figure(figures, "network_bytes_per_s_per_gpu");
+  f.network_latency_s = read_figure(figures, "network_latency_s");
+  return f;
+}
+
+Shape3 read_shape3(const Json& j) {
+  Shape3 s{1, 1, 1};
+  for (size_t k = 0; k < j.size() && k < 3; ++k) {
+    s[k] = j.at(k).get<int64_t>();
+  }
+  return s;
+}
+
+Family parse_family(const embedded::EmbeddedFile& file) {
+  const std::string name(file.name);
+  Family f;
+  try {
+    Json j = Json::parse(file.text);
+    f.name = j.at("family").get<std::string>();
+    f.device_kind = j.at("device_kind").get<std::string>();
+    f.figures = read_figures(j.at("figures"));
+    if (j.contains("aliases")) {
+      f.aliases = j.at("aliases").get<std::vector<std::string>>();
+    }
+    const std::string kind = j.at("kind").get<std::string>();
+    if (kind == "gpu") {
+      f.kind = TopologyKind::gpu;
+      f.gpus_per_host = j.at("gpus_per_host").get<int64_t>();
+      f.nvlink_domain = j.at("nvlink_domain").get<int64_t>();
+      f.standard_counts = j.at("standard_counts").get<std::vector<int64_t>>();
+      return f;
+    }
+    if (kind != "tpu") {
+      bad_catalogue(name, fmt::format("unknown kind \"{}\"", kind));
+    }
+    f.kind = TopologyKind::tpu;
+    bool known = false;
+    for (TpuChip chip : {TpuChip::v2, TpuChip::v3, TpuChip::v4, TpuChip::v5e,
+                         TpuChip::v5p, TpuChip::v6e, TpuChip::tpu7x}) {
+      if (to_string(chip) == f.name) {
+        f.chip = chip;
+        known = true;
+      }
+    }
+    if (!known) {
+      bad_catalogue(name, fmt::format("no TPU chip \"{}\"", f.name));
+    }
+    f.counts_cores = j.at("name_counts").get<std::string>() == "cores";
+    f.tensorcores_per_chip = j.at("tensorcores_per_chip").get<int64_t>();
+    f.devices_per_chip = j.at("devices_per_chip").get<int64_t>();
+    f.host_bounds = read_shape3(j.at("host_bounds"));
+    f.single_host_chips = j.at("single_host_chips").get<int64_t>();
+    const Json& wrap = j.at("wraparound");
+    f.wrap_rule = wrap.at("rule").get<std::string>();
+    if (f.wrap_rule == "pod-axes") {
+      f.pod_shape = read_shape3(wrap.at("pod_shape"));
+    } else if (f.wrap_rule != "full-cubes" && f.wrap_rule != "axis-16") {
+      bad_catalogue(name, fmt::format("unknown wraparound rule \"{}\"", f.wrap_rule));
+    }
+    f.max_shape = read_shape3(j.at("max_shape"));
+    f.multislice = j.at("multislice").get<bool>();
+    for (const Json& s : j.at("slices")) {
+      const std::string text = s.get<std::string>();
+      f.two_d = std::count(text.begin(), text.end(), 'x') == 1;
+      f.slices.push_back(parse_shape_text(name, text));
+    }
+  } catch (const Json::exception& e) {
+    bad_catalogue(name, e.what());
+  }
+  return f;
+}
+
+const std::vector<Family>& families() {
+  static const std::vector<Family> all = [] {
+    std::vector<Family> out;
+    for (const embedded::EmbeddedFile& file : embedded::topology_files()) {
+      out.push_back(parse_family(file));
+    }
+    // TPUs first, by generation, then GPUs, as `topology list` shows them.
+    auto rank = [](const Family& f) {
+      static const std::vector<std::string> order = {
+          "v2", "v3", "v4", "v5e", "v5p", "v6e", "tpu7x",
+          "a100", "h100", "h200", "b200", "gb200"};
+      auto it = std::find(order.begin(), order.end(), f.name);
+      return it - order.begin();
+    };
+    std::stable_sort(out.begin(), out.end(), [&](const Family& a, const Family& b) {
+      return rank(a) < rank(b);
+    });
+    return out;
+  }();
+  return all;
+}
+
+const Family* find_family(std::string_view name) {
+  for (const Family& f : families()) {
+    if (f.name == name
+        || std::find(f.aliases.begin(), f.aliases.end(), name) != f.aliases.end()) {
+      return &f;
+    }
+  }
+  return nullptr;
+}
+
+std::array<bool, 3> wraparound_for(const Family& f, const Shape3& shape) {
+  std::array<bool, 3> wrap{false, false, false};
+  if (f.wrap_rule == "full-cubes") {
+    // v4/v5p: tori only in whole 4x4x4 cubes (hardware-and-costs.md B.1:
+    // 4x4x8 wraps on every axis, 2x2x4 on none).
+    const bool cubes = shape[0] % 4 == 0 && shape[1] % 4 == 0 && shape[2] % 4 == 0;
+    wrap = {cubes, cubes, cubes};
+  } else if (f.wrap_rule == "axis-16") {
+    // v5e/v6e: only an axis of 16 chips closes (8x16 wraps on the 16).
+    for (size_t k = 0; k < 3; ++k) {
+      wrap[k] = shape[k] == 16;
+    }
+  } else {
+    // v2/v3: the pod's 2D torus; an axis wraps when it spans the pod.
+    for (size_t k = 0; k < 3; ++k) {
+      wrap[k] = shape[k] > 2 && shape[k] == f.pod_shape[k];
+    }
+  }
+  return wrap;
+}
+
+std::string shape_text(const Shape3& shape, bool two_d) {
+  if (two_d) {
+    return fmt::format("{}x{}", shape[0], shape[1]);
+  }
+  return fmt::format("{}x{}x{}", shape[0], shape[1], shape[2]);
+}
+
+std::string standard_name(const Family& f, const Shape3& shape) {
+  return fmt::format("{}-{}", f.name, f.name_count(shape));
+}
+
+Topology make_tpu(const Family& f, const Shape3& shape, int64_t slices,
+                  std::string name) {
+  Topology t;
+  t.name = std::move(name);
+  t.kind = TopologyKind::tpu;
+  t.chip = f.name;
+  t.device_kind = f.device_kind;
+  t.source = "catalogue";
+  t.tpu.chip = f.chip;
+  t.tpu.chips = shape;
+  t.tpu.cores_per_chip = f.devices_per_chip;
+  const int64_t chips = shape[0] * shape[1] * shape[2];
+  t.tpu.host_bounds = chips <= f.single_host_chips ? shape : f.host_bounds;
+  t.tpu.num_slices = slices;
+  t.wraparound = wraparound_for(f, shape);
+  t.figures = f.figures;
+  return t;
+}
+
+Topology make_gpu(const Family& f, int64_t gpus, std::string name) {
+  Topology t;
+  t.name = std::move(name);
+  t.kind = TopologyKind::gpu;
+  t.chip = f.name;
+  t.device_kind = f.device_kind;
+  t.source = "catalogue";
+  t.gpus = gpus;
+  t.gpus_per_host = f.gpus_per_host;
+  t.nvlink_domain = f.nvlink_domain;
+  t.figures = f.figures;
+  return t;
+}
+
+std::vector<std::string> catalogue_names() {
+  std::vector<std::string> names;
+  for (const Topology& t : catalogue_topologies()) {
+    names.push_back(t.name);
+  }
+  return names;
+}
+
+constexpr std::string_view k_name_hint =
+    "topology names: v2-N, v3-N, v4-N, v5p-N, tpu7x-N (N TensorCores), "
+    "v5e-N, v6e-N (N chips), an explicit shape like v5p:4x4x8, Kx in front "
+    "for K slices (2xv5p-256), and GPUs like h100x64, a100x8, h200x16, "
+    "b200x64, gb200x72; `shardplan topology list` shows the catalogue";
+
+// Parses a positive decimal; nullopt on anything else (or above 2^31).
+std::optional<int64_t> parse_count(std::string_view text) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < 1
+      || v > (int64_t{1} << 31)) {
+    return std::nullopt;
+  }
+  return v;
+}
+
+bool valid_host_tiling(const Shape3& shape, const Shape3& bounds) {
+  for (size_t k = 0; k < 3; ++k) {
+    if (shape[k] % std::min(bounds[k], shape[k]) != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+class NameResolver {
+ public:
+  NameResolver(std::string_view name, const Location& where, Diagnostics& diags)
+      : m_original(name), m_where(where), m_diags(diags) {}
+
+  std::optional<Topology> run() {
+    std::string name;
+    for (char c : m_original) {
+      name += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    }
+    while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) {
+      name.pop_back();
+    }
+    size_t first = name.find_first_not_of(" \t");
+    name = first == std::string::npos ? "" : name.substr(first);
+
+    // "2xv5p-256": a count, 'x', then a name that starts with a letter.
+    int64_t slices = 1;
+    bool sliced = false;
+    size_t digits = 0;
+    while (digits < name.size() && name[digits] >= '0' && name[digits] <= '9') {
+      ++digits;
+    }
+    if (digits > 0 && digits + 1 < name.size() && name[digits] == 'x'
+        && name[digits + 1] >= 'a' && name[digits + 1] <= 'z') {
+      std::optional<int64_t> k = parse_count(std::string_view(name).substr(0, digits));
+      if (!k) {
+        return fail("topology.slices",
+                    fmt::format("bad slice count in topology {}", quote(m_original)),
+                    "the slice count is a positive integer: 2xv5p-256");
+      }
+      slices = *k;
+      sliced = true;
+      name = name.substr(digits + 1);
+    }
+
+    if (size_t colon = name.find(':'); colon != std::string::npos) {
+      return explicit_shape(name.substr(0, colon), name.substr(colon + 1), slices);
+    }
+    if (size_t dash = name.rfind('-'); dash != std::string::npos) {
+      if (const Family* f = find_family(name.substr(0, dash));
+          f != nullptr && f->kind == TopologyKind::tpu) {
+        return counted_tpu(*f, name.substr(dash + 1), slices);
+      }
+    }
+    for (const Family& f : families()) {
+      if (f.kind == TopologyKind::gpu && name.size() > f.name.size() + 1
+          && name.starts_with(f.name) && name[f.name.size()] == 'x') {
+        if (sliced) {
+          return fail("topology.slices",
+                      fmt::format("{}: slices are a TPU notion; a GPU topology "
+                                  "is a GPU count like {}x64",
+                                  quote(m_original), f.name),
+                      "");
+        }
+        return counted_gpu(f, name.substr(f.name.size() + 1));
+      }
+    }
+    return unknown(name);
+  }
+
+ private:
+  std::optional<Topology> fail(std::string code, std::string message,
+                               std::string hint) {
+    Diagnostic& d = m_diags.error(std::move(code), std::move(message), m_where);
+    d.hint = std::move(hint);
+    return std::nullopt;
+  }
+
+  std::optional<Topology> unknown(const std::string& name) {
+    std::vector<std::string> candidates = catalogue_names();
+    for (const Family& f : families()) {
+      candidates.push_back(f.name);
+    }
+    // Every candidate as close as the closest one (v5x-128: v5e-128, v5p-128).
+    std::string hint;
+    if (std::string best = closest_match(name, candidates); !best.empty()) {
+      const size_t distance = edit_distance(name, best);
+      std::vector<std::string> near;
+      for (const std::string& c : candidates) {
+        if (near.size() < 3 && edit_distance(name, c) == distance) {
+          near.push_back(quote(c));
+        }
+      }
+      hint = fmt::format("did you mean {}? ", fmt::join(near, " or "));
+    }
+    return fail("topology.unknown", fmt::format("unknown topology {}", quote(m_original)),
+                hint + std::string(k_name_hint));
+  }
+
+  bool check_slices(const Family& f, int64_t slices) {
+    if (slices > 1 && !f.multislice) {
+      fail("topology.slices",
+           fmt::format("{}: TPU {} has no multi-slice (DCN) support", quote(m_original),
+                       f.name),
+           "multi-slice training runs on v4, v5e, v5p, v6e and tpu7x");
+      return false;
+    }
+    return true;
+  }
+
+  std::optional<Topology> counted_tpu(const Family& f, std::string_view count_text,
+                                      int64_t slices) {
+    if (!check_slices(f, slices)) {
+      return std::nullopt;
+    }
+    std::optional<int64_t> count = parse_count(count_text);
+    const std::string unit = f.counts_cores ? "TensorCores" : "chips";
+    if (!count) {
+      return fail("topology.size",
+                  fmt::format("bad size {} in topology {}: expected the number of "
+                              "{}",
+                              quote(count_text), quote(m_original), unit),
+                  fmt::format("for example {}", standard_name(f, f.slices[1])));
+    }
+    for (const Shape3& shape : f.slices) {
+      if (f.name_count(shape) == *count) {
+        std::string name = standard_name(f, shape);
+        if (slices > 1) {
+          name = fmt::format("{}x{}", slices, name);
+        }
+        return make_tpu(f, shape, slices, std::move(name));
+      }
+    }
+    // The standard sizes just below and above, with their shapes.
+    std::vector<std::string> near;
+    for (size_t i = 0; i < f.slices.size(); ++i) {
+      const int64_t n = f.name_count(f.slices[i]);
+      const bool below = n < *count
+                         && (i + 1 == f.slices.size()
+                             || f.name_count(f.slices[i + 1]) > *count);
+      const bool above = n > *count && (i == 0 || f.name_count(f.slices[i - 1]) < *count);
+      if (below || above) {
+        near.push_back(fmt::format("{} ({})", standard_name(f, f.slices[i]),
+                                   shape_text(f.slices[i], f.two_d)));
+      }
+    }
+    std::string message = fmt::format(
+        "{}-{} is not a standard {} slice ({}-N counts {}", f.name, *count, f.name,
+        f.name, unit);
+    if (f.counts_cores && f.tensorcores_per_chip > 1) {
+      message += fmt::format(", {} per chip", f.tensorcores_per_chip);
+    }
+    message += ")";
+    return fail("topology.size", std::move(message),
+                fmt::format("nearest: {}; any other shape is {}:{}",
+                            fmt::join(near, ", "), f.name,
+                            f.two_d ? "AxB" : "XxYxZ"));
+  }
+
+  std::optional<Topology> explicit_shape(const std::string& family_name,
+                                         std::string_view text, int64_t slices) {
+    const Family* f = find_family(family_name);
+    if (f == nullptr || f->kind != TopologyKind::tpu) {
+      return unknown(family_name);
+    }
+    if (!check_slices(*f, slices)) {
+      return std::nullopt;
+    }
+    const std::string expected =
+        f->two_d ? "AxB chips (x, y)" : "XxYxZ chips (x, y, z; 2D shapes AxB mean z = 1)";
+    Shape3 shape{1, 1, 1};
+    size_t k = 0;
+    std::string_view rest = text;
+    while (true) {
+      size_t x = rest.find('x');
+      std::optional<int64_t> v = parse_count(rest.substr(0, x));
+      if (!v || k >= 3 || (f->two_d && k >= 2)) {
+        return fail("topology.shape",
+                    fmt::format("bad shape {} in topology {}: expected {}", quote(text),
+                                quote(m_original), expected),
+                    "");
+      }
+      shape[k++] = *v;
+      if (x == std::string_view::npos) {
+        break;
+      }
+      rest = rest.substr(x + 1);
+    }
+    if (k < 2) {
+      return fail("topology.shape",
+                  fmt::format("bad shape {} in topology {}: expected {}", quote(text),
+                              quote(m_original), expected),
+                  "");
+    }
+    for (size_t i = 0; i < 3; ++i) {
+      if (shape[i] > f->max_shape[i]) {
+        return fail("topology.shape",
+                    fmt::format("{}: axis {} has {} chips; {} slices reach {}",
+                                quote(m_original), "xyz"[i], shape[i], f->name,
+                                shape_text(f->max_shape, f->two_d)),
+                    "");
+      }
+    }
+    Topology t = make_tpu(*f, shape, slices, "");
+    if (!valid_host_tiling(shape, t.tpu.host_bounds)) {
+      return fail("topology.shape",
+                  fmt::format("{}: a {} slice of {} is not made of whole hosts of {} "
+                              "chips",
+                              quote(m_original), shape_text(shape, f->two_d), f->name,
+                              shape_text(f->host_bounds, f->two_d)),
+                  "");
+    }
+    t.name = fmt::format("{}:{}", f->name, shape_text(shape, f->two_d));
+    if (slices > 1) {
+      t.name = fmt::format("{}x{}", slices, t.name);
+    }
+    return t;
+  }
+
+  std::optional<Topology> counted_gpu(const Family& f, std::string_view count_text) {
+    std::optional<int64_t> count = parse_count(count_text);
+    if (!count) {
+      return fail("topology.size",
+                  fmt::format("bad GPU count {} in topology {}", quote(count_text),
+                              quote(m_original)),
+                  fmt::format("for example {}x64", f.name));
+    }
+    // Whole hosts, and NVLink domains filled before the next one starts.
+    const int64_t unit = *count > f.nvlink_domain ? f.nvlink_domain : f.gpus_per_host;
+    if (*count > f.gpus_per_host && *count % unit != 0) {
+      return fail("topology.size",
+                  fmt::format("{}x{} is not a whole number of {}: {} GPUs per {}",
+                              f.name, *count,
+                              unit == f.nvlink_domain && unit != f.gpus_per_host
+                                  ? "NVLink domains"
+                                  : "nodes",
+                              unit,
+                              unit == f.nvlink_domain && unit != f.gpus_per_host
+                                  ? "NVL72 domain"
+                                  : "node"),
+                  fmt::format("nearest: {}x{}, {}x{}", f.name, *count / unit * unit,
+                              f.name, (*count / unit + 1) * unit));
+    }
+    return make_gpu(f, *count, fmt::format("{}x{}", f.name, *count));
+  }
+
+  std::string m_original;
+  Location m_where;
+  Diagnostics& m_diags;
+};
+
+// ---------------------------------------------------------------------------
+// User topology files.
+
+class FileReader {
+ public:
+  FileReader(std::string_view text, std::string_view source, Diagnostics& diags)
+      : m_text(text), m_source(source), m_diags(diags) {}
+
+  std::optional<Topology> run() {
+    Json doc;
+    try {
+      doc = Json::parse(m_text);
+    } catch (const Json::parse_error& e) {
+      size_t offset = std::min(e.byte == 0 ? 0 : e.byte - 1, m_text.size());
+      Location at = location_in_text(m_source, m_text, offset);
+      std::string what = e.what();
+      // nlohmann: "[json.exception.parse_error.101] parse error at line 1,
+      // column 2: syntax error while parsing value - invalid literal; ..."
+      if (size_t colon = what.find(": "); colon != std::string::npos) {
+        what = what.substr(colon + 2);
+      }
+      m_diags.error("json.syntax", what, at);
+      return std::nullopt;
+    }
+    std::string base;
+    const Json* object = &doc;
+    if (doc.is_object() && doc.contains("topology")) {
+      object = &doc.at("topology");
+      base = "/topology";
+    }
+    if (!object->is_object()) {
+      return fail(base, "expected a topology object, got " + type_name(*object));
+    }
+    return read(*object, base);
+  }
+
+ private:
+  static std::string type_name(const Json& j) {
+    switch (j.type()) {
+      case Json::value_t::object:
+        return "an object";
+      case Json::value_t::array:
+        return "an array";
+      case Json::value_t::string:
+        return "a string";
+      case Json::value_t::boolean:
+        return "a boolean";
+      case Json::value_t::null:
+        return "null";
+      case Json::value_t::number_float:
+        return "a number";
+      default:
+        return "an integer";
+    }
+  }
+
+  std::optional<Topology> fail(const std::string& pointer, std::string message,
+                               std::string hint = {}) {
+    Location where;
+    where.source = m_source;
+    where.pointer = pointer.empty() ? "/" : pointer;
+    Diagnostic& d = m_diags.error("topology.file", std::move(message), where);
+    d.hint = std::move(hint);
+    return std::nullopt;
+  }
+
+  bool get_int(const Json& j, const std::string& pointer, int64_t& out, int64_t min) {
+    if (!j.is_number_integer() || j.get<int64_t>() < min) {
+      fail(pointer, fmt::format("expected an integer >= {}, got {}", min,
+                                j.is_number_integer() ? j.dump() : type_name(j)));
+      return false;
+    }
+    out = j.get<int64_t>();
+    return true;
+  }
+
+  bool get_shape(const Json& j, const std::string& pointer, Shape3& out) {
+    if (!j.is_array() || j.empty() || j.size() > 3) {
+      fail(pointer, "expected [x, y] or [x, y, z] chip counts, got " + type_name(j));
+      return false;
+    }
+    out = {1, 1, 1};
+    for (size_t k = 0; k < j.size(); ++k) {
+      if (!get_int(j[k], fmt::format("{}/{}", pointer, k), out[k], 1)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  bool read_figures(const Json& j, const std::string& pointer, TopologyFigures& f) {
+    if (!j.is_object()) {
+      fail(pointer, "expected an object of figures, got " + type_name(j));
+      return false;
+    }
+    const std::vector<std::pair<std::string, Figure*>> known = {
+        {"hbm_bytes_per_device", &f.hbm_bytes_per_device},
+        {"ici_bytes_per_s_per_link", &f.ici_bytes_per_s_per_link},
+        {"ici_links_per_chip", &f.ici_links_per_chip},
+        {"ici_latency_s", &f.ici_latency_s},
+        {"dcn_bytes_per_s_per_chip", &f.dcn_bytes_per_s_per_chip},
+        {"dcn_latency_s", &f.dcn_latency_s},
+        {"nvlink_bytes_per_s_per_gpu", &f.nvlink_bytes_per_s_per_gpu},
+        {"nvlink_latency_s", &f.nvlink_latency_s},
+        {"network_bytes_per_s_per_gpu", &f.network_bytes_per_s_per_gpu},
+        {"network_latency_s", &f.network_latency_s}};
+    for (const auto& [key, value] : j.items()) {
+      const std::string at = pointer + "/" + json_pointer_escape(key);
+      auto it = std::find_if(known.begin(), known.end(),
+                             [&](const auto& k) { return k.first == key; });
+      if (it == known.end()) {
+        std::vector<std::string> names;
+        for (const auto& k : known) {
+          names.push_back(k.first);
+        }
+        std::string near = closest_match(key, names);
+        fail(at, fmt::format("unknown figure {}", quote(key)),
+             near.empty() ? "" : fmt::format("did you mean {}?", quote(near)));
+        return false;
+      }
+      // A number, or {"value": number, "source": "..."}.
+      const Json* number = &value;
+      std::string source = fmt::format("{}: {}", m_source, at);
+      if (value.is_object()) {
+        if (!value.contains("value")) {
+          fail(at, "a figure object needs \"value\"");
+          return false;
+        }
+        number = &value.at("value");
+        if (value.contains("source")) {
+          if (!value.at("source").is_string()) {
+            fail(at + "/source", "expected a string, got " + type_name(value.at("source")));
+            return false;
+          }
+          source = value.at("source").get<std::string>();
+        }
+      }
+      if (!number->is_number() || number->get<double>() < 0
+          || !std::isfinite(number->get<double>())) {
+        fail(value.is_object() ? at + "/value" : at,
+             "expected a number >= 0, got " + (number->is_number() ? number->dump()
+                                                                   : type_name(*number)));
+        return false;
+      }
+      *it->second = Figure{number->get<double>(), std::move(source)};
+    }
+    return true;
+  }
+
+  std::optional<Topology> read(const Json& j, const std::string& base) {
+    if (!j.contains("chip") || !j.at("chip").is_string()) {
+      return fail(base, "a topology file needs \"chip\": a catalogue family",
+                  families_hint());
+    }
+    const std::string chip = j.at("chip").get<std::string>();
+    const Family* f = find_family(chip);
+    if (f == nullptr) {
+      std::string near = closest_match(chip, family_names());
+      return fail(base + "/chip",
+                  fmt::format("unknown chip {}{}", quote(chip),
+                              near.empty() ? "" : fmt::format("; did you mean {}?", quote(near))),
+                  families_hint());
+    }
+    Topology t;
+    Shape3 shape{0, 0, 0};
+    if (f->kind == TopologyKind::tpu) {
+      if (!j.contains("shape")) {
+        return fail(base, fmt::format("a {} topology needs \"shape\": [x, y, z] in chips",
+                                      f->name));
+      }
+      if (!get_shape(j.at("shape"), base + "/shape", shape)) {
+        return std::nullopt;
+      }
+      t = make_tpu(*f, shape, 1, "");
+    } else {
+      if (!j.contains("devices")) {
+        return fail(base, fmt::format("a {} topology needs \"devices\": the GPU count",
+                                      f->name));
+      }
+      int64_t gpus = 0;
+      if (!get_int(j.at("devices"), base + "/devices", gpus, 1)) {
+        return std::nullopt;
+      }
+      t = make_gpu(*f, gpus, "");
+    }
+    t.source = m_source;
+    t.name = fmt::format("{}:{}", f->name, m_source);
+
+    // Keys `topology show --format json` writes that follow from the others
+    // are checked, not read.
+    int64_t declared_devices = -1;
+    for (const auto& [key, value] : j.items()) {
+      const std::string at = base + "/" + json_pointer_escape(key);
+      if (key == "chip" || key == "shape" || key == "hosts"
+          || key == "devices_per_host" || key == "source" || key == "links") {
+        continue;
+      }
+      if (key == "name") {
+        if (!value.is_string() || value.get<std::string>().empty()) {
+          return fail(at, "expected a non-empty string, got " + type_name(value));
+        }
+        t.name = value.get<std::string>();
+      } else if (key == "kind") {
+        if (!value.is_string() || value.get<std::string>() != to_string(f->kind)) {
+          return fail(at, fmt::format("{} is a {} chip; kind must be \"{}\"", f->name,
+                                      to_string(f->kind), to_string(f->kind)));
+        }
+      } else if (key == "device_kind") {
+        if (!value.is_string()) {
+          return fail(at, "expected a string, got " + type_name(value));
+        }
+        t.device_kind = value.get<std::string>();
+      } else if (key == "devices") {
+        if (!get_int(value, at, declared_devices, 1)) {
+          return std::nullopt;
+        }
+      } else if (key == "slices" && f->kind == TopologyKind::tpu) {
+        if (!get_int(value, at, t.tpu.num_slices, 1)) {
+          return std::nullopt;
+        }
+        if (t.tpu.num_slices > 1 && !f->multislice) {
+          return fail(at, fmt::format("TPU {} has no multi-slice (DCN) support", f->name));
+        }
+      } else if (key == "devices_per_chip" && f->kind == TopologyKind::tpu) {
+        if (!get_int(value, at, t.tpu.cores_per_chip, 1)) {
+          return std::nullopt;
+        }
+      } else if (key == "host_bounds" && f->kind == TopologyKind::tpu) {
+        if (!get_shape(value, at, t.tpu.host_bounds)) {
+          return std::nullopt;
+        }
+      } else if (key == "wraparound" && f->kind == TopologyKind::tpu) {
+        if (!value.is_array() || value.empty() || value.size() > 3) {
+          return fail(at, "expected [bool, bool, bool] per physical axis, got "
+                              + type_name(value));
+        }
+        t.wraparound = {false, false, false};
+        for (size_t k = 0; k < value.size(); ++k) {
+          if (!value[k].is_boolean()) {
+            return fail(fmt::format("{}/{}", at, k),
+                        "expected true or false, got " + type_name(value[k]));
+          }
+          t.wraparound[k] = value[k].get<bool>();
+        }
+      } else if ((key == "gpus_per_host" || key == "nvlink_domain")
+                 && f->kind == TopologyKind::gpu) {
+        if (!get_int(value, at, key == "gpus_per_host" ? t.gpus_per_host : t.nvlink_domain,
+                     1)) {
+          return std::nullopt;
+        }
+      } else if (key == "hbm_bytes_per_device") {
+        if (!value.is_number() || value.get<double>() <= 0) {
+          return fail(at, "expected a number of bytes > 0, got " + type_name(value));
+        }
+        if (value.get<double>() != t.figures.hbm_bytes_per_device.value) {
+          t.figures.hbm_bytes_per_device = {value.get<double>(),
+                                            fmt::format("{}: {}", m_source, at)};
+        }
+      } else if (key == "figures") {
+        if (!read_figures(value, at, t.figures)) {
+          return std::nullopt;
+        }
+      } else {
+        std::vector<std::string> keys = {
+            "name", "kind", "chip", "device_kind", "devices", "hbm_bytes_per_device",
+            "figures"};
+        if (f->kind == TopologyKind::tpu) {
+          keys.insert(keys.end(), {"shape", "slices", "devices_per_chip", "host_bounds",
+                                   "wraparound"});
+        } else {
+          keys.insert(keys.end(), {"gpus_per_host", "nvlink_domain"});
+        }
+        std::string near = closest_match(key, keys);
+        return fail(at, fmt::format("unknown key {} for a {} topology", quote(key),
+                                    to_string(f->kind)),
+                    near.empty() ? fmt::format("known keys: {}", fmt::join(keys, ", "))
+                                 : fmt::format("did you mean {}?", quote(near)));
+      }
+    }
+    if (f->kind == TopologyKind::tpu) {
+      if (!valid_host_tiling(shape, t.tpu.host_bounds)) {
+        return fail(base + "/host_bounds",
+                    fmt::format("a {}x{}x{} slice is not made of whole hosts of {}x{}x{} "
+                                "chips",
+                                shape[0], shape[1], shape[2], t.tpu.host_bounds[0],
+                                t.tpu.host_bounds[1], t.tpu.host_bounds[2]));
+      }
+      if (t.tpu.chip == TpuChip::v2 || t.tpu.chip == TpuChip::v3) {
+        if (shape[2] != 1) {
+          return fail(base + "/shape", fmt::format("TPU {} slices are 2D: z must be 1",
+                                                   f->name));
+        }
+      }
+    }
+    if (declared_devices >= 0 && declared_devices != t.devices()) {
+      return fail(base + "/devices",
+                  fmt::format("\"devices\" is {} but the topology has {} devices",
+                              declared_devices, t.devices()),
+                  f->kind == TopologyKind::tpu
+                      ? "devices = chips x devices_per_chip x slices"
+                      : "");
+    }
+    if (t.devices() > k_max_devices) {
+      return fail(base, fmt::format("{} devices is more than the {} shardplan handles",
+                                    t.devices(), k_max_devices));
+    }
+    return t;
+  }
+
+  static std::vector<std::string> family_names() { return catalogue_families(); }
+  static std::string families_hint() {
+    return fmt::format("chips: {}", fmt::join(catalogue_families(), ", "));
+  }
+
+  std::string_view m_text;
+  std::string m_source;
+  Diagnostics& m_diags;
+};
+
+}  // namespace
+
+bool is_2d(TpuChip chip) {
+  return chip == TpuChip::v2 || chip == TpuChip::v3 || chip == TpuChip::v5e
+         || chip == TpuChip::v6e;
+}
+
+std::string_view to_string(TopologyKind kind) {
+  return kind == TopologyKind::tpu ? "tpu" : "gpu";
+}
+
+int64_t Topology::chips() const {
+  if (kind == TopologyKind::gpu) {
+    return gpus;
+  }
+  return tpu.chips[0] * tpu.chips[1] * tpu.chips[2] * tpu.num_slices;
+}
+
+int64_t Topology::devices() const {
+  if (kind == TopologyKind::gpu) {
+    return gpus;
+  }
+  return chips() * tpu.cores_per_chip;
+}
+
+int64_t Topology::devices_per_host() const {
+  if (kind == TopologyKind::gpu) {
+    return std::min(gpus, gpus_per_host);
+  }
+  int64_t chips_per_host = 1;
+  for (size_t k = 0; k < 3; ++k) {
+    chips_per_host *= std::min(tpu.host_bounds[k], tpu.chips[k]);
+  }
+  return chips_per_host * tpu.cores_per_chip;
+}
+
+int64_t Topology::num_hosts() const {
+  return devices() / devices_per_host();
+}
+
+std::optional<Topology> resolve_topology(std::string_view name,
+                                         const Location& where,
+                                         Diagnostics& diags) {
+  return NameResolver(name, where, diags).run();
+}
+
+std::optional<Topology> parse_topology_json(std::string_view text,
+                                            std::string_view source,
+                                            Diagnostics& diags) {
+  return FileReader(text, source, diags).run();
+}
+
+std::vector<Topology> catalogue_topologies() {
+  std::vector<Topology> out;
+  for (const Family& f : families()) {
+    if (f.kind == TopologyKind::tpu) {
+      for (const Shape3& shape : f.slices) {
+        out.push_back(make_tpu(f, shape, 1, standard_name(f, shape)));
+      }
+    } else {
+      for (int64_t count : f.standard_counts) {
+        out.push_back(make_gpu(f, count, fmt::format("{}x{}", f.name, count)));
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> catalogue_families() {
+  std::vector<std::string> names;
+  for (const Family& f : families()) {
+    names.push_back(f.name);
+  }
+  return names;
+}
+
+}  // namespace shardplan

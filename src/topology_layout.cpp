@@ -1,0 +1,356 @@
+// A mesh on a topology: the device grid (topology_grid.cpp), the links each
+// mesh axis's collectives use, and the hosts.
+
+#include <shardplan/topology.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+
+namespace shardplan {
+
+namespace {
+
+size_t to_size(int64_t v) {
+  return static_cast<size_t>(v);
+}
+
+// The ids of every collective group along mesh axis `axis`: groups[g][i] is
+// the i-th device of group g (all other coordinates fixed), row-major over
+// the other coordinates.
+std::vector<std::vector<int64_t>> axis_groups(const DeviceGrid& grid, size_t axis) {
+  const std::vector<int64_t>& shape = grid.shape;
+  int64_t stride = 1;
+  for (size_t k = axis + 1; k < shape.size(); ++k) {
+    stride *= shape[k];
+  }
+  const int64_t n = shape[axis];
+  const int64_t total = static_cast<int64_t>(grid.ids.size());
+  std::vector<std::vector<int64_t>> groups;
+  groups.reserve(to_size(total / std::max<int64_t>(n, 1)));
+  for (int64_t flat = 0; flat < total; ++flat) {
+    if ((flat / stride) % n != 0) {
+      continue;  // not the first member of its group
+    }
+    std::vector<int64_t>& g = groups.emplace_back();
+    g.reserve(to_size(n));
+    for (int64_t i = 0; i < n; ++i) {
+      g.push_back(grid.ids[to_size(flat + i * stride)]);
+    }
+  }
+  return groups;
+}
+
+// Physical coordinates of a TPU device: x, y, z, core.
+using Coord = std::array<int64_t, 4>;
+
+struct TpuPhysical {
+  std::array<int64_t, 4> size{1, 1, 1, 1};
+  std::array<bool, 4> wrap{false, false, false, false};
+  std::map<int64_t, Coord> coords;  // id -> coordinate
+};
+
+TpuPhysical tpu_physical(const Topology& t) {
+  TpuPhysical p;
+  for (size_t k = 0; k < 3; ++k) {
+    p.size[k] = t.tpu.chips[k];
+    p.wrap[k] = t.wraparound[k];
+  }
+  p.size[3] = t.tpu.cores_per_chip;
+  for (const TpuDevice& d : tpu_devices(t.tpu)) {
+    p.coords[d.id] = {d.coords[0], d.coords[1], d.coords[2], d.core_on_chip};
+  }
+  return p;
+}
+
+// One hop: two cores of one chip, or chips one step apart on one physical
+// axis (or across its wraparound link when it has one), whichever cores.
+bool neighbours(const TpuPhysical& p, const Coord& a, const Coord& b) {
+  int differing = 0;
+  bool hop = false;
+  for (size_t k = 0; k < 3; ++k) {
+    if (a[k] == b[k]) {
+      continue;
+    }
+    ++differing;
+    const int64_t d = std::abs(a[k] - b[k]);
+    hop = d == 1 || (p.wrap[k] && d == p.size[k] - 1);
+  }
+  return differing == 0 ? a[3] != b[3] : differing == 1 && hop;
+}
+
+std::string physical_text(const Topology& t) {
+  return fmt::format("({}, {}, {}{})", t.tpu.chips[0], t.tpu.chips[1], t.tpu.chips[2],
+                     t.tpu.cores_per_chip > 1
+                         ? fmt::format(", {} cores", t.tpu.cores_per_chip)
+                         : std::string());
+}
+
+constexpr std::array<const char*, 4> k_physical_names = {"x", "y", "z", "core"};
+
+struct IciLink {
+  bool wraparound = false;
+  int64_t rings = 0;  // physical rings a collective runs on at once
+  std::vector<std::string> physical_axes;
+};
+
+// The ICI part of a mesh axis: its first `ici` devices (the DCN index is
+// major within an axis, so they share a slice).
+IciLink ici_link(const TpuPhysical& p, const std::vector<int64_t>& group, int64_t ici) {
+  IciLink link;
+  std::array<std::set<int64_t>, 4> values;
+  std::vector<Coord> coords;
+  for (int64_t i = 0; i < ici; ++i) {
+    const Coord& c = p.coords.at(group[to_size(i)]);
+    coords.push_back(c);
+    for (size_t k = 0; k < 4; ++k) {
+      values[k].insert(c[k]);
+    }
+  }
+  std::vector<size_t> spanned;
+  for (size_t k = 0; k < 4; ++k) {
+    if (values[k].size() > 1) {
+      spanned.push_back(k);
+      link.physical_axes.emplace_back(k_physical_names[k]);
+    }
+  }
+  // A closed ring: each device's successor, the last's being the first, is
+  // one hop away. That is one physical axis with its wraparound link (or of
+  // two devices), or a ring order JAX picked for a small slice.
+  bool closed = true;
+  for (size_t i = 0; i < coords.size() && closed; ++i) {
+    closed = neighbours(p, coords[i], coords[(i + 1) % coords.size()]);
+  }
+  if (closed) {
+    link.wraparound = true;
+    link.rings = 1;
+    return link;
+  }
+  // Whole physical axes, each a ring: the collective runs on all of them at
+  // once (the scaling book's V / (W * n_axes)).
+  bool whole_rings = true;
+  int64_t covered = 1;
+  for (size_t k : spanned) {
+    const bool whole = to_size(p.size[k]) == values[k].size();
+    whole_rings = whole_rings && whole && (k == 3 || p.wrap[k] || p.size[k] <= 2);
+    covered *= static_cast<int64_t>(values[k].size());
+  }
+  link.wraparound = whole_rings && covered == ici;
+  // Rings over chip axes; the cores of a chip add no ICI link.
+  link.rings = static_cast<int64_t>(
+      std::count_if(spanned.begin(), spanned.end(), [](size_t k) { return k < 3; }));
+  return link;
+}
+
+std::vector<AxisLink> tpu_links(const Topology& t, const Mesh& mesh,
+                                const DeviceGrid& grid) {
+  const TpuPhysical p = tpu_physical(t);
+  const TopologyFigures& f = t.figures;
+  std::vector<AxisLink> links;
+  for (size_t l = 0; l < mesh.axes.size(); ++l) {
+    const MeshAxis& axis = mesh.axes[l];
+    AxisLink link;
+    link.axis = axis.name;
+    link.ring_size = axis.size;
+    if (axis.size == 1) {
+      links.push_back(std::move(link));
+      continue;
+    }
+    double ici_bw = 0;
+    if (axis.ici > 1) {
+      IciLink ici = ici_link(p, axis_groups(grid, l).front(), axis.ici);
+      link.wraparound = ici.wraparound;
+      link.physical_axes = std::move(ici.physical_axes);
+      // A ring uses both directions of its links; a line, one (~2x slower).
+      ici_bw = f.ici_bytes_per_s_per_link.value * (ici.wraparound ? 2.0 : 1.0)
+               * static_cast<double>(std::max<int64_t>(ici.rings, 1));
+      link.link = LinkClass::ici;
+      link.bytes_per_s = ici_bw;
+      link.latency_s = f.ici_latency_s.value;
+    }
+    if (axis.dcn > 1) {
+      // The chip's DCN share, split among its devices.
+      const double dcn_bw = f.dcn_bytes_per_s_per_chip.value
+                            / static_cast<double>(t.tpu.cores_per_chip);
+      if (axis.ici > 1) {
+        link.link = LinkClass::mixed;
+        link.bytes_per_s = std::min(ici_bw, dcn_bw);
+      } else {
+        link.link = LinkClass::dcn;
+        link.bytes_per_s = dcn_bw;
+        link.wraparound = true;  // a switched network: the ring closes
+      }
+      link.latency_s = std::max(link.latency_s, f.dcn_latency_s.value);
+    }
+    links.push_back(std::move(link));
+  }
+  return links;
+}
+
+std::vector<AxisLink> gpu_links(const Topology& t, const Mesh& mesh,
+                                const DeviceGrid& grid) {
+  const TopologyFigures& f = t.figures;
+  std::vector<AxisLink> links;
+  for (size_t l = 0; l < mesh.axes.size(); ++l) {
+    const MeshAxis& axis = mesh.axes[l];
+    AxisLink link;
+    link.axis = axis.name;
+    link.ring_size = axis.size;
+    if (axis.size == 1) {
+      links.push_back(std::move(link));
+      continue;
+    }
+    bool all_inside = true;    // every group inside one NVLink domain
+    bool all_distinct = true;  // every member of every group in its own domain
+    for (const std::vector<int64_t>& g : axis_groups(grid, l)) {
+      std::set<int64_t> domains;
+      for (int64_t id : g) {
+        domains.insert(id / t.nvlink_domain);
+      }
+      all_inside = all_inside && domains.size() == 1;
+      all_distinct = all_distinct && domains.size() == g.size();
+    }
+    link.wraparound = true;  // NVSwitch and a fat tree are switched: rings close
+    if (all_inside) {
+      link.link = LinkClass::nvlink;
+      link.bytes_per_s = f.nvlink_bytes_per_s_per_gpu.value;
+      link.latency_s = f.nvlink_latency_s.value;
+    } else {
+      link.link = all_distinct ? LinkClass::network : LinkClass::mixed;
+      link.bytes_per_s = f.network_bytes_per_s_per_gpu.value;
+      link.latency_s = f.network_latency_s.value;
+    }
+    links.push_back(std::move(link));
+  }
+  return links;
+}
+
+HostLayout host_layout(const Topology& t, const Mesh& mesh, Diagnostics& diags) {
+  HostLayout hosts;
+  hosts.devices_per_host = t.devices_per_host();
+  hosts.count = t.num_hosts();
+  hosts.device_ids.resize(to_size(hosts.count));
+  if (t.kind == TopologyKind::tpu) {
+    for (const TpuDevice& d : tpu_devices(t.tpu)) {
+      hosts.device_ids[to_size(d.process_index)].push_back(d.id);
+    }
+  } else {
+    for (int64_t id = 0; id < t.gpus; ++id) {
+      hosts.device_ids[to_size(id / hosts.devices_per_host)].push_back(id);
+    }
+  }
+  if (hosts.count == 1) {
+    hosts.local_mesh_shape = mesh.shape();
+    return hosts;
+  }
+  // eformer calls calculate_host_mesh_shape on one slice with several
+  // processes and fails there; across slices it does not use it.
+  Diagnostics local;
+  std::optional<std::vector<int64_t>> shape = calculate_host_mesh_shape(
+      mesh.shape(), hosts.devices_per_host, hosts.count, local);
+  if (shape) {
+    hosts.local_mesh_shape = std::move(*shape);
+  }
+  for (Diagnostic d : local.items()) {
+    d.location.source = "--mesh";
+    if (t.num_slices() > 1) {
+      d.severity = Severity::warning;
+      d.hint = "eformer's create_mesh builds multi-slice meshes without it, so "
+               "only code that calls calculate_host_mesh_shape itself is affected";
+    }
+    diags.add(std::move(d));
+  }
+  return hosts;
+}
+
+}  // namespace
+
+std::string_view to_string(LinkClass link) {
+  switch (link) {
+    case LinkClass::none:
+      return "none";
+    case LinkClass::ici:
+      return "ici";
+    case LinkClass::dcn:
+      return "dcn";
+    case LinkClass::nvlink:
+      return "nvlink";
+    case LinkClass::network:
+      return "network";
+    case LinkClass::mixed:
+      return "mixed";
+  }
+  return "none";
+}
+
+std::optional<MeshLayout> layout_mesh(const Topology& topology,
+                                      const Mesh& mesh,
+                                      bool allow_split_physical_axes,
+                                      Diagnostics& diags) {
+  Location at_mesh;
+  at_mesh.source = "--mesh";
+  if (mesh.num_devices() != topology.devices()) {
+    Diagnostic& d = diags.error(
+        "topology.device-count",
+        fmt::format("mesh {} has {} devices but {} has {}", to_string(mesh),
+                    mesh.num_devices(), topology.name, topology.devices()),
+        at_mesh);
+    d.hint = fmt::format("the mesh's sizes must multiply to {}; one -1 fills the "
+                         "rest (fsdp:-1)",
+                         topology.devices());
+    return std::nullopt;
+  }
+  if (mesh.num_slices() != topology.num_slices()) {
+    Diagnostic& d = diags.error(
+        "topology.slice-count",
+        fmt::format("the mesh's DCN factors ({}) make {} slices but {} has {}",
+                    dcn_string(mesh), mesh.num_slices(), topology.name,
+                    topology.num_slices()),
+        Location{"--dcn", "", 0, 0, "", 0});
+    d.hint = fmt::format("--dcn factors multiply to the slice count, {}",
+                         topology.num_slices());
+    return std::nullopt;
+  }
+  MeshLayout layout;
+  if (topology.kind == TopologyKind::tpu) {
+    const size_t before = diags.items().size();
+    std::optional<TpuGrid> grid =
+        tpu_device_grid(topology.tpu, mesh, allow_split_physical_axes, diags);
+    if (!grid) {
+      for (size_t i = before; i < diags.items().size(); ++i) {
+        Diagnostic& d = diags.at(i);
+        if (d.code == "topology.no-assignment") {
+          d.hint = topology.tpu.chip == TpuChip::v5e
+                       ? "pass --allow-split-physical-axes (jax.make_mesh does so "
+                         "on v5e by itself), or reorder the mesh axes"
+                       : "pass --allow-split-physical-axes, or choose axis sizes "
+                         "that are products of the physical axes " + physical_text(topology);
+        }
+      }
+      return std::nullopt;
+    }
+    layout.grid = std::move(grid->grid);
+    layout.physical_assignment = std::move(grid->physical_assignment);
+    const size_t rows = layout.physical_assignment.size();
+    // v2/v3 physical meshes are (x, y, core) (sharding-anchors.md b2).
+    const bool two_d = topology.tpu.chip == TpuChip::v2 || topology.tpu.chip == TpuChip::v3;
+    for (size_t p = 0; p < rows; ++p) {
+      layout.physical_axis_names.emplace_back(
+          two_d && p == 2 ? "core" : k_physical_names[p]);
+    }
+    layout.links = tpu_links(topology, mesh, layout.grid);
+  } else {
+    layout.grid = gpu_device_grid(mesh, topology.gpus_per_host);
+    layout.links = gpu_links(topology, mesh, layout.grid);
+  }
+  layout.hosts = host_layout(topology, mesh, diags);
+  return layout;
+}
+
+}  // namespace shardplan
