@@ -480,7 +480,7 @@ class NameResolver {
       }
       rest = rest.substr(x + 1);
     }
-    if (k < 2) {
+    if (k != (f->two_d ? 2U : 3U)) {
       return fail("topology.shape",
                   fmt::format("bad shape {} in topology {}: expected {}", quote(text),
                               quote(m_original), expected),
@@ -736,7 +736,7 @@ class FileReader {
     int64_t declared_devices = -1;
     for (const auto& [key, value] : j.items()) {
       const std::string at = base + "/" + json_pointer_escape(key);
-      if (key == "chip" || key == "shape" || key == "hosts"
+      if (key == "chip" || key == "shape" || key == "chips" || key == "hosts"
           || key == "devices_per_host" || key == "source" || key == "links") {
         continue;
       }

@@ -1,0 +1,329 @@
+// The topology catalogue, names and user files. Expected figures come from
+// shared/reference/hardware-and-costs.md section C (and jax's tpu_info.py);
+// sizes from Cloud TPU naming (DESIGN.md 2.2: v4/v5p/tpu7x count
+// TensorCores, v5e/v6e chips); wraparound from hardware-and-costs.md B.1.
+
+#include "support/test_support.hpp"
+
+#include <shardplan/report.hpp>
+#include <shardplan/topology.hpp>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <set>
+
+using namespace shardplan;
+
+namespace {
+
+Topology named(std::string_view name) {
+  Diagnostics diags;
+  std::optional<Topology> t = resolve_topology(name, {}, diags);
+  INFO(name << ": " << test::first_error(diags));
+  REQUIRE(t);
+  REQUIRE_FALSE(diags.has_errors());
+  return *t;
+}
+
+Diagnostic name_error(std::string_view name) {
+  Diagnostics diags;
+  std::optional<Topology> t = resolve_topology(name, Location{"--topology", "", 0, 0, "", 0}, diags);
+  INFO(name);
+  REQUIRE_FALSE(t);
+  REQUIRE(diags.items().size() == 1);
+  CHECK(diags.items()[0].location.source == "--topology");
+  return diags.items()[0];
+}
+
+using Shape3 = std::array<int64_t, 3>;
+
+}  // namespace
+
+TEST_CASE("topology catalogue: Cloud TPU names count cores or chips", "[topology]") {
+  struct Case {
+    const char* name;
+    Shape3 chips;
+    int64_t devices;
+    int64_t devices_per_host;
+  };
+  // v4-8 is 4 chips (8 TensorCores), one megacore device each; v5e-8 is 8
+  // chips on one host; tpu7x-8 is 4 chips of 2 devices; v3-8 is 4 chips of
+  // 2 devices (cores), one host.
+  const std::vector<Case> cases = {
+      {"v2-8", {2, 2, 1}, 8, 8},          {"v3-8", {2, 2, 1}, 8, 8},
+      {"v3-2048", {32, 32, 1}, 2048, 8},  {"v4-8", {2, 2, 1}, 4, 4},
+      {"v4-32", {2, 2, 4}, 16, 4},        {"v4-8192", {16, 16, 16}, 4096, 4},
+      {"v5p-8", {2, 2, 1}, 4, 4},         {"v5p-128", {4, 4, 4}, 64, 4},
+      {"v5p-12288", {16, 16, 24}, 6144, 4}, {"v5e-1", {1, 1, 1}, 1, 1},
+      {"v5e-4", {2, 2, 1}, 4, 4},         {"v5e-8", {4, 2, 1}, 8, 8},
+      {"v5e-16", {4, 4, 1}, 16, 4},       {"v5e-256", {16, 16, 1}, 256, 4},
+      {"v5litepod-16", {4, 4, 1}, 16, 4}, {"v6e-8", {4, 2, 1}, 8, 8},
+      {"v6e-256", {16, 16, 1}, 256, 4},   {"tpu7x-8", {2, 2, 1}, 8, 8},
+      {"tpu7x-128", {4, 4, 4}, 128, 8},   {"V5P-128", {4, 4, 4}, 64, 4},
+  };
+  for (const Case& c : cases) {
+    Topology t = named(c.name);
+    INFO(c.name);
+    CHECK(t.kind == TopologyKind::tpu);
+    CHECK(t.tpu.chips == c.chips);
+    CHECK(t.devices() == c.devices);
+    CHECK(t.devices_per_host() == c.devices_per_host);
+    CHECK(t.num_hosts() * t.devices_per_host() == t.devices());
+  }
+  CHECK(named("V5P-128").name == "v5p-128");
+  CHECK(named("v5litepod-16").name == "v5e-16");
+}
+
+TEST_CASE("topology catalogue: explicit shapes and slices", "[topology]") {
+  Topology t = named("v5p:4x4x8");
+  CHECK(t.name == "v5p:4x4x8");
+  CHECK(t.tpu.chips == Shape3{4, 4, 8});
+  CHECK(t.devices() == 128);
+
+  t = named("v3:2x2");
+  CHECK(t.name == "v3:2x2");
+  CHECK(t.devices() == 8);
+
+  t = named("2xv5p-256");
+  CHECK(t.name == "2xv5p-256");
+  CHECK(t.num_slices() == 2);
+  CHECK(t.tpu.chips == Shape3{4, 4, 8});
+  CHECK(t.devices() == 256);
+  CHECK(t.num_hosts() == 64);
+
+  t = named("4xv5e:16x16");
+  CHECK(t.name == "4xv5e:16x16");
+  CHECK(t.devices() == 1024);
+}
+
+TEST_CASE("topology catalogue: GPU clusters", "[topology]") {
+  Topology t = named("h100x64");
+  CHECK(t.kind == TopologyKind::gpu);
+  CHECK(t.devices() == 64);
+  CHECK(t.num_hosts() == 8);
+  CHECK(t.nvlink_domain == 8);
+
+  t = named("gb200x144");
+  CHECK(t.devices() == 144);
+  CHECK(t.nvlink_domain == 72);
+  CHECK(t.devices_per_host() == 4);  // a compute tray (C.2)
+  CHECK(t.num_hosts() == 36);
+
+  CHECK(named("a100x4").devices() == 4);  // part of one node
+  CHECK(named("b200x8").devices() == 8);
+  CHECK(named("h200x16").num_hosts() == 2);
+}
+
+TEST_CASE("topology catalogue: figures as hardware-and-costs.md C gives them",
+          "[topology]") {
+  // One unit everywhere: bytes, bytes per second (one way), seconds.
+  CHECK(named("v5p-8").figures.hbm_bytes_per_device.value == 95.0 * (1LL << 30));
+  CHECK(named("v5p-8").figures.ici_bytes_per_s_per_link.value == 9e10);
+  CHECK(named("v5p-8").figures.dcn_bytes_per_s_per_chip.value == 6.25e9);
+  CHECK(named("v5e-4").figures.dcn_bytes_per_s_per_chip.value == 3.125e9);
+  CHECK(named("v6e-4").figures.dcn_bytes_per_s_per_chip.value == 12.5e9);
+  CHECK(named("v4-8").figures.ici_bytes_per_s_per_link.value == 4.5e10);
+  CHECK(named("v4-8").figures.ici_links_per_chip.value == 6);
+  CHECK(named("v5e-4").figures.ici_links_per_chip.value == 4);
+  // tpu_info.py: v3 34.4e9 per chip over 2 cores; v2 16e9 over 2.
+  CHECK(named("v3-8").figures.hbm_bytes_per_device.value == 17.2e9);
+  CHECK(named("v2-8").figures.hbm_bytes_per_device.value == 8e9);
+  // TPU7x: 192 GiB per chip, two devices per chip.
+  CHECK(named("tpu7x-8").figures.hbm_bytes_per_device.value == 96.0 * (1LL << 30));
+  CHECK(named("h100x8").figures.nvlink_bytes_per_s_per_gpu.value == 4.5e11);
+  CHECK(named("h100x8").figures.network_bytes_per_s_per_gpu.value == 5e10);
+  CHECK(named("b200x8").figures.nvlink_bytes_per_s_per_gpu.value == 9e11);
+  CHECK(named("a100x8").figures.nvlink_bytes_per_s_per_gpu.value == 3e11);
+  CHECK(named("h200x8").figures.hbm_bytes_per_device.value == 141e9);
+  CHECK(named("gb200x72").figures.hbm_bytes_per_device.value == 186e9);
+  // B.1: T_min ~ 1 us per ICI hop.
+  CHECK(named("v5e-4").figures.ici_latency_s.value == 1e-6);
+  // v2/v3 have no multi-slice, so no DCN figure.
+  CHECK(named("v3-8").figures.dcn_bytes_per_s_per_chip.source.empty());
+}
+
+TEST_CASE("topology catalogue: wraparound per hardware-and-costs.md B.1",
+          "[topology]") {
+  using Wrap = std::array<bool, 3>;
+  // v4/v5p: tori only in whole 4x4x4 cubes; 2x2x4 has none.
+  CHECK(named("v5p-128").wraparound == Wrap{true, true, true});
+  CHECK(named("v5p:4x4x8").wraparound == Wrap{true, true, true});
+  CHECK(named("v4-32").wraparound == Wrap{false, false, false});
+  CHECK(named("v5p-64").wraparound == Wrap{false, false, false});
+  CHECK(named("v4-4096").wraparound == Wrap{true, true, true});
+  // v5e/v6e: only axes of 16 (8x16 wraps on the long axis only).
+  CHECK(named("v5e-256").wraparound == Wrap{true, true, false});
+  CHECK(named("v5e-128").wraparound == Wrap{true, false, false});
+  CHECK(named("v6e-16").wraparound == Wrap{false, false, false});
+  // v3: the 32x32 pod's 2D torus.
+  CHECK(named("v3-2048").wraparound == Wrap{true, true, false});
+  CHECK(named("v3-32").wraparound == Wrap{false, false, false});
+}
+
+TEST_CASE("topology catalogue: every entry is consistent and sourced", "[topology]") {
+  std::vector<Topology> all = catalogue_topologies();
+  REQUIRE(all.size() > 60);
+  std::set<std::string> names;
+  for (const Topology& t : all) {
+    INFO(t.name);
+    CHECK(names.insert(t.name).second);
+    // Each name resolves back to the same entry.
+    Topology again = named(t.name);
+    CHECK(again.devices() == t.devices());
+    CHECK(again.chip == t.chip);
+    CHECK(t.devices() % t.devices_per_host() == 0);
+    CHECK(t.figures.hbm_bytes_per_device.value > 0);
+    CHECK_FALSE(t.figures.hbm_bytes_per_device.source.empty());
+    if (t.kind == TopologyKind::tpu) {
+      CHECK(t.figures.ici_bytes_per_s_per_link.value > 0);
+      CHECK_FALSE(t.figures.ici_bytes_per_s_per_link.source.empty());
+      CHECK_FALSE(t.figures.ici_latency_s.source.empty());
+      for (size_t k = 0; k < 3; ++k) {
+        CHECK(t.tpu.chips[k] % std::min(t.tpu.host_bounds[k], t.tpu.chips[k]) == 0);
+      }
+    } else {
+      CHECK(t.figures.nvlink_bytes_per_s_per_gpu.value > 0);
+      CHECK(t.figures.network_bytes_per_s_per_gpu.value > 0);
+      CHECK_FALSE(t.figures.network_latency_s.source.empty());
+    }
+  }
+  // The standard slices the issue names.
+  for (const char* name : {"v4-8", "v5p-8", "v5p-12288", "v5e-1", "v5e-256", "v6e-1",
+                           "v6e-256", "v2-8", "v3-8", "tpu7x-8", "a100x8", "h100x8",
+                           "h200x8", "b200x8", "gb200x72"}) {
+    CHECK(names.count(name) == 1);
+  }
+}
+
+TEST_CASE("topology names: errors say what is wrong and suggest", "[topology]") {
+  Diagnostic d = name_error("v5x-128");
+  CHECK(d.code == "topology.unknown");
+  CHECK(d.message == "unknown topology \"v5x-128\"");
+  CHECK_THAT(d.hint, Catch::StartsWith("did you mean \"v5e-128\" or \"v5p-128\"?"));
+
+  d = name_error("tpu-v5p-128");
+  CHECK(d.code == "topology.unknown");
+
+  d = name_error("v5p-100");
+  CHECK(d.code == "topology.size");
+  CHECK(d.message
+        == "v5p-100 is not a standard v5p slice (v5p-N counts TensorCores, 2 per chip)");
+  CHECK(d.hint
+        == "nearest: v5p-64 (2x4x4), v5p-128 (4x4x4); any other shape is v5p:XxYxZ");
+
+  d = name_error("v5e-12");
+  CHECK(d.message == "v5e-12 is not a standard v5e slice (v5e-N counts chips)");
+
+  d = name_error("h100x60");
+  CHECK(d.code == "topology.size");
+  CHECK(d.message == "h100x60 is not a whole number of nodes: 8 GPUs per node");
+  CHECK(d.hint == "nearest: h100x56, h100x64");
+
+  d = name_error("gb200x100");
+  CHECK(d.message
+        == "gb200x100 is not a whole number of NVLink domains: 72 GPUs per NVL72 domain");
+
+  CHECK(name_error("2xh100x64").code == "topology.slices");
+  CHECK(name_error("2xv3-32").code == "topology.slices");
+  CHECK(name_error("0xv5p-128").code == "topology.slices");
+  CHECK(name_error("v5p:4x3x4").message
+        == "\"v5p:4x3x4\": a 4x3x4 slice of v5p is not made of whole hosts of 2x2x1 chips");
+  CHECK(name_error("v5p:0x4x4").code == "topology.shape");
+  CHECK(name_error("v5p:4x4").code == "topology.shape");
+  CHECK(name_error("v3:2x2x2").code == "topology.shape");
+  CHECK(name_error("v5p:32x4x4").message
+        == "\"v5p:32x4x4\": axis x has 32 chips; v5p slices reach 16x20x28");
+  CHECK(name_error("v5p-").code == "topology.size");
+  CHECK(name_error("v5p-99999999999999999999").code == "topology.size");
+  CHECK(name_error("").code == "topology.unknown");
+}
+
+TEST_CASE("topology files: show's JSON reads back as the same topology", "[topology]") {
+  for (const char* name : {"v5p-128", "2xv5e-256", "v3:2x4", "tpu7x-64", "h100x64",
+                           "gb200x144"}) {
+    INFO(name);
+    Topology t = named(name);
+    std::string json = topology_show_json(t);
+    Diagnostics diags;
+    std::optional<Topology> back = parse_topology_json(json, "t.json", diags);
+    INFO(test::first_error(diags));
+    REQUIRE(back);
+    CHECK(back->name == t.name);
+    CHECK(back->kind == t.kind);
+    CHECK(back->devices() == t.devices());
+    CHECK(back->num_slices() == t.num_slices());
+    CHECK(back->tpu.chips == t.tpu.chips);
+    CHECK(back->tpu.host_bounds == t.tpu.host_bounds);
+    CHECK(back->wraparound == t.wraparound);
+    CHECK(back->nvlink_domain == t.nvlink_domain);
+    CHECK(back->figures.hbm_bytes_per_device.value == t.figures.hbm_bytes_per_device.value);
+    CHECK(back->figures.hbm_bytes_per_device.source
+          == t.figures.hbm_bytes_per_device.source);
+    CHECK(back->figures.ici_bytes_per_s_per_link.value
+          == t.figures.ici_bytes_per_s_per_link.value);
+    CHECK(back->source == "t.json");
+  }
+}
+
+TEST_CASE("topology files: a short file inherits its chip's figures", "[topology]") {
+  Diagnostics diags;
+  std::optional<Topology> t = parse_topology_json(
+      R"({"name": "lab", "chip": "v5p", "shape": [4, 4, 8], "slices": 2,
+          "figures": {"dcn_bytes_per_s_per_chip": 1.25e10}})",
+      "lab.json", diags);
+  REQUIRE(t);
+  CHECK(t->name == "lab");
+  CHECK(t->devices() == 256);
+  CHECK(t->figures.dcn_bytes_per_s_per_chip.value == 1.25e10);
+  CHECK(t->figures.dcn_bytes_per_s_per_chip.source
+        == "lab.json: /figures/dcn_bytes_per_s_per_chip");
+  CHECK(t->figures.ici_bytes_per_s_per_link.value == 9e10);  // from v5p
+}
+
+TEST_CASE("topology files: located errors", "[topology]") {
+  struct Case {
+    const char* text;
+    const char* pointer;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {R"({"chip": "v5x", "shape": [4, 4, 4]})", "/chip",
+       "unknown chip \"v5x\"; did you mean \"v5e\"?"},
+      {R"({"shape": [4, 4, 4]})", "/", "a topology file needs \"chip\": a catalogue family"},
+      {R"({"chip": "v5p"})", "/", "a v5p topology needs \"shape\": [x, y, z] in chips"},
+      {R"({"chip": "v5p", "shape": [4, 0, 4]})", "/shape/1",
+       "expected an integer >= 1, got 0"},
+      {R"({"chip": "v5p", "shape": [4, 4, 4], "devices": 128})", "/devices",
+       "\"devices\" is 128 but the topology has 64 devices"},
+      {R"({"chip": "v5p", "shape": [4, 4, 4], "shapes": 1})", "/shapes",
+       "unknown key \"shapes\" for a tpu topology"},
+      {R"({"chip": "h100", "devices": 16, "figures": {"nvlink": 1}})", "/figures/nvlink",
+       "unknown figure \"nvlink\""},
+      {R"({"chip": "h100", "devices": 16, "figures": {"nvlink_latency_s": -1}})",
+       "/figures/nvlink_latency_s", "expected a number >= 0, got -1"},
+      {R"({"chip": "v3", "shape": [4, 4, 4]})", "/shape", "TPU v3 slices are 2D: z must be 1"},
+      {R"({"topology": {"chip": "v5p", "shape": [4, 4, 4], "slices": 0}})",
+       "/topology/slices", "expected an integer >= 1, got 0"},
+      {R"({"chip": "h100", "kind": "tpu", "devices": 8})", "/kind",
+       "h100 is a gpu chip; kind must be \"gpu\""},
+      {R"([1, 2])", "/", "expected a topology object, got an array"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.text);
+    Diagnostics diags;
+    CHECK_FALSE(parse_topology_json(c.text, "t.json", diags));
+    REQUIRE(diags.items().size() == 1);
+    const Diagnostic& d = diags.items()[0];
+    CHECK(d.location.source == "t.json");
+    CHECK(d.location.pointer == c.pointer);
+    CHECK(d.message == c.message);
+  }
+
+  Diagnostics diags;
+  CHECK_FALSE(parse_topology_json("{\n  \"chip\": \"v5p\",\n  \"shape\": [4, 4,]\n}",
+                                  "t.json", diags));
+  REQUIRE(diags.items().size() == 1);
+  CHECK(diags.items()[0].code == "json.syntax");
+  CHECK(diags.items()[0].location.line == 3);
+}
