@@ -402,6 +402,20 @@ class NameResolver {
     return true;
   }
 
+  // K slices of a shape stay within k_max_devices (the count is at most 2^31
+  // and a slice at most 16x24x24x2, so the product fits in int64).
+  bool within_cap(const Shape3& shape, int64_t devices_per_chip, int64_t slices) {
+    const int64_t devices = shape[0] * shape[1] * shape[2] * devices_per_chip * slices;
+    if (devices > k_max_devices) {
+      fail("topology.size",
+           fmt::format("{} has {} devices, more than the {} shardplan handles",
+                       quote(m_original), devices, k_max_devices),
+           "");
+      return false;
+    }
+    return true;
+  }
+
   std::optional<Topology> counted_tpu(const Family& f, std::string_view count_text,
                                       int64_t slices) {
     if (!check_slices(f, slices)) {
@@ -418,6 +432,9 @@ class NameResolver {
     }
     for (const Shape3& shape : f.slices) {
       if (f.name_count(shape) == *count) {
+        if (!within_cap(shape, f.devices_per_chip, slices)) {
+          return std::nullopt;
+        }
         std::string name = standard_name(f, shape);
         if (slices > 1) {
           name = fmt::format("{}x{}", slices, name);
@@ -494,6 +511,9 @@ class NameResolver {
                                 shape_text(f->max_shape, f->two_d)),
                     "");
       }
+    }
+    if (!within_cap(shape, f->devices_per_chip, slices)) {
+      return std::nullopt;
     }
     Topology t = make_tpu(*f, shape, slices, "");
     if (!valid_host_tiling(shape, t.tpu.host_bounds)) {
@@ -701,10 +721,9 @@ class FileReader {
     const Family* f = find_family(chip);
     if (f == nullptr) {
       std::string near = closest_match(chip, family_names());
-      return fail(base + "/chip",
-                  fmt::format("unknown chip {}{}", quote(chip),
-                              near.empty() ? "" : fmt::format("; did you mean {}?", quote(near))),
-                  families_hint());
+      return fail(base + "/chip", fmt::format("unknown chip {}", quote(chip)),
+                  (near.empty() ? "" : fmt::format("did you mean {}? ", quote(near)))
+                      + families_hint());
     }
     Topology t;
     Shape3 shape{0, 0, 0};
@@ -716,6 +735,14 @@ class FileReader {
       if (!get_shape(j.at("shape"), base + "/shape", shape)) {
         return std::nullopt;
       }
+      for (size_t k = 0; k < 3; ++k) {
+        if (shape[k] > k_max_devices) {
+          return fail(fmt::format("{}/shape/{}", base, k),
+                      fmt::format("{} chips on one axis is more than the {} devices "
+                                  "shardplan handles",
+                                  shape[k], k_max_devices));
+        }
+      }
       t = make_tpu(*f, shape, 1, "");
     } else {
       if (!j.contains("devices")) {
@@ -725,6 +752,11 @@ class FileReader {
       int64_t gpus = 0;
       if (!get_int(j.at("devices"), base + "/devices", gpus, 1)) {
         return std::nullopt;
+      }
+      if (gpus > k_max_devices) {
+        return fail(base + "/devices",
+                    fmt::format("{} GPUs is more than the {} devices shardplan handles",
+                                gpus, k_max_devices));
       }
       t = make_gpu(*f, gpus, "");
     }
@@ -763,12 +795,21 @@ class FileReader {
         if (!get_int(value, at, t.tpu.num_slices, 1)) {
           return std::nullopt;
         }
+        if (t.tpu.num_slices > k_max_devices) {
+          return fail(at, fmt::format("{} slices is more than the {} devices shardplan "
+                                      "handles",
+                                      t.tpu.num_slices, k_max_devices));
+        }
         if (t.tpu.num_slices > 1 && !f->multislice) {
           return fail(at, fmt::format("TPU {} has no multi-slice (DCN) support", f->name));
         }
       } else if (key == "devices_per_chip" && f->kind == TopologyKind::tpu) {
         if (!get_int(value, at, t.tpu.cores_per_chip, 1)) {
           return std::nullopt;
+        }
+        if (t.tpu.cores_per_chip > 8) {
+          return fail(at, fmt::format("{} devices per chip; TPUs have 1 or 2",
+                                      t.tpu.cores_per_chip));
         }
       } else if (key == "host_bounds" && f->kind == TopologyKind::tpu) {
         if (!get_shape(value, at, t.tpu.host_bounds)) {
@@ -824,7 +865,7 @@ class FileReader {
     }
     if (f->kind == TopologyKind::tpu) {
       if (!valid_host_tiling(shape, t.tpu.host_bounds)) {
-        return fail(base + "/host_bounds",
+        return fail(base + (j.contains("host_bounds") ? "/host_bounds" : "/shape"),
                     fmt::format("a {}x{}x{} slice is not made of whole hosts of {}x{}x{} "
                                 "chips",
                                 shape[0], shape[1], shape[2], t.tpu.host_bounds[0],
@@ -837,6 +878,18 @@ class FileReader {
         }
       }
     }
+    // Each factor is at most k_max_devices (2^22) and there are at most four,
+    // but their product can still pass 2^63: multiply with checks.
+    std::optional<int64_t> devices = checked_product(
+        f->kind == TopologyKind::gpu
+            ? std::vector<int64_t>{t.gpus}
+            : std::vector<int64_t>{shape[0], shape[1], shape[2], t.tpu.cores_per_chip,
+                                   t.tpu.num_slices});
+    if (!devices || *devices > k_max_devices) {
+      return fail(base, fmt::format("the topology has more than the {} devices shardplan "
+                                    "handles",
+                                    k_max_devices));
+    }
     if (declared_devices >= 0 && declared_devices != t.devices()) {
       return fail(base + "/devices",
                   fmt::format("\"devices\" is {} but the topology has {} devices",
@@ -844,10 +897,6 @@ class FileReader {
                   f->kind == TopologyKind::tpu
                       ? "devices = chips x devices_per_chip x slices"
                       : "");
-    }
-    if (t.devices() > k_max_devices) {
-      return fail(base, fmt::format("{} devices is more than the {} shardplan handles",
-                                    t.devices(), k_max_devices));
     }
     return t;
   }

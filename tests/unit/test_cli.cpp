@@ -285,7 +285,7 @@ TEST_CASE("cli: golden cases", "[cli][golden]") {
 
 // Every file under tests/data/bad_inputs/ must give exit 2 and a located
 // message, never a crash. mesh/*.txt hold mesh strings; manifest/* are
-// manifest files; specs/* are specs files (read in-process until a command
+// manifest files; topology/* are topology files; specs/* are specs files (read in-process until a command
 // takes --specs).
 TEST_CASE("cli: bad-input corpus replays to located errors", "[cli][bad-inputs]") {
   fs::path root = test::data_path("bad_inputs");
@@ -320,6 +320,11 @@ TEST_CASE("cli: bad-input corpus replays to located errors", "[cli][bad-inputs]"
         CHECK(diags.items().front().location.source.rfind(path, 0) == 0);
         CHECK((!diags.items().front().location.pointer.empty()
                || diags.items().front().location.line > 0));
+      } else if (kind == "topology") {
+        Result r = run_cli({"topology", "show", path});
+        INFO(r.err);
+        CHECK(r.code == 2);
+        CHECK(r.err.rfind(path + ":", 0) == 0);
       } else {
         FAIL("unknown bad-input kind " << kind << "; add it to this test");
       }
@@ -414,4 +419,80 @@ TEST_CASE("cli: console examples in the docs match the binary", "[cli][docs]") {
     }
   }
   CHECK(checked >= 3);
+}
+
+TEST_CASE("cli: topology list and show", "[cli][topology]") {
+  Result list = run_cli({"topology", "list"});
+  CHECK(list.code == 0);
+  CHECK_THAT(list.out, Catch::Contains("v5p-128      tpu        64  4x4x4"));
+  CHECK_THAT(list.out, Catch::Contains("h100x64      gpu        64  8 x 8 GPUs"));
+
+  Result all = run_cli({"topology", "list", "--format", "json"});
+  REQUIRE(all.code == 0);
+  json doc = json::parse(all.out);
+  CHECK(doc["command"] == "topology");
+  CHECK(doc["topologies"].size() > 60);
+
+  Result show = run_cli({"topology", "show", "2xv5e-256", "--format", "json"});
+  REQUIRE(show.code == 0);
+  json t = json::parse(show.out)["topology"];
+  CHECK(t["name"] == "2xv5e-256");
+  CHECK(t["devices"] == 512);
+  CHECK(t["slices"] == 2);
+  CHECK(t["shape"] == json::array({16, 16, 1}));
+  CHECK(t["wraparound"] == json::array({true, true, false}));
+  CHECK(t["hbm_bytes_per_device"] == 17179869184LL);
+  CHECK(t["links"]["dcn"]["bytes_per_s_per_chip"] == 3.125e9);
+  for (const auto& [name, figure] : t["figures"].items()) {
+    INFO(name);
+    CHECK_FALSE(figure["source"].get<std::string>().empty());
+  }
+
+  Result text = run_cli({"topology", "show", "h100x64"});
+  CHECK(text.code == 0);
+  CHECK_THAT(text.out, Catch::Contains("nvlink_bytes_per_s_per_gpu   4.5e+11"));
+
+  Result unknown = run_cli({"topology", "show", "v9-8"});
+  CHECK(unknown.code == 2);
+  CHECK_THAT(unknown.err, Catch::StartsWith("--topology: error: unknown topology \"v9-8\""));
+}
+
+TEST_CASE("cli: mesh --topology", "[cli][topology]") {
+  Result r = run_cli({"mesh", "--topology", "v5p-128", "--mesh", "fsdp:-1,tp:4"});
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("tp       4  ici   yes   x         180 GB/s   1 us"));
+  CHECK_THAT(r.out, Catch::Contains("hosts: 16 of 4 devices; each host's local mesh: [1, 4]"));
+
+  // A topology fixes the device count: --devices is a usage error with it.
+  Result both = run_cli({"mesh", "--topology", "v5p-128", "--devices", "64", "--mesh", "a:64"});
+  CHECK(both.code == 2);
+
+  Result count = run_cli({"mesh", "--topology", "v5p-128", "--mesh", "dp:2,tp:4"});
+  CHECK(count.code == 2);
+  CHECK_THAT(count.err, Catch::Contains("--topology v5p-128 has 64 devices"));
+
+  Result torus = run_cli({"mesh", "--topology", "v5p-128", "--mesh", "a:2,b:32"});
+  CHECK(torus.code == 2);
+  CHECK_THAT(torus.err, Catch::Contains("[topology.no-assignment]"));
+  CHECK(run_cli({"mesh", "--topology", "v5p-128", "--mesh", "a:2,b:32",
+                 "--allow-split-physical-axes"})
+            .code == 0);
+
+  // A topology file works wherever a name does.
+  fs::path file = fs::temp_directory_path() / "shardplan-test-topology.json";
+  {
+    std::ofstream f(file);
+    f << R"({"name": "lab", "chip": "v5e", "shape": [4, 4]})";
+  }
+  Result from_file = run_cli({"mesh", "--topology", file.string(), "--mesh", "a:16",
+                              "--format", "json"});
+  fs::remove(file);
+  REQUIRE(from_file.code == 0);
+  json doc = json::parse(from_file.out);
+  CHECK(doc["topology"]["name"] == "lab");
+  // The v5e 4x4 16-cycle (mesh_utils' ring for 16 devices).
+  CHECK(doc["device_ids"]
+        == json::array({0, 1, 2, 3, 7, 6, 5, 9, 10, 11, 15, 14, 13, 12, 8, 4}));
+  CHECK(doc["physical_assignment"].is_null());
+  CHECK(doc["axes_links"][0]["wraparound"] == true);
 }

@@ -289,7 +289,7 @@ TEST_CASE("topology files: located errors", "[topology]") {
   };
   const std::vector<Case> cases = {
       {R"({"chip": "v5x", "shape": [4, 4, 4]})", "/chip",
-       "unknown chip \"v5x\"; did you mean \"v5e\"?"},
+       "unknown chip \"v5x\""},
       {R"({"shape": [4, 4, 4]})", "/", "a topology file needs \"chip\": a catalogue family"},
       {R"({"chip": "v5p"})", "/", "a v5p topology needs \"shape\": [x, y, z] in chips"},
       {R"({"chip": "v5p", "shape": [4, 0, 4]})", "/shape/1",
