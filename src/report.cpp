@@ -531,7 +531,12 @@ std::string topology_show_text(const Topology& topology) {
   out += "\nfigures:\n";
   std::vector<std::vector<std::string>> figs = {{"figure", "value", "source"}};
   for (const auto& [name, f] : figure_list(t)) {
-    figs.push_back({name, fmt::format("{:g}", f->value), f->source});
+    // Capacities exactly (a byte count), rates and times as %g.
+    figs.push_back({name,
+                    name.ends_with("_bytes_per_device")
+                        ? with_commas(static_cast<int64_t>(f->value))
+                        : fmt::format("{:g}", f->value),
+                    f->source});
   }
   out += table(figs);
   return out;
