@@ -115,11 +115,11 @@ TEST_CASE("mesh on topology: no wraparound below a full cube", "[topology]") {
 
 TEST_CASE("mesh on topology: JAX's ring orders close a ring", "[topology]") {
   // v5e 4x4 as (16,): the 16-cycle, a ring without wraparound links.
-  const AxisLink& a = link_of(laid("v5e-16", "a:16"), "a");
+  const AxisLink a = link_of(laid("v5e-16", "a:16"), "a");
   CHECK(a.wraparound);
   CHECK(a.bytes_per_s == 2 * 4.5e10);
   // v3-8 as (8,): the tray ring over both cores of four chips.
-  const AxisLink& b = link_of(laid("v3-8", "b:8"), "b");
+  const AxisLink b = link_of(laid("v3-8", "b:8"), "b");
   CHECK(b.wraparound);
   CHECK(b.physical_axes == std::vector<std::string>{"x", "y", "core"});
 }
