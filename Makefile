@@ -16,8 +16,8 @@ build: deps
 	@cmake --build --preset release -j $(JOBS)
 
 demo: build
-	@echo '$$ shardplan mesh --topology v5p-128 --mesh dp:2,fsdp:-1,tp:4' >&2
-	@build/release/shardplan mesh --topology v5p-128 --mesh dp:2,fsdp:-1,tp:4
+	@echo '$$ shardplan mesh --topology v5p-128 --mesh dp:4,fsdp:-1,tp:4' >&2
+	@build/release/shardplan mesh --topology v5p-128 --mesh dp:4,fsdp:-1,tp:4
 
 test: deps test-dev test-asan
 
