@@ -148,20 +148,28 @@ IciLink ici_link(const TpuPhysical& p, const std::vector<int64_t>& group, int64_
   return link;
 }
 
+// One AxisLink per mesh axis; `fill(l, axis, link)` classifies the axes
+// that move data (size > 1), the others stay LinkClass::none.
+template <typename Fill>
+std::vector<AxisLink> links_per_axis(const Mesh& mesh, const Fill& fill) {
+  std::vector<AxisLink> links;
+  for (size_t l = 0; l < mesh.axes.size(); ++l) {
+    const MeshAxis& axis = mesh.axes[l];
+    AxisLink& link = links.emplace_back();
+    link.axis = axis.name;
+    link.ring_size = axis.size;
+    if (axis.size > 1) {
+      fill(l, axis, link);
+    }
+  }
+  return links;
+}
+
 std::vector<AxisLink> tpu_links(const Topology& t, const Mesh& mesh,
                                 const DeviceGrid& grid) {
   const TpuPhysical p = tpu_physical(t);
   const TopologyFigures& f = t.figures;
-  std::vector<AxisLink> links;
-  for (size_t l = 0; l < mesh.axes.size(); ++l) {
-    const MeshAxis& axis = mesh.axes[l];
-    AxisLink link;
-    link.axis = axis.name;
-    link.ring_size = axis.size;
-    if (axis.size == 1) {
-      links.push_back(std::move(link));
-      continue;
-    }
+  return links_per_axis(mesh, [&](size_t l, const MeshAxis& axis, AxisLink& link) {
     double ici_bw = 0;
     if (axis.ici > 1) {
       IciLink ici = ici_link(p, axis_groups(grid, l).front(), axis.ici);
@@ -188,24 +196,13 @@ std::vector<AxisLink> tpu_links(const Topology& t, const Mesh& mesh,
       }
       link.latency_s = std::max(link.latency_s, f.dcn_latency_s.value);
     }
-    links.push_back(std::move(link));
-  }
-  return links;
+  });
 }
 
 std::vector<AxisLink> gpu_links(const Topology& t, const Mesh& mesh,
                                 const DeviceGrid& grid) {
   const TopologyFigures& f = t.figures;
-  std::vector<AxisLink> links;
-  for (size_t l = 0; l < mesh.axes.size(); ++l) {
-    const MeshAxis& axis = mesh.axes[l];
-    AxisLink link;
-    link.axis = axis.name;
-    link.ring_size = axis.size;
-    if (axis.size == 1) {
-      links.push_back(std::move(link));
-      continue;
-    }
+  return links_per_axis(mesh, [&](size_t l, const MeshAxis&, AxisLink& link) {
     bool all_inside = true;    // every group inside one NVLink domain
     bool all_distinct = true;  // every member of every group in its own domain
     for (const std::vector<int64_t>& g : axis_groups(grid, l)) {
@@ -226,9 +223,7 @@ std::vector<AxisLink> gpu_links(const Topology& t, const Mesh& mesh,
       link.bytes_per_s = f.network_bytes_per_s_per_gpu.value;
       link.latency_s = f.network_latency_s.value;
     }
-    links.push_back(std::move(link));
-  }
-  return links;
+  });
 }
 
 HostLayout host_layout(const Topology& t, const Mesh& mesh, Diagnostics& diags) {
