@@ -241,23 +241,14 @@ std::string seconds_text(double seconds) {
   return fmt::format("{:g} us", seconds * 1e6);
 }
 
-std::vector<std::pair<std::string, const Figure*>> figure_list(const Topology& t) {
-  const TopologyFigures& f = t.figures;
-  std::vector<std::pair<std::string, const Figure*>> out = {
-      {"hbm_bytes_per_device", &f.hbm_bytes_per_device}};
-  if (t.kind == TopologyKind::tpu) {
-    out.insert(out.end(), {{"ici_bytes_per_s_per_link", &f.ici_bytes_per_s_per_link},
-                           {"ici_links_per_chip", &f.ici_links_per_chip},
-                           {"ici_latency_s", &f.ici_latency_s}});
-    if (!f.dcn_bytes_per_s_per_chip.source.empty()) {
-      out.insert(out.end(), {{"dcn_bytes_per_s_per_chip", &f.dcn_bytes_per_s_per_chip},
-                             {"dcn_latency_s", &f.dcn_latency_s}});
+// The figures that apply to `t` (its kind's, and DCN only where it has some).
+std::vector<std::pair<std::string_view, const Figure*>> figure_list(const Topology& t) {
+  std::vector<std::pair<std::string_view, const Figure*>> out;
+  for (const FigureField& field : figure_fields()) {
+    const Figure* figure = &(t.figures.*field.member);
+    if ((!field.kind || field.kind == t.kind) && !figure->source.empty()) {
+      out.emplace_back(field.name, figure);
     }
-  } else {
-    out.insert(out.end(), {{"nvlink_bytes_per_s_per_gpu", &f.nvlink_bytes_per_s_per_gpu},
-                           {"nvlink_latency_s", &f.nvlink_latency_s},
-                           {"network_bytes_per_s_per_gpu", &f.network_bytes_per_s_per_gpu},
-                           {"network_latency_s", &f.network_latency_s}});
   }
   return out;
 }
@@ -303,7 +294,7 @@ ordered_json topology_object(const Topology& t) {
   j["links"] = std::move(links);
   ordered_json figures;
   for (const auto& [name, figure] : figure_list(t)) {
-    figures[name] = {{"value", figure->value}, {"source", figure->source}};
+    figures[std::string(name)] = {{"value", figure->value}, {"source", figure->source}};
   }
   j["figures"] = std::move(figures);
   return j;
@@ -532,7 +523,7 @@ std::string topology_show_text(const Topology& topology) {
   std::vector<std::vector<std::string>> figs = {{"figure", "value", "source"}};
   for (const auto& [name, f] : figure_list(t)) {
     // Capacities exactly (a byte count), rates and times as %g.
-    figs.push_back({name,
+    figs.push_back({std::string(name),
                     name.ends_with("_bytes_per_device")
                         ? with_commas(static_cast<int64_t>(f->value))
                         : fmt::format("{:g}", f->value),

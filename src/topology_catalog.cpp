@@ -79,27 +79,15 @@ Shape3 parse_shape_text(const std::string& file, std::string_view text) {
   return shape;
 }
 
-Figure read_figure(const Json& figures, const char* key) {
-  Figure f;
-  if (figures.contains(key)) {
-    f.value = figures.at(key).at("value").get<double>();
-    f.source = figures.at(key).at("source").get<std::string>();
-  }
-  return f;
-}
-
 TopologyFigures read_figures(const Json& figures) {
   TopologyFigures f;
-  f.hbm_bytes_per_device = read_figure(figures, "hbm_bytes_per_device");
-  f.ici_bytes_per_s_per_link = read_figure(figures, "ici_bytes_per_s_per_link");
-  f.ici_links_per_chip = read_figure(figures, "ici_links_per_chip");
-  f.ici_latency_s = read_figure(figures, "ici_latency_s");
-  f.dcn_bytes_per_s_per_chip = read_figure(figures, "dcn_bytes_per_s_per_chip");
-  f.dcn_latency_s = read_figure(figures, "dcn_latency_s");
-  f.nvlink_bytes_per_s_per_gpu = read_figure(figures, "nvlink_bytes_per_s_per_gpu");
-  f.nvlink_latency_s = read_figure(figures, "nvlink_latency_s");
-  f.network_bytes_per_s_per_gpu = read_figure(figures, "network_bytes_per_s_per_gpu");
-  f.network_latency_s = read_figure(figures, "network_latency_s");
+  for (const FigureField& field : figure_fields()) {
+    if (figures.contains(field.name)) {
+      const Json& figure = figures.at(field.name);
+      f.*field.member = Figure{figure.at("value").get<double>(),
+                               figure.at("source").get<std::string>()};
+    }
+  }
   return f;
 }
 
@@ -658,25 +646,15 @@ class FileReader {
       fail(pointer, "expected an object of figures, got " + type_name(j));
       return false;
     }
-    const std::vector<std::pair<std::string, Figure*>> known = {
-        {"hbm_bytes_per_device", &f.hbm_bytes_per_device},
-        {"ici_bytes_per_s_per_link", &f.ici_bytes_per_s_per_link},
-        {"ici_links_per_chip", &f.ici_links_per_chip},
-        {"ici_latency_s", &f.ici_latency_s},
-        {"dcn_bytes_per_s_per_chip", &f.dcn_bytes_per_s_per_chip},
-        {"dcn_latency_s", &f.dcn_latency_s},
-        {"nvlink_bytes_per_s_per_gpu", &f.nvlink_bytes_per_s_per_gpu},
-        {"nvlink_latency_s", &f.nvlink_latency_s},
-        {"network_bytes_per_s_per_gpu", &f.network_bytes_per_s_per_gpu},
-        {"network_latency_s", &f.network_latency_s}};
+    const std::span<const FigureField> known = figure_fields();
     for (const auto& [key, value] : j.items()) {
       const std::string at = pointer + "/" + json_pointer_escape(key);
       auto it = std::find_if(known.begin(), known.end(),
-                             [&](const auto& k) { return k.first == key; });
+                             [&](const FigureField& k) { return k.name == key; });
       if (it == known.end()) {
         std::vector<std::string> names;
-        for (const auto& k : known) {
-          names.push_back(k.first);
+        for (const FigureField& k : known) {
+          names.emplace_back(k.name);
         }
         std::string near = closest_match(key, names);
         fail(at, fmt::format("unknown figure {}", quote(key)),
@@ -707,7 +685,7 @@ class FileReader {
                                                                    : type_name(*number)));
         return false;
       }
-      *it->second = Figure{number->get<double>(), std::move(source)};
+      f.*(it->member) = Figure{number->get<double>(), std::move(source)};
     }
     return true;
   }
@@ -912,6 +890,25 @@ class FileReader {
 };
 
 }  // namespace
+
+std::span<const FigureField> figure_fields() {
+  using F = TopologyFigures;
+  constexpr auto tpu = TopologyKind::tpu;
+  constexpr auto gpu = TopologyKind::gpu;
+  static const std::array<FigureField, 10> fields = {{
+      {"hbm_bytes_per_device", &F::hbm_bytes_per_device, std::nullopt},
+      {"ici_bytes_per_s_per_link", &F::ici_bytes_per_s_per_link, tpu},
+      {"ici_links_per_chip", &F::ici_links_per_chip, tpu},
+      {"ici_latency_s", &F::ici_latency_s, tpu},
+      {"dcn_bytes_per_s_per_chip", &F::dcn_bytes_per_s_per_chip, tpu},
+      {"dcn_latency_s", &F::dcn_latency_s, tpu},
+      {"nvlink_bytes_per_s_per_gpu", &F::nvlink_bytes_per_s_per_gpu, gpu},
+      {"nvlink_latency_s", &F::nvlink_latency_s, gpu},
+      {"network_bytes_per_s_per_gpu", &F::network_bytes_per_s_per_gpu, gpu},
+      {"network_latency_s", &F::network_latency_s, gpu},
+  }};
+  return fields;
+}
 
 bool is_2d(TpuChip chip) {
   return chip == TpuChip::v2 || chip == TpuChip::v3 || chip == TpuChip::v5e

@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -229,6 +230,16 @@ struct TopologyFigures {
   Figure network_bytes_per_s_per_gpu;
   Figure network_latency_s;
 };
+
+// Every figure of TopologyFigures with its name (as files and the JSON
+// output spell it), and the kind of topology it belongs to: the one list the
+// catalogue, topology files and the report all walk.
+struct FigureField {
+  std::string_view name;
+  Figure TopologyFigures::*member;
+  std::optional<TopologyKind> kind;  // nullopt: both kinds
+};
+std::span<const FigureField> figure_fields();
 
 struct Topology {
   std::string name;          // canonical: "v5p-128", "2xv5p-256", "v5p:4x4x8", "h100x64"
