@@ -62,21 +62,35 @@ struct Family {
       fmt::format("configs/topologies/{}: {}", file, what));
 }
 
-Shape3 parse_shape_text(const std::string& file, std::string_view text) {
+// Parses a positive decimal; nullopt on anything else (or above 2^31).
+std::optional<int64_t> parse_count(std::string_view text) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < 1
+      || v > (int64_t{1} << 31)) {
+    return std::nullopt;
+  }
+  return v;
+}
+
+// "4x4x8" -> {4, 4, 8}, "16x16" -> {16, 16, 1}: exactly `dims` counts
+// joined by 'x'; nullopt otherwise.
+std::optional<Shape3> parse_chips(std::string_view text, size_t dims) {
   Shape3 shape{1, 1, 1};
   size_t k = 0;
-  while (!text.empty()) {
+  while (true) {
     size_t x = text.find('x');
-    std::string_view part = text.substr(0, x);
-    int64_t v = 0;
-    auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
-    if (ec != std::errc() || end != part.data() + part.size() || v < 1 || k >= 3) {
-      bad_catalogue(file, fmt::format("bad slice shape \"{}\"", text));
+    std::optional<int64_t> v = parse_count(text.substr(0, x));
+    if (!v || k >= dims) {
+      return std::nullopt;
     }
-    shape[k++] = v;
-    text = x == std::string_view::npos ? std::string_view() : text.substr(x + 1);
+    shape[k++] = *v;
+    if (x == std::string_view::npos) {
+      break;
+    }
+    text = text.substr(x + 1);
   }
-  return shape;
+  return k == dims ? std::optional<Shape3>(shape) : std::nullopt;
 }
 
 TopologyFigures read_figures(const Json& figures) {
@@ -150,7 +164,11 @@ Family parse_family(const embedded::EmbeddedFile& file) {
     for (const Json& s : j.at("slices")) {
       const std::string text = s.get<std::string>();
       f.two_d = std::count(text.begin(), text.end(), 'x') == 1;
-      f.slices.push_back(parse_shape_text(name, text));
+      std::optional<Shape3> shape = parse_chips(text, f.two_d ? 2 : 3);
+      if (!shape) {
+        bad_catalogue(name, fmt::format("bad slice shape \"{}\"", text));
+      }
+      f.slices.push_back(*shape);
     }
   } catch (const Json::exception& e) {
     bad_catalogue(name, e.what());
@@ -269,16 +287,6 @@ constexpr std::string_view k_name_hint =
     "for K slices (2xv5p-256), and GPUs like h100x64, a100x8, h200x16, "
     "b200x64, gb200x72; `shardplan topology list` shows the catalogue";
 
-// Parses a positive decimal; nullopt on anything else (or above 2^31).
-std::optional<int64_t> parse_count(std::string_view text) {
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || v < 1
-      || v > (int64_t{1} << 31)) {
-    return std::nullopt;
-  }
-  return v;
-}
 
 bool valid_host_tiling(const Shape3& shape, const Shape3& bounds) {
   for (size_t k = 0; k < 3; ++k) {
@@ -467,30 +475,14 @@ class NameResolver {
     }
     const std::string expected =
         f->two_d ? "AxB chips (x, y)" : "XxYxZ chips (x, y, z; 2D shapes AxB mean z = 1)";
-    Shape3 shape{1, 1, 1};
-    size_t k = 0;
-    std::string_view rest = text;
-    while (true) {
-      size_t x = rest.find('x');
-      std::optional<int64_t> v = parse_count(rest.substr(0, x));
-      if (!v || k >= 3 || (f->two_d && k >= 2)) {
-        return fail("topology.shape",
-                    fmt::format("bad shape {} in topology {}: expected {}", quote(text),
-                                quote(m_original), expected),
-                    "");
-      }
-      shape[k++] = *v;
-      if (x == std::string_view::npos) {
-        break;
-      }
-      rest = rest.substr(x + 1);
-    }
-    if (k != (f->two_d ? 2U : 3U)) {
+    std::optional<Shape3> parsed = parse_chips(text, f->two_d ? 2 : 3);
+    if (!parsed) {
       return fail("topology.shape",
                   fmt::format("bad shape {} in topology {}: expected {}", quote(text),
                               quote(m_original), expected),
                   "");
     }
+    const Shape3 shape = *parsed;
     for (size_t i = 0; i < 3; ++i) {
       if (shape[i] > f->max_shape[i]) {
         return fail("topology.shape",
