@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
-#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -21,30 +20,39 @@ size_t to_size(int64_t v) {
   return static_cast<size_t>(v);
 }
 
-// The ids of every collective group along mesh axis `axis`: groups[g][i] is
-// the i-th device of group g (all other coordinates fixed), row-major over
-// the other coordinates.
-std::vector<std::vector<int64_t>> axis_groups(const DeviceGrid& grid, size_t axis) {
-  const std::vector<int64_t>& shape = grid.shape;
+// Row-major stride of mesh axis `axis` in the grid.
+int64_t axis_stride(const DeviceGrid& grid, size_t axis) {
   int64_t stride = 1;
-  for (size_t k = axis + 1; k < shape.size(); ++k) {
-    stride *= shape[k];
+  for (size_t k = axis + 1; k < grid.shape.size(); ++k) {
+    stride *= grid.shape[k];
   }
-  const int64_t n = shape[axis];
-  const int64_t total = static_cast<int64_t>(grid.ids.size());
-  std::vector<std::vector<int64_t>> groups;
-  groups.reserve(to_size(total / std::max<int64_t>(n, 1)));
-  for (int64_t flat = 0; flat < total; ++flat) {
-    if ((flat / stride) % n != 0) {
-      continue;  // not the first member of its group
-    }
-    std::vector<int64_t>& g = groups.emplace_back();
-    g.reserve(to_size(n));
-    for (int64_t i = 0; i < n; ++i) {
-      g.push_back(grid.ids[to_size(flat + i * stride)]);
+  return stride;
+}
+
+// The first `count` devices of the collective group along mesh axis `axis`
+// that starts at row-major position `first` (all other coordinates fixed).
+std::vector<int64_t> axis_group(const DeviceGrid& grid, size_t axis, int64_t first,
+                                int64_t count) {
+  const int64_t stride = axis_stride(grid, axis);
+  std::vector<int64_t> ids;
+  ids.reserve(to_size(count));
+  for (int64_t i = 0; i < count; ++i) {
+    ids.push_back(grid.ids[to_size(first + i * stride)]);
+  }
+  return ids;
+}
+
+// Calls fn(group) for every whole collective group along mesh axis `axis`.
+template <typename Fn>
+void for_each_group(const DeviceGrid& grid, size_t axis, const Fn& fn) {
+  const int64_t stride = axis_stride(grid, axis);
+  const int64_t n = grid.shape[axis];
+  const auto total = static_cast<int64_t>(grid.ids.size());
+  for (int64_t first = 0; first < total; ++first) {
+    if ((first / stride) % n == 0) {  // the group's first member
+      fn(axis_group(grid, axis, first, n));
     }
   }
-  return groups;
 }
 
 // Physical coordinates of a TPU device: x, y, z, core.
@@ -53,18 +61,19 @@ using Coord = std::array<int64_t, 4>;
 struct TpuPhysical {
   std::array<int64_t, 4> size{1, 1, 1, 1};
   std::array<bool, 4> wrap{false, false, false, false};
-  std::map<int64_t, Coord> coords;  // id -> coordinate
+  std::vector<Coord> coords;  // indexed by device id (ids are 0..N-1)
 };
 
-TpuPhysical tpu_physical(const Topology& t) {
+TpuPhysical tpu_physical(const Topology& t, const std::vector<TpuDevice>& devices) {
   TpuPhysical p;
   for (size_t k = 0; k < 3; ++k) {
     p.size[k] = t.tpu.chips[k];
     p.wrap[k] = t.wraparound[k];
   }
   p.size[3] = t.tpu.cores_per_chip;
-  for (const TpuDevice& d : tpu_devices(t.tpu)) {
-    p.coords[d.id] = {d.coords[0], d.coords[1], d.coords[2], d.core_on_chip};
+  p.coords.resize(devices.size());
+  for (const TpuDevice& d : devices) {
+    p.coords[to_size(d.id)] = {d.coords[0], d.coords[1], d.coords[2], d.core_on_chip};
   }
   return p;
 }
@@ -100,14 +109,14 @@ struct IciLink {
   std::vector<std::string> physical_axes;
 };
 
-// The ICI part of a mesh axis: its first `ici` devices (the DCN index is
-// major within an axis, so they share a slice).
+// The ICI part of a mesh axis: `group` holds its first `ici` devices (the DCN
+// index is major within an axis, so they share a slice).
 IciLink ici_link(const TpuPhysical& p, const std::vector<int64_t>& group, int64_t ici) {
   IciLink link;
   std::array<std::set<int64_t>, 4> values;
   std::vector<Coord> coords;
   for (int64_t i = 0; i < ici; ++i) {
-    const Coord& c = p.coords.at(group[to_size(i)]);
+    const Coord& c = p.coords[to_size(group[to_size(i)])];
     coords.push_back(c);
     for (size_t k = 0; k < 4; ++k) {
       values[k].insert(c[k]);
@@ -165,14 +174,14 @@ std::vector<AxisLink> links_per_axis(const Mesh& mesh, const Fill& fill) {
   return links;
 }
 
-std::vector<AxisLink> tpu_links(const Topology& t, const Mesh& mesh,
-                                const DeviceGrid& grid) {
-  const TpuPhysical p = tpu_physical(t);
+std::vector<AxisLink> tpu_links(const Topology& t, const std::vector<TpuDevice>& devices,
+                                const Mesh& mesh, const DeviceGrid& grid) {
+  const TpuPhysical p = tpu_physical(t, devices);
   const TopologyFigures& f = t.figures;
   return links_per_axis(mesh, [&](size_t l, const MeshAxis& axis, AxisLink& link) {
     double ici_bw = 0;
     if (axis.ici > 1) {
-      IciLink ici = ici_link(p, axis_groups(grid, l).front(), axis.ici);
+      IciLink ici = ici_link(p, axis_group(grid, l, 0, axis.ici), axis.ici);
       link.wraparound = ici.wraparound;
       link.physical_axes = std::move(ici.physical_axes);
       // A ring uses both directions of its links; a line, one (~2x slower).
@@ -205,14 +214,14 @@ std::vector<AxisLink> gpu_links(const Topology& t, const Mesh& mesh,
   return links_per_axis(mesh, [&](size_t l, const MeshAxis&, AxisLink& link) {
     bool all_inside = true;    // every group inside one NVLink domain
     bool all_distinct = true;  // every member of every group in its own domain
-    for (const std::vector<int64_t>& g : axis_groups(grid, l)) {
+    for_each_group(grid, l, [&](const std::vector<int64_t>& g) {
       std::set<int64_t> domains;
       for (int64_t id : g) {
         domains.insert(id / t.nvlink_domain);
       }
       all_inside = all_inside && domains.size() == 1;
       all_distinct = all_distinct && domains.size() == g.size();
-    }
+    });
     link.wraparound = true;  // NVSwitch and a fat tree are switched: rings close
     if (all_inside) {
       link.link = LinkClass::nvlink;
@@ -226,13 +235,15 @@ std::vector<AxisLink> gpu_links(const Topology& t, const Mesh& mesh,
   });
 }
 
-HostLayout host_layout(const Topology& t, const Mesh& mesh, Diagnostics& diags) {
+// `devices`: the TPU devices in jax.devices() order (empty on GPU).
+HostLayout host_layout(const Topology& t, const std::vector<TpuDevice>& devices,
+                       const Mesh& mesh, Diagnostics& diags) {
   HostLayout hosts;
   hosts.devices_per_host = t.devices_per_host();
   hosts.count = t.num_hosts();
   hosts.device_ids.resize(to_size(hosts.count));
   if (t.kind == TopologyKind::tpu) {
-    for (const TpuDevice& d : tpu_devices(t.tpu)) {
+    for (const TpuDevice& d : devices) {
       hosts.device_ids[to_size(d.process_index)].push_back(d.id);
     }
   } else {
@@ -313,6 +324,9 @@ std::optional<MeshLayout> layout_mesh(const Topology& topology,
     return std::nullopt;
   }
   MeshLayout layout;
+  const std::vector<TpuDevice> devices =
+      topology.kind == TopologyKind::tpu ? tpu_devices(topology.tpu)
+                                         : std::vector<TpuDevice>();
   if (topology.kind == TopologyKind::tpu) {
     const size_t before = diags.items().size();
     std::optional<TpuGrid> grid =
@@ -339,12 +353,12 @@ std::optional<MeshLayout> layout_mesh(const Topology& topology,
       layout.physical_axis_names.emplace_back(
           two_d && p == 2 ? "core" : k_physical_names[p]);
     }
-    layout.links = tpu_links(topology, mesh, layout.grid);
+    layout.links = tpu_links(topology, devices, mesh, layout.grid);
   } else {
     layout.grid = gpu_device_grid(mesh, topology.gpus_per_host);
     layout.links = gpu_links(topology, mesh, layout.grid);
   }
-  layout.hosts = host_layout(topology, mesh, diags);
+  layout.hosts = host_layout(topology, devices, mesh, diags);
   return layout;
 }
 
