@@ -106,6 +106,14 @@ std::vector<int64_t> Mesh::dcn_shape() const {
 
 namespace {
 
+// "--topology v5p-128 has 64 devices" when the count came from a topology.
+std::string devices_hint(const MeshOptions& options) {
+  if (options.devices_source.empty() || !options.num_devices) {
+    return "";
+  }
+  return fmt::format("{} has {} devices", options.devices_source, *options.num_devices);
+}
+
 // The value -1 stands for "fill"; kept apart from real sizes.
 constexpr int64_t k_fill = -1;
 
@@ -689,20 +697,24 @@ std::optional<Mesh> parse_mesh(std::string_view text, const MeshOptions& options
       return std::nullopt;
     }
     if (*options.num_devices % known != 0) {
-      diags.error("mesh.fill-indivisible",
-                  fmt::format("cannot fill -1: {} devices are not divisible by {}, "
-                              "the product of the other axes",
-                              *options.num_devices, known),
-                  location_in_text("--mesh", text, fill->size_offset));
+      Diagnostic& d =
+          diags.error("mesh.fill-indivisible",
+                      fmt::format("cannot fill -1: {} devices are not divisible by {}, "
+                                  "the product of the other axes",
+                                  *options.num_devices, known),
+                      location_in_text("--mesh", text, fill->size_offset));
+      d.hint = devices_hint(options);
       return std::nullopt;
     }
     auto index = static_cast<size_t>(fill - items->data());
     mesh.axes[index].size = *options.num_devices / known;
   } else if (options.num_devices && known != *options.num_devices) {
-    diags.error("mesh.device-count",
-                fmt::format("the mesh needs {} devices ({}) but there are {}", known,
-                            join_sizes(mesh.shape()), *options.num_devices),
-                location_in_text("--mesh", text, items->front().offset));
+    Diagnostic& d =
+        diags.error("mesh.device-count",
+                    fmt::format("the mesh needs {} devices ({}) but there are {}", known,
+                                join_sizes(mesh.shape()), *options.num_devices),
+                    location_in_text("--mesh", text, items->front().offset));
+    d.hint = devices_hint(options);
     return std::nullopt;
   }
 

@@ -536,8 +536,12 @@ std::optional<TorusLayout> assign_torus_axes(
     }
     if (!found && size > 1) {
       if (!allow_split_physical_axes) {
-        diags.error("topology.no-assignment",
-                    no_assignment_message(l, size, remaining));
+        Diagnostic& d = diags.error("topology.no-assignment",
+                                    no_assignment_message(l, size, remaining));
+        d.hint = fmt::format(
+            "pass --allow-split-physical-axes (jax.make_mesh sets it by itself on "
+            "v5e), or choose axis sizes that are products of the physical axes {}",
+            py_tuple(physical_shape));
         return std::nullopt;
       }
       return split_torus_axes(physical_shape, mesh_shape, diags);

@@ -94,13 +94,6 @@ bool neighbours(const TpuPhysical& p, const Coord& a, const Coord& b) {
   return differing == 0 ? a[3] != b[3] : differing == 1 && hop;
 }
 
-std::string physical_text(const Topology& t) {
-  return fmt::format("({}, {}, {}{})", t.tpu.chips[0], t.tpu.chips[1], t.tpu.chips[2],
-                     t.tpu.cores_per_chip > 1
-                         ? fmt::format(", {} cores", t.tpu.cores_per_chip)
-                         : std::string());
-}
-
 constexpr std::array<const char*, 4> k_physical_names = {"x", "y", "z", "core"};
 
 struct IciLink {
@@ -328,20 +321,9 @@ std::optional<MeshLayout> layout_mesh(const Topology& topology,
       topology.kind == TopologyKind::tpu ? tpu_devices(topology.tpu)
                                          : std::vector<TpuDevice>();
   if (topology.kind == TopologyKind::tpu) {
-    const size_t before = diags.items().size();
     std::optional<TpuGrid> grid =
         tpu_device_grid(topology.tpu, mesh, allow_split_physical_axes, diags);
     if (!grid) {
-      for (size_t i = before; i < diags.items().size(); ++i) {
-        Diagnostic& d = diags.at(i);
-        if (d.code == "topology.no-assignment") {
-          d.hint = topology.tpu.chip == TpuChip::v5e
-                       ? "pass --allow-split-physical-axes (jax.make_mesh does so "
-                         "on v5e by itself), or reorder the mesh axes"
-                       : "pass --allow-split-physical-axes, or choose axis sizes "
-                         "that are products of the physical axes " + physical_text(topology);
-        }
-      }
       return std::nullopt;
     }
     layout.grid = std::move(grid->grid);

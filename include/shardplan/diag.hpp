@@ -75,9 +75,6 @@ class Diagnostics {
   Diagnostic& warning(std::string code, std::string message, Location location = {});
 
   const std::vector<Diagnostic>& items() const { return m_items; }
-  // For a caller that adds a hint to what a callee reported.
-  // REQUIRES: index < items().size().
-  Diagnostic& at(size_t index) { return m_items[index]; }
   size_t error_count() const { return m_errors; }
   size_t warning_count() const { return m_warnings; }
   bool has_errors() const { return m_errors > 0; }

@@ -66,6 +66,9 @@ struct MeshOptions {
   std::vector<std::string> axis_names;
   // Devices the mesh must cover; required to fill a -1.
   std::optional<int64_t> num_devices;
+  // Where num_devices comes from, for the hint of a count error
+  // ("--topology v5p-128"); empty when it is --devices itself.
+  std::string devices_source;
   // Slices of the topology; nullopt when unknown (no topology given), in
   // which case the --dcn factors define the slice count.
   std::optional<int64_t> num_slices;

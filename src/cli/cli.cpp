@@ -149,18 +149,11 @@ int run_mesh(const MeshCommand& cmd, Session& session) {
   options.num_devices = topology ? std::optional<int64_t>(topology->devices()) : cmd.devices;
   if (topology) {
     options.num_slices = topology->num_slices();
+    options.devices_source = "--topology " + topology->name;
   }
   options.dcn = cmd.dcn;
-  const size_t before = session.diags().items().size();
   auto mesh = parse_mesh(cmd.mesh, options, session.diags());
   if (!mesh) {
-    for (size_t i = before; topology && i < session.diags().items().size(); ++i) {
-      Diagnostic& d = session.diags().at(i);
-      if (d.code == "mesh.device-count" && d.hint.empty()) {
-        d.hint = fmt::format("--topology {} has {} devices", topology->name,
-                             topology->devices());
-      }
-    }
     return session.fail_input();
   }
   spdlog::debug("mesh {} resolved to {} devices", cmd.mesh, mesh->num_devices());
