@@ -225,17 +225,12 @@ std::string closest_match(std::string_view word,
   return best;
 }
 
-std::string json_pointer_escape(std::string_view token) {
-  return json_pointer_child("", token).substr(1);
-}
+namespace {
 
-std::string json_pointer_child(std::string_view parent, std::string_view token) {
-  std::string out;
-  out.reserve(parent.size() + 1 + token.size());
-  out.append(parent);
-  out += '/';
-  // Manifest readers build one pointer per tensor: copy runs, not characters
-  // (find_first_of would call memchr once per character).
+// Appends `token` to `out` escaped as RFC 6901 says. Manifest readers build
+// one pointer per tensor: copy runs, not characters (find_first_of would call
+// memchr once per character).
+void append_escaped(std::string& out, std::string_view token) {
   auto special = [](char c) { return c == '~' || c == '/'; };
   auto run = token.begin();
   while (run != token.end()) {
@@ -247,6 +242,23 @@ std::string json_pointer_child(std::string_view parent, std::string_view token) 
     out += *stop == '~' ? "~0" : "~1";
     run = stop + 1;
   }
+}
+
+}  // namespace
+
+std::string json_pointer_escape(std::string_view token) {
+  std::string out;
+  out.reserve(token.size());
+  append_escaped(out, token);
+  return out;
+}
+
+std::string json_pointer_child(std::string_view parent, std::string_view token) {
+  std::string out;
+  out.reserve(parent.size() + 1 + token.size());
+  out.append(parent);
+  out += '/';
+  append_escaped(out, token);
   return out;
 }
 
