@@ -602,24 +602,22 @@ class JsonInput {
     }
     simdjson::error_code e = simdjson::SUCCESS;
     switch (type) {
-      case od::json_type::array: {
-        od::array array;
-        std::string_view raw;
-        e = value.get_array().get(array);
-        if (!e) {
-          e = array.raw_json().get(raw);
-        }
-        if (!e && !raw_is_valid(raw)) {
-          return fail_json(simdjson::TAPE_ERROR, pointer(), at);
-        }
-        break;
-      }
+      case od::json_type::array:
       case od::json_type::object: {
-        od::object object;
+        // The container's raw text, skipped by simdjson, then checked whole.
         std::string_view raw;
-        e = value.get_object().get(object);
-        if (!e) {
-          e = object.raw_json().get(raw);
+        if (type == od::json_type::array) {
+          od::array array;
+          e = value.get_array().get(array);
+          if (!e) {
+            e = array.raw_json().get(raw);
+          }
+        } else {
+          od::object object;
+          e = value.get_object().get(object);
+          if (!e) {
+            e = object.raw_json().get(raw);
+          }
         }
         if (!e && !raw_is_valid(raw)) {
           return fail_json(simdjson::TAPE_ERROR, pointer(), at);
