@@ -690,7 +690,7 @@ class FileReader {
     const std::string chip = j.at("chip").get<std::string>();
     const Family* f = find_family(chip);
     if (f == nullptr) {
-      std::string near = closest_match(chip, family_names());
+      std::string near = closest_match(chip, catalogue_families());
       return fail(base + "/chip", fmt::format("unknown chip {}", quote(chip)),
                   (near.empty() ? "" : fmt::format("did you mean {}? ", quote(near)))
                       + families_hint());
@@ -871,7 +871,6 @@ class FileReader {
     return t;
   }
 
-  static std::vector<std::string> family_names() { return catalogue_families(); }
   static std::string families_hint() {
     return fmt::format("chips: {}", fmt::join(catalogue_families(), ", "));
   }
