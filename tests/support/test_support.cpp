@@ -97,6 +97,15 @@ Mesh mesh_of(std::string_view text, int64_t devices, std::string dcn) {
   return *m;
 }
 
+Topology topology_of(std::string_view name) {
+  Diagnostics diags;
+  std::optional<Topology> t = resolve_topology(name, {}, diags);
+  INFO(name << ": " << first_error(diags));
+  REQUIRE(t);
+  REQUIRE(diags.items().empty());
+  return *t;
+}
+
 std::string first_error(const Diagnostics& diags) {
   for (const Diagnostic& d : diags.items()) {
     if (d.severity == Severity::error) {

@@ -4,6 +4,7 @@
 
 #include <shardplan/diag.hpp>
 #include <shardplan/mesh.hpp>
+#include <shardplan/topology.hpp>
 
 #include <map>
 #include <string>
@@ -37,6 +38,10 @@ std::vector<NegativeCase> load_cases(std::string_view relative);
 // The mesh `text` on `devices` devices with the --dcn string `dcn`; fails
 // the current test (showing the error) when it does not parse.
 Mesh mesh_of(std::string_view text, int64_t devices, std::string dcn = "");
+
+// The catalogue topology `name`; fails the current test when it does not
+// resolve or reports anything.
+Topology topology_of(std::string_view name);
 
 // The first error in `diags` rendered without colour; empty when none.
 std::string first_error(const Diagnostics& diags);

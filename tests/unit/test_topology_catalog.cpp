@@ -17,15 +17,6 @@ using namespace shardplan;
 
 namespace {
 
-Topology named(std::string_view name) {
-  Diagnostics diags;
-  std::optional<Topology> t = resolve_topology(name, {}, diags);
-  INFO(name << ": " << test::first_error(diags));
-  REQUIRE(t);
-  REQUIRE_FALSE(diags.has_errors());
-  return *t;
-}
-
 Diagnostic name_error(std::string_view name) {
   Diagnostics diags;
   std::optional<Topology> t = resolve_topology(name, Location{"--topology", "", 0, 0, "", 0}, diags);
@@ -63,7 +54,7 @@ TEST_CASE("topology catalogue: Cloud TPU names count cores or chips", "[topology
       {"tpu7x-128", {4, 4, 4}, 128, 8},   {"V5P-128", {4, 4, 4}, 64, 4},
   };
   for (const Case& c : cases) {
-    Topology t = named(c.name);
+    Topology t = test::topology_of(c.name);
     INFO(c.name);
     CHECK(t.kind == TopologyKind::tpu);
     CHECK(t.tpu.chips == c.chips);
@@ -71,94 +62,94 @@ TEST_CASE("topology catalogue: Cloud TPU names count cores or chips", "[topology
     CHECK(t.devices_per_host() == c.devices_per_host);
     CHECK(t.num_hosts() * t.devices_per_host() == t.devices());
   }
-  CHECK(named("V5P-128").name == "v5p-128");
-  CHECK(named("v5litepod-16").name == "v5e-16");
+  CHECK(test::topology_of("V5P-128").name == "v5p-128");
+  CHECK(test::topology_of("v5litepod-16").name == "v5e-16");
 }
 
 TEST_CASE("topology catalogue: explicit shapes and slices", "[topology]") {
-  Topology t = named("v5p:4x4x8");
+  Topology t = test::topology_of("v5p:4x4x8");
   CHECK(t.name == "v5p:4x4x8");
   CHECK(t.tpu.chips == Shape3{4, 4, 8});
   CHECK(t.devices() == 128);
 
-  t = named("v3:2x2");
+  t = test::topology_of("v3:2x2");
   CHECK(t.name == "v3:2x2");
   CHECK(t.devices() == 8);
 
-  t = named("2xv5p-256");
+  t = test::topology_of("2xv5p-256");
   CHECK(t.name == "2xv5p-256");
   CHECK(t.num_slices() == 2);
   CHECK(t.tpu.chips == Shape3{4, 4, 8});
   CHECK(t.devices() == 256);
   CHECK(t.num_hosts() == 64);
 
-  t = named("4xv5e:16x16");
+  t = test::topology_of("4xv5e:16x16");
   CHECK(t.name == "4xv5e:16x16");
   CHECK(t.devices() == 1024);
 }
 
 TEST_CASE("topology catalogue: GPU clusters", "[topology]") {
-  Topology t = named("h100x64");
+  Topology t = test::topology_of("h100x64");
   CHECK(t.kind == TopologyKind::gpu);
   CHECK(t.devices() == 64);
   CHECK(t.num_hosts() == 8);
   CHECK(t.nvlink_domain == 8);
 
-  t = named("gb200x144");
+  t = test::topology_of("gb200x144");
   CHECK(t.devices() == 144);
   CHECK(t.nvlink_domain == 72);
   CHECK(t.devices_per_host() == 4);  // a compute tray (C.2)
   CHECK(t.num_hosts() == 36);
 
-  CHECK(named("a100x4").devices() == 4);  // part of one node
-  CHECK(named("b200x8").devices() == 8);
-  CHECK(named("h200x16").num_hosts() == 2);
+  CHECK(test::topology_of("a100x4").devices() == 4);  // part of one node
+  CHECK(test::topology_of("b200x8").devices() == 8);
+  CHECK(test::topology_of("h200x16").num_hosts() == 2);
 }
 
 TEST_CASE("topology catalogue: figures as hardware-and-costs.md C gives them",
           "[topology]") {
   // One unit everywhere: bytes, bytes per second (one way), seconds.
-  CHECK(named("v5p-8").figures.hbm_bytes_per_device.value == 95.0 * (1LL << 30));
-  CHECK(named("v5p-8").figures.ici_bytes_per_s_per_link.value == 9e10);
-  CHECK(named("v5p-8").figures.dcn_bytes_per_s_per_chip.value == 6.25e9);
-  CHECK(named("v5e-4").figures.dcn_bytes_per_s_per_chip.value == 3.125e9);
-  CHECK(named("v6e-4").figures.dcn_bytes_per_s_per_chip.value == 12.5e9);
-  CHECK(named("v4-8").figures.ici_bytes_per_s_per_link.value == 4.5e10);
-  CHECK(named("v4-8").figures.ici_links_per_chip.value == 6);
-  CHECK(named("v5e-4").figures.ici_links_per_chip.value == 4);
+  CHECK(test::topology_of("v5p-8").figures.hbm_bytes_per_device.value == 95.0 * (1LL << 30));
+  CHECK(test::topology_of("v5p-8").figures.ici_bytes_per_s_per_link.value == 9e10);
+  CHECK(test::topology_of("v5p-8").figures.dcn_bytes_per_s_per_chip.value == 6.25e9);
+  CHECK(test::topology_of("v5e-4").figures.dcn_bytes_per_s_per_chip.value == 3.125e9);
+  CHECK(test::topology_of("v6e-4").figures.dcn_bytes_per_s_per_chip.value == 12.5e9);
+  CHECK(test::topology_of("v4-8").figures.ici_bytes_per_s_per_link.value == 4.5e10);
+  CHECK(test::topology_of("v4-8").figures.ici_links_per_chip.value == 6);
+  CHECK(test::topology_of("v5e-4").figures.ici_links_per_chip.value == 4);
   // tpu_info.py: v3 34.4e9 per chip over 2 cores; v2 16e9 over 2.
-  CHECK(named("v3-8").figures.hbm_bytes_per_device.value == 17.2e9);
-  CHECK(named("v2-8").figures.hbm_bytes_per_device.value == 8e9);
+  CHECK(test::topology_of("v3-8").figures.hbm_bytes_per_device.value == 17.2e9);
+  CHECK(test::topology_of("v2-8").figures.hbm_bytes_per_device.value == 8e9);
   // TPU7x: 192 GiB per chip, two devices per chip.
-  CHECK(named("tpu7x-8").figures.hbm_bytes_per_device.value == 96.0 * (1LL << 30));
-  CHECK(named("h100x8").figures.nvlink_bytes_per_s_per_gpu.value == 4.5e11);
-  CHECK(named("h100x8").figures.network_bytes_per_s_per_gpu.value == 5e10);
-  CHECK(named("b200x8").figures.nvlink_bytes_per_s_per_gpu.value == 9e11);
-  CHECK(named("a100x8").figures.nvlink_bytes_per_s_per_gpu.value == 3e11);
-  CHECK(named("h200x8").figures.hbm_bytes_per_device.value == 141e9);
-  CHECK(named("gb200x72").figures.hbm_bytes_per_device.value == 186e9);
+  CHECK(test::topology_of("tpu7x-8").figures.hbm_bytes_per_device.value == 96.0 * (1LL << 30));
+  CHECK(test::topology_of("h100x8").figures.nvlink_bytes_per_s_per_gpu.value == 4.5e11);
+  CHECK(test::topology_of("h100x8").figures.network_bytes_per_s_per_gpu.value == 5e10);
+  CHECK(test::topology_of("b200x8").figures.nvlink_bytes_per_s_per_gpu.value == 9e11);
+  CHECK(test::topology_of("a100x8").figures.nvlink_bytes_per_s_per_gpu.value == 3e11);
+  CHECK(test::topology_of("h200x8").figures.hbm_bytes_per_device.value == 141e9);
+  CHECK(test::topology_of("gb200x72").figures.hbm_bytes_per_device.value == 186e9);
   // B.1: T_min ~ 1 us per ICI hop.
-  CHECK(named("v5e-4").figures.ici_latency_s.value == 1e-6);
+  CHECK(test::topology_of("v5e-4").figures.ici_latency_s.value == 1e-6);
   // v2/v3 have no multi-slice, so no DCN figure.
-  CHECK(named("v3-8").figures.dcn_bytes_per_s_per_chip.source.empty());
+  CHECK(test::topology_of("v3-8").figures.dcn_bytes_per_s_per_chip.source.empty());
 }
 
 TEST_CASE("topology catalogue: wraparound per hardware-and-costs.md B.1",
           "[topology]") {
   using Wrap = std::array<bool, 3>;
   // v4/v5p: tori only in whole 4x4x4 cubes; 2x2x4 has none.
-  CHECK(named("v5p-128").wraparound == Wrap{true, true, true});
-  CHECK(named("v5p:4x4x8").wraparound == Wrap{true, true, true});
-  CHECK(named("v4-32").wraparound == Wrap{false, false, false});
-  CHECK(named("v5p-64").wraparound == Wrap{false, false, false});
-  CHECK(named("v4-4096").wraparound == Wrap{true, true, true});
+  CHECK(test::topology_of("v5p-128").wraparound == Wrap{true, true, true});
+  CHECK(test::topology_of("v5p:4x4x8").wraparound == Wrap{true, true, true});
+  CHECK(test::topology_of("v4-32").wraparound == Wrap{false, false, false});
+  CHECK(test::topology_of("v5p-64").wraparound == Wrap{false, false, false});
+  CHECK(test::topology_of("v4-4096").wraparound == Wrap{true, true, true});
   // v5e/v6e: only axes of 16 (8x16 wraps on the long axis only).
-  CHECK(named("v5e-256").wraparound == Wrap{true, true, false});
-  CHECK(named("v5e-128").wraparound == Wrap{true, false, false});
-  CHECK(named("v6e-16").wraparound == Wrap{false, false, false});
+  CHECK(test::topology_of("v5e-256").wraparound == Wrap{true, true, false});
+  CHECK(test::topology_of("v5e-128").wraparound == Wrap{true, false, false});
+  CHECK(test::topology_of("v6e-16").wraparound == Wrap{false, false, false});
   // v3: the 32x32 pod's 2D torus.
-  CHECK(named("v3-2048").wraparound == Wrap{true, true, false});
-  CHECK(named("v3-32").wraparound == Wrap{false, false, false});
+  CHECK(test::topology_of("v3-2048").wraparound == Wrap{true, true, false});
+  CHECK(test::topology_of("v3-32").wraparound == Wrap{false, false, false});
 }
 
 TEST_CASE("topology catalogue: every entry is consistent and sourced", "[topology]") {
@@ -169,7 +160,7 @@ TEST_CASE("topology catalogue: every entry is consistent and sourced", "[topolog
     INFO(t.name);
     CHECK(names.insert(t.name).second);
     // Each name resolves back to the same entry.
-    Topology again = named(t.name);
+    Topology again = test::topology_of(t.name);
     CHECK(again.devices() == t.devices());
     CHECK(again.chip == t.chip);
     CHECK(t.devices() % t.devices_per_host() == 0);
@@ -243,7 +234,7 @@ TEST_CASE("topology files: show's JSON reads back as the same topology", "[topol
   for (const char* name : {"v5p-128", "2xv5e-256", "v3:2x4", "tpu7x-64", "h100x64",
                            "gb200x144"}) {
     INFO(name);
-    Topology t = named(name);
+    Topology t = test::topology_of(name);
     std::string json = topology_show_json(t);
     Diagnostics diags;
     std::optional<Topology> back = parse_topology_json(json, "t.json", diags);

@@ -18,13 +18,6 @@ namespace {
 
 using Ids = std::vector<int64_t>;
 
-Topology named(std::string_view name) {
-  Diagnostics diags;
-  std::optional<Topology> t = resolve_topology(name, {}, diags);
-  REQUIRE(t);
-  return *t;
-}
-
 Mesh mesh_on(const Topology& t, std::string_view text, std::string dcn = "") {
   Diagnostics diags;
   MeshOptions options;
@@ -39,7 +32,7 @@ Mesh mesh_on(const Topology& t, std::string_view text, std::string dcn = "") {
 
 MeshLayout laid(std::string_view topology, std::string_view mesh,
                 bool split = false) {
-  Topology t = named(topology);
+  Topology t = test::topology_of(topology);
   Diagnostics diags;
   std::optional<MeshLayout> layout = layout_mesh(t, mesh_on(t, mesh), split, diags);
   INFO(topology << " " << mesh << ": " << test::first_error(diags));
@@ -133,7 +126,7 @@ TEST_CASE("mesh on topology: DCN and mixed axes", "[topology]") {
   CHECK(link_of(layout, "fsdp").link == LinkClass::ici);
 
   // One axis over both slices: mixed, as slow as its DCN part.
-  Topology t = named("2xv5e-256");
+  Topology t = test::topology_of("2xv5e-256");
   Diagnostics diags;
   std::optional<MeshLayout> mixed =
       layout_mesh(t, mesh_on(t, "fsdp:512"), false, diags);
@@ -201,7 +194,7 @@ TEST_CASE("calculate_host_mesh_shape: eformer's examples and errors", "[topology
 }
 
 TEST_CASE("mesh on topology: errors", "[topology]") {
-  Topology t = named("v5p-128");
+  Topology t = test::topology_of("v5p-128");
   Diagnostics diags;
   CHECK_FALSE(layout_mesh(t, test::mesh_of("dp:2,tp:4", 8), false, diags));
   REQUIRE(diags.items().size() == 1);
@@ -219,7 +212,7 @@ TEST_CASE("mesh on topology: errors", "[topology]") {
   // With splitting allowed it fits.
   CHECK(laid("v5p-128", "a:2,b:32", true).grid.ids.size() == 64);
 
-  Topology two = named("2xv5p-256");
+  Topology two = test::topology_of("2xv5p-256");
   Diagnostics slices;
   CHECK_FALSE(layout_mesh(two, test::mesh_of("dp:4,fsdp:32", 128, "dp:4"), false, slices));
   REQUIRE(slices.items().size() == 1);
