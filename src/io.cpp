@@ -1535,6 +1535,8 @@ class SpecsReader : public JsonInput {
     if (!open(top)) {
       return std::nullopt;
     }
+    m_cursor = m_padded.data();
+    m_column = m_skip > 0 ? 2 : 1;  // the byte order mark is a character
     // {"specs": {...}} wins over the plan output's {"tensors": [...]}.
     od::value found;
     std::string_view form = "specs";
@@ -1680,6 +1682,8 @@ class SpecsReader : public JsonInput {
     std::optional<PartitionSpec> spec;
     std::string spec_pointer = pointer + "/spec";
     const char* name_at = nullptr;
+    const char* spec_at = nullptr;
+    bool spec_valid = true;
     for (auto result : object) {
       od::field field;
       std::string_view key;
@@ -1708,10 +1712,12 @@ class SpecsReader : public JsonInput {
         name_at = v_at;
       } else if (key == "spec") {
         PartitionSpec parsed;
-        if (!read_spec(v, spec_pointer, parsed)) {
+        if (!read_spec(v, spec_pointer, parsed) && !take_soft_failure()) {
           return false;
         }
         spec = std::move(parsed);
+        spec_valid = !m_spec_invalid;
+        spec_at = v_at;
       } else if (!skip_value(v, [&] {
                    return fmt::format("{}/{}", pointer, json_pointer_escape(key));
                  })) {
@@ -1729,7 +1735,7 @@ class SpecsReader : public JsonInput {
       return fail("specs.name", "tensor name is empty", pointer + "/name", at);
     }
     return record(std::move(*name), std::move(*spec), std::move(spec_pointer),
-                  pointer + "/name", name_at);
+                  spec_valid, spec_at, pointer + "/name", name_at);
   }
 
   bool add(std::string name, od::value& value, std::string pointer,
@@ -1738,17 +1744,56 @@ class SpecsReader : public JsonInput {
       return fail("specs.name", "tensor name is empty", pointer, at);
     }
     PartitionSpec spec;
-    if (!read_spec(value, pointer, spec)) {
+    if (!read_spec(value, pointer, spec) && !take_soft_failure()) {
       return false;
     }
+    const bool valid = !m_spec_invalid;
     std::string where = pointer;
-    return record(std::move(name), std::move(spec), std::move(pointer),
-                  std::move(where), at);
+    return record(std::move(name), std::move(spec), std::move(pointer), valid,
+                  at, std::move(where), at);
   }
 
-  // Appends a spec; a repeated name is reported at `where` (the name).
+  // After read_spec failed: true when the failure was inside the spec only
+  // (reported; the entry is kept as invalid and reading goes on). Sets
+  // m_spec_invalid for the entry being read.
+  bool take_soft_failure() {
+    m_spec_invalid = m_soft_failure;
+    m_soft_failure = false;
+    return m_spec_invalid;
+  }
+
+  // A fault JAX reports for a well-formed spec (a nested tuple): an error of
+  // that spec, not of the file. Returns false, for `return soft_fail(...)`.
+  bool soft_fail(std::string code_text, std::string message,
+                 std::string pointer, const char* at) {
+    fail(std::move(code_text), std::move(message), std::move(pointer), at);
+    m_soft_failure = !m_syntax_found;
+    return false;
+  }
+
+  // Line and column of `at`, moving a cursor forward through the text: specs
+  // come in file order, so locating all of them reads the text once.
+  std::pair<int64_t, int64_t> advance_to(const char* at) {
+    const char* end = m_padded.data() + m_padded.size();
+    if (at == nullptr || at < m_cursor || at > end) {
+      return {0, 0};
+    }
+    for (; m_cursor < at; ++m_cursor) {
+      if (*m_cursor == '\n') {
+        ++m_line;
+        m_column = 1;
+      } else if ((static_cast<unsigned char>(*m_cursor) & 0xC0U) != 0x80U) {
+        ++m_column;
+      }
+    }
+    return {m_line, m_column};
+  }
+
+  // Appends a spec found at `spec_at`; a repeated name is reported at `where`
+  // (the name).
   bool record(std::string name, PartitionSpec spec, std::string pointer,
-              std::string where, const char* at) {
+              bool valid, const char* spec_at, std::string where,
+              const char* at) {
     auto [it, inserted] = m_index.try_emplace(name, m_file.specs.size());
     if (!inserted) {
       return fail("specs.duplicate-name",
@@ -1756,8 +1801,10 @@ class SpecsReader : public JsonInput {
                               quote(name), m_file.specs[it->second].pointer),
                   std::move(where), at);
     }
-    m_file.specs.push_back(
-        NamedSpec{std::move(name), std::move(spec), std::move(pointer)});
+    auto [line, column] = advance_to(spec_at);
+    m_file.specs.push_back(NamedSpec{std::move(name), std::move(spec),
+                                     std::move(pointer), line, column, valid});
+    m_spec_invalid = false;
     return true;
   }
 
@@ -1779,6 +1826,12 @@ class SpecsReader : public JsonInput {
           parse_spec(text, fmt::format("{}:{}", m_source, pointer), scratch);
       if (!parsed || scratch.has_errors()) {
         forward(scratch);
+        m_soft_failure = !m_syntax_found
+                         && std::all_of(scratch.items().begin(),
+                                        scratch.items().end(),
+                                        [](const Diagnostic& d) {
+                                          return d.code == "spec.nested-tuple";
+                                        });
         return false;
       }
       spec = std::move(*parsed);
@@ -1875,7 +1928,7 @@ class SpecsReader : public JsonInput {
                     inner_pointer(), entry_at);
       }
       if (type == od::json_type::array) {
-        return fail("spec.nested-tuple",
+        return soft_fail("spec.nested-tuple",
                     "a tuple inside a PartitionSpec cannot contain a nested "
                     "tuple",
                     inner_pointer(), entry_at);
@@ -1898,6 +1951,11 @@ class SpecsReader : public JsonInput {
   SpecsFile m_file;
   std::unordered_map<std::string, size_t, detail::StringHash, std::equal_to<>>
       m_index;
+  bool m_soft_failure = false;  // the last failure was inside a spec only
+  bool m_spec_invalid = false;  // the entry being read has a bad spec
+  const char* m_cursor = nullptr;  // advance_to's position, line and column
+  int64_t m_line = 1;
+  int64_t m_column = 1;
 };
 
 // ---------------------------------------------------------------------------

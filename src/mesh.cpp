@@ -708,7 +708,8 @@ std::optional<Mesh> parse_mesh(std::string_view text, const MeshOptions& options
     }
     auto index = static_cast<size_t>(fill - items->data());
     mesh.axes[index].size = *options.num_devices / known;
-  } else if (options.num_devices && known != *options.num_devices) {
+  } else if (options.num_devices && known != *options.num_devices
+             && !options.count_may_differ) {
     Diagnostic& d =
         diags.error("mesh.device-count",
                     fmt::format("the mesh needs {} devices ({}) but there are {}", known,

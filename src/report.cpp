@@ -607,4 +607,390 @@ std::string manifest_text(const Manifest& manifest) {
   return out;
 }
 
+// ---------------------------------------------------------------------------
+// check and memory
+
+namespace {
+
+// A spec as JSON (DESIGN.md 2.4): null, "axis" or ["a", "b"] per dim.
+ordered_json spec_json(const PartitionSpec& spec) {
+  ordered_json arr = ordered_json::array();
+  for (const DimSharding& dim : spec.dims) {
+    if (dim.axes.empty()) {
+      arr.push_back(nullptr);
+    } else if (dim.axes.size() == 1) {
+      arr.push_back(dim.axes[0]);
+    } else {
+      arr.push_back(dim.axes);
+    }
+  }
+  return arr;
+}
+
+struct CheckSummary {
+  int64_t replicated_bytes = 0;  // tensors held whole by every device
+  int64_t invalid = 0;           // tensors without a valid spec
+};
+
+CheckSummary summarise(const CheckReport& r) {
+  CheckSummary s;
+  const int64_t devices = r.mesh.num_devices();
+  for (const TensorSharding& t : r.shardings) {
+    if (t.replicas == devices) {
+      s.replicated_bytes += r.manifest.tensors()[t.tensor].num_bytes;  // <= total
+    }
+    s.invalid += t.valid ? 0 : 1;
+  }
+  return s;
+}
+
+ordered_json optional_json(const std::optional<int64_t>& v) {
+  return v ? ordered_json(*v) : ordered_json(nullptr);
+}
+
+ordered_json memory_object(const CheckReport& r) {
+  const MemoryEstimate& m = r.memory;
+  ordered_json j;
+  j["recipe"] = std::string(to_string(m.recipe));
+  j["zero"] = m.zero;
+  j["data_axes"] = m.data_axes;
+  j["per_device"] = {{"params", m.per_device.params},
+                     {"grads", m.per_device.grads},
+                     {"optimizer", m.per_device.optimizer},
+                     {"gather_buffer", m.gather_buffer},
+                     {"total", m.max_device_total}};
+  j["gather_tensor"] = m.gather_buffer > 0
+                           ? ordered_json(std::string(r.manifest.tensors()[m.gather_tensor].name))
+                           : ordered_json(nullptr);
+  j["max_device_total"] = m.max_device_total;
+  j["min_device_total"] = m.min_device_total;
+  j["hbm_bytes"] = optional_json(m.hbm_bytes);
+  j["headroom"] = m.headroom;
+  j["capacity_bytes"] = optional_json(m.capacity_bytes);
+  j["utilization"] = m.utilization ? ordered_json(*m.utilization) : ordered_json(nullptr);
+  j["fits"] = m.fits ? ordered_json(*m.fits) : ordered_json(nullptr);
+  if (r.command == "memory") {
+    ordered_json dtypes = ordered_json::array();
+    for (const DtypeMemory& d : m.by_dtype) {
+      dtypes.push_back({{"dtype", std::string(to_string(d.dtype))},
+                        {"tensors", d.tensors},
+                        {"params", d.params_per_device}});
+    }
+    j["by_dtype"] = std::move(dtypes);
+    ordered_json largest = ordered_json::array();
+    for (const TensorMemory& t : m.largest) {
+      const Tensor& tensor = r.manifest.tensors()[t.tensor];
+      const TensorSharding& s = r.shardings[t.tensor];
+      largest.push_back({{"name", std::string(tensor.name)},
+                         {"shape", tensor.shape},
+                         {"dtype", std::string(to_string(tensor.dtype))},
+                         {"spec", s.spec ? spec_json(*s.spec) : ordered_json(nullptr)},
+                         {"params", t.per_device.params},
+                         {"grads", t.per_device.grads},
+                         {"optimizer", t.per_device.optimizer},
+                         {"total", t.per_device.model_states()}});
+    }
+    j["largest"] = std::move(largest);
+  }
+  return j;
+}
+
+std::string verdict(const Diagnostics& diags) {
+  if (diags.error_count() == 0) {
+    return diags.warning_count() == 0
+               ? "ok"
+               : fmt::format("ok, {} warning{}", diags.warning_count(),
+                             diags.warning_count() == 1 ? "" : "s");
+  }
+  return fmt::format("{} error{}, {} warning{}", diags.error_count(),
+                     diags.error_count() == 1 ? "" : "s", diags.warning_count(),
+                     diags.warning_count() == 1 ? "" : "s");
+}
+
+std::string where_text(const CheckReport& r) {
+  std::string out = fmt::format("mesh {} ({} devices)", to_string(r.mesh), r.mesh.num_devices());
+  if (r.topology != nullptr) {
+    out += fmt::format(" on {}", r.topology->name);
+  }
+  return out;
+}
+
+std::string recipe_text(const MemoryEstimate& m) {
+  std::string out = fmt::format("recipe {}", to_string(m.recipe));
+  if (m.zero > 0) {
+    out += fmt::format(", ZeRO-{} over {} ({} devices)", m.zero,
+                       m.data_axes.empty() ? std::string("no data axes")
+                                           : fmt::format("{}", fmt::join(m.data_axes, ",")),
+                       m.zero_shards);
+  }
+  return out;
+}
+
+std::string capacity_line(const MemoryEstimate& m) {
+  if (!m.hbm_bytes) {
+    return fmt::format("total {} per device (HBM unknown: give --topology or --hbm)",
+                       human_bytes(m.max_device_total));
+  }
+  return fmt::format("total {} per device of {} usable ({} HBM, {:g}% kept free): {:.1f}% of "
+                     "HBM, {}",
+                     human_bytes(m.max_device_total), human_bytes(*m.capacity_bytes),
+                     human_bytes(*m.hbm_bytes), m.headroom * 100, *m.utilization * 100,
+                     *m.fits ? "fits" : "DOES NOT FIT");
+}
+
+struct Category {
+  const char* name;
+  int64_t bytes;
+};
+
+std::vector<Category> categories(const MemoryEstimate& m) {
+  return {{"params", m.per_device.params},
+          {"grads", m.per_device.grads},
+          {"optimizer", m.per_device.optimizer},
+          {"gather buffer", m.gather_buffer}};
+}
+
+// GitHub workflow command escaping (actions/toolkit, command.ts).
+std::string github_data(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '%': out += "%25"; break;
+      case '\r': out += "%0D"; break;
+      case '\n': out += "%0A"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string github_property(std::string_view s) {
+  std::string out;
+  for (char c : github_data(s)) {
+    switch (c) {
+      case ':': out += "%3A"; break;
+      case ',': out += "%2C"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+// A Markdown table cell: pipes escaped, newlines as spaces.
+std::string md_cell(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') {
+      out += "\\|";
+    } else if (c == '\n' || c == '\r') {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string message_with_hint(const Diagnostic& d) {
+  return d.hint.empty() ? d.message : d.message + "; " + d.hint;
+}
+
+}  // namespace
+
+std::string check_json(const CheckReport& r, const Diagnostics& diags) {
+  ordered_json j = header(r.command);
+  j["mesh"] = mesh_object(r.mesh);
+  if (r.topology != nullptr) {
+    j["topology"] = topology_object(*r.topology);
+  }
+  j["manifest"] = r.manifest.source;
+  j["specs"] = std::string(r.specs_source);
+  ordered_json tensors = ordered_json::array();
+  for (const TensorSharding& s : r.shardings) {
+    const Tensor& t = r.manifest.tensors()[s.tensor];
+    ordered_json e;
+    e["name"] = std::string(t.name);
+    e["shape"] = t.shape;
+    e["dtype"] = std::string(to_string(t.dtype));
+    e["spec"] = s.spec ? spec_json(*s.spec) : ordered_json(nullptr);
+    e["rule"] = nullptr;  // specs given, not planned
+    e["valid"] = s.valid;
+    e["bytes"] = t.num_bytes;
+    e["bytes_per_device"] = s.bytes_per_device;
+    e["replicas"] = s.replicas;
+    tensors.push_back(std::move(e));
+  }
+  j["tensors"] = std::move(tensors);
+  j["diagnostics"] = diagnostics_array(diags);
+  j["memory"] = memory_object(r);
+  const CheckSummary s = summarise(r);
+  j["summary"] = {{"tensors", r.manifest.size()},
+                  {"errors", diags.error_count()},
+                  {"warnings", diags.warning_count()},
+                  {"invalid_tensors", s.invalid},
+                  {"parameters", r.manifest.total_elements()},
+                  {"total_bytes", r.manifest.total_bytes()},
+                  {"replicated_bytes", s.replicated_bytes},
+                  {"params_bytes_per_device", r.memory.per_device.params}};
+  return dump(j);
+}
+
+std::string check_text(const CheckReport& r, const Diagnostics& diags) {
+  const CheckSummary s = summarise(r);
+  const MemoryEstimate& m = r.memory;
+  std::string out = fmt::format("{}: {} tensors of {} against {}\n", r.command,
+                                with_commas(static_cast<int64_t>(r.manifest.size())),
+                                r.manifest.source, r.specs_source);
+  out += fmt::format("  {}\n", where_text(r));
+  out += fmt::format("  specs: {} valid, {} with problems; {} of {} replicated on "
+                     "every device\n",
+                     with_commas(static_cast<int64_t>(r.manifest.size()) - s.invalid),
+                     with_commas(s.invalid), human_bytes(s.replicated_bytes),
+                     human_bytes(r.manifest.total_bytes()));
+  out += fmt::format("  memory per device ({}): params {}, grads {}, optimizer {}, gather "
+                     "buffer {}\n",
+                     recipe_text(m), human_bytes(m.per_device.params),
+                     human_bytes(m.per_device.grads), human_bytes(m.per_device.optimizer),
+                     human_bytes(m.gather_buffer));
+  out += fmt::format("  {}\n", capacity_line(m));
+  out += fmt::format("result: {}\n", verdict(diags));
+  return out;
+}
+
+std::string check_markdown(const CheckReport& r, const Diagnostics& diags) {
+  const MemoryEstimate& m = r.memory;
+  const bool ok = diags.error_count() == 0;
+  std::string out = fmt::format("## shardplan {}: {} {}\n\n", r.command,
+                                ok ? ":white_check_mark:" : ":x:", verdict(diags));
+  out += fmt::format("{} tensors of `{}` with specs `{}`; {}.\n\n",
+                     with_commas(static_cast<int64_t>(r.manifest.size())), r.manifest.source,
+                     r.specs_source, where_text(r));
+  out += fmt::format("| memory per device ({}) | bytes | |\n|---|---:|---:|\n", recipe_text(m));
+  for (const Category& c : categories(m)) {
+    out += fmt::format("| {} | {} | {} |\n", c.name, with_commas(c.bytes), human_bytes(c.bytes));
+  }
+  out += fmt::format("| **total** | **{}** | **{}** |\n", with_commas(m.max_device_total),
+                     human_bytes(m.max_device_total));
+  if (m.hbm_bytes) {
+    out += fmt::format("| usable HBM ({:g}% kept free) | {} | {} |\n", m.headroom * 100,
+                       with_commas(*m.capacity_bytes), human_bytes(*m.capacity_bytes));
+    out += fmt::format("\n{}: {:.1f}% of HBM.\n", *m.fits ? "Fits" : "**Does not fit**",
+                       *m.utilization * 100);
+  }
+  constexpr size_t k_max_rows = 50;
+  for (Severity severity : {Severity::error, Severity::warning}) {
+    size_t count = severity == Severity::error ? diags.error_count() : diags.warning_count();
+    if (count == 0) {
+      continue;
+    }
+    out += fmt::format("\n### {} ({})\n\n| code | tensor | where | message |\n|---|---|---|---|\n",
+                       severity == Severity::error ? "Errors" : "Warnings", count);
+    size_t shown = 0;
+    for (const Diagnostic& d : diags.items()) {
+      if (d.severity != severity || shown == k_max_rows) {
+        continue;
+      }
+      ++shown;
+      std::string where = d.location.source;
+      if (!d.location.pointer.empty()) {
+        where += ":" + d.location.pointer;
+      }
+      out += fmt::format("| `{}` | {} | {} | {} |\n", d.code,
+                         d.tensor ? "`" + md_cell(*d.tensor) + "`" : "",
+                         where.empty() ? "" : "`" + md_cell(where) + "`",
+                         md_cell(message_with_hint(d)));
+    }
+    if (count > shown) {
+      out += fmt::format("\n... and {} more.\n", count - shown);
+    }
+  }
+  return out;
+}
+
+std::string check_github(const CheckReport& r, const Diagnostics& diags) {
+  std::string out;
+  for (const Diagnostic& d : diags.items()) {
+    const char* kind = d.severity == Severity::error     ? "error"
+                       : d.severity == Severity::warning ? "warning"
+                                                         : "notice";
+    std::vector<std::string> props;
+    // Annotations point at files; flags such as --mesh have none.
+    if (!d.location.source.empty() && !d.location.source.starts_with("--")) {
+      props.push_back("file=" + github_property(d.location.source));
+      if (d.location.line > 0) {
+        props.push_back(fmt::format("line={}", d.location.line));
+        props.push_back(fmt::format("col={}", d.location.column));
+      }
+    }
+    props.push_back("title=" + github_property("shardplan " + d.code));
+    std::string message = message_with_hint(d);
+    if (d.tensor && message.find(*d.tensor) == std::string::npos) {
+      message = fmt::format("tensor {}: {}", quote(*d.tensor), message);
+    }
+    out += fmt::format("::{} {}::{}\n", kind, fmt::join(props, ","), github_data(message));
+  }
+  out += fmt::format("shardplan {}: {}; {}\n", r.command, verdict(diags),
+                     capacity_line(r.memory));
+  return out;
+}
+
+std::string memory_text(const CheckReport& r) {
+  const MemoryEstimate& m = r.memory;
+  std::string out = fmt::format("memory per device: {} tensors of {}, {}\n",
+                                with_commas(static_cast<int64_t>(r.manifest.size())),
+                                r.manifest.source, where_text(r));
+  out += fmt::format("{}\n\n", recipe_text(m));
+  // Bars against HBM when known, else against the total.
+  const int64_t scale = m.hbm_bytes ? *m.hbm_bytes : std::max<int64_t>(m.max_device_total, 1);
+  constexpr int k_bar = 40;
+  auto bar = [&](int64_t bytes) {
+    const double f = std::clamp(static_cast<double>(bytes) / static_cast<double>(scale), 0.0, 1.0);
+    const int filled = static_cast<int>(std::lround(f * k_bar));
+    return fmt::format("[{}{}] {:5.1f}%", std::string(static_cast<size_t>(filled), '#'),
+                       std::string(static_cast<size_t>(k_bar - filled), '.'), f * 100);
+  };
+  std::vector<std::vector<std::string>> rows = {
+      {"category", "bytes", "", m.hbm_bytes ? "share of HBM" : "share of total"}};
+  for (const Category& c : categories(m)) {
+    rows.push_back({c.name, with_commas(c.bytes), human_bytes(c.bytes), bar(c.bytes)});
+  }
+  rows.push_back({"total", with_commas(m.max_device_total), human_bytes(m.max_device_total),
+                  bar(m.max_device_total)});
+  if (m.capacity_bytes) {
+    rows.push_back({"usable", with_commas(*m.capacity_bytes), human_bytes(*m.capacity_bytes),
+                    bar(*m.capacity_bytes)});
+  }
+  out += table(rows);
+  out += fmt::format("{}\n", capacity_line(m));
+  if (m.min_device_total != m.max_device_total) {
+    out += fmt::format("the least loaded device holds {} ({} tensors have uneven shards)\n",
+                       human_bytes(m.min_device_total), m.uneven_tensors);
+  }
+  if (m.gather_buffer > 0) {
+    out += fmt::format("gather buffer: {} gathered at use\n",
+                       r.manifest.tensors()[m.gather_tensor].name);
+  }
+
+  out += "\nparams per device by dtype:\n";
+  std::vector<std::vector<std::string>> dtypes = {{"dtype", "tensors", "bytes", ""}};
+  for (const DtypeMemory& d : m.by_dtype) {
+    dtypes.push_back({std::string(to_string(d.dtype)), with_commas(d.tensors),
+                      with_commas(d.params_per_device), human_bytes(d.params_per_device)});
+  }
+  out += table(dtypes);
+
+  out += fmt::format("\nlargest tensors per device ({}):\n", m.largest.size());
+  std::vector<std::vector<std::string>> big = {
+      {"tensor", "shape", "dtype", "spec", "params", "with state"}};
+  for (const TensorMemory& t : m.largest) {
+    const Tensor& tensor = r.manifest.tensors()[t.tensor];
+    const TensorSharding& s = r.shardings[t.tensor];
+    big.push_back({std::string(tensor.name), shape_text(tensor.shape),
+                   std::string(to_string(tensor.dtype)), s.spec ? to_short(*s.spec) : "-",
+                   human_bytes(t.per_device.params), human_bytes(t.per_device.model_states())});
+  }
+  out += table(big);
+  return out;
+}
+
 }  // namespace shardplan

@@ -36,22 +36,14 @@ std::optional<Manifest> read_manifest(std::string_view json,
                                       std::string_view source,
                                       Diagnostics& diags);
 
-// A spec for one tensor as given in a specs file, with where it was found.
-struct NamedSpec {
-  std::string name;
-  PartitionSpec spec;
-  std::string pointer;  // JSON pointer of the spec value
-};
-
-struct SpecsFile {
-  std::string source;
-  std::vector<NamedSpec> specs;  // file order; names unique
-};
-
 // Reads a specs file: {"specs": {"NAME": SPEC, ...}} or the JSON written by
 // `plan` ({"tensors": [{"name": ..., "spec": SPEC}, ...]}). A SPEC is a JSON
 // array (null | "axis" | ["a", "b"] per dim) or a string in any text form of
-// parse_spec ("P('fsdp', None)"). Stops at the first problem.
+// parse_spec ("P('fsdp', None)").
+// A problem with the file (not JSON, wrong layout, a repeated name) stops the
+// reader: nullopt. A problem inside one spec (a nested tuple, a text spec that
+// does not parse) is reported as an error and the entry is kept with
+// `valid == false`, so a checker sees every bad spec of the file in one run.
 std::optional<SpecsFile> read_specs(std::string_view json,
                                     std::string_view source,
                                     Diagnostics& diags);

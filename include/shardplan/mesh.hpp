@@ -72,6 +72,9 @@ struct MeshOptions {
   // Slices of the topology; nullopt when unknown (no topology given), in
   // which case the --dcn factors define the slice count.
   std::optional<int64_t> num_slices;
+  // When true, a mesh without -1 whose product differs from num_devices is
+  // accepted (`check` reports the difference as a plan error, with the rest).
+  bool count_may_differ = false;
   // The --dcn string ("dp:2" or positional "2,1"), or empty. Without it on a
   // multi-slice topology, the slice count goes to the first axis whose size
   // it divides (eformer's create_mesh).

@@ -5,9 +5,11 @@
 // shardplan_version and command.
 
 #include <shardplan/diag.hpp>
+#include <shardplan/memory.hpp>
 #include <shardplan/mesh.hpp>
 #include <shardplan/tensor.hpp>
 #include <shardplan/topology.hpp>
+#include <shardplan/validate.hpp>
 
 #include <string>
 #include <string_view>
@@ -36,6 +38,30 @@ std::string topology_show_text(const Topology& topology);
 // back), with the common header keys, and a text summary.
 std::string manifest_json(const Manifest& manifest, const Diagnostics& diags);
 std::string manifest_text(const Manifest& manifest);
+
+// `check` and `memory`: what was checked, and what was found.
+struct CheckReport {
+  std::string_view command;  // "check" or "memory"
+  const Mesh& mesh;
+  const Topology* topology;  // null with --devices
+  const Manifest& manifest;
+  std::string_view specs_source;
+  const std::vector<TensorSharding>& shardings;  // one per manifest tensor
+  const MemoryEstimate& memory;
+};
+
+// DESIGN.md section 3: mesh, topology, tensors, diagnostics, memory, summary
+// (`memory` adds by_dtype and largest to the memory object).
+std::string check_json(const CheckReport& report, const Diagnostics& diags);
+// A short summary: what was checked, memory per device, the verdict.
+std::string check_text(const CheckReport& report, const Diagnostics& diags);
+// A summary a CI job can post on a pull request.
+std::string check_markdown(const CheckReport& report, const Diagnostics& diags);
+// GitHub Actions workflow commands: one ::error/::warning line per
+// diagnostic, pointing at the specs file line where there is one.
+std::string check_github(const CheckReport& report, const Diagnostics& diags);
+// Per category with a bar against HBM, per dtype, the largest tensors.
+std::string memory_text(const CheckReport& report);
 
 // The document written with --format json when the input was bad: the header
 // keys and `diagnostics`.

@@ -45,6 +45,22 @@ struct PartitionSpec {
   bool operator==(const PartitionSpec&) const = default;
 };
 
+// A spec for one tensor as given in a specs file (DESIGN.md 2.4), with where
+// it was found.
+struct NamedSpec {
+  std::string name;
+  PartitionSpec spec;    // as written: not padded to the tensor's rank
+  std::string pointer;   // JSON pointer of the spec value
+  int64_t line = 0;      // where the spec value starts, 1-based; 0 unknown
+  int64_t column = 0;
+  bool valid = true;     // false: the spec could not be read (reported)
+};
+
+struct SpecsFile {
+  std::string source;
+  std::vector<NamedSpec> specs;  // file order; names unique
+};
+
 // Parses any of the text forms above. `source` names the input in
 // diagnostics ("--from-spec", or "specs.json:/specs/w" for a string inside a
 // file); problems carry a column and a caret line.

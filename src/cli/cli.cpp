@@ -2,15 +2,22 @@
 
 #include <shardplan/diag.hpp>
 #include <shardplan/io.hpp>
+#include <shardplan/memory.hpp>
 #include <shardplan/mesh.hpp>
 #include <shardplan/report.hpp>
 #include <shardplan/topology.hpp>
+#include <shardplan/validate.hpp>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <array>
+#include <cassert>
+#include <cctype>
+#include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <ostream>
 #include <sstream>
@@ -45,6 +52,24 @@ struct ManifestCommand {
   std::string manifest;
 };
 
+// `check` and `memory`: specs for a manifest on a mesh.
+struct CheckCommand {
+  std::string mesh;
+  std::optional<int64_t> devices;
+  std::vector<std::string> axis_names;
+  std::string dcn;
+  std::string topology;
+  std::string manifest;
+  std::string specs;
+  std::string recipe = "params-only";
+  int zero = 0;
+  std::vector<std::string> data_axes;
+  double headroom = 0.1;
+  std::string hbm;
+  std::string warn_replicated = "64MiB";
+  size_t largest = 20;
+};
+
 void add_common(CLI::App& app, CommonOptions& common,
                 const std::vector<std::string>& formats) {
   app.add_option("--format", common.format,
@@ -73,6 +98,7 @@ class Session {
 
   Diagnostics& diags() { return m_diags; }
   bool json() const { return m_common.format == "json"; }
+  const std::string& format() const { return m_common.format; }
 
   // Reports the diagnostics and, for bad input, the JSON diagnostics
   // document. Returns the exit code for an input failure.
@@ -174,6 +200,144 @@ int run_mesh(const MeshCommand& cmd, Session& session) {
   return session.finish(doc, ExitCode::ok);
 }
 
+// A byte size: "1073741824", "80GB", "95GiB", "64 MiB", "1.5e9". Decimal
+// units (kB, MB, GB, TB) are powers of 1000, binary ones (KiB, MiB, GiB,
+// TiB) of 1024; case does not matter. Reports at `flag`.
+std::optional<int64_t> parse_size(std::string_view text, std::string_view flag,
+                                  Diagnostics& diags) {
+  std::string trimmed;
+  for (char c : text) {
+    if (c != ' ') {
+      trimmed += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+  }
+  struct Unit {
+    std::string_view suffix;
+    double factor;
+  };
+  constexpr std::array<Unit, 9> k_units{{{"kib", 1024.0},
+                                         {"mib", 1048576.0},
+                                         {"gib", 1073741824.0},
+                                         {"tib", 1099511627776.0},
+                                         {"kb", 1e3},
+                                         {"mb", 1e6},
+                                         {"gb", 1e9},
+                                         {"tb", 1e12},
+                                         {"b", 1.0}}};
+  double factor = 1.0;
+  std::string_view number = trimmed;
+  for (const Unit& u : k_units) {
+    if (number.ends_with(u.suffix)) {
+      number.remove_suffix(u.suffix.size());
+      factor = u.factor;
+      break;
+    }
+  }
+  double value = 0;
+  auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
+  const double bytes = value * factor;
+  if (number.empty() || ec != std::errc() || end != number.data() + number.size()
+      || !(bytes >= 0) || bytes >= 9.2e18) {
+    diags.error("cli.size",
+                fmt::format("expected a byte size such as 80GB, 95GiB or 1073741824, got {}",
+                            quote(text)),
+                Location{std::string(flag), "", 0, 0, "", 0});
+    return std::nullopt;
+  }
+  return static_cast<int64_t>(std::llround(bytes));
+}
+
+int run_check(const CheckCommand& cmd, std::string_view command, Session& session) {
+  Diagnostics& diags = session.diags();
+  std::optional<Topology> topology;
+  if (!cmd.topology.empty()) {
+    topology = load_topology(cmd.topology, diags);
+    if (!topology) {
+      return session.fail_input();
+    }
+  }
+  MeshOptions mesh_options;
+  mesh_options.axis_names = cmd.axis_names;
+  mesh_options.num_devices =
+      topology ? std::optional<int64_t>(topology->devices()) : cmd.devices;
+  mesh_options.count_may_differ = topology.has_value();
+  if (topology) {
+    mesh_options.num_slices = topology->num_slices();
+    mesh_options.devices_source = "--topology " + topology->name;
+  }
+  mesh_options.dcn = cmd.dcn;
+  std::optional<Mesh> mesh = parse_mesh(cmd.mesh, mesh_options, diags);
+  if (!mesh) {
+    return session.fail_input();
+  }
+
+  MemoryOptions memory_options;
+  std::optional<Recipe> recipe = parse_recipe(cmd.recipe);
+  assert(recipe);  // CLI11 checked the name
+  memory_options.recipe = *recipe;
+  memory_options.zero = cmd.zero;
+  memory_options.data_axes = cmd.data_axes;
+  memory_options.headroom = cmd.headroom;
+  memory_options.largest = cmd.largest;
+  if (!cmd.hbm.empty()) {
+    memory_options.hbm_bytes = parse_size(cmd.hbm, "--hbm", diags);
+  } else if (topology) {
+    memory_options.hbm_bytes =
+        static_cast<int64_t>(topology->figures.hbm_bytes_per_device.value);
+  }
+  ValidateOptions validate_options;
+  std::optional<int64_t> warn = parse_size(cmd.warn_replicated, "--warn-replicated", diags);
+  if (diags.has_errors()) {
+    return session.fail_input();
+  }
+  validate_options.replicated_warning_bytes = *warn;
+  if (topology) {
+    validate_options.topology_devices = topology->devices();
+    validate_options.topology_name = topology->name;
+  }
+
+  std::optional<std::string> manifest_text = read_file(cmd.manifest, diags);
+  if (!manifest_text) {
+    return session.fail_input();
+  }
+  std::optional<Manifest> manifest = read_manifest(*manifest_text, cmd.manifest, diags);
+  if (!manifest) {
+    return session.fail_input();
+  }
+  std::optional<std::string> specs_text = read_file(cmd.specs, diags);
+  if (!specs_text) {
+    return session.fail_input();
+  }
+  std::optional<SpecsFile> specs = read_specs(*specs_text, cmd.specs, diags);
+  if (!specs) {
+    return session.fail_input();
+  }
+  spdlog::debug("{} tensors, {} specs, mesh {}", manifest->size(), specs->specs.size(),
+                to_string(*mesh));
+
+  std::vector<TensorSharding> shardings =
+      validate_specs(*manifest, *mesh, *specs, validate_options, diags);
+  Diagnostics memory_diags;
+  std::optional<MemoryEstimate> memory =
+      estimate_memory(*manifest, *mesh, shardings, memory_options, memory_diags);
+  for (const Diagnostic& d : memory_diags.items()) {
+    diags.add(d);
+  }
+  if (!memory) {
+    return session.fail_input();
+  }
+
+  const CheckReport report{command, *mesh, topology ? &*topology : nullptr, *manifest,
+                           specs->source, shardings, *memory};
+  const std::string& format = session.format();
+  std::string doc = format == "json"       ? check_json(report, diags)
+                    : format == "markdown" ? check_markdown(report, diags)
+                    : format == "github"   ? check_github(report, diags)
+                    : command == "memory"  ? memory_text(report)
+                                           : check_text(report, diags);
+  return session.finish(doc, diags.has_errors() ? ExitCode::plan_errors : ExitCode::ok);
+}
+
 int run_topology_list(Session& session) {
   std::vector<Topology> all = catalogue_topologies();
   std::string doc = session.json() ? topology_list_json(all) : topology_list_text(all);
@@ -202,6 +366,66 @@ int run_manifest(const ManifestCommand& cmd, Session& session) {
   std::string doc = session.json() ? manifest_json(*manifest, session.diags())
                                    : manifest_text(*manifest);
   return session.finish(doc, ExitCode::ok);
+}
+
+// The options `check` and `memory` share.
+void add_check_options(CLI::App& app, CheckCommand& cmd) {
+  app.add_option("--mesh", cmd.mesh,
+                 "axes major to minor: \"dp:2,fsdp:-1,tp:4\", or sizes with --axis-names")
+      ->required()
+      ->type_name("STR");
+  CLI::Option* devices =
+      app.add_option("--devices", cmd.devices,
+                     "number of devices, when no topology is known (no HBM: give --hbm)")
+          ->type_name("N");
+  CLI::Option* topology =
+      app.add_option("--topology", cmd.topology,
+                     "the hardware: a catalogue name (v5p-128, 2xv5e-256, h100x64) or a "
+                     "topology JSON file; gives the device count and HBM")
+          ->type_name("NAME|FILE")
+          ->excludes(devices);
+  devices->excludes(topology);
+  app.add_option("--axis-names", cmd.axis_names, "names for a positional mesh, e.g. dp,fsdp,tp")
+      ->delimiter(',')
+      ->type_name("A,B,..");
+  app.add_option("--dcn", cmd.dcn, "the multi-slice (DCN) factor of each axis, e.g. \"dp:2\"")
+      ->type_name("STR");
+  app.add_option("--manifest", cmd.manifest,
+                 "the manifest: {\"params\": [...]} or a safetensors header JSON object")
+      ->required()
+      ->type_name("FILE");
+  app.add_option("--specs", cmd.specs,
+                 "the specs: {\"specs\": {NAME: SPEC}} or the JSON `plan` writes")
+      ->required()
+      ->type_name("FILE");
+  app.add_option("--recipe", cmd.recipe,
+                 "training state per parameter: params-only (default), adam (16 B/param "
+                 "for bf16), adam-fp32-grads or megatron (18), adam-fp32-accum (20), "
+                 "scaling-book (10)")
+      ->check(CLI::IsMember(recipe_names()))
+      ->type_name("NAME")
+      ->default_str("params-only");
+  app.add_option("--zero", cmd.zero,
+                 "ZeRO stage: 1 shards optimizer state, 2 also grads, 3 also params over "
+                 "the data axes")
+      ->check(CLI::Range(0, 3))
+      ->type_name("0-3")
+      ->default_str("0");
+  app.add_option("--data-axes", cmd.data_axes,
+                 "mesh axes ZeRO shards over (default: those named dp, data, fsdp)")
+      ->delimiter(',')
+      ->type_name("A,B,..");
+  app.add_option("--headroom", cmd.headroom,
+                 "fraction of HBM kept free for XLA buffers and activations")
+      ->check(CLI::Range(0.0, 0.99))
+      ->type_name("F")
+      ->default_str("0.1");
+  app.add_option("--hbm", cmd.hbm, "HBM per device, overriding the topology's (80GB, 95GiB)")
+      ->type_name("SIZE");
+  app.add_option("--warn-replicated", cmd.warn_replicated,
+                 "warn about fully replicated tensors of at least SIZE (0: never)")
+      ->type_name("SIZE")
+      ->default_str("64MiB");
 }
 
 // Installs a logger writing to `err` for one run and puts the previous
@@ -237,6 +461,8 @@ constexpr const char* k_examples = R"(Examples:
   shardplan mesh --mesh dp:4,fsdp:4,tp:4 --devices 64 --dcn dp:2
   shardplan mesh --topology v5p-128 --mesh fsdp:-1,tp:4
   shardplan mesh --topology 2xv5e-256 --mesh dp:2,fsdp:-1,tp:8
+  shardplan check --topology v5p-128 --mesh fsdp:-1,tp:4 --manifest m.json --specs s.json
+  shardplan memory --topology v5p-128 --mesh fsdp:-1,tp:4 --manifest m.json --specs s.json --recipe adam
   shardplan topology list
   shardplan topology show h100x64 --format json
   shardplan manifest --manifest model.json
@@ -328,6 +554,32 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   shardplan manifest --manifest model.json
   shardplan manifest --manifest header.json --format json -o manifest.json)");
 
+  CheckCommand check_cmd;
+  CLI::App* check = app.add_subcommand(
+      "check", "validate given specs for a manifest on a mesh, and estimate memory (for CI)");
+  add_check_options(*check, check_cmd);
+  add_common(*check, common, {"text", "json", "markdown", "github"});
+  check->footer(R"(Exit codes: 0 no errors (warnings allowed), 1 invalid specs or over HBM
+capacity, 2 unreadable or malformed input.
+
+Examples:
+  shardplan check --topology v5p-128 --mesh fsdp:-1,tp:4 --manifest m.json --specs s.json
+  shardplan check --devices 8 --mesh dp:2,tp:4 --hbm 80GB --manifest m.json --specs s.json
+  shardplan check ... --recipe adam --zero 1 --format github
+  shardplan check ... --format markdown -o summary.md)");
+
+  CheckCommand memory_cmd;
+  CLI::App* memory = app.add_subcommand(
+      "memory", "per-device memory: per category against HBM, per dtype, largest tensors");
+  add_check_options(*memory, memory_cmd);
+  memory->add_option("--largest", memory_cmd.largest, "how many of the largest tensors to list")
+      ->type_name("N")
+      ->default_str("20");
+  add_common(*memory, common, {"text", "json"});
+  memory->footer(R"(Examples:
+  shardplan memory --topology v5p-128 --mesh fsdp:-1,tp:4 --manifest m.json --specs s.json
+  shardplan memory --topology h100x64 --mesh dp:8,tp:8 --manifest m.json --specs s.json --recipe adam --zero 3)");
+
   std::vector<const char*> argv;
   argv.reserve(args.size());
   for (const std::string& a : args) {
@@ -351,6 +603,14 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   if (mesh->parsed()) {
     Session session("mesh", common, out, err, env);
     return run_mesh(mesh_cmd, session);
+  }
+  if (check->parsed()) {
+    Session session("check", common, out, err, env);
+    return run_check(check_cmd, "check", session);
+  }
+  if (memory->parsed()) {
+    Session session("memory", common, out, err, env);
+    return run_check(memory_cmd, "memory", session);
   }
   if (topology->parsed()) {
     Session session("topology", common, out, err, env);

@@ -1,5 +1,7 @@
 #include "support/test_support.hpp"
 
+#include <shardplan/io.hpp>
+
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -104,6 +106,24 @@ Topology topology_of(std::string_view name) {
   REQUIRE(t);
   REQUIRE(diags.items().empty());
   return *t;
+}
+
+Manifest manifest_of(std::string_view json) {
+  Diagnostics diags;
+  std::optional<Manifest> m = read_manifest(json, "m.json", diags);
+  INFO(first_error(diags));
+  REQUIRE(m);
+  REQUIRE(diags.items().empty());
+  return std::move(*m);
+}
+
+SpecsFile specs_of(std::string_view json) {
+  Diagnostics diags;
+  std::optional<SpecsFile> s = read_specs(json, "s.json", diags);
+  INFO(first_error(diags));
+  REQUIRE(s);
+  REQUIRE(diags.items().empty());
+  return std::move(*s);
 }
 
 std::string first_error(const Diagnostics& diags) {

@@ -4,6 +4,8 @@
 
 #include <shardplan/diag.hpp>
 #include <shardplan/mesh.hpp>
+#include <shardplan/spec.hpp>
+#include <shardplan/tensor.hpp>
 #include <shardplan/topology.hpp>
 
 #include <map>
@@ -42,6 +44,11 @@ Mesh mesh_of(std::string_view text, int64_t devices, std::string dcn = "");
 // The catalogue topology `name`; fails the current test when it does not
 // resolve or reports anything.
 Topology topology_of(std::string_view name);
+
+// A manifest read from JSON text as "m.json", and a specs file read as
+// "s.json"; fail the current test when the text has any problem.
+Manifest manifest_of(std::string_view json);
+SpecsFile specs_of(std::string_view json);
 
 // The first error in `diags` rendered without colour; empty when none.
 std::string first_error(const Diagnostics& diags);

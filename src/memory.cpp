@@ -1,0 +1,356 @@
+#include <shardplan/memory.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cassert>
+#include <cmath>
+
+namespace shardplan {
+
+namespace {
+
+struct RecipeName {
+  Recipe recipe;
+  std::string_view name;
+};
+
+constexpr std::array<RecipeName, 5> k_recipes{{
+    {Recipe::params_only, "params-only"},
+    {Recipe::adam, "adam"},
+    {Recipe::adam_fp32_grads, "adam-fp32-grads"},
+    {Recipe::adam_fp32_accum, "adam-fp32-accum"},
+    {Recipe::scaling_book, "scaling-book"},
+}};
+
+bool is_trainable(DType dtype) {
+  switch (dtype) {
+    case DType::f64:
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16:
+    case DType::f8_e4m3:
+    case DType::f8_e5m2:
+    case DType::f8_e4m3fnuz:
+    case DType::f8_e5m2fnuz:
+    case DType::f8_e8m0:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Accumulates int64 sums; remembers an overflow instead of wrapping.
+class Sum {
+ public:
+  void add(int64_t value) {
+    std::optional<int64_t> r = checked_add(m_value, value);
+    if (r) {
+      m_value = *r;
+    } else {
+      m_overflow = true;
+    }
+  }
+  int64_t value() const { return m_value; }
+  bool overflow() const { return m_overflow; }
+
+ private:
+  int64_t m_value = 0;
+  bool m_overflow = false;
+};
+
+// Bytes of `elements` at `per_element` bytes each; nullopt on overflow.
+std::optional<int64_t> times(int64_t elements, int64_t per_element) {
+  return checked_mul(elements, per_element);
+}
+
+// The training state of `elements_per_device` elements of one tensor, with
+// ZeRO sharding the state over `zero_shards` more devices.
+std::optional<StateBytes> state_of(int64_t elements, DType dtype, Recipe recipe,
+                                   int zero, int64_t zero_shards) {
+  const int64_t sharded = ceil_div(elements, zero_shards);
+  const int64_t params_e = zero >= 3 ? sharded : elements;
+  const int64_t grads_e = zero >= 2 ? sharded : elements;
+  const int64_t optimizer_e = zero >= 1 ? sharded : elements;
+  StateBytes out;
+  std::optional<int64_t> params = bytes_for(params_e, dtype);
+  if (!params) {
+    return std::nullopt;
+  }
+  out.params = *params;
+  if (recipe == Recipe::params_only || !is_trainable(dtype)) {
+    return out;
+  }
+  std::optional<int64_t> grads = int64_t{0};
+  switch (recipe) {
+    case Recipe::adam:
+      grads = bytes_for(grads_e, dtype);
+      break;
+    case Recipe::adam_fp32_grads:
+      grads = times(grads_e, 4);
+      break;
+    case Recipe::adam_fp32_accum: {
+      std::optional<int64_t> low = bytes_for(grads_e, dtype);
+      std::optional<int64_t> accum = times(grads_e, 4);
+      grads = low && accum ? checked_add(*low, *accum) : std::nullopt;
+      break;
+    }
+    case Recipe::scaling_book:
+    case Recipe::params_only:
+      break;
+  }
+  // fp32 Adam moments m and v; an fp32 master copy of narrower parameters
+  // (not in the scaling book's count).
+  int64_t per_element = 8;
+  if (recipe != Recipe::scaling_book && dtype_bits(dtype) < 32) {
+    per_element += 4;
+  }
+  std::optional<int64_t> optimizer = times(optimizer_e, per_element);
+  if (!grads || !optimizer) {
+    return std::nullopt;
+  }
+  out.grads = *grads;
+  out.optimizer = *optimizer;
+  return out;
+}
+
+bool has_grads(Recipe recipe) {
+  return recipe != Recipe::params_only && recipe != Recipe::scaling_book;
+}
+
+}  // namespace
+
+std::string_view to_string(Recipe recipe) {
+  for (const RecipeName& r : k_recipes) {
+    if (r.recipe == recipe) {
+      return r.name;
+    }
+  }
+  return "?";
+}
+
+std::optional<Recipe> parse_recipe(std::string_view text) {
+  if (text == "megatron") {
+    return Recipe::adam_fp32_grads;
+  }
+  for (const RecipeName& r : k_recipes) {
+    if (r.name == text) {
+      return r.recipe;
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> recipe_names() {
+  std::vector<std::string> out;
+  for (const RecipeName& r : k_recipes) {
+    out.emplace_back(r.name);
+  }
+  out.emplace_back("megatron");
+  return out;
+}
+
+std::optional<MemoryEstimate> estimate_memory(
+    const Manifest& manifest, const Mesh& mesh,
+    const std::vector<TensorSharding>& shardings, const MemoryOptions& options,
+    Diagnostics& diags) {
+  assert(shardings.size() == manifest.size());
+  assert(options.zero >= 0 && options.zero <= 3);
+  assert(options.headroom >= 0 && options.headroom < 1);
+  MemoryEstimate out;
+  out.recipe = options.recipe;
+  out.zero = options.zero;
+  out.headroom = options.headroom;
+  out.hbm_bytes = options.hbm_bytes;
+
+  // The data axes, in mesh order.
+  if (options.data_axes.empty()) {
+    for (const MeshAxis& axis : mesh.axes) {
+      if (axis.name == "dp" || axis.name == "data" || axis.name == "fsdp") {
+        out.data_axes.push_back(axis.name);
+      }
+    }
+  } else {
+    std::vector<std::string> names = mesh.axis_names();
+    for (const std::string& name : options.data_axes) {
+      if (mesh.find(name) == nullptr) {
+        Diagnostic& d = diags.error(
+            "memory.data-axis",
+            fmt::format("data axis {} is not an axis of the mesh {}",
+                        quote(name), to_string(mesh)),
+            Location{"--data-axes", "", 0, 0, "", 0});
+        std::string best = closest_match(name, names);
+        d.hint = best.empty() ? fmt::format("the mesh's axes are {}",
+                                            fmt::join(names, ", "))
+                              : fmt::format("did you mean {}?", quote(best));
+        return std::nullopt;
+      }
+      if (std::find(out.data_axes.begin(), out.data_axes.end(), name)
+          == out.data_axes.end()) {
+        out.data_axes.push_back(name);
+      }
+    }
+  }
+  for (const std::string& name : out.data_axes) {
+    out.zero_shards *= mesh.find(name)->size;
+  }
+  if (options.zero > 0 && out.zero_shards == 1) {
+    Diagnostic& d = diags.warning(
+        "memory.zero-no-effect",
+        out.data_axes.empty()
+            ? fmt::format("--zero {} shards nothing: the mesh {} has no axis "
+                          "named dp, data or fsdp",
+                          options.zero, to_string(mesh))
+            : fmt::format("--zero {} shards nothing: the data axes ({}) have "
+                          "size 1",
+                          options.zero, fmt::join(out.data_axes, ", ")),
+        Location{"--zero", "", 0, 0, "", 0});
+    d.hint = "name the data-parallel axes with --data-axes";
+  }
+  auto is_data = [&](const std::string& axis) {
+    return std::find(out.data_axes.begin(), out.data_axes.end(), axis)
+           != out.data_axes.end();
+  };
+
+  const std::vector<Tensor>& tensors = manifest.tensors();
+  Sum params, grads, optimizer, min_total;
+  std::vector<TensorMemory> per_tensor;
+  per_tensor.reserve(tensors.size());
+  bool overflow = false;
+  for (const TensorSharding& s : shardings) {
+    const Tensor& tensor = tensors[s.tensor];
+    // ZeRO shards over the data axes the spec leaves free; the gather at use
+    // undoes the data axes the spec (or ZeRO-3) shards over.
+    int64_t free_data = out.zero_shards;
+    int64_t spec_data = 1;
+    std::vector<int64_t> other_shards(static_cast<size_t>(tensor.rank()), 1);
+    if (s.spec) {
+      for (size_t d = 0; d < s.spec->dims.size(); ++d) {
+        for (const std::string& axis : s.spec->dims[d].axes) {
+          const int64_t size = mesh.find(axis)->size;
+          if (is_data(axis)) {
+            free_data /= size;
+            spec_data *= size;
+          } else {
+            other_shards[d] *= size;
+          }
+        }
+      }
+    }
+    std::optional<StateBytes> state =
+        state_of(s.elements_per_device, tensor.dtype, options.recipe,
+                 options.zero, free_data);
+    std::optional<StateBytes> min_state =
+        state_of(s.min_elements_per_device, tensor.dtype, options.recipe,
+                 options.zero, free_data);
+    if (!state || !min_state) {
+      overflow = true;
+      break;
+    }
+    params.add(state->params);
+    grads.add(state->grads);
+    optimizer.add(state->optimizer);
+    min_total.add(min_state->model_states());
+    per_tensor.push_back(TensorMemory{s.tensor, *state});
+    if (s.min_bytes_per_device != s.bytes_per_device) {
+      ++out.uneven_tensors;
+    }
+
+    const bool gathered = spec_data > 1 || (options.zero >= 3 && free_data > 1);
+    if (gathered) {
+      int64_t elements = 1;
+      for (size_t d = 0; d < other_shards.size() && elements > 0; ++d) {
+        elements *= ceil_div(tensor.shape[d], other_shards[d]);  // <= dim
+      }
+      std::optional<int64_t> bytes = bytes_for(elements, tensor.dtype);
+      if (!bytes) {
+        overflow = true;
+        break;
+      }
+      const int64_t copies =
+          has_grads(options.recipe) && is_trainable(tensor.dtype) ? 2 : 1;
+      std::optional<int64_t> buffer = checked_mul(*bytes, copies);
+      if (!buffer) {
+        overflow = true;
+        break;
+      }
+      if (*buffer > out.gather_buffer) {
+        out.gather_buffer = *buffer;
+        out.gather_tensor = s.tensor;
+      }
+    }
+
+    auto dtype_it = std::find_if(out.by_dtype.begin(), out.by_dtype.end(),
+                                 [&](const DtypeMemory& m) {
+                                   return m.dtype == tensor.dtype;
+                                 });
+    if (dtype_it == out.by_dtype.end()) {
+      out.by_dtype.push_back(DtypeMemory{tensor.dtype, 0, 0});
+      dtype_it = out.by_dtype.end() - 1;
+    }
+    ++dtype_it->tensors;
+    dtype_it->params_per_device += state->params;  // <= params total
+  }
+  Sum total;
+  total.add(params.value());
+  total.add(grads.value());
+  total.add(optimizer.value());
+  total.add(out.gather_buffer);
+  Sum min_device;
+  min_device.add(min_total.value());
+  min_device.add(out.gather_buffer);
+  if (overflow || params.overflow() || grads.overflow() || optimizer.overflow()
+      || min_total.overflow() || total.overflow() || min_device.overflow()) {
+    diags.error("memory.overflow",
+                fmt::format("the per-device memory of {} does not fit in a "
+                            "64-bit byte count",
+                            manifest.source));
+    return std::nullopt;
+  }
+  out.per_device = StateBytes{params.value(), grads.value(), optimizer.value()};
+  out.max_device_total = total.value();
+  out.min_device_total = min_device.value();
+
+  const size_t keep = std::min(options.largest, per_tensor.size());
+  std::partial_sort(per_tensor.begin(), per_tensor.begin() + static_cast<ptrdiff_t>(keep),
+                    per_tensor.end(), [](const TensorMemory& a, const TensorMemory& b) {
+                      if (a.per_device.model_states() != b.per_device.model_states()) {
+                        return a.per_device.model_states() > b.per_device.model_states();
+                      }
+                      return a.tensor < b.tensor;  // manifest order breaks ties
+                    });
+  per_tensor.resize(keep);
+  out.largest = std::move(per_tensor);
+
+  if (out.min_device_total != out.max_device_total) {
+    Diagnostic& d = diags.warning(
+        "memory.uneven",
+        fmt::format("devices hold different amounts: device 0 {} bytes, the "
+                    "last device {} bytes ({} tensor{} with uneven shards)",
+                    out.max_device_total, out.min_device_total,
+                    out.uneven_tensors, out.uneven_tensors == 1 ? "" : "s"));
+    d.hint = "the estimate is for the most loaded device";
+  }
+
+  if (out.hbm_bytes) {
+    const double hbm = static_cast<double>(*out.hbm_bytes);
+    out.capacity_bytes = static_cast<int64_t>(std::floor(hbm * (1.0 - out.headroom)));
+    out.utilization = static_cast<double>(out.max_device_total) / hbm;
+    out.fits = out.max_device_total <= *out.capacity_bytes;
+    if (!*out.fits) {
+      Diagnostic& d = diags.error(
+          "memory.over-capacity",
+          fmt::format("the most loaded device needs {} bytes, over the {} "
+                      "bytes usable ({} bytes of HBM with {:g}% kept free)",
+                      out.max_device_total, *out.capacity_bytes, *out.hbm_bytes,
+                      out.headroom * 100));
+      d.hint = out.zero < 3 && has_grads(out.recipe)
+                   ? "shard further: more fsdp, --zero 3, or a larger slice"
+                   : "shard further (more fsdp or tp) or use a larger slice";
+    }
+  }
+  return out;
+}
+
+}  // namespace shardplan

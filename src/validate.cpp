@@ -1,0 +1,323 @@
+#include <shardplan/validate.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cassert>
+#include <map>
+
+namespace shardplan {
+
+namespace {
+
+// Python's tuple repr: (8,) for one element, (4, 8) for more.
+std::string python_tuple(const std::vector<int64_t>& values) {
+  if (values.size() == 1) {
+    return fmt::format("({},)", values[0]);
+  }
+  return fmt::format("({})", fmt::join(values, ", "));
+}
+
+std::string python_names(const std::vector<std::string>& names) {
+  std::vector<std::string> quoted;
+  quoted.reserve(names.size());
+  for (const std::string& n : names) {
+    quoted.push_back("'" + n + "'");
+  }
+  if (quoted.size() == 1) {
+    return fmt::format("({},)", quoted[0]);
+  }
+  return fmt::format("({})", fmt::join(quoted, ", "));
+}
+
+Location spec_location(const SpecsFile& specs, const NamedSpec& entry) {
+  Location loc;
+  loc.source = specs.source;
+  loc.pointer = entry.pointer;
+  loc.line = entry.line;
+  loc.column = entry.column;
+  return loc;
+}
+
+// Past this many unknown names, no nearest-name hint: each costs a pass over
+// the manifest's names.
+constexpr size_t k_max_name_hints = 20;
+
+// The hint of an indivisible dim: the mesh axes whose size divides it (those
+// free in this spec, or already on this dim) and the padded size that the
+// requested split would accept.
+std::string indivisible_hint(int64_t size, int64_t shards, size_t dim,
+                             const PartitionSpec& spec, const Mesh& mesh) {
+  std::vector<std::string> dividing;
+  for (const MeshAxis& axis : mesh.axes) {
+    if (axis.size <= 1 || size % axis.size != 0) {
+      continue;
+    }
+    bool used_elsewhere = false;
+    for (size_t d = 0; d < spec.dims.size(); ++d) {
+      if (d != dim
+          && std::find(spec.dims[d].axes.begin(), spec.dims[d].axes.end(),
+                       axis.name) != spec.dims[d].axes.end()) {
+        used_elsewhere = true;
+      }
+    }
+    if (!used_elsewhere) {
+      dividing.push_back(fmt::format("{} ({})", axis.name, axis.size));
+    }
+  }
+  std::string out =
+      dividing.empty()
+          ? fmt::format("no free mesh axis divides {}", size)
+          : fmt::format("mesh axes that divide {}: {}", size, fmt::join(dividing, ", "));
+  if (std::optional<int64_t> padded = checked_mul(ceil_div(size, shards), shards)) {
+    out += fmt::format("; or pad the dim to {} (a multiple of {})", *padded, shards);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<TensorSharding> shard_tensor(const Tensor& tensor,
+                                           const PartitionSpec& spec,
+                                           const Mesh& mesh) {
+  assert(spec.size() <= static_cast<size_t>(tensor.rank()));
+  TensorSharding out;
+  out.spec = spec.padded(static_cast<size_t>(tensor.rank()));
+  const size_t rank = static_cast<size_t>(tensor.rank());
+  out.shards.assign(rank, 1);
+  out.shard_shape.assign(rank, 0);
+  std::vector<int64_t> min_shape(rank, 0);
+  int64_t split = 1;
+  for (size_t d = 0; d < rank; ++d) {
+    for (const std::string& name : out.spec->dims[d].axes) {
+      const MeshAxis* axis = mesh.find(name);
+      assert(axis != nullptr);
+      out.shards[d] *= axis->size;  // distinct axes: at most the device count
+    }
+    split *= out.shards[d];
+    const int64_t size = tensor.shape[d];
+    const int64_t largest = ceil_div(size, out.shards[d]);
+    out.shard_shape[d] = largest;
+    // The last shard holds what the others leave, or nothing.
+    std::optional<int64_t> before = checked_mul(largest, out.shards[d] - 1);
+    min_shape[d] = before && *before < size ? size - *before : 0;
+  }
+  std::optional<int64_t> elements = checked_product(out.shard_shape);
+  std::optional<int64_t> min_elements = checked_product(min_shape);
+  if (!elements || !min_elements) {
+    return std::nullopt;
+  }
+  std::optional<int64_t> bytes = bytes_for(*elements, tensor.dtype);
+  std::optional<int64_t> min_bytes = bytes_for(*min_elements, tensor.dtype);
+  if (!bytes || !min_bytes) {
+    return std::nullopt;
+  }
+  out.elements_per_device = *elements;
+  out.min_elements_per_device = *min_elements;
+  out.bytes_per_device = *bytes;
+  out.min_bytes_per_device = *min_bytes;
+  out.replicas = mesh.num_devices() / split;
+  out.valid = true;
+  return out;
+}
+
+std::vector<TensorSharding> validate_specs(const Manifest& manifest,
+                                           const Mesh& mesh,
+                                           const SpecsFile& specs,
+                                           const ValidateOptions& options,
+                                           Diagnostics& diags) {
+  const std::vector<Tensor>& tensors = manifest.tensors();
+  if (options.topology_devices && *options.topology_devices != mesh.num_devices()) {
+    Diagnostic& d = diags.error(
+        "mesh.device-count",
+        fmt::format("number of devices {} must equal the product of mesh_shape "
+                    "{} = {}",
+                    *options.topology_devices, python_tuple(mesh.shape()),
+                    mesh.num_devices()),
+        Location{"--mesh", "", 0, 0, "", 0});
+    d.hint = fmt::format("--topology {} has {} devices", options.topology_name,
+                         *options.topology_devices);
+  }
+
+  // Which spec each tensor has; specs for unknown tensors are reported here,
+  // in file order.
+  constexpr size_t none = static_cast<size_t>(-1);
+  std::vector<size_t> spec_of(tensors.size(), none);
+  std::vector<std::string> names;  // for hints, built on first need
+  size_t hints_given = 0;
+  for (size_t i = 0; i < specs.specs.size(); ++i) {
+    const NamedSpec& entry = specs.specs[i];
+    const Tensor* tensor = manifest.find(entry.name);
+    if (tensor != nullptr) {
+      spec_of[static_cast<size_t>(tensor - tensors.data())] = i;
+      continue;
+    }
+    Diagnostic& d = diags.error(
+        "spec.unknown-tensor",
+        fmt::format("spec for tensor {}, which the manifest {} does not have",
+                    quote(entry.name), manifest.source),
+        spec_location(specs, entry));
+    d.tensor = entry.name;
+    if (hints_given < k_max_name_hints) {
+      ++hints_given;
+      if (names.empty()) {
+        names.reserve(tensors.size());
+        for (const Tensor& t : tensors) {
+          names.push_back(std::string(t.name));
+        }
+      }
+      std::string best = closest_match(entry.name, names);
+      if (!best.empty()) {
+        d.hint = fmt::format("did you mean {}?", quote(best));
+      }
+    }
+  }
+
+  std::vector<std::string> mesh_names = mesh.axis_names();
+  // Axes of size 1 named in specs: how many tensors, and the first.
+  std::map<std::string, std::pair<size_t, std::string>> trivial;
+
+  std::vector<TensorSharding> out;
+  out.reserve(tensors.size());
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const Tensor& tensor = tensors[t];
+    const std::string name(tensor.name);
+    // Until proven valid: replicated, for the memory totals.
+    TensorSharding replicated =
+        *shard_tensor(tensor, PartitionSpec{}, mesh);
+    replicated.tensor = t;
+    replicated.valid = false;
+    replicated.spec.reset();
+
+    if (spec_of[t] == none) {
+      Diagnostic& d = diags.error(
+          "spec.missing",
+          fmt::format("tensor {} has no spec in {}", quote(name), specs.source),
+          Location{specs.source, "", 0, 0, "", 0});
+      d.tensor = name;
+      d.hint = "add it to the specs file; P() replicates it";
+      out.push_back(std::move(replicated));
+      continue;
+    }
+    const NamedSpec& entry = specs.specs[spec_of[t]];
+    if (!entry.valid) {
+      out.push_back(std::move(replicated));  // the reader reported it
+      continue;
+    }
+    const PartitionSpec& spec = entry.spec;
+    const std::string shown = to_python(spec);
+    const Location where = spec_location(specs, entry);
+    bool ok = true;
+
+    // JAX's order: unknown axes, repeated axes, then rank, then divisibility.
+    std::vector<std::string> seen;
+    for (size_t d = 0; d < spec.dims.size(); ++d) {
+      for (const std::string& axis : spec.dims[d].axes) {
+        if (mesh.find(axis) == nullptr) {
+          Diagnostic& diag = diags.error(
+              "spec.unknown-axis",
+              fmt::format("resource axis: {} of {} is not found in mesh: {}",
+                          axis, shown, python_names(mesh_names)),
+              where);
+          diag.tensor = name;
+          diag.dim = static_cast<int64_t>(d);
+          std::string best = closest_match(axis, mesh_names);
+          if (!best.empty()) {
+            diag.hint = fmt::format("did you mean {}?", quote(best, '\''));
+          }
+          ok = false;
+          continue;
+        }
+        if (std::find(seen.begin(), seen.end(), axis) != seen.end()) {
+          Diagnostic& diag = diags.error(
+              "spec.duplicate-axis",
+              fmt::format("a single NamedSharding spec specification can map "
+                          "every mesh axis to at most one positional "
+                          "dimension, but {} has duplicate entries for `{}`",
+                          shown, axis),
+              where);
+          diag.tensor = name;
+          diag.dim = static_cast<int64_t>(d);
+          ok = false;
+          continue;
+        }
+        seen.push_back(axis);
+        if (mesh.find(axis)->size == 1) {
+          auto [it, inserted] = trivial.try_emplace(axis, 0, name);
+          ++it->second.first;
+        }
+      }
+    }
+    if (spec.size() > static_cast<size_t>(tensor.rank())) {
+      Diagnostic& diag = diags.error(
+          "spec.rank",
+          fmt::format("sharding {} is only valid for values of rank at least "
+                      "{}, but was applied to a value of rank {}",
+                      shown, spec.size(), tensor.rank()),
+          where);
+      diag.tensor = name;
+      diag.hint = tensor.rank() == 0
+                      ? "for scalars the PartitionSpec should be P()"
+                      : fmt::format("the tensor's shape is {}",
+                                    python_tuple(tensor.shape));
+      ok = false;
+    }
+    if (!ok) {
+      out.push_back(std::move(replicated));
+      continue;
+    }
+
+    std::optional<TensorSharding> laid = shard_tensor(tensor, spec, mesh);
+    assert(laid);  // shards of a tensor whose size fits in int64
+    laid->tensor = t;
+    for (size_t d = 0; d < laid->shards.size(); ++d) {
+      const int64_t size = tensor.shape[d];
+      if (size % laid->shards[d] == 0) {
+        continue;
+      }
+      Diagnostic& diag = diags.error(
+          "spec.indivisible",
+          fmt::format("{} implies that array axis {} is partitioned {} times, "
+                      "but the dimension size is {} (full shape: {}, "
+                      "per-dimension tiling factors: {} should evenly divide "
+                      "the shape)",
+                      shown, d, laid->shards[d], size,
+                      python_tuple(tensor.shape), python_tuple(laid->shards)),
+          where);
+      diag.tensor = name;
+      diag.dim = static_cast<int64_t>(d);
+      diag.hint = indivisible_hint(size, laid->shards[d], d, *laid->spec, mesh);
+      laid->valid = false;
+    }
+    if (laid->valid && options.replicated_warning_bytes > 0
+        && mesh.num_devices() > 1 && laid->replicas == mesh.num_devices()
+        && tensor.num_bytes >= options.replicated_warning_bytes) {
+      Diagnostic& diag = diags.warning(
+          "spec.replicated-large",
+          fmt::format("tensor {} ({} bytes) is fully replicated on all {} "
+                      "devices",
+                      quote(name), tensor.num_bytes, mesh.num_devices()),
+          where);
+      diag.tensor = name;
+      diag.hint = fmt::format("the warning starts at {} bytes "
+                              "(--warn-replicated)",
+                              options.replicated_warning_bytes);
+    }
+    out.push_back(std::move(*laid));
+  }
+
+  for (const auto& [axis, use] : trivial) {
+    Diagnostic& d = diags.warning(
+        "spec.trivial-axis",
+        fmt::format("mesh axis {} has size 1, yet {} {} it (first: {}); it "
+                    "splits nothing",
+                    quote(axis, '\''), use.first,
+                    use.first == 1 ? "spec names" : "specs name",
+                    quote(use.second)),
+        Location{specs.source, "", 0, 0, "", 0});
+    d.tensor = use.second;
+  }
+  return out;
+}
+
+}  // namespace shardplan
