@@ -12,9 +12,9 @@
 //   $defs, and $ref to "#/..." (the same file) or "FILE#/..." (a file in the
 //   schema directory); $schema (draft 2020-12 only), title, description and
 //   $comment are annotations.
-// Any other keyword in a schema is reported as an error (keyword "$schema"
-// with "unsupported keyword" in the message), so a schema cannot lean on a
-// check that is not made.
+// Any other keyword in a schema is reported as an error (in_schema, the
+// keyword, "unsupported keyword"), so a schema cannot lean on a check that is
+// not made.
 
 #include <nlohmann/json.hpp>
 
