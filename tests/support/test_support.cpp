@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "cli/cli.hpp"
+
 #include <fstream>
 #include <sstream>
 
@@ -21,6 +23,17 @@ std::string slurp(const std::string& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+CliResult run_cli(std::vector<std::string> args) {
+  args.insert(args.begin(), "shardplan");
+  std::ostringstream out;
+  std::ostringstream err;
+  CliResult r;
+  r.code = cli::run(args, out, err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
 }
 
 std::vector<NegativeCase> load_cases(std::string_view relative) {

@@ -1,6 +1,7 @@
 #pragma once
 
-// Helpers shared by the unit tests: test data files and negative-case files.
+// Helpers shared by the unit tests: test data files, negative-case files and
+// runs of the command line.
 
 #include <shardplan/diag.hpp>
 #include <shardplan/mesh.hpp>
@@ -49,6 +50,15 @@ Topology topology_of(std::string_view name);
 // "s.json"; fail the current test when the text has any problem.
 Manifest manifest_of(std::string_view json);
 SpecsFile specs_of(std::string_view json);
+
+// One run of the command line through cli::run(), the code main() calls.
+struct CliResult {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+// `args` without the program name.
+CliResult run_cli(std::vector<std::string> args);
 
 // The first error in `diags` rendered without colour; empty when none.
 std::string first_error(const Diagnostics& diags);

@@ -7,7 +7,6 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "cli/cli.hpp"
 #include "support/test_support.hpp"
 
 #include <cstdlib>
@@ -21,22 +20,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-Result run_cli(std::vector<std::string> args) {
-  args.insert(args.begin(), "shardplan");
-  std::ostringstream out;
-  std::ostringstream err;
-  Result r;
-  r.code = cli::run(args, out, err);
-  r.out = out.str();
-  r.err = err.str();
-  return r;
-}
+using Result = test::CliResult;
+using test::run_cli;
 
 json parse_json(const std::string& text) {
   INFO(text);
