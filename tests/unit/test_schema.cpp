@@ -267,7 +267,7 @@ TEST_CASE("schema: docs/schema files use only supported keywords", "[schema]") {
   }
   std::sort(names.begin(), names.end());
   CHECK(names
-        == Strings{"common.schema.json", "diagnostics.schema.json", "manifest.schema.json",
+        == Strings{"check.schema.json", "common.schema.json", "diagnostics.schema.json", "manifest.schema.json",
                    "mesh.schema.json", "topology-list.schema.json",
                    "topology-show.schema.json", "topology.schema.json"});
   for (const std::string& name : names) {
@@ -476,6 +476,41 @@ TEST_CASE("schema: manifest output validates", "[schema][cli]") {
                           std::string(SHARDPLAN_SOURCE_DIR) + "/configs/examples/tiny-llama.json",
                           "--format", "json"}),
                 "manifest.schema.json");
+}
+
+TEST_CASE("schema: check and memory output validates", "[schema][cli]") {
+  const std::string examples = std::string(SHARDPLAN_SOURCE_DIR) + "/configs/examples/";
+  auto args = [&](std::string command, std::string specs, std::vector<std::string> more) {
+    std::vector<std::string> out = {std::move(command), "--manifest",
+                                    examples + "tiny-llama.json", "--specs", std::move(specs),
+                                    "--format", "json"};
+    out.insert(out.end(), more.begin(), more.end());
+    return out;
+  };
+  const std::string good = examples + "tiny-llama.specs.json";
+  const std::string bad = test::data_path("check/tiny-llama.bad-specs.json");
+  SECTION("check on a topology, no problems") {
+    json doc = run_json(args("check", good, {"--topology", "v5e-8", "--mesh", "fsdp:2,tp:4",
+                                             "--recipe", "adam", "--zero", "3"}));
+    CHECK(doc["memory"]["fits"] == true);
+    require_valid(doc, "check.schema.json");
+  }
+  SECTION("check with every fault: null specs, located diagnostics") {
+    json doc = run_json(args("check", bad, {"--topology", "v5e-8", "--mesh", "fsdp:2,tp:4"}), 1);
+    CHECK(doc["tensors"][2]["spec"].is_null());
+    require_valid(doc, "check.schema.json");
+  }
+  SECTION("memory with --devices: HBM unknown") {
+    json doc = run_json(args("memory", good, {"--devices", "8", "--mesh", "fsdp:2,tp:4"}));
+    CHECK(doc["memory"]["hbm_bytes"].is_null());
+    CHECK(doc["memory"]["fits"].is_null());
+    CHECK(doc["memory"]["largest"].size() == 20);
+    require_valid(doc, "check.schema.json");
+    // A memory document without by_dtype still validates; one with a
+    // misspelt key does not.
+    doc["memory"]["by_dtypes"] = doc["memory"]["by_dtype"];
+    CHECK_FALSE(errors_for(doc, "check.schema.json").empty());
+  }
 }
 
 TEST_CASE("schema: bad-input documents validate against diagnostics.schema.json",
