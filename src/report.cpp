@@ -253,6 +253,15 @@ std::vector<std::pair<std::string_view, const Figure*>> figure_list(const Topolo
   return out;
 }
 
+// A figure as JSON: an integer when it is a whole number (byte counts, link
+// counts), else a float.
+ordered_json number_json(double value) {
+  if (std::fabs(value) < 9007199254740992.0 && std::trunc(value) == value) {
+    return static_cast<int64_t>(value);
+  }
+  return value;
+}
+
 ordered_json topology_object(const Topology& t) {
   ordered_json j;
   j["name"] = t.name;
@@ -279,7 +288,7 @@ ordered_json topology_object(const Topology& t) {
   ordered_json links;
   if (t.kind == TopologyKind::tpu) {
     links["ici"] = {{"bytes_per_s_per_link", f.ici_bytes_per_s_per_link.value},
-                    {"links_per_chip", f.ici_links_per_chip.value},
+                    {"links_per_chip", number_json(f.ici_links_per_chip.value)},
                     {"latency_s", f.ici_latency_s.value}};
     if (!f.dcn_bytes_per_s_per_chip.source.empty()) {
       links["dcn"] = {{"bytes_per_s_per_chip", f.dcn_bytes_per_s_per_chip.value},
@@ -294,7 +303,8 @@ ordered_json topology_object(const Topology& t) {
   j["links"] = std::move(links);
   ordered_json figures;
   for (const auto& [name, figure] : figure_list(t)) {
-    figures[std::string(name)] = {{"value", figure->value}, {"source", figure->source}};
+    figures[std::string(name)] = {{"value", number_json(figure->value)},
+                                  {"source", figure->source}};
   }
   j["figures"] = std::move(figures);
   return j;

@@ -460,7 +460,7 @@ constexpr const char* k_examples = R"(Examples:
   shardplan mesh --mesh 2,-1,4 --axis-names dp,fsdp,tp --devices 64 --format json
   shardplan mesh --mesh dp:4,fsdp:4,tp:4 --devices 64 --dcn dp:2
   shardplan mesh --topology v5p-128 --mesh fsdp:-1,tp:4
-  shardplan mesh --topology 2xv5e-256 --mesh dp:2,fsdp:-1,tp:8
+  shardplan mesh --topology 2xv5e-256 --mesh dp:2,fsdp:-1,tp:16
   shardplan check --topology v5p-128 --mesh fsdp:-1,tp:4 --manifest m.json --specs s.json
   shardplan memory --topology v5p-128 --mesh fsdp:-1,tp:4 --manifest m.json --specs s.json --recipe adam
   shardplan topology list
