@@ -814,7 +814,7 @@ std::string check_json(const CheckReport& r, const Diagnostics& diags) {
     j["topology"] = topology_object(*r.topology);
   }
   j["manifest"] = r.manifest.source;
-  j["specs"] = std::string(r.specs_source);
+  j["specs_file"] = std::string(r.specs_source);  // not "specs": that key makes a specs file
   ordered_json tensors = ordered_json::array();
   for (const TensorSharding& s : r.shardings) {
     const Tensor& t = r.manifest.tensors()[s.tensor];

@@ -277,8 +277,8 @@ TEST_CASE("cli: golden cases", "[cli][golden]") {
 
 // Every file under tests/data/bad_inputs/ must give exit 2 and a located
 // message, never a crash. mesh/*.txt hold mesh strings; manifest/* are
-// manifest files; topology/* are topology files; specs/* are specs files (read in-process until a command
-// takes --specs).
+// manifest files; topology/* are topology files; specs/* are specs files,
+// given to `check`.
 TEST_CASE("cli: bad-input corpus replays to located errors", "[cli][bad-inputs]") {
   fs::path root = test::data_path("bad_inputs");
   size_t replayed = 0;
@@ -304,14 +304,13 @@ TEST_CASE("cli: bad-input corpus replays to located errors", "[cli][bad-inputs]"
         CHECK(r.code == 2);
         CHECK(r.err.rfind(path + ":", 0) == 0);
       } else if (kind == "specs") {
-        Diagnostics diags;
-        std::string text = test::slurp(path);
-        CHECK_FALSE(read_specs(text, path, diags));
-        REQUIRE(diags.has_errors());
+        Result r = run_cli({"check", "--mesh", "fsdp:2,tp:4", "--devices", "8", "--manifest",
+                            std::string(SHARDPLAN_SOURCE_DIR) + "/configs/examples/tiny-llama.json",
+                            "--specs", path});
+        INFO(r.err);
+        CHECK(r.code == 2);
         // A spec written as a string is located as "FILE:/specs/NAME".
-        CHECK(diags.items().front().location.source.rfind(path, 0) == 0);
-        CHECK((!diags.items().front().location.pointer.empty()
-               || diags.items().front().location.line > 0));
+        CHECK(r.err.rfind(path + ":", 0) == 0);
       } else if (kind == "topology") {
         Result r = run_cli({"topology", "show", path});
         INFO(r.err);
@@ -487,4 +486,167 @@ TEST_CASE("cli: mesh --topology", "[cli][topology]") {
         == json::array({0, 1, 2, 3, 7, 6, 5, 9, 10, 11, 15, 14, 13, 12, 8, 4}));
   CHECK(doc["physical_assignment"].is_null());
   CHECK(doc["axes_links"][0]["wraparound"] == true);
+}
+
+namespace {
+
+std::string examples(const std::string& file) {
+  return std::string(SHARDPLAN_SOURCE_DIR) + "/configs/examples/" + file;
+}
+
+std::vector<std::string> check_args(const std::string& specs, std::vector<std::string> more) {
+  std::vector<std::string> args = {"check", "--mesh", "fsdp:2,tp:4", "--manifest",
+                                   examples("tiny-llama.json"), "--specs", specs};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+}  // namespace
+
+TEST_CASE("cli: check reports every fault, located, and exits 1", "[cli][check]") {
+  const std::string bad = test::data_path("check/tiny-llama.bad-specs.json");
+  Result r = run_cli(check_args(bad, {"--topology", "v5e-8"}));
+  CHECK(r.code == 1);
+  CHECK(r.out.find("result: 6 errors, 0 warnings\n") != std::string::npos);
+  CHECK(r.out.find("specs: 16 valid, 5 with problems") != std::string::npos);
+  CHECK(r.err.find(bad + ":/specs/model.layers.0.self_attn.q_proj.weight: error: resource "
+                         "axis: tpp of P('tpp', 'fsdp') is not found in mesh: ('fsdp', 'tp'); "
+                         "did you mean 'tp'? [spec.unknown-axis]\n")
+        != std::string::npos);
+  CHECK(r.err.find(bad + ": error: tensor \"model.layers.1.self_attn.o_proj.weight\" has no "
+                         "spec in " + bad)
+        != std::string::npos);
+  // -q keeps the errors; warnings would go.
+  Result quiet = run_cli(check_args(bad, {"--topology", "v5e-8", "-q"}));
+  CHECK(quiet.err == r.err);
+}
+
+TEST_CASE("cli: check --format github annotates the specs file", "[cli][check]") {
+  const std::string bad = test::data_path("check/tiny-llama.bad-specs.json");
+  Result r = run_cli(check_args(bad, {"--topology", "v5e-8", "--format", "github"}));
+  CHECK(r.code == 1);
+  // Line 4 of the file, the '[' of the spec at column 45 (counted by hand).
+  CHECK(r.out.find("::error file=" + bad + ",line=4,col=45,title=shardplan spec.unknown-axis::"
+                   "tensor \"model.layers.0.self_attn.q_proj.weight\": resource axis: tpp of "
+                   "P('tpp', 'fsdp') is not found in mesh: ('fsdp', 'tp'); did you mean 'tp'?\n")
+        != std::string::npos);
+  CHECK(r.out.find("::error file=" + bad + ",title=shardplan spec.missing::") != std::string::npos);
+  const std::string last_line = r.out.substr(r.out.rfind('\n', r.out.size() - 2) + 1);
+  CHECK(last_line.rfind("shardplan check: 6 errors, 0 warnings; total ", 0) == 0);
+
+  // Workflow-command escaping: %, CR and LF in data; also ':' and ',' in
+  // properties (actions/toolkit command.ts).
+  fs::path dir = temp_dir("github,esc:ape");
+  const std::string specs = (dir / "s.json").string();
+  std::ofstream(specs) << R"({"specs": {"w%1": []}})";
+  const std::string manifest = (dir / "m.json").string();
+  std::ofstream(manifest) << R"({"params": [{"name": "w", "shape": [4], "dtype": "f32"}]})";
+  Result e = run_cli({"check", "--mesh", "a:2", "--manifest", manifest, "--specs", specs,
+                      "--format", "github"});
+  CHECK(e.code == 1);
+  std::string escaped_dir = dir.string();
+  for (auto [from, to] : {std::pair<std::string, std::string>{",", "%2C"}, {":", "%3A"}}) {
+    for (size_t at = escaped_dir.find(from); at != std::string::npos;
+         at = escaped_dir.find(from, at + to.size())) {
+      escaped_dir.replace(at, from.size(), to);
+    }
+  }
+  CHECK(e.out.find("::error file=" + escaped_dir + "/s.json,line=1,col=19,title=shardplan "
+                   "spec.unknown-tensor::spec for tensor \"w%251\"")
+        != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("cli: check --format markdown", "[cli][check]") {
+  Result ok = run_cli(check_args(examples("tiny-llama.specs.json"),
+                                 {"--topology", "v5e-8", "--format", "markdown"}));
+  CHECK(ok.code == 0);
+  CHECK(ok.out.rfind("## shardplan check: :white_check_mark: ok\n", 0) == 0);
+  CHECK(ok.out.find("| **total** | **621,056** | **606.50 KiB** |") != std::string::npos);
+  CHECK(ok.out.find("### Errors") == std::string::npos);
+  Result bad = run_cli(check_args(test::data_path("check/tiny-llama.bad-specs.json"),
+                                  {"--topology", "v5e-8", "--format", "markdown"}));
+  CHECK(bad.code == 1);
+  CHECK(bad.out.rfind("## shardplan check: :x: 6 errors, 0 warnings\n", 0) == 0);
+  CHECK(bad.out.find("### Errors (6)\n\n| code | tensor | where | message |\n") != std::string::npos);
+}
+
+TEST_CASE("cli: check over capacity, and the device count", "[cli][check]") {
+  // 4,192,768 bytes per device with adam and ZeRO-1 (the check_tiny_llama
+  // golden); 4,000,000 bytes of HBM leave 3,600,000 usable.
+  Result r = run_cli(check_args(examples("tiny-llama.specs.json"),
+                                {"--devices", "8", "--recipe", "adam", "--zero", "1", "--hbm",
+                                 "4MB"}));
+  CHECK(r.code == 1);
+  CHECK(r.err.find("error: the most loaded device needs 4192768 bytes, over the 3600000 bytes "
+                   "usable (4000000 bytes of HBM with 10% kept free)")
+        != std::string::npos);
+  CHECK(r.out.find("DOES NOT FIT") != std::string::npos);
+  Result headroom = run_cli(check_args(examples("tiny-llama.specs.json"),
+                                       {"--devices", "8", "--recipe", "adam", "--zero", "1",
+                                        "--hbm", "4MB", "--headroom", "0"}));
+  CHECK(headroom.code == 1);  // 4,192,768 > 4,000,000 still
+  Result fits = run_cli(check_args(examples("tiny-llama.specs.json"),
+                                   {"--devices", "8", "--recipe", "adam", "--zero", "1",
+                                    "--hbm", "4192768B", "--headroom", "0"}));
+  CHECK(fits.code == 0);
+
+  Result count = run_cli(check_args(examples("tiny-llama.specs.json"), {"--topology", "v5e-16"}));
+  CHECK(count.code == 1);
+  CHECK(count.err.find("--mesh: error: number of devices 16 must equal the product of "
+                       "mesh_shape (2, 4) = 8; --topology v5e-16 has 16 devices "
+                       "[mesh.device-count]")
+        != std::string::npos);
+
+  Result size = run_cli(check_args(examples("tiny-llama.specs.json"), {"--hbm", "12XB"}));
+  CHECK(size.code == 2);
+  CHECK(size.err.rfind("--hbm: error: expected a byte size such as 80GB, 95GiB or 1073741824, "
+                       "got \"12XB\" [cli.size]", 0) == 0);
+}
+
+TEST_CASE("cli: memory draws each category against HBM", "[cli][memory]") {
+  // Total 4,192,768 bytes against 8,385,536 of HBM: 50%, 20 of 40 marks.
+  std::vector<std::string> args = check_args(examples("tiny-llama.specs.json"),
+                                             {"--devices", "8", "--recipe", "adam", "--zero",
+                                              "1", "--hbm", "8385536"});
+  args[0] = "memory";
+  Result r = run_cli(args);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("total          4,192,768  4.00 MiB    [####################"
+                   "....................]  50.0%\n")
+        != std::string::npos);
+  CHECK(r.out.find("recipe adam, ZeRO-1 over fsdp (2 devices)\n") != std::string::npos);
+  CHECK(r.out.find("largest tensors per device (20):") != std::string::npos);
+  // The first of the largest: embed_tokens, 64,000 bytes and 500 KiB with
+  // grads (64,000) and optimizer (12 x 32,000).
+  CHECK(r.out.find("model.embed_tokens.weight                       [1000, 256]  bf16   "
+                   "tp,fsdp  62.50 KiB  500.00 KiB\n")
+        != std::string::npos);
+}
+
+TEST_CASE("cli: check -o writes the result atomically, even with errors", "[cli][check]") {
+  fs::path dir = temp_dir("check_output");
+  const std::string out = (dir / "check.json").string();
+  Result r = run_cli(check_args(test::data_path("check/tiny-llama.bad-specs.json"),
+                                {"--topology", "v5e-8", "--format", "json", "-o", out}));
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  json doc = parse_json(test::slurp(out));
+  CHECK(doc["summary"]["errors"] == 6);
+  CHECK(doc["command"] == "check");
+  CHECK(fs::directory_iterator(dir) != fs::directory_iterator());
+  CHECK(std::distance(fs::directory_iterator(dir), fs::directory_iterator()) == 1);
+
+  // The JSON written by check is itself a specs file (tensors[].spec): check
+  // it again and get the same result.
+  Result good = run_cli(check_args(examples("tiny-llama.specs.json"),
+                                   {"--topology", "v5e-8", "--format", "json", "-o", out}));
+  CHECK(good.code == 0);
+  Result again = run_cli(check_args(out, {"--topology", "v5e-8", "--format", "json"}));
+  CHECK(again.code == 0);
+  json first = parse_json(test::slurp(out));
+  json second = parse_json(again.out);
+  CHECK(first["tensors"] == second["tensors"]);
+  CHECK(first["memory"] == second["memory"]);
+  fs::remove_all(dir);
 }
