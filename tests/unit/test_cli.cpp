@@ -650,3 +650,24 @@ TEST_CASE("cli: check -o writes the result atomically, even with errors", "[cli]
   CHECK(first["memory"] == second["memory"]);
   fs::remove_all(dir);
 }
+
+TEST_CASE("cli: specs JAX refuses but that read are plan errors (exit 1)", "[cli][check]") {
+  fs::path dir = temp_dir("invalid_specs");
+  const std::string manifest = (dir / "m.json").string();
+  std::ofstream(manifest) << R"({"params": [{"name": "w", "shape": [64, 64], "dtype": "f32"}]})";
+  size_t seen = 0;
+  for (const auto& entry : fs::directory_iterator(test::data_path("invalid_specs"))) {
+    const std::string path = entry.path().string();
+    DYNAMIC_SECTION(entry.path().filename().string()) {
+      ++seen;
+      Result r = run_cli({"check", "--mesh", "dp:2,fsdp:4", "--manifest", manifest, "--specs",
+                          path});
+      INFO(r.err);
+      CHECK(r.code == 1);
+      CHECK(r.err.rfind(path + ":/specs/w/0/", 0) == 0);
+      CHECK(r.err.find("[spec.nested-tuple]") != std::string::npos);
+    }
+  }
+  CHECK(seen >= 1);
+  fs::remove_all(dir);
+}
