@@ -728,7 +728,7 @@ std::string where_text(const CheckReport& r) {
 std::string recipe_text(const MemoryEstimate& m) {
   std::string out = fmt::format("recipe {}", to_string(m.recipe));
   if (m.zero > 0) {
-    out += fmt::format(", ZeRO-{} over {} ({} devices)", m.zero,
+    out += fmt::format(" with ZeRO-{} over {} ({} devices)", m.zero,
                        m.data_axes.empty() ? std::string("no data axes")
                                            : fmt::format("{}", fmt::join(m.data_axes, ",")),
                        m.zero_shards);
@@ -857,7 +857,7 @@ std::string check_text(const CheckReport& r, const Diagnostics& diags) {
                      with_commas(static_cast<int64_t>(r.manifest.size()) - s.invalid),
                      with_commas(s.invalid), human_bytes(s.replicated_bytes),
                      human_bytes(r.manifest.total_bytes()));
-  out += fmt::format("  memory per device ({}): params {}, grads {}, optimizer {}, gather "
+  out += fmt::format("  memory per device, {}: params {}, grads {}, optimizer {}, gather "
                      "buffer {}\n",
                      recipe_text(m), human_bytes(m.per_device.params),
                      human_bytes(m.per_device.grads), human_bytes(m.per_device.optimizer),
@@ -875,7 +875,7 @@ std::string check_markdown(const CheckReport& r, const Diagnostics& diags) {
   out += fmt::format("{} tensors of `{}` with specs `{}`; {}.\n\n",
                      with_commas(static_cast<int64_t>(r.manifest.size())), r.manifest.source,
                      r.specs_source, where_text(r));
-  out += fmt::format("| memory per device ({}) | bytes | |\n|---|---:|---:|\n", recipe_text(m));
+  out += fmt::format("| memory per device, {} | bytes | |\n|---|---:|---:|\n", recipe_text(m));
   for (const Category& c : categories(m)) {
     out += fmt::format("| {} | {} | {} |\n", c.name, with_commas(c.bytes), human_bytes(c.bytes));
   }

@@ -615,7 +615,7 @@ TEST_CASE("cli: memory draws each category against HBM", "[cli][memory]") {
   CHECK(r.out.find("total          4,192,768  4.00 MiB    [####################"
                    "....................]  50.0%\n")
         != std::string::npos);
-  CHECK(r.out.find("recipe adam, ZeRO-1 over fsdp (2 devices)\n") != std::string::npos);
+  CHECK(r.out.find("recipe adam with ZeRO-1 over fsdp (2 devices)\n") != std::string::npos);
   CHECK(r.out.find("largest tensors per device (20):") != std::string::npos);
   // The first of the largest: embed_tokens, 64,000 bytes and 500 KiB with
   // grads (64,000) and optimizer (12 x 32,000).
