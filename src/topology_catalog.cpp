@@ -620,8 +620,11 @@ class FileReader {
   }
 
   bool get_shape(const Json& j, const std::string& pointer, Shape3& out) {
-    if (!j.is_array() || j.empty() || j.size() > 3) {
-      fail(pointer, "expected [x, y] or [x, y, z] chip counts, got " + type_name(j));
+    if (!j.is_array() || j.size() < 2 || j.size() > 3) {
+      fail(pointer, "expected [x, y] or [x, y, z] chip counts, got "
+                        + (j.is_array() ? fmt::format("{} entr{}", j.size(),
+                                                      j.size() == 1 ? "y" : "ies")
+                                        : type_name(j)));
       return false;
     }
     out = {1, 1, 1};
@@ -633,7 +636,8 @@ class FileReader {
     return true;
   }
 
-  bool read_figures(const Json& j, const std::string& pointer, TopologyFigures& f) {
+  bool read_figures(const Json& j, const std::string& pointer, TopologyKind kind,
+                    TopologyFigures& f) {
     if (!j.is_object()) {
       fail(pointer, "expected an object of figures, got " + type_name(j));
       return false;
@@ -653,6 +657,11 @@ class FileReader {
              near.empty() ? "" : fmt::format("did you mean {}?", quote(near)));
         return false;
       }
+      if (it->kind && *it->kind != kind) {
+        fail(at, fmt::format("figure {} is for {} topologies, not {}", quote(key),
+                             to_string(*it->kind), to_string(kind)));
+        return false;
+      }
       // A number, or {"value": number, "source": "..."}.
       const Json* number = &value;
       std::string source = fmt::format("{}: {}", m_source, at);
@@ -660,6 +669,15 @@ class FileReader {
         if (!value.contains("value")) {
           fail(at, "a figure object needs \"value\"");
           return false;
+        }
+        for (const auto& [inner, ignored] : value.items()) {
+          if (inner != "value" && inner != "source") {
+            fail(at + "/" + json_pointer_escape(inner),
+                 fmt::format("unknown key {} in a figure; expected \"value\" and "
+                             "\"source\"",
+                             quote(inner)));
+            return false;
+          }
         }
         number = &value.at("value");
         if (value.contains("source")) {
@@ -738,7 +756,8 @@ class FileReader {
     int64_t declared_devices = -1;
     for (const auto& [key, value] : j.items()) {
       const std::string at = base + "/" + json_pointer_escape(key);
-      if (key == "chip" || key == "shape" || key == "chips" || key == "hosts"
+      if (key == "chip" || (key == "shape" && f->kind == TopologyKind::tpu) || key == "chips"
+          || key == "hosts"
           || key == "devices_per_host" || key == "source" || key == "links") {
         continue;
       }
@@ -813,7 +832,7 @@ class FileReader {
                                             fmt::format("{}: {}", m_source, at)};
         }
       } else if (key == "figures") {
-        if (!read_figures(value, at, t.figures)) {
+        if (!read_figures(value, at, f->kind, t.figures)) {
           return std::nullopt;
         }
       } else {
