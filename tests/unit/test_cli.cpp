@@ -7,11 +7,13 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "support/check_invariants.hpp"
 #include "support/test_support.hpp"
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 using namespace shardplan;
@@ -261,6 +263,9 @@ TEST_CASE("cli: golden cases", "[cli][golden]") {
         out.replace(at, dir_text.size(), "{dir}");
       }
       json actual = parse_json(out);
+      for (const std::string& broken : test::check_invariants(actual)) {
+        FAIL_CHECK("invariant: " << broken);
+      }
       actual.erase("shardplan_version");
       fs::path expected_path = dir / "expected.json";
       const char* update = std::getenv("UPDATE_GOLDEN");
@@ -670,4 +675,87 @@ TEST_CASE("cli: specs JAX refuses but that read are plan errors (exit 1)", "[cli
   }
   CHECK(seen >= 1);
   fs::remove_all(dir);
+}
+
+// Random manifests and specs that disagree (unknown and missing names, ranks,
+// unknown and repeated axes, uneven dims): check never crashes, exits 0 or
+// 1, and its JSON holds every invariant.
+TEST_CASE("cli: check on random disagreeing inputs", "[cli][check][property]") {
+  const int seed = GENERATE(take(60, random(0, 1 << 30)));
+  std::mt19937 rng(static_cast<unsigned>(seed));
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const std::vector<std::string> axes = {"dp", "fsdp", "tp", "zz"};
+  const std::vector<std::string> dtypes = {"bf16", "f32", "i4", "bool", "f8_e4m3"};
+  json manifest = {{"params", json::array()}};
+  json specs = {{"specs", json::object()}};
+  const int tensors = pick(1, 6);
+  for (int i = 0; i < tensors; ++i) {
+    json shape = json::array();
+    const int rank = pick(0, 3);
+    for (int d = 0; d < rank; ++d) {
+      shape.push_back(pick(0, 3) == 0 ? pick(1, 7) : 8 * pick(1, 64));
+    }
+    const std::string name = fmt::format("t{}", i);
+    manifest["params"].push_back(
+        {{"name", name}, {"shape", shape}, {"dtype", dtypes[static_cast<size_t>(pick(0, 4))]}});
+    if (pick(0, 5) == 0) {
+      continue;  // no spec
+    }
+    json spec = json::array();
+    const int entries = pick(0, rank + 1);
+    for (int d = 0; d < entries; ++d) {
+      const int kind = pick(0, 3);
+      if (kind == 0) {
+        spec.push_back(nullptr);
+      } else if (kind == 1) {
+        spec.push_back(axes[static_cast<size_t>(pick(0, 3))]);
+      } else {
+        spec.push_back({axes[static_cast<size_t>(pick(0, 3))], axes[static_cast<size_t>(pick(0, 3))]});
+      }
+    }
+    specs["specs"][pick(0, 7) == 0 ? name + "_x" : name] = spec;
+  }
+  fs::path dir = temp_dir("random_check");
+  const std::string m = (dir / "m.json").string();
+  const std::string s = (dir / "s.json").string();
+  std::ofstream(m) << manifest.dump();
+  std::ofstream(s) << specs.dump();
+  const std::vector<std::string> recipes = {"params-only", "adam", "megatron", "scaling-book"};
+  Result r = run_cli({"check", "--mesh", "dp:2,fsdp:4,tp:2", "--devices", "16", "--manifest", m,
+                      "--specs", s, "--recipe", recipes[static_cast<size_t>(pick(0, 3))],
+                      "--zero", std::to_string(pick(0, 3)), "--hbm", "1MB", "--format", "json"});
+  INFO(manifest.dump() << "\n" << specs.dump() << "\n" << r.err);
+  CHECK((r.code == 0 || r.code == 1));
+  json doc = parse_json(r.out);
+  for (const std::string& broken : test::check_invariants(doc)) {
+    FAIL_CHECK("invariant: " << broken);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("cli: the invariant checker catches broken documents", "[cli][golden]") {
+  json doc = parse_json(test::slurp(std::string(SHARDPLAN_SOURCE_DIR)
+                                    + "/tests/golden/check_tiny_llama/expected.json"));
+  doc["schema_version"] = 1;
+  REQUIRE(test::check_invariants(doc).empty());
+  json parts = doc;
+  parts["memory"]["per_device"]["grads"] = 1;
+  CHECK(test::check_invariants(parts)
+        == std::vector<std::string>{"memory: per_device parts do not sum to total"});
+  json twice = doc;
+  twice["tensors"][0]["spec"] = {"tp", "tp"};
+  CHECK(test::check_invariants(twice).at(0) == "model.embed_tokens.weight: axis tp used twice");
+  json bytes = doc;
+  bytes["tensors"][2]["bytes_per_device"] = 1;
+  CHECK(test::check_invariants(bytes)
+        == std::vector<std::string>{
+            "model.layers.0.self_attn.q_proj.weight: bytes per device x devices != bytes x "
+            "replicas"});
+  json counts = doc;
+  counts["summary"]["errors"] = 1;
+  CHECK(test::check_invariants(counts)
+        == std::vector<std::string>{"summary: counts differ from tensors[] and diagnostics[]"});
+  json mesh = doc;
+  mesh["mesh"]["devices"] = 16;
+  CHECK_FALSE(test::check_invariants(mesh).empty());
 }
