@@ -148,6 +148,17 @@ class Session {
   bool m_color = false;
 };
 
+// Reads the file at `path` with `read` (read_manifest, read_specs, ...).
+template <typename Reader>
+auto read_path(const std::string& path, Diagnostics& diags, Reader read)
+    -> decltype(read(std::string_view(), std::string_view(), diags)) {
+  std::optional<std::string> text = read_file(path, diags);
+  if (!text) {
+    return std::nullopt;
+  }
+  return read(*text, path, diags);
+}
+
 // --topology NAME|FILE: a path to an existing file (or one ending in .json)
 // is a user topology file; anything else a catalogue name.
 std::optional<Topology> load_topology(const std::string& arg, Diagnostics& diags) {
@@ -296,19 +307,11 @@ int run_check(const CheckCommand& cmd, std::string_view command, Session& sessio
     validate_options.topology_name = topology->name;
   }
 
-  std::optional<std::string> manifest_text = read_file(cmd.manifest, diags);
-  if (!manifest_text) {
-    return session.fail_input();
-  }
-  std::optional<Manifest> manifest = read_manifest(*manifest_text, cmd.manifest, diags);
+  std::optional<Manifest> manifest = read_path(cmd.manifest, diags, read_manifest);
   if (!manifest) {
     return session.fail_input();
   }
-  std::optional<std::string> specs_text = read_file(cmd.specs, diags);
-  if (!specs_text) {
-    return session.fail_input();
-  }
-  std::optional<SpecsFile> specs = read_specs(*specs_text, cmd.specs, diags);
+  std::optional<SpecsFile> specs = read_path(cmd.specs, diags, read_specs);
   if (!specs) {
     return session.fail_input();
   }
@@ -355,11 +358,7 @@ int run_topology_show(const TopologyCommand& cmd, Session& session) {
 }
 
 int run_manifest(const ManifestCommand& cmd, Session& session) {
-  auto text = read_file(cmd.manifest, session.diags());
-  if (!text) {
-    return session.fail_input();
-  }
-  auto manifest = read_manifest(*text, cmd.manifest, session.diags());
+  std::optional<Manifest> manifest = read_path(cmd.manifest, session.diags(), read_manifest);
   if (!manifest) {
     return session.fail_input();
   }
