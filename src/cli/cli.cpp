@@ -164,11 +164,7 @@ auto read_path(const std::string& path, Diagnostics& diags, Reader read)
 std::optional<Topology> load_topology(const std::string& arg, Diagnostics& diags) {
   std::error_code ec;
   if (arg.ends_with(".json") || std::filesystem::is_regular_file(arg, ec)) {
-    std::optional<std::string> text = read_file(arg, diags);
-    if (!text) {
-      return std::nullopt;
-    }
-    return parse_topology_json(*text, arg, diags);
+    return read_path(arg, diags, parse_topology_json);
   }
   return resolve_topology(arg, Location{"--topology", "", 0, 0, "", 0}, diags);
 }
