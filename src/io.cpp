@@ -1826,7 +1826,7 @@ class SpecsReader : public JsonInput {
           parse_spec(text, fmt::format("{}:{}", m_source, pointer), scratch);
       if (!parsed || scratch.has_errors()) {
         forward(scratch);
-        m_soft_failure = !m_syntax_found
+        m_soft_failure = !m_syntax_found && scratch.has_errors()
                          && std::all_of(scratch.items().begin(),
                                         scratch.items().end(),
                                         [](const Diagnostic& d) {
