@@ -3,9 +3,9 @@
 // docs/models.md lists, per architecture, the names, shapes and dtypes made
 // here and where each rule comes from.
 
-#include <shardplan/models.hpp>
-
 #include "embedded.hpp"
+
+#include <shardplan/models.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -30,9 +30,14 @@ constexpr std::string_view k_gemma2 = "Gemma2ForCausalLM";
 constexpr std::string_view k_gpt2 = "GPT2LMHeadModel";
 constexpr std::string_view k_deepseek_v3 = "DeepseekV3ForCausalLM";
 
-constexpr std::string_view k_architectures[] = {
-    k_deepseek_v3, k_gpt2, k_gemma2, k_gemma, k_llama, k_mistral, k_mixtral,
-    k_qwen2};
+constexpr std::string_view k_architectures[] = {k_deepseek_v3,
+                                                k_gpt2,
+                                                k_gemma2,
+                                                k_gemma,
+                                                k_llama,
+                                                k_mistral,
+                                                k_mixtral,
+                                                k_qwen2};
 
 Location at(std::string_view source, std::string pointer = {}) {
   Location loc;
@@ -70,14 +75,17 @@ class Builder {
 
   bool failed() const { return m_failed; }
 
-  void fail(std::string code, std::string message, std::string pointer,
-            std::string hint = {}, std::optional<std::string> tensor = {}) {
+  void fail(std::string code,
+            std::string message,
+            std::string pointer,
+            std::string hint = {},
+            std::optional<std::string> tensor = {}) {
     if (m_failed) {
       return;
     }
     m_failed = true;
-    Diagnostic& d = m_diags.error(std::move(code), std::move(message),
-                                  at(m_source, std::move(pointer)));
+    Diagnostic& d = m_diags.error(
+        std::move(code), std::move(message), at(m_source, std::move(pointer)));
     d.hint = std::move(hint);
     d.tensor = std::move(tensor);
   }
@@ -102,8 +110,8 @@ class Builder {
       if (!m_failed) {
         const bool is_null = m_root.contains(key);
         fail("model.missing-key",
-             is_null ? fmt::format("{} is null, expected an integer >= {}",
-                                   quote(key), min)
+             is_null ? fmt::format(
+                 "{} is null, expected an integer >= {}", quote(key), min)
                      : fmt::format("missing key {}", quote(key)),
              pointer(key));
       }
@@ -153,7 +161,8 @@ class Builder {
       fail("model.overflow",
            fmt::format("a dim computed from this value overflows int64: "
                        "{} * {}",
-                       a, b),
+                       a,
+                       b),
            pointer(key));
       return 1;
     }
@@ -165,7 +174,8 @@ class Builder {
       fail("model.overflow",
            fmt::format("a dim computed from this value overflows int64: "
                        "{} + {}",
-                       a, b),
+                       a,
+                       b),
            pointer(key));
       return 1;
     }
@@ -176,15 +186,17 @@ class Builder {
   // a few outside the layers) stay within k_max_model_tensors. Blames
   // `per_layer_key` when one layer is already too many, else `layers_key`.
   // Checked before generating anything, so a huge config costs no time.
-  bool room_for(int64_t layers, int64_t per_layer, std::string_view layers_key,
+  bool room_for(int64_t layers,
+                int64_t per_layer,
+                std::string_view layers_key,
                 std::string_view per_layer_key) {
     if (m_failed) {
       return false;
     }
     constexpr int64_t k_outside = 8;
     std::optional<int64_t> total = checked_mul(layers, per_layer);
-    std::string_view key = per_layer > k_max_model_tensors ? per_layer_key
-                                                           : layers_key;
+    std::string_view key =
+        per_layer > k_max_model_tensors ? per_layer_key : layers_key;
     if (!total || *total > k_max_model_tensors - k_outside) {
       fail("model.too-many-tensors",
            fmt::format("the model would have more than {} tensors",
@@ -210,7 +222,9 @@ class Builder {
       fail("model.overflow",
            fmt::format("{} elements or bytes overflow int64",
                        elements ? "the model's" : "the tensor's"),
-           "", "", name);
+           "",
+           "",
+           name);
       return;
     }
     m_elements = *total;
@@ -221,7 +235,10 @@ class Builder {
   // `prefix`.weight [out, in] (nn.Linear layout) and, with `bias`,
   // `prefix`.bias [out]. A `quantized` weight under a block-wise FP8
   // quantization_config is f8_e4m3, followed by its weight_scale_inv.
-  void linear(const std::string& prefix, int64_t out, int64_t in, bool bias,
+  void linear(const std::string& prefix,
+              int64_t out,
+              int64_t in,
+              bool bias,
               bool quantized) {
     if (quantized && m_fp8_block) {
       tensor(prefix + ".weight", {out, in}, DType::f8_e4m3);
@@ -259,7 +276,8 @@ class Builder {
       std::optional<DType> dtype = parse_dtype(text);
       if (!dtype) {
         fail("model.unknown-dtype",
-             fmt::format("unknown dtype {}", quote(text)), pointer(key),
+             fmt::format("unknown dtype {}", quote(text)),
+             pointer(key),
              fmt::format("expected one of {}", fmt::join(dtype_names(), ", ")));
         return;
       }
@@ -299,7 +317,8 @@ class Builder {
         fmt_it != config->end()
         && !(fmt_it->is_string() && fmt_it->get<std::string>() == "e4m3")) {
       fail("model.unsupported-quantization",
-           "unsupported fp8 format, expected \"e4m3\"", base + "/fmt");
+           "unsupported fp8 format, expected \"e4m3\"",
+           base + "/fmt");
       return;
     }
     auto block = config->find("weight_block_size");
@@ -312,7 +331,8 @@ class Builder {
       return;
     }
     if (!block->is_array() || block->size() != 2) {
-      fail("model.bad-value", "expected two block sizes [out, in]",
+      fail("model.bad-value",
+           "expected two block sizes [out, in]",
            block_pointer);
       return;
     }
@@ -320,9 +340,10 @@ class Builder {
     for (size_t i = 0; i < 2; ++i) {
       const Json& v = (*block)[i];
       const std::string p = block_pointer + "/" + std::to_string(i);
-      if (!v.is_number_integer() || (v.is_number_unsigned()
-                                     && v.get<uint64_t>() > static_cast<uint64_t>(
-                                            std::numeric_limits<int64_t>::max()))
+      if (!v.is_number_integer()
+          || (v.is_number_unsigned()
+              && v.get<uint64_t>() > static_cast<uint64_t>(
+                     std::numeric_limits<int64_t>::max()))
           || v.get<int64_t>() < 1) {
         fail("model.bad-value",
              fmt::format("expected an integer >= 1, got {}",
@@ -345,8 +366,8 @@ class Builder {
     }
     if (!value.is_number_integer()) {
       fail("model.bad-value",
-           fmt::format("expected an integer >= {}, got {}", min,
-                       type_words(value)),
+           fmt::format(
+               "expected an integer >= {}, got {}", min, type_words(value)),
            pointer(key));
       return min;
     }
@@ -354,7 +375,8 @@ class Builder {
         && value.get<uint64_t>()
                > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
       fail("model.bad-value",
-           fmt::format("{} is beyond int64", value.dump()), pointer(key));
+           fmt::format("{} is beyond int64", value.dump()),
+           pointer(key));
       return min;
     }
     const int64_t v = value.get<int64_t>();
@@ -406,7 +428,8 @@ DecoderDims read_decoder_dims(Builder& b) {
   if (!b.failed() && d.head_dim < 1) {
     b.fail("model.bad-value",
            fmt::format("hidden_size {} is smaller than num_attention_heads {}",
-                       d.hidden, d.heads),
+                       d.hidden,
+                       d.heads),
            "/hidden_size");
   }
   return d;
@@ -434,22 +457,28 @@ std::optional<std::vector<ModelTensor>> llama_family(Builder& b,
   const int64_t q_out = b.mul(d.heads, d.head_dim, "num_attention_heads");
   const int64_t kv_out = b.mul(d.kv_heads, d.head_dim, "num_key_value_heads");
   // At most 18 tensors besides the experts (weights, biases, norms).
-  const int64_t per_layer = b.add(b.mul(experts, 3, "num_local_experts"), 18,
-                                  "num_local_experts");
+  const int64_t per_layer =
+      b.add(b.mul(experts, 3, "num_local_experts"), 18, "num_local_experts");
   if (b.failed()
-      || !b.room_for(d.layers, per_layer, "num_hidden_layers",
-                     "num_local_experts")) {
+      || !b.room_for(
+          d.layers, per_layer, "num_hidden_layers", "num_local_experts")) {
     return std::nullopt;
   }
 
   b.tensor("model.embed_tokens.weight", {d.vocab, d.hidden}, b.dtype());
   for (int64_t i = 0; i < d.layers; ++i) {
     const std::string p = fmt::format("model.layers.{}.", i);
-    b.linear(p + "self_attn.q_proj", q_out, d.hidden, attention_bias || qwen2,
+    b.linear(
+        p + "self_attn.q_proj", q_out, d.hidden, attention_bias || qwen2, true);
+    b.linear(p + "self_attn.k_proj",
+             kv_out,
+             d.hidden,
+             attention_bias || qwen2,
              true);
-    b.linear(p + "self_attn.k_proj", kv_out, d.hidden, attention_bias || qwen2,
-             true);
-    b.linear(p + "self_attn.v_proj", kv_out, d.hidden, attention_bias || qwen2,
+    b.linear(p + "self_attn.v_proj",
+             kv_out,
+             d.hidden,
+             attention_bias || qwen2,
              true);
     b.linear(p + "self_attn.o_proj", d.hidden, q_out, attention_bias, true);
     if (mixtral) {
@@ -457,7 +486,8 @@ std::optional<std::vector<ModelTensor>> llama_family(Builder& b,
       // w2 down, w3 up).
       b.linear(p + "block_sparse_moe.gate", experts, d.hidden, false, false);
       for (int64_t e = 0; e < experts; ++e) {
-        const std::string x = fmt::format("{}block_sparse_moe.experts.{}.", p, e);
+        const std::string x =
+            fmt::format("{}block_sparse_moe.experts.{}.", p, e);
         b.linear(x + "w1", d.intermediate, d.hidden, false, true);
         b.linear(x + "w2", d.hidden, d.intermediate, false, true);
         b.linear(x + "w3", d.intermediate, d.hidden, false, true);
@@ -498,8 +528,7 @@ std::optional<std::vector<ModelTensor>> gpt2(Builder& b) {
   const int64_t layers = b.integer("n_layer", 0);
   const int64_t positions = b.integer("n_positions");
   b.integer("n_head");
-  const int64_t inner =
-      b.integer_or("n_inner", b.mul(4, embed, "n_embd"));
+  const int64_t inner = b.integer_or("n_inner", b.mul(4, embed, "n_embd"));
   const bool tied = b.flag_or("tie_word_embeddings", true);
   const int64_t qkv = b.mul(3, embed, "n_embd");
   if (b.failed() || !b.room_for(layers, 12, "n_layer", "n_layer")) {
@@ -565,7 +594,9 @@ struct DeepseekDims {
   int64_t shared_intermediate = 0;
 };
 
-void deepseek_layer(Builder& b, const DeepseekDims& d, int64_t index,
+void deepseek_layer(Builder& b,
+                    const DeepseekDims& d,
+                    int64_t index,
                     const std::string& p) {
   const std::string a = p + "self_attn.";
   if (d.q_lora_rank > 0) {
@@ -575,15 +606,15 @@ void deepseek_layer(Builder& b, const DeepseekDims& d, int64_t index,
   } else {
     b.linear(a + "q_proj", d.q_out, d.hidden, false, true);
   }
-  b.linear(a + "kv_a_proj_with_mqa", d.kv_a_out, d.hidden, d.attention_bias,
-           true);
+  b.linear(
+      a + "kv_a_proj_with_mqa", d.kv_a_out, d.hidden, d.attention_bias, true);
   b.vector(a + "kv_a_layernorm.weight", d.kv_lora_rank);
   b.linear(a + "kv_b_proj", d.kv_b_out, d.kv_lora_rank, false, true);
   b.linear(a + "o_proj", d.hidden, d.o_in, d.attention_bias, true);
 
   const std::string m = p + "mlp.";
-  const bool moe = d.routed_experts > 0 && index >= d.first_dense
-                   && index % d.moe_freq == 0;
+  const bool moe =
+      d.routed_experts > 0 && index >= d.first_dense && index % d.moe_freq == 0;
   if (!moe) {
     b.linear(m + "gate_proj", d.intermediate, d.hidden, false, true);
     b.linear(m + "up_proj", d.intermediate, d.hidden, false, true);
@@ -599,8 +630,8 @@ void deepseek_layer(Builder& b, const DeepseekDims& d, int64_t index,
     b.linear(m + "gate", d.routed_experts, d.hidden, false, false);
     if (d.correction_bias) {
       // float32 in the published checkpoint, whatever torch_dtype says.
-      b.tensor(m + "gate.e_score_correction_bias", {d.routed_experts},
-               DType::f32);
+      b.tensor(
+          m + "gate.e_score_correction_bias", {d.routed_experts}, DType::f32);
     }
     if (d.shared_experts > 0) {
       const std::string s = m + "shared_experts.";
@@ -643,20 +674,19 @@ std::optional<std::vector<ModelTensor>> deepseek_v3(Builder& b) {
   const int64_t qk_head = b.add(d.qk_nope, d.qk_rope, "qk_rope_head_dim");
   d.q_out = b.mul(d.heads, qk_head, "num_attention_heads");
   d.kv_a_out = b.add(d.kv_lora_rank, d.qk_rope, "kv_lora_rank");
-  d.kv_b_out = b.mul(d.heads, b.add(d.qk_nope, d.v_head, "v_head_dim"),
-                     "num_attention_heads");
+  d.kv_b_out = b.mul(
+      d.heads, b.add(d.qk_nope, d.v_head, "v_head_dim"), "num_attention_heads");
   d.o_in = b.mul(d.heads, d.v_head, "num_attention_heads");
   d.shared_intermediate =
       b.mul(d.moe_intermediate, d.shared_experts, "n_shared_experts");
   const int64_t eh_in = b.mul(2, d.hidden, "hidden_size");
-  const int64_t per_layer =
-      b.add(b.mul(d.routed_experts, 6, "n_routed_experts"), 40,
-            "n_routed_experts");
-  const int64_t all_layers = b.add(d.layers, d.mtp_layers,
-                                   "num_nextn_predict_layers");
+  const int64_t per_layer = b.add(
+      b.mul(d.routed_experts, 6, "n_routed_experts"), 40, "n_routed_experts");
+  const int64_t all_layers =
+      b.add(d.layers, d.mtp_layers, "num_nextn_predict_layers");
   if (b.failed()
-      || !b.room_for(all_layers, per_layer, "num_hidden_layers",
-                     "n_routed_experts")) {
+      || !b.room_for(
+          all_layers, per_layer, "num_hidden_layers", "n_routed_experts")) {
     return std::nullopt;
   }
 
@@ -690,7 +720,8 @@ std::optional<std::vector<ModelTensor>> deepseek_v3(Builder& b) {
 
 // ---------------------------------------------------------------------------
 
-std::optional<Json> parse_config(std::string_view text, std::string_view source,
+std::optional<Json> parse_config(std::string_view text,
+                                 std::string_view source,
                                  Diagnostics& diags) {
   try {
     return Json::parse(text);
@@ -707,18 +738,20 @@ std::optional<Json> parse_config(std::string_view text, std::string_view source,
       what.remove_prefix(k_prefix.size());
     }
     std::string message(what);
-    if (size_t last = message.find("; last read: "); last != std::string::npos) {
+    if (size_t last = message.find("; last read: ");
+        last != std::string::npos) {
       message.erase(last);
     }
     if (!message.empty()) {
       message[0] = static_cast<char>(
           std::tolower(static_cast<unsigned char>(message[0])));
     }
-    diags.error("model.syntax", "invalid JSON: " + message,
+    diags.error("model.syntax",
+                "invalid JSON: " + message,
                 location_in_text(std::string(source), text, offset));
   } catch (const Json::exception& e) {
-    diags.error("model.syntax", fmt::format("invalid JSON: {}", e.what()),
-                at(source));
+    diags.error(
+        "model.syntax", fmt::format("invalid JSON: {}", e.what()), at(source));
   }
   return std::nullopt;
 }
@@ -749,26 +782,28 @@ std::optional<std::vector<ModelTensor>> tensors_from_hf_config(
     return std::nullopt;
   }
   if (!root->is_object()) {
-    diags.error("model.not-object",
-                fmt::format("expected a config.json object, got {}",
-                            type_words(*root)),
-                at(source));
+    diags.error(
+        "model.not-object",
+        fmt::format("expected a config.json object, got {}", type_words(*root)),
+        at(source));
     return std::nullopt;
   }
   Builder b(*root, source, diags);
   auto it = root->find("architectures");
   if (it == root->end() || it->is_null()) {
-    b.fail("model.missing-key", "missing key \"architectures\"",
+    b.fail("model.missing-key",
+           "missing key \"architectures\"",
            "/architectures",
-           fmt::format("supported: {}", fmt::join(supported_architectures(), ", ")));
+           fmt::format("supported: {}",
+                       fmt::join(supported_architectures(), ", ")));
     return std::nullopt;
   }
   if (!it->is_array() || it->empty() || !(*it)[0].is_string()) {
     b.fail("model.bad-value",
            fmt::format("expected a list of architecture names, got {}",
                        it->is_array() && it->empty() ? "an empty list"
-                       : it->is_array()             ? type_words((*it)[0]) + " entry"
-                                                    : type_words(*it)),
+                       : it->is_array() ? type_words((*it)[0]) + " entry"
+                                        : type_words(*it)),
            "/architectures");
     return std::nullopt;
   }
@@ -777,7 +812,8 @@ std::optional<std::vector<ModelTensor>> tensors_from_hf_config(
   if (std::find(supported.begin(), supported.end(), arch) == supported.end()) {
     std::string near = closest_match(arch, supported);
     b.fail("model.unknown-architecture",
-           fmt::format("unknown architecture {}; supported: {}", quote(arch),
+           fmt::format("unknown architecture {}; supported: {}",
+                       quote(arch),
                        fmt::join(supported, ", ")),
            "/architectures/0",
            near.empty() ? "" : fmt::format("did you mean {}?", quote(near)));
@@ -821,8 +857,8 @@ std::vector<BuiltinModel> builtin_models() {
       }
       BuiltinModel model;
       model.name = name;
-      model.architecture = Json::parse(text).at("architectures").at(0)
-                               .get<std::string>();
+      model.architecture =
+          Json::parse(text).at("architectures").at(0).get<std::string>();
       model.tensors = static_cast<int64_t>(tensors->size());
       for (const ModelTensor& t : *tensors) {
         model.parameters += *checked_product(t.shape);
@@ -840,11 +876,12 @@ std::optional<std::vector<ModelTensor>> tensors_for_builtin_model(
   if (!text) {
     const std::vector<std::string> names = model_names();
     std::string near = closest_match(name, names);
-    Diagnostic& d = diags.error(
-        "model.unknown-model",
-        fmt::format("unknown model {}; built-in models: {}", quote(name),
-                    fmt::join(names, ", ")),
-        at(source));
+    Diagnostic& d =
+        diags.error("model.unknown-model",
+                    fmt::format("unknown model {}; built-in models: {}",
+                                quote(name),
+                                fmt::join(names, ", ")),
+                    at(source));
     if (!near.empty()) {
       d.hint = fmt::format("did you mean {}?", quote(near));
     }

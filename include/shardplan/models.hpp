@@ -45,10 +45,11 @@ struct ModelTensor {
 // stopping at the first problem: malformed JSON (line:column) [model.syntax],
 // a root that is not an object [model.not-object], a missing key
 // [model.missing-key], a value of the wrong type or range [model.bad-value],
-// an architecture not in supported_architectures() [model.unknown-architecture],
-// an unknown torch_dtype [model.unknown-dtype], a quantization_config other
-// than block-wise fp8 [model.unsupported-quantization], dims or totals beyond
-// int64 [model.overflow], more than k_max_model_tensors tensors
+// an architecture not in supported_architectures()
+// [model.unknown-architecture], an unknown torch_dtype [model.unknown-dtype], a
+// quantization_config other than block-wise fp8
+// [model.unsupported-quantization], dims or totals beyond int64
+// [model.overflow], more than k_max_model_tensors tensors
 // [model.too-many-tensors]. Never throws.
 std::optional<std::vector<ModelTensor>> tensors_from_hf_config(
     std::string_view config_json, std::string_view source, Diagnostics& diags);

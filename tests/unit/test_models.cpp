@@ -46,7 +46,9 @@ Totals totals(const std::vector<ModelTensor>& tensors) {
   return t;
 }
 
-Totals builtin_totals(std::string_view name) { return totals(builtin(name)); }
+Totals builtin_totals(std::string_view name) {
+  return totals(builtin(name));
+}
 
 const ModelTensor* find(const std::vector<ModelTensor>& tensors,
                         std::string_view name) {
@@ -92,9 +94,10 @@ TEST_CASE("models: gpt2 has 124,439,808 parameters", "[models]") {
   CHECK(t.bytes == 4 * t.elements);  // float32
 }
 
-TEST_CASE("models: Llama-3-8B is 8,030,261,248 parameters in 291 tensors and "
-          "16,060,522,496 bytes",
-          "[models]") {
+TEST_CASE(
+    "models: Llama-3-8B is 8,030,261,248 parameters in 291 tensors and "
+    "16,060,522,496 bytes",
+    "[models]") {
   Totals t = builtin_totals("llama-3-8b");
   CHECK(t.elements == 8'030'261'248);
   CHECK(t.tensors == 291);
@@ -105,8 +108,7 @@ TEST_CASE("models: Llama-3-70B has 70,553,706,496 parameters", "[models]") {
   CHECK(builtin_totals("llama-3-70b").elements == 70'553'706'496);
 }
 
-TEST_CASE("models: Llama-3.1-405B has 405,853,388,800 parameters",
-          "[models]") {
+TEST_CASE("models: Llama-3.1-405B has 405,853,388,800 parameters", "[models]") {
   CHECK(builtin_totals("llama-3.1-405b").elements == 405'853'388'800);
 }
 
@@ -136,9 +138,10 @@ TEST_CASE("models: Qwen2.5-7B has 7,615,616,512 parameters", "[models]") {
   CHECK(builtin_totals("qwen2.5-7b").elements == 7'615'616'512);
 }
 
-TEST_CASE("models: DeepSeek-V3 as published is 91,991 tensors, "
-          "684,531,386,000 elements and 688,574,839,360 bytes",
-          "[models]") {
+TEST_CASE(
+    "models: DeepSeek-V3 as published is 91,991 tensors, "
+    "684,531,386,000 elements and 688,574,839,360 bytes",
+    "[models]") {
   Totals t = builtin_totals("deepseek-v3");
   CHECK(t.tensors == 91'991);
   CHECK(t.elements == 684'531'386'000);
@@ -152,10 +155,17 @@ TEST_CASE("models: the built-in list carries each model's figures",
   for (const BuiltinModel& m : models) {
     names.push_back(m.name);
   }
-  CHECK(names == std::vector<std::string>{
-                     "deepseek-v3", "gemma-2-2b", "gemma-7b", "gpt2",
-                     "llama-3-70b", "llama-3-8b", "llama-3.1-405b",
-                     "mistral-7b-v0.1", "mixtral-8x7b-v0.1", "qwen2.5-7b"});
+  CHECK(names
+        == std::vector<std::string>{"deepseek-v3",
+                                    "gemma-2-2b",
+                                    "gemma-7b",
+                                    "gpt2",
+                                    "llama-3-70b",
+                                    "llama-3-8b",
+                                    "llama-3.1-405b",
+                                    "mistral-7b-v0.1",
+                                    "mixtral-8x7b-v0.1",
+                                    "qwen2.5-7b"});
   for (const BuiltinModel& m : models) {
     INFO(m.name);
     Totals t = builtin_totals(m.name);
@@ -205,32 +215,38 @@ TEST_CASE("models: Llama-3-8B names, GQA shapes and checkpoint order",
   CHECK(t[289].name == "model.norm.weight");
   CHECK(t[290].name == "lm_head.weight");
   check_tensor(t, "model.embed_tokens.weight", {128256, 4096}, DType::bf16);
-  check_tensor(t, "model.layers.31.self_attn.k_proj.weight", {1024, 4096},
-               DType::bf16);
-  check_tensor(t, "model.layers.0.mlp.down_proj.weight", {4096, 14336},
-               DType::bf16);
+  check_tensor(
+      t, "model.layers.31.self_attn.k_proj.weight", {1024, 4096}, DType::bf16);
+  check_tensor(
+      t, "model.layers.0.mlp.down_proj.weight", {4096, 14336}, DType::bf16);
   check_tensor(t, "lm_head.weight", {128256, 4096}, DType::bf16);
   CHECK(find(t, "model.layers.0.self_attn.q_proj.bias") == nullptr);
 }
 
 TEST_CASE("models: Mixtral experts and router", "[models]") {
   std::vector<ModelTensor> t = builtin("mixtral-8x7b-v0.1");
-  check_tensor(t, "model.layers.0.block_sparse_moe.gate.weight", {8, 4096},
+  check_tensor(
+      t, "model.layers.0.block_sparse_moe.gate.weight", {8, 4096}, DType::bf16);
+  check_tensor(t,
+               "model.layers.0.block_sparse_moe.experts.7.w1.weight",
+               {14336, 4096},
                DType::bf16);
-  check_tensor(t, "model.layers.0.block_sparse_moe.experts.7.w1.weight",
-               {14336, 4096}, DType::bf16);
-  check_tensor(t, "model.layers.31.block_sparse_moe.experts.0.w2.weight",
-               {4096, 14336}, DType::bf16);
-  check_tensor(t, "model.layers.31.block_sparse_moe.experts.0.w3.weight",
-               {14336, 4096}, DType::bf16);
+  check_tensor(t,
+               "model.layers.31.block_sparse_moe.experts.0.w2.weight",
+               {4096, 14336},
+               DType::bf16);
+  check_tensor(t,
+               "model.layers.31.block_sparse_moe.experts.0.w3.weight",
+               {14336, 4096},
+               DType::bf16);
   CHECK(find(t, "model.layers.0.mlp.gate_proj.weight") == nullptr);
 }
 
 TEST_CASE("models: Qwen2 has q/k/v biases and no o_proj bias", "[models]") {
   std::vector<ModelTensor> t = builtin("qwen2.5-7b");
   check_tensor(t, "model.layers.0.self_attn.q_proj.bias", {3584}, DType::bf16);
-  check_tensor(t, "model.layers.0.self_attn.k_proj.weight", {512, 3584},
-               DType::bf16);
+  check_tensor(
+      t, "model.layers.0.self_attn.k_proj.weight", {512, 3584}, DType::bf16);
   check_tensor(t, "model.layers.0.self_attn.k_proj.bias", {512}, DType::bf16);
   check_tensor(t, "model.layers.27.self_attn.v_proj.bias", {512}, DType::bf16);
   CHECK(find(t, "model.layers.0.self_attn.o_proj.bias") == nullptr);
@@ -243,10 +259,10 @@ TEST_CASE("models: Gemma ties embeddings; head_dim 256 from the config",
   std::vector<ModelTensor> t = builtin("gemma-7b");
   CHECK(t.size() == 2 + 28 * 9);
   check_tensor(t, "model.embed_tokens.weight", {256000, 3072}, DType::bf16);
-  check_tensor(t, "model.layers.0.self_attn.q_proj.weight", {4096, 3072},
-               DType::bf16);
-  check_tensor(t, "model.layers.0.self_attn.o_proj.weight", {3072, 4096},
-               DType::bf16);
+  check_tensor(
+      t, "model.layers.0.self_attn.q_proj.weight", {4096, 3072}, DType::bf16);
+  check_tensor(
+      t, "model.layers.0.self_attn.o_proj.weight", {3072, 4096}, DType::bf16);
   CHECK(find(t, "lm_head.weight") == nullptr);
   CHECK(t.back().name == "model.norm.weight");
 }
@@ -255,13 +271,17 @@ TEST_CASE("models: Gemma-2 has four norms per layer and float32 weights",
           "[models]") {
   std::vector<ModelTensor> t = builtin("gemma-2-2b");
   CHECK(t.size() == 2 + 26 * 11);
-  check_tensor(t, "model.layers.0.self_attn.q_proj.weight", {2048, 2304},
+  check_tensor(
+      t, "model.layers.0.self_attn.q_proj.weight", {2048, 2304}, DType::f32);
+  check_tensor(
+      t, "model.layers.0.self_attn.k_proj.weight", {1024, 2304}, DType::f32);
+  check_tensor(t,
+               "model.layers.25.pre_feedforward_layernorm.weight",
+               {2304},
                DType::f32);
-  check_tensor(t, "model.layers.0.self_attn.k_proj.weight", {1024, 2304},
-               DType::f32);
-  check_tensor(t, "model.layers.25.pre_feedforward_layernorm.weight", {2304},
-               DType::f32);
-  check_tensor(t, "model.layers.25.post_feedforward_layernorm.weight", {2304},
+  check_tensor(t,
+               "model.layers.25.post_feedforward_layernorm.weight",
+               {2304},
                DType::f32);
   CHECK(t[10].name == "model.layers.0.pre_feedforward_layernorm.weight");
   CHECK(find(t, "lm_head.weight") == nullptr);
@@ -273,50 +293,63 @@ TEST_CASE("models: DeepSeek-V3 MLA, experts, FP8 scales and the MTP layer",
   const DType f8 = DType::f8_e4m3;
   // MLA.
   check_tensor(t, "model.layers.0.self_attn.q_a_proj.weight", {1536, 7168}, f8);
-  check_tensor(t, "model.layers.0.self_attn.q_a_proj.weight_scale_inv",
-               {12, 56}, DType::f32);
-  check_tensor(t, "model.layers.0.self_attn.q_a_layernorm.weight", {1536},
-               DType::bf16);
-  check_tensor(t, "model.layers.0.self_attn.q_b_proj.weight", {24576, 1536},
-               f8);
-  check_tensor(t, "model.layers.0.self_attn.kv_a_proj_with_mqa.weight",
-               {576, 7168}, f8);
-  check_tensor(t, "model.layers.0.self_attn.kv_a_proj_with_mqa.weight_scale_inv",
-               {5, 56}, DType::f32);
-  check_tensor(t, "model.layers.0.self_attn.kv_b_proj.weight", {32768, 512},
-               f8);
-  check_tensor(t, "model.layers.0.self_attn.kv_b_proj.weight_scale_inv",
-               {256, 4}, DType::f32);
+  check_tensor(t,
+               "model.layers.0.self_attn.q_a_proj.weight_scale_inv",
+               {12, 56},
+               DType::f32);
+  check_tensor(
+      t, "model.layers.0.self_attn.q_a_layernorm.weight", {1536}, DType::bf16);
+  check_tensor(
+      t, "model.layers.0.self_attn.q_b_proj.weight", {24576, 1536}, f8);
+  check_tensor(
+      t, "model.layers.0.self_attn.kv_a_proj_with_mqa.weight", {576, 7168}, f8);
+  check_tensor(t,
+               "model.layers.0.self_attn.kv_a_proj_with_mqa.weight_scale_inv",
+               {5, 56},
+               DType::f32);
+  check_tensor(
+      t, "model.layers.0.self_attn.kv_b_proj.weight", {32768, 512}, f8);
+  check_tensor(t,
+               "model.layers.0.self_attn.kv_b_proj.weight_scale_inv",
+               {256, 4},
+               DType::f32);
   check_tensor(t, "model.layers.0.self_attn.o_proj.weight", {7168, 16384}, f8);
   // first_k_dense_replace = 3: layers 0-2 dense, 3 on MoE.
   check_tensor(t, "model.layers.2.mlp.down_proj.weight", {7168, 18432}, f8);
-  check_tensor(t, "model.layers.2.mlp.down_proj.weight_scale_inv", {56, 144},
+  check_tensor(t,
+               "model.layers.2.mlp.down_proj.weight_scale_inv",
+               {56, 144},
                DType::f32);
   CHECK(find(t, "model.layers.2.mlp.gate.weight") == nullptr);
   CHECK(find(t, "model.layers.3.mlp.gate_proj.weight") == nullptr);
   check_tensor(t, "model.layers.3.mlp.gate.weight", {256, 7168}, DType::bf16);
-  check_tensor(t, "model.layers.3.mlp.gate.e_score_correction_bias", {256},
+  check_tensor(
+      t, "model.layers.3.mlp.gate.e_score_correction_bias", {256}, DType::f32);
+  check_tensor(
+      t, "model.layers.3.mlp.experts.255.down_proj.weight", {7168, 2048}, f8);
+  check_tensor(t,
+               "model.layers.60.mlp.experts.0.up_proj.weight_scale_inv",
+               {16, 56},
                DType::f32);
-  check_tensor(t, "model.layers.3.mlp.experts.255.down_proj.weight",
-               {7168, 2048}, f8);
-  check_tensor(t, "model.layers.60.mlp.experts.0.up_proj.weight_scale_inv",
-               {16, 56}, DType::f32);
-  check_tensor(t, "model.layers.3.mlp.shared_experts.gate_proj.weight",
-               {2048, 7168}, f8);
+  check_tensor(t,
+               "model.layers.3.mlp.shared_experts.gate_proj.weight",
+               {2048, 7168},
+               f8);
   CHECK(find(t, "model.layers.3.mlp.gate.weight_scale_inv") == nullptr);
   // The MTP layer.
-  check_tensor(t, "model.layers.61.embed_tokens.weight", {129280, 7168},
-               DType::bf16);
+  check_tensor(
+      t, "model.layers.61.embed_tokens.weight", {129280, 7168}, DType::bf16);
   check_tensor(t, "model.layers.61.enorm.weight", {7168}, DType::bf16);
   check_tensor(t, "model.layers.61.hnorm.weight", {7168}, DType::bf16);
-  check_tensor(t, "model.layers.61.eh_proj.weight", {7168, 14336},
-               DType::bf16);
+  check_tensor(t, "model.layers.61.eh_proj.weight", {7168, 14336}, DType::bf16);
   CHECK(find(t, "model.layers.61.eh_proj.weight_scale_inv") == nullptr);
-  check_tensor(t, "model.layers.61.mlp.experts.0.gate_proj.weight",
-               {2048, 7168}, f8);
-  check_tensor(t, "model.layers.61.shared_head.norm.weight", {7168},
-               DType::bf16);
-  check_tensor(t, "model.layers.61.shared_head.head.weight", {129280, 7168},
+  check_tensor(
+      t, "model.layers.61.mlp.experts.0.gate_proj.weight", {2048, 7168}, f8);
+  check_tensor(
+      t, "model.layers.61.shared_head.norm.weight", {7168}, DType::bf16);
+  check_tensor(t,
+               "model.layers.61.shared_head.head.weight",
+               {129280, 7168},
                DType::bf16);
   CHECK(find(t, "model.layers.62.enorm.weight") == nullptr);
   CHECK(t.front().name == "model.embed_tokens.weight");
@@ -357,34 +390,79 @@ TEST_CASE("models: a small config by hand (tied Llama with biases)",
           "num_attention_heads": 2, "num_key_value_heads": 1,
           "attention_bias": true, "mlp_bias": true,
           "tie_word_embeddings": true, "torch_dtype": "float16"})",
-      "config.json", diags);
+      "config.json",
+      diags);
   REQUIRE(t);
   std::vector<std::string> names;
   for (const ModelTensor& x : *t) {
     names.push_back(x.name);
     CHECK(x.dtype == DType::f16);
   }
-  CHECK(names == std::vector<std::string>{
-                     "model.embed_tokens.weight",
-                     "model.layers.0.self_attn.q_proj.weight",
-                     "model.layers.0.self_attn.q_proj.bias",
-                     "model.layers.0.self_attn.k_proj.weight",
-                     "model.layers.0.self_attn.k_proj.bias",
-                     "model.layers.0.self_attn.v_proj.weight",
-                     "model.layers.0.self_attn.v_proj.bias",
-                     "model.layers.0.self_attn.o_proj.weight",
-                     "model.layers.0.self_attn.o_proj.bias",
-                     "model.layers.0.mlp.gate_proj.weight",
-                     "model.layers.0.mlp.gate_proj.bias",
-                     "model.layers.0.mlp.up_proj.weight",
-                     "model.layers.0.mlp.up_proj.bias",
-                     "model.layers.0.mlp.down_proj.weight",
-                     "model.layers.0.mlp.down_proj.bias",
-                     "model.layers.0.input_layernorm.weight",
-                     "model.layers.0.post_attention_layernorm.weight",
-                     "model.norm.weight"});
-  check_tensor(*t, "model.layers.0.self_attn.k_proj.weight", {4, 8},
-               DType::f16);
+  CHECK(names
+        == std::vector<std::string>{
+            "model.embed_tokens.weight",
+            "model.layers.0.self_attn.q_proj.weight",
+            "model.layers.0.self_attn.q_proj.bias",
+            "model.layers.0.self_attn.k_proj.weight",
+            "model.layers.0.self_attn.k_proj.bias",
+            "model.layers.0.self_attn.v_proj.weight",
+            "model.layers.0.self_attn.v_proj.bias",
+            "model.layers.0.self_attn.o_proj.weight",
+            "model.layers.0.self_attn.o_proj.bias",
+            "model.layers.0.mlp.gate_proj.weight",
+            "model.layers.0.mlp.gate_proj.bias",
+            "model.layers.0.mlp.up_proj.weight",
+            "model.layers.0.mlp.up_proj.bias",
+            "model.layers.0.mlp.down_proj.weight",
+            "model.layers.0.mlp.down_proj.bias",
+            "model.layers.0.input_layernorm.weight",
+            "model.layers.0.post_attention_layernorm.weight",
+            "model.norm.weight"});
+  check_tensor(
+      *t, "model.layers.0.self_attn.k_proj.weight", {4, 8}, DType::f16);
+}
+
+TEST_CASE(
+    "models: DeepSeek-V3 variants: no q_lora_rank, moe_layer_freq, "
+    "partial FP8 blocks",
+    "[models]") {
+  Diagnostics diags;
+  std::optional<std::vector<ModelTensor>> t = tensors_from_hf_config(
+      R"({"architectures": ["DeepseekV3ForCausalLM"], "vocab_size": 10,
+          "hidden_size": 200, "intermediate_size": 300, "num_hidden_layers": 4,
+          "num_attention_heads": 2, "q_lora_rank": null, "kv_lora_rank": 64,
+          "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16,
+          "n_routed_experts": 2, "n_shared_experts": 2,
+          "moe_intermediate_size": 100, "first_k_dense_replace": 1,
+          "moe_layer_freq": 2, "tie_word_embeddings": true,
+          "quantization_config": {"quant_method": "fp8", "fmt": "e4m3",
+                                  "weight_block_size": [128, 128]}})",
+      "config.json",
+      diags);
+  REQUIRE(t);
+  check_tensor(
+      *t, "model.layers.0.self_attn.q_proj.weight", {48, 200}, DType::f8_e4m3);
+  check_tensor(*t,
+               "model.layers.0.self_attn.q_proj.weight_scale_inv",
+               {1, 2},
+               DType::f32);
+  CHECK(find(*t, "model.layers.0.self_attn.q_a_proj.weight") == nullptr);
+  // Layer 0 dense (first_k_dense_replace), 1 and 3 dense (odd), 2 MoE.
+  check_tensor(
+      *t, "model.layers.1.mlp.down_proj.weight_scale_inv", {2, 3}, DType::f32);
+  check_tensor(
+      *t, "model.layers.3.mlp.up_proj.weight", {300, 200}, DType::f8_e4m3);
+  check_tensor(*t,
+               "model.layers.2.mlp.experts.1.down_proj.weight",
+               {200, 100},
+               DType::f8_e4m3);
+  check_tensor(*t,
+               "model.layers.2.mlp.shared_experts.up_proj.weight",
+               {200, 200},
+               DType::f8_e4m3);
+  check_tensor(*t, "model.layers.2.mlp.gate.weight", {2, 200}, DType::bf16);
+  CHECK(find(*t, "lm_head.weight") == nullptr);
+  CHECK(find(*t, "model.layers.4.enorm.weight") == nullptr);
 }
 
 // ---------------------------------------------------------------------------
@@ -437,8 +515,9 @@ TEST_CASE("models: JSON that is not a config object", "[models]") {
            "'[', '{', or a literal [model.syntax]\n"
            "  {\"architectures\": [\"X\",]}\n"
            "                         ^");
-  CHECK(error_of("").starts_with("config.json:1:1: error: invalid JSON: "
-                                 "unexpected end of input"));
+  CHECK(
+      error_of("").starts_with("config.json:1:1: error: invalid JSON: "
+                               "unexpected end of input"));
 }
 
 TEST_CASE("models: values of the wrong type or range", "[models]") {
@@ -474,7 +553,8 @@ TEST_CASE("models: dims beyond int64 and huge models are errors, not crashes",
           "[models]") {
   const std::string big = "4611686018427387904";  // 2^62
   CHECK(error_of(R"({"architectures": ["LlamaForCausalLM"], "vocab_size": 10,
-                     "hidden_size": )" + big + R"(, "intermediate_size": 16,
+                     "hidden_size": )"
+                 + big + R"(, "intermediate_size": 16,
                      "num_hidden_layers": 1, "num_attention_heads": 1})")
             .find("[model.overflow]")
         != std::string::npos);
