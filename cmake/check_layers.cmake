@@ -4,6 +4,7 @@ cmake_minimum_required(VERSION 3.25)
 # The layers are DESIGN.md section 6; keep this table and docs/architecture.md in step.
 set(_layer_diag 1)
 set(_layer_tensor 1)
+set(_layer_models 1)  # HF config.json -> tensors, built-in models; no Tensor/Manifest
 set(_layer_embedded 1)  # src/embedded.hpp: files from configs/, data only
 set(_layer_mesh 2)
 set(_layer_spec 2)

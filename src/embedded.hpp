@@ -14,5 +14,7 @@ struct EmbeddedFile {
 
 // configs/topologies/*.json, in file-name order.
 std::span<const EmbeddedFile> topology_files();
+// configs/models/*.json (Hugging Face config.json files), in file-name order.
+std::span<const EmbeddedFile> model_files();
 
 }  // namespace shardplan::embedded

@@ -1,0 +1,589 @@
+// Hugging Face config.json -> tensors, and the built-in models. The figures
+// are the published checkpoints' (the issue's acceptance list): tensor count,
+// elements and bytes of model.safetensors(.index.json).
+
+#include <shardplan/models.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+using namespace shardplan;
+
+namespace {
+
+struct Totals {
+  int64_t tensors = 0;
+  int64_t elements = 0;
+  int64_t bytes = 0;
+};
+
+std::vector<ModelTensor> builtin(std::string_view name) {
+  Diagnostics diags;
+  std::optional<std::vector<ModelTensor>> tensors =
+      tensors_for_builtin_model(name, "--model", diags);
+  INFO((diags.items().empty() ? std::string() : render(diags.items().front())));
+  REQUIRE(tensors);
+  REQUIRE(diags.items().empty());
+  return *tensors;
+}
+
+Totals totals(const std::vector<ModelTensor>& tensors) {
+  Totals t;
+  t.tensors = static_cast<int64_t>(tensors.size());
+  for (const ModelTensor& tensor : tensors) {
+    std::optional<int64_t> n = checked_product(tensor.shape);
+    REQUIRE(n);
+    std::optional<int64_t> bytes = bytes_for(*n, tensor.dtype);
+    REQUIRE(bytes);
+    t.elements += *n;
+    t.bytes += *bytes;
+  }
+  return t;
+}
+
+Totals builtin_totals(std::string_view name) {
+  return totals(builtin(name));
+}
+
+const ModelTensor* find(const std::vector<ModelTensor>& tensors,
+                        std::string_view name) {
+  for (const ModelTensor& t : tensors) {
+    if (t.name == name) {
+      return &t;
+    }
+  }
+  return nullptr;
+}
+
+// The tensor `name`, its shape and dtype.
+void check_tensor(const std::vector<ModelTensor>& tensors,
+                  std::string_view name,
+                  std::vector<int64_t> shape,
+                  DType dtype) {
+  INFO(name);
+  const ModelTensor* t = find(tensors, name);
+  REQUIRE(t != nullptr);
+  CHECK(t->shape == shape);
+  CHECK(to_string(t->dtype) == to_string(dtype));
+}
+
+// The one diagnostic `text` yields, rendered.
+std::string error_of(std::string_view text) {
+  Diagnostics diags;
+  std::optional<std::vector<ModelTensor>> tensors =
+      tensors_from_hf_config(text, "config.json", diags);
+  CHECK_FALSE(tensors);
+  REQUIRE(diags.items().size() == 1);
+  return render(diags.items().front());
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Acceptance figures.
+
+TEST_CASE("models: gpt2 has 124,439,808 parameters", "[models]") {
+  Totals t = builtin_totals("gpt2");
+  CHECK(t.elements == 124'439'808);
+  CHECK(t.tensors == 148);
+  CHECK(t.bytes == 4 * t.elements);  // float32
+}
+
+TEST_CASE(
+    "models: Llama-3-8B is 8,030,261,248 parameters in 291 tensors and "
+    "16,060,522,496 bytes",
+    "[models]") {
+  Totals t = builtin_totals("llama-3-8b");
+  CHECK(t.elements == 8'030'261'248);
+  CHECK(t.tensors == 291);
+  CHECK(t.bytes == 16'060'522'496);
+}
+
+TEST_CASE("models: Llama-3-70B has 70,553,706,496 parameters", "[models]") {
+  CHECK(builtin_totals("llama-3-70b").elements == 70'553'706'496);
+}
+
+TEST_CASE("models: Llama-3.1-405B has 405,853,388,800 parameters", "[models]") {
+  CHECK(builtin_totals("llama-3.1-405b").elements == 405'853'388'800);
+}
+
+TEST_CASE("models: Mistral-7B-v0.1 is 7,241,732,096 parameters in 291 tensors",
+          "[models]") {
+  Totals t = builtin_totals("mistral-7b-v0.1");
+  CHECK(t.elements == 7'241'732'096);
+  CHECK(t.tensors == 291);
+}
+
+TEST_CASE("models: Mixtral-8x7B is 46,702,792,704 parameters in 995 tensors",
+          "[models]") {
+  Totals t = builtin_totals("mixtral-8x7b-v0.1");
+  CHECK(t.elements == 46'702'792'704);
+  CHECK(t.tensors == 995);
+}
+
+TEST_CASE("models: Gemma-7B has 8,537,680,896 parameters", "[models]") {
+  CHECK(builtin_totals("gemma-7b").elements == 8'537'680'896);
+}
+
+TEST_CASE("models: Gemma-2-2B has 2,614,341,888 parameters", "[models]") {
+  CHECK(builtin_totals("gemma-2-2b").elements == 2'614'341'888);
+}
+
+TEST_CASE("models: Qwen2.5-7B has 7,615,616,512 parameters", "[models]") {
+  CHECK(builtin_totals("qwen2.5-7b").elements == 7'615'616'512);
+}
+
+TEST_CASE(
+    "models: DeepSeek-V3 as published is 91,991 tensors, "
+    "684,531,386,000 elements and 688,574,839,360 bytes",
+    "[models]") {
+  Totals t = builtin_totals("deepseek-v3");
+  CHECK(t.tensors == 91'991);
+  CHECK(t.elements == 684'531'386'000);
+  CHECK(t.bytes == 688'574'839'360);
+}
+
+TEST_CASE("models: the built-in list carries each model's figures",
+          "[models]") {
+  std::vector<BuiltinModel> models = builtin_models();
+  std::vector<std::string> names;
+  for (const BuiltinModel& m : models) {
+    names.push_back(m.name);
+  }
+  CHECK(names
+        == std::vector<std::string>{"deepseek-v3",
+                                    "gemma-2-2b",
+                                    "gemma-7b",
+                                    "gpt2",
+                                    "llama-3-70b",
+                                    "llama-3-8b",
+                                    "llama-3.1-405b",
+                                    "mistral-7b-v0.1",
+                                    "mixtral-8x7b-v0.1",
+                                    "qwen2.5-7b"});
+  for (const BuiltinModel& m : models) {
+    INFO(m.name);
+    Totals t = builtin_totals(m.name);
+    CHECK(m.parameters == t.elements);
+    CHECK(m.tensors == t.tensors);
+  }
+  CHECK(models[0].architecture == "DeepseekV3ForCausalLM");
+  CHECK(models[0].tensors == 91'991);
+  CHECK(models[3].architecture == "GPT2LMHeadModel");
+  CHECK(models[3].parameters == 124'439'808);
+  REQUIRE(builtin_model_config("gpt2"));
+  CHECK(builtin_model_config("gpt2")->find("\"n_embd\": 768")
+        != std::string_view::npos);
+  CHECK_FALSE(builtin_model_config("gpt3"));
+}
+
+// ---------------------------------------------------------------------------
+// Names, shapes and dtypes against the published checkpoints.
+
+TEST_CASE("models: gpt2 names, Conv1D layout, biases and tied wte",
+          "[models]") {
+  std::vector<ModelTensor> t = builtin("gpt2");
+  CHECK(t.front().name == "wte.weight");
+  CHECK(t[1].name == "wpe.weight");
+  check_tensor(t, "wte.weight", {50257, 768}, DType::f32);
+  check_tensor(t, "wpe.weight", {1024, 768}, DType::f32);
+  check_tensor(t, "h.0.ln_1.weight", {768}, DType::f32);
+  check_tensor(t, "h.0.attn.c_attn.weight", {768, 2304}, DType::f32);
+  check_tensor(t, "h.0.attn.c_attn.bias", {2304}, DType::f32);
+  check_tensor(t, "h.0.attn.c_proj.weight", {768, 768}, DType::f32);
+  check_tensor(t, "h.11.mlp.c_fc.weight", {768, 3072}, DType::f32);
+  check_tensor(t, "h.11.mlp.c_proj.weight", {3072, 768}, DType::f32);
+  check_tensor(t, "h.11.mlp.c_proj.bias", {768}, DType::f32);
+  CHECK(t.back().name == "ln_f.bias");
+  CHECK(find(t, "lm_head.weight") == nullptr);
+}
+
+TEST_CASE("models: Llama-3-8B names, GQA shapes and checkpoint order",
+          "[models]") {
+  std::vector<ModelTensor> t = builtin("llama-3-8b");
+  REQUIRE(t.size() == 291);
+  CHECK(t[0].name == "model.embed_tokens.weight");
+  CHECK(t[1].name == "model.layers.0.self_attn.q_proj.weight");
+  CHECK(t[2].name == "model.layers.0.self_attn.k_proj.weight");
+  CHECK(t[5].name == "model.layers.0.mlp.gate_proj.weight");
+  CHECK(t[9].name == "model.layers.0.post_attention_layernorm.weight");
+  CHECK(t[289].name == "model.norm.weight");
+  CHECK(t[290].name == "lm_head.weight");
+  check_tensor(t, "model.embed_tokens.weight", {128256, 4096}, DType::bf16);
+  check_tensor(
+      t, "model.layers.31.self_attn.k_proj.weight", {1024, 4096}, DType::bf16);
+  check_tensor(
+      t, "model.layers.0.mlp.down_proj.weight", {4096, 14336}, DType::bf16);
+  check_tensor(t, "lm_head.weight", {128256, 4096}, DType::bf16);
+  CHECK(find(t, "model.layers.0.self_attn.q_proj.bias") == nullptr);
+}
+
+TEST_CASE("models: Mixtral experts and router", "[models]") {
+  std::vector<ModelTensor> t = builtin("mixtral-8x7b-v0.1");
+  check_tensor(
+      t, "model.layers.0.block_sparse_moe.gate.weight", {8, 4096}, DType::bf16);
+  check_tensor(t,
+               "model.layers.0.block_sparse_moe.experts.7.w1.weight",
+               {14336, 4096},
+               DType::bf16);
+  check_tensor(t,
+               "model.layers.31.block_sparse_moe.experts.0.w2.weight",
+               {4096, 14336},
+               DType::bf16);
+  check_tensor(t,
+               "model.layers.31.block_sparse_moe.experts.0.w3.weight",
+               {14336, 4096},
+               DType::bf16);
+  CHECK(find(t, "model.layers.0.mlp.gate_proj.weight") == nullptr);
+}
+
+TEST_CASE("models: Qwen2 has q/k/v biases and no o_proj bias", "[models]") {
+  std::vector<ModelTensor> t = builtin("qwen2.5-7b");
+  check_tensor(t, "model.layers.0.self_attn.q_proj.bias", {3584}, DType::bf16);
+  check_tensor(
+      t, "model.layers.0.self_attn.k_proj.weight", {512, 3584}, DType::bf16);
+  check_tensor(t, "model.layers.0.self_attn.k_proj.bias", {512}, DType::bf16);
+  check_tensor(t, "model.layers.27.self_attn.v_proj.bias", {512}, DType::bf16);
+  CHECK(find(t, "model.layers.0.self_attn.o_proj.bias") == nullptr);
+  check_tensor(t, "lm_head.weight", {152064, 3584}, DType::bf16);
+  CHECK(t.size() == 3 + 28 * 12);
+}
+
+TEST_CASE("models: Gemma ties embeddings; head_dim 256 from the config",
+          "[models]") {
+  std::vector<ModelTensor> t = builtin("gemma-7b");
+  CHECK(t.size() == 2 + 28 * 9);
+  check_tensor(t, "model.embed_tokens.weight", {256000, 3072}, DType::bf16);
+  check_tensor(
+      t, "model.layers.0.self_attn.q_proj.weight", {4096, 3072}, DType::bf16);
+  check_tensor(
+      t, "model.layers.0.self_attn.o_proj.weight", {3072, 4096}, DType::bf16);
+  CHECK(find(t, "lm_head.weight") == nullptr);
+  CHECK(t.back().name == "model.norm.weight");
+}
+
+TEST_CASE("models: Gemma-2 has four norms per layer and float32 weights",
+          "[models]") {
+  std::vector<ModelTensor> t = builtin("gemma-2-2b");
+  CHECK(t.size() == 2 + 26 * 11);
+  check_tensor(
+      t, "model.layers.0.self_attn.q_proj.weight", {2048, 2304}, DType::f32);
+  check_tensor(
+      t, "model.layers.0.self_attn.k_proj.weight", {1024, 2304}, DType::f32);
+  check_tensor(t,
+               "model.layers.25.pre_feedforward_layernorm.weight",
+               {2304},
+               DType::f32);
+  check_tensor(t,
+               "model.layers.25.post_feedforward_layernorm.weight",
+               {2304},
+               DType::f32);
+  CHECK(t[10].name == "model.layers.0.pre_feedforward_layernorm.weight");
+  CHECK(find(t, "lm_head.weight") == nullptr);
+}
+
+TEST_CASE("models: DeepSeek-V3 MLA, experts, FP8 scales and the MTP layer",
+          "[models]") {
+  std::vector<ModelTensor> t = builtin("deepseek-v3");
+  const DType f8 = DType::f8_e4m3;
+  // MLA.
+  check_tensor(t, "model.layers.0.self_attn.q_a_proj.weight", {1536, 7168}, f8);
+  check_tensor(t,
+               "model.layers.0.self_attn.q_a_proj.weight_scale_inv",
+               {12, 56},
+               DType::f32);
+  check_tensor(
+      t, "model.layers.0.self_attn.q_a_layernorm.weight", {1536}, DType::bf16);
+  check_tensor(
+      t, "model.layers.0.self_attn.q_b_proj.weight", {24576, 1536}, f8);
+  check_tensor(
+      t, "model.layers.0.self_attn.kv_a_proj_with_mqa.weight", {576, 7168}, f8);
+  check_tensor(t,
+               "model.layers.0.self_attn.kv_a_proj_with_mqa.weight_scale_inv",
+               {5, 56},
+               DType::f32);
+  check_tensor(
+      t, "model.layers.0.self_attn.kv_b_proj.weight", {32768, 512}, f8);
+  check_tensor(t,
+               "model.layers.0.self_attn.kv_b_proj.weight_scale_inv",
+               {256, 4},
+               DType::f32);
+  check_tensor(t, "model.layers.0.self_attn.o_proj.weight", {7168, 16384}, f8);
+  // first_k_dense_replace = 3: layers 0-2 dense, 3 on MoE.
+  check_tensor(t, "model.layers.2.mlp.down_proj.weight", {7168, 18432}, f8);
+  check_tensor(t,
+               "model.layers.2.mlp.down_proj.weight_scale_inv",
+               {56, 144},
+               DType::f32);
+  CHECK(find(t, "model.layers.2.mlp.gate.weight") == nullptr);
+  CHECK(find(t, "model.layers.3.mlp.gate_proj.weight") == nullptr);
+  check_tensor(t, "model.layers.3.mlp.gate.weight", {256, 7168}, DType::bf16);
+  check_tensor(
+      t, "model.layers.3.mlp.gate.e_score_correction_bias", {256}, DType::f32);
+  check_tensor(
+      t, "model.layers.3.mlp.experts.255.down_proj.weight", {7168, 2048}, f8);
+  check_tensor(t,
+               "model.layers.60.mlp.experts.0.up_proj.weight_scale_inv",
+               {16, 56},
+               DType::f32);
+  check_tensor(t,
+               "model.layers.3.mlp.shared_experts.gate_proj.weight",
+               {2048, 7168},
+               f8);
+  CHECK(find(t, "model.layers.3.mlp.gate.weight_scale_inv") == nullptr);
+  // The MTP layer.
+  check_tensor(
+      t, "model.layers.61.embed_tokens.weight", {129280, 7168}, DType::bf16);
+  check_tensor(t, "model.layers.61.enorm.weight", {7168}, DType::bf16);
+  check_tensor(t, "model.layers.61.hnorm.weight", {7168}, DType::bf16);
+  check_tensor(t, "model.layers.61.eh_proj.weight", {7168, 14336}, DType::bf16);
+  CHECK(find(t, "model.layers.61.eh_proj.weight_scale_inv") == nullptr);
+  check_tensor(
+      t, "model.layers.61.mlp.experts.0.gate_proj.weight", {2048, 7168}, f8);
+  check_tensor(
+      t, "model.layers.61.shared_head.norm.weight", {7168}, DType::bf16);
+  check_tensor(t,
+               "model.layers.61.shared_head.head.weight",
+               {129280, 7168},
+               DType::bf16);
+  CHECK(find(t, "model.layers.62.enorm.weight") == nullptr);
+  CHECK(t.front().name == "model.embed_tokens.weight");
+  CHECK(t[t.size() - 2].name == "model.norm.weight");
+  CHECK(t.back().name == "lm_head.weight");
+}
+
+TEST_CASE("models: without quantization_config DeepSeek-V3 is all bf16",
+          "[models]") {
+  std::string text(*builtin_model_config("deepseek-v3"));
+  const size_t from = text.find("  \"quantization_config\"");
+  const size_t to = text.find("  \"rms_norm_eps\"");
+  REQUIRE(from != std::string::npos);
+  text.erase(from, to - from);
+  Diagnostics diags;
+  std::optional<std::vector<ModelTensor>> t =
+      tensors_from_hf_config(text, "config.json", diags);
+  REQUIRE(t);
+  Totals totals_bf16 = totals(*t);
+  // 91,991 minus one scale per FP8 weight: 8 in each of the 3 dense layers,
+  // 5 + 257 * 3 in each of the 58 + 1 (MTP) MoE layers.
+  CHECK(totals_bf16.tensors == 91'991 - (3 * 8 + 59 * (5 + 257 * 3)));
+  for (const ModelTensor& tensor : *t) {
+    if (tensor.name.ends_with("e_score_correction_bias")) {
+      CHECK(tensor.dtype == DType::f32);
+    } else {
+      CHECK(tensor.dtype == DType::bf16);
+    }
+  }
+}
+
+TEST_CASE("models: a small config by hand (tied Llama with biases)",
+          "[models]") {
+  Diagnostics diags;
+  std::optional<std::vector<ModelTensor>> t = tensors_from_hf_config(
+      R"({"architectures": ["LlamaForCausalLM"], "vocab_size": 10,
+          "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
+          "num_attention_heads": 2, "num_key_value_heads": 1,
+          "attention_bias": true, "mlp_bias": true,
+          "tie_word_embeddings": true, "torch_dtype": "float16"})",
+      "config.json",
+      diags);
+  REQUIRE(t);
+  std::vector<std::string> names;
+  for (const ModelTensor& x : *t) {
+    names.push_back(x.name);
+    CHECK(x.dtype == DType::f16);
+  }
+  CHECK(names
+        == std::vector<std::string>{
+            "model.embed_tokens.weight",
+            "model.layers.0.self_attn.q_proj.weight",
+            "model.layers.0.self_attn.q_proj.bias",
+            "model.layers.0.self_attn.k_proj.weight",
+            "model.layers.0.self_attn.k_proj.bias",
+            "model.layers.0.self_attn.v_proj.weight",
+            "model.layers.0.self_attn.v_proj.bias",
+            "model.layers.0.self_attn.o_proj.weight",
+            "model.layers.0.self_attn.o_proj.bias",
+            "model.layers.0.mlp.gate_proj.weight",
+            "model.layers.0.mlp.gate_proj.bias",
+            "model.layers.0.mlp.up_proj.weight",
+            "model.layers.0.mlp.up_proj.bias",
+            "model.layers.0.mlp.down_proj.weight",
+            "model.layers.0.mlp.down_proj.bias",
+            "model.layers.0.input_layernorm.weight",
+            "model.layers.0.post_attention_layernorm.weight",
+            "model.norm.weight"});
+  check_tensor(
+      *t, "model.layers.0.self_attn.k_proj.weight", {4, 8}, DType::f16);
+}
+
+TEST_CASE(
+    "models: DeepSeek-V3 variants: no q_lora_rank, moe_layer_freq, "
+    "partial FP8 blocks",
+    "[models]") {
+  Diagnostics diags;
+  std::optional<std::vector<ModelTensor>> t = tensors_from_hf_config(
+      R"({"architectures": ["DeepseekV3ForCausalLM"], "vocab_size": 10,
+          "hidden_size": 200, "intermediate_size": 300, "num_hidden_layers": 4,
+          "num_attention_heads": 2, "q_lora_rank": null, "kv_lora_rank": 64,
+          "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16,
+          "n_routed_experts": 2, "n_shared_experts": 2,
+          "moe_intermediate_size": 100, "first_k_dense_replace": 1,
+          "moe_layer_freq": 2, "tie_word_embeddings": true,
+          "quantization_config": {"quant_method": "fp8", "fmt": "e4m3",
+                                  "weight_block_size": [128, 128]}})",
+      "config.json",
+      diags);
+  REQUIRE(t);
+  check_tensor(
+      *t, "model.layers.0.self_attn.q_proj.weight", {48, 200}, DType::f8_e4m3);
+  check_tensor(*t,
+               "model.layers.0.self_attn.q_proj.weight_scale_inv",
+               {1, 2},
+               DType::f32);
+  CHECK(find(*t, "model.layers.0.self_attn.q_a_proj.weight") == nullptr);
+  // Layer 0 dense (first_k_dense_replace), 1 and 3 dense (odd), 2 MoE.
+  check_tensor(
+      *t, "model.layers.1.mlp.down_proj.weight_scale_inv", {2, 3}, DType::f32);
+  check_tensor(
+      *t, "model.layers.3.mlp.up_proj.weight", {300, 200}, DType::f8_e4m3);
+  check_tensor(*t,
+               "model.layers.2.mlp.experts.1.down_proj.weight",
+               {200, 100},
+               DType::f8_e4m3);
+  check_tensor(*t,
+               "model.layers.2.mlp.shared_experts.up_proj.weight",
+               {200, 200},
+               DType::f8_e4m3);
+  check_tensor(*t, "model.layers.2.mlp.gate.weight", {2, 200}, DType::bf16);
+  CHECK(find(*t, "lm_head.weight") == nullptr);
+  CHECK(find(*t, "model.layers.4.enorm.weight") == nullptr);
+}
+
+// ---------------------------------------------------------------------------
+// Errors.
+
+TEST_CASE("models: an unknown architecture lists the supported ones",
+          "[models]") {
+  CHECK(error_of(R"({"architectures": ["LlamaForCausalLLM"]})")
+        == "config.json:/architectures/0: error: unknown architecture "
+           "\"LlamaForCausalLLM\"; supported: DeepseekV3ForCausalLM, "
+           "GPT2LMHeadModel, Gemma2ForCausalLM, GemmaForCausalLM, "
+           "LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, "
+           "Qwen2ForCausalLM; did you mean \"LlamaForCausalLM\"? "
+           "[model.unknown-architecture]");
+  CHECK(error_of(R"({"architectures": ["T5ForConditionalGeneration"]})")
+            .find("[model.unknown-architecture]")
+        != std::string::npos);
+  CHECK(supported_architectures().size() == 8);
+}
+
+TEST_CASE("models: a missing key is located by its JSON pointer", "[models]") {
+  CHECK(error_of(R"({"architectures": ["MistralForCausalLM"],
+                     "vocab_size": 32000, "hidden_size": 4096,
+                     "intermediate_size": 14336, "num_attention_heads": 32})")
+        == "config.json:/num_hidden_layers: error: missing key "
+           "\"num_hidden_layers\" [model.missing-key]");
+  CHECK(error_of(R"({"model_type": "llama"})")
+        == "config.json:/architectures: error: missing key \"architectures\"; "
+           "supported: DeepseekV3ForCausalLM, GPT2LMHeadModel, "
+           "Gemma2ForCausalLM, GemmaForCausalLM, LlamaForCausalLM, "
+           "MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM "
+           "[model.missing-key]");
+  CHECK(error_of(R"({"architectures": ["DeepseekV3ForCausalLM"],
+                     "vocab_size": 1, "hidden_size": 8,
+                     "intermediate_size": 8, "num_hidden_layers": 1,
+                     "num_attention_heads": 1, "qk_nope_head_dim": 1,
+                     "qk_rope_head_dim": 1, "v_head_dim": 1})")
+        == "config.json:/kv_lora_rank: error: missing key \"kv_lora_rank\" "
+           "[model.missing-key]");
+}
+
+TEST_CASE("models: JSON that is not a config object", "[models]") {
+  CHECK(error_of("[1, 2]")
+        == "config.json: error: expected a config.json object, got an array "
+           "[model.not-object]");
+  CHECK(error_of("42").find("got a number [model.not-object]")
+        != std::string::npos);
+  CHECK(error_of("{\"architectures\": [\"X\",]}")
+        == "config.json:1:24: error: invalid JSON: unexpected ']'; expected "
+           "'[', '{', or a literal [model.syntax]\n"
+           "  {\"architectures\": [\"X\",]}\n"
+           "                         ^");
+  CHECK(
+      error_of("").starts_with("config.json:1:1: error: invalid JSON: "
+                               "unexpected end of input"));
+}
+
+TEST_CASE("models: values of the wrong type or range", "[models]") {
+  const std::string llama =
+      R"({"architectures": ["LlamaForCausalLM"], "vocab_size": 10,
+          "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
+          "num_attention_heads": 2, )";
+  CHECK(error_of(llama + R"("num_key_value_heads": 0})")
+        == "config.json:/num_key_value_heads: error: expected an integer >= 1, "
+           "got 0 [model.bad-value]");
+  CHECK(error_of(llama + R"("num_key_value_heads": 2.5})")
+        == "config.json:/num_key_value_heads: error: expected an integer >= 1, "
+           "got a fractional number [model.bad-value]");
+  CHECK(error_of(llama + R"("num_key_value_heads": 99999999999999999999})")
+            .find("/num_key_value_heads: error:")
+        != std::string::npos);
+  CHECK(error_of(llama + R"("tie_word_embeddings": "no"})")
+        == "config.json:/tie_word_embeddings: error: expected true or false, "
+           "got a string [model.bad-value]");
+  CHECK(error_of(llama + R"("torch_dtype": "bfloat17"})")
+            .starts_with("config.json:/torch_dtype: error: unknown dtype "
+                         "\"bfloat17\"; expected one of f64, f32, "));
+  CHECK(error_of(llama + R"("quantization_config": {"quant_method": "gptq"}})")
+        == "config.json:/quantization_config/quant_method: error: unsupported "
+           "quant_method \"gptq\", expected \"fp8\" "
+           "[model.unsupported-quantization]");
+  CHECK(error_of(R"({"architectures": "LlamaForCausalLM"})")
+        == "config.json:/architectures: error: expected a list of "
+           "architecture names, got a string [model.bad-value]");
+}
+
+TEST_CASE("models: dims beyond int64 and huge models are errors, not crashes",
+          "[models]") {
+  const std::string big = "4611686018427387904";  // 2^62
+  CHECK(error_of(R"({"architectures": ["LlamaForCausalLM"], "vocab_size": 10,
+                     "hidden_size": )"
+                 + big + R"(, "intermediate_size": 16,
+                     "num_hidden_layers": 1, "num_attention_heads": 1})")
+            .find("[model.overflow]")
+        != std::string::npos);
+  CHECK(error_of(R"({"architectures": ["GPT2LMHeadModel"], "vocab_size": 10,
+                     "n_embd": )" + big + R"(, "n_layer": 1, "n_positions": 1,
+                     "n_head": 1})")
+        == "config.json:/n_embd: error: a dim computed from this value "
+           "overflows int64: 4 * 4611686018427387904 [model.overflow]");
+  CHECK(error_of(R"({"architectures": ["GPT2LMHeadModel"], "vocab_size": 10,
+                     "n_embd": 8, "n_layer": 1000000000, "n_positions": 1,
+                     "n_head": 1})")
+        == "config.json:/n_layer: error: the model would have more than "
+           "4194304 tensors [model.too-many-tensors]");
+  CHECK(error_of(R"({"architectures": ["MixtralForCausalLM"], "vocab_size": 10,
+                     "hidden_size": 8, "intermediate_size": 16,
+                     "num_hidden_layers": 1, "num_attention_heads": 1,
+                     "num_local_experts": 100000000000})")
+        == "config.json:/num_local_experts: error: the model would have more "
+           "than 4194304 tensors [model.too-many-tensors]");
+}
+
+TEST_CASE("models: an unknown built-in model suggests the nearest name",
+          "[models]") {
+  Diagnostics diags;
+  CHECK_FALSE(tensors_for_builtin_model("llama-3-8", "--model", diags));
+  REQUIRE(diags.items().size() == 1);
+  CHECK(render(diags.items().front())
+        == "--model: error: unknown model \"llama-3-8\"; built-in models: "
+           "deepseek-v3, gemma-2-2b, gemma-7b, gpt2, llama-3-70b, llama-3-8b, "
+           "llama-3.1-405b, mistral-7b-v0.1, mixtral-8x7b-v0.1, qwen2.5-7b; "
+           "did you mean \"llama-3-8b\"? [model.unknown-model]");
+}
