@@ -12,6 +12,10 @@
 #include <functional>
 #include <type_traits>
 #include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
 #include <system_error>
 #include <unordered_map>
 #include <utility>
@@ -886,19 +890,34 @@ std::string_view key_name(TensorKey key) {
   return "";
 }
 
-// prefix + index without fmt: this runs once per tensor.
-std::string index_pointer(std::string_view prefix, size_t index) {
-  std::array<char, 24> digits{};
-  auto end = std::to_chars(digits.data(), digits.data() + digits.size(), index).ptr;
-  std::string out;
-  out.reserve(prefix.size() + static_cast<size_t>(end - digits.data()));
-  out.append(prefix);
-  out.append(digits.data(), end);
-  return out;
+// out = prefix + index without fmt, reusing out's buffer: this runs once per
+// tensor.
+void set_index_pointer(std::string& out, std::string_view prefix,
+                       size_t index) {
+  constexpr size_t k_max_digits = 20;
+  if (!std::string_view(out).starts_with(prefix)) {
+    out.assign(prefix);
+  }
+  out.resize(prefix.size() + k_max_digits);
+  char* digits = out.data() + prefix.size();
+  char* end = std::to_chars(digits, digits + k_max_digits, index).ptr;
+  out.resize(static_cast<size_t>(end - out.data()));
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
+std::string shape_text(std::span<const int64_t> shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+// out = json_pointer_child("", key), reusing out's buffer: this runs once per
+// tensor of a safetensors header, whose keys rarely need escaping.
+void set_key_pointer(std::string& out, std::string_view key) {
+  auto special = [](char c) { return c == '~' || c == '/'; };
+  if (std::any_of(key.begin(), key.end(), special)) {
+    out = json_pointer_child("", key);
+    return;
+  }
+  out.assign(1, '/');
+  out.append(key);
 }
 
 class ManifestReader : public JsonInput {
@@ -994,13 +1013,7 @@ class ManifestReader : public JsonInput {
                 [] { return std::string("/params"); }, m_params_at)) {
       return false;
     }
-    // Counting the entries first is one pass over the array's structure
-    // (nothing unescaped or parsed) and sizes the manifest exactly.
-    size_t count = 0;
-    if (auto e = array.count_elements().get(count)) {
-      return fail_json(e, "/params", m_params_at);
-    }
-    m_manifest.reserve(count);
+    reserve_for_text();
     size_t index = 0;
     for (auto result : array) {
       od::value entry;
@@ -1016,14 +1029,18 @@ class ManifestReader : public JsonInput {
   }
 
   bool read_native_tensor(od::value& value, size_t index) {
-    std::string pointer = index_pointer("/params/", index);
+    // The tensor's pointer, where Manifest::add reports.
+    set_index_pointer(m_where.pointer, "/params/", index);
+    const std::string& pointer = m_where.pointer;
     const char* at = start_of(value);
     od::object object;
     if (!get_as(value, object, "manifest.type", "a tensor object",
                 [&] { return pointer; }, at)) {
       return false;
     }
-    Tensor tensor;
+    TensorInput tensor;
+    tensor.pointer_form = PointerForm::params;
+    tensor.params_index = static_cast<uint32_t>(index);
     unsigned seen = 0;
     for (auto result : object) {
       od::field field;
@@ -1052,9 +1069,13 @@ class ManifestReader : public JsonInput {
       switch (key) {
         case TensorKey::name:
           ok = read_name(v, pointer, tensor.name);
+          if (ok) {
+            m_manifest.prefetch(tensor.name);
+          }
           break;
         case TensorKey::shape:
-          ok = read_shape(v, pointer, tensor.shape);
+          ok = read_shape(v, pointer);
+          tensor.shape = m_dims;
           break;
         case TensorKey::dtype:
           ok = read_dtype(v, pointer, tensor.dtype);
@@ -1081,7 +1102,7 @@ class ManifestReader : public JsonInput {
                     pointer, at);
       }
     }
-    return add(std::move(tensor), std::move(pointer), at);
+    return add(std::move(tensor), at);
   }
 
   // {"NAME": {"dtype", "shape", "data_offsets"}, "__metadata__": {...}}
@@ -1113,11 +1134,7 @@ class ManifestReader : public JsonInput {
         }
         continue;
       }
-      if (m_manifest.empty()) {
-        // A header entry takes at least ~60 bytes; over-reserving is cheap.
-        m_manifest.reserve(std::min<size_t>(body_size() / 64 + 1, 1U << 22U));
-      }
-      if (!read_safetensors_tensor(std::string(key), value)) {
+      if (!read_safetensors_tensor(key, value)) {
         return false;
       }
     }
@@ -1160,8 +1177,12 @@ class ManifestReader : public JsonInput {
     return true;
   }
 
-  bool read_safetensors_tensor(std::string name, od::value& value) {
-    std::string pointer = json_pointer_child("", name);
+  // `name` is a key unescaped by the parser: it stays valid while the
+  // document is read.
+  bool read_safetensors_tensor(std::string_view name, od::value& value) {
+    // The tensor's pointer, where Manifest::add reports.
+    set_key_pointer(m_where.pointer, name);
+    const std::string& pointer = m_where.pointer;
     const char* at = start_of(value);
     od::json_type type{};
     if (auto e = value.type().get(type)) {
@@ -1183,8 +1204,13 @@ class ManifestReader : public JsonInput {
     if (auto e = value.get_object().get(object)) {
       return fail_json(e, pointer, at);
     }
-    Tensor tensor;
-    tensor.name = std::move(name);
+    if (m_manifest.empty()) {
+      reserve_for_text();
+    }
+    m_manifest.prefetch(name);
+    TensorInput tensor;
+    tensor.name = name;
+    tensor.pointer_form = PointerForm::key;
     std::array<int64_t, 2> offsets{};
     unsigned seen = 0;
     for (auto result : object) {
@@ -1215,7 +1241,8 @@ class ManifestReader : public JsonInput {
       }
       bool ok = true;
       if (key == TensorKey::shape) {
-        ok = read_shape(v, pointer, tensor.shape);
+        ok = read_shape(v, pointer);
+        tensor.shape = m_dims;
       } else if (key == TensorKey::dtype) {
         ok = read_dtype(v, pointer, tensor.dtype);
       } else {
@@ -1234,7 +1261,7 @@ class ManifestReader : public JsonInput {
                     pointer, at);
       }
     }
-    if (!add(std::move(tensor), pointer, at)) {
+    if (!add(std::move(tensor), at)) {
       return false;
     }
     const Tensor& added = m_manifest.tensors().back();
@@ -1245,7 +1272,7 @@ class ManifestReader : public JsonInput {
                               offsets[0], offsets[1], offsets[1] - offsets[0],
                               to_string(added.dtype), shape_text(added.shape),
                               added.num_bytes),
-                  added.pointer + "/data_offsets", m_offsets_at);
+                  added.pointer() + "/data_offsets", m_offsets_at);
     }
     return true;
   }
@@ -1259,6 +1286,15 @@ class ManifestReader : public JsonInput {
     static const std::vector<std::string> keys = {"dtype", "shape",
                                                   "data_offsets"};
     return keys;
+  }
+
+  // Reserves room for the tensors the text likely holds, guessing ~100 bytes
+  // an entry (generated DeepSeek-V3 manifests: ~107 native, ~134 in a
+  // header). A guess, not a bound: too high leaves memory untouched and
+  // spreads the index, too low costs a regrowth. Counting the entries first
+  // cost a pass over the whole structure, a fifth of the read.
+  void reserve_for_text() {
+    m_manifest.reserve(std::min<size_t>(body_size() / 96 + 1, 1U << 22U));
   }
 
   static unsigned bit(TensorKey key) {
@@ -1277,11 +1313,10 @@ class ManifestReader : public JsonInput {
     return true;
   }
 
-  // Manifest::add checks names, dims and sizes; its reports get the line,
-  // column and excerpt of the tensor's object (`at`) here.
-  bool add(Tensor tensor, std::string pointer, const char* at) {
-    m_where.pointer.assign(pointer);  // reuses its buffer: no free per tensor
-    tensor.pointer = std::move(pointer);
+  // Manifest::add checks names, dims and sizes; its reports (at m_where, the
+  // tensor's pointer) get the line, column and excerpt of the tensor's object
+  // (`at`) here.
+  bool add(TensorInput tensor, const char* at) {
     if (m_manifest.add(std::move(tensor), m_scratch, m_where)) {
       return true;
     }
@@ -1294,14 +1329,11 @@ class ManifestReader : public JsonInput {
     return false;
   }
 
-  bool read_name(od::value& value, const std::string& base, std::string& name) {
-    std::string_view text;
-    if (!get_as(value, text, "manifest.type", "a tensor name string",
-                [&] { return base + "/name"; }, start_of(value))) {
-      return false;
-    }
-    name.assign(text);
-    return true;
+  // `name` views the parser's copy: valid while the document is read.
+  bool read_name(od::value& value, const std::string& base,
+                 std::string_view& name) {
+    return get_as(value, name, "manifest.type", "a tensor name string",
+                  [&] { return base + "/name"; }, start_of(value));
   }
 
   // A dim or an offset: an integer in int64.
@@ -1319,10 +1351,11 @@ class ManifestReader : public JsonInput {
                               describe(value)),
                   pointer(), at);
     }
-    std::string_view token = trim(value.raw_json_token());
     if (value.get_int64().get(out) == simdjson::SUCCESS) {
       return true;
     }
+    // A failed get_int64 leaves the value where it was.
+    std::string_view token = trim(value.raw_json_token());
     bool integral = !token.empty();
     for (size_t i = 0; i < token.size(); ++i) {
       integral = integral && (is_digit(token[i]) || (i == 0 && token[i] == '-'));
@@ -1351,8 +1384,8 @@ class ManifestReader : public JsonInput {
     return kind == "type" ? "manifest.type" : "manifest.bad-dim";
   }
 
-  bool read_shape(od::value& value, const std::string& base,
-                  std::vector<int64_t>& shape) {
+  // Reads the dims into m_dims.
+  bool read_shape(od::value& value, const std::string& base) {
     const char* at = start_of(value);
     od::array array;
     if (!get_as(value, array, "manifest.type", "an array of integers",
@@ -1374,7 +1407,6 @@ class ManifestReader : public JsonInput {
       m_dims.push_back(size);
       ++index;
     }
-    shape.assign(m_dims.begin(), m_dims.end());
     return true;
   }
 
@@ -1468,15 +1500,16 @@ class ManifestReader : public JsonInput {
   // safetensors: [begin, end], 0 <= begin <= end.
   bool read_data_offsets(od::value& value, const std::string& base,
                          std::array<int64_t, 2>& offsets) {
-    const std::string pointer = base + "/data_offsets";
+    // Built only when something is reported.
+    auto pointer = [&] { return base + "/data_offsets"; };
     m_offsets_at = start_of(value);
     od::array array;
     if (!get_as(value, array, "manifest.data-offsets", "[begin, end] byte offsets",
-                [&] { return pointer; }, m_offsets_at)) {
+                pointer, m_offsets_at)) {
       return false;
     }
     size_t index = 0;
-    auto entry_pointer = [&] { return fmt::format("{}/{}", pointer, index); };
+    auto entry_pointer = [&] { return fmt::format("{}/{}", pointer(), index); };
     for (auto result : array) {
       od::value entry;
       if (auto e = result.get(entry)) {
@@ -1501,19 +1534,21 @@ class ManifestReader : public JsonInput {
     if (index != 2) {
       return fail("manifest.data-offsets",
                   fmt::format("expected 2 offsets [begin, end], got {}", index),
-                  pointer, m_offsets_at);
+                  pointer(), m_offsets_at);
     }
     if (offsets[0] > offsets[1]) {
       return fail("manifest.data-offsets",
                   fmt::format("begin offset {} is after end offset {}",
                               offsets[0], offsets[1]),
-                  pointer, m_offsets_at);
+                  pointer(), m_offsets_at);
     }
     return true;
   }
 
   Manifest m_manifest;
-  Location m_where;  // reused for every Manifest::add
+  // Where Manifest::add reports: the pointer of the tensor being read, its
+  // buffer reused for every tensor.
+  Location m_where;
   bool m_saw_params = false;
   std::vector<int64_t> m_dims;
   std::vector<std::pair<std::string, DType>> m_dtype_cache;

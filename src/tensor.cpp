@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cassert>
 #include <cstring>
+#include <memory>
 #include <utility>
 
 namespace shardplan {
@@ -176,8 +178,11 @@ uint32_t hash_name(std::string_view name) {
     h = (h ^ word) * k_mul;
     h ^= h >> 32U;
   }
+  // The last 0 to 7 bytes, as memcpy would load them, without a call.
   uint64_t tail = 0;
-  std::memcpy(&tail, name.data() + i, name.size() - i);
+  for (size_t shift = 0; i < name.size(); ++i, shift += 8) {
+    tail |= uint64_t{static_cast<unsigned char>(name[i])} << shift;
+  }
   h ^= tail;
   h = (h ^ (h >> 30U)) * 0xBF58476D1CE4E5B9U;
   h = (h ^ (h >> 27U)) * 0x94D049BB133111EBU;
@@ -320,14 +325,16 @@ std::optional<int64_t> bytes_for(int64_t num_elements, DType dtype) {
   return checked_add(*whole, ceil_div(num_elements % 8 * bits, 8));
 }
 
-bool Manifest::add(Tensor tensor, Diagnostics& diags, const Location& where) {
+bool Manifest::add(TensorInput tensor,
+                   Diagnostics& diags,
+                   const Location& where) {
   const size_t errors_before = diags.error_count();
   auto report = [&](std::string code,
                     std::string message,
                     const Location& location) -> Diagnostic& {
     Diagnostic& d = diags.error(std::move(code), std::move(message), location);
     if (!tensor.name.empty()) {
-      d.tensor = tensor.name;
+      d.tensor = std::string(tensor.name);
     }
     return d;
   };
@@ -348,13 +355,13 @@ bool Manifest::add(Tensor tensor, Diagnostics& diags, const Location& where) {
            fmt::format("a manifest holds at most {} tensors", k_max_tensors),
            where);
   } else {
-    if ((m_tensors.size() + 1) * 2 > m_slots.size()) {
-      grow_index(std::max(m_slots.size() * 2, k_min_slots));
+    if ((m_tensors.size() + 1) * 2 > m_tags.size()) {
+      grow_index(std::max(m_tags.size() * 2, k_min_slots));
     }
     hash = hash_name(tensor.name);
     slot = probe(tensor.name, hash);
     if (m_tags[slot] != 0) {
-      const std::string& first = m_tensors[m_slots[slot].position].pointer;
+      const std::string first = m_tensors[m_positions[slot]].pointer();
       std::string message =
           fmt::format("duplicate tensor name {}", quote(tensor.name));
       if (!first.empty()) {
@@ -455,41 +462,178 @@ bool Manifest::add(Tensor tensor, Diagnostics& diags, const Location& where) {
   if (diags.error_count() != errors_before || !total_elements || !total_bytes) {
     return false;
   }
-  tensor.num_elements = num_elements;
-  tensor.num_bytes = num_bytes;
+  const LogicalAxes* axes = nullptr;
+  if (tensor.logical_axes) {
+    m_logical_axes.push_back(
+        std::make_unique<const LogicalAxes>(std::move(*tensor.logical_axes)));
+    axes = m_logical_axes.back().get();
+  }
+  const auto position = static_cast<uint32_t>(m_tensors.size());
+  store(Tensor{tensor.name,
+               tensor.shape,
+               OptionalRef<LogicalAxes>(axes),
+               num_elements,
+               num_bytes,
+               tensor.dtype,
+               tensor.pointer_form,
+               tensor.params_index});
   m_total_elements = *total_elements;
   m_total_bytes = *total_bytes;
   m_tags[slot] = tag_of(hash);
-  m_slots[slot] = Slot{hash, static_cast<uint32_t>(m_tensors.size())};
-  m_tensors.push_back(std::move(tensor));
+  m_positions[slot] = position;
   return true;
 }
 
+std::string Tensor::pointer() const {
+  switch (pointer_form) {
+    case PointerForm::none:
+      break;
+    case PointerForm::params:
+      return fmt::format("/params/{}", params_index);
+    case PointerForm::key:
+      return json_pointer_child("", name);
+  }
+  return {};
+}
+
+namespace detail {
+
+Arena::Arena(Arena&& other) noexcept
+    : m_chunks(std::move(other.m_chunks)),
+      m_next(std::exchange(other.m_next, nullptr)),
+      m_left(std::exchange(other.m_left, 0)),
+      m_chunk_bytes(std::exchange(other.m_chunk_bytes, 0)) {
+  other.m_chunks.clear();
+}
+
+Arena& Arena::operator=(Arena&& other) noexcept {
+  if (this != &other) {
+    m_chunks = std::move(other.m_chunks);
+    other.m_chunks.clear();
+    m_next = std::exchange(other.m_next, nullptr);
+    m_left = std::exchange(other.m_left, 0);
+    m_chunk_bytes = std::exchange(other.m_chunk_bytes, 0);
+  }
+  return *this;
+}
+
+void* Arena::allocate(size_t bytes, size_t align) {
+  assert(std::has_single_bit(align) && align <= alignof(std::max_align_t));
+  size_t pad = (align - reinterpret_cast<uintptr_t>(m_next) % align) % align;
+  if (m_next == nullptr || pad + bytes > m_left) {
+    constexpr size_t k_first_chunk = size_t{4} << 10U;
+    constexpr size_t k_max_chunk = size_t{1} << 20U;
+    size_t size =
+        std::min(std::max(m_chunk_bytes * 2, k_first_chunk), k_max_chunk);
+    if (bytes > size) {
+      // A chunk of its own; the current chunk keeps serving small requests.
+      m_chunks.push_back(std::make_unique_for_overwrite<std::byte[]>(bytes));
+      return m_chunks.back().get();
+    }
+    m_chunks.push_back(std::make_unique_for_overwrite<std::byte[]>(size));
+    m_chunk_bytes = size;
+    m_next = m_chunks.back().get();
+    m_left = size;
+    pad = 0;  // new[] aligns to alignof(std::max_align_t)
+  }
+  std::byte* out = m_next + pad;
+  m_next = out + bytes;
+  m_left -= pad + bytes;
+  return out;
+}
+
+}  // namespace detail
+
+Manifest::Manifest(const Manifest& other)
+    : source(other.source),
+      m_tags(other.m_tags),
+      m_total_elements(other.m_total_elements),
+      m_total_bytes(other.m_total_bytes) {
+  if (!m_tags.empty()) {
+    m_positions = std::make_unique_for_overwrite<uint32_t[]>(m_tags.size());
+    for (size_t i = 0; i < m_tags.size(); ++i) {
+      if (m_tags[i] != 0) {
+        m_positions[i] = other.m_positions[i];
+      }
+    }
+  }
+  m_tensors.reserve(other.m_tensors.size());
+  for (Tensor tensor : other.m_tensors) {
+    if (tensor.logical_axes) {
+      m_logical_axes.push_back(
+          std::make_unique<const LogicalAxes>(*tensor.logical_axes));
+      tensor.logical_axes =
+          OptionalRef<LogicalAxes>(m_logical_axes.back().get());
+    }
+    store(tensor);
+  }
+}
+
+Manifest& Manifest::operator=(const Manifest& other) {
+  if (this != &other) {
+    *this = Manifest(other);
+  }
+  return *this;
+}
+
+void Manifest::store(const Tensor& tensor) {
+  // One block per tensor: the dims, then the name's bytes.
+  const size_t rank = tensor.shape.size();
+  const size_t dims_bytes = rank * sizeof(int64_t);
+  auto* block = static_cast<std::byte*>(
+      m_arena.allocate(dims_bytes + tensor.name.size(), alignof(int64_t)));
+  if (rank != 0) {
+    std::memcpy(block, tensor.shape.data(), dims_bytes);
+  }
+  if (!tensor.name.empty()) {
+    std::memcpy(block + dims_bytes, tensor.name.data(), tensor.name.size());
+  }
+  // Written in place, member by member: no temporary Tensor to copy.
+  Tensor& stored = m_tensors.emplace_back();
+  stored.name = std::string_view(
+      reinterpret_cast<const char*>(block + dims_bytes), tensor.name.size());
+  stored.shape = ShapeView(reinterpret_cast<const int64_t*>(block), rank);
+  stored.logical_axes = tensor.logical_axes;
+  stored.num_elements = tensor.num_elements;
+  stored.num_bytes = tensor.num_bytes;
+  stored.dtype = tensor.dtype;
+  stored.pointer_form = tensor.pointer_form;
+  stored.params_index = tensor.params_index;
+}
+
 const Tensor* Manifest::find(std::string_view name) const {
-  if (m_slots.empty()) {
+  if (m_tags.empty()) {
     return nullptr;
   }
   size_t slot = probe(name, hash_name(name));
-  return m_tags[slot] == 0 ? nullptr : &m_tensors[m_slots[slot].position];
+  return m_tags[slot] == 0 ? nullptr : &m_tensors[m_positions[slot]];
 }
 
 void Manifest::reserve(size_t n) {
   m_tensors.reserve(n);
   n = std::min(n, k_max_tensors);
-  if (n * 2 > m_slots.size()) {
+  if (n * 2 > m_tags.size()) {
     grow_index(n * 2);
   }
 }
 
+void Manifest::prefetch(std::string_view name) const {
+  if (m_tags.empty()) {
+    return;
+  }
+  const size_t slot = hash_name(name) & (m_tags.size() - 1);
+  __builtin_prefetch(&m_tags[slot], 1);
+  __builtin_prefetch(&m_positions[slot], 1);
+}
+
 size_t Manifest::probe(std::string_view name, uint32_t hash) const {
-  const size_t mask = m_slots.size() - 1;
+  const size_t mask = m_tags.size() - 1;
   const uint8_t tag = tag_of(hash);
   for (size_t i = hash & mask;; i = (i + 1) & mask) {
     if (m_tags[i] == 0) {
       return i;
     }
-    if (m_tags[i] == tag && m_slots[i].hash == hash
-        && m_tensors[m_slots[i].position].name == name) {
+    if (m_tags[i] == tag && m_tensors[m_positions[i]].name == name) {
       return i;
     }
   }
@@ -497,19 +641,17 @@ size_t Manifest::probe(std::string_view name, uint32_t hash) const {
 
 void Manifest::grow_index(size_t slots) {
   const size_t size = std::bit_ceil(std::max(slots, k_min_slots));
-  std::vector<uint8_t> old_tags =
-      std::exchange(m_tags, std::vector<uint8_t>(size));
-  std::vector<Slot> old_slots = std::exchange(m_slots, std::vector<Slot>(size));
+  m_tags.assign(size, 0);
+  m_positions = std::make_unique_for_overwrite<uint32_t[]>(size);
   const size_t mask = size - 1;
-  for (size_t old = 0; old < old_slots.size(); ++old) {
-    if (old_tags[old] != 0) {
-      size_t i = old_slots[old].hash & mask;
-      while (m_tags[i] != 0) {
-        i = (i + 1) & mask;
-      }
-      m_tags[i] = old_tags[old];
-      m_slots[i] = old_slots[old];
+  for (size_t position = 0; position < m_tensors.size(); ++position) {
+    const uint32_t hash = hash_name(m_tensors[position].name);
+    size_t i = hash & mask;
+    while (m_tags[i] != 0) {
+      i = (i + 1) & mask;
     }
+    m_tags[i] = tag_of(hash);
+    m_positions[i] = static_cast<uint32_t>(position);
   }
 }
 

@@ -109,7 +109,7 @@ TEST_CASE("io: reads a native manifest in file order", "[io]") {
   CHECK(*up.logical_axes == LogicalAxes{"mlp", "embed"});
   CHECK(up.num_elements == 58720256);   // 14336 * 4096
   CHECK(up.num_bytes == 117440512);     // x 2 bytes
-  CHECK(up.pointer == "/params/0");
+  CHECK(up.pointer() == "/params/0");
   // Order is the file's, not sorted: "b" before "a".
   CHECK(m.tensors()[1].name == "b");
   CHECK(m.tensors()[1].dtype == DType::f32);
@@ -119,7 +119,7 @@ TEST_CASE("io: reads a native manifest in file order", "[io]") {
   CHECK(m.tensors()[2].dtype == DType::f8_e4m3);
   CHECK(m.tensors()[2].num_bytes == 10);
   CHECK(*m.tensors()[2].logical_axes == LogicalAxes{std::nullopt, "embed"});
-  CHECK(m.tensors()[2].pointer == "/params/2");
+  CHECK(m.tensors()[2].pointer() == "/params/2");
   CHECK(m.total_bytes() == 117440512 + 12 + 10);
   CHECK(m.find("a") == &m.tensors()[2]);
 }
@@ -289,7 +289,7 @@ TEST_CASE("io: reads a safetensors header in file order", "[io]") {
   REQUIRE(m.size() == 4);
   CHECK(m.tensors()[0].name == "z.weight");
   CHECK(m.tensors()[0].dtype == DType::bf16);
-  CHECK(m.tensors()[0].pointer == "/z.weight");
+  CHECK(m.tensors()[0].pointer() == "/z.weight");
   CHECK(m.tensors()[1].name == "a.scale");
   CHECK(m.tensors()[1].dtype == DType::f32);
   CHECK(m.tensors()[2].dtype == DType::f8_e4m3);
@@ -326,7 +326,7 @@ TEST_CASE("io: names with '/' and '~' are escaped in pointers", "[io]") {
   Manifest m = manifest_ok(
       R"({"enc/layer~1": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})");
   CHECK(m.tensors()[0].name == "enc/layer~1");
-  CHECK(m.tensors()[0].pointer == "/enc~1layer~01");
+  CHECK(m.tensors()[0].pointer() == "/enc~1layer~01");
   Diagnostic d = manifest_error(
       R"({"enc/layer~1": {"dtype": "F32", "shape": [1.5], "data_offsets": [0, 4]}})");
   CHECK(d.location.pointer == "/enc~1layer~01/shape/0");
