@@ -1069,9 +1069,6 @@ class ManifestReader : public JsonInput {
       switch (key) {
         case TensorKey::name:
           ok = read_name(v, pointer, tensor.name);
-          if (ok) {
-            m_manifest.prefetch(tensor.name);
-          }
           break;
         case TensorKey::shape:
           ok = read_shape(v, pointer);
@@ -1207,7 +1204,6 @@ class ManifestReader : public JsonInput {
     if (m_manifest.empty()) {
       reserve_for_text();
     }
-    m_manifest.prefetch(name);
     TensorInput tensor;
     tensor.name = name;
     tensor.pointer_form = PointerForm::key;

@@ -165,28 +165,63 @@ uint8_t tag_of(uint32_t hash) {
   return static_cast<uint8_t>(0x80U | (hash >> 25U));
 }
 
-// 32 bits of hash of a tensor name, 8 bytes at a time (names are long and
-// share prefixes: "model.layers.17.mlp.up_proj.weight"). Each word is mixed
-// in with a multiply and a shift down; splitmix64's finalizer ends it.
+__extension__ using Uint128 = unsigned __int128;
+
+// A 64 x 64 -> 128-bit product folded to 64 bits: wyhash's mixing step.
+uint64_t mix(uint64_t a, uint64_t b) {
+  const Uint128 product = static_cast<Uint128>(a) * b;
+  return static_cast<uint64_t>(product) ^ static_cast<uint64_t>(product >> 64U);
+}
+
+uint64_t load64(const char* p) {
+  uint64_t v = 0;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+uint64_t load32(const char* p) {
+  uint32_t v = 0;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// 32 bits of hash of a tensor name, the way wyhash (final version 4) reads
+// it: 16 bytes per multiply, the last 16 (or the 1 to 16 bytes of a short
+// name) in overlapping loads, no loop over single bytes. Names are long and
+// share prefixes ("model.layers.17.mlp.up_proj.weight"), so this runs on
+// ~45 bytes 100k times; it was a tenth of reading a manifest with a
+// multiply per 8 bytes in one chain.
 uint32_t hash_name(std::string_view name) {
-  constexpr uint64_t k_mul = 0x9E3779B97F4A7C15U;
-  uint64_t h = name.size() * k_mul;
-  size_t i = 0;
-  for (; i + 8 <= name.size(); i += 8) {
-    uint64_t word = 0;
-    std::memcpy(&word, name.data() + i, 8);
-    h = (h ^ word) * k_mul;
-    h ^= h >> 32U;
+  constexpr uint64_t k_s0 = 0xA0761D6478BD642FU;
+  constexpr uint64_t k_s1 = 0xE7037ED1A0B428DBU;
+  constexpr uint64_t k_s2 = 0x8EBC6AF09C88C6E3U;
+  const char* p = name.data();
+  const size_t n = name.size();
+  uint64_t seed = k_s0;
+  uint64_t a = 0;
+  uint64_t b = 0;
+  if (n <= 16) {
+    if (n >= 4) {
+      const size_t step = (n >> 3U) << 2U;  // 0 or 4
+      a = (load32(p) << 32U) | load32(p + step);
+      b = (load32(p + n - 4) << 32U) | load32(p + n - 4 - step);
+    } else if (n > 0) {
+      a = (uint64_t{static_cast<unsigned char>(p[0])} << 16U)
+          | (uint64_t{static_cast<unsigned char>(p[n >> 1U])} << 8U)
+          | uint64_t{static_cast<unsigned char>(p[n - 1])};
+    }
+  } else {
+    size_t left = n;
+    while (left > 16) {
+      seed = mix(load64(p) ^ k_s1, load64(p + 8) ^ seed);
+      p += 16;
+      left -= 16;
+    }
+    a = load64(p + left - 16);
+    b = load64(p + left - 8);
   }
-  // The last 0 to 7 bytes, as memcpy would load them, without a call.
-  uint64_t tail = 0;
-  for (size_t shift = 0; i < name.size(); ++i, shift += 8) {
-    tail |= uint64_t{static_cast<unsigned char>(name[i])} << shift;
-  }
-  h ^= tail;
-  h = (h ^ (h >> 30U)) * 0xBF58476D1CE4E5B9U;
-  h = (h ^ (h >> 27U)) * 0x94D049BB133111EBU;
-  return static_cast<uint32_t>(h ^ (h >> 31U) ^ (h >> 32U));
+  const uint64_t h = mix(k_s1 ^ n, mix(a ^ k_s1, b ^ seed ^ k_s2));
+  return static_cast<uint32_t>(h ^ (h >> 32U));
 }
 
 }  // namespace
@@ -615,15 +650,6 @@ void Manifest::reserve(size_t n) {
   if (n * 2 > m_tags.size()) {
     grow_index(n * 2);
   }
-}
-
-void Manifest::prefetch(std::string_view name) const {
-  if (m_tags.empty()) {
-    return;
-  }
-  const size_t slot = hash_name(name) & (m_tags.size() - 1);
-  __builtin_prefetch(&m_tags[slot], 1);
-  __builtin_prefetch(&m_positions[slot], 1);
 }
 
 size_t Manifest::probe(std::string_view name, uint32_t hash) const {

@@ -206,10 +206,6 @@ class Manifest {
   const Tensor* find(std::string_view name) const;
   // Room for `n` tensors in all, so that adding them moves nothing.
   void reserve(size_t n);
-  // A hint that add() of a tensor named `name` follows soon: starts loading
-  // the part of the index it will probe, so that a reader can parse the rest
-  // of the tensor meanwhile.
-  void prefetch(std::string_view name) const;
 
   // Sums over all tensors; each fits in int64 (checked as tensors are added).
   int64_t total_elements() const { return m_total_elements; }
