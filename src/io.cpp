@@ -1336,6 +1336,10 @@ class ManifestReader : public JsonInput {
   template <typename PointerFn>
   bool read_integer(od::value& value, int64_t& out, std::string_view what,
                     const PointerFn& pointer) {
+    if (value.get_int64().get(out) == simdjson::SUCCESS) {
+      return true;
+    }
+    // A failed get_int64 leaves the value where it was: find out why.
     const char* at = start_of(value);
     od::json_type type{};
     if (auto e = value.type().get(type)) {
@@ -1347,10 +1351,6 @@ class ManifestReader : public JsonInput {
                               describe(value)),
                   pointer(), at);
     }
-    if (value.get_int64().get(out) == simdjson::SUCCESS) {
-      return true;
-    }
-    // A failed get_int64 leaves the value where it was.
     std::string_view token = trim(value.raw_json_token());
     bool integral = !token.empty();
     for (size_t i = 0; i < token.size(); ++i) {
@@ -1408,21 +1408,31 @@ class ManifestReader : public JsonInput {
 
   bool read_dtype(od::value& value, const std::string& base, DType& dtype) {
     const char* at = start_of(value);
+    // Manifests spell a handful of dtypes 100k times: remember the last few
+    // as they appear in the text, quotes included, so that a repeat is
+    // recognized in place, neither unescaped nor parsed again. A token that
+    // starts with "bf16" and its closing quote is the string bf16.
+    std::string_view raw = value.raw_json_token();
+    for (const auto& [quoted, cached] : m_dtype_cache) {
+      if (raw.starts_with(quoted)) {
+        od::raw_json_string skipped;
+        if (auto e = value.get_raw_json_string().get(skipped)) {
+          return fail_json(e, base + "/dtype", at);
+        }
+        dtype = cached;
+        return true;
+      }
+    }
     std::string_view text;
     if (!get_as(value, text, "manifest.type", "a dtype string",
                 [&] { return base + "/dtype"; }, at)) {
       return false;
     }
-    // Manifests spell a handful of dtypes 100k times: remember the last few.
-    for (const auto& [spelling, cached] : m_dtype_cache) {
-      if (spelling == text) {
-        dtype = cached;
-        return true;
-      }
-    }
     std::optional<DType> parsed = parse_dtype(text);
-    if (parsed && m_dtype_cache.size() < 8) {
-      m_dtype_cache.emplace_back(std::string(text), *parsed);
+    // Only a spelling without escapes reads the same in the text.
+    if (parsed && m_dtype_cache.size() < 8
+        && text.find_first_of("\"\\") == std::string_view::npos) {
+      m_dtype_cache.emplace_back(fmt::format("\"{}\"", text), *parsed);
     }
     if (!parsed) {
       return fail("manifest.dtype", fmt::format("unknown dtype {}", quote(text)),

@@ -239,6 +239,36 @@ TEST_CASE("io: unknown keys, dtypes and missing keys", "[io]") {
   CHECK(first_line(d) == "m.json:/params/0: error: tensor 0 has no \"name\"");
 }
 
+TEST_CASE("io: repeated dtypes, escaped and near misses", "[io]") {
+  // The reader remembers spellings it has seen; a repeat, an escaped
+  // spelling and a longer one that starts the same must each read right.
+  Manifest m = manifest_ok(R"({"params": [
+    {"name": "a", "shape": [1], "dtype": "bf16"},
+    {"name": "b", "shape": [1], "dtype": "bf16"},
+    {"name": "c", "shape": [1], "dtype": "bf\u0031\u0036"},
+    {"name": "d", "shape": [1], "dtype": "f8_e4m3"},
+    {"name": "e", "shape": [1], "dtype": "f8_e4m3fnuz"},
+    {"name": "f", "shape": [1], "dtype": "f8_e4m3"}]})");
+  CHECK(m.tensors()[0].dtype == DType::bf16);
+  CHECK(m.tensors()[1].dtype == DType::bf16);
+  CHECK(m.tensors()[2].dtype == DType::bf16);
+  CHECK(m.tensors()[3].dtype == DType::f8_e4m3);
+  CHECK(m.tensors()[4].dtype == DType::f8_e4m3fnuz);
+  CHECK(m.tensors()[5].dtype == DType::f8_e4m3);
+
+  Diagnostic d = manifest_error(R"({"params": [
+    {"name": "a", "shape": [1], "dtype": "bf16"},
+    {"name": "b", "shape": [1], "dtype": "bf16x"}]})");
+  CHECK(first_line(d)
+        == "m.json:/params/1/dtype: error: unknown dtype \"bf16x\"; did you "
+           "mean \"bf16\"?");
+  d = manifest_error(R"({"params": [
+    {"name": "a", "shape": [1], "dtype": "bf16"},
+    {"name": "b", "shape": [1], "dtype": ["bf16"]}]})");
+  CHECK(first_line(d)
+        == "m.json:/params/1/dtype: error: expected a dtype string, got array");
+}
+
 TEST_CASE("io: duplicate keys and duplicate names", "[io]") {
   Diagnostic d = manifest_error(
       R"({"params": [{"name": "w", "shape": [1], "shape": [2], "dtype": "f32"}]})");
