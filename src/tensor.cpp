@@ -155,10 +155,43 @@ std::string element_size_text(DType dtype) {
   return fmt::format("{} bits", bits);
 }
 
-// The index of a Manifest holds positions in 32 bits and is at most half
-// full, so 2^31 tensors is its limit (far beyond any model).
+// The index of a Manifest holds positions in 32 bits, so 2^31 tensors is its
+// limit (far beyond any model).
 constexpr size_t k_max_tensors = size_t{1} << 31U;
 constexpr size_t k_min_slots = 16;
+// A probe reads the tags of this many slots at once.
+constexpr size_t k_group = 8;
+
+// Slots for `n` tensors at most 7/8 full (a power of 2 is taken later).
+size_t slots_for(size_t n) {
+  return n + n / 7 + 1;
+}
+
+// The tags of slots i to i + 7 (read from m_tags.data() + i), slot i + k in
+// bits 8k to 8k + 7.
+uint64_t load_group(const uint8_t* tags) {
+  uint64_t group = 0;
+  std::memcpy(&group, tags, k_group);
+  if constexpr (std::endian::native == std::endian::big) {
+    group = __builtin_bswap64(group);
+  }
+  return group;
+}
+
+// The slots of `group` whose tag is `byte`, as the high bit of their byte.
+// Exact up to the first such slot; a slot after it may be flagged too
+// (a borrow), which a probe tolerates.
+uint64_t bytes_equal(uint64_t group, uint8_t byte) {
+  constexpr uint64_t k_ones = 0x0101010101010101U;
+  constexpr uint64_t k_highs = 0x8080808080808080U;
+  const uint64_t x = group ^ (k_ones * byte);
+  return (x - k_ones) & ~x & k_highs;
+}
+
+// The first flagged slot of a group (0 to 7). REQUIRES: flags != 0.
+size_t first_flagged(uint64_t flags) {
+  return static_cast<size_t>(std::countr_zero(flags)) / 8;
+}
 
 // The byte of m_tags for a name's hash: never 0, which marks an empty slot.
 uint8_t tag_of(uint32_t hash) {
@@ -390,8 +423,8 @@ bool Manifest::add(TensorInput tensor,
            fmt::format("a manifest holds at most {} tensors", k_max_tensors),
            where);
   } else {
-    if ((m_tensors.size() + 1) * 2 > m_tags.size()) {
-      grow_index(std::max(m_tags.size() * 2, k_min_slots));
+    if (slots_for(m_tensors.size() + 1) > m_slots) {
+      grow_index(std::max(m_slots * 2, k_min_slots));
     }
     hash = hash_name(tensor.name);
     slot = probe(tensor.name, hash);
@@ -514,7 +547,7 @@ bool Manifest::add(TensorInput tensor,
                tensor.params_index});
   m_total_elements = *total_elements;
   m_total_bytes = *total_bytes;
-  m_tags[slot] = tag_of(hash);
+  set_tag(slot, tag_of(hash));
   m_positions[slot] = position;
   return true;
 }
@@ -581,12 +614,13 @@ void* Arena::allocate(size_t bytes, size_t align) {
 
 Manifest::Manifest(const Manifest& other)
     : source(other.source),
+      m_slots(other.m_slots),
       m_tags(other.m_tags),
       m_total_elements(other.m_total_elements),
       m_total_bytes(other.m_total_bytes) {
-  if (!m_tags.empty()) {
-    m_positions = std::make_unique_for_overwrite<uint32_t[]>(m_tags.size());
-    for (size_t i = 0; i < m_tags.size(); ++i) {
+  if (m_slots != 0) {
+    m_positions = std::make_unique_for_overwrite<uint32_t[]>(m_slots);
+    for (size_t i = 0; i < m_slots; ++i) {
       if (m_tags[i] != 0) {
         m_positions[i] = other.m_positions[i];
       }
@@ -637,7 +671,7 @@ void Manifest::store(const Tensor& tensor) {
 }
 
 const Tensor* Manifest::find(std::string_view name) const {
-  if (m_tags.empty()) {
+  if (m_slots == 0) {
     return nullptr;
   }
   size_t slot = probe(name, hash_name(name));
@@ -647,36 +681,55 @@ const Tensor* Manifest::find(std::string_view name) const {
 void Manifest::reserve(size_t n) {
   m_tensors.reserve(n);
   n = std::min(n, k_max_tensors);
-  if (n * 2 > m_tags.size()) {
-    grow_index(n * 2);
+  if (slots_for(n) > m_slots) {
+    grow_index(slots_for(n));
   }
 }
 
 size_t Manifest::probe(std::string_view name, uint32_t hash) const {
-  const size_t mask = m_tags.size() - 1;
+  const size_t mask = m_slots - 1;
   const uint8_t tag = tag_of(hash);
-  for (size_t i = hash & mask;; i = (i + 1) & mask) {
-    if (m_tags[i] == 0) {
-      return i;
+  for (size_t i = hash & mask;; i = (i + k_group) & mask) {
+    const uint64_t group = load_group(m_tags.data() + i);
+    // Tags are never 0 (their high bit is set), so `empty` is exact.
+    const uint64_t empty = bytes_equal(group, 0);
+    uint64_t matches = bytes_equal(group, tag);
+    if (empty != 0) {
+      // The run of this probe ends at the first empty slot.
+      const size_t end = first_flagged(empty);
+      matches &= end == 0 ? 0 : ~uint64_t{0} >> (64 - 8 * end);
     }
-    if (m_tags[i] == tag && m_tensors[m_positions[i]].name == name) {
-      return i;
+    for (; matches != 0; matches &= matches - 1) {
+      const size_t slot = (i + first_flagged(matches)) & mask;
+      if (m_tensors[m_positions[slot]].name == name) {
+        return slot;
+      }
+    }
+    if (empty != 0) {
+      return (i + first_flagged(empty)) & mask;
     }
   }
 }
 
+void Manifest::set_tag(size_t slot, uint8_t tag) {
+  m_tags[slot] = tag;
+  if (slot < k_group - 1) {
+    m_tags[m_slots + slot] = tag;  // the copy read by groups that wrap
+  }
+}
+
 void Manifest::grow_index(size_t slots) {
-  const size_t size = std::bit_ceil(std::max(slots, k_min_slots));
-  m_tags.assign(size, 0);
-  m_positions = std::make_unique_for_overwrite<uint32_t[]>(size);
-  const size_t mask = size - 1;
+  m_slots = std::bit_ceil(std::max(slots, k_min_slots));
+  m_tags.assign(m_slots + k_group - 1, 0);
+  m_positions = std::make_unique_for_overwrite<uint32_t[]>(m_slots);
+  const size_t mask = m_slots - 1;
   for (size_t position = 0; position < m_tensors.size(); ++position) {
     const uint32_t hash = hash_name(m_tensors[position].name);
     size_t i = hash & mask;
     while (m_tags[i] != 0) {
       i = (i + 1) & mask;
     }
-    m_tags[i] = tag_of(hash);
+    set_tag(i, tag_of(hash));
     m_positions[i] = static_cast<uint32_t>(position);
   }
 }

@@ -475,3 +475,30 @@ TEST_CASE("tensor: names and dims stay put as the manifest grows", "[tensor]") {
   CHECK(m.find("t4999")->shape == std::vector<int64_t>{4999});
   CHECK(m.find(long_name) == &m.tensors()[1]);
 }
+
+TEST_CASE("tensor: the name index finds every name as it fills and grows",
+          "[tensor]") {
+  // Short and long names, many sharing prefixes, through every table size
+  // from the smallest (the index is up to 7/8 full and wraps around).
+  Manifest m;
+  Diagnostics diags;
+  std::vector<std::string> names;
+  for (int i = 0; i < 3000; ++i) {
+    names.push_back(i % 3 == 0
+                        ? std::to_string(i)
+                        : "model.layers." + std::to_string(i % 61)
+                              + ".mlp.experts." + std::to_string(i) + ".w");
+    REQUIRE(m.add(make(names.back(), {1}), diags, at("/params/i")));
+    if (i % 97 == 0 || i < 40) {
+      for (size_t j = 0; j < names.size(); ++j) {
+        REQUIRE(m.find(names[j]) == &m.tensors()[j]);
+      }
+      CHECK(m.find(names.back() + "x") == nullptr);
+      CHECK(m.find("x" + names.back()) == nullptr);
+    }
+  }
+  for (size_t j = 0; j < names.size(); j += 7) {
+    CHECK_FALSE(m.add(make(names[j], {2}), diags, at("/params/d")));
+  }
+  CHECK(m.size() == names.size());
+}
