@@ -854,6 +854,17 @@ enum class TensorKey : uint8_t {
 // fast path, and on an unescaped std::string_view.
 template <typename Key>
 TensorKey classify(const Key& key) {
+  // Two compares at most: the first byte picks the candidate. A raw key
+  // starts after its opening quote; an empty one ends at the closing quote.
+  char first = 0;
+  if constexpr (std::is_same_v<Key, od::raw_json_string>) {
+    first = *key.raw();
+  } else {
+    first = key.empty() ? '\0' : key.front();
+  }
+  if (first != 'n' && first != 's' && first != 'd' && first != 'l') {
+    return TensorKey::unknown;
+  }
   if (key == "name") {
     return TensorKey::name;
   }
@@ -890,18 +901,29 @@ std::string_view key_name(TensorKey key) {
   return "";
 }
 
-// out = prefix + index without fmt, reusing out's buffer: this runs once per
-// tensor.
+// out = prefix + index without fmt, reusing out's buffer.
 void set_index_pointer(std::string& out, std::string_view prefix,
                        size_t index) {
   constexpr size_t k_max_digits = 20;
-  if (!std::string_view(out).starts_with(prefix)) {
-    out.assign(prefix);
-  }
+  out.assign(prefix);
   out.resize(prefix.size() + k_max_digits);
   char* digits = out.data() + prefix.size();
   char* end = std::to_chars(digits, digits + k_max_digits, index).ptr;
   out.resize(static_cast<size_t>(end - out.data()));
+}
+
+// The decimal number at the end of `out`, after `prefix`, plus one, in place
+// (an odometer: 199 -> 200, 99 -> 100). REQUIRES: out is prefix and digits.
+void increment_index_pointer(std::string& out, size_t prefix) {
+  size_t i = out.size();
+  while (i > prefix && out[i - 1] == '9') {
+    out[--i] = '0';
+  }
+  if (i == prefix) {
+    out.insert(i, 1, '1');
+  } else {
+    ++out[i - 1];
+  }
 }
 
 std::string shape_text(std::span<const int64_t> shape) {
@@ -1029,8 +1051,15 @@ class ManifestReader : public JsonInput {
   }
 
   bool read_native_tensor(od::value& value, size_t index) {
-    // The tensor's pointer, where Manifest::add reports.
-    set_index_pointer(m_where.pointer, "/params/", index);
+    // The tensor's pointer, where Manifest::add reports: the last one's,
+    // incremented, for consecutive entries (this runs once per tensor).
+    constexpr std::string_view k_prefix = "/params/";
+    if (index != 0 && index == m_where_index + 1) {
+      increment_index_pointer(m_where.pointer, k_prefix.size());
+    } else {
+      set_index_pointer(m_where.pointer, k_prefix, index);
+    }
+    m_where_index = index;
     const std::string& pointer = m_where.pointer;
     const char* at = start_of(value);
     od::object object;
@@ -1297,16 +1326,21 @@ class ManifestReader : public JsonInput {
     return 1U << static_cast<unsigned>(key);
   }
 
+  // Runs for every key of every tensor: the report is out of line.
   bool check_duplicate(unsigned& seen, TensorKey key, const std::string& pointer,
                        od::value& value) {
-    if ((seen & bit(key)) != 0) {
-      return fail("manifest.duplicate-key",
-                  fmt::format("duplicate key \"{}\"", key_name(key)),
-                  fmt::format("{}/{}", pointer, key_name(key)),
-                  start_of(value));
+    if ((seen & bit(key)) != 0) [[unlikely]] {
+      return duplicate_key(key, pointer, value);
     }
     seen |= bit(key);
     return true;
+  }
+
+  [[gnu::noinline]] bool duplicate_key(TensorKey key, const std::string& pointer,
+                                       od::value& value) {
+    return fail("manifest.duplicate-key",
+                fmt::format("duplicate key \"{}\"", key_name(key)),
+                fmt::format("{}/{}", pointer, key_name(key)), start_of(value));
   }
 
   // Manifest::add checks names, dims and sizes; its reports (at m_where, the
@@ -1555,6 +1589,8 @@ class ManifestReader : public JsonInput {
   // Where Manifest::add reports: the pointer of the tensor being read, its
   // buffer reused for every tensor.
   Location m_where;
+  // The entry of params whose pointer m_where holds, if it holds one.
+  size_t m_where_index = std::numeric_limits<size_t>::max();
   bool m_saw_params = false;
   std::vector<int64_t> m_dims;
   std::vector<std::pair<std::string, DType>> m_dtype_cache;

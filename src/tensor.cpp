@@ -585,28 +585,22 @@ Arena& Arena::operator=(Arena&& other) noexcept {
   return *this;
 }
 
-void* Arena::allocate(size_t bytes, size_t align) {
-  assert(std::has_single_bit(align) && align <= alignof(std::max_align_t));
-  size_t pad = (align - reinterpret_cast<uintptr_t>(m_next) % align) % align;
-  if (m_next == nullptr || pad + bytes > m_left) {
-    constexpr size_t k_first_chunk = size_t{4} << 10U;
-    constexpr size_t k_max_chunk = size_t{1} << 20U;
-    size_t size =
-        std::min(std::max(m_chunk_bytes * 2, k_first_chunk), k_max_chunk);
-    if (bytes > size) {
-      // A chunk of its own; the current chunk keeps serving small requests.
-      m_chunks.push_back(std::make_unique_for_overwrite<std::byte[]>(bytes));
-      return m_chunks.back().get();
-    }
-    m_chunks.push_back(std::make_unique_for_overwrite<std::byte[]>(size));
-    m_chunk_bytes = size;
-    m_next = m_chunks.back().get();
-    m_left = size;
-    pad = 0;  // new[] aligns to alignof(std::max_align_t)
+void* Arena::allocate_in_new_chunk(size_t bytes) {
+  constexpr size_t k_first_chunk = size_t{4} << 10U;
+  constexpr size_t k_max_chunk = size_t{1} << 20U;
+  const size_t size =
+      std::min(std::max(m_chunk_bytes * 2, k_first_chunk), k_max_chunk);
+  if (bytes > size) {
+    // A chunk of its own; the current chunk keeps serving small requests.
+    m_chunks.push_back(std::make_unique_for_overwrite<std::byte[]>(bytes));
+    return m_chunks.back().get();
   }
-  std::byte* out = m_next + pad;
+  // new[] aligns to alignof(std::max_align_t).
+  m_chunks.push_back(std::make_unique_for_overwrite<std::byte[]>(size));
+  m_chunk_bytes = size;
+  std::byte* out = m_chunks.back().get();
   m_next = out + bytes;
-  m_left -= pad + bytes;
+  m_left = size - bytes;
   return out;
 }
 

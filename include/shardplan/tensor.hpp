@@ -5,6 +5,7 @@
 #include <shardplan/diag.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
@@ -168,9 +169,24 @@ class Arena {
 
   // `bytes` bytes aligned to `align`. REQUIRES: align is a power of two, at
   // most alignof(std::max_align_t).
-  void* allocate(size_t bytes, size_t align);
+  void* allocate(size_t bytes, size_t align) {
+    // Inline: it runs once per tensor, and nearly always fits.
+    assert(std::has_single_bit(align) && align <= alignof(std::max_align_t));
+    const size_t pad =
+        (align - reinterpret_cast<uintptr_t>(m_next) % align) % align;
+    if (m_next != nullptr && pad + bytes <= m_left) {
+      std::byte* out = m_next + pad;
+      m_next = out + bytes;
+      m_left -= pad + bytes;
+      return out;
+    }
+    return allocate_in_new_chunk(bytes);
+  }
 
  private:
+  // Starts a chunk for `bytes` (aligned to alignof(std::max_align_t)).
+  void* allocate_in_new_chunk(size_t bytes);
+
   std::vector<std::unique_ptr<std::byte[]>> m_chunks;
   std::byte* m_next = nullptr;  // free space of the last chunk
   size_t m_left = 0;
@@ -241,8 +257,8 @@ class Manifest {
   std::vector<Tensor> m_tensors;
   detail::Arena m_arena;  // names and dims of m_tensors
   std::vector<std::unique_ptr<const LogicalAxes>> m_logical_axes;
-  size_t m_slots = 0;            // a power of 2, or 0 before the first add
-  std::vector<uint8_t> m_tags;   // m_slots + 7 bytes
+  size_t m_slots = 0;           // a power of 2, or 0 before the first add
+  std::vector<uint8_t> m_tags;  // m_slots + 7 bytes
   std::unique_ptr<uint32_t[]> m_positions;  // m_slots entries
   int64_t m_total_elements = 0;
   int64_t m_total_bytes = 0;

@@ -3,6 +3,7 @@
 #include <shardplan/io.hpp>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
@@ -192,6 +193,31 @@ TEST_CASE("io: the pointer of the 13th tensor's 2nd dim", "[io]") {
   CHECK(d.location.line == 1);
   CHECK(d.location.column
         == static_cast<int64_t>(text.find("1e3")) + 1);
+}
+
+TEST_CASE("io: pointers of entries 9, 99 and 100 and beyond", "[io]") {
+  // The reader counts entries in the pointer text itself (9 -> 10, 99 ->
+  // 100); an error at each shows the right one.
+  for (int bad : {9, 10, 99, 100, 1000}) {
+    std::string text = R"({"params": [)";
+    for (int i = 0; i <= bad; ++i) {
+      text += fmt::format(R"({}{{"name": "t{}", "shape": [{}], "dtype": "f32"}})",
+                          i == 0 ? "" : ",", i, i == bad ? -1 : 1);
+    }
+    text += "]}";
+    Diagnostic d = manifest_error(text);
+    CHECK(d.location.pointer == fmt::format("/params/{}/shape/0", bad));
+  }
+  // And duplicates name the first entry's pointer.
+  std::string text = R"({"params": [)";
+  for (int i = 0; i < 120; ++i) {
+    text += fmt::format(R"({}{{"name": "t{}", "shape": [1], "dtype": "f32"}})",
+                        i == 0 ? "" : ",", i == 119 ? 99 : i);
+  }
+  text += "]}";
+  CHECK(first_line(manifest_error(text))
+        == "m.json:/params/119: error: duplicate tensor name \"t99\" (first at "
+           "/params/99)");
 }
 
 TEST_CASE("io: value errors show the value under a caret", "[io]") {
