@@ -1210,6 +1210,7 @@ class ManifestReader : public JsonInput {
   bool read_safetensors_tensor(std::string_view name, od::value& value) {
     // The tensor's pointer, where Manifest::add reports.
     set_key_pointer(m_where.pointer, name);
+    m_where_index = std::numeric_limits<size_t>::max();
     const std::string& pointer = m_where.pointer;
     const char* at = start_of(value);
     od::json_type type{};

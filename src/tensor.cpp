@@ -423,8 +423,8 @@ bool Manifest::add(TensorInput tensor,
            fmt::format("a manifest holds at most {} tensors", k_max_tensors),
            where);
   } else {
-    if (slots_for(m_tensors.size() + 1) > m_slots) {
-      grow_index(std::max(m_slots * 2, k_min_slots));
+    if (slots_for(m_tensors.size() + 1) > slot_count()) {
+      grow_index(std::max(slot_count() * 2, k_min_slots));
     }
     hash = hash_name(tensor.name);
     slot = probe(tensor.name, hash);
@@ -608,13 +608,12 @@ void* Arena::allocate_in_new_chunk(size_t bytes) {
 
 Manifest::Manifest(const Manifest& other)
     : source(other.source),
-      m_slots(other.m_slots),
       m_tags(other.m_tags),
       m_total_elements(other.m_total_elements),
       m_total_bytes(other.m_total_bytes) {
-  if (m_slots != 0) {
-    m_positions = std::make_unique_for_overwrite<uint32_t[]>(m_slots);
-    for (size_t i = 0; i < m_slots; ++i) {
+  if (slot_count() != 0) {
+    m_positions = std::make_unique_for_overwrite<uint32_t[]>(slot_count());
+    for (size_t i = 0; i < slot_count(); ++i) {
       if (m_tags[i] != 0) {
         m_positions[i] = other.m_positions[i];
       }
@@ -665,7 +664,7 @@ void Manifest::store(const Tensor& tensor) {
 }
 
 const Tensor* Manifest::find(std::string_view name) const {
-  if (m_slots == 0) {
+  if (slot_count() == 0) {
     return nullptr;
   }
   size_t slot = probe(name, hash_name(name));
@@ -675,13 +674,13 @@ const Tensor* Manifest::find(std::string_view name) const {
 void Manifest::reserve(size_t n) {
   m_tensors.reserve(n);
   n = std::min(n, k_max_tensors);
-  if (slots_for(n) > m_slots) {
+  if (slots_for(n) > slot_count()) {
     grow_index(slots_for(n));
   }
 }
 
 size_t Manifest::probe(std::string_view name, uint32_t hash) const {
-  const size_t mask = m_slots - 1;
+  const size_t mask = slot_count() - 1;
   const uint8_t tag = tag_of(hash);
   for (size_t i = hash & mask;; i = (i + k_group) & mask) {
     const uint64_t group = load_group(m_tags.data() + i);
@@ -707,16 +706,17 @@ size_t Manifest::probe(std::string_view name, uint32_t hash) const {
 
 void Manifest::set_tag(size_t slot, uint8_t tag) {
   m_tags[slot] = tag;
-  if (slot < k_group - 1) {
-    m_tags[m_slots + slot] = tag;  // the copy read by groups that wrap
+  static_assert(k_tag_copies == k_group - 1);
+  if (slot < k_tag_copies) {
+    m_tags[slot_count() + slot] = tag;  // the copy read by groups that wrap
   }
 }
 
 void Manifest::grow_index(size_t slots) {
-  m_slots = std::bit_ceil(std::max(slots, k_min_slots));
-  m_tags.assign(m_slots + k_group - 1, 0);
-  m_positions = std::make_unique_for_overwrite<uint32_t[]>(m_slots);
-  const size_t mask = m_slots - 1;
+  const size_t size = std::bit_ceil(std::max(slots, k_min_slots));
+  m_tags.assign(size + k_tag_copies, 0);
+  m_positions = std::make_unique_for_overwrite<uint32_t[]>(size);
+  const size_t mask = size - 1;
   for (size_t position = 0; position < m_tensors.size(); ++position) {
     const uint32_t hash = hash_name(m_tensors[position].name);
     size_t i = hash & mask;

@@ -248,18 +248,24 @@ class Manifest {
   size_t probe(std::string_view name, uint32_t hash) const;
   // Rebuilds the index with at least `slots` slots (hashing every name).
   void grow_index(size_t slots);
+  // The slots of the index: a power of 2, or 0 before the first add.
+  size_t slot_count() const {
+    return m_tags.empty() ? 0 : m_tags.size() - k_tag_copies;
+  }
   // Sets the tag of `slot` (and its copy at the end of m_tags).
   void set_tag(size_t slot, uint8_t tag);
   // Appends `tensor` with its name and dims copied into m_arena. REQUIRES:
   // its logical_axes, if any, are owned by this manifest.
   void store(const Tensor& tensor);
 
+  static constexpr size_t k_tag_copies = 7;  // see m_tags
+
   std::vector<Tensor> m_tensors;
   detail::Arena m_arena;  // names and dims of m_tensors
   std::vector<std::unique_ptr<const LogicalAxes>> m_logical_axes;
-  size_t m_slots = 0;           // a power of 2, or 0 before the first add
-  std::vector<uint8_t> m_tags;  // m_slots + 7 bytes
-  std::unique_ptr<uint32_t[]> m_positions;  // m_slots entries
+  // slot_count() + 7 bytes, or none before the first add.
+  std::vector<uint8_t> m_tags;
+  std::unique_ptr<uint32_t[]> m_positions;  // slot_count() entries
   int64_t m_total_elements = 0;
   int64_t m_total_bytes = 0;
 };

@@ -448,6 +448,13 @@ TEST_CASE("tensor: a copy of a manifest owns its names and dims", "[tensor]") {
     CHECK(m->tensors()[1].shape.empty());
     CHECK(m->total_bytes() == 4096 * 128 * 2 + 4);
   }
+  // A manifest moved from can be reused.
+  Manifest from = moved;
+  Manifest to = std::move(from);
+  CHECK(to.find("scalar") == &to.tensors()[1]);
+  CHECK(from.find("scalar") == nullptr);  // NOLINT(bugprone-use-after-move)
+  REQUIRE(from.add(make("again", {1}), diags, at("/again")));
+  CHECK(from.find("again") == &from.tensors().back());
   // The copy takes more tensors, and its index still finds the first ones.
   REQUIRE(copy->add(make("b", {3}), diags, at("/b")));
   CHECK(copy->find("layers.0.attention.wq") == &copy->tensors()[0]);
