@@ -156,6 +156,57 @@ TEST_CASE("io: scalars and zero-size dims", "[io]") {
   CHECK(m.tensors()[0].num_bytes == 0);
 }
 
+TEST_CASE("io: dims in every spelling JSON allows", "[io]") {
+  // Plain shapes take a shortcut; everything else the full reader. Both
+  // must agree.
+  Manifest m = manifest_ok(
+      "{\"params\": [\n"
+      "{\"name\": \"a\", \"shape\": [], \"dtype\": \"f32\"},\n"
+      "{\"name\": \"b\", \"shape\": [ ], \"dtype\": \"f32\"},\n"
+      "{\"name\": \"c\", \"shape\":[1,2,3], \"dtype\": \"f32\"},\n"
+      "{\"name\": \"d\", \"shape\": [ 0 ,\t\n 7168\r\n ], \"dtype\": \"f32\"},\n"
+      "{\"name\": \"e\", \"shape\": [999999999999999999], \"dtype\": \"u8\"},\n"
+      "{\"name\": \"g\", \"shape\": [0, 9223372036854775807], "
+      "\"dtype\": \"f32\"}]}");
+  CHECK(m.tensors()[0].shape.empty());
+  CHECK(m.tensors()[1].shape.empty());
+  CHECK(m.tensors()[2].shape == std::vector<int64_t>{1, 2, 3});
+  CHECK(m.tensors()[3].shape == std::vector<int64_t>{0, 7168});
+  CHECK(m.tensors()[4].shape == std::vector<int64_t>{999999999999999999});
+  CHECK(m.tensors()[5].shape == std::vector<int64_t>{0, 9223372036854775807});
+  CHECK(m.tensors()[5].num_elements == 0);
+  m = manifest_ok(
+      R"({"params": [{"name": "f", "shape": [9223372036854775807], "dtype": "u8"}]})");
+  CHECK(m.tensors()[0].shape == std::vector<int64_t>{9223372036854775807});
+
+  // "-0" is 0; a negative dim is read, then refused by Manifest::add.
+  m = manifest_ok(R"({"params": [{"name": "z", "shape": [-0], "dtype": "f32"}]})");
+  CHECK(m.tensors()[0].shape == std::vector<int64_t>{0});
+  Diagnostic d = manifest_error(
+      R"({"params": [{"name": "n", "shape": [4, -3], "dtype": "f32"}]})");
+  CHECK(d.location.pointer == "/params/0/shape/1");
+  CHECK(d.code == "manifest.bad-dim");
+
+  // Not plain: the full reader reports, at the dim.
+  for (const char* shape : {"[1.0]", "[1e3]", "[2, 1.5]", "[true]", "[\"4\"]",
+                            "[[4]]", "[9223372036854775808]", "[4, null]"}) {
+    d = manifest_error(fmt::format(
+        R"({{"params": [{{"name": "x", "shape": {}, "dtype": "f32"}}]}})",
+        shape));
+    INFO(shape);
+    CHECK(d.location.pointer.starts_with("/params/0/shape"));
+    CHECK(d.location.line == 1);
+  }
+  // Syntax errors in a shape are syntax errors.
+  for (const char* shape : {"[01]", "[-]", "[1,]", "[1 2]", "[,1]", "[1"}) {
+    d = manifest_error(fmt::format(
+        R"({{"params": [{{"name": "x", "shape": {}, "dtype": "f32"}}]}})",
+        shape));
+    INFO(shape);
+    CHECK(d.code == "json.syntax");
+  }
+}
+
 TEST_CASE("io: the largest int64 dim, and overflow", "[io]") {
   // 2^63 - 1 elements of one byte fit ...
   Manifest m = manifest_ok(R"({"params": [{"name": "x",
