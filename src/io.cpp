@@ -12,6 +12,10 @@
 #include <functional>
 #include <type_traits>
 #include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
 #include <system_error>
 #include <unordered_map>
 #include <utility>
@@ -850,6 +854,17 @@ enum class TensorKey : uint8_t {
 // fast path, and on an unescaped std::string_view.
 template <typename Key>
 TensorKey classify(const Key& key) {
+  // Two compares at most: the first byte picks the candidate. A raw key
+  // starts after its opening quote; an empty one ends at the closing quote.
+  char first = 0;
+  if constexpr (std::is_same_v<Key, od::raw_json_string>) {
+    first = *key.raw();
+  } else {
+    first = key.empty() ? '\0' : key.front();
+  }
+  if (first != 'n' && first != 's' && first != 'd' && first != 'l') {
+    return TensorKey::unknown;
+  }
   if (key == "name") {
     return TensorKey::name;
   }
@@ -886,19 +901,108 @@ std::string_view key_name(TensorKey key) {
   return "";
 }
 
-// prefix + index without fmt: this runs once per tensor.
-std::string index_pointer(std::string_view prefix, size_t index) {
-  std::array<char, 24> digits{};
-  auto end = std::to_chars(digits.data(), digits.data() + digits.size(), index).ptr;
-  std::string out;
-  out.reserve(prefix.size() + static_cast<size_t>(end - digits.data()));
-  out.append(prefix);
-  out.append(digits.data(), end);
-  return out;
+// out = prefix + index without fmt, reusing out's buffer.
+void set_index_pointer(std::string& out, std::string_view prefix,
+                       size_t index) {
+  constexpr size_t k_max_digits = 20;
+  out.assign(prefix);
+  out.resize(prefix.size() + k_max_digits);
+  char* digits = out.data() + prefix.size();
+  char* end = std::to_chars(digits, digits + k_max_digits, index).ptr;
+  out.resize(static_cast<size_t>(end - out.data()));
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
+// The decimal number at the end of `out`, after `prefix`, plus one, in place
+// (an odometer: 199 -> 200, 99 -> 100). REQUIRES: out is prefix and digits.
+void increment_index_pointer(std::string& out, size_t prefix) {
+  size_t i = out.size();
+  while (i > prefix && out[i - 1] == '9') {
+    out[--i] = '0';
+  }
+  if (i == prefix) {
+    out.insert(i, 1, '1');
+  } else {
+    ++out[i - 1];
+  }
+}
+
+std::string shape_text(std::span<const int64_t> shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+bool is_json_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+// Reads the array at `p` into `dims` when it is plain, as nearly every shape
+// is: "[", JSON integers of at most 18 digits (no sign but "-", no leading
+// zero, fraction or exponent) separated by ",", "]", JSON whitespace
+// between. That is about 50 instructions for "[7168, 1536]", against ~250
+// through the parser's generic array and number reading. Anything else
+// returns false, and the caller reads the value the full way, which reports
+// what is wrong. REQUIRES: p points into a padded buffer of JSON text.
+bool read_plain_dims(const char* p, std::vector<int64_t>& dims) {
+  constexpr int k_max_digits = 18;  // below 2^63
+  dims.clear();
+  if (*p != '[') {
+    return false;
+  }
+  ++p;
+  while (is_json_space(*p)) {
+    ++p;
+  }
+  if (*p == ']') {
+    return true;
+  }
+  for (;;) {
+    const bool negative = *p == '-';
+    if (negative) {
+      ++p;
+    }
+    if (!is_digit(*p)) {
+      return false;
+    }
+    uint64_t value = 0;
+    if (*p == '0') {
+      ++p;
+    } else {
+      for (int digits = 0; is_digit(*p); ++p) {
+        if (++digits > k_max_digits) {
+          return false;
+        }
+        value = value * 10 + static_cast<uint64_t>(*p - '0');
+      }
+    }
+    const auto dim = static_cast<int64_t>(value);
+    dims.push_back(negative ? -dim : dim);
+    while (is_json_space(*p)) {
+      ++p;
+    }
+    if (*p == ']') {
+      return true;
+    }
+    if (*p != ',') {
+      return false;
+    }
+    ++p;
+    while (is_json_space(*p)) {
+      ++p;
+    }
+  }
+}
+
+// out = json_pointer_child("", key), reusing out's buffer: this runs once per
+// tensor of a safetensors header, whose keys rarely need escaping.
+void set_key_pointer(std::string& out, std::string_view key) {
+  // Two memchr scans: a byte-by-byte test of both characters took ~300
+  // instructions on a 45-byte name.
+  if (key.find('/') != std::string_view::npos
+      || key.find('~') != std::string_view::npos) {
+    out = json_pointer_child("", key);
+    return;
+  }
+  out.assign(1, '/');
+  out.append(key);
 }
 
 class ManifestReader : public JsonInput {
@@ -994,13 +1098,7 @@ class ManifestReader : public JsonInput {
                 [] { return std::string("/params"); }, m_params_at)) {
       return false;
     }
-    // Counting the entries first is one pass over the array's structure
-    // (nothing unescaped or parsed) and sizes the manifest exactly.
-    size_t count = 0;
-    if (auto e = array.count_elements().get(count)) {
-      return fail_json(e, "/params", m_params_at);
-    }
-    m_manifest.reserve(count);
+    reserve_for_text(96);
     size_t index = 0;
     for (auto result : array) {
       od::value entry;
@@ -1016,14 +1114,25 @@ class ManifestReader : public JsonInput {
   }
 
   bool read_native_tensor(od::value& value, size_t index) {
-    std::string pointer = index_pointer("/params/", index);
+    // The tensor's pointer, where Manifest::add reports: the last one's,
+    // incremented, for consecutive entries (this runs once per tensor).
+    constexpr std::string_view k_prefix = "/params/";
+    if (index != 0 && index == m_where_index + 1) {
+      increment_index_pointer(m_where.pointer, k_prefix.size());
+    } else {
+      set_index_pointer(m_where.pointer, k_prefix, index);
+    }
+    m_where_index = index;
+    const std::string& pointer = m_where.pointer;
     const char* at = start_of(value);
     od::object object;
     if (!get_as(value, object, "manifest.type", "a tensor object",
                 [&] { return pointer; }, at)) {
       return false;
     }
-    Tensor tensor;
+    TensorInput tensor;
+    tensor.pointer_form = PointerForm::params;
+    tensor.params_index = static_cast<uint32_t>(index);
     unsigned seen = 0;
     for (auto result : object) {
       od::field field;
@@ -1054,7 +1163,8 @@ class ManifestReader : public JsonInput {
           ok = read_name(v, pointer, tensor.name);
           break;
         case TensorKey::shape:
-          ok = read_shape(v, pointer, tensor.shape);
+          ok = read_shape(v, pointer);
+          tensor.shape = m_dims;
           break;
         case TensorKey::dtype:
           ok = read_dtype(v, pointer, tensor.dtype);
@@ -1081,7 +1191,7 @@ class ManifestReader : public JsonInput {
                     pointer, at);
       }
     }
-    return add(std::move(tensor), std::move(pointer), at);
+    return add(std::move(tensor), at);
   }
 
   // {"NAME": {"dtype", "shape", "data_offsets"}, "__metadata__": {...}}
@@ -1113,11 +1223,7 @@ class ManifestReader : public JsonInput {
         }
         continue;
       }
-      if (m_manifest.empty()) {
-        // A header entry takes at least ~60 bytes; over-reserving is cheap.
-        m_manifest.reserve(std::min<size_t>(body_size() / 64 + 1, 1U << 22U));
-      }
-      if (!read_safetensors_tensor(std::string(key), value)) {
+      if (!read_safetensors_tensor(key, value)) {
         return false;
       }
     }
@@ -1160,8 +1266,13 @@ class ManifestReader : public JsonInput {
     return true;
   }
 
-  bool read_safetensors_tensor(std::string name, od::value& value) {
-    std::string pointer = json_pointer_child("", name);
+  // `name` is a key unescaped by the parser: it stays valid while the
+  // document is read.
+  bool read_safetensors_tensor(std::string_view name, od::value& value) {
+    // The tensor's pointer, where Manifest::add reports.
+    set_key_pointer(m_where.pointer, name);
+    m_where_index = std::numeric_limits<size_t>::max();
+    const std::string& pointer = m_where.pointer;
     const char* at = start_of(value);
     od::json_type type{};
     if (auto e = value.type().get(type)) {
@@ -1183,8 +1294,12 @@ class ManifestReader : public JsonInput {
     if (auto e = value.get_object().get(object)) {
       return fail_json(e, pointer, at);
     }
-    Tensor tensor;
-    tensor.name = std::move(name);
+    if (m_manifest.empty()) {
+      reserve_for_text(128);
+    }
+    TensorInput tensor;
+    tensor.name = name;
+    tensor.pointer_form = PointerForm::key;
     std::array<int64_t, 2> offsets{};
     unsigned seen = 0;
     for (auto result : object) {
@@ -1215,7 +1330,8 @@ class ManifestReader : public JsonInput {
       }
       bool ok = true;
       if (key == TensorKey::shape) {
-        ok = read_shape(v, pointer, tensor.shape);
+        ok = read_shape(v, pointer);
+        tensor.shape = m_dims;
       } else if (key == TensorKey::dtype) {
         ok = read_dtype(v, pointer, tensor.dtype);
       } else {
@@ -1234,7 +1350,7 @@ class ManifestReader : public JsonInput {
                     pointer, at);
       }
     }
-    if (!add(std::move(tensor), pointer, at)) {
+    if (!add(std::move(tensor), at)) {
       return false;
     }
     const Tensor& added = m_manifest.tensors().back();
@@ -1245,7 +1361,7 @@ class ManifestReader : public JsonInput {
                               offsets[0], offsets[1], offsets[1] - offsets[0],
                               to_string(added.dtype), shape_text(added.shape),
                               added.num_bytes),
-                  added.pointer + "/data_offsets", m_offsets_at);
+                  added.pointer() + "/data_offsets", m_offsets_at);
     }
     return true;
   }
@@ -1261,27 +1377,43 @@ class ManifestReader : public JsonInput {
     return keys;
   }
 
+  // Reserves room for the tensors the text likely holds, from the typical
+  // size of an entry: ~100 bytes native, ~130 in a safetensors header,
+  // which adds "data_offsets" (generated DeepSeek-V3 manifests: ~107 and
+  // ~134). A guess, not a bound: too high leaves memory untouched but
+  // spreads the index, which is read at random (twice its size cost a
+  // quarter of the read); too low costs a regrowth. Counting the entries
+  // first cost a pass over the whole structure, a fifth of the read.
+  void reserve_for_text(size_t entry_bytes) {
+    m_manifest.reserve(
+        std::min<size_t>(body_size() / entry_bytes + 1, 1U << 22U));
+  }
+
   static unsigned bit(TensorKey key) {
     return 1U << static_cast<unsigned>(key);
   }
 
+  // Runs for every key of every tensor: the report is out of line.
   bool check_duplicate(unsigned& seen, TensorKey key, const std::string& pointer,
                        od::value& value) {
-    if ((seen & bit(key)) != 0) {
-      return fail("manifest.duplicate-key",
-                  fmt::format("duplicate key \"{}\"", key_name(key)),
-                  fmt::format("{}/{}", pointer, key_name(key)),
-                  start_of(value));
+    if ((seen & bit(key)) != 0) [[unlikely]] {
+      return duplicate_key(key, pointer, value);
     }
     seen |= bit(key);
     return true;
   }
 
-  // Manifest::add checks names, dims and sizes; its reports get the line,
-  // column and excerpt of the tensor's object (`at`) here.
-  bool add(Tensor tensor, std::string pointer, const char* at) {
-    m_where.pointer.assign(pointer);  // reuses its buffer: no free per tensor
-    tensor.pointer = std::move(pointer);
+  [[gnu::noinline]] bool duplicate_key(TensorKey key, const std::string& pointer,
+                                       od::value& value) {
+    return fail("manifest.duplicate-key",
+                fmt::format("duplicate key \"{}\"", key_name(key)),
+                fmt::format("{}/{}", pointer, key_name(key)), start_of(value));
+  }
+
+  // Manifest::add checks names, dims and sizes; its reports (at m_where, the
+  // tensor's pointer) get the line, column and excerpt of the tensor's object
+  // (`at`) here.
+  bool add(TensorInput tensor, const char* at) {
     if (m_manifest.add(std::move(tensor), m_scratch, m_where)) {
       return true;
     }
@@ -1294,20 +1426,21 @@ class ManifestReader : public JsonInput {
     return false;
   }
 
-  bool read_name(od::value& value, const std::string& base, std::string& name) {
-    std::string_view text;
-    if (!get_as(value, text, "manifest.type", "a tensor name string",
-                [&] { return base + "/name"; }, start_of(value))) {
-      return false;
-    }
-    name.assign(text);
-    return true;
+  // `name` views the parser's copy: valid while the document is read.
+  bool read_name(od::value& value, const std::string& base,
+                 std::string_view& name) {
+    return get_as(value, name, "manifest.type", "a tensor name string",
+                  [&] { return base + "/name"; }, start_of(value));
   }
 
   // A dim or an offset: an integer in int64.
   template <typename PointerFn>
   bool read_integer(od::value& value, int64_t& out, std::string_view what,
                     const PointerFn& pointer) {
+    if (value.get_int64().get(out) == simdjson::SUCCESS) {
+      return true;
+    }
+    // A failed get_int64 leaves the value where it was: find out why.
     const char* at = start_of(value);
     od::json_type type{};
     if (auto e = value.type().get(type)) {
@@ -1320,9 +1453,6 @@ class ManifestReader : public JsonInput {
                   pointer(), at);
     }
     std::string_view token = trim(value.raw_json_token());
-    if (value.get_int64().get(out) == simdjson::SUCCESS) {
-      return true;
-    }
     bool integral = !token.empty();
     for (size_t i = 0; i < token.size(); ++i) {
       integral = integral && (is_digit(token[i]) || (i == 0 && token[i] == '-'));
@@ -1351,9 +1481,12 @@ class ManifestReader : public JsonInput {
     return kind == "type" ? "manifest.type" : "manifest.bad-dim";
   }
 
-  bool read_shape(od::value& value, const std::string& base,
-                  std::vector<int64_t>& shape) {
+  // Reads the dims into m_dims.
+  bool read_shape(od::value& value, const std::string& base) {
     const char* at = start_of(value);
+    if (read_plain_dims(at, m_dims)) {
+      return true;  // the value is left unread: the parser steps over it
+    }
     od::array array;
     if (!get_as(value, array, "manifest.type", "an array of integers",
                 [&] { return base + "/shape"; }, at)) {
@@ -1374,27 +1507,36 @@ class ManifestReader : public JsonInput {
       m_dims.push_back(size);
       ++index;
     }
-    shape.assign(m_dims.begin(), m_dims.end());
     return true;
   }
 
   bool read_dtype(od::value& value, const std::string& base, DType& dtype) {
     const char* at = start_of(value);
+    // Manifests spell a handful of dtypes 100k times: remember the last few
+    // as they appear in the text, quotes included, so that a repeat is
+    // recognized in place, neither unescaped nor parsed again. A token that
+    // starts with "bf16" and its closing quote is the string bf16.
+    std::string_view raw = value.raw_json_token();
+    for (const auto& [quoted, cached] : m_dtype_cache) {
+      if (raw.starts_with(quoted)) {
+        od::raw_json_string skipped;
+        if (auto e = value.get_raw_json_string().get(skipped)) {
+          return fail_json(e, base + "/dtype", at);
+        }
+        dtype = cached;
+        return true;
+      }
+    }
     std::string_view text;
     if (!get_as(value, text, "manifest.type", "a dtype string",
                 [&] { return base + "/dtype"; }, at)) {
       return false;
     }
-    // Manifests spell a handful of dtypes 100k times: remember the last few.
-    for (const auto& [spelling, cached] : m_dtype_cache) {
-      if (spelling == text) {
-        dtype = cached;
-        return true;
-      }
-    }
     std::optional<DType> parsed = parse_dtype(text);
-    if (parsed && m_dtype_cache.size() < 8) {
-      m_dtype_cache.emplace_back(std::string(text), *parsed);
+    // Only a spelling without escapes reads the same in the text.
+    if (parsed && m_dtype_cache.size() < 8
+        && text.find_first_of("\"\\") == std::string_view::npos) {
+      m_dtype_cache.emplace_back(fmt::format("\"{}\"", text), *parsed);
     }
     if (!parsed) {
       return fail("manifest.dtype", fmt::format("unknown dtype {}", quote(text)),
@@ -1468,15 +1610,16 @@ class ManifestReader : public JsonInput {
   // safetensors: [begin, end], 0 <= begin <= end.
   bool read_data_offsets(od::value& value, const std::string& base,
                          std::array<int64_t, 2>& offsets) {
-    const std::string pointer = base + "/data_offsets";
+    // Built only when something is reported.
+    auto pointer = [&] { return base + "/data_offsets"; };
     m_offsets_at = start_of(value);
     od::array array;
     if (!get_as(value, array, "manifest.data-offsets", "[begin, end] byte offsets",
-                [&] { return pointer; }, m_offsets_at)) {
+                pointer, m_offsets_at)) {
       return false;
     }
     size_t index = 0;
-    auto entry_pointer = [&] { return fmt::format("{}/{}", pointer, index); };
+    auto entry_pointer = [&] { return fmt::format("{}/{}", pointer(), index); };
     for (auto result : array) {
       od::value entry;
       if (auto e = result.get(entry)) {
@@ -1501,19 +1644,23 @@ class ManifestReader : public JsonInput {
     if (index != 2) {
       return fail("manifest.data-offsets",
                   fmt::format("expected 2 offsets [begin, end], got {}", index),
-                  pointer, m_offsets_at);
+                  pointer(), m_offsets_at);
     }
     if (offsets[0] > offsets[1]) {
       return fail("manifest.data-offsets",
                   fmt::format("begin offset {} is after end offset {}",
                               offsets[0], offsets[1]),
-                  pointer, m_offsets_at);
+                  pointer(), m_offsets_at);
     }
     return true;
   }
 
   Manifest m_manifest;
-  Location m_where;  // reused for every Manifest::add
+  // Where Manifest::add reports: the pointer of the tensor being read, its
+  // buffer reused for every tensor.
+  Location m_where;
+  // The entry of params whose pointer m_where holds, if it holds one.
+  size_t m_where_index = std::numeric_limits<size_t>::max();
   bool m_saw_params = false;
   std::vector<int64_t> m_dims;
   std::vector<std::pair<std::string, DType>> m_dtype_cache;

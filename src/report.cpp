@@ -8,6 +8,7 @@
 #include <array>
 #include <map>
 #include <numeric>
+#include <span>
 
 namespace shardplan {
 
@@ -205,7 +206,7 @@ std::string table(const std::vector<std::vector<std::string>>& rows) {
   return out;
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
+std::string shape_text(std::span<const int64_t> shape) {
   std::string out = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
     out += (i ? ", " : "") + std::to_string(shape[i]);
@@ -610,7 +611,7 @@ std::string manifest_text(const Manifest& manifest) {
   std::vector<std::vector<std::string>> big = {{"tensor", "shape", "dtype", "bytes", ""}};
   for (size_t i = 0; i < top; ++i) {
     const Tensor& t = tensors[order[i]];
-    big.push_back({t.name, shape_text(t.shape), std::string(to_string(t.dtype)),
+    big.push_back({std::string(t.name), shape_text(t.shape), std::string(to_string(t.dtype)),
                    with_commas(t.num_bytes), human_bytes(t.num_bytes)});
   }
   out += table(big);

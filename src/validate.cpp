@@ -5,13 +5,14 @@
 #include <algorithm>
 #include <cassert>
 #include <map>
+#include <span>
 
 namespace shardplan {
 
 namespace {
 
 // Python's tuple repr: (8,) for one element, (4, 8) for more.
-std::string python_tuple(const std::vector<int64_t>& values) {
+std::string python_tuple(std::span<const int64_t> values) {
   if (values.size() == 1) {
     return fmt::format("({},)", values[0]);
   }

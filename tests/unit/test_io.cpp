@@ -3,10 +3,10 @@
 #include <shardplan/io.hpp>
 
 #include <catch2/catch.hpp>
-
-#include <algorithm>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -119,7 +119,7 @@ TEST_CASE("io: reads a native manifest in file order", "[io]") {
   CHECK(*up.logical_axes == LogicalAxes{"mlp", "embed"});
   CHECK(up.num_elements == 58720256);   // 14336 * 4096
   CHECK(up.num_bytes == 117440512);     // x 2 bytes
-  CHECK(up.pointer == "/params/0");
+  CHECK(up.pointer() == "/params/0");
   // Order is the file's, not sorted: "b" before "a".
   CHECK(m.tensors()[1].name == "b");
   CHECK(m.tensors()[1].dtype == DType::f32);
@@ -129,7 +129,7 @@ TEST_CASE("io: reads a native manifest in file order", "[io]") {
   CHECK(m.tensors()[2].dtype == DType::f8_e4m3);
   CHECK(m.tensors()[2].num_bytes == 10);
   CHECK(*m.tensors()[2].logical_axes == LogicalAxes{std::nullopt, "embed"});
-  CHECK(m.tensors()[2].pointer == "/params/2");
+  CHECK(m.tensors()[2].pointer() == "/params/2");
   CHECK(m.total_bytes() == 117440512 + 12 + 10);
   CHECK(m.find("a") == &m.tensors()[2]);
 }
@@ -163,6 +163,57 @@ TEST_CASE("io: scalars and zero-size dims", "[io]") {
   m = manifest_ok(R"({"params": [{"name": "z", "shape":
     [0, 9223372036854775807, 9223372036854775807], "dtype": "f64"}]})");
   CHECK(m.tensors()[0].num_bytes == 0);
+}
+
+TEST_CASE("io: dims in every spelling JSON allows", "[io]") {
+  // Plain shapes take a shortcut; everything else the full reader. Both
+  // must agree.
+  Manifest m = manifest_ok(
+      "{\"params\": [\n"
+      "{\"name\": \"a\", \"shape\": [], \"dtype\": \"f32\"},\n"
+      "{\"name\": \"b\", \"shape\": [ ], \"dtype\": \"f32\"},\n"
+      "{\"name\": \"c\", \"shape\":[1,2,3], \"dtype\": \"f32\"},\n"
+      "{\"name\": \"d\", \"shape\": [ 0 ,\t\n 7168\r\n ], \"dtype\": \"f32\"},\n"
+      "{\"name\": \"e\", \"shape\": [999999999999999999], \"dtype\": \"u8\"},\n"
+      "{\"name\": \"g\", \"shape\": [0, 9223372036854775807], "
+      "\"dtype\": \"f32\"}]}");
+  CHECK(m.tensors()[0].shape.empty());
+  CHECK(m.tensors()[1].shape.empty());
+  CHECK(m.tensors()[2].shape == std::vector<int64_t>{1, 2, 3});
+  CHECK(m.tensors()[3].shape == std::vector<int64_t>{0, 7168});
+  CHECK(m.tensors()[4].shape == std::vector<int64_t>{999999999999999999});
+  CHECK(m.tensors()[5].shape == std::vector<int64_t>{0, 9223372036854775807});
+  CHECK(m.tensors()[5].num_elements == 0);
+  m = manifest_ok(
+      R"({"params": [{"name": "f", "shape": [9223372036854775807], "dtype": "u8"}]})");
+  CHECK(m.tensors()[0].shape == std::vector<int64_t>{9223372036854775807});
+
+  // "-0" is 0; a negative dim is read, then refused by Manifest::add.
+  m = manifest_ok(R"({"params": [{"name": "z", "shape": [-0], "dtype": "f32"}]})");
+  CHECK(m.tensors()[0].shape == std::vector<int64_t>{0});
+  Diagnostic d = manifest_error(
+      R"({"params": [{"name": "n", "shape": [4, -3], "dtype": "f32"}]})");
+  CHECK(d.location.pointer == "/params/0/shape/1");
+  CHECK(d.code == "manifest.bad-dim");
+
+  // Not plain: the full reader reports, at the dim.
+  for (const char* shape : {"[1.0]", "[1e3]", "[2, 1.5]", "[true]", "[\"4\"]",
+                            "[[4]]", "[9223372036854775808]", "[4, null]"}) {
+    d = manifest_error(fmt::format(
+        R"({{"params": [{{"name": "x", "shape": {}, "dtype": "f32"}}]}})",
+        shape));
+    INFO(shape);
+    CHECK(d.location.pointer.starts_with("/params/0/shape"));
+    CHECK(d.location.line == 1);
+  }
+  // Syntax errors in a shape are syntax errors.
+  for (const char* shape : {"[01]", "[-]", "[1,]", "[1 2]", "[,1]", "[1"}) {
+    d = manifest_error(fmt::format(
+        R"({{"params": [{{"name": "x", "shape": {}, "dtype": "f32"}}]}})",
+        shape));
+    INFO(shape);
+    CHECK(d.code == "json.syntax");
+  }
 }
 
 TEST_CASE("io: the largest int64 dim, and overflow", "[io]") {
@@ -202,6 +253,31 @@ TEST_CASE("io: the pointer of the 13th tensor's 2nd dim", "[io]") {
   CHECK(d.location.line == 1);
   CHECK(d.location.column
         == static_cast<int64_t>(text.find("1e3")) + 1);
+}
+
+TEST_CASE("io: pointers of entries 9, 99 and 100 and beyond", "[io]") {
+  // The reader counts entries in the pointer text itself (9 -> 10, 99 ->
+  // 100); an error at each shows the right one.
+  for (int bad : {9, 10, 99, 100, 1000}) {
+    std::string text = R"({"params": [)";
+    for (int i = 0; i <= bad; ++i) {
+      text += fmt::format(R"({}{{"name": "t{}", "shape": [{}], "dtype": "f32"}})",
+                          i == 0 ? "" : ",", i, i == bad ? -1 : 1);
+    }
+    text += "]}";
+    Diagnostic d = manifest_error(text);
+    CHECK(d.location.pointer == fmt::format("/params/{}/shape/0", bad));
+  }
+  // And duplicates name the first entry's pointer.
+  std::string text = R"({"params": [)";
+  for (int i = 0; i < 120; ++i) {
+    text += fmt::format(R"({}{{"name": "t{}", "shape": [1], "dtype": "f32"}})",
+                        i == 0 ? "" : ",", i == 119 ? 99 : i);
+  }
+  text += "]}";
+  CHECK(first_line(manifest_error(text))
+        == "m.json:/params/119: error: duplicate tensor name \"t99\" (first at "
+           "/params/99)");
 }
 
 TEST_CASE("io: value errors show the value under a caret", "[io]") {
@@ -247,6 +323,36 @@ TEST_CASE("io: unknown keys, dtypes and missing keys", "[io]") {
 
   d = manifest_error(R"({"params": [{"shape": [1], "dtype": "bf16"}]})");
   CHECK(first_line(d) == "m.json:/params/0: error: tensor 0 has no \"name\"");
+}
+
+TEST_CASE("io: repeated dtypes, escaped and near misses", "[io]") {
+  // The reader remembers spellings it has seen; a repeat, an escaped
+  // spelling and a longer one that starts the same must each read right.
+  Manifest m = manifest_ok(R"({"params": [
+    {"name": "a", "shape": [1], "dtype": "bf16"},
+    {"name": "b", "shape": [1], "dtype": "bf16"},
+    {"name": "c", "shape": [1], "dtype": "bf\u0031\u0036"},
+    {"name": "d", "shape": [1], "dtype": "f8_e4m3"},
+    {"name": "e", "shape": [1], "dtype": "f8_e4m3fnuz"},
+    {"name": "f", "shape": [1], "dtype": "f8_e4m3"}]})");
+  CHECK(m.tensors()[0].dtype == DType::bf16);
+  CHECK(m.tensors()[1].dtype == DType::bf16);
+  CHECK(m.tensors()[2].dtype == DType::bf16);
+  CHECK(m.tensors()[3].dtype == DType::f8_e4m3);
+  CHECK(m.tensors()[4].dtype == DType::f8_e4m3fnuz);
+  CHECK(m.tensors()[5].dtype == DType::f8_e4m3);
+
+  Diagnostic d = manifest_error(R"({"params": [
+    {"name": "a", "shape": [1], "dtype": "bf16"},
+    {"name": "b", "shape": [1], "dtype": "bf16x"}]})");
+  CHECK(first_line(d)
+        == "m.json:/params/1/dtype: error: unknown dtype \"bf16x\"; did you "
+           "mean \"bf16\"?");
+  d = manifest_error(R"({"params": [
+    {"name": "a", "shape": [1], "dtype": "bf16"},
+    {"name": "b", "shape": [1], "dtype": ["bf16"]}]})");
+  CHECK(first_line(d)
+        == "m.json:/params/1/dtype: error: expected a dtype string, got array");
 }
 
 TEST_CASE("io: duplicate keys and duplicate names", "[io]") {
@@ -299,7 +405,7 @@ TEST_CASE("io: reads a safetensors header in file order", "[io]") {
   REQUIRE(m.size() == 4);
   CHECK(m.tensors()[0].name == "z.weight");
   CHECK(m.tensors()[0].dtype == DType::bf16);
-  CHECK(m.tensors()[0].pointer == "/z.weight");
+  CHECK(m.tensors()[0].pointer() == "/z.weight");
   CHECK(m.tensors()[1].name == "a.scale");
   CHECK(m.tensors()[1].dtype == DType::f32);
   CHECK(m.tensors()[2].dtype == DType::f8_e4m3);
@@ -336,7 +442,7 @@ TEST_CASE("io: names with '/' and '~' are escaped in pointers", "[io]") {
   Manifest m = manifest_ok(
       R"({"enc/layer~1": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})");
   CHECK(m.tensors()[0].name == "enc/layer~1");
-  CHECK(m.tensors()[0].pointer == "/enc~1layer~01");
+  CHECK(m.tensors()[0].pointer() == "/enc~1layer~01");
   Diagnostic d = manifest_error(
       R"({"enc/layer~1": {"dtype": "F32", "shape": [1.5], "data_offsets": [0, 4]}})");
   CHECK(d.location.pointer == "/enc~1layer~01/shape/0");

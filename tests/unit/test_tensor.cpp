@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,10 +20,26 @@ constexpr int64_t k_2_31 = int64_t{1} << 31;
 constexpr int64_t k_2_59 = int64_t{1} << 59;
 constexpr int64_t k_2_62 = int64_t{1} << 62;
 
-Tensor make(std::string name,
-            std::vector<int64_t> shape,
-            DType dtype = DType::f32) {
-  Tensor t;
+// A tensor as a test writes it: owns what the TensorInput given to
+// Manifest::add views.
+struct OwnedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  DType dtype = DType::f32;
+  std::optional<LogicalAxes> logical_axes;
+  PointerForm pointer_form = PointerForm::none;
+  uint32_t params_index = 0;
+
+  operator TensorInput() const {  // NOLINT: implicit, for m.add(make(...))
+    return TensorInput{
+        name, shape, dtype, logical_axes, pointer_form, params_index};
+  }
+};
+
+OwnedTensor make(std::string name,
+                 std::vector<int64_t> shape,
+                 DType dtype = DType::f32) {
+  OwnedTensor t;
   t.name = std::move(name);
   t.shape = std::move(shape);
   t.dtype = dtype;
@@ -292,10 +309,12 @@ TEST_CASE("tensor: add reports bad tensors and leaves the manifest unchanged",
           "[tensor]") {
   Manifest m;
   Diagnostics diags;
-  Tensor w = make("w", {8, 8});
-  w.pointer = "/params/0";  // set by the reader; add() keeps it as given
+  OwnedTensor w = make("w", {8, 8});
+  // Set by the reader; add() keeps it as given.
+  w.pointer_form = PointerForm::params;
+  w.params_index = 0;
   REQUIRE(m.add(w, diags, at("/params/0")));
-  REQUIRE(m.find("w")->pointer == "/params/0");
+  REQUIRE(m.find("w")->pointer() == "/params/0");
 
   SECTION("empty name") {
     CHECK_FALSE(m.add(make("", {8}), diags, at("/params/1")));
@@ -330,7 +349,7 @@ TEST_CASE("tensor: add reports bad tensors and leaves the manifest unchanged",
              "[manifest.bad-dim]");
   }
   SECTION("logical axes of the wrong rank") {
-    Tensor t = make("x", {4, 4});
+    OwnedTensor t = make("x", {4, 4});
     t.logical_axes = LogicalAxes{"embed", std::nullopt, "mlp"};
     CHECK_FALSE(m.add(t, diags, at("/params/1")));
     CHECK(test::first_error(diags)
@@ -394,10 +413,99 @@ TEST_CASE("tensor: many tensors", "[tensor]") {
   CHECK(m.size() == k_count);
   CHECK(m.total_bytes() == static_cast<int64_t>(k_count) * 16);
   REQUIRE(m.find("layers.123456.w") != nullptr);
-  CHECK(m.find("layers.123456.w")->pointer.empty());
+  CHECK(m.find("layers.123456.w")->pointer().empty());
   CHECK(m.find("layers.123456.w") == &m.tensors()[123456]);
   CHECK_FALSE(m.add(make("layers.7.w", {1}), diags, at("/params/x")));
   CHECK(test::first_error(diags)
         == "m.json:/params/x: error: duplicate tensor name \"layers.7.w\" "
            "[manifest.duplicate-name]");
+}
+
+TEST_CASE("tensor: a copy of a manifest owns its names and dims", "[tensor]") {
+  Diagnostics diags;
+  std::optional<Manifest> copy;
+  Manifest moved;
+  {
+    Manifest m;
+    OwnedTensor w = make("layers.0.attention.wq", {4096, 128}, DType::bf16);
+    w.logical_axes = LogicalAxes{"embed", std::nullopt};
+    w.pointer_form = PointerForm::key;
+    REQUIRE(m.add(w, diags, at("/layers.0.attention.wq")));
+    REQUIRE(m.add(make("scalar", {}), diags, at("/scalar")));
+    copy = m;
+    moved = std::move(m);
+  }  // `m` is gone: the copy's views must not point into it
+  for (const Manifest* m : {&*copy, &moved}) {
+    REQUIRE(m->size() == 2);
+    const Tensor& t = m->tensors()[0];
+    CHECK(t.name == "layers.0.attention.wq");
+    CHECK(t.shape == std::vector<int64_t>{4096, 128});
+    REQUIRE(t.logical_axes.has_value());
+    CHECK(*t.logical_axes == LogicalAxes{"embed", std::nullopt});
+    CHECK(t.pointer() == "/layers.0.attention.wq");
+    CHECK(t.num_bytes == 4096 * 128 * 2);
+    CHECK(m->find("scalar") == &m->tensors()[1]);
+    CHECK(m->tensors()[1].shape.empty());
+    CHECK(m->total_bytes() == 4096 * 128 * 2 + 4);
+  }
+  // A manifest moved from can be reused.
+  Manifest from = moved;
+  Manifest to = std::move(from);
+  CHECK(to.find("scalar") == &to.tensors()[1]);
+  CHECK(from.find("scalar") == nullptr);  // NOLINT(bugprone-use-after-move)
+  REQUIRE(from.add(make("again", {1}), diags, at("/again")));
+  CHECK(from.find("again") == &from.tensors().back());
+  // The copy takes more tensors, and its index still finds the first ones.
+  REQUIRE(copy->add(make("b", {3}), diags, at("/b")));
+  CHECK(copy->find("layers.0.attention.wq") == &copy->tensors()[0]);
+  CHECK_FALSE(copy->add(make("scalar", {1}), diags, at("/x")));
+  CHECK(test::first_error(diags)
+        == "m.json:/x: error: duplicate tensor name \"scalar\" "
+           "[manifest.duplicate-name]");
+}
+
+TEST_CASE("tensor: names and dims stay put as the manifest grows", "[tensor]") {
+  Manifest m;  // no reserve: the tensor list and the index regrow
+  Diagnostics diags;
+  REQUIRE(m.add(make("first", {1, 2, 3}), diags, at("/params/0")));
+  const char* name = m.tensors()[0].name.data();
+  const int64_t* dims = m.tensors()[0].shape.data();
+  std::string long_name(100000, 'x');  // larger than a chunk of the arena
+  REQUIRE(m.add(make(long_name, {5}), diags, at("/params/1")));
+  for (int i = 2; i < 5000; ++i) {
+    REQUIRE(m.add(make("t" + std::to_string(i), {i}), diags, at("/params/i")));
+  }
+  CHECK(m.tensors()[0].name.data() == name);
+  CHECK(m.tensors()[0].shape.data() == dims);
+  CHECK(m.tensors()[0].name == "first");
+  CHECK(m.tensors()[1].name == long_name);
+  CHECK(m.find("t4999")->shape == std::vector<int64_t>{4999});
+  CHECK(m.find(long_name) == &m.tensors()[1]);
+}
+
+TEST_CASE("tensor: the name index finds every name as it fills and grows",
+          "[tensor]") {
+  // Short and long names, many sharing prefixes, through every table size
+  // from the smallest (the index is up to 7/8 full and wraps around).
+  Manifest m;
+  Diagnostics diags;
+  std::vector<std::string> names;
+  for (int i = 0; i < 3000; ++i) {
+    names.push_back(i % 3 == 0
+                        ? std::to_string(i)
+                        : "model.layers." + std::to_string(i % 61)
+                              + ".mlp.experts." + std::to_string(i) + ".w");
+    REQUIRE(m.add(make(names.back(), {1}), diags, at("/params/i")));
+    if (i % 97 == 0 || i < 40) {
+      for (size_t j = 0; j < names.size(); ++j) {
+        REQUIRE(m.find(names[j]) == &m.tensors()[j]);
+      }
+      CHECK(m.find(names.back() + "x") == nullptr);
+      CHECK(m.find("x" + names.back()) == nullptr);
+    }
+  }
+  for (size_t j = 0; j < names.size(); j += 7) {
+    CHECK_FALSE(m.add(make(names[j], {2}), diags, at("/params/d")));
+  }
+  CHECK(m.size() == names.size());
 }
