@@ -2327,4 +2327,30 @@ std::optional<SpecsFile> read_specs(std::string_view json,
   }
 }
 
+std::optional<Manifest> manifest_from_model(const std::vector<ModelTensor>& tensors,
+                                            std::string_view source, Diagnostics& diags) {
+  Manifest manifest;
+  manifest.source = std::string(source);
+  manifest.reserve(tensors.size());
+  for (const ModelTensor& t : tensors) {
+    TensorInput input;
+    input.name = t.name;
+    input.shape = t.shape;
+    input.dtype = t.dtype;
+    if (!manifest.add(std::move(input), diags, Location{std::string(source), "", 0, 0, "", 0})) {
+      return std::nullopt;
+    }
+  }
+  return manifest;
+}
+
+std::optional<Manifest> read_builtin_model(std::string_view name, Diagnostics& diags) {
+  std::optional<std::vector<ModelTensor>> tensors =
+      tensors_for_builtin_model(name, "--model", diags);
+  if (!tensors) {
+    return std::nullopt;
+  }
+  return manifest_from_model(*tensors, fmt::format("--model {}", name), diags);
+}
+
 }  // namespace shardplan

@@ -1004,4 +1004,26 @@ std::string memory_text(const CheckReport& r) {
   return out;
 }
 
+std::string models_list_json(const std::vector<BuiltinModel>& models) {
+  ordered_json j = header("manifest");
+  ordered_json list = ordered_json::array();
+  for (const BuiltinModel& m : models) {
+    list.push_back({{"name", m.name},
+                    {"architecture", m.architecture},
+                    {"parameters", m.parameters},
+                    {"tensors", m.tensors}});
+  }
+  j["models"] = std::move(list);
+  j["diagnostics"] = ordered_json::array();
+  return dump(j);
+}
+
+std::string models_list_text(const std::vector<BuiltinModel>& models) {
+  std::vector<std::vector<std::string>> rows = {{"model", "architecture", "parameters", "tensors"}};
+  for (const BuiltinModel& m : models) {
+    rows.push_back({m.name, m.architecture, with_commas(m.parameters), with_commas(m.tensors)});
+  }
+  return table(rows);
+}
+
 }  // namespace shardplan

@@ -8,6 +8,7 @@
 // syntax errors.
 
 #include <shardplan/diag.hpp>
+#include <shardplan/models.hpp>
 #include <shardplan/spec.hpp>
 #include <shardplan/tensor.hpp>
 
@@ -35,6 +36,15 @@ bool write_file_atomic(const std::string& path, std::string_view contents,
 std::optional<Manifest> read_manifest(std::string_view json,
                                       std::string_view source,
                                       Diagnostics& diags);
+
+// A manifest of generated tensors (a Hugging Face config.json or a built-in
+// model, shardplan/models.hpp), named `source` in diagnostics.
+std::optional<Manifest> manifest_from_model(const std::vector<ModelTensor>& tensors,
+                                            std::string_view source, Diagnostics& diags);
+
+// `--model NAME`: the built-in model's manifest, with "--model NAME" as its
+// source; an unknown name is reported at --model with the nearest name.
+std::optional<Manifest> read_builtin_model(std::string_view name, Diagnostics& diags);
 
 // Reads a specs file: {"specs": {"NAME": SPEC, ...}} or the JSON written by
 // `plan` ({"tensors": [{"name": ..., "spec": SPEC}, ...]}). A SPEC is a JSON

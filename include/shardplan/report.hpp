@@ -7,6 +7,7 @@
 #include <shardplan/diag.hpp>
 #include <shardplan/memory.hpp>
 #include <shardplan/mesh.hpp>
+#include <shardplan/models.hpp>
 #include <shardplan/tensor.hpp>
 #include <shardplan/topology.hpp>
 #include <shardplan/validate.hpp>
@@ -62,6 +63,10 @@ std::string check_markdown(const CheckReport& report, const Diagnostics& diags);
 std::string check_github(const CheckReport& report, const Diagnostics& diags);
 // Per category with a bar against HBM, per dtype, the largest tensors.
 std::string memory_text(const CheckReport& report);
+
+// `shardplan manifest --model list`: the built-in models.
+std::string models_list_json(const std::vector<BuiltinModel>& models);
+std::string models_list_text(const std::vector<BuiltinModel>& models);
 
 // The document written with --format json when the input was bad: the header
 // keys and `diagnostics`.

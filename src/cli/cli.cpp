@@ -50,7 +50,13 @@ struct TopologyCommand {
 
 struct ManifestCommand {
   std::string manifest;
+  std::string model;
+  std::string from_hf_config;
 };
+
+// --manifest FILE or --model NAME, whichever was given.
+std::optional<Manifest> load_manifest(const std::string& manifest, const std::string& model,
+                                      Diagnostics& diags);
 
 // `check` and `memory`: specs for a manifest on a mesh.
 struct CheckCommand {
@@ -60,6 +66,7 @@ struct CheckCommand {
   std::string dcn;
   std::string topology;
   std::string manifest;
+  std::string model;
   std::string specs;
   std::string recipe = "params-only";
   int zero = 0;
@@ -157,6 +164,19 @@ auto read_path(const std::string& path, Diagnostics& diags, Reader read)
     return std::nullopt;
   }
   return read(*text, path, diags);
+}
+
+std::optional<Manifest> load_manifest(const std::string& manifest, const std::string& model,
+                                      Diagnostics& diags) {
+  if (!model.empty()) {
+    return read_builtin_model(model, diags);
+  }
+  if (manifest.empty()) {
+    diags.error("cli.no-manifest", "no parameters to read: give --manifest FILE or --model NAME")
+        .hint = "shardplan manifest --model list shows the built-in models";
+    return std::nullopt;
+  }
+  return read_path(manifest, diags, read_manifest);
 }
 
 // --topology NAME|FILE: a path to an existing file (or one ending in .json)
@@ -303,7 +323,7 @@ int run_check(const CheckCommand& cmd, std::string_view command, Session& sessio
     validate_options.topology_name = topology->name;
   }
 
-  std::optional<Manifest> manifest = read_path(cmd.manifest, diags, read_manifest);
+  std::optional<Manifest> manifest = load_manifest(cmd.manifest, cmd.model, diags);
   if (!manifest) {
     return session.fail_input();
   }
@@ -354,7 +374,21 @@ int run_topology_show(const TopologyCommand& cmd, Session& session) {
 }
 
 int run_manifest(const ManifestCommand& cmd, Session& session) {
-  std::optional<Manifest> manifest = read_path(cmd.manifest, session.diags(), read_manifest);
+  if (cmd.model == "list") {
+    std::string doc = session.json() ? models_list_json(builtin_models())
+                                     : models_list_text(builtin_models());
+    return session.finish(doc, ExitCode::ok);
+  }
+  std::optional<Manifest> manifest;
+  if (!cmd.from_hf_config.empty()) {
+    std::optional<std::vector<ModelTensor>> tensors =
+        read_path(cmd.from_hf_config, session.diags(), tensors_from_hf_config);
+    if (tensors) {
+      manifest = manifest_from_model(*tensors, cmd.from_hf_config, session.diags());
+    }
+  } else {
+    manifest = load_manifest(cmd.manifest, cmd.model, session.diags());
+  }
   if (!manifest) {
     return session.fail_input();
   }
@@ -385,10 +419,14 @@ void add_check_options(CLI::App& app, CheckCommand& cmd) {
       ->type_name("A,B,..");
   app.add_option("--dcn", cmd.dcn, "the multi-slice (DCN) factor of each axis, e.g. \"dp:2\"")
       ->type_name("STR");
-  app.add_option("--manifest", cmd.manifest,
-                 "the manifest: {\"params\": [...]} or a safetensors header JSON object")
-      ->required()
-      ->type_name("FILE");
+  CLI::Option* manifest =
+      app.add_option("--manifest", cmd.manifest,
+                     "the manifest: {\"params\": [...]} or a safetensors header JSON object")
+          ->type_name("FILE");
+  app.add_option("--model", cmd.model,
+                 "a built-in model instead of --manifest (shardplan manifest --model list)")
+      ->type_name("NAME")
+      ->excludes(manifest);
   app.add_option("--specs", cmd.specs,
                  "the specs: {\"specs\": {NAME: SPEC}} or the JSON `plan` writes")
       ->required()
@@ -539,15 +577,29 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   CLI::App* manifest = app.add_subcommand(
       "manifest", "read a manifest (native JSON or a safetensors header object) and "
                   "summarise it, or write it in the native form");
-  manifest->add_option("--manifest", manifest_cmd.manifest,
-                       "the manifest file: {\"params\": [...]} or a safetensors "
-                       "header JSON object")
-      ->required()
-      ->type_name("FILE");
+  CLI::Option* manifest_file =
+      manifest->add_option("--manifest", manifest_cmd.manifest,
+                           "the manifest file: {\"params\": [...]} or a safetensors "
+                           "header JSON object")
+          ->type_name("FILE");
+  CLI::Option* manifest_model =
+      manifest->add_option("--model", manifest_cmd.model,
+                           "a built-in model (gpt2, llama-3-8b, deepseek-v3, ...); "
+                           "\"list\" lists them with their parameter counts")
+          ->type_name("NAME")
+          ->excludes(manifest_file);
+  manifest->add_option("--from-hf-config", manifest_cmd.from_hf_config,
+                       "a Hugging Face config.json: the tensors of its checkpoint")
+      ->type_name("FILE")
+      ->excludes(manifest_file)
+      ->excludes(manifest_model);
   add_common(*manifest, common, {"text", "json"});
   manifest->footer(R"(Examples:
   shardplan manifest --manifest model.json
-  shardplan manifest --manifest header.json --format json -o manifest.json)");
+  shardplan manifest --manifest header.json --format json -o manifest.json
+  shardplan manifest --model list
+  shardplan manifest --model llama-3-8b --format json -o llama-3-8b.json
+  shardplan manifest --from-hf-config config.json)");
 
   CheckCommand check_cmd;
   CLI::App* check = app.add_subcommand(

@@ -759,3 +759,50 @@ TEST_CASE("cli: the invariant checker catches broken documents", "[cli][golden]"
   mesh["mesh"]["devices"] = 16;
   CHECK_FALSE(test::check_invariants(mesh).empty());
 }
+
+TEST_CASE("cli: built-in models and Hugging Face configs as manifests", "[cli][models]") {
+  Result list = run_cli({"manifest", "--model", "list", "--format", "json"});
+  CHECK(list.code == 0);
+  json models = parse_json(list.out)["models"];
+  REQUIRE(models.size() >= 10);
+  // The issue's acceptance figures, through the command line.
+  Result llama = run_cli({"manifest", "--model", "llama-3-8b", "--format", "json"});
+  CHECK(llama.code == 0);
+  json summary = parse_json(llama.out)["summary"];
+  CHECK(summary["tensors"] == 291);
+  CHECK(summary["parameters"] == 8030261248LL);
+  CHECK(summary["bytes"] == 16060522496LL);
+
+  Result unknown = run_cli({"manifest", "--model", "lama-3-8b"});
+  CHECK(unknown.code == 2);
+  CHECK(unknown.err.rfind("--model: error: unknown model \"lama-3-8b\"", 0) == 0);
+  CHECK(unknown.err.find("did you mean \"llama-3-8b\"?") != std::string::npos);
+
+  // --from-hf-config: GPT-2's published config gives its 124,439,808.
+  fs::path dir = temp_dir("hf_config");
+  const std::string config = (dir / "config.json").string();
+  std::ofstream(config) << R"({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
+    "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_layer": 12, "n_positions": 1024,
+    "vocab_size": 50257, "layer_norm_epsilon": 1e-05})";
+  Result gpt2 = run_cli({"manifest", "--from-hf-config", config, "--format", "json"});
+  INFO(gpt2.err);
+  CHECK(gpt2.code == 0);
+  CHECK(parse_json(gpt2.out)["summary"]["parameters"] == 124439808);
+  std::ofstream(config) << R"({"architectures": ["FalconForCausalLM"]})";
+  Result falcon = run_cli({"manifest", "--from-hf-config", config});
+  CHECK(falcon.code == 2);
+  CHECK(falcon.err.find("[model.unknown-architecture]") != std::string::npos);
+  fs::remove_all(dir);
+
+  // check and memory take --model wherever --manifest goes.
+  Result check = run_cli({"check", "--model", "gpt2", "--devices", "4", "--mesh", "dp:4",
+                          "--specs", examples("tiny-llama.specs.json"), "--format", "json"});
+  CHECK(check.code == 1);  // tiny-llama's specs name none of gpt2's tensors
+  json doc = parse_json(check.out);
+  CHECK(doc["manifest"] == "--model gpt2");
+  CHECK(doc["summary"]["parameters"] == 124439808);
+  Result none = run_cli({"check", "--devices", "4", "--mesh", "dp:4", "--specs",
+                         examples("tiny-llama.specs.json")});
+  CHECK(none.code == 2);
+  CHECK(none.err.find("give --manifest FILE or --model NAME") != std::string::npos);
+}
