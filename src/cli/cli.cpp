@@ -172,7 +172,8 @@ std::optional<Manifest> load_manifest(const std::string& manifest, const std::st
     return read_builtin_model(model, diags);
   }
   if (manifest.empty()) {
-    diags.error("cli.no-manifest", "no parameters to read: give --manifest FILE or --model NAME")
+    diags.error("cli.no-manifest", "no parameters to read: give --manifest FILE or --model NAME",
+                Location{"shardplan", "", 0, 0, "", 0})
         .hint = "shardplan manifest --model list shows the built-in models";
     return std::nullopt;
   }
