@@ -907,8 +907,8 @@ std::string check_markdown(const CheckReport& r, const Diagnostics& diags) {
         where += ":" + d.location.pointer;
       }
       out += fmt::format("| `{}` | {} | {} | {} |\n", d.code,
-                         d.tensor ? "`" + md_cell(*d.tensor) + "`" : "",
-                         where.empty() ? "" : "`" + md_cell(where) + "`",
+                         d.tensor ? fmt::format("`{}`", md_cell(*d.tensor)) : "",
+                         where.empty() ? "" : fmt::format("`{}`", md_cell(where)),
                          md_cell(message_with_hint(d)));
     }
     if (count > shown) {
