@@ -182,46 +182,61 @@ std::vector<TensorSharding> validate_specs(const Manifest& manifest,
   out.reserve(tensors.size());
   for (size_t t = 0; t < tensors.size(); ++t) {
     const Tensor& tensor = tensors[t];
-    const std::string name(tensor.name);
-    // Until proven valid: replicated, for the memory totals.
-    TensorSharding replicated =
-        *shard_tensor(tensor, PartitionSpec{}, mesh);
-    replicated.tensor = t;
-    replicated.valid = false;
-    replicated.spec.reset();
+    // Tensors without a valid spec count as replicated in the memory totals.
+    auto replicated = [&] {
+      TensorSharding r = *shard_tensor(tensor, PartitionSpec{}, mesh);
+      r.tensor = t;
+      r.valid = false;
+      r.spec.reset();
+      return r;
+    };
 
     if (spec_of[t] == none) {
       Diagnostic& d = diags.error(
           "spec.missing",
-          fmt::format("tensor {} has no spec in {}", quote(name), specs.source),
+          fmt::format("tensor {} has no spec in {}", quote(tensor.name), specs.source),
           Location{specs.source, "", 0, 0, "", 0});
-      d.tensor = name;
+      d.tensor = std::string(tensor.name);
       d.hint = "add it to the specs file; P() replicates it";
-      out.push_back(std::move(replicated));
+      out.push_back(replicated());
       continue;
     }
     const NamedSpec& entry = specs.specs[spec_of[t]];
     if (!entry.valid) {
-      out.push_back(std::move(replicated));  // the reader reported it
+      out.push_back(replicated());  // the reader reported it
       continue;
     }
     const PartitionSpec& spec = entry.spec;
-    const std::string shown = to_python(spec);
-    const Location where = spec_location(specs, entry);
+    // A problem of this tensor's spec, located at the spec. The spec's text
+    // and the location are built only when there is something to report:
+    // this loop runs once per tensor.
+    auto report = [&](Severity severity, const char* code, std::string message,
+                      std::optional<size_t> dim = std::nullopt) -> Diagnostic& {
+      Diagnostic d;
+      d.severity = severity;
+      d.code = code;
+      d.message = std::move(message);
+      d.location = spec_location(specs, entry);
+      d.tensor = std::string(tensor.name);
+      if (dim) {
+        d.dim = static_cast<int64_t>(*dim);
+      }
+      return diags.add(std::move(d));
+    };
+    auto shown = [&] { return to_python(spec); };
     bool ok = true;
 
     // JAX's order: unknown axes, repeated axes, then rank, then divisibility.
-    std::vector<std::string> seen;
+    std::vector<std::string_view> seen;
     for (size_t d = 0; d < spec.dims.size(); ++d) {
       for (const std::string& axis : spec.dims[d].axes) {
-        if (mesh.find(axis) == nullptr) {
-          Diagnostic& diag = diags.error(
-              "spec.unknown-axis",
-              fmt::format("resource axis: {} of {} is not found in mesh: {}",
-                          axis, shown, python_names(mesh_names)),
-              where);
-          diag.tensor = name;
-          diag.dim = static_cast<int64_t>(d);
+        const MeshAxis* mesh_axis = mesh.find(axis);
+        if (mesh_axis == nullptr) {
+          Diagnostic& diag = report(
+              Severity::error, "spec.unknown-axis",
+              fmt::format("resource axis: {} of {} is not found in mesh: {}", axis, shown(),
+                          python_names(mesh_names)),
+              d);
           std::string best = closest_match(axis, mesh_names);
           if (!best.empty()) {
             diag.hint = fmt::format("did you mean {}?", quote(best, '\''));
@@ -230,41 +245,34 @@ std::vector<TensorSharding> validate_specs(const Manifest& manifest,
           continue;
         }
         if (std::find(seen.begin(), seen.end(), axis) != seen.end()) {
-          Diagnostic& diag = diags.error(
-              "spec.duplicate-axis",
-              fmt::format("a single NamedSharding spec specification can map "
-                          "every mesh axis to at most one positional "
-                          "dimension, but {} has duplicate entries for `{}`",
-                          shown, axis),
-              where);
-          diag.tensor = name;
-          diag.dim = static_cast<int64_t>(d);
+          report(Severity::error, "spec.duplicate-axis",
+                 fmt::format("a single NamedSharding spec specification can map every mesh "
+                             "axis to at most one positional dimension, but {} has duplicate "
+                             "entries for `{}`",
+                             shown(), axis),
+                 d);
           ok = false;
           continue;
         }
         seen.push_back(axis);
-        if (mesh.find(axis)->size == 1) {
-          auto [it, inserted] = trivial.try_emplace(axis, 0, name);
+        if (mesh_axis->size == 1) {
+          auto [it, inserted] = trivial.try_emplace(axis, 0, tensor.name);
           ++it->second.first;
         }
       }
     }
     if (spec.size() > static_cast<size_t>(tensor.rank())) {
-      Diagnostic& diag = diags.error(
-          "spec.rank",
-          fmt::format("sharding {} is only valid for values of rank at least "
-                      "{}, but was applied to a value of rank {}",
-                      shown, spec.size(), tensor.rank()),
-          where);
-      diag.tensor = name;
-      diag.hint = tensor.rank() == 0
+      report(Severity::error, "spec.rank",
+             fmt::format("sharding {} is only valid for values of rank at least {}, but was "
+                         "applied to a value of rank {}",
+                         shown(), spec.size(), tensor.rank()))
+          .hint = tensor.rank() == 0
                       ? "for scalars the PartitionSpec should be P()"
-                      : fmt::format("the tensor's shape is {}",
-                                    python_tuple(tensor.shape));
+                      : fmt::format("the tensor's shape is {}", python_tuple(tensor.shape));
       ok = false;
     }
     if (!ok) {
-      out.push_back(std::move(replicated));
+      out.push_back(replicated());
       continue;
     }
 
@@ -276,32 +284,23 @@ std::vector<TensorSharding> validate_specs(const Manifest& manifest,
       if (size % laid->shards[d] == 0) {
         continue;
       }
-      Diagnostic& diag = diags.error(
-          "spec.indivisible",
-          fmt::format("{} implies that array axis {} is partitioned {} times, "
-                      "but the dimension size is {} (full shape: {}, "
-                      "per-dimension tiling factors: {} should evenly divide "
-                      "the shape)",
-                      shown, d, laid->shards[d], size,
-                      python_tuple(tensor.shape), python_tuple(laid->shards)),
-          where);
-      diag.tensor = name;
-      diag.dim = static_cast<int64_t>(d);
-      diag.hint = indivisible_hint(size, laid->shards[d], d, *laid->spec, mesh);
+      report(Severity::error, "spec.indivisible",
+             fmt::format("{} implies that array axis {} is partitioned {} times, but the "
+                         "dimension size is {} (full shape: {}, per-dimension tiling "
+                         "factors: {} should evenly divide the shape)",
+                         shown(), d, laid->shards[d], size, python_tuple(tensor.shape),
+                         python_tuple(laid->shards)),
+             d)
+          .hint = indivisible_hint(size, laid->shards[d], d, *laid->spec, mesh);
       laid->valid = false;
     }
-    if (laid->valid && options.replicated_warning_bytes > 0
-        && mesh.num_devices() > 1 && laid->replicas == mesh.num_devices()
+    if (laid->valid && options.replicated_warning_bytes > 0 && mesh.num_devices() > 1
+        && laid->replicas == mesh.num_devices()
         && tensor.num_bytes >= options.replicated_warning_bytes) {
-      Diagnostic& diag = diags.warning(
-          "spec.replicated-large",
-          fmt::format("tensor {} ({} bytes) is fully replicated on all {} "
-                      "devices",
-                      quote(name), tensor.num_bytes, mesh.num_devices()),
-          where);
-      diag.tensor = name;
-      diag.hint = fmt::format("the warning starts at {} bytes "
-                              "(--warn-replicated)",
+      report(Severity::warning, "spec.replicated-large",
+             fmt::format("tensor {} ({} bytes) is fully replicated on all {} devices",
+                         quote(tensor.name), tensor.num_bytes, mesh.num_devices()))
+          .hint = fmt::format("the warning starts at {} bytes (--warn-replicated)",
                               options.replicated_warning_bytes);
     }
     out.push_back(std::move(*laid));
