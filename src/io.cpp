@@ -490,6 +490,28 @@ class JsonInput {
     return false;
   }
 
+  // Calls visit(key, value) for each field of `object`, key unescaped, until
+  // visit returns false. A field simdjson cannot read is reported at
+  // `pointer` (and `at`). Returns false when iteration stopped early.
+  template <typename Visit>
+  bool for_each_field(od::object& object, std::string_view pointer, const char* at,
+                      Visit&& visit) {
+    for (auto result : object) {
+      od::field field;
+      std::string_view key;
+      if (auto e = std::move(result).get(field)) {
+        return fail_json(e, std::string(pointer), at);
+      }
+      if (auto e = field.unescaped_key().get(key)) {
+        return fail_json(e, std::string(pointer), at);
+      }
+      if (!visit(key, field.value())) {
+        return false;
+      }
+    }
+    return true;
+  }
+
   // Reports what simdjson refused, as a syntax error when the text has one.
   bool fail_json(simdjson::error_code error, std::string pointer,
                  const char* at = nullptr) {
@@ -1197,37 +1219,21 @@ class ManifestReader : public JsonInput {
   // {"NAME": {"dtype", "shape", "data_offsets"}, "__metadata__": {...}}
   bool read_safetensors(od::object& top) {
     bool seen_metadata = false;
-    for (auto result : top) {
-      od::field field;
-      if (auto e = std::move(result).get(field)) {
-        return fail_json(e, "");
-      }
-      std::string_view key;
-      if (auto e = field.unescaped_key().get(key)) {
-        return fail_json(e, "");
-      }
-      od::value& value = field.value();
+    return for_each_field(top, "", nullptr, [&](std::string_view key, od::value& value) {
       if (key == "params") {
         m_saw_params = true;
         return false;
       }
-      if (key == "__metadata__") {
-        if (seen_metadata) {
-          return fail("manifest.duplicate-key",
-                      "duplicate key \"__metadata__\"", "/__metadata__",
-                      start_of(value));
-        }
-        seen_metadata = true;
-        if (!read_metadata(value)) {
-          return false;
-        }
-        continue;
+      if (key != "__metadata__") {
+        return read_safetensors_tensor(key, value);
       }
-      if (!read_safetensors_tensor(key, value)) {
-        return false;
+      if (seen_metadata) {
+        return fail("manifest.duplicate-key", "duplicate key \"__metadata__\"",
+                    "/__metadata__", start_of(value));
       }
-    }
-    return true;
+      seen_metadata = true;
+      return read_metadata(value);
+    });
   }
 
   // safetensors: "__metadata__" maps strings to strings.
@@ -1238,32 +1244,18 @@ class ManifestReader : public JsonInput {
                 [] { return std::string("/__metadata__"); }, at)) {
       return false;
     }
-    od::json_type type{};
-    for (auto result : object) {
-      od::field field;
-      std::string_view key;
-      if (auto e = std::move(result).get(field)) {
-        return fail_json(e, "/__metadata__", at);
-      }
-      if (auto e = field.unescaped_key().get(key)) {
-        return fail_json(e, "/__metadata__", at);
-      }
+    return for_each_field(object, "/__metadata__", at, [&](std::string_view key, od::value& v) {
       std::string pointer = "/__metadata__/" + json_pointer_escape(key);
-      od::value& v = field.value();
+      od::json_type type{};
       if (auto e = v.type().get(type)) {
         return fail_json(e, pointer, start_of(v));
       }
       if (type != od::json_type::string) {
-        return fail("manifest.type",
-                    fmt::format("expected a string, got {}", describe(v)),
-                    pointer, start_of(v),
-                    "safetensors metadata maps strings to strings");
+        return fail("manifest.type", fmt::format("expected a string, got {}", describe(v)),
+                    pointer, start_of(v), "safetensors metadata maps strings to strings");
       }
-      if (!skip_value(v, [&] { return pointer; })) {
-        return false;
-      }
-    }
-    return true;
+      return skip_value(v, [&] { return pointer; });
+    });
   }
 
   // `name` is a key unescaped by the parser: it stays valid while the
@@ -1709,40 +1701,23 @@ class SpecsReader : public JsonInput {
     }
     std::vector<std::string> keys;
     bool seen = false;
-    for (auto result : top) {
-      od::field field;
-      std::string_view key;
-      if (auto r = std::move(result).get(field)) {
-        fail_json(r, "");
-        return std::nullopt;
-      }
-      if (auto r = field.unescaped_key().get(key)) {
-        fail_json(r, "");
-        return std::nullopt;
-      }
+    const bool read = for_each_field(top, "", nullptr, [&](std::string_view key,
+                                                           od::value& value) {
       std::string pointer = "/" + json_pointer_escape(key);
-      od::value& value = field.value();
       if (!missing && key == form) {
         if (seen) {
-          fail("specs.duplicate-key", fmt::format("duplicate key {}", quote(key)),
-               pointer, start_of(value));
-          return std::nullopt;
+          return fail("specs.duplicate-key", fmt::format("duplicate key {}", quote(key)),
+                      pointer, start_of(value));
         }
         seen = true;
-        if (!(form == "specs" ? read_specs_object(value)
-                              : read_tensors_array(value))) {
-          return std::nullopt;
-        }
-        continue;
+        return form == "specs" ? read_specs_object(value) : read_tensors_array(value);
       }
       if (missing) {
         keys.emplace_back(key);
       }
-      if (!skip_value(value, [&] { return pointer; })) {
-        return std::nullopt;
-      }
-    }
-    if (!finish()) {
+      return skip_value(value, [&] { return pointer; });
+    });
+    if (!read || !finish()) {
       return std::nullopt;
     }
     if (missing) {
@@ -1774,23 +1749,10 @@ class SpecsReader : public JsonInput {
                 [] { return std::string("/specs"); }, at)) {
       return false;
     }
-    for (auto result : object) {
-      od::field field;
-      std::string_view key;
-      if (auto e = std::move(result).get(field)) {
-        return fail_json(e, "/specs", at);
-      }
-      if (auto e = field.unescaped_key().get(key)) {
-        return fail_json(e, "/specs", at);
-      }
-      std::string name(key);
-      std::string pointer = "/specs/" + json_pointer_escape(name);
-      od::value& v = field.value();
-      if (!add(std::move(name), v, std::move(pointer), start_of(v))) {
-        return false;
-      }
-    }
-    return true;
+    return for_each_field(object, "/specs", at, [&](std::string_view key, od::value& v) {
+      std::string pointer = "/specs/" + json_pointer_escape(key);
+      return add(std::string(key), v, std::move(pointer), start_of(v));
+    });
   }
 
   // [{"name": ..., "spec": ..., other keys ignored}, ...]
@@ -1831,23 +1793,12 @@ class SpecsReader : public JsonInput {
     const char* name_at = nullptr;
     const char* spec_at = nullptr;
     bool spec_valid = true;
-    for (auto result : object) {
-      od::field field;
-      std::string_view key;
-      if (auto e = std::move(result).get(field)) {
-        return fail_json(e, pointer, at);
-      }
-      if (auto e = field.unescaped_key().get(key)) {
-        return fail_json(e, pointer, at);
-      }
-      od::value& v = field.value();
+    const bool read = for_each_field(object, pointer, at, [&](std::string_view key,
+                                                              od::value& v) {
       const char* v_at = start_of(v);
-      if (key == "name" || key == "spec") {
-        if ((key == "name" && name) || (key == "spec" && spec)) {
-          return fail("specs.duplicate-key",
-                      fmt::format("duplicate key {}", quote(key)),
-                      fmt::format("{}/{}", pointer, key), v_at);
-        }
+      if ((key == "name" && name) || (key == "spec" && spec)) {
+        return fail("specs.duplicate-key", fmt::format("duplicate key {}", quote(key)),
+                    fmt::format("{}/{}", pointer, key), v_at);
       }
       if (key == "name") {
         std::string_view text;
@@ -1857,7 +1808,9 @@ class SpecsReader : public JsonInput {
         }
         name = std::string(text);
         name_at = v_at;
-      } else if (key == "spec") {
+        return true;
+      }
+      if (key == "spec") {
         PartitionSpec parsed;
         if (!read_spec(v, spec_pointer, parsed) && !take_soft_failure()) {
           return false;
@@ -1865,11 +1818,14 @@ class SpecsReader : public JsonInput {
         spec = std::move(parsed);
         spec_valid = !m_spec_invalid;
         spec_at = v_at;
-      } else if (!skip_value(v, [&] {
-                   return fmt::format("{}/{}", pointer, json_pointer_escape(key));
-                 })) {
-        return false;
+        return true;
       }
+      return skip_value(v, [&] {
+        return fmt::format("{}/{}", pointer, json_pointer_escape(key));
+      });
+    });
+    if (!read) {
+      return false;
     }
     if (!name || !spec) {
       std::string who = name ? fmt::format("tensor {}", quote(*name))
