@@ -2134,7 +2134,7 @@ std::optional<std::string> read_file(const std::string& path,
                                      Diagnostics& diags) {
   auto fail = [&](int error) -> std::optional<std::string> {
     diags.error("io.read", fmt::format("cannot read file: {}", errno_message(error)),
-                Location{path, "", 0, 0, "", 0});
+                Location::of(path));
     return std::nullopt;
   };
   if (path.empty()) {
@@ -2186,7 +2186,7 @@ bool write_file_atomic(const std::string& path, std::string_view contents,
                        Diagnostics& diags) {
   auto fail = [&](int error) {
     diags.error("io.write", fmt::format("cannot write file: {}", errno_message(error)),
-                Location{path, "", 0, 0, "", 0});
+                Location::of(path));
     return false;
   };
   if (path.empty()) {
@@ -2288,12 +2288,13 @@ std::optional<Manifest> manifest_from_model(const std::vector<ModelTensor>& tens
   Manifest manifest;
   manifest.source = std::string(source);
   manifest.reserve(tensors.size());
+  const Location where = Location::of(manifest.source);
   for (const ModelTensor& t : tensors) {
     TensorInput input;
     input.name = t.name;
     input.shape = t.shape;
     input.dtype = t.dtype;
-    if (!manifest.add(std::move(input), diags, Location{std::string(source), "", 0, 0, "", 0})) {
+    if (!manifest.add(std::move(input), diags, where)) {
       return std::nullopt;
     }
   }

@@ -179,7 +179,7 @@ std::optional<MemoryEstimate> estimate_memory(
             "memory.data-axis",
             fmt::format("data axis {} is not an axis of the mesh {}",
                         quote(name), to_string(mesh)),
-            Location{"--data-axes", "", 0, 0, "", 0});
+            Location::of("--data-axes"));
         std::string best = closest_match(name, names);
         d.hint = best.empty() ? fmt::format("the mesh's axes are {}",
                                             fmt::join(names, ", "))
@@ -205,7 +205,7 @@ std::optional<MemoryEstimate> estimate_memory(
             : fmt::format("--zero {} shards nothing: the data axes ({}) have "
                           "size 1",
                           options.zero, fmt::join(out.data_axes, ", ")),
-        Location{"--zero", "", 0, 0, "", 0});
+        Location::of("--zero"));
     d.hint = "name the data-parallel axes with --data-axes";
   }
   auto is_data = [&](const std::string& axis) {

@@ -684,7 +684,7 @@ std::optional<Mesh> parse_mesh(std::string_view text, const MeshOptions& options
     diags.error("mesh.device-count",
                 fmt::format("the device count must be between 1 and {}, got {}",
                             k_max_devices, *options.num_devices),
-                Location{"--devices", "", 0, 0, "", 0});
+                Location::of("--devices"));
     return std::nullopt;
   }
 

@@ -154,28 +154,19 @@ class Builder {
     return value->get<std::string>();
   }
 
-  // a * b; an overflow is reported at `key`, the value that made it.
+  // a * b and a + b; an overflow is reported at `key`, the value that made
+  // it, and gives 1 so generation can go on to the end of the check.
   int64_t mul(int64_t a, int64_t b, std::string_view key) {
-    std::optional<int64_t> r = checked_mul(a, b);
-    if (!r) {
-      fail("model.overflow",
-           fmt::format("a dim computed from this value overflows int64: "
-                       "{} * {}",
-                       a,
-                       b),
-           pointer(key));
-      return 1;
-    }
-    return *r;
+    return checked(checked_mul(a, b), a, '*', b, key);
   }
   int64_t add(int64_t a, int64_t b, std::string_view key) {
-    std::optional<int64_t> r = checked_add(a, b);
+    return checked(checked_add(a, b), a, '+', b, key);
+  }
+  int64_t checked(std::optional<int64_t> r, int64_t a, char op, int64_t b,
+                  std::string_view key) {
     if (!r) {
       fail("model.overflow",
-           fmt::format("a dim computed from this value overflows int64: "
-                       "{} + {}",
-                       a,
-                       b),
+           fmt::format("a dim computed from this value overflows int64: {} {} {}", a, op, b),
            pointer(key));
       return 1;
     }

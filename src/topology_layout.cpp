@@ -311,7 +311,7 @@ std::optional<MeshLayout> layout_mesh(const Topology& topology,
         fmt::format("the mesh's DCN factors ({}) make {} slices but {} has {}",
                     dcn_string(mesh), mesh.num_slices(), topology.name,
                     topology.num_slices()),
-        Location{"--dcn", "", 0, 0, "", 0});
+        Location::of("--dcn"));
     d.hint = fmt::format("--dcn factors multiply to the slice count, {}",
                          topology.num_slices());
     return std::nullopt;

@@ -135,7 +135,7 @@ std::vector<TensorSharding> validate_specs(const Manifest& manifest,
                     "{} = {}",
                     *options.topology_devices, python_tuple(mesh.shape()),
                     mesh.num_devices()),
-        Location{"--mesh", "", 0, 0, "", 0});
+        Location::of("--mesh"));
     d.hint = fmt::format("--topology {} has {} devices", options.topology_name,
                          *options.topology_devices);
   }
@@ -195,7 +195,7 @@ std::vector<TensorSharding> validate_specs(const Manifest& manifest,
       Diagnostic& d = diags.error(
           "spec.missing",
           fmt::format("tensor {} has no spec in {}", quote(tensor.name), specs.source),
-          Location{specs.source, "", 0, 0, "", 0});
+          Location::of(specs.source));
       d.tensor = std::string(tensor.name);
       d.hint = "add it to the specs file; P() replicates it";
       out.push_back(replicated());
@@ -314,7 +314,7 @@ std::vector<TensorSharding> validate_specs(const Manifest& manifest,
                     quote(axis, '\''), use.first,
                     use.first == 1 ? "spec names" : "specs name",
                     quote(use.second)),
-        Location{specs.source, "", 0, 0, "", 0});
+        Location::of(specs.source));
     d.tensor = use.second;
   }
   return out;

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace shardplan {
@@ -40,6 +41,12 @@ struct Location {
   int64_t excerpt_column = 0;
 
   bool empty() const { return source.empty() && pointer.empty() && line == 0; }
+  // A whole source with no position in it: a flag ("--mesh") or a file.
+  static Location of(std::string source) {
+    Location loc;
+    loc.source = std::move(source);
+    return loc;
+  }
 };
 
 // Builds the location of `offset` (a byte offset) inside `text`: line, column

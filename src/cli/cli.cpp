@@ -173,7 +173,7 @@ std::optional<Manifest> load_manifest(const std::string& manifest, const std::st
   }
   if (manifest.empty()) {
     diags.error("cli.no-manifest", "no parameters to read: give --manifest FILE or --model NAME",
-                Location{"shardplan", "", 0, 0, "", 0})
+                Location::of("shardplan"))
         .hint = "shardplan manifest --model list shows the built-in models";
     return std::nullopt;
   }
@@ -187,7 +187,7 @@ std::optional<Topology> load_topology(const std::string& arg, Diagnostics& diags
   if (arg.ends_with(".json") || std::filesystem::is_regular_file(arg, ec)) {
     return read_path(arg, diags, parse_topology_json);
   }
-  return resolve_topology(arg, Location{"--topology", "", 0, 0, "", 0}, diags);
+  return resolve_topology(arg, Location::of("--topology"), diags);
 }
 
 int run_mesh(const MeshCommand& cmd, Session& session) {
@@ -269,7 +269,7 @@ std::optional<int64_t> parse_size(std::string_view text, std::string_view flag,
     diags.error("cli.size",
                 fmt::format("expected a byte size such as 80GB, 95GiB or 1073741824, got {}",
                             quote(text)),
-                Location{std::string(flag), "", 0, 0, "", 0});
+                Location::of(std::string(flag)));
     return std::nullopt;
   }
   return static_cast<int64_t>(std::llround(bytes));
