@@ -638,23 +638,6 @@ ordered_json spec_json(const PartitionSpec& spec) {
   return arr;
 }
 
-struct CheckSummary {
-  int64_t replicated_bytes = 0;  // tensors held whole by every device
-  int64_t invalid = 0;           // tensors without a valid spec
-};
-
-CheckSummary summarise(const CheckReport& r) {
-  CheckSummary s;
-  const int64_t devices = r.mesh.num_devices();
-  for (const TensorSharding& t : r.shardings) {
-    if (t.replicas == devices) {
-      s.replicated_bytes += r.manifest.tensors()[t.tensor].num_bytes;  // <= total
-    }
-    s.invalid += t.valid ? 0 : 1;
-  }
-  return s;
-}
-
 ordered_json optional_json(const std::optional<int64_t>& v) {
   return v ? ordered_json(*v) : ordered_json(nullptr);
 }
@@ -834,7 +817,7 @@ std::string check_json(const CheckReport& r, const Diagnostics& diags) {
   j["tensors"] = std::move(tensors);
   j["diagnostics"] = diagnostics_array(diags);
   j["memory"] = memory_object(r);
-  const CheckSummary s = summarise(r);
+  const ShardingTotals s = sharding_totals(r.manifest, r.mesh, r.shardings);
   j["summary"] = {{"tensors", r.manifest.size()},
                   {"errors", diags.error_count()},
                   {"warnings", diags.warning_count()},
@@ -847,7 +830,7 @@ std::string check_json(const CheckReport& r, const Diagnostics& diags) {
 }
 
 std::string check_text(const CheckReport& r, const Diagnostics& diags) {
-  const CheckSummary s = summarise(r);
+  const ShardingTotals s = sharding_totals(r.manifest, r.mesh, r.shardings);
   const MemoryEstimate& m = r.memory;
   std::string out = fmt::format("{}: {} tensors of {} against {}\n", r.command,
                                 with_commas(static_cast<int64_t>(r.manifest.size())),

@@ -320,4 +320,18 @@ std::vector<TensorSharding> validate_specs(const Manifest& manifest,
   return out;
 }
 
+ShardingTotals sharding_totals(const Manifest& manifest, const Mesh& mesh,
+                               const std::vector<TensorSharding>& shardings) {
+  ShardingTotals totals;
+  const int64_t devices = mesh.num_devices();
+  for (const TensorSharding& s : shardings) {
+    if (s.replicas == devices) {
+      // At most the manifest's total, which fits in int64.
+      totals.replicated_bytes += manifest.tensors()[s.tensor].num_bytes;
+    }
+    totals.invalid += s.valid ? 0 : 1;
+  }
+  return totals;
+}
+
 }  // namespace shardplan

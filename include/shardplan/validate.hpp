@@ -72,6 +72,14 @@ std::vector<TensorSharding> validate_specs(const Manifest& manifest,
                                            const ValidateOptions& options,
                                            Diagnostics& diags);
 
+// Totals over validate_specs's result.
+struct ShardingTotals {
+  int64_t replicated_bytes = 0;  // tensors every device holds whole
+  int64_t invalid = 0;           // tensors without a valid spec
+};
+ShardingTotals sharding_totals(const Manifest& manifest, const Mesh& mesh,
+                               const std::vector<TensorSharding>& shardings);
+
 // The layout of one tensor under `spec` (at most the tensor's rank, every
 // axis in `mesh`, none used twice): shards, shard shape and bytes.
 // nullopt when a count overflows (not possible for a manifest's tensor,
