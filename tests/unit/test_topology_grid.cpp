@@ -8,10 +8,13 @@
 #include <shardplan/topology.hpp>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <random>
 #include <set>
 
 using namespace shardplan;
@@ -558,4 +561,39 @@ TEST_CASE("topology: GPU grid is a reshape of ids sorted (jax b1 step 4)",
   // DCN dp:2: each DCN block is a node's run of ids, DCN index major.
   DeviceGrid h = gpu_device_grid(test::mesh_of("dp:4,tp:4", 16, "dp:2"), 8);
   CHECK(h.ids == Ids{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15});
+}
+
+TEST_CASE("topology: allowing splits keeps the grid whenever both succeed",
+          "[topology][property]") {
+  // Random mesh shapes of 1 to 4 axes over v4 slices and a v5p 4x4x4 slice
+  // (large enough that no ring handler applies): the device count, a power
+  // of 2, is dealt out to the axes one factor of 2 at a time.
+  const std::vector<TpuSlice> slices = {slice_of(TpuChip::v4, 2, 2, 4, 1),
+                                        slice_of(TpuChip::v4, 4, 4, 4, 1),
+                                        slice_of(TpuChip::v4, 4, 4, 8, 1),
+                                        slice_of(TpuChip::v5p, 4, 4, 4, 1)};
+  const int seed = GENERATE(take(100, random(0, 1 << 30)));
+  std::mt19937 rng(static_cast<unsigned>(seed));
+  const TpuSlice& s = slices[static_cast<size_t>(seed) % slices.size()];
+  const int64_t devices = s.chips[0] * s.chips[1] * s.chips[2];
+  const int axes = std::uniform_int_distribution<int>(1, 4)(rng);
+  Ids shape(static_cast<size_t>(axes), 1);
+  for (int64_t rest = devices; rest > 1; rest /= 2) {  // every count is a power of 2
+    shape[std::uniform_int_distribution<size_t>(0, shape.size() - 1)(rng)] *= 2;
+  }
+  INFO("slice " << s.chips[0] << "x" << s.chips[1] << "x" << s.chips[2] << ", mesh "
+                << fmt::format("{}", fmt::join(shape, "x")));
+  Diagnostics plain_diags;
+  Diagnostics split_diags;
+  auto plain = create_device_mesh(s.chip, shape, tpu_devices(s), false, plain_diags);
+  auto split = create_device_mesh(s.chip, shape, tpu_devices(s), true, split_diags);
+  // Splitting only adds layouts: whatever works without it works with it.
+  if (plain) {
+    REQUIRE(split);
+    CHECK(plain->grid.ids == split->grid.ids);
+    CHECK(plain->physical_assignment == split->physical_assignment);
+  }
+  if (split) {
+    check_each_id_once(split->grid, devices);
+  }
 }
