@@ -8,7 +8,7 @@ set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/build/release/bench"
-for tool in gen_manifest bench_read; do
+for tool in gen_manifest bench_read bench_index; do
   if [ ! -x "$bin/$tool" ]; then
     echo "bench/run.sh: $bin/$tool is missing; run 'make bench'" >&2
     exit 1
@@ -29,3 +29,6 @@ echo "== native manifest, $n tensors (DeepSeek-like, seed 0)"
 echo
 echo "== safetensors header, $n tensors"
 "$bin/bench_read" "$header" --reps "$reps"
+echo
+echo "== safetensors index of 163 shards (DeepSeek-V3's layout)"
+"$bin/bench_index" --shards 163 --reps 5

@@ -1,5 +1,7 @@
 #include <shardplan/io.hpp>
 
+#include "io_internal.hpp"
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -18,6 +20,7 @@
 #include <string_view>
 #include <system_error>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include <fcntl.h>
@@ -44,6 +47,9 @@ namespace shardplan {
 namespace {
 
 namespace od = simdjson::ondemand;
+using io_detail::DataOffsets;
+using io_detail::FileDescriptor;
+using io_detail::open_retry;
 
 std::string errno_message(int error) {
   return std::generic_category().message(error);
@@ -1049,11 +1055,16 @@ class ManifestReader : public JsonInput {
     bool ok = read_safetensors(top) && finish();
     m_defer = false;
     bool native = m_saw_params;
+    // Whether the text was searched to its end for "params" and has none.
+    bool no_params = false;
     if (!ok && !native && m_pending.kind != Pending::Kind::json) {
       bool at_start = false;
       od::value params;
-      native = !top.reset().get(at_start)
-               && !top.find_field_unordered("params").get(params);
+      if (!top.reset().get(at_start)) {
+        auto e = top.find_field_unordered("params").get(params);
+        native = e == simdjson::SUCCESS;
+        no_params = e == simdjson::NO_SUCH_FIELD;
+      }
     }
     if (native) {
       m_pending = Pending{};
@@ -1065,12 +1076,38 @@ class ManifestReader : public JsonInput {
         return std::nullopt;
       }
       ok = read_native(top) && finish();
+    } else if (!ok && no_params && looks_like_index(top)) {
+      m_pending = Pending{};
+      m_is_index = true;
+      return std::nullopt;
     } else if (!ok) {
       replay();
     }
     if (!ok) {
       return std::nullopt;
     }
+    return finish_manifest(native);
+  }
+
+  // A .safetensors file's header: always the safetensors form (a tensor may
+  // be named "params" there), with each tensor's data_offsets appended to
+  // `offsets` in header order.
+  std::optional<Manifest> run_header(std::vector<DataOffsets>& offsets) {
+    m_header_only = true;
+    m_offsets = &offsets;
+    od::object top;
+    if (!open(top) || !read_safetensors(top) || !finish()) {
+      return std::nullopt;
+    }
+    return finish_manifest(false);
+  }
+
+  // True after run() met a safetensors index ({"weight_map": ...}) and
+  // returned nullopt without reporting anything.
+  bool is_index() const { return m_is_index; }
+
+ private:
+  std::optional<Manifest> finish_manifest(bool native) {
     if (m_manifest.empty()) {
       fail("manifest.empty", "manifest has no tensors", native ? "/params" : "",
            native ? m_params_at : m_padded.data());
@@ -1080,7 +1117,15 @@ class ManifestReader : public JsonInput {
     return std::move(m_manifest);
   }
 
- private:
+  // After a failed first pass over a text with no "params": a
+  // model.safetensors.index.json has "weight_map" instead.
+  bool looks_like_index(od::object& top) {
+    bool at_start = false;
+    od::object weight_map;
+    return !top.reset().get(at_start)
+           && !top.find_field_unordered("weight_map").get_object().get(weight_map);
+  }
+
   // {"params": [...], other keys ignored}
   bool read_native(od::object& top) {
     bool seen = false;
@@ -1220,7 +1265,7 @@ class ManifestReader : public JsonInput {
   bool read_safetensors(od::object& top) {
     bool seen_metadata = false;
     return for_each_field(top, "", nullptr, [&](std::string_view key, od::value& value) {
-      if (key == "params") {
+      if (key == "params" && !m_header_only) {
         m_saw_params = true;
         return false;
       }
@@ -1344,6 +1389,9 @@ class ManifestReader : public JsonInput {
     }
     if (!add(std::move(tensor), at)) {
       return false;
+    }
+    if (m_offsets != nullptr) {
+      m_offsets->push_back(offsets);
     }
     const Tensor& added = m_manifest.tensors().back();
     if (offsets[1] - offsets[0] != added.num_bytes) {
@@ -1654,10 +1702,120 @@ class ManifestReader : public JsonInput {
   // The entry of params whose pointer m_where holds, if it holds one.
   size_t m_where_index = std::numeric_limits<size_t>::max();
   bool m_saw_params = false;
+  bool m_is_index = false;
+  // run_header(): the safetensors form only, offsets kept.
+  bool m_header_only = false;
+  std::vector<DataOffsets>* m_offsets = nullptr;
   std::vector<int64_t> m_dims;
   std::vector<std::pair<std::string, DType>> m_dtype_cache;
   const char* m_params_at = nullptr;
   const char* m_offsets_at = nullptr;
+};
+
+// ---------------------------------------------------------------------------
+// safetensors index files.
+
+// {"metadata": {"total_size": N, ...}, "weight_map": {"NAME": "SHARD", ...}}
+class IndexReader : public JsonInput {
+ public:
+  IndexReader(std::string_view text, std::string_view source, Diagnostics& diags)
+      : JsonInput(text, source, "index", diags) {}
+
+  std::optional<io_detail::IndexFile> run() {
+    od::object top;
+    if (!open(top)) {
+      return std::nullopt;
+    }
+    bool seen_map = false;
+    bool seen_metadata = false;
+    const bool read = for_each_field(top, "", nullptr, [&](std::string_view key,
+                                                           od::value& value) {
+      std::string pointer = json_pointer_child("", key);
+      if (key == "weight_map" || key == "metadata") {
+        bool& seen = key == "weight_map" ? seen_map : seen_metadata;
+        if (seen) {
+          return fail("index.duplicate-key", fmt::format("duplicate key {}", quote(key)),
+                      pointer, start_of(value));
+        }
+        seen = true;
+        return key == "weight_map" ? read_weight_map(value) : read_metadata(value);
+      }
+      return skip_value(value, [&] { return pointer; });
+    });
+    if (!read || !finish()) {
+      return std::nullopt;
+    }
+    if (!seen_map) {
+      fail("index.missing-key", "a safetensors index needs \"weight_map\"", "",
+           m_padded.data(), "{\"weight_map\": {\"TENSOR\": \"SHARD.safetensors\", ...}}");
+      return std::nullopt;
+    }
+    if (m_index.entries.empty()) {
+      fail("index.empty", "weight_map maps no tensors", "/weight_map", m_map_at);
+      return std::nullopt;
+    }
+    return std::move(m_index);
+  }
+
+ private:
+  bool read_weight_map(od::value& value) {
+    m_map_at = start_of(value);
+    od::object map;
+    if (!get_as(value, map, "index.type", "an object mapping tensor names to shard files",
+                [] { return std::string("/weight_map"); }, m_map_at)) {
+      return false;
+    }
+    std::unordered_map<std::string, uint32_t> shard_of_file;
+    return for_each_field(map, "/weight_map", m_map_at, [&](std::string_view name,
+                                                            od::value& file_value) {
+      auto pointer = [&] { return json_pointer_child("/weight_map", name); };
+      std::string_view file;
+      if (!get_as(file_value, file, "index.type", "a shard file name string", pointer,
+                  start_of(file_value))) {
+        return false;
+      }
+      if (file.empty()) {
+        return fail("index.shard", "shard file name is empty", pointer(),
+                    start_of(file_value));
+      }
+      auto [slot, inserted] = shard_of_file.try_emplace(
+          std::string(file), static_cast<uint32_t>(m_index.shards.size()));
+      if (inserted) {
+        m_index.shards.emplace_back(file);
+      }
+      // `name` views the parser's copy of the key, valid while the
+      // document is read.
+      if (!m_names.insert(name).second) {
+        return fail("index.duplicate-key", fmt::format("duplicate tensor {}", quote(name)),
+                    pointer(), start_of(file_value));
+      }
+      m_index.entries.push_back({std::string(name), slot->second});
+      return true;
+    });
+  }
+
+  bool read_metadata(od::value& value) {
+    const char* at = start_of(value);
+    od::object metadata;
+    if (!get_as(value, metadata, "index.type", "an object",
+                [] { return std::string("/metadata"); }, at)) {
+      return false;
+    }
+    return for_each_field(metadata, "/metadata", at, [&](std::string_view key,
+                                                         od::value& v) {
+      std::string pointer = json_pointer_child("/metadata", key);
+      int64_t total = 0;
+      if (key == "total_size" && v.get_int64().get(total) == simdjson::SUCCESS) {
+        m_index.total_size = total;
+        return true;
+      }
+      return skip_value(v, [&] { return pointer; });
+    });
+  }
+
+  io_detail::IndexFile m_index;
+  std::unordered_set<std::string_view> m_names;
+  const char* m_map_at = nullptr;
 };
 
 // ---------------------------------------------------------------------------
@@ -2064,36 +2222,6 @@ class SpecsReader : public JsonInput {
 // ---------------------------------------------------------------------------
 // Files.
 
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : m_fd(fd) {}
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  ~FileDescriptor() {
-    if (m_fd >= 0) {
-      ::close(m_fd);
-    }
-  }
-  int get() const { return m_fd; }
-  // Closes now and reports the error close() gives (NFS reports late).
-  int close() {
-    int result = ::close(m_fd);
-    m_fd = -1;
-    return result;
-  }
-
- private:
-  int m_fd;
-};
-
-int open_retry(const char* path, int flags, mode_t mode = 0) {
-  int fd = -1;
-  do {
-    fd = ::open(path, flags, mode);  // NOLINT(cppcoreguidelines-pro-type-vararg)
-  } while (fd < 0 && errno == EINTR);
-  return fd;
-}
-
 // Writes all of `data`; returns 0 or an errno value.
 int write_all(int fd, std::string_view data) {
   while (!data.empty()) {
@@ -2262,14 +2390,58 @@ bool write_file_atomic(const std::string& path, std::string_view contents,
 std::optional<Manifest> read_manifest(std::string_view json,
                                       std::string_view source,
                                       Diagnostics& diags) {
+  bool is_index = false;
+  std::optional<Manifest> manifest =
+      io_detail::read_manifest_or_index(json, source, is_index, diags);
+  if (is_index) {
+    diags.error("manifest.index",
+                "this is a safetensors index (it has \"weight_map\"), not a manifest",
+                Location::of(std::string(source)))
+        .hint = "give its path to --manifest or --from-safetensors: its shard files are read too";
+  }
+  return manifest;
+}
+
+namespace io_detail {
+
+std::optional<Manifest> read_header_text(std::string_view header, std::string_view source,
+                                         std::vector<DataOffsets>& offsets,
+                                         Diagnostics& diags) {
+  try {
+    ManifestReader reader(header, source, diags);
+    return reader.run_header(offsets);
+  } catch (const std::exception& e) {
+    report_exception(e, header.size(), source, diags);
+    return std::nullopt;
+  }
+}
+
+std::optional<Manifest> read_manifest_or_index(std::string_view json, std::string_view source,
+                                               bool& is_index, Diagnostics& diags) {
+  is_index = false;
   try {
     ManifestReader reader(json, source, diags);
+    std::optional<Manifest> manifest = reader.run();
+    is_index = reader.is_index();
+    return manifest;
+  } catch (const std::exception& e) {
+    report_exception(e, json.size(), source, diags);
+    return std::nullopt;
+  }
+}
+
+std::optional<IndexFile> read_index_text(std::string_view json, std::string_view source,
+                                        Diagnostics& diags) {
+  try {
+    IndexReader reader(json, source, diags);
     return reader.run();
   } catch (const std::exception& e) {
     report_exception(e, json.size(), source, diags);
     return std::nullopt;
   }
 }
+
+}  // namespace io_detail
 
 std::optional<SpecsFile> read_specs(std::string_view json,
                                     std::string_view source,

@@ -560,6 +560,8 @@ std::string Tensor::pointer() const {
       return fmt::format("/params/{}", params_index);
     case PointerForm::key:
       return json_pointer_child("", name);
+    case PointerForm::weight_map:
+      return json_pointer_child("/weight_map", name);
   }
   return {};
 }

@@ -12,6 +12,7 @@
 #include <shardplan/spec.hpp>
 #include <shardplan/tensor.hpp>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,6 +37,41 @@ bool write_file_atomic(const std::string& path, std::string_view contents,
 std::optional<Manifest> read_manifest(std::string_view json,
                                       std::string_view source,
                                       Diagnostics& diags);
+
+// safetensors' own limit on a header's length (MAX_HEADER_SIZE in
+// safetensors/src/tensor.rs).
+inline constexpr uint64_t k_safetensors_max_header_bytes = 100'000'000;
+
+// A safetensors header (its JSON text) followed in its file by a data
+// section of `data_bytes` bytes. Tensors in header order. data_offsets are
+// checked as safetensors' loader checks them: each pair spans its tensor's
+// bytes and lies within the data section, and sorted by offset the tensors
+// cover the data section exactly, with no overlap and no gap.
+std::optional<Manifest> read_safetensors_header(std::string_view header, uint64_t data_bytes,
+                                                std::string_view source, Diagnostics& diags);
+
+// A .safetensors file: its 8-byte little-endian header length, then the
+// header, never the tensor data. A header over 100,000,000 bytes, a length
+// that runs past the end of the file, and everything read_safetensors_header
+// refuses are errors [safetensors.*]. JSON positions (line:column) count
+// from the header's first byte, which is byte 8 of the file.
+std::optional<Manifest> read_safetensors_file(const std::string& path, Diagnostics& diags);
+
+// A model.safetensors.index.json (`json`, read from `path`): {"metadata":
+// {"total_size": N}, "weight_map": {"NAME": "SHARD.safetensors", ...}}.
+// Each shard file (relative to the index's folder) has its header read; the
+// manifest holds the tensors in weight_map order, each found in its shard's
+// header. A shard that cannot be read and a tensor missing from its shard
+// are errors at the index's /weight_map/NAME; tensors a shard holds but the
+// index does not map, and a total_size other than the tensors' bytes, are
+// warnings.
+std::optional<Manifest> read_safetensors_index(std::string_view json, const std::string& path,
+                                               Diagnostics& diags);
+
+// What --manifest accepts: a folder (its model.safetensors.index.json, else
+// its model.safetensors), a file ending in ".safetensors", or a JSON file: a
+// manifest in either form of read_manifest, or a safetensors index.
+std::optional<Manifest> read_manifest_path(const std::string& path, Diagnostics& diags);
 
 // A manifest of generated tensors (a Hugging Face config.json or a built-in
 // model, shardplan/models.hpp), named `source` in diagnostics.

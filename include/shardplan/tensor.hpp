@@ -84,6 +84,7 @@ enum class PointerForm : uint8_t {
   none,    // no pointer: the tensor was not read from JSON
   params,  // a native manifest's entry: "/params/<params_index>"
   key,     // a safetensors header's key: "/" + json_pointer_escape(name)
+  weight_map,  // a safetensors index's entry: "/weight_map/" + escaped name
 };
 
 // Read access to an optional value held elsewhere, with std::optional's

@@ -52,6 +52,7 @@ struct ManifestCommand {
   std::string manifest;
   std::string model;
   std::string from_hf_config;
+  std::string from_safetensors;
 };
 
 // --manifest FILE or --model NAME, whichever was given.
@@ -177,7 +178,7 @@ std::optional<Manifest> load_manifest(const std::string& manifest, const std::st
         .hint = "shardplan manifest --model list shows the built-in models";
     return std::nullopt;
   }
-  return read_path(manifest, diags, read_manifest);
+  return read_manifest_path(manifest, diags);
 }
 
 // --topology NAME|FILE: a path to an existing file (or one ending in .json)
@@ -381,7 +382,9 @@ int run_manifest(const ManifestCommand& cmd, Session& session) {
     return session.finish(doc, ExitCode::ok);
   }
   std::optional<Manifest> manifest;
-  if (!cmd.from_hf_config.empty()) {
+  if (!cmd.from_safetensors.empty()) {
+    manifest = read_manifest_path(cmd.from_safetensors, session.diags());
+  } else if (!cmd.from_hf_config.empty()) {
     std::optional<std::vector<ModelTensor>> tensors =
         read_path(cmd.from_hf_config, session.diags(), tensors_from_hf_config);
     if (tensors) {
@@ -422,8 +425,10 @@ void add_check_options(CLI::App& app, CheckCommand& cmd) {
       ->type_name("STR");
   CLI::Option* manifest =
       app.add_option("--manifest", cmd.manifest,
-                     "the manifest: {\"params\": [...]} or a safetensors header JSON object")
-          ->type_name("FILE");
+                     "the manifest: {\"params\": [...]}, a safetensors header JSON object, "
+                     "a .safetensors file, a model.safetensors.index.json or a checkpoint "
+                     "folder")
+          ->type_name("PATH");
   app.add_option("--model", cmd.model,
                  "a built-in model instead of --manifest (shardplan manifest --model list)")
       ->type_name("NAME")
@@ -576,31 +581,42 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
 
   ManifestCommand manifest_cmd;
   CLI::App* manifest = app.add_subcommand(
-      "manifest", "read a manifest (native JSON or a safetensors header object) and "
-                  "summarise it, or write it in the native form");
+      "manifest", "read a manifest (native JSON, safetensors headers, a Hugging Face "
+                  "config.json or a built-in model) and summarise it, or write it in the "
+                  "native form");
   CLI::Option* manifest_file =
       manifest->add_option("--manifest", manifest_cmd.manifest,
-                           "the manifest file: {\"params\": [...]} or a safetensors "
-                           "header JSON object")
-          ->type_name("FILE");
+                           "the manifest: {\"params\": [...]}, a safetensors header JSON "
+                           "object, a .safetensors file, an index or a checkpoint folder")
+          ->type_name("PATH");
   CLI::Option* manifest_model =
       manifest->add_option("--model", manifest_cmd.model,
                            "a built-in model (gpt2, llama-3-8b, deepseek-v3, ...); "
                            "\"list\" lists them with their parameter counts")
           ->type_name("NAME")
           ->excludes(manifest_file);
-  manifest->add_option("--from-hf-config", manifest_cmd.from_hf_config,
-                       "a Hugging Face config.json: the tensors of its checkpoint")
-      ->type_name("FILE")
+  CLI::Option* manifest_hf =
+      manifest->add_option("--from-hf-config", manifest_cmd.from_hf_config,
+                           "a Hugging Face config.json: the tensors of its checkpoint")
+          ->type_name("FILE")
+          ->excludes(manifest_file)
+          ->excludes(manifest_model);
+  manifest->add_option("--from-safetensors", manifest_cmd.from_safetensors,
+                       "a .safetensors file, a model.safetensors.index.json, or a "
+                       "checkpoint folder: only headers are read")
+      ->type_name("PATH")
       ->excludes(manifest_file)
-      ->excludes(manifest_model);
+      ->excludes(manifest_model)
+      ->excludes(manifest_hf);
   add_common(*manifest, common, {"text", "json"});
   manifest->footer(R"(Examples:
   shardplan manifest --manifest model.json
   shardplan manifest --manifest header.json --format json -o manifest.json
   shardplan manifest --model list
   shardplan manifest --model llama-3-8b --format json -o llama-3-8b.json
-  shardplan manifest --from-hf-config config.json)");
+  shardplan manifest --from-hf-config config.json
+  shardplan manifest --from-safetensors model.safetensors.index.json -o manifest.json
+  shardplan manifest --from-safetensors ./Llama-3-8B/    (the folder's index or file))");
 
   CheckCommand check_cmd;
   CLI::App* check = app.add_subcommand(

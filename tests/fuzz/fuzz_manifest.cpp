@@ -18,6 +18,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (specs.has_value() == spec_diags.has_errors()) {
     std::abort();
   }
+  // As a .safetensors header with a data section of `size % 97` bytes.
+  shardplan::Diagnostics header_diags;
+  auto header = shardplan::read_safetensors_header(text, size % 97, "fuzz.safetensors",
+                                                   header_diags);
+  if (header.has_value() == header_diags.has_errors()) {
+    std::abort();
+  }
   for (const auto& d : diags.items()) {
     if (d.location.source.empty()) {
       std::abort();

@@ -1,0 +1,86 @@
+#pragma once
+
+// Shared by the io module's sources (io.cpp, io_safetensors.cpp); not a
+// public header.
+
+#include <shardplan/diag.hpp>
+#include <shardplan/tensor.hpp>
+
+#include <array>
+#include <cerrno>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+namespace shardplan::io_detail {
+
+// A tensor's [begin, end) byte offsets in a safetensors data section.
+using DataOffsets = std::array<int64_t, 2>;
+
+// Reads a safetensors header (the JSON text) in the safetensors form only,
+// appending each tensor's data_offsets to `offsets` in header order. Checks
+// each tensor's offsets span its bytes; not where they lie.
+std::optional<Manifest> read_header_text(std::string_view header, std::string_view source,
+                                         std::vector<DataOffsets>& offsets,
+                                         Diagnostics& diags);
+
+// read_manifest, except that a safetensors index ({"weight_map": ...}) sets
+// `is_index` and returns nullopt with nothing reported.
+std::optional<Manifest> read_manifest_or_index(std::string_view json, std::string_view source,
+                                               bool& is_index, Diagnostics& diags);
+
+// A model.safetensors.index.json as written: weight_map's entries in file
+// order, each with the index of its shard in `shards` (first-seen order).
+struct IndexEntry {
+  std::string name;
+  uint32_t shard = 0;
+};
+struct IndexFile {
+  std::vector<std::string> shards;
+  std::vector<IndexEntry> entries;
+  std::optional<int64_t> total_size;  // metadata.total_size, when an integer
+};
+
+// Reads an index's text; errors are located in `source` [index.*].
+std::optional<IndexFile> read_index_text(std::string_view json, std::string_view source,
+                                         Diagnostics& diags);
+
+// An owned file descriptor, closed on destruction.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : m_fd(fd) {}
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  ~FileDescriptor() {
+    if (m_fd >= 0) {
+      ::close(m_fd);
+    }
+  }
+  int get() const { return m_fd; }
+  // Closes now and reports the error close() gives (NFS reports late).
+  int close() {
+    int result = ::close(m_fd);
+    m_fd = -1;
+    return result;
+  }
+
+ private:
+  int m_fd;
+};
+
+// open(2), retried on EINTR.
+inline int open_retry(const char* path, int flags, mode_t mode = 0) {
+  int fd = -1;
+  do {
+    fd = ::open(path, flags, mode);  // NOLINT(cppcoreguidelines-pro-type-vararg)
+  } while (fd < 0 && errno == EINTR);
+  return fd;
+}
+
+}  // namespace shardplan::io_detail
