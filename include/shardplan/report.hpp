@@ -68,6 +68,30 @@ std::string memory_text(const CheckReport& report);
 std::string models_list_json(const std::vector<BuiltinModel>& models);
 std::string models_list_text(const std::vector<BuiltinModel>& models);
 
+// One row of a per-tensor text table: the tensor's name and the rest of the
+// row (`rest`, compared whole).
+struct NameRow {
+  std::string name;
+  std::string rest;
+};
+
+// A row after folding: `name` with folded components ("{0..31}"), and how
+// many rows it stands for.
+struct FoldedRow {
+  std::string name;
+  std::string rest;
+  size_t count = 1;
+};
+
+// Folds rows whose names differ only in dot-separated integer components
+// ("model.layers.7.mlp.up_proj.weight") and whose `rest` is equal, into one
+// row: "model.layers.{0..31}.mlp.up_proj.weight". Components are folded from
+// the last to the first, so experts fold inside layers:
+// "model.layers.{3..60}.mlp.experts.{0..255}.down_proj.weight". A set with
+// gaps prints its runs: "{0..2,5,7..9}". A component with a leading zero
+// ("07") is a word, not a number. Rows keep the order of their first member.
+std::vector<FoldedRow> fold_rows(const std::vector<NameRow>& rows);
+
 // The document written with --format json when the input was bad: the header
 // keys and `diagnostics`.
 std::string diagnostics_json(std::string_view command, const Diagnostics& diags);
