@@ -16,5 +16,7 @@ struct EmbeddedFile {
 std::span<const EmbeddedFile> topology_files();
 // configs/models/*.json (Hugging Face config.json files), in file-name order.
 std::span<const EmbeddedFile> model_files();
+// configs/rules/*.json (rule presets), in file-name order.
+std::span<const EmbeddedFile> rule_files();
 
 }  // namespace shardplan::embedded
