@@ -112,6 +112,195 @@ std::optional<std::string> pattern_error(std::string_view pattern,
   return re.error();
 }
 
+namespace detail {
+
+namespace {
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_alnum(char c) {
+  return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+constexpr unsigned k_all_digits = 0x3FFU;
+
+// The digits a POSIX class ([:name:] or [:^name:]) holds: all, none, or
+// nullopt for a name we do not know.
+std::optional<unsigned> posix_digits(std::string_view name) {
+  bool negated = false;
+  if (name.starts_with('^')) {
+    negated = true;
+    name.remove_prefix(1);
+  }
+  std::optional<unsigned> digits;
+  for (std::string_view all : {"alnum", "digit", "xdigit", "word", "graph",
+                               "print", "ascii"}) {
+    digits = name == all ? std::optional<unsigned>(k_all_digits) : digits;
+  }
+  for (std::string_view none : {"alpha", "upper", "lower", "space", "punct",
+                                "cntrl", "blank"}) {
+    digits = name == none ? std::optional<unsigned>(0) : digits;
+  }
+  if (digits && negated) {
+    digits = k_all_digits & ~*digits;
+  }
+  return digits;
+}
+
+// At p[at] == '[': the end of the class after it, or npos when the class
+// holds some digits but not all (or has a construct we do not know).
+size_t oblivious_class_end(std::string_view p, size_t at) {
+  size_t j = at + 1;
+  bool negated = false;
+  if (j < p.size() && p[j] == '^') {
+    negated = true;
+    ++j;
+  }
+  unsigned digits = 0;
+  bool first = true;
+  // One member: a character (its byte), or a class escape (nullopt).
+  auto member = [&](size_t& k) -> std::optional<int> {
+    if (p[k] != '\\') {
+      return static_cast<unsigned char>(p[k++]);
+    }
+    if (k + 1 >= p.size()) {
+      k = std::string_view::npos;
+      return std::nullopt;
+    }
+    const char e = p[k + 1];
+    k += 2;
+    if (e == 'd' || e == 'w' || e == 'S') {
+      digits = k_all_digits;
+      return std::nullopt;
+    }
+    if (e == 'D' || e == 'W' || e == 's') {
+      return std::nullopt;
+    }
+    if (!is_alnum(e)) {
+      return static_cast<unsigned char>(e);
+    }
+    if (e == 'n' || e == 't' || e == 'r' || e == 'f' || e == 'v' || e == 'a') {
+      return 1;  // a control character: no digit
+    }
+    k = std::string_view::npos;  // \x, \p, octal, ...: unknown
+    return std::nullopt;
+  };
+  while (true) {
+    if (j >= p.size()) {
+      return std::string_view::npos;
+    }
+    if (p[j] == ']' && !first) {
+      ++j;
+      break;
+    }
+    first = false;
+    if (p[j] == '[' && j + 1 < p.size() && p[j + 1] == ':') {
+      const size_t end = p.find(":]", j + 2);
+      if (end == std::string_view::npos) {
+        return end;
+      }
+      std::optional<unsigned> d = posix_digits(p.substr(j + 2, end - j - 2));
+      if (!d) {
+        return std::string_view::npos;
+      }
+      digits |= *d;
+      j = end + 2;
+      continue;
+    }
+    std::optional<int> lo = member(j);
+    if (j == std::string_view::npos) {
+      return j;
+    }
+    if (!lo) {
+      continue;
+    }
+    int hi = *lo;
+    if (j + 1 < p.size() && p[j] == '-' && p[j + 1] != ']') {
+      ++j;
+      std::optional<int> end = member(j);
+      if (j == std::string_view::npos || !end) {
+        return std::string_view::npos;
+      }
+      hi = *end;
+    }
+    // A multi-byte character counts by its first byte, >= 0x80 like the
+    // character itself: the digits a range covers are the same.
+    for (int d = '0'; d <= '9'; ++d) {
+      if (*lo <= d && d <= hi) {
+        digits |= 1U << static_cast<unsigned>(d - '0');
+      }
+    }
+  }
+  if (negated) {
+    digits = k_all_digits & ~digits;
+  }
+  return digits == 0 || digits == k_all_digits ? j : std::string_view::npos;
+}
+
+}  // namespace
+
+bool digit_oblivious(std::string_view p) {
+  size_t i = 0;
+  while (i < p.size()) {
+    const char c = p[i];
+    if (c == '\\') {
+      if (i + 1 >= p.size()) {
+        return false;
+      }
+      const char e = p[i + 1];
+      const bool known =
+          !is_alnum(e)  // escaped punctuation: one non-digit character
+          || std::string_view("dDwWsSbBAzntrfva").find(e) != std::string_view::npos;
+      if (!known) {
+        return false;
+      }
+      i += 2;
+    } else if (c == '[') {
+      i = oblivious_class_end(p, i);
+      if (i == std::string_view::npos) {
+        return false;
+      }
+    } else if (c == '{') {
+      // {n}, {n,}, {n,m}: counts, not characters; else a literal '{'.
+      size_t j = i + 1;
+      while (j < p.size() && is_digit(p[j])) {
+        ++j;
+      }
+      if (j > i + 1 && j < p.size() && p[j] == ',') {
+        ++j;
+        while (j < p.size() && is_digit(p[j])) {
+          ++j;
+        }
+      }
+      i = j > i + 1 && j < p.size() && p[j] == '}' ? j + 1 : i + 1;
+    } else if (c == '(' && i + 1 < p.size() && p[i + 1] == '?') {
+      size_t j = i + 2;
+      if (j + 1 < p.size() && p[j] == 'P' && p[j + 1] == '<') {
+        const size_t end = p.find('>', j + 2);  // a group name
+        if (end == std::string_view::npos) {
+          return false;
+        }
+        i = end + 1;
+        continue;
+      }
+      while (j < p.size()
+             && std::string_view("imsU-").find(p[j]) != std::string_view::npos) {
+        ++j;
+      }
+      if (j >= p.size() || (p[j] != ')' && p[j] != ':')) {
+        return false;
+      }
+      i = j + 1;
+    } else if (is_digit(c)) {
+      return false;
+    } else {
+      ++i;  // . | ( ) * + ? ^ $ and literals other than digits
+    }
+  }
+  return true;
+}
+
+}  // namespace detail
+
 std::string describe_rule(const RuleSet& rules, size_t index) {
   assert(index < rules.rules.size());
   const Rule& rule = rules.rules[index];
@@ -185,14 +374,14 @@ struct YieldResult {
 // Key of a decision: the class of pattern matches, dtype, shape and (when a
 // rule reads them) logical axes.
 struct KeyView {
-  uint32_t match_class = 0;
+  uint64_t match_class = 0;
   DType dtype = DType::f32;
   ShapeView shape;
   const LogicalAxes* logical_axes = nullptr;
 };
 
 struct Key {
-  uint32_t match_class = 0;
+  uint64_t match_class = 0;
   DType dtype = DType::f32;
   std::vector<int64_t> shape;
   std::optional<LogicalAxes> logical_axes;
@@ -259,6 +448,7 @@ struct KeyEqual {
 };
 
 struct MatchesHash {
+  // Used only with more than k_mask_patterns patterned rules.
   size_t operator()(const std::vector<int>& v) const noexcept {
     uint64_t h = v.size();
     for (int i : v) {
@@ -268,8 +458,13 @@ struct MatchesHash {
   }
 };
 
-// Classes of pattern matches for tensors that reach no rule.
-constexpr uint32_t k_no_scan_class = 0xFFFFFFFFU;
+// The class of pattern matches of tensors that reach no rule (scalars and
+// tensors under min_size, decided by their shape alone).
+constexpr uint64_t k_no_scan_class = ~uint64_t{0};
+
+// Up to this many patterned rules, the class of a name is the bitmask of the
+// patterns that match it (no lookup); beyond, an interned id.
+constexpr size_t k_mask_patterns = 63;
 
 class Engine {
  public:
@@ -283,14 +478,13 @@ class Engine {
   // Whether any rule reads the tensor's own logical axes.
   bool reads_logical_axes() const { return m_reads_logical_axes; }
 
-  // The rules whose pattern matches `name`, sorted, into `out`.
-  void match(std::string_view name, std::vector<int>& out) const;
-
-  // The class id of a sorted list of matching rules.
-  uint32_t match_class(const std::vector<int>& matches);
+  // The class of the patterns `name` matches: tensors of one class, shape,
+  // dtype (and logical axes) share a decision. When every pattern is
+  // digit-oblivious, remembered per name with its digits made '0'.
+  uint64_t classify(std::string_view name);
 
   // Decides a tensor whose pattern matches are class `cls`.
-  Outcome decide(const TensorFacts& t, uint32_t cls, RuleTrace* trace) const;
+  Outcome decide(const TensorFacts& t, uint64_t cls, RuleTrace* trace) const;
 
   const RuleSet& rules() const { return m_rules; }
 
@@ -316,14 +510,31 @@ class Engine {
   const RuleSet& m_rules;
   Diagnostics& m_diags;
   bool m_reads_logical_axes = false;
-  // Patterns: the set, the rule of each set index, and each pattern alone
-  // (for the rare name the set's DFA runs out of memory on).
+  // Patterns: the set, the rule of each set index, and each pattern alone,
+  // compiled on first need (a set too large to compile, or a name the set's
+  // DFA runs out of memory on).
   std::unique_ptr<RE2::Set> m_set;
   std::vector<int> m_rule_of_pattern;
-  std::vector<std::unique_ptr<RE2>> m_single;
-  // Interned match lists: class id -> per-rule flags.
-  std::unordered_map<std::vector<int>, uint32_t, MatchesHash> m_class_ids;
+  mutable std::vector<std::unique_ptr<RE2>> m_single;
+  // The set indices of the patterns the last name matched.
+  std::vector<int> m_matches;
+  // Classes by digit-normalised name (see detail::digit_oblivious), while
+  // every pattern allows it and it stays below k_memo_names names.
+  bool m_memo = false;
+  std::string m_normalised;
+  std::unordered_map<std::string, uint64_t, detail::StringHash, std::equal_to<>>
+      m_memo_classes;
+  static constexpr size_t k_memo_names = size_t{1} << 16;
+  uint64_t scan(std::string_view name);
+  // With more than k_mask_patterns patterns: interned sorted lists of
+  // matching rules, and the per-rule flags of each class id.
+  std::unordered_map<std::vector<int>, uint64_t, MatchesHash> m_class_ids;
   std::vector<std::vector<char>> m_classes;
+
+  // The set indices of the patterns `name` matches, unsorted, into `out`.
+  void match(std::string_view name, std::vector<int>& out) const;
+  // Per rule, whether its pattern is in class `cls`.
+  std::vector<char> flags_of(uint64_t cls) const;
 };
 
 bool Engine::check_axes(const std::vector<AxisRef>& axes,
@@ -432,7 +643,7 @@ bool Engine::prepare() {
     ok = check_axes(rule.axes, "one logical axis rule", strict) && ok;
   }
 
-  // Patterns: one set, plus each alone.
+  // Patterns: one set.
   m_set = std::make_unique<RE2::Set>(pattern_options(), RE2::UNANCHORED);
   for (size_t i = 0; i < m_rules.rules.size(); ++i) {
     const Rule& rule = m_rules.rules[i];
@@ -440,9 +651,8 @@ bool Engine::prepare() {
       continue;
     }
     const re2::StringPiece text(rule.pattern->data(), rule.pattern->size());
-    auto single = std::make_unique<RE2>(text, pattern_options());
     std::string error;
-    if (!single->ok() || m_set->Add(text, &error) < 0) {
+    if (m_set->Add(text, &error) < 0) {
       std::string hint;
       std::optional<std::string> why = pattern_error(*rule.pattern, &hint);
       Diagnostic& d = m_diags.error(
@@ -455,7 +665,6 @@ bool Engine::prepare() {
       continue;
     }
     m_rule_of_pattern.push_back(static_cast<int>(i));
-    m_single.push_back(std::move(single));
   }
   if (!ok) {
     return false;
@@ -463,6 +672,11 @@ bool Engine::prepare() {
   if (m_rule_of_pattern.empty() || !m_set->Compile()) {
     m_set.reset();  // no patterns, or the set is too large: one at a time
   }
+  m_memo = !m_rule_of_pattern.empty()
+           && std::all_of(m_rules.rules.begin(), m_rules.rules.end(),
+                          [](const Rule& r) {
+                            return !r.pattern || detail::digit_oblivious(*r.pattern);
+                          });
   return true;
 }
 
@@ -474,33 +688,83 @@ void Engine::match(std::string_view name, std::vector<int>& out) const {
   const re2::StringPiece text(name.data(), name.size());
   RE2::Set::ErrorInfo info{RE2::Set::kNoError};
   if (m_set && (m_set->Match(text, &out, &info) || info.kind == RE2::Set::kNoError)) {
-    for (int& i : out) {
-      i = m_rule_of_pattern[static_cast<size_t>(i)];
-    }
-  } else {
-    out.clear();
-    for (size_t p = 0; p < m_single.size(); ++p) {
-      if (RE2::PartialMatch(text, *m_single[p])) {
-        out.push_back(m_rule_of_pattern[p]);
-      }
+    return;
+  }
+  // No set, or its DFA ran out of memory on this name: one pattern at a time.
+  out.clear();
+  if (m_single.empty()) {
+    for (int rule : m_rule_of_pattern) {
+      const std::string& pattern = *m_rules.rules[static_cast<size_t>(rule)].pattern;
+      m_single.push_back(std::make_unique<RE2>(
+          re2::StringPiece(pattern.data(), pattern.size()), pattern_options()));
     }
   }
-  std::sort(out.begin(), out.end());
+  for (size_t p = 0; p < m_single.size(); ++p) {
+    if (RE2::PartialMatch(text, *m_single[p])) {
+      out.push_back(static_cast<int>(p));
+    }
+  }
 }
 
-uint32_t Engine::match_class(const std::vector<int>& matches) {
-  auto it = m_class_ids.find(matches);
+uint64_t Engine::classify(std::string_view name) {
+  if (!m_memo) {
+    return scan(name);
+  }
+  m_normalised.assign(name);
+  for (char& c : m_normalised) {
+    c = c >= '0' && c <= '9' ? '0' : c;
+  }
+  if (auto it = m_memo_classes.find(std::string_view(m_normalised));
+      it != m_memo_classes.end()) {
+    return it->second;
+  }
+  const uint64_t cls = scan(m_normalised);
+  if (m_memo_classes.size() < k_memo_names) {
+    m_memo_classes.emplace(m_normalised, cls);
+  } else {
+    // Names that share no template: the lookups cost more than they save.
+    m_memo = false;
+    m_memo_classes = {};
+  }
+  return cls;
+}
+
+uint64_t Engine::scan(std::string_view name) {
+  match(name, m_matches);
+  if (m_rule_of_pattern.size() <= k_mask_patterns) {
+    uint64_t mask = 0;
+    for (int p : m_matches) {
+      mask |= uint64_t{1} << static_cast<unsigned>(p);
+    }
+    return mask;
+  }
+  std::sort(m_matches.begin(), m_matches.end());
+  auto it = m_class_ids.find(m_matches);
   if (it != m_class_ids.end()) {
     return it->second;
   }
-  const auto id = static_cast<uint32_t>(m_classes.size());
+  const uint64_t id = m_classes.size();
   std::vector<char> flags(m_rules.rules.size(), 0);
-  for (int i : matches) {
-    flags[static_cast<size_t>(i)] = 1;
+  for (int p : m_matches) {
+    flags[static_cast<size_t>(m_rule_of_pattern[static_cast<size_t>(p)])] = 1;
   }
   m_classes.push_back(std::move(flags));
-  m_class_ids.emplace(matches, id);
+  m_class_ids.emplace(m_matches, id);
   return id;
+}
+
+std::vector<char> Engine::flags_of(uint64_t cls) const {
+  if (m_rule_of_pattern.size() > k_mask_patterns) {
+    assert(cls < m_classes.size());
+    return m_classes[cls];
+  }
+  std::vector<char> flags(m_rules.rules.size(), 0);
+  for (size_t p = 0; p < m_rule_of_pattern.size(); ++p) {
+    if ((cls >> p & 1U) != 0) {
+      flags[static_cast<size_t>(m_rule_of_pattern[p])] = 1;
+    }
+  }
+  return flags;
 }
 
 std::vector<std::string> Engine::names_of(const std::vector<AxisRef>& axes,
@@ -741,7 +1005,7 @@ YieldResult Engine::apply_yield(const Rule& rule, const TensorFacts& t,
   return out;
 }
 
-Outcome Engine::decide(const TensorFacts& t, uint32_t cls,
+Outcome Engine::decide(const TensorFacts& t, uint64_t cls,
                        RuleTrace* trace) const {
   Outcome out;
   const size_t rank = t.shape.size();
@@ -766,8 +1030,8 @@ Outcome Engine::decide(const TensorFacts& t, uint32_t cls,
     return out;
   }
   // Every tensor that reaches the rules had its name scanned.
-  assert(cls < m_classes.size());
-  const std::vector<char>& flags = m_classes[cls];
+  assert(cls != k_no_scan_class);
+  const std::vector<char> flags = flags_of(cls);
 
   bool decided = false;
   std::optional<size_t> last_fallthrough;
@@ -929,10 +1193,11 @@ std::optional<RulePlan> apply_rules(const Manifest& manifest, const Mesh& mesh,
   }
   const std::vector<Tensor>& tensors = manifest.tensors();
   RulePlan plan;
-  plan.decision_of.resize(tensors.size());
+  // reserve + push_back: GCC 12 -O3 warns (-Wnull-dereference, a false
+  // positive) on resize() of a vector<uint32_t>.
+  plan.decision_of.reserve(tensors.size());
   std::vector<Outcome> outcomes;  // parallel to plan.decisions
   std::unordered_map<Key, uint32_t, KeyHash, KeyEqual> cache;
-  std::vector<int> matches;
   const bool logical = engine.reads_logical_axes();
   // Per memory rule: tensors over the limit, and the largest of them.
   struct Unmet {
@@ -944,10 +1209,9 @@ std::optional<RulePlan> apply_rules(const Manifest& manifest, const Mesh& mesh,
 
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
-    uint32_t cls = k_no_scan_class;
+    uint64_t cls = k_no_scan_class;
     if (t.rank() > 0 && t.num_elements >= rules.min_size) {
-      engine.match(t.name, matches);
-      cls = engine.match_class(matches);
+      cls = engine.classify(t.name);
     }
     const KeyView key{cls, t.dtype, t.shape,
                       logical && t.logical_axes ? &*t.logical_axes : nullptr};
@@ -961,7 +1225,7 @@ std::optional<RulePlan> apply_rules(const Manifest& manifest, const Mesh& mesh,
       outcomes.push_back(std::move(outcome));
       cache.emplace(Key(key), index);
     }
-    plan.decision_of[i] = index;
+    plan.decision_of.push_back(index);
     const Outcome& outcome = outcomes[index];
     if (outcome.problem != Problem::none) {
       report(outcome, t, manifest, rules, diags);
@@ -1039,9 +1303,7 @@ std::optional<RuleTrace> explain_rules(const Manifest& manifest,
   if (tensor->logical_axes) {
     trace.logical_axes = *tensor->logical_axes;
   }
-  std::vector<int> matches;
-  engine.match(tensor->name, matches);
-  const uint32_t cls = engine.match_class(matches);
+  const uint64_t cls = engine.classify(tensor->name);
   Outcome outcome = engine.decide(facts_of(*tensor), cls, &trace);
   if (!trace.before.empty()) {
     trace.rules.clear();

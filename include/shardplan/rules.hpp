@@ -417,4 +417,19 @@ PartitionSpec resolve_logical_axes(const LogicalAxes& names, ShapeView shape,
                                    const Mesh& mesh, bool adaptive,
                                    Trace* trace = nullptr);
 
+namespace detail {
+
+// Whether `pattern` (RE2 syntax) treats the ten ASCII digits alike: it has
+// no digit literal, and every character class it uses holds all ten digits
+// or none. For such patterns, a name matches exactly when the name with
+// every digit replaced by '0' does (a digit and '0' take the same path
+// through the automaton, and both are word characters), so the engine
+// matches "model.layers.0.mlp" once for every layer. Conservative: false
+// for any construct it does not know (\p, \x, \Q, octal escapes, ...).
+// Examples: "layers\.[0-9]+\.mlp" and "experts\.\d+" are; "layers\.1[0-9]"
+// and "[0-5]" are not.
+bool digit_oblivious(std::string_view pattern);
+
+}  // namespace detail
+
 }  // namespace shardplan

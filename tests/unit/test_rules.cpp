@@ -1006,6 +1006,39 @@ TEST_CASE("rules: identical keys share one decision", "[rules]") {
   CHECK(py(r.plan->spec(149)) == "P(None)");
 }
 
+TEST_CASE("rules: more than 63 patterns", "[rules]") {
+  // Up to 63 patterned rules the engine keys decisions by a bitmask of the
+  // patterns that match; beyond, by an interned list. Rule i matches names
+  // ending in ".t<i>"; rule 70 matches "both", as does rule 69 ("t69").
+  std::string json = "{\"rules\": [";
+  for (int i = 0; i < 70; ++i) {
+    json += fmt::format("{{\"pattern\": \"\\\\.t{}$\", \"spec\": [{}]}}, ", i,
+                        i % 2 == 0 ? "\"x\"" : "null");
+  }
+  json += "{\"pattern\": \"both\", \"spec\": [\"x\"]}]}";
+  const RuleSet rules = rules_of(json);
+  REQUIRE(rules.rules.size() == 71);
+  const Manifest manifest = manifest_of({{"a.t0", {8}},
+                                         {"a.t1", {8}},
+                                         {"a.t68", {8}},
+                                         {"both.t69", {8}},
+                                         {"both", {8}},
+                                         {"b.t1", {8}}});
+  Applied r = apply(manifest, mesh("x:2"), rules);
+  REQUIRE(r.plan);
+  CHECK(r.diags.items().empty());
+  CHECK(rule_text(manifest, *r.plan, "a.t0") == "#0 pattern \"\\\\.t0$\" spec");
+  CHECK(spec_text(manifest, *r.plan, "a.t0") == "P('x')");
+  CHECK(spec_text(manifest, *r.plan, "a.t1") == "P(None)");
+  CHECK(spec_text(manifest, *r.plan, "a.t68") == "P('x')");
+  // Rules 69 and 70 both match: 69 comes first.
+  CHECK(r.plan->rule(3).rule_index() == std::optional<size_t>(69));
+  CHECK(spec_text(manifest, *r.plan, "both.t69") == "P(None)");
+  CHECK(r.plan->rule(4).rule_index() == std::optional<size_t>(70));
+  // a.t1 and b.t1 share a decision.
+  CHECK(r.plan->decision_of[1] == r.plan->decision_of[5]);
+}
+
 TEST_CASE("rules: describe_rule", "[rules]") {
   const RuleSet rules = rules_of(R"({"rules": [
       {"pattern": "mlp", "fsdp": {"axis": "fsdp"}},
@@ -1321,6 +1354,83 @@ TEST_CASE("rules: property: preset specs always validate", "[rules][property]") 
     CHECK(d.severity != Severity::error);
     // Presets drop size-1 axes, and algorithms never use them.
     CHECK(d.code != "spec.trivial-axis");
+  }
+}
+
+TEST_CASE("rules: which patterns treat all digits alike", "[rules]") {
+  // A name matches such a pattern exactly when the name with its digits made
+  // '0' does, so the engine matches each layer's names once.
+  for (const char* yes :
+       {"mlp", "layers\\.[0-9]+\\.mlp", "experts\\.\\d+\\.", "\\bw\\b",
+        "[^.]+_proj$", "(?P<g>q|k)_proj", "(?i)Norm", "a{2,3}", "x{1}y",
+        "[[:alnum:]]+", "[^0-9]", "\\D", ".*", "[a-z0-9_]", "[\\d.]",
+        "[0-9a-f]+", "[]a]", "[a-]", "(?s:.)", "[^\\w]", "\\.\\-"}) {
+    INFO(yes);
+    CHECK(detail::digit_oblivious(yes));
+  }
+  // A digit literal, a class holding some digits, or a construct the check
+  // does not know.
+  for (const char* no :
+       {"layers\\.1[0-9]", "[0-5]", "a1", "[1-9]", "[^1]", "a{1x}", "\\x30",
+        "\\pN", "\\Q1\\E", "[[:foo:]]", "(?P=g)", "\\1", "[a-\\d]", "[", "\\",
+        "(?<g>x)", "[\\x30]"}) {
+    INFO(no);
+    CHECK_FALSE(detail::digit_oblivious(no));
+  }
+}
+
+TEST_CASE("rules: property: matching by digit-normalised name changes nothing",
+          "[rules][property]") {
+  // With only digit-oblivious patterns the engine matches each name once
+  // per digit-normalised form; every tensor must still get the first rule
+  // whose pattern one search finds in its own name.
+  const std::vector<std::string> patterns = {
+      "layers\\.[0-9]+\\.mlp", "experts\\.[0-9]{2}\\.", "^model\\.", "proj$",
+      "\\bw[0-9]\\b", "[a-z]+[0-9]+x", "\\.[0-9]\\.", "norm"};
+  std::string json = "{\"rules\": [";
+  for (size_t i = 0; i < patterns.size(); ++i) {
+    std::string escaped;
+    for (char c : patterns[i]) {
+      escaped += c == '\\' ? "\\\\" : std::string(1, c);
+    }
+    REQUIRE(detail::digit_oblivious(patterns[i]));
+    json += fmt::format("{}{{\"pattern\": \"{}\", \"spec\": []}}", i ? ", " : "",
+                        escaped);
+  }
+  json += "], \"unmatched\": \"replicate\"}";
+  const RuleSet rules = rules_of(json);
+  const int seed = GENERATE(take(20, random(0, 1 << 30)));
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  const std::vector<std::string> words = {"model", "layers", "mlp", "experts", "w",
+                                          "norm",  "up_proj", "ax", "b"};
+  std::vector<T> tensors;
+  for (size_t i = 0; i < 60; ++i) {
+    std::vector<std::string> parts;
+    const size_t n = 1 + rng() % 5;
+    for (size_t k = 0; k < n; ++k) {
+      std::string part = words[rng() % words.size()];
+      if (rng() % 2 == 0) {
+        part = std::to_string(rng() % 1000);  // 1 to 3 digits
+      } else if (rng() % 3 == 0) {
+        part += std::to_string(rng() % 100);
+      }
+      parts.push_back(part);
+    }
+    tensors.push_back({fmt::format("{}.{}", fmt::join(parts, "."), i), {4}});
+  }
+  const Manifest manifest = manifest_of(tensors);
+  Applied r = apply(manifest, mesh("x:2"), rules);
+  REQUIRE(r.plan);
+  for (size_t i = 0; i < manifest.size(); ++i) {
+    const std::string name(manifest.tensors()[i].name);
+    std::optional<size_t> expected;
+    for (size_t p = 0; p < patterns.size() && !expected; ++p) {
+      if (std::regex_search(name, std::regex(patterns[p]))) {
+        expected = p;
+      }
+    }
+    INFO(name);
+    CHECK(r.plan->rule(i).rule_index() == expected);
   }
 }
 
