@@ -33,14 +33,13 @@
 #include <shardplan/rules.hpp>
 
 #include <fmt/format.h>
+#include <simdjson.h>
 
 #include <charconv>
 #include <cstdio>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <simdjson.h>
 
 namespace {
 
@@ -130,11 +129,14 @@ int main(int argc, char** argv) {
     print_errors(setup);
     return 1;
   }
-  fmt::print("rules: {} rules, {} logical axis rules; mesh {} ({} devices); "
-             "simdjson {} kernel\n",
-             rules->rules.size(), rules->logical_axis_rules.size(),
-             shardplan::to_string(*mesh), mesh->num_devices(),
-             simdjson::get_active_implementation()->name());
+  fmt::print(
+      "rules: {} rules, {} logical axis rules; mesh {} ({} devices); "
+      "simdjson {} kernel\n",
+      rules->rules.size(),
+      rules->logical_axis_rules.size(),
+      shardplan::to_string(*mesh),
+      mesh->num_devices(),
+      simdjson::get_active_implementation()->name());
 
   // Phase 1, for every file: the bare walk and read_manifest, before any
   // apply_rules runs in this process (see the top of this file).
@@ -142,7 +144,9 @@ int main(int argc, char** argv) {
   for (const std::string& path : paths) {
     simdjson::padded_string text;
     if (auto error = simdjson::padded_string::load(path).get(text)) {
-      std::fprintf(stderr, "bench_rules: cannot read \"%s\": %s\n", path.c_str(),
+      std::fprintf(stderr,
+                   "bench_rules: cannot read \"%s\": %s\n",
+                   path.c_str(),
                    simdjson::error_message(error));
       return 1;
     }
@@ -207,28 +211,50 @@ int main(int argc, char** argv) {
       return ms * 1e6 / static_cast<double>(row.tensors);
     };
     fmt::print("\n{} ({:.1f} MB, {} tensors, {} distinct decisions)\n",
-               row.path, row.mb, row.tensors, row.decisions);
+               row.path,
+               row.mb,
+               row.tensors,
+               row.decisions);
     fmt::print("  bare On-Demand walk   {:9.2f} ms  {:7.1f} ns/tensor\n",
-               row.bare, per_tensor_ns(row.bare));
+               row.bare,
+               per_tensor_ns(row.bare));
     fmt::print("  read_manifest         {:9.2f} ms  {:7.1f} ns/tensor\n",
-               row.read, per_tensor_ns(row.read));
-    fmt::print("  apply_rules           {:9.2f} ms  {:7.1f} ns/tensor  = {:.2f} "
-               "x bare\n",
-               row.rules, per_tensor_ns(row.rules), row.rules / row.bare);
-    fmt::print("  read + apply_rules    {:9.2f} ms  {:7.1f} ns/tensor  = {:.2f} "
-               "x bare (DESIGN: <= 3 for all of plan)\n",
-               row.plan, per_tensor_ns(row.plan), row.plan / row.bare);
+               row.read,
+               per_tensor_ns(row.read));
+    fmt::print(
+        "  apply_rules           {:9.2f} ms  {:7.1f} ns/tensor  = {:.2f} "
+        "x bare\n",
+        row.rules,
+        per_tensor_ns(row.rules),
+        row.rules / row.bare);
+    fmt::print(
+        "  read + apply_rules    {:9.2f} ms  {:7.1f} ns/tensor  = {:.2f} "
+        "x bare (DESIGN: <= 3 for all of plan)\n",
+        row.plan,
+        per_tensor_ns(row.plan),
+        row.plan / row.bare);
   }
   if (rows.size() > 1) {
     fmt::print("\n{:>10} {:>10} {:>10} {:>11} {:>11} {:>13} {:>11}\n",
-               "tensors", "bare ms", "rules ms", "rules ns/t", "rules/bare",
-               "read+rules ms", "(r+r)/bare");
+               "tensors",
+               "bare ms",
+               "rules ms",
+               "rules ns/t",
+               "rules/bare",
+               "read+rules ms",
+               "(r+r)/bare");
     for (const Row& r : rows) {
       const double n = static_cast<double>(r.tensors);
-      fmt::print("{:>10} {:>10.2f} {:>10.2f} {:>11.1f} {:>11.2f} {:>13.2f} "
-                 "{:>11.2f}\n",
-                 r.tensors, r.bare, r.rules, r.rules * 1e6 / n,
-                 r.rules / r.bare, r.plan, r.plan / r.bare);
+      fmt::print(
+          "{:>10} {:>10.2f} {:>10.2f} {:>11.1f} {:>11.2f} {:>13.2f} "
+          "{:>11.2f}\n",
+          r.tensors,
+          r.bare,
+          r.rules,
+          r.rules * 1e6 / n,
+          r.rules / r.bare,
+          r.plan,
+          r.plan / r.bare);
     }
   }
   fmt::print("({} repetitions each, median)\n", reps);

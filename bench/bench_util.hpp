@@ -4,12 +4,12 @@
 // simdjson On-Demand walk they are measured against (what it does and why it
 // is the fair baseline is at the top of bench_read.cpp).
 
+#include <simdjson.h>
+
 #include <algorithm>
 #include <chrono>
 #include <string_view>
 #include <vector>
-
-#include <simdjson.h>
 
 namespace bench {
 
@@ -20,7 +20,9 @@ using Clock = std::chrono::steady_clock;
 // not freed either, it is reused).
 template <typename F>
 double median_ms(int reps, F&& run) {
-  { [[maybe_unused]] auto warm_up = run(); }  // page faults, caches, first allocations
+  {
+    [[maybe_unused]] auto warm_up = run();
+  }  // page faults, caches, first allocations
   std::vector<double> times;
   times.reserve(static_cast<size_t>(reps));
   for (int i = 0; i < reps; ++i) {

@@ -28,14 +28,14 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 const std::vector<std::string>& top_keys() {
-  static const std::vector<std::string> keys = {"rules", "logical_axis_rules",
-                                                "min_size", "unmatched"};
+  static const std::vector<std::string> keys = {
+      "rules", "logical_axis_rules", "min_size", "unmatched"};
   return keys;
 }
 
 const std::vector<std::string>& selector_keys() {
-  static const std::vector<std::string> keys = {"pattern", "shape",
-                                                "min_elements", "fallthrough"};
+  static const std::vector<std::string> keys = {
+      "pattern", "shape", "min_elements", "fallthrough"};
   return keys;
 }
 
@@ -169,7 +169,8 @@ class SyntaxProbe final : public nlohmann::json_sax<Json> {
   bool end_object() override { return true; }
   bool start_array(std::size_t /*size*/) override { return true; }
   bool end_array() override { return true; }
-  bool parse_error(std::size_t byte, const std::string& last_token,
+  bool parse_error(std::size_t byte,
+                   const std::string& last_token,
                    const nlohmann::detail::exception& /*error*/) override {
     position = byte;
     token = last_token;
@@ -190,7 +191,8 @@ size_t token_start(std::string_view text, size_t fallback) {
   }
   const size_t end = std::min(probe.position, text.size());
   if (probe.token.empty() || probe.token.size() > end
-      || text.substr(end - probe.token.size(), probe.token.size()) != probe.token) {
+      || text.substr(end - probe.token.size(), probe.token.size())
+             != probe.token) {
     return fallback;
   }
   return end - probe.token.size();
@@ -198,7 +200,8 @@ size_t token_start(std::string_view text, size_t fallback) {
 
 class RulesReader {
  public:
-  RulesReader(std::string_view text, std::string_view source,
+  RulesReader(std::string_view text,
+              std::string_view source,
               Diagnostics& diags)
       : m_text(text), m_source(source), m_diags(diags) {}
 
@@ -207,7 +210,8 @@ class RulesReader {
     KeyTracker keys;
     try {
       doc = Json::parse(
-          m_text.begin(), m_text.end(),
+          m_text.begin(),
+          m_text.end(),
           [&keys](int /*depth*/, Json::parse_event_t event, Json& parsed) {
             return keys.on_event(event, parsed);
           });
@@ -215,19 +219,22 @@ class RulesReader {
       syntax_error(e.byte, e.what());
       return std::nullopt;
     } catch (const std::exception& e) {
-      m_diags.error("rules.syntax", fmt::format("cannot read JSON: {}", e.what()),
+      m_diags.error("rules.syntax",
+                    fmt::format("cannot read JSON: {}", e.what()),
                     Location::of(m_source));
       return std::nullopt;
     }
     if (keys.duplicate()) {
-      fail(*keys.duplicate(), "rules.duplicate-key",
+      fail(*keys.duplicate(),
+           "rules.duplicate-key",
            fmt::format("duplicate key {}", quote(keys.duplicate_key())));
       return std::nullopt;
     }
     if (!doc.is_object()) {
-      fail_at_start("rules.type",
-                    fmt::format("expected a JSON object at the top level, got {}",
-                                describe(doc)));
+      fail_at_start(
+          "rules.type",
+          fmt::format("expected a JSON object at the top level, got {}",
+                      describe(doc)));
       return std::nullopt;
     }
     RuleSet out;
@@ -255,7 +262,8 @@ class RulesReader {
       }
     }
     if (!have_rules) {
-      fail_at_start("rules.missing-key", "missing key \"rules\"",
+      fail_at_start("rules.missing-key",
+                    "missing key \"rules\"",
                     "a rules file is {\"rules\": [...]}");
       return std::nullopt;
     }
@@ -266,7 +274,9 @@ class RulesReader {
  private:
   // ---- reporting
 
-  bool fail(const std::string& pointer, std::string code, std::string message,
+  bool fail(const std::string& pointer,
+            std::string code,
+            std::string message,
             std::string hint = {}) {
     Location loc;
     loc.source = m_source;
@@ -276,7 +286,9 @@ class RulesReader {
     return false;
   }
 
-  void warn(const std::string& pointer, std::string code, std::string message,
+  void warn(const std::string& pointer,
+            std::string code,
+            std::string message,
             std::string hint = {}) {
     Location loc;
     loc.source = m_source;
@@ -286,7 +298,8 @@ class RulesReader {
   }
 
   // A problem with the whole document, shown at its first value.
-  void fail_at_start(std::string code, std::string message,
+  void fail_at_start(std::string code,
+                     std::string message,
                      std::string hint = {}) {
     size_t offset = m_text.starts_with("\xEF\xBB\xBF") ? 3 : 0;
     while (offset < m_text.size()
@@ -294,7 +307,8 @@ class RulesReader {
                || m_text[offset] == '\n' || m_text[offset] == '\r')) {
       ++offset;
     }
-    Diagnostic& d = m_diags.error(std::move(code), std::move(message),
+    Diagnostic& d = m_diags.error(std::move(code),
+                                  std::move(message),
                                   location_in_text(m_source, m_text, offset));
     d.hint = std::move(hint);
   }
@@ -303,8 +317,8 @@ class RulesReader {
   // column 2: syntax error while parsing value - invalid literal; last
   // read: 'x'". We keep "invalid literal", located by the byte offset.
   void syntax_error(size_t byte, std::string_view what) {
-    const size_t offset = token_start(
-        m_text, byte == 0 ? 0 : std::min(byte - 1, m_text.size()));
+    const size_t offset =
+        token_start(m_text, byte == 0 ? 0 : std::min(byte - 1, m_text.size()));
     if (size_t colon = what.find(": "); colon != std::string_view::npos) {
       what.remove_prefix(colon + 2);
     }
@@ -314,27 +328,33 @@ class RulesReader {
       }
     }
     std::string message(what);
-    if (size_t last = message.find("; last read: "); last != std::string::npos) {
+    if (size_t last = message.find("; last read: ");
+        last != std::string::npos) {
       message.erase(last);
     }
     if (!message.empty()) {
       message[0] = static_cast<char>(
           std::tolower(static_cast<unsigned char>(message[0])));
     }
-    m_diags.error("rules.syntax", "invalid JSON: " + message,
+    m_diags.error("rules.syntax",
+                  "invalid JSON: " + message,
                   location_in_text(m_source, m_text, offset));
   }
 
-  bool type_error(const Json& j, const std::string& pointer,
-                  std::string_view expected, std::string hint = {}) {
-    return fail(pointer, "rules.type",
+  bool type_error(const Json& j,
+                  const std::string& pointer,
+                  std::string_view expected,
+                  std::string hint = {}) {
+    return fail(pointer,
+                "rules.type",
                 fmt::format("expected {}, got {}", expected, describe(j)),
                 std::move(hint));
   }
 
   // `where` names the object for the hint ("a rule", "fsdp"); empty for the
   // top level.
-  bool unknown_key(const std::string& key, const std::string& pointer,
+  bool unknown_key(const std::string& key,
+                   const std::string& pointer,
                    const std::vector<std::string>& known,
                    std::string_view where) {
     std::string hint;
@@ -351,25 +371,31 @@ class RulesReader {
                          where.empty() ? "a rules file" : where,
                          quoted_list(known));
     }
-    return fail(pointer, "rules.unknown-key",
-                fmt::format("unknown key {}", quote(key)), std::move(hint));
+    return fail(pointer,
+                "rules.unknown-key",
+                fmt::format("unknown key {}", quote(key)),
+                std::move(hint));
   }
 
   // ---- scalars
 
-  std::optional<int64_t> get_int(const Json& j, const std::string& pointer,
+  std::optional<int64_t> get_int(const Json& j,
+                                 const std::string& pointer,
                                  int64_t min) {
     const std::string expected = fmt::format("an integer >= {}", min);
     if (j.is_number_unsigned()) {
       const auto v = j.get<uint64_t>();
       if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        fail(pointer, "rules.bad-value",
-             fmt::format("{} does not fit in int64 (max {})", v,
+        fail(pointer,
+             "rules.bad-value",
+             fmt::format("{} does not fit in int64 (max {})",
+                         v,
                          std::numeric_limits<int64_t>::max()));
         return std::nullopt;
       }
       if (static_cast<int64_t>(v) < min) {
-        fail(pointer, "rules.bad-value",
+        fail(pointer,
+             "rules.bad-value",
              fmt::format("expected {}, got {}", expected, describe(j)));
         return std::nullopt;
       }
@@ -378,14 +404,16 @@ class RulesReader {
     if (j.is_number_integer()) {
       const auto v = j.get<int64_t>();
       if (v < min) {
-        fail(pointer, "rules.bad-value",
+        fail(pointer,
+             "rules.bad-value",
              fmt::format("expected {}, got {}", expected, describe(j)));
         return std::nullopt;
       }
       return v;
     }
     if (j.is_number_float()) {
-      fail(pointer, "rules.bad-value",
+      fail(pointer,
+           "rules.bad-value",
            fmt::format("expected {}, got {}", expected, describe(j)));
       return std::nullopt;
     }
@@ -402,7 +430,8 @@ class RulesReader {
   }
 
   // A non-empty name (an axis or a logical axis).
-  std::optional<std::string> get_name(const Json& j, const std::string& pointer,
+  std::optional<std::string> get_name(const Json& j,
+                                      const std::string& pointer,
                                       std::string_view expected,
                                       std::string_view empty_message) {
     if (!j.is_string()) {
@@ -420,8 +449,10 @@ class RulesReader {
   // ---- axes and specs
 
   // An axis name or an array of them (unique, non-empty).
-  bool read_axes(const Json& j, const std::string& pointer,
-                 std::vector<AxisRef>& out, bool allow_single,
+  bool read_axes(const Json& j,
+                 const std::string& pointer,
+                 std::vector<AxisRef>& out,
+                 bool allow_single,
                  std::string_view what) {
     out.clear();
     if (allow_single && j.is_string()) {
@@ -434,7 +465,8 @@ class RulesReader {
       return true;
     }
     if (!j.is_array()) {
-      return type_error(j, pointer,
+      return type_error(j,
+                        pointer,
                         allow_single ? "an axis name or an array of axis names"
                                      : "an array of axis names");
     }
@@ -454,10 +486,12 @@ class RulesReader {
     for (size_t i = 0; i < axes.size(); ++i) {
       for (size_t j = 0; j < i; ++j) {
         if (axes[i].name == axes[j].name) {
-          return fail(axes[i].pointer, "rules.duplicate-axis",
-                      fmt::format("axis {} appears twice in {}",
-                                  quote(axes[i].name), what),
-                      fmt::format("first at {}", axes[j].pointer));
+          return fail(
+              axes[i].pointer,
+              "rules.duplicate-axis",
+              fmt::format(
+                  "axis {} appears twice in {}", quote(axes[i].name), what),
+              fmt::format("first at {}", axes[j].pointer));
         }
       }
     }
@@ -471,9 +505,10 @@ class RulesReader {
     out.pointer = pointer;
     if (j.is_string()) {
       Diagnostics scratch;
-      std::optional<PartitionSpec> parsed = parse_spec(
-          j.get_ref<const std::string&>(),
-          fmt::format("{}:{}", m_source, pointer), scratch);
+      std::optional<PartitionSpec> parsed =
+          parse_spec(j.get_ref<const std::string&>(),
+                     fmt::format("{}:{}", m_source, pointer),
+                     scratch);
       if (!parsed || scratch.has_errors()) {
         for (const Diagnostic& d : scratch.items()) {
           m_diags.add(d);
@@ -503,25 +538,30 @@ class RulesReader {
           for (size_t i = 0; i < entry.size(); ++i) {
             const std::string q = fmt::format("{}/{}", p, i);
             if (entry[i].is_array()) {
-              return fail(q, "rules.bad-value",
+              return fail(q,
+                          "rules.bad-value",
                           "a tuple inside a PartitionSpec cannot contain a "
                           "nested tuple");
             }
-            std::optional<std::string> name = get_name(
-                entry[i], q, "an axis name inside a tuple", "axis name is empty");
+            std::optional<std::string> name =
+                get_name(entry[i],
+                         q,
+                         "an axis name inside a tuple",
+                         "axis name is empty");
             if (!name) {
               return false;
             }
             axes.push_back(AxisRef{std::move(*name), q});
           }
         } else if (!entry.is_null()) {
-          return type_error(entry, p,
-                            "null, an axis name or an array of axis names");
+          return type_error(
+              entry, p, "null, an axis name or an array of axis names");
         }
         out.dims.push_back(std::move(axes));
       }
     } else {
-      return type_error(j, pointer,
+      return type_error(j,
+                        pointer,
                         "a spec: an array of null, \"axis\" or [\"a\", \"b\"] "
                         "per dim");
     }
@@ -532,12 +572,13 @@ class RulesReader {
     return unique_axes(all, "one spec");
   }
 
-  bool read_shape(const Json& j, const std::string& pointer,
+  bool read_shape(const Json& j,
+                  const std::string& pointer,
                   ShapePattern& out) {
     out.clear();
     if (!j.is_array()) {
-      return type_error(j, pointer,
-                        "an array of dim sizes (null matches any size)");
+      return type_error(
+          j, pointer, "an array of dim sizes (null matches any size)");
     }
     for (size_t d = 0; d < j.size(); ++d) {
       const std::string p = fmt::format("{}/{}", pointer, d);
@@ -562,10 +603,12 @@ class RulesReader {
   // Iterates the keys of object `j`, each through `read(key, value,
   // pointer)`; an unknown key (not in `known`) fails.
   template <typename F>
-  bool read_object(const Json& j, const std::string& pointer,
+  bool read_object(const Json& j,
+                   const std::string& pointer,
                    std::string_view expected,
                    const std::vector<std::string>& known,
-                   std::string_view where, F&& read) {
+                   std::string_view where,
+                   F&& read) {
     if (!j.is_object()) {
       return type_error(j, pointer, expected);
     }
@@ -581,16 +624,19 @@ class RulesReader {
     return true;
   }
 
-  bool require(const Json& j, const std::string& pointer,
+  bool require(const Json& j,
+               const std::string& pointer,
                std::string_view key) {
     if (j.contains(std::string(key))) {
       return true;
     }
-    return fail(pointer, "rules.missing-key",
+    return fail(pointer,
+                "rules.missing-key",
                 fmt::format("missing key {}", quote(key)));
   }
 
-  bool read_rules(const Json& j, const std::string& pointer,
+  bool read_rules(const Json& j,
+                  const std::string& pointer,
                   std::vector<Rule>& out) {
     if (!j.is_array()) {
       return type_error(j, pointer, "an array of rule objects");
@@ -612,7 +658,11 @@ class RulesReader {
     std::string yield_key;
     const std::vector<std::string> known = rule_keys();
     const bool ok = read_object(
-        j, base, "a rule object", known, "a rule",
+        j,
+        base,
+        "a rule object",
+        known,
+        "a rule",
         [&](const std::string& key, const Json& v, const std::string& p) {
           if (key == "pattern") {
             if (!v.is_string()) {
@@ -620,10 +670,13 @@ class RulesReader {
             }
             rule.pattern = v.get<std::string>();
             std::string hint;
-            if (std::optional<std::string> e = pattern_error(*rule.pattern, &hint)) {
-              return fail(p, "rules.bad-pattern",
+            if (std::optional<std::string> e =
+                    pattern_error(*rule.pattern, &hint)) {
+              return fail(p,
+                          "rules.bad-pattern",
                           fmt::format("pattern {} does not compile: {}",
-                                      quote(*rule.pattern), *e),
+                                      quote(*rule.pattern),
+                                      *e),
                           hint);
             }
             return true;
@@ -644,9 +697,11 @@ class RulesReader {
           }
           // A yield.
           if (!yield_key.empty()) {
-            return fail(p, "rules.two-yields",
+            return fail(p,
+                        "rules.two-yields",
                         fmt::format("a rule yields one thing, got {} and {}",
-                                    quote(yield_key), quote(key)),
+                                    quote(yield_key),
+                                    quote(key)),
                         "split it into two rules; the first that matches "
                         "decides");
           }
@@ -657,18 +712,24 @@ class RulesReader {
       return false;
     }
     if (yield_key.empty()) {
-      return fail(base, "rules.missing-yield", "the rule yields nothing",
+      return fail(base,
+                  "rules.missing-yield",
+                  "the rule yields nothing",
                   fmt::format("give it one of {}", quoted_list(yield_names())));
     }
-    if (rule.fallthrough && std::holds_alternative<ReplicateYield>(rule.yield)) {
-      warn(base + "/fallthrough", "rules.useless-fallthrough",
+    if (rule.fallthrough
+        && std::holds_alternative<ReplicateYield>(rule.yield)) {
+      warn(base + "/fallthrough",
+           "rules.useless-fallthrough",
            "a replicate rule with fallthrough never decides a tensor",
            "remove \"fallthrough\" or the rule");
     }
     return true;
   }
 
-  bool read_yield(const std::string& key, const Json& v, const std::string& p,
+  bool read_yield(const std::string& key,
+                  const Json& v,
+                  const std::string& p,
                   Rule& rule) {
     if (key == "spec") {
       SpecYield y;
@@ -683,7 +744,9 @@ class RulesReader {
         return type_error(v, p, "true");
       }
       if (!v.get<bool>()) {
-        return fail(p, "rules.bad-value", "expected true, got boolean false",
+        return fail(p,
+                    "rules.bad-value",
+                    "expected true, got boolean false",
                     "to let later rules decide, remove the rule");
       }
       rule.yield = ReplicateYield{};
@@ -701,15 +764,19 @@ class RulesReader {
     if (key == "fsdp") {
       FsdpYield y;
       bool ok = read_object(
-          v, p, "an fsdp object {\"axis\": ..., \"min_size_mb\": ...}",
-          {"axis", "min_size_mb"}, "fsdp",
+          v,
+          p,
+          "an fsdp object {\"axis\": ..., \"min_size_mb\": ...}",
+          {"axis", "min_size_mb"},
+          "fsdp",
           [&](const std::string& k, const Json& x, const std::string& q) {
             if (k == "axis") {
               if (!read_axes(x, q, y.axes, true, "the fsdp axis")) {
                 return false;
               }
               if (y.axes.empty()) {
-                return fail(q, "rules.bad-value",
+                return fail(q,
+                            "rules.bad-value",
                             "expected at least one axis, got an empty array");
               }
               return true;
@@ -719,7 +786,8 @@ class RulesReader {
             }
             y.min_size_mb = x.get<double>();
             if (!(y.min_size_mb >= 0) || !std::isfinite(y.min_size_mb)) {
-              return fail(q, "rules.bad-value",
+              return fail(q,
+                          "rules.bad-value",
                           fmt::format("expected a number of MiB >= 0, got {}",
                                       describe(x)));
             }
@@ -734,7 +802,11 @@ class RulesReader {
     if (key == "auto") {
       AutoYield y;
       bool ok = read_object(
-          v, p, "an auto object", {"axes", "min_shard_size", "reverse"}, "auto",
+          v,
+          p,
+          "an auto object",
+          {"axes", "min_shard_size", "reverse"},
+          "auto",
           [&](const std::string& k, const Json& x, const std::string& q) {
             if (k == "axes") {
               y.axes.emplace();
@@ -757,7 +829,11 @@ class RulesReader {
     if (key == "memory") {
       MemoryYield y;
       bool ok = read_object(
-          v, p, "a memory object", {"max_bytes_per_device", "axes"}, "memory",
+          v,
+          p,
+          "a memory object",
+          {"max_bytes_per_device", "axes"},
+          "memory",
           [&](const std::string& k, const Json& x, const std::string& q) {
             if (k == "axes") {
               y.axes.emplace();
@@ -776,7 +852,11 @@ class RulesReader {
     if (key == "mesh_helper") {
       MeshHelperYield y;
       bool ok = read_object(
-          v, p, "a mesh_helper object", {"min_shard_size"}, "mesh_helper",
+          v,
+          p,
+          "a mesh_helper object",
+          {"min_shard_size"},
+          "mesh_helper",
           [&](const std::string& /*k*/, const Json& x, const std::string& q) {
             std::optional<int64_t> n = get_int(x, q, 0);
             y.min_shard_size = n.value_or(0);
@@ -791,7 +871,8 @@ class RulesReader {
     // shape_patterns
     ShapePatternsYield y;
     if (!v.is_array()) {
-      return type_error(v, p,
+      return type_error(v,
+                        p,
                         "an array of {\"shape\": [...], \"spec\": [...]} "
                         "objects");
     }
@@ -799,8 +880,11 @@ class RulesReader {
       ShapePatternsYield::Entry e;
       e.pointer = fmt::format("{}/{}", p, i);
       bool ok = read_object(
-          v[i], e.pointer, "a {\"shape\": [...], \"spec\": [...]} object",
-          {"shape", "spec"}, "a shape pattern",
+          v[i],
+          e.pointer,
+          "a {\"shape\": [...], \"spec\": [...]} object",
+          {"shape", "spec"},
+          "a shape pattern",
           [&](const std::string& k, const Json& x, const std::string& q) {
             return k == "shape" ? read_shape(x, q, e.shape)
                                 : read_spec(x, q, e.spec);
@@ -815,7 +899,8 @@ class RulesReader {
     return true;
   }
 
-  bool read_logical_names(const Json& v, const std::string& p,
+  bool read_logical_names(const Json& v,
+                          const std::string& p,
                           LogicalAxesYield& y) {
     if (v.is_string()) {
       if (v.get_ref<const std::string&>() == "manifest") {
@@ -826,15 +911,15 @@ class RulesReader {
       if (edit_distance(v.get_ref<const std::string&>(), "manifest") <= 3) {
         hint = "did you mean \"manifest\"?";
       }
-      return fail(p, "rules.bad-value",
+      return fail(p,
+                  "rules.bad-value",
                   fmt::format("expected \"manifest\" or an array of logical "
                               "axis names, got {}",
                               describe(v)),
                   hint);
     }
     if (!v.is_array()) {
-      return type_error(v, p,
-                        "\"manifest\" or an array of logical axis names");
+      return type_error(v, p, "\"manifest\" or an array of logical axis names");
     }
     for (size_t d = 0; d < v.size(); ++d) {
       const std::string q = fmt::format("{}/{}", p, d);
@@ -842,19 +927,23 @@ class RulesReader {
         y.names.emplace_back();
         continue;
       }
-      std::optional<std::string> name =
-          get_name(v[d], q, "a logical axis name or null",
-                   "logical axis name is empty; use null for a dim without one");
+      std::optional<std::string> name = get_name(
+          v[d],
+          q,
+          "a logical axis name or null",
+          "logical axis name is empty; use null for a dim without one");
       if (!name) {
         return false;
       }
       for (size_t e = 0; e < y.names.size(); ++e) {
         if (y.names[e] && *y.names[e] == *name) {
-          return fail(q, "rules.duplicate-logical-axis",
-                      fmt::format("logical axis {} names dims {} and {}",
-                                  quote(*name), e, d),
-                      "a logical axis may name one dim (Flax refuses this "
-                      "too)");
+          return fail(
+              q,
+              "rules.duplicate-logical-axis",
+              fmt::format(
+                  "logical axis {} names dims {} and {}", quote(*name), e, d),
+              "a logical axis may name one dim (Flax refuses this "
+              "too)");
         }
       }
       y.names.emplace_back(std::move(*name));
@@ -862,26 +951,29 @@ class RulesReader {
     return true;
   }
 
-  bool read_logical_axis_rules(const Json& j, const std::string& pointer,
+  bool read_logical_axis_rules(const Json& j,
+                               const std::string& pointer,
                                std::vector<LogicalAxisRule>& out) {
     if (!j.is_array()) {
-      return type_error(j, pointer,
-                        "an array of [logical name, mesh axes] pairs");
+      return type_error(
+          j, pointer, "an array of [logical name, mesh axes] pairs");
     }
     for (size_t i = 0; i < j.size(); ++i) {
       LogicalAxisRule rule;
       rule.pointer = fmt::format("{}/{}", pointer, i);
       const Json& e = j[i];
       if (!e.is_array() || e.size() != 2) {
-        return type_error(
-            e, rule.pointer,
-            "a pair [logical name, mesh axis | [mesh axes] | []]",
-            e.is_array() ? fmt::format("this one has {} entries", e.size())
-                         : std::string());
+        return type_error(e,
+                          rule.pointer,
+                          "a pair [logical name, mesh axis | [mesh axes] | []]",
+                          e.is_array()
+                              ? fmt::format("this one has {} entries", e.size())
+                              : std::string());
       }
-      std::optional<std::string> name =
-          get_name(e[0], rule.pointer + "/0", "a logical axis name",
-                   "logical axis name is empty");
+      std::optional<std::string> name = get_name(e[0],
+                                                 rule.pointer + "/0",
+                                                 "a logical axis name",
+                                                 "logical axis name is empty");
       if (!name) {
         return false;
       }
@@ -896,7 +988,8 @@ class RulesReader {
     return true;
   }
 
-  bool read_unmatched(const Json& j, const std::string& pointer,
+  bool read_unmatched(const Json& j,
+                      const std::string& pointer,
                       Unmatched& out) {
     if (!j.is_string()) {
       return type_error(j, pointer, "\"error\" or \"replicate\"");
@@ -911,11 +1004,12 @@ class RulesReader {
       return true;
     }
     std::string near = closest_match(s, {"error", "replicate"});
-    return fail(pointer, "rules.bad-value",
-                fmt::format("expected \"error\" or \"replicate\", got {}",
-                            describe(j)),
-                near.empty() ? std::string()
-                             : fmt::format("did you mean {}?", quote(near)));
+    return fail(
+        pointer,
+        "rules.bad-value",
+        fmt::format("expected \"error\" or \"replicate\", got {}", describe(j)),
+        near.empty() ? std::string()
+                     : fmt::format("did you mean {}?", quote(near)));
   }
 
   // A logical name of an explicit list that no logical_axis_rules entry
@@ -934,11 +1028,13 @@ class RulesReader {
       }
       for (size_t d = 0; d < l->names.size(); ++d) {
         const std::optional<std::string>& name = l->names[d];
-        if (!name || std::find(known.begin(), known.end(), *name) != known.end()) {
+        if (!name
+            || std::find(known.begin(), known.end(), *name) != known.end()) {
           continue;
         }
         std::string near = closest_match(*name, known);
-        warn(fmt::format("{}/{}", l->pointer, d), "rules.unknown-logical-axis",
+        warn(fmt::format("{}/{}", l->pointer, d),
+             "rules.unknown-logical-axis",
              fmt::format("no logical_axis_rules entry for {}: its dim stays "
                          "replicated",
                          quote(*name)),
@@ -956,7 +1052,8 @@ class RulesReader {
 }  // namespace
 
 std::optional<RuleSet> read_rules(std::string_view json,
-                                  std::string_view source, Diagnostics& diags) {
+                                  std::string_view source,
+                                  Diagnostics& diags) {
   return RulesReader(json, source, diags).run();
 }
 

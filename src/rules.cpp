@@ -83,9 +83,14 @@ std::string_view yield_name(const RuleYield& yield) {
 
 const std::vector<std::string>& yield_names() {
   // The order of the RuleYield alternatives.
-  static const std::vector<std::string> names = {
-      "spec", "replicate", "logical_axes", "fsdp",
-      "auto", "memory",    "mesh_helper",  "shape_patterns"};
+  static const std::vector<std::string> names = {"spec",
+                                                 "replicate",
+                                                 "logical_axes",
+                                                 "fsdp",
+                                                 "auto",
+                                                 "memory",
+                                                 "mesh_helper",
+                                                 "shape_patterns"};
   return names;
 }
 
@@ -116,7 +121,9 @@ namespace detail {
 
 namespace {
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
 bool is_alnum(char c) {
   return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 }
@@ -132,12 +139,12 @@ std::optional<unsigned> posix_digits(std::string_view name) {
     name.remove_prefix(1);
   }
   std::optional<unsigned> digits;
-  for (std::string_view all : {"alnum", "digit", "xdigit", "word", "graph",
-                               "print", "ascii"}) {
+  for (std::string_view all :
+       {"alnum", "digit", "xdigit", "word", "graph", "print", "ascii"}) {
     digits = name == all ? std::optional<unsigned>(k_all_digits) : digits;
   }
-  for (std::string_view none : {"alpha", "upper", "lower", "space", "punct",
-                                "cntrl", "blank"}) {
+  for (std::string_view none :
+       {"alpha", "upper", "lower", "space", "punct", "cntrl", "blank"}) {
     digits = name == none ? std::optional<unsigned>(0) : digits;
   }
   if (digits && negated) {
@@ -249,7 +256,8 @@ bool digit_oblivious(std::string_view p) {
       const char e = p[i + 1];
       const bool known =
           !is_alnum(e)  // escaped punctuation: one non-digit character
-          || std::string_view("dDwWsSbBAzntrfva").find(e) != std::string_view::npos;
+          || std::string_view("dDwWsSbBAzntrfva").find(e)
+                 != std::string_view::npos;
       if (!known) {
         return false;
       }
@@ -283,7 +291,8 @@ bool digit_oblivious(std::string_view p) {
         continue;
       }
       while (j < p.size()
-             && std::string_view("imsU-").find(p[j]) != std::string_view::npos) {
+             && std::string_view("imsU-").find(p[j])
+                    != std::string_view::npos) {
         ++j;
       }
       if (j >= p.size() || (p[j] != ')' && p[j] != ':')) {
@@ -306,7 +315,8 @@ std::string describe_rule(const RuleSet& rules, size_t index) {
   const Rule& rule = rules.rules[index];
   std::string out = fmt::format("#{}", index);
   if (rule.pattern) {
-    out += " pattern " + quote(clip(*rule.pattern, k_description_pattern_bytes));
+    out +=
+        " pattern " + quote(clip(*rule.pattern, k_description_pattern_bytes));
   }
   if (rule.shape) {
     out += " shape " + shape_pattern_text(*rule.shape);
@@ -395,7 +405,9 @@ struct Key {
     }
   }
   KeyView view() const {
-    return KeyView{match_class, dtype, ShapeView(shape),
+    return KeyView{match_class,
+                   dtype,
+                   ShapeView(shape),
                    logical_axes ? &*logical_axes : nullptr};
   }
 };
@@ -489,7 +501,8 @@ class Engine {
   const RuleSet& rules() const { return m_rules; }
 
  private:
-  bool check_axes(const std::vector<AxisRef>& axes, std::string_view what,
+  bool check_axes(const std::vector<AxisRef>& axes,
+                  std::string_view what,
                   bool report_unknown);
   bool check_spec(const RuleSpec& spec);
   RuleRef ref(size_t index) const {
@@ -498,12 +511,15 @@ class Engine {
   // The names of `axes`; in a preset without those the mesh lacks.
   std::vector<std::string> names_of(const std::vector<AxisRef>& axes,
                                     Trace* trace) const;
-  bool selectors_match(size_t index, const TensorFacts& t,
+  bool selectors_match(size_t index,
+                       const TensorFacts& t,
                        const std::vector<char>& matched,
                        std::string* why_not) const;
-  YieldResult apply_yield(const Rule& rule, const TensorFacts& t,
+  YieldResult apply_yield(const Rule& rule,
+                          const TensorFacts& t,
                           Trace* trace) const;
-  YieldResult apply_spec(const RuleSpec& spec, const TensorFacts& t,
+  YieldResult apply_spec(const RuleSpec& spec,
+                         const TensorFacts& t,
                          Trace* trace) const;
 
   const Mesh& m_mesh;
@@ -538,23 +554,25 @@ class Engine {
 };
 
 bool Engine::check_axes(const std::vector<AxisRef>& axes,
-                        std::string_view what, bool report_unknown) {
+                        std::string_view what,
+                        bool report_unknown) {
   bool ok = true;
   for (size_t i = 0; i < axes.size(); ++i) {
     const AxisRef& a = axes[i];
     for (size_t j = 0; j < i; ++j) {
       if (axes[j].name == a.name) {
-        m_diags.error("rules.duplicate-axis",
-                      fmt::format("axis {} appears twice in {}", quote(a.name),
-                                  what),
-                      at(m_rules.source, a.pointer));
+        m_diags.error(
+            "rules.duplicate-axis",
+            fmt::format("axis {} appears twice in {}", quote(a.name), what),
+            at(m_rules.source, a.pointer));
         ok = false;
       }
     }
     if (report_unknown && m_mesh.find(a.name) == nullptr) {
-      Diagnostic& d = m_diags.error(
-          "rules.unknown-axis", fmt::format("unknown axis {}", quote(a.name)),
-          at(m_rules.source, a.pointer));
+      Diagnostic& d =
+          m_diags.error("rules.unknown-axis",
+                        fmt::format("unknown axis {}", quote(a.name)),
+                        at(m_rules.source, a.pointer));
       const std::vector<std::string> names = m_mesh.axis_names();
       std::string near = closest_match(a.name, names);
       if (!near.empty()) {
@@ -584,19 +602,19 @@ bool Engine::prepare() {
   const bool strict = !m_rules.preset;
   bool ok = true;
   auto bad_value = [&](const std::string& pointer, std::string message) {
-    m_diags.error("rules.bad-value", std::move(message),
-                  at(m_rules.source, pointer));
+    m_diags.error(
+        "rules.bad-value", std::move(message), at(m_rules.source, pointer));
     ok = false;
   };
   if (m_rules.min_size < 0) {
-    bad_value("/min_size", fmt::format("min_size must be >= 0, got {}",
-                                       m_rules.min_size));
+    bad_value("/min_size",
+              fmt::format("min_size must be >= 0, got {}", m_rules.min_size));
   }
   for (const Rule& rule : m_rules.rules) {
     if (rule.min_elements && *rule.min_elements < 0) {
-      bad_value(rule.pointer + "/min_elements",
-                fmt::format("min_elements must be >= 0, got {}",
-                            *rule.min_elements));
+      bad_value(
+          rule.pointer + "/min_elements",
+          fmt::format("min_elements must be >= 0, got {}", *rule.min_elements));
     }
     if (const auto* s = std::get_if<SpecYield>(&rule.yield)) {
       ok = check_spec(s->spec) && ok;
@@ -655,11 +673,12 @@ bool Engine::prepare() {
     if (m_set->Add(text, &error) < 0) {
       std::string hint;
       std::optional<std::string> why = pattern_error(*rule.pattern, &hint);
-      Diagnostic& d = m_diags.error(
-          "rules.bad-pattern",
-          fmt::format("pattern {} does not compile: {}", quote(*rule.pattern),
-                      why.value_or(error)),
-          at(m_rules.source, rule.pointer + "/pattern"));
+      Diagnostic& d =
+          m_diags.error("rules.bad-pattern",
+                        fmt::format("pattern {} does not compile: {}",
+                                    quote(*rule.pattern),
+                                    why.value_or(error)),
+                        at(m_rules.source, rule.pointer + "/pattern"));
       d.hint = hint;
       ok = false;
       continue;
@@ -673,10 +692,10 @@ bool Engine::prepare() {
     m_set.reset();  // no patterns, or the set is too large: one at a time
   }
   m_memo = !m_rule_of_pattern.empty()
-           && std::all_of(m_rules.rules.begin(), m_rules.rules.end(),
-                          [](const Rule& r) {
-                            return !r.pattern || detail::digit_oblivious(*r.pattern);
-                          });
+           && std::all_of(
+               m_rules.rules.begin(), m_rules.rules.end(), [](const Rule& r) {
+                 return !r.pattern || detail::digit_oblivious(*r.pattern);
+               });
   return true;
 }
 
@@ -687,14 +706,16 @@ void Engine::match(std::string_view name, std::vector<int>& out) const {
   }
   const re2::StringPiece text(name.data(), name.size());
   RE2::Set::ErrorInfo info{RE2::Set::kNoError};
-  if (m_set && (m_set->Match(text, &out, &info) || info.kind == RE2::Set::kNoError)) {
+  if (m_set
+      && (m_set->Match(text, &out, &info) || info.kind == RE2::Set::kNoError)) {
     return;
   }
   // No set, or its DFA ran out of memory on this name: one pattern at a time.
   out.clear();
   if (m_single.empty()) {
     for (int rule : m_rule_of_pattern) {
-      const std::string& pattern = *m_rules.rules[static_cast<size_t>(rule)].pattern;
+      const std::string& pattern =
+          *m_rules.rules[static_cast<size_t>(rule)].pattern;
       m_single.push_back(std::make_unique<RE2>(
           re2::StringPiece(pattern.data(), pattern.size()), pattern_options()));
     }
@@ -776,7 +797,10 @@ std::vector<std::string> Engine::names_of(const std::vector<AxisRef>& axes,
       if (trace != nullptr) {
         trace->push_back(TraceStep{
             fmt::format("axis {} is not in the mesh: dropped (preset)", a.name),
-            std::nullopt, {a.name}, false, false});
+            std::nullopt,
+            {a.name},
+            false,
+            false});
       }
       continue;
     }
@@ -785,7 +809,8 @@ std::vector<std::string> Engine::names_of(const std::vector<AxisRef>& axes,
   return out;
 }
 
-bool Engine::selectors_match(size_t index, const TensorFacts& t,
+bool Engine::selectors_match(size_t index,
+                             const TensorFacts& t,
                              const std::vector<char>& matched,
                              std::string* why_not) const {
   const Rule& rule = m_rules.rules[index];
@@ -797,24 +822,27 @@ bool Engine::selectors_match(size_t index, const TensorFacts& t,
   }
   if (rule.shape) {
     std::string why;
-    if (!shape_matches(t.shape, *rule.shape, why_not != nullptr ? &why : nullptr)) {
+    if (!shape_matches(
+            t.shape, *rule.shape, why_not != nullptr ? &why : nullptr)) {
       if (why_not != nullptr) {
-        *why_not = fmt::format("shape {}: {}", shape_pattern_text(*rule.shape), why);
+        *why_not =
+            fmt::format("shape {}: {}", shape_pattern_text(*rule.shape), why);
       }
       return false;
     }
   }
   if (rule.min_elements && t.num_elements < *rule.min_elements) {
     if (why_not != nullptr) {
-      *why_not = fmt::format("{} elements < min_elements {}", t.num_elements,
-                             *rule.min_elements);
+      *why_not = fmt::format(
+          "{} elements < min_elements {}", t.num_elements, *rule.min_elements);
     }
     return false;
   }
   return true;
 }
 
-YieldResult Engine::apply_spec(const RuleSpec& spec, const TensorFacts& t,
+YieldResult Engine::apply_spec(const RuleSpec& spec,
+                               const TensorFacts& t,
                                Trace* trace) const {
   YieldResult out;
   const size_t rank = t.shape.size();
@@ -829,7 +857,8 @@ YieldResult Engine::apply_spec(const RuleSpec& spec, const TensorFacts& t,
     }
     const std::string text =
         fmt::format("sharding {} is only valid for values of rank at least {}",
-                    to_python(written), spec.dims.size());
+                    to_python(written),
+                    spec.dims.size());
     if (m_rules.preset) {
       out.status = YieldResult::Status::not_applicable;
       out.reason = fmt::format("{}; the tensor's rank is {}", text, rank);
@@ -857,18 +886,29 @@ YieldResult Engine::apply_spec(const RuleSpec& spec, const TensorFacts& t,
         if (size == 1) {
           if (trace != nullptr) {
             trace->push_back(TraceStep{
-                fmt::format("dim {}: axis {} has size 1: dropped (preset)", d, a),
-                static_cast<int64_t>(d), {a}, std::nullopt, false});
+                fmt::format(
+                    "dim {}: axis {} has size 1: dropped (preset)", d, a),
+                static_cast<int64_t>(d),
+                {a},
+                std::nullopt,
+                false});
           }
           continue;
         }
         const bool divides = t.shape[d] % (product * size) == 0;
         if (trace != nullptr) {
           trace->push_back(TraceStep{
-              fmt::format("dim {} ({}): {} ({}) {}", d, t.shape[d], a, size,
+              fmt::format("dim {} ({}): {} ({}) {}",
+                          d,
+                          t.shape[d],
+                          a,
+                          size,
                           divides ? "divides it"
                                   : "does not divide it: dropped (preset)"),
-              static_cast<int64_t>(d), {a}, divides, divides});
+              static_cast<int64_t>(d),
+              {a},
+              divides,
+              divides});
         }
         if (divides) {
           product *= size;
@@ -882,7 +922,8 @@ YieldResult Engine::apply_spec(const RuleSpec& spec, const TensorFacts& t,
   return out;
 }
 
-YieldResult Engine::apply_yield(const Rule& rule, const TensorFacts& t,
+YieldResult Engine::apply_yield(const Rule& rule,
+                                const TensorFacts& t,
                                 Trace* trace) const {
   const size_t rank = t.shape.size();
   YieldResult out;
@@ -920,11 +961,14 @@ YieldResult Engine::apply_yield(const Rule& rule, const TensorFacts& t,
         out.detail = fmt::format(
             "{} logical axis names are only valid for values of rank at "
             "least {}, but were applied to",
-            l->names.size(), l->names.size());
+            l->names.size(),
+            l->names.size());
         out.pointer = l->pointer;
-        out.reason = fmt::format("{} logical axis names, but the tensor's "
-                                 "rank is {}",
-                                 l->names.size(), rank);
+        out.reason = fmt::format(
+            "{} logical axis names, but the tensor's "
+            "rank is {}",
+            l->names.size(),
+            rank);
         out.spec = replicated_spec(rank);
         return out;
       }
@@ -939,42 +983,62 @@ YieldResult Engine::apply_yield(const Rule& rule, const TensorFacts& t,
           out.problem = Problem::duplicate_logical;
           out.detail = fmt::format("dims {} and {}", j, i);
           out.pointer = *names[i];
-          out.reason = fmt::format("logical axis {} names dims {} and {}",
-                                   quote(*names[i]), j, i);
+          out.reason = fmt::format(
+              "logical axis {} names dims {} and {}", quote(*names[i]), j, i);
           out.spec = replicated_spec(rank);
           return out;
         }
       }
     }
-    out.spec = resolve_logical_axes(names, t.shape, m_rules.logical_axis_rules,
-                                    m_mesh, m_rules.preset, trace);
+    out.spec = resolve_logical_axes(names,
+                                    t.shape,
+                                    m_rules.logical_axis_rules,
+                                    m_mesh,
+                                    m_rules.preset,
+                                    trace);
     return out;
   }
   if (const auto* f = std::get_if<FsdpYield>(&rule.yield)) {
     std::vector<std::string> axes = names_of(f->axes, trace);
-    out.spec = fsdp_tactic(t.shape, t.dtype, replicated_spec(rank), axes,
-                           f->min_size_mb, m_mesh, trace);
+    out.spec = fsdp_tactic(t.shape,
+                           t.dtype,
+                           replicated_spec(rank),
+                           axes,
+                           f->min_size_mb,
+                           m_mesh,
+                           trace);
     return out;
   }
   auto axes_or_mesh = [&](const std::optional<std::vector<AxisRef>>& axes) {
     return axes ? names_of(*axes, trace) : m_mesh.axis_names();
   };
   if (const auto* a = std::get_if<AutoYield>(&rule.yield)) {
-    out.spec = auto_spec(t.shape, axes_or_mesh(a->axes),
+    out.spec = auto_spec(t.shape,
+                         axes_or_mesh(a->axes),
                          a->min_shard_size.value_or(m_mesh.num_devices()),
-                         a->reverse, m_mesh, trace);
+                         a->reverse,
+                         m_mesh,
+                         trace);
     return out;
   }
   if (const auto* m = std::get_if<MemoryYield>(&rule.yield)) {
     bool fits = true;
-    out.spec = memory_spec(t.shape, t.dtype, m->max_bytes_per_device,
-                           axes_or_mesh(m->axes), m_mesh, &fits, trace);
+    out.spec = memory_spec(t.shape,
+                           t.dtype,
+                           m->max_bytes_per_device,
+                           axes_or_mesh(m->axes),
+                           m_mesh,
+                           &fits,
+                           trace);
     out.memory_unmet = !fits;
     return out;
   }
   if (const auto* h = std::get_if<MeshHelperYield>(&rule.yield)) {
-    out.spec = mesh_helper_spec(t.shape, suggest_methods(t.shape, m_mesh),
-                                h->min_shard_size, m_mesh, trace);
+    out.spec = mesh_helper_spec(t.shape,
+                                suggest_methods(t.shape, m_mesh),
+                                h->min_shard_size,
+                                m_mesh,
+                                trace);
     return out;
   }
   const auto& patterns = std::get<ShapePatternsYield>(rule.yield);
@@ -984,37 +1048,50 @@ YieldResult Engine::apply_yield(const Rule& rule, const TensorFacts& t,
     if (shape_matches(t.shape, e.shape, &why)) {
       if (trace != nullptr) {
         trace->push_back(TraceStep{
-            fmt::format("shape pattern {} {} matches", k,
-                        shape_pattern_text(e.shape)),
-            std::nullopt, {}, true, false});
+            fmt::format(
+                "shape pattern {} {} matches", k, shape_pattern_text(e.shape)),
+            std::nullopt,
+            {},
+            true,
+            false});
       }
       return apply_spec(e.spec, t, trace);
     }
     if (trace != nullptr) {
       trace->push_back(TraceStep{
-          fmt::format("shape pattern {} {}: {}", k, shape_pattern_text(e.shape),
-                      why),
-          std::nullopt, {}, false, false});
+          fmt::format(
+              "shape pattern {} {}: {}", k, shape_pattern_text(e.shape), why),
+          std::nullopt,
+          {},
+          false,
+          false});
     }
   }
   if (trace != nullptr) {
     trace->push_back(TraceStep{"no shape pattern matches: replicated",
-                               std::nullopt, {}, std::nullopt, false});
+                               std::nullopt,
+                               {},
+                               std::nullopt,
+                               false});
   }
   out.spec = replicated_spec(rank);
   return out;
 }
 
-Outcome Engine::decide(const TensorFacts& t, uint64_t cls,
+Outcome Engine::decide(const TensorFacts& t,
+                       uint64_t cls,
                        RuleTrace* trace) const {
   Outcome out;
   const size_t rank = t.shape.size();
   if (rank == 0) {
-    out.decision = RuleDecision{PartitionSpec{},
-                                RuleRef{Decider::scalar, 0, "scalar"}};
+    out.decision =
+        RuleDecision{PartitionSpec{}, RuleRef{Decider::scalar, 0, "scalar"}};
     if (trace != nullptr) {
-      trace->before.push_back(TraceStep{
-          "a scalar: replicated before any rule", std::nullopt, {}, true, false});
+      trace->before.push_back(TraceStep{"a scalar: replicated before any rule",
+                                        std::nullopt,
+                                        {},
+                                        true,
+                                        false});
     }
     return out;
   }
@@ -1024,8 +1101,12 @@ Outcome Engine::decide(const TensorFacts& t, uint64_t cls,
     if (trace != nullptr) {
       trace->before.push_back(TraceStep{
           fmt::format("{} elements < min_size {}: replicated before any rule",
-                      t.num_elements, m_rules.min_size),
-          std::nullopt, {}, true, false});
+                      t.num_elements,
+                      m_rules.min_size),
+          std::nullopt,
+          {},
+          true,
+          false});
     }
     return out;
   }
@@ -1054,7 +1135,8 @@ Outcome Engine::decide(const TensorFacts& t, uint64_t cls,
       continue;
     }
     const Rule& rule = m_rules.rules[i];
-    YieldResult y = apply_yield(rule, t, step != nullptr ? &step->steps : nullptr);
+    YieldResult y =
+        apply_yield(rule, t, step != nullptr ? &step->steps : nullptr);
     if (step != nullptr) {
       step->reason = y.reason;
       if (y.status != YieldResult::Status::not_applicable) {
@@ -1118,13 +1200,18 @@ Outcome Engine::decide(const TensorFacts& t, uint64_t cls,
 }
 
 TensorFacts facts_of(const Tensor& t) {
-  return TensorFacts{t.shape, t.dtype, t.num_elements, t.num_bytes,
+  return TensorFacts{t.shape,
+                     t.dtype,
+                     t.num_elements,
+                     t.num_bytes,
                      t.logical_axes ? &*t.logical_axes : nullptr};
 }
 
 // Reports the problem of `outcome` for `tensor`.
-void report(const Outcome& outcome, const Tensor& tensor,
-            const Manifest& manifest, const RuleSet& rules,
+void report(const Outcome& outcome,
+            const Tensor& tensor,
+            const Manifest& manifest,
+            const RuleSet& rules,
             Diagnostics& diags) {
   Diagnostic d;
   d.severity = Severity::error;
@@ -1140,28 +1227,35 @@ void report(const Outcome& outcome, const Tensor& tensor,
       break;
     case Problem::rank:
       d.code = "rules.rank";
-      d.message = fmt::format("{} {} of rank {}", outcome.detail,
-                              quote(tensor.name), tensor.rank());
+      d.message = fmt::format("{} {} of rank {}",
+                              outcome.detail,
+                              quote(tensor.name),
+                              tensor.rank());
       d.location = at(rules.source, outcome.pointer);
-      d.hint = fmt::format("the tensor's shape is {}", shape_text(tensor.shape));
+      d.hint =
+          fmt::format("the tensor's shape is {}", shape_text(tensor.shape));
       break;
     case Problem::duplicate_logical:
       d.code = "rules.duplicate-logical-axis";
       d.message = fmt::format("logical axis {} names {} of {}",
-                              quote(outcome.pointer), outcome.detail,
+                              quote(outcome.pointer),
+                              outcome.detail,
                               quote(tensor.name));
-      d.location = at(manifest.source, tensor.pointer().empty()
-                                           ? std::string()
-                                           : tensor.pointer() + "/logical_axes");
-      d.hint = "a logical axis may name one dim (Flax: \"Unsupported: "
-               "Dimensions ... occur more than once\")";
+      d.location =
+          at(manifest.source,
+             tensor.pointer().empty() ? std::string()
+                                      : tensor.pointer() + "/logical_axes");
+      d.hint =
+          "a logical axis may name one dim (Flax: \"Unsupported: "
+          "Dimensions ... occur more than once\")";
       break;
     case Problem::conflict:
       d.code = "rules.conflict";
-      d.message = fmt::format("conflict: {} already has a sharding spec, "
-                              "cannot replicate ({})",
-                              quote(tensor.name),
-                              outcome.decision.rule.description);
+      d.message = fmt::format(
+          "conflict: {} already has a sharding spec, "
+          "cannot replicate ({})",
+          quote(tensor.name),
+          outcome.decision.rule.description);
       d.location = at(rules.source, outcome.pointer);
       break;
   }
@@ -1169,7 +1263,8 @@ void report(const Outcome& outcome, const Tensor& tensor,
 }
 
 // Elements per device of `spec` over `shape` (every dim divides).
-int64_t elements_per_device(ShapeView shape, const PartitionSpec& spec,
+int64_t elements_per_device(ShapeView shape,
+                            const PartitionSpec& spec,
                             const Mesh& mesh) {
   int64_t elements = 1;
   for (size_t d = 0; d < shape.size(); ++d) {
@@ -1185,8 +1280,10 @@ int64_t elements_per_device(ShapeView shape, const PartitionSpec& spec,
 
 }  // namespace
 
-std::optional<RulePlan> apply_rules(const Manifest& manifest, const Mesh& mesh,
-                                    const RuleSet& rules, Diagnostics& diags) {
+std::optional<RulePlan> apply_rules(const Manifest& manifest,
+                                    const Mesh& mesh,
+                                    const RuleSet& rules,
+                                    Diagnostics& diags) {
   Engine engine(mesh, rules, diags);
   if (!engine.prepare()) {
     return std::nullopt;
@@ -1213,7 +1310,9 @@ std::optional<RulePlan> apply_rules(const Manifest& manifest, const Mesh& mesh,
     if (t.rank() > 0 && t.num_elements >= rules.min_size) {
       cls = engine.classify(t.name);
     }
-    const KeyView key{cls, t.dtype, t.shape,
+    const KeyView key{cls,
+                      t.dtype,
+                      t.shape,
                       logical && t.logical_axes ? &*t.logical_axes : nullptr};
     uint32_t index = 0;
     if (auto it = cache.find(key); it != cache.end()) {
@@ -1257,18 +1356,23 @@ std::optional<RulePlan> apply_rules(const Manifest& manifest, const Mesh& mesh,
         fmt::format("{} tensor{} still exceed{} max_bytes_per_device {} "
                     "with every axis that divides spent ({}); the largest, "
                     "{}, holds {} bytes per device",
-                    u.tensors, u.tensors == 1 ? "" : "s",
-                    u.tensors == 1 ? "s" : "", m.max_bytes_per_device,
-                    describe_rule(rules, r), quote(tensors[u.largest].name),
+                    u.tensors,
+                    u.tensors == 1 ? "" : "s",
+                    u.tensors == 1 ? "s" : "",
+                    m.max_bytes_per_device,
+                    describe_rule(rules, r),
+                    quote(tensors[u.largest].name),
                     u.largest_bytes),
-        at(rules.source, rules.rules[r].pointer + "/memory/max_bytes_per_device"));
+        at(rules.source,
+           rules.rules[r].pointer + "/memory/max_bytes_per_device"));
     d.tensor = std::string(tensors[u.largest].name);
   }
   return plan;
 }
 
 std::optional<RuleTrace> explain_rules(const Manifest& manifest,
-                                       const Mesh& mesh, const RuleSet& rules,
+                                       const Mesh& mesh,
+                                       const RuleSet& rules,
                                        std::string_view name,
                                        Diagnostics& diags) {
   const Tensor* tensor = manifest.find(name);

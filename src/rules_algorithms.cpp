@@ -64,26 +64,32 @@ std::string axes_text(const std::vector<std::string>& axes) {
 }
 
 // "fsdp (8)" or "(dp, fsdp) (16)".
-std::string axes_with_size(const std::vector<std::string>& axes,
-                           int64_t size) {
+std::string axes_with_size(const std::vector<std::string>& axes, int64_t size) {
   return fmt::format("{} ({})", axes_text(axes), size);
 }
 
 void note(Trace* trace, std::string text) {
   if (trace != nullptr) {
-    trace->push_back(TraceStep{std::move(text), std::nullopt, {}, std::nullopt,
-                               false});
+    trace->push_back(
+        TraceStep{std::move(text), std::nullopt, {}, std::nullopt, false});
   }
 }
 
 // A divisibility check of `dim` against `axes`; `chosen` when it assigned.
-void check_step(Trace* trace, size_t dim, int64_t dim_size,
-                const std::vector<std::string>& axes, int64_t shards, bool ok,
-                bool chosen, std::string_view extra = {}) {
+void check_step(Trace* trace,
+                size_t dim,
+                int64_t dim_size,
+                const std::vector<std::string>& axes,
+                int64_t shards,
+                bool ok,
+                bool chosen,
+                std::string_view extra = {}) {
   if (trace == nullptr) {
     return;
   }
-  std::string text = fmt::format("dim {} ({}): {} {}", dim, dim_size,
+  std::string text = fmt::format("dim {} ({}): {} {}",
+                                 dim,
+                                 dim_size,
                                  axes_with_size(axes, shards),
                                  ok ? "divides it" : "does not divide it");
   if (!extra.empty()) {
@@ -92,14 +98,15 @@ void check_step(Trace* trace, size_t dim, int64_t dim_size,
   if (chosen) {
     text += fmt::format(": dim {} -> {}", dim, axes_text(axes));
   }
-  trace->push_back(TraceStep{std::move(text), static_cast<int64_t>(dim), axes,
-                             ok, chosen});
+  trace->push_back(
+      TraceStep{std::move(text), static_cast<int64_t>(dim), axes, ok, chosen});
 }
 
 // Dim indices ordered by size, largest first (smallest first when
 // `ascending`); equal sizes in dim order, or in reverse dim order with
 // `later_first`.
-std::vector<size_t> dims_by_size(ShapeView shape, bool ascending,
+std::vector<size_t> dims_by_size(ShapeView shape,
+                                 bool ascending,
                                  bool later_first) {
   std::vector<size_t> order(shape.size());
   std::iota(order.begin(), order.end(), size_t{0});
@@ -123,13 +130,14 @@ std::string order_text(ShapeView shape, const std::vector<size_t>& order) {
 
 // `axes` without those of size 1 (noted in the trace).
 std::vector<std::string> without_size_one(const std::vector<std::string>& axes,
-                                          const Mesh& mesh, Trace* trace) {
+                                          const Mesh& mesh,
+                                          Trace* trace) {
   std::vector<std::string> out;
   out.reserve(axes.size());
   for (const std::string& a : axes) {
     if (axis_size(mesh, a) == 1) {
-      note(trace, fmt::format("axis {} has size 1: it splits nothing, skipped",
-                              a));
+      note(trace,
+           fmt::format("axis {} has size 1: it splits nothing, skipped", a));
       continue;
     }
     out.push_back(a);
@@ -142,10 +150,13 @@ std::vector<std::string> without_size_one(const std::vector<std::string>& axes,
 // ---------------------------------------------------------------------------
 // nnx tactics.
 
-PartitionSpec fsdp_tactic(ShapeView shape, DType dtype,
+PartitionSpec fsdp_tactic(ShapeView shape,
+                          DType dtype,
                           const PartitionSpec& current,
                           const std::vector<std::string>& axes,
-                          double min_size_mb, const Mesh& mesh, Trace* trace) {
+                          double min_size_mb,
+                          const Mesh& mesh,
+                          Trace* trace) {
   assert(min_size_mb >= 0);
   const size_t rank = shape.size();
   PartitionSpec spec = current.padded(rank);
@@ -163,16 +174,22 @@ PartitionSpec fsdp_tactic(ShapeView shape, DType dtype,
   // an integer byte count through its floor.
   const int64_t bytes = byte_count(element_count(shape), dtype);
   const double threshold = min_size_mb * 1048576.0;
-  const bool small =
-      threshold >= 9.2e18 || bytes <= static_cast<int64_t>(std::floor(threshold));
+  const bool small = threshold >= 9.2e18
+                     || bytes <= static_cast<int64_t>(std::floor(threshold));
   if (small) {
-    note(trace, fmt::format("{} bytes <= min_size_mb {} ({} bytes): left as is",
-                            bytes, min_size_mb, std::floor(threshold)));
+    note(trace,
+         fmt::format("{} bytes <= min_size_mb {} ({} bytes): left as is",
+                     bytes,
+                     min_size_mb,
+                     std::floor(threshold)));
     return spec;
   }
-  note(trace, fmt::format("{} bytes > min_size_mb {}: shard the largest free "
-                          "dim {} divides",
-                          bytes, min_size_mb, axes_with_size(used, shards)));
+  note(trace,
+       fmt::format("{} bytes > min_size_mb {}: shard the largest free "
+                   "dim {} divides",
+                   bytes,
+                   min_size_mb,
+                   axes_with_size(used, shards)));
   // np.argsort(shape)[::-1]: largest first, equal sizes the later dim first.
   const std::vector<size_t> order = dims_by_size(shape, false, true);
   note(trace, "dims by size: " + order_text(shape, order));
@@ -204,32 +221,42 @@ std::optional<PartitionSpec> replicate_tactic(const PartitionSpec& current,
 // ---------------------------------------------------------------------------
 // eformer rules.
 
-PartitionSpec auto_spec(ShapeView shape, const std::vector<std::string>& axes,
-                        int64_t min_shard_size, bool reverse, const Mesh& mesh,
+PartitionSpec auto_spec(ShapeView shape,
+                        const std::vector<std::string>& axes,
+                        int64_t min_shard_size,
+                        bool reverse,
+                        const Mesh& mesh,
                         Trace* trace) {
   PartitionSpec spec = replicated_spec(shape.size());
   const int64_t elements = element_count(shape);
   if (elements < min_shard_size) {
-    note(trace, fmt::format("{} elements < min_shard_size {}: replicated",
-                            elements, min_shard_size));
+    note(trace,
+         fmt::format("{} elements < min_shard_size {}: replicated",
+                     elements,
+                     min_shard_size));
     return spec;
   }
-  note(trace, fmt::format("{} elements >= min_shard_size {}", elements,
-                          min_shard_size));
+  note(trace,
+       fmt::format(
+           "{} elements >= min_shard_size {}", elements, min_shard_size));
   // eformer walks a Python set of the axes, in no defined order; we walk
   // them in mesh order.
   std::vector<std::string> remaining = without_size_one(axes, mesh, trace);
-  std::stable_sort(remaining.begin(), remaining.end(),
+  std::stable_sort(remaining.begin(),
+                   remaining.end(),
                    [&](const std::string& a, const std::string& b) {
                      return mesh.index_of(a) < mesh.index_of(b);
                    });
-  note(trace, fmt::format("axes in mesh order: {}",
-                          remaining.empty() ? "none"
-                                            : fmt::format("{}", fmt::join(remaining, ", "))));
+  note(trace,
+       fmt::format("axes in mesh order: {}",
+                   remaining.empty()
+                       ? "none"
+                       : fmt::format("{}", fmt::join(remaining, ", "))));
   const std::vector<size_t> order = dims_by_size(shape, reverse, false);
-  note(trace, fmt::format("dims by size, {} first: {}",
-                          reverse ? "smallest" : "largest",
-                          order_text(shape, order)));
+  note(trace,
+       fmt::format("dims by size, {} first: {}",
+                   reverse ? "smallest" : "largest",
+                   order_text(shape, order)));
   for (size_t d : order) {
     if (remaining.empty()) {
       note(trace, "every axis is used");
@@ -248,8 +275,9 @@ PartitionSpec auto_spec(ShapeView shape, const std::vector<std::string>& axes,
       }
     }
     if (!assigned) {
-      note(trace, fmt::format("dim {} ({}): no remaining axis divides it", d,
-                              shape[d]));
+      note(trace,
+           fmt::format(
+               "dim {} ({}): no remaining axis divides it", d, shape[d]));
     }
   }
   return spec;
@@ -259,7 +287,8 @@ namespace {
 
 // Bytes per device when `shape` is split into `shards` per dim.
 // REQUIRES: every shards[d] divides shape[d].
-int64_t bytes_per_device(ShapeView shape, const std::vector<int64_t>& shards,
+int64_t bytes_per_device(ShapeView shape,
+                         const std::vector<int64_t>& shards,
                          DType dtype) {
   int64_t elements = 1;
   for (size_t d = 0; d < shape.size(); ++d) {
@@ -274,32 +303,41 @@ int64_t bytes_per_device(ShapeView shape, const std::vector<int64_t>& shards,
 
 }  // namespace
 
-PartitionSpec memory_spec(ShapeView shape, DType dtype,
+PartitionSpec memory_spec(ShapeView shape,
+                          DType dtype,
                           int64_t max_bytes_per_device,
                           const std::vector<std::string>& axes,
-                          const Mesh& mesh, bool* fits, Trace* trace) {
+                          const Mesh& mesh,
+                          bool* fits,
+                          Trace* trace) {
   const size_t rank = shape.size();
   PartitionSpec spec = replicated_spec(rank);
   const int64_t bytes = byte_count(element_count(shape), dtype);
   if (bytes <= max_bytes_per_device) {
-    note(trace, fmt::format("{} bytes <= max_bytes_per_device {}: replicated",
-                            bytes, max_bytes_per_device));
+    note(trace,
+         fmt::format("{} bytes <= max_bytes_per_device {}: replicated",
+                     bytes,
+                     max_bytes_per_device));
     if (fits != nullptr) {
       *fits = true;
     }
     return spec;
   }
-  note(trace, fmt::format("{} bytes > max_bytes_per_device {}", bytes,
-                          max_bytes_per_device));
+  note(trace,
+       fmt::format(
+           "{} bytes > max_bytes_per_device {}", bytes, max_bytes_per_device));
   // Largest axes first; sorted() is stable, so equal sizes keep their order.
   std::vector<std::string> sorted = without_size_one(axes, mesh, trace);
-  std::stable_sort(sorted.begin(), sorted.end(),
+  std::stable_sort(sorted.begin(),
+                   sorted.end(),
                    [&](const std::string& a, const std::string& b) {
                      return axis_size(mesh, a) > axis_size(mesh, b);
                    });
-  note(trace, fmt::format("axes by size, largest first: {}",
-                          sorted.empty() ? "none"
-                                         : fmt::format("{}", fmt::join(sorted, ", "))));
+  note(
+      trace,
+      fmt::format("axes by size, largest first: {}",
+                  sorted.empty() ? "none"
+                                 : fmt::format("{}", fmt::join(sorted, ", "))));
   // np.argsort([-d for d in shape]): largest first, equal sizes in dim order.
   const std::vector<size_t> order = dims_by_size(shape, false, false);
   note(trace, "dims by size: " + order_text(shape, order));
@@ -351,9 +389,10 @@ PartitionSpec memory_spec(ShapeView shape, DType dtype,
   }
   const bool fit = remaining <= max_bytes_per_device;
   if (!fit) {
-    note(trace, fmt::format("{} bytes per device: still over the limit, no "
-                            "axis left that divides",
-                            remaining));
+    note(trace,
+         fmt::format("{} bytes per device: still over the limit, no "
+                     "axis left that divides",
+                     remaining));
   }
   if (fits != nullptr) {
     *fits = fit;
@@ -414,8 +453,11 @@ std::vector<std::vector<std::string>> suggest_methods(ShapeView shape,
 }
 
 PartitionSpec mesh_helper_spec(
-    ShapeView shape, const std::vector<std::vector<std::string>>& methods,
-    int64_t min_shard_size, const Mesh& mesh, Trace* trace) {
+    ShapeView shape,
+    const std::vector<std::vector<std::string>>& methods,
+    int64_t min_shard_size,
+    const Mesh& mesh,
+    Trace* trace) {
   const size_t rank = shape.size();
   PartitionSpec spec = replicated_spec(rank);
   if (rank == 0) {
@@ -438,9 +480,15 @@ PartitionSpec mesh_helper_spec(
           }
           const bool big = shape[d] >= min_dim;
           const bool ok = big && shape[d] % size == 0;
-          check_step(trace, d, shape[d], method, size, shape[d] % size == 0,
-                     ok, big ? std::string_view{}
-                             : std::string_view{"below the minimum"});
+          check_step(
+              trace,
+              d,
+              shape[d],
+              method,
+              size,
+              shape[d] % size == 0,
+              ok,
+              big ? std::string_view{} : std::string_view{"below the minimum"});
           if (ok) {
             spec.dims[d].axes = method;
             break;
@@ -461,8 +509,7 @@ PartitionSpec mesh_helper_spec(
         // both dims if each is at least its axis's size, else nothing; if
         // not, dim 0 alone when s0 x s1 divides it.
         std::optional<int64_t> area = checked_mul(shape[0], shape[1]);
-        const bool area_ok =
-            area && *area >= combined && *area % combined == 0;
+        const bool area_ok = area && *area >= combined && *area % combined == 0;
         if (area_ok) {
           both = both && shape[0] >= s0 && shape[1] >= s1;
         } else {
@@ -477,10 +524,10 @@ PartitionSpec mesh_helper_spec(
       // checked only the product of dims 0 and 1).
       const bool divides = shape[0] % s0 == 0 && shape[1] % s1 == 0;
       if (both) {
-        check_step(trace, 0, shape[0], {method[0]}, s0, shape[0] % s0 == 0,
-                   divides);
-        check_step(trace, 1, shape[1], {method[1]}, s1, shape[1] % s1 == 0,
-                   divides);
+        check_step(
+            trace, 0, shape[0], {method[0]}, s0, shape[0] % s0 == 0, divides);
+        check_step(
+            trace, 1, shape[1], {method[1]}, s1, shape[1] % s1 == 0, divides);
         if (divides) {
           spec.dims[0].axes = {method[0]};
           spec.dims[1].axes = {method[1]};
@@ -501,14 +548,18 @@ PartitionSpec mesh_helper_spec(
   const int64_t devices = mesh.num_devices();
   const int64_t min_dim =
       std::max(min_shard_size, element_count(shape) / (devices * 2));
-  note(trace, fmt::format("first pass: dims of at least {} (max of "
-                          "min_shard_size {} and elements / (2 x {} devices))",
-                          min_dim, min_shard_size, devices));
+  note(trace,
+       fmt::format("first pass: dims of at least {} (max of "
+                   "min_shard_size {} and elements / (2 x {} devices))",
+                   min_dim,
+                   min_shard_size,
+                   devices));
   pass(min_dim, true);
   if (spec.replicated()) {
-    note(trace, fmt::format("nothing split: second pass, dims of at least "
-                            "min_shard_size {}",
-                            min_shard_size));
+    note(trace,
+         fmt::format("nothing split: second pass, dims of at least "
+                     "min_shard_size {}",
+                     min_shard_size));
     pass(min_shard_size, false);
   }
   return spec;
@@ -517,7 +568,8 @@ PartitionSpec mesh_helper_spec(
 // ---------------------------------------------------------------------------
 // Shapes and logical axes.
 
-bool shape_matches(ShapeView shape, const ShapePattern& pattern,
+bool shape_matches(ShapeView shape,
+                   const ShapePattern& pattern,
                    std::string* why_not) {
   if (shape.size() != pattern.size()) {
     if (why_not != nullptr) {
@@ -528,7 +580,8 @@ bool shape_matches(ShapeView shape, const ShapePattern& pattern,
   for (size_t d = 0; d < shape.size(); ++d) {
     if (pattern[d] && *pattern[d] != shape[d]) {
       if (why_not != nullptr) {
-        *why_not = fmt::format("dim {} is {}, not {}", d, shape[d], *pattern[d]);
+        *why_not =
+            fmt::format("dim {} is {}, not {}", d, shape[d], *pattern[d]);
       }
       return false;
     }
@@ -536,9 +589,11 @@ bool shape_matches(ShapeView shape, const ShapePattern& pattern,
   return true;
 }
 
-PartitionSpec resolve_logical_axes(const LogicalAxes& names, ShapeView shape,
+PartitionSpec resolve_logical_axes(const LogicalAxes& names,
+                                   ShapeView shape,
                                    const std::vector<LogicalAxisRule>& rules,
-                                   const Mesh& mesh, bool adaptive,
+                                   const Mesh& mesh,
+                                   bool adaptive,
                                    Trace* trace) {
   assert(names.size() == shape.size());
   const size_t rank = shape.size();
@@ -548,10 +603,10 @@ PartitionSpec resolve_logical_axes(const LogicalAxes& names, ShapeView shape,
   std::vector<size_t> by_rule(rank, 0);
   for (size_t k = 0; k < rules.size(); ++k) {
     const LogicalAxisRule& rule = rules[k];
-    auto named = std::find_if(names.begin(), names.end(),
-                              [&](const std::optional<std::string>& n) {
-                                return n && *n == rule.name;
-                              });
+    auto named = std::find_if(
+        names.begin(), names.end(), [&](const std::optional<std::string>& n) {
+          return n && *n == rule.name;
+        });
     if (named == names.end()) {
       continue;
     }
@@ -561,12 +616,17 @@ PartitionSpec resolve_logical_axes(const LogicalAxes& names, ShapeView shape,
     for (const AxisRef& a : rule.axes) {
       axes.push_back(a.name);
     }
-    const std::string head =
-        fmt::format("logical rule {} [{}, {}]", k, rule.name,
-                    axes.empty() ? "[]" : fmt::format("[{}]", fmt::join(axes, ", ")));
+    const std::string head = fmt::format(
+        "logical rule {} [{}, {}]",
+        k,
+        rule.name,
+        axes.empty() ? "[]" : fmt::format("[{}]", fmt::join(axes, ", ")));
     if (assigned[d]) {
-      note(trace, fmt::format("{}: dim {} already assigned by logical rule {}",
-                              head, d, by_rule[d]));
+      note(trace,
+           fmt::format("{}: dim {} already assigned by logical rule {}",
+                       head,
+                       d,
+                       by_rule[d]));
       continue;
     }
     if (adaptive && !axes.empty()) {
@@ -576,12 +636,18 @@ PartitionSpec resolve_logical_axes(const LogicalAxes& names, ShapeView shape,
       for (const std::string& a : axes) {
         const MeshAxis* axis = mesh.find(a);
         if (axis == nullptr) {
-          note(trace, fmt::format("{}: axis {} is not in the mesh: dropped",
-                                  head, a));
+          note(trace,
+               fmt::format("{}: axis {} is not in the mesh: dropped", head, a));
           continue;
         }
         if (shape[d] % (product * axis->size) != 0) {
-          check_step(trace, d, shape[d], {a}, axis->size, false, false,
+          check_step(trace,
+                     d,
+                     shape[d],
+                     {a},
+                     axis->size,
+                     false,
+                     false,
                      product > 1 ? "after the axes kept before it" : "");
           continue;
         }
@@ -589,8 +655,9 @@ PartitionSpec resolve_logical_axes(const LogicalAxes& names, ShapeView shape,
         kept.push_back(a);
       }
       if (kept.empty()) {
-        note(trace, fmt::format("{}: no axis left for dim {}: does not apply",
-                                head, d));
+        note(trace,
+             fmt::format(
+                 "{}: no axis left for dim {}: does not apply", head, d));
         continue;
       }
       axes = std::move(kept);
@@ -611,15 +678,23 @@ PartitionSpec resolve_logical_axes(const LogicalAxes& names, ShapeView shape,
       }
     }
     if (taken != nullptr) {
-      note(trace, fmt::format("{}: axis {} is already used by dim {}", head,
-                              *taken, taken_by));
+      note(
+          trace,
+          fmt::format(
+              "{}: axis {} is already used by dim {}", head, *taken, taken_by));
       continue;
     }
     if (trace != nullptr) {
-      trace->push_back(TraceStep{
-          fmt::format("{}: dim {} ({}) -> {}", head, d, rule.name,
-                      axes.empty() ? "replicated" : axes_text(axes)),
-          static_cast<int64_t>(d), axes, true, true});
+      trace->push_back(
+          TraceStep{fmt::format("{}: dim {} ({}) -> {}",
+                                head,
+                                d,
+                                rule.name,
+                                axes.empty() ? "replicated" : axes_text(axes)),
+                    static_cast<int64_t>(d),
+                    axes,
+                    true,
+                    true});
     }
     assigned[d] = std::move(axes);
     by_rule[d] = k;
@@ -628,8 +703,9 @@ PartitionSpec resolve_logical_axes(const LogicalAxes& names, ShapeView shape,
   for (size_t d = 0; d < rank; ++d) {
     if (!assigned[d]) {
       if (names[d]) {
-        note(trace, fmt::format("dim {} ({}): no rule applies: replicated", d,
-                                *names[d]));
+        note(trace,
+             fmt::format(
+                 "dim {} ({}): no rule applies: replicated", d, *names[d]));
       }
       continue;
     }

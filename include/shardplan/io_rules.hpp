@@ -8,8 +8,8 @@
 //    "min_size": 0, "unmatched": "error"}
 //
 // Problems stop the reader at the first error, located as
-//   rules.json:3:17: error: ...            JSON syntax (with an excerpt and caret)
-//   rules.json:/rules/3/pattern: error: ... a value, by JSON pointer
+//   rules.json:3:17: error: ...            JSON syntax (with an excerpt and
+//   caret) rules.json:/rules/3/pattern: error: ... a value, by JSON pointer
 // Codes:
 //   rules.syntax           not JSON
 //   rules.duplicate-key    a key twice in one object
@@ -41,6 +41,7 @@ namespace shardplan {
 // and becomes RuleSet::source. The result is a user's RuleSet (preset ==
 // false); a caller reading a built-in preset sets `preset` itself.
 std::optional<RuleSet> read_rules(std::string_view json,
-                                  std::string_view source, Diagnostics& diags);
+                                  std::string_view source,
+                                  Diagnostics& diags);
 
 }  // namespace shardplan

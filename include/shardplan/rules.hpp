@@ -135,9 +135,14 @@ struct ShapePatternsYield {
   bool operator==(const ShapePatternsYield&) const = default;
 };
 
-using RuleYield =
-    std::variant<SpecYield, ReplicateYield, LogicalAxesYield, FsdpYield,
-                 AutoYield, MemoryYield, MeshHelperYield, ShapePatternsYield>;
+using RuleYield = std::variant<SpecYield,
+                               ReplicateYield,
+                               LogicalAxesYield,
+                               FsdpYield,
+                               AutoYield,
+                               MemoryYield,
+                               MeshHelperYield,
+                               ShapePatternsYield>;
 
 // The key of a yield in a rules file: "spec", "replicate", "logical_axes",
 // "fsdp", "auto", "memory", "mesh_helper", "shape_patterns".
@@ -168,7 +173,7 @@ struct LogicalAxisRule {
 enum class Unmatched { error, replicate };
 
 struct RuleSet {
-  std::string source;  // the file, or the preset's name, for diagnostics
+  std::string source;   // the file, or the preset's name, for diagnostics
   bool preset = false;  // adaptive (see the top of this file)
   std::vector<Rule> rules;
   std::vector<LogicalAxisRule> logical_axis_rules;
@@ -261,8 +266,10 @@ struct RulePlan {
 // Warnings: rules.memory-unmet, one per `memory` rule, when a tensor still
 // exceeds max_bytes_per_device with every axis spent.
 // REQUIRES: mesh.num_devices() >= 1.
-std::optional<RulePlan> apply_rules(const Manifest& manifest, const Mesh& mesh,
-                                    const RuleSet& rules, Diagnostics& diags);
+std::optional<RulePlan> apply_rules(const Manifest& manifest,
+                                    const Mesh& mesh,
+                                    const RuleSet& rules,
+                                    Diagnostics& diags);
 
 // ---------------------------------------------------------------------------
 // Explaining one tensor.
@@ -270,11 +277,11 @@ std::optional<RulePlan> apply_rules(const Manifest& manifest, const Mesh& mesh,
 // One thing an algorithm or a selector considered. `text` is a line fit for
 // display; the other fields are the same facts as data.
 struct TraceStep {
-  std::string text;                // e.g. "dim 1 (7168): fsdp (8) divides it"
-  std::optional<int64_t> dim;      // the dim considered
-  std::vector<std::string> axes;   // the mesh axes considered for it
-  std::optional<bool> ok;          // whether the check passed
-  bool chosen = false;             // this step assigned `axes` to `dim`
+  std::string text;               // e.g. "dim 1 (7168): fsdp (8) divides it"
+  std::optional<int64_t> dim;     // the dim considered
+  std::vector<std::string> axes;  // the mesh axes considered for it
+  std::optional<bool> ok;         // whether the check passed
+  bool chosen = false;            // this step assigned `axes` to `dim`
 
   bool operator==(const TraceStep&) const = default;
 };
@@ -299,9 +306,9 @@ struct RuleStep {
   std::string description;  // describe_rule()
   bool matched = false;     // the selectors matched
   RuleOutcome outcome = RuleOutcome::no_match;
-  std::string reason;       // why not matched / not applicable / error
+  std::string reason;  // why not matched / not applicable / error
   std::optional<PartitionSpec> spec;  // what the yield gave, when tried
-  Trace steps;              // what its algorithm considered
+  Trace steps;                        // what its algorithm considered
 };
 
 struct RuleTrace {
@@ -311,9 +318,9 @@ struct RuleTrace {
   int64_t num_elements = 0;
   int64_t num_bytes = 0;
   std::optional<LogicalAxes> logical_axes;
-  Trace before;                  // scalar / min_size, when they decided
-  std::vector<RuleStep> rules;   // every rule, in order (empty if `before`
-                                 // decided)
+  Trace before;                 // scalar / min_size, when they decided
+  std::vector<RuleStep> rules;  // every rule, in order (empty if `before`
+                                // decided)
   RuleDecision result;
 };
 
@@ -322,7 +329,8 @@ struct RuleTrace {
 // apply_rules. An unknown name is an error at "--explain" with the nearest
 // tensor name as hint [rules.unknown-tensor]; input errors as apply_rules.
 std::optional<RuleTrace> explain_rules(const Manifest& manifest,
-                                       const Mesh& mesh, const RuleSet& rules,
+                                       const Mesh& mesh,
+                                       const RuleSet& rules,
                                        std::string_view name,
                                        Diagnostics& diags);
 
@@ -339,10 +347,12 @@ std::optional<RuleTrace> explain_rules(const Manifest& manifest,
 // size the product of `axes` divides takes `axes`. Otherwise `current`.
 // Example: (4096, 11008) bf16 on fsdp:8, axes {fsdp}: 86 MiB > 4, dim 1
 // (11008 = 8 x 1376) comes first: P(None, 'fsdp').
-PartitionSpec fsdp_tactic(ShapeView shape, DType dtype,
+PartitionSpec fsdp_tactic(ShapeView shape,
+                          DType dtype,
                           const PartitionSpec& current,
                           const std::vector<std::string>& axes,
-                          double min_size_mb, const Mesh& mesh,
+                          double min_size_mb,
+                          const Mesh& mesh,
                           Trace* trace = nullptr);
 
 // nnx `replicate`: `current` unchanged when it splits no dim, nullopt (the
@@ -360,8 +370,11 @@ std::optional<PartitionSpec> replicate_tactic(const PartitionSpec& current,
 // once. (eformer iterates a Python set: its order is arbitrary.)
 // Example: (1024, 4096) on dp:2,tp:4: dim 1 takes dp, dim 0 takes tp:
 // P('tp', 'dp').
-PartitionSpec auto_spec(ShapeView shape, const std::vector<std::string>& axes,
-                        int64_t min_shard_size, bool reverse, const Mesh& mesh,
+PartitionSpec auto_spec(ShapeView shape,
+                        const std::vector<std::string>& axes,
+                        int64_t min_shard_size,
+                        bool reverse,
+                        const Mesh& mesh,
                         Trace* trace = nullptr);
 
 // eformer MemoryConstrainedShardingRule: replicated when the tensor's bytes
@@ -371,10 +384,12 @@ PartitionSpec auto_spec(ShapeView shape, const std::vector<std::string>& axes,
 // first unused axis that divides it. Where the seed stops with the tensor
 // still over the limit, a second pass lets dims take further axes (minor
 // to the first) while the product divides; `fits` tells whether it fits.
-PartitionSpec memory_spec(ShapeView shape, DType dtype,
+PartitionSpec memory_spec(ShapeView shape,
+                          DType dtype,
                           int64_t max_bytes_per_device,
                           const std::vector<std::string>& axes,
-                          const Mesh& mesh, bool* fits = nullptr,
+                          const Mesh& mesh,
+                          bool* fits = nullptr,
                           Trace* trace = nullptr);
 
 // eformer MeshPartitionHelper._suggest_methods: from the axes named dp,
@@ -390,13 +405,17 @@ std::vector<std::vector<std::string>> suggest_methods(ShapeView shape,
 // it divides, and a pair takes dims 0 and 1 (or dim 0 for both); if that
 // splits nothing, a second pass with min_shard_size alone.
 PartitionSpec mesh_helper_spec(
-    ShapeView shape, const std::vector<std::vector<std::string>>& methods,
-    int64_t min_shard_size, const Mesh& mesh, Trace* trace = nullptr);
+    ShapeView shape,
+    const std::vector<std::vector<std::string>>& methods,
+    int64_t min_shard_size,
+    const Mesh& mesh,
+    Trace* trace = nullptr);
 
 // Whether `shape` has the pattern's rank and size wherever the pattern has
 // one. Otherwise `why_not` (if given) says which: "rank 2 != 3",
 // "dim 1 is 4096, not 1024".
-bool shape_matches(ShapeView shape, const ShapePattern& pattern,
+bool shape_matches(ShapeView shape,
+                   const ShapePattern& pattern,
                    std::string* why_not = nullptr);
 
 // Flax linen logical_to_mesh_axes, then MaxText's remove_size_one_mesh_axis:
@@ -412,9 +431,11 @@ bool shape_matches(ShapeView shape, const ShapePattern& pattern,
 // (batch X) (features X) (heads Y) (batch Z) give P('X', None, 'Y', None).
 // REQUIRES: names.size() == shape.size(); no name twice; unless adaptive,
 // every axis of `rules` is in `mesh`.
-PartitionSpec resolve_logical_axes(const LogicalAxes& names, ShapeView shape,
+PartitionSpec resolve_logical_axes(const LogicalAxes& names,
+                                   ShapeView shape,
                                    const std::vector<LogicalAxisRule>& rules,
-                                   const Mesh& mesh, bool adaptive,
+                                   const Mesh& mesh,
+                                   bool adaptive,
                                    Trace* trace = nullptr);
 
 namespace detail {

@@ -3,14 +3,14 @@
 // negative cases live in tests/data/bad_rules/, one file per case), warnings,
 // and inputs that must never crash it.
 
+#include "support/test_support.hpp"
+
 #include <shardplan/io_rules.hpp>
 #include <shardplan/rules.hpp>
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-
-#include "support/test_support.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -46,7 +46,8 @@ Diagnostic rules_error(std::string_view text) {
   return diags.items()[0];
 }
 
-std::vector<AxisRef> axes(std::initializer_list<std::pair<const char*, const char*>> list) {
+std::vector<AxisRef> axes(
+    std::initializer_list<std::pair<const char*, const char*>> list) {
   std::vector<AxisRef> out;
   for (const auto& [name, pointer] : list) {
     out.push_back(AxisRef{name, pointer});
@@ -82,7 +83,8 @@ TEST_CASE("io_rules: reads the DESIGN example key by key", "[rules][io]") {
         == RuleYield{SpecYield{RuleSpec{{axes({{"tp", "/rules/0/spec/0"}}),
                                          axes({{"fsdp", "/rules/0/spec/1"}})},
                                         "/rules/0/spec"}}});
-  CHECK(r.rules[1].yield == RuleYield{SpecYield{RuleSpec{{}, "/rules/1/spec"}}});
+  CHECK(r.rules[1].yield
+        == RuleYield{SpecYield{RuleSpec{{}, "/rules/1/spec"}}});
   const auto& logical = std::get<LogicalAxesYield>(r.rules[2].yield);
   CHECK_FALSE(logical.from_manifest);
   CHECK(logical.names == LogicalAxes{"q_heads", "embed"});
@@ -93,7 +95,9 @@ TEST_CASE("io_rules: reads the DESIGN example key by key", "[rules][io]") {
   CHECK(std::get<SpecYield>(r.rules[4].yield).spec.dims.size() == 2);
   const auto& a = std::get<AutoYield>(r.rules[5].yield);
   REQUIRE(a.axes);
-  CHECK(*a.axes == axes({{"fsdp", "/rules/5/auto/axes/0"}, {"tp", "/rules/5/auto/axes/1"}}));
+  CHECK(*a.axes
+        == axes({{"fsdp", "/rules/5/auto/axes/0"},
+                 {"tp", "/rules/5/auto/axes/1"}}));
   CHECK(a.min_shard_size == std::optional<int64_t>(1024));
   CHECK_FALSE(a.reverse);
   CHECK(r.rules[5].fallthrough);
@@ -104,15 +108,18 @@ TEST_CASE("io_rules: reads the DESIGN example key by key", "[rules][io]") {
 
   REQUIRE(r.logical_axis_rules.size() == 4);
   CHECK(r.logical_axis_rules[0]
-        == LogicalAxisRule{"embed", axes({{"fsdp", "/logical_axis_rules/0/1"}}),
+        == LogicalAxisRule{"embed",
+                           axes({{"fsdp", "/logical_axis_rules/0/1"}}),
                            "/logical_axis_rules/0"});
-  CHECK(r.logical_axis_rules[1].axes == axes({{"tp", "/logical_axis_rules/1/1/0"}}));
+  CHECK(r.logical_axis_rules[1].axes
+        == axes({{"tp", "/logical_axis_rules/1/1/0"}}));
   CHECK(r.logical_axis_rules[3].name == "norm");
   CHECK(r.logical_axis_rules[3].axes.empty());
 }
 
 TEST_CASE("io_rules: defaults and the other forms", "[rules][io]") {
-  const RuleSet r = rules_ok(R"json({"unmatched": "replicate", "min_size": 16, "rules": [
+  const RuleSet r =
+      rules_ok(R"json({"unmatched": "replicate", "min_size": 16, "rules": [
       {"fsdp": {"axis": ["dp", "fsdp"]}},
       {"auto": {}},
       {"memory": {"max_bytes_per_device": 0, "axes": ["tp"]}},
@@ -124,7 +131,9 @@ TEST_CASE("io_rules: defaults and the other forms", "[rules][io]") {
   CHECK(r.unmatched == Unmatched::replicate);
   CHECK(r.min_size == 16);
   const auto& f = std::get<FsdpYield>(r.rules[0].yield);
-  CHECK(f.axes == axes({{"dp", "/rules/0/fsdp/axis/0"}, {"fsdp", "/rules/0/fsdp/axis/1"}}));
+  CHECK(f.axes
+        == axes({{"dp", "/rules/0/fsdp/axis/0"},
+                 {"fsdp", "/rules/0/fsdp/axis/1"}}));
   CHECK(f.min_size_mb == 4.0);  // nnx's default
   CHECK(r.rules[1].yield == RuleYield{AutoYield{}});
   CHECK(r.rules[2].yield
@@ -133,10 +142,9 @@ TEST_CASE("io_rules: defaults and the other forms", "[rules][io]") {
   CHECK(std::get<LogicalAxesYield>(r.rules[4].yield).from_manifest);
   // A spec in Python text is read by parse_spec; its axes point at the string.
   CHECK(r.rules[5].yield
-        == RuleYield{SpecYield{RuleSpec{{axes({{"dp", "/rules/5/spec"},
-                                              {"fsdp", "/rules/5/spec"}}),
-                                         {}},
-                                        "/rules/5/spec"}}});
+        == RuleYield{SpecYield{RuleSpec{
+            {axes({{"dp", "/rules/5/spec"}, {"fsdp", "/rules/5/spec"}}), {}},
+            "/rules/5/spec"}}});
   CHECK(r.rules[6].min_elements == std::optional<int64_t>(7));
   const auto& p = std::get<ShapePatternsYield>(r.rules[6].yield);
   REQUIRE(p.patterns.size() == 1);
@@ -149,8 +157,10 @@ TEST_CASE("io_rules: defaults and the other forms", "[rules][io]") {
   CHECK(rules_ok(R"({"rules": []})").rules.empty());
 }
 
-TEST_CASE("io_rules: syntax errors give line column and a caret", "[rules][io]") {
-  const Diagnostic d = rules_error("{\"rules\": [\n  {\"pattern\": \"a\" \"spec\": []}]}");
+TEST_CASE("io_rules: syntax errors give line column and a caret",
+          "[rules][io]") {
+  const Diagnostic d =
+      rules_error("{\"rules\": [\n  {\"pattern\": \"a\" \"spec\": []}]}");
   CHECK(d.code == "rules.syntax");
   CHECK(render(d)
         == "r.json:2:19: error: invalid JSON: unexpected string literal; expected "
@@ -159,8 +169,10 @@ TEST_CASE("io_rules: syntax errors give line column and a caret", "[rules][io]")
            "                    ^");
 }
 
-TEST_CASE("io_rules: a spec in Python text with a syntax error", "[rules][io]") {
-  const Diagnostic d = rules_error(R"json({"rules": [{"spec": "P('fsdp', None"}]})json");
+TEST_CASE("io_rules: a spec in Python text with a syntax error",
+          "[rules][io]") {
+  const Diagnostic d =
+      rules_error(R"json({"rules": [{"spec": "P('fsdp', None"}]})json");
   CHECK(d.code == "spec.syntax");
   CHECK(d.location.source == "r.json:/rules/0/spec");
 }
@@ -217,7 +229,8 @@ TEST_CASE("io_rules: bad rules files", "[rules][io]") {
         REQUIRE(rules);
         const Mesh mesh = test::mesh_of(c.args.at("mesh"), [&] {
           int64_t n = 1;
-          for (size_t at = 0; (at = c.args.at("mesh").find(':', at)) != std::string::npos;) {
+          for (size_t at = 0;
+               (at = c.args.at("mesh").find(':', at)) != std::string::npos;) {
             n *= std::stoll(c.args.at("mesh").substr(++at));
           }
           return n;
@@ -228,8 +241,9 @@ TEST_CASE("io_rules: bad rules files", "[rules][io]") {
       }
       REQUIRE(diags.error_count() >= 1);
       const Diagnostic& d = *std::find_if(
-          diags.items().begin(), diags.items().end(),
-          [](const Diagnostic& x) { return x.severity == Severity::error; });
+          diags.items().begin(), diags.items().end(), [](const Diagnostic& x) {
+            return x.severity == Severity::error;
+          });
       CHECK(d.code == c.expect_code);
       CHECK(test::first_line_without_code(d) == c.expect_message);
       CHECK(render(d).starts_with(source + ":"));
@@ -265,7 +279,8 @@ TEST_CASE("io_rules: mutated files never crash", "[rules][io][property]") {
     check(valid.substr(0, n));
   }
   for (size_t i = 0; i < valid.size(); ++i) {
-    for (char c : {'"', ',', '[', '}', '\\', '\xff', '\0', '0', '-', ' ', 'x'}) {
+    for (char c :
+         {'"', ',', '[', '}', '\\', '\xff', '\0', '0', '-', ' ', 'x'}) {
       std::string mutated = valid;
       mutated[i] = c;
       check(mutated);
@@ -284,5 +299,6 @@ TEST_CASE("io_rules: deep nesting and large inputs", "[rules][io]") {
   const std::string in_rules =
       "{\"rules\": " + std::string(50000, '[') + std::string(50000, ']') + "}";
   d = rules_error(in_rules);
-  CHECK(test::first_line_without_code(d) == "r.json:/rules/0: error: expected a rule object, got array");
+  CHECK(test::first_line_without_code(d)
+        == "r.json:/rules/0: error: expected a rule object, got array");
 }
