@@ -1,14 +1,15 @@
 #!/bin/sh
-# Benchmarks the manifest reader against bare simdjson parses (DESIGN.md
-# section 7; what is measured is described at the top of bench_read.cpp).
+# Benchmarks the manifest reader and the rules engine against bare simdjson
+# parses (DESIGN.md section 7; what is measured is described at the top of
+# bench_read.cpp and bench_rules.cpp).
 # Builds nothing: `make bench` builds build/release first, then runs this.
 #
-#   BENCH_TENSORS=100000 BENCH_REPS=11 bench/run.sh
+#   BENCH_TENSORS=100000 BENCH_REPS=11 BENCH_RULES_TENSORS="10000 100000 1000000" bench/run.sh
 set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/build/release/bench"
-for tool in gen_manifest bench_read bench_index; do
+for tool in gen_manifest bench_read bench_index bench_rules; do
   if [ ! -x "$bin/$tool" ]; then
     echo "bench/run.sh: $bin/$tool is missing; run 'make bench'" >&2
     exit 1
@@ -32,3 +33,12 @@ echo "== safetensors header, $n tensors"
 echo
 echo "== safetensors index of 163 shards (DeepSeek-V3's layout)"
 "$bin/bench_index" --shards 163 --reps 5
+echo
+echo "== rules engine, 20 rules (fsdp-tp style), DeepSeek-like manifests"
+# One process per size: apply_rules leaves glibc's heap in a state that slows
+# a later read_manifest (bench_rules.cpp says why).
+for k in ${BENCH_RULES_TENSORS:-10000 100000 1000000}; do
+  f="$tmp/shardplan-bench-$k.json"
+  "$bin/gen_manifest" "$k" --seed 0 -o "$f"
+  "$bin/bench_rules" "$f" --reps "$reps"
+done

@@ -1,0 +1,1060 @@
+// The rules-file reader (include/shardplan/io_rules.hpp, docs/rules.md).
+//
+// Rules files are small, so nlohmann/json reads them whole (ordered, so that
+// the first problem reported is the first in the file). A parser callback
+// tracks where the parser is, to report a key given twice in one object,
+// which nlohmann itself would silently overwrite.
+
+#include <shardplan/io_rules.hpp>
+#include <shardplan/spec.hpp>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+namespace shardplan {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+const std::vector<std::string>& top_keys() {
+  static const std::vector<std::string> keys = {
+      "rules", "logical_axis_rules", "min_size", "unmatched"};
+  return keys;
+}
+
+const std::vector<std::string>& selector_keys() {
+  static const std::vector<std::string> keys = {
+      "pattern", "shape", "min_elements", "fallthrough"};
+  return keys;
+}
+
+std::vector<std::string> rule_keys() {
+  std::vector<std::string> keys = selector_keys();
+  keys.insert(keys.end(), yield_names().begin(), yield_names().end());
+  return keys;
+}
+
+std::string quoted_list(const std::vector<std::string>& words) {
+  std::vector<std::string> quoted;
+  quoted.reserve(words.size());
+  for (const std::string& w : words) {
+    quoted.push_back(quote(w));
+  }
+  return fmt::format("{}", fmt::join(quoted, ", "));
+}
+
+// "number 42", "string \"w\"", "boolean true", "array", "object", "null".
+std::string describe(const Json& j) {
+  switch (j.type()) {
+    case Json::value_t::object:
+      return "object";
+    case Json::value_t::array:
+      return "array";
+    case Json::value_t::null:
+      return "null";
+    case Json::value_t::boolean:
+      return j.get<bool>() ? "boolean true" : "boolean false";
+    case Json::value_t::string: {
+      const auto& s = j.get_ref<const std::string&>();
+      if (s.size() > 48) {
+        size_t n = 48;
+        while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0U) == 0x80U) {
+          --n;
+        }
+        return "string " + quote(s.substr(0, n) + "...");
+      }
+      return "string " + quote(s);
+    }
+    default:
+      return "number " + j.dump();
+  }
+}
+
+// What the parser callback records: the first key given twice.
+class KeyTracker {
+ public:
+  bool on_event(Json::parse_event_t event, const Json& parsed) {
+    switch (event) {
+      case Json::parse_event_t::object_start:
+        begin_element();
+        m_stack.push_back(Frame{false, 0, {}, {}});
+        break;
+      case Json::parse_event_t::array_start:
+        begin_element();
+        m_stack.push_back(Frame{true, 0, {}, {}});
+        break;
+      case Json::parse_event_t::object_end:
+      case Json::parse_event_t::array_end:
+        if (!m_stack.empty()) {
+          m_stack.pop_back();
+        }
+        break;
+      case Json::parse_event_t::key: {
+        if (m_stack.empty() || !parsed.is_string()) {
+          break;
+        }
+        Frame& f = m_stack.back();
+        f.token = parsed.get<std::string>();
+        if (!f.keys.insert(f.token).second && !m_duplicate) {
+          m_duplicate = pointer();
+          m_duplicate_key = f.token;
+        }
+        break;
+      }
+      case Json::parse_event_t::value:
+        begin_element();
+        break;
+    }
+    return true;
+  }
+
+  const std::optional<std::string>& duplicate() const { return m_duplicate; }
+  const std::string& duplicate_key() const { return m_duplicate_key; }
+
+ private:
+  struct Frame {
+    bool array = false;
+    size_t next = 0;
+    std::string token;  // the current key, or the current index as text
+    std::unordered_set<std::string> keys;
+  };
+
+  void begin_element() {
+    if (!m_stack.empty() && m_stack.back().array) {
+      Frame& f = m_stack.back();
+      f.token = std::to_string(f.next++);
+    }
+  }
+
+  std::string pointer() const {
+    std::string out;
+    for (const Frame& f : m_stack) {
+      out = json_pointer_child(out, f.token);
+    }
+    return out;
+  }
+
+  std::vector<Frame> m_stack;
+  std::optional<std::string> m_duplicate;
+  std::string m_duplicate_key;
+};
+
+// On a syntax error, where the offending token starts: nlohmann's parse
+// error gives the byte after it, its SAX interface the token itself.
+class SyntaxProbe final : public nlohmann::json_sax<Json> {
+ public:
+  bool null() override { return true; }
+  bool boolean(bool /*value*/) override { return true; }
+  bool number_integer(number_integer_t /*value*/) override { return true; }
+  bool number_unsigned(number_unsigned_t /*value*/) override { return true; }
+  bool number_float(number_float_t /*value*/,
+                    const string_t& /*text*/) override {
+    return true;
+  }
+  bool string(string_t& /*value*/) override { return true; }
+  bool binary(binary_t& /*value*/) override { return true; }
+  bool start_object(std::size_t /*size*/) override { return true; }
+  bool key(string_t& /*value*/) override { return true; }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t /*size*/) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t byte,
+                   const std::string& last_token,
+                   const nlohmann::detail::exception& /*error*/) override {
+    position = byte;
+    token = last_token;
+    return false;
+  }
+
+  size_t position = 0;  // 1-based index of the last byte read
+  std::string token;
+};
+
+// The byte offset of the token a parse error stopped at, or `fallback`.
+size_t token_start(std::string_view text, size_t fallback) {
+  SyntaxProbe probe;
+  try {
+    Json::sax_parse(text.begin(), text.end(), &probe);
+  } catch (const std::exception&) {
+    return fallback;
+  }
+  const size_t end = std::min(probe.position, text.size());
+  if (probe.token.empty() || probe.token.size() > end
+      || text.substr(end - probe.token.size(), probe.token.size())
+             != probe.token) {
+    return fallback;
+  }
+  return end - probe.token.size();
+}
+
+class RulesReader {
+ public:
+  RulesReader(std::string_view text,
+              std::string_view source,
+              Diagnostics& diags)
+      : m_text(text), m_source(source), m_diags(diags) {}
+
+  std::optional<RuleSet> run() {
+    Json doc;
+    KeyTracker keys;
+    try {
+      doc = Json::parse(
+          m_text.begin(),
+          m_text.end(),
+          [&keys](int /*depth*/, Json::parse_event_t event, Json& parsed) {
+            return keys.on_event(event, parsed);
+          });
+    } catch (const Json::parse_error& e) {
+      syntax_error(e.byte, e.what());
+      return std::nullopt;
+    } catch (const std::exception& e) {
+      m_diags.error("rules.syntax",
+                    fmt::format("cannot read JSON: {}", e.what()),
+                    Location::of(m_source));
+      return std::nullopt;
+    }
+    if (keys.duplicate()) {
+      fail(*keys.duplicate(),
+           "rules.duplicate-key",
+           fmt::format("duplicate key {}", quote(keys.duplicate_key())));
+      return std::nullopt;
+    }
+    if (!doc.is_object()) {
+      fail_at_start(
+          "rules.type",
+          fmt::format("expected a JSON object at the top level, got {}",
+                      describe(doc)));
+      return std::nullopt;
+    }
+    RuleSet out;
+    out.source = m_source;
+    bool have_rules = false;
+    for (const auto& [key, value] : doc.items()) {
+      const std::string pointer = json_pointer_child("", key);
+      bool ok = true;
+      if (key == "rules") {
+        have_rules = true;
+        ok = read_rules(value, pointer, out.rules);
+      } else if (key == "logical_axis_rules") {
+        ok = read_logical_axis_rules(value, pointer, out.logical_axis_rules);
+      } else if (key == "min_size") {
+        std::optional<int64_t> v = get_int(value, pointer, 0);
+        ok = v.has_value();
+        out.min_size = v.value_or(0);
+      } else if (key == "unmatched") {
+        ok = read_unmatched(value, pointer, out.unmatched);
+      } else {
+        ok = unknown_key(key, pointer, top_keys(), "");
+      }
+      if (!ok) {
+        return std::nullopt;
+      }
+    }
+    if (!have_rules) {
+      fail_at_start("rules.missing-key",
+                    "missing key \"rules\"",
+                    "a rules file is {\"rules\": [...]}");
+      return std::nullopt;
+    }
+    warn_unknown_logical_names(out);
+    return out;
+  }
+
+ private:
+  // ---- reporting
+
+  bool fail(const std::string& pointer,
+            std::string code,
+            std::string message,
+            std::string hint = {}) {
+    Location loc;
+    loc.source = m_source;
+    loc.pointer = pointer;
+    Diagnostic& d = m_diags.error(std::move(code), std::move(message), loc);
+    d.hint = std::move(hint);
+    return false;
+  }
+
+  void warn(const std::string& pointer,
+            std::string code,
+            std::string message,
+            std::string hint = {}) {
+    Location loc;
+    loc.source = m_source;
+    loc.pointer = pointer;
+    Diagnostic& d = m_diags.warning(std::move(code), std::move(message), loc);
+    d.hint = std::move(hint);
+  }
+
+  // A problem with the whole document, shown at its first value.
+  void fail_at_start(std::string code,
+                     std::string message,
+                     std::string hint = {}) {
+    size_t offset = m_text.starts_with("\xEF\xBB\xBF") ? 3 : 0;
+    while (offset < m_text.size()
+           && (m_text[offset] == ' ' || m_text[offset] == '\t'
+               || m_text[offset] == '\n' || m_text[offset] == '\r')) {
+      ++offset;
+    }
+    Diagnostic& d = m_diags.error(std::move(code),
+                                  std::move(message),
+                                  location_in_text(m_source, m_text, offset));
+    d.hint = std::move(hint);
+  }
+
+  // nlohmann: "[json.exception.parse_error.101] parse error at line 1,
+  // column 2: syntax error while parsing value - invalid literal; last
+  // read: 'x'". We keep "invalid literal", located by the byte offset.
+  void syntax_error(size_t byte, std::string_view what) {
+    const size_t offset =
+        token_start(m_text, byte == 0 ? 0 : std::min(byte - 1, m_text.size()));
+    if (size_t colon = what.find(": "); colon != std::string_view::npos) {
+      what.remove_prefix(colon + 2);
+    }
+    if (what.starts_with("syntax error while parsing ")) {
+      if (size_t dash = what.find(" - "); dash != std::string_view::npos) {
+        what.remove_prefix(dash + 3);
+      }
+    }
+    std::string message(what);
+    if (size_t last = message.find("; last read: ");
+        last != std::string::npos) {
+      message.erase(last);
+    }
+    if (!message.empty()) {
+      message[0] = static_cast<char>(
+          std::tolower(static_cast<unsigned char>(message[0])));
+    }
+    m_diags.error("rules.syntax",
+                  "invalid JSON: " + message,
+                  location_in_text(m_source, m_text, offset));
+  }
+
+  bool type_error(const Json& j,
+                  const std::string& pointer,
+                  std::string_view expected,
+                  std::string hint = {}) {
+    return fail(pointer,
+                "rules.type",
+                fmt::format("expected {}, got {}", expected, describe(j)),
+                std::move(hint));
+  }
+
+  // `where` names the object for the hint ("a rule", "fsdp"); empty for the
+  // top level.
+  bool unknown_key(const std::string& key,
+                   const std::string& pointer,
+                   const std::vector<std::string>& known,
+                   std::string_view where) {
+    std::string hint;
+    std::string near = closest_match(key, known);
+    if (!near.empty()) {
+      hint = fmt::format("did you mean {}?", quote(near));
+    } else if (where == "a rule") {
+      hint = fmt::format(
+          "a rule has selectors {}, one yield of {}, and \"fallthrough\"",
+          quoted_list({"pattern", "shape", "min_elements"}),
+          quoted_list(yield_names()));
+    } else {
+      hint = fmt::format("{} has the keys {}",
+                         where.empty() ? "a rules file" : where,
+                         quoted_list(known));
+    }
+    return fail(pointer,
+                "rules.unknown-key",
+                fmt::format("unknown key {}", quote(key)),
+                std::move(hint));
+  }
+
+  // ---- scalars
+
+  std::optional<int64_t> get_int(const Json& j,
+                                 const std::string& pointer,
+                                 int64_t min) {
+    const std::string expected = fmt::format("an integer >= {}", min);
+    if (j.is_number_unsigned()) {
+      const auto v = j.get<uint64_t>();
+      if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        fail(pointer,
+             "rules.bad-value",
+             fmt::format("{} does not fit in int64 (max {})",
+                         v,
+                         std::numeric_limits<int64_t>::max()));
+        return std::nullopt;
+      }
+      if (static_cast<int64_t>(v) < min) {
+        fail(pointer,
+             "rules.bad-value",
+             fmt::format("expected {}, got {}", expected, describe(j)));
+        return std::nullopt;
+      }
+      return static_cast<int64_t>(v);
+    }
+    if (j.is_number_integer()) {
+      const auto v = j.get<int64_t>();
+      if (v < min) {
+        fail(pointer,
+             "rules.bad-value",
+             fmt::format("expected {}, got {}", expected, describe(j)));
+        return std::nullopt;
+      }
+      return v;
+    }
+    if (j.is_number_float()) {
+      fail(pointer,
+           "rules.bad-value",
+           fmt::format("expected {}, got {}", expected, describe(j)));
+      return std::nullopt;
+    }
+    type_error(j, pointer, expected);
+    return std::nullopt;
+  }
+
+  std::optional<bool> get_bool(const Json& j, const std::string& pointer) {
+    if (!j.is_boolean()) {
+      type_error(j, pointer, "true or false");
+      return std::nullopt;
+    }
+    return j.get<bool>();
+  }
+
+  // A non-empty name (an axis or a logical axis).
+  std::optional<std::string> get_name(const Json& j,
+                                      const std::string& pointer,
+                                      std::string_view expected,
+                                      std::string_view empty_message) {
+    if (!j.is_string()) {
+      type_error(j, pointer, expected);
+      return std::nullopt;
+    }
+    std::string s = j.get<std::string>();
+    if (s.empty()) {
+      fail(pointer, "rules.bad-value", std::string(empty_message));
+      return std::nullopt;
+    }
+    return s;
+  }
+
+  // ---- axes and specs
+
+  // An axis name or an array of them (unique, non-empty).
+  bool read_axes(const Json& j,
+                 const std::string& pointer,
+                 std::vector<AxisRef>& out,
+                 bool allow_single,
+                 std::string_view what) {
+    out.clear();
+    if (allow_single && j.is_string()) {
+      std::optional<std::string> name =
+          get_name(j, pointer, "an axis name", "axis name is empty");
+      if (!name) {
+        return false;
+      }
+      out.push_back(AxisRef{std::move(*name), pointer});
+      return true;
+    }
+    if (!j.is_array()) {
+      return type_error(j,
+                        pointer,
+                        allow_single ? "an axis name or an array of axis names"
+                                     : "an array of axis names");
+    }
+    for (size_t i = 0; i < j.size(); ++i) {
+      const std::string p = fmt::format("{}/{}", pointer, i);
+      std::optional<std::string> name =
+          get_name(j[i], p, "an axis name", "axis name is empty");
+      if (!name) {
+        return false;
+      }
+      out.push_back(AxisRef{std::move(*name), p});
+    }
+    return unique_axes(out, what);
+  }
+
+  bool unique_axes(const std::vector<AxisRef>& axes, std::string_view what) {
+    for (size_t i = 0; i < axes.size(); ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        if (axes[i].name == axes[j].name) {
+          return fail(
+              axes[i].pointer,
+              "rules.duplicate-axis",
+              fmt::format(
+                  "axis {} appears twice in {}", quote(axes[i].name), what),
+              fmt::format("first at {}", axes[j].pointer));
+        }
+      }
+    }
+    return true;
+  }
+
+  // SPEC: [null | "axis" | ["a", "b"], ...], or a string parse_spec reads
+  // ("P('fsdp', None)").
+  bool read_spec(const Json& j, const std::string& pointer, RuleSpec& out) {
+    out = RuleSpec{};
+    out.pointer = pointer;
+    if (j.is_string()) {
+      Diagnostics scratch;
+      std::optional<PartitionSpec> parsed =
+          parse_spec(j.get_ref<const std::string&>(),
+                     fmt::format("{}:{}", m_source, pointer),
+                     scratch);
+      if (!parsed || scratch.has_errors()) {
+        for (const Diagnostic& d : scratch.items()) {
+          m_diags.add(d);
+        }
+        return false;
+      }
+      for (const DimSharding& dim : parsed->dims) {
+        std::vector<AxisRef> axes;
+        for (const std::string& a : dim.axes) {
+          axes.push_back(AxisRef{a, pointer});
+        }
+        out.dims.push_back(std::move(axes));
+      }
+    } else if (j.is_array()) {
+      for (size_t k = 0; k < j.size(); ++k) {
+        const std::string p = fmt::format("{}/{}", pointer, k);
+        const Json& entry = j[k];
+        std::vector<AxisRef> axes;
+        if (entry.is_string()) {
+          std::optional<std::string> name =
+              get_name(entry, p, "an axis name", "axis name is empty");
+          if (!name) {
+            return false;
+          }
+          axes.push_back(AxisRef{std::move(*name), p});
+        } else if (entry.is_array()) {
+          for (size_t i = 0; i < entry.size(); ++i) {
+            const std::string q = fmt::format("{}/{}", p, i);
+            if (entry[i].is_array()) {
+              return fail(q,
+                          "rules.bad-value",
+                          "a tuple inside a PartitionSpec cannot contain a "
+                          "nested tuple");
+            }
+            std::optional<std::string> name =
+                get_name(entry[i],
+                         q,
+                         "an axis name inside a tuple",
+                         "axis name is empty");
+            if (!name) {
+              return false;
+            }
+            axes.push_back(AxisRef{std::move(*name), q});
+          }
+        } else if (!entry.is_null()) {
+          return type_error(
+              entry, p, "null, an axis name or an array of axis names");
+        }
+        out.dims.push_back(std::move(axes));
+      }
+    } else {
+      return type_error(j,
+                        pointer,
+                        "a spec: an array of null, \"axis\" or [\"a\", \"b\"] "
+                        "per dim");
+    }
+    std::vector<AxisRef> all;
+    for (const auto& dim : out.dims) {
+      all.insert(all.end(), dim.begin(), dim.end());
+    }
+    return unique_axes(all, "one spec");
+  }
+
+  bool read_shape(const Json& j,
+                  const std::string& pointer,
+                  ShapePattern& out) {
+    out.clear();
+    if (!j.is_array()) {
+      return type_error(
+          j, pointer, "an array of dim sizes (null matches any size)");
+    }
+    for (size_t d = 0; d < j.size(); ++d) {
+      const std::string p = fmt::format("{}/{}", pointer, d);
+      if (j[d].is_null()) {
+        out.emplace_back();
+        continue;
+      }
+      if (!j[d].is_number()) {
+        return type_error(j[d], p, "a dim size or null");
+      }
+      std::optional<int64_t> v = get_int(j[d], p, 0);
+      if (!v) {
+        return false;
+      }
+      out.emplace_back(*v);
+    }
+    return true;
+  }
+
+  // ---- objects
+
+  // Iterates the keys of object `j`, each through `read(key, value,
+  // pointer)`; an unknown key (not in `known`) fails.
+  template <typename F>
+  bool read_object(const Json& j,
+                   const std::string& pointer,
+                   std::string_view expected,
+                   const std::vector<std::string>& known,
+                   std::string_view where,
+                   F&& read) {
+    if (!j.is_object()) {
+      return type_error(j, pointer, expected);
+    }
+    for (const auto& [key, value] : j.items()) {
+      const std::string p = json_pointer_child(pointer, key);
+      if (std::find(known.begin(), known.end(), key) == known.end()) {
+        return unknown_key(key, p, known, where);
+      }
+      if (!read(key, value, p)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  bool require(const Json& j,
+               const std::string& pointer,
+               std::string_view key) {
+    if (j.contains(std::string(key))) {
+      return true;
+    }
+    return fail(pointer,
+                "rules.missing-key",
+                fmt::format("missing key {}", quote(key)));
+  }
+
+  bool read_rules(const Json& j,
+                  const std::string& pointer,
+                  std::vector<Rule>& out) {
+    if (!j.is_array()) {
+      return type_error(j, pointer, "an array of rule objects");
+    }
+    out.reserve(j.size());
+    for (size_t i = 0; i < j.size(); ++i) {
+      Rule rule;
+      rule.pointer = fmt::format("{}/{}", pointer, i);
+      if (!read_rule(j[i], rule)) {
+        return false;
+      }
+      out.push_back(std::move(rule));
+    }
+    return true;
+  }
+
+  bool read_rule(const Json& j, Rule& rule) {
+    const std::string& base = rule.pointer;
+    std::string yield_key;
+    const std::vector<std::string> known = rule_keys();
+    const bool ok = read_object(
+        j,
+        base,
+        "a rule object",
+        known,
+        "a rule",
+        [&](const std::string& key, const Json& v, const std::string& p) {
+          if (key == "pattern") {
+            if (!v.is_string()) {
+              return type_error(v, p, "a regular expression string");
+            }
+            rule.pattern = v.get<std::string>();
+            std::string hint;
+            if (std::optional<std::string> e =
+                    pattern_error(*rule.pattern, &hint)) {
+              return fail(p,
+                          "rules.bad-pattern",
+                          fmt::format("pattern {} does not compile: {}",
+                                      quote(*rule.pattern),
+                                      *e),
+                          hint);
+            }
+            return true;
+          }
+          if (key == "shape") {
+            rule.shape.emplace();
+            return read_shape(v, p, *rule.shape);
+          }
+          if (key == "min_elements") {
+            std::optional<int64_t> n = get_int(v, p, 0);
+            rule.min_elements = n;
+            return n.has_value();
+          }
+          if (key == "fallthrough") {
+            std::optional<bool> b = get_bool(v, p);
+            rule.fallthrough = b.value_or(false);
+            return b.has_value();
+          }
+          // A yield.
+          if (!yield_key.empty()) {
+            return fail(p,
+                        "rules.two-yields",
+                        fmt::format("a rule yields one thing, got {} and {}",
+                                    quote(yield_key),
+                                    quote(key)),
+                        "split it into two rules; the first that matches "
+                        "decides");
+          }
+          yield_key = key;
+          return read_yield(key, v, p, rule);
+        });
+    if (!ok) {
+      return false;
+    }
+    if (yield_key.empty()) {
+      return fail(base,
+                  "rules.missing-yield",
+                  "the rule yields nothing",
+                  fmt::format("give it one of {}", quoted_list(yield_names())));
+    }
+    if (rule.fallthrough
+        && std::holds_alternative<ReplicateYield>(rule.yield)) {
+      warn(base + "/fallthrough",
+           "rules.useless-fallthrough",
+           "a replicate rule with fallthrough never decides a tensor",
+           "remove \"fallthrough\" or the rule");
+    }
+    return true;
+  }
+
+  bool read_yield(const std::string& key,
+                  const Json& v,
+                  const std::string& p,
+                  Rule& rule) {
+    if (key == "spec") {
+      SpecYield y;
+      if (!read_spec(v, p, y.spec)) {
+        return false;
+      }
+      rule.yield = std::move(y);
+      return true;
+    }
+    if (key == "replicate") {
+      if (!v.is_boolean()) {
+        return type_error(v, p, "true");
+      }
+      if (!v.get<bool>()) {
+        return fail(p,
+                    "rules.bad-value",
+                    "expected true, got boolean false",
+                    "to let later rules decide, remove the rule");
+      }
+      rule.yield = ReplicateYield{};
+      return true;
+    }
+    if (key == "logical_axes") {
+      LogicalAxesYield y;
+      y.pointer = p;
+      if (!read_logical_names(v, p, y)) {
+        return false;
+      }
+      rule.yield = std::move(y);
+      return true;
+    }
+    if (key == "fsdp") {
+      FsdpYield y;
+      bool ok = read_object(
+          v,
+          p,
+          "an fsdp object {\"axis\": ..., \"min_size_mb\": ...}",
+          {"axis", "min_size_mb"},
+          "fsdp",
+          [&](const std::string& k, const Json& x, const std::string& q) {
+            if (k == "axis") {
+              if (!read_axes(x, q, y.axes, true, "the fsdp axis")) {
+                return false;
+              }
+              if (y.axes.empty()) {
+                return fail(q,
+                            "rules.bad-value",
+                            "expected at least one axis, got an empty array");
+              }
+              return true;
+            }
+            if (!x.is_number()) {
+              return type_error(x, q, "a number of MiB >= 0");
+            }
+            y.min_size_mb = x.get<double>();
+            if (!(y.min_size_mb >= 0) || !std::isfinite(y.min_size_mb)) {
+              return fail(q,
+                          "rules.bad-value",
+                          fmt::format("expected a number of MiB >= 0, got {}",
+                                      describe(x)));
+            }
+            return true;
+          });
+      if (!ok || !require(v, p, "axis")) {
+        return false;
+      }
+      rule.yield = std::move(y);
+      return true;
+    }
+    if (key == "auto") {
+      AutoYield y;
+      bool ok = read_object(
+          v,
+          p,
+          "an auto object",
+          {"axes", "min_shard_size", "reverse"},
+          "auto",
+          [&](const std::string& k, const Json& x, const std::string& q) {
+            if (k == "axes") {
+              y.axes.emplace();
+              return read_axes(x, q, *y.axes, false, "the axes of auto");
+            }
+            if (k == "min_shard_size") {
+              y.min_shard_size = get_int(x, q, 0);
+              return y.min_shard_size.has_value();
+            }
+            std::optional<bool> b = get_bool(x, q);
+            y.reverse = b.value_or(false);
+            return b.has_value();
+          });
+      if (!ok) {
+        return false;
+      }
+      rule.yield = std::move(y);
+      return true;
+    }
+    if (key == "memory") {
+      MemoryYield y;
+      bool ok = read_object(
+          v,
+          p,
+          "a memory object",
+          {"max_bytes_per_device", "axes"},
+          "memory",
+          [&](const std::string& k, const Json& x, const std::string& q) {
+            if (k == "axes") {
+              y.axes.emplace();
+              return read_axes(x, q, *y.axes, false, "the axes of memory");
+            }
+            std::optional<int64_t> n = get_int(x, q, 0);
+            y.max_bytes_per_device = n.value_or(0);
+            return n.has_value();
+          });
+      if (!ok || !require(v, p, "max_bytes_per_device")) {
+        return false;
+      }
+      rule.yield = std::move(y);
+      return true;
+    }
+    if (key == "mesh_helper") {
+      MeshHelperYield y;
+      bool ok = read_object(
+          v,
+          p,
+          "a mesh_helper object",
+          {"min_shard_size"},
+          "mesh_helper",
+          [&](const std::string& /*k*/, const Json& x, const std::string& q) {
+            std::optional<int64_t> n = get_int(x, q, 0);
+            y.min_shard_size = n.value_or(0);
+            return n.has_value();
+          });
+      if (!ok) {
+        return false;
+      }
+      rule.yield = y;
+      return true;
+    }
+    // shape_patterns
+    ShapePatternsYield y;
+    if (!v.is_array()) {
+      return type_error(v,
+                        p,
+                        "an array of {\"shape\": [...], \"spec\": [...]} "
+                        "objects");
+    }
+    for (size_t i = 0; i < v.size(); ++i) {
+      ShapePatternsYield::Entry e;
+      e.pointer = fmt::format("{}/{}", p, i);
+      bool ok = read_object(
+          v[i],
+          e.pointer,
+          "a {\"shape\": [...], \"spec\": [...]} object",
+          {"shape", "spec"},
+          "a shape pattern",
+          [&](const std::string& k, const Json& x, const std::string& q) {
+            return k == "shape" ? read_shape(x, q, e.shape)
+                                : read_spec(x, q, e.spec);
+          });
+      if (!ok || !require(v[i], e.pointer, "shape")
+          || !require(v[i], e.pointer, "spec")) {
+        return false;
+      }
+      y.patterns.push_back(std::move(e));
+    }
+    rule.yield = std::move(y);
+    return true;
+  }
+
+  bool read_logical_names(const Json& v,
+                          const std::string& p,
+                          LogicalAxesYield& y) {
+    if (v.is_string()) {
+      if (v.get_ref<const std::string&>() == "manifest") {
+        y.from_manifest = true;
+        return true;
+      }
+      std::string hint;
+      if (edit_distance(v.get_ref<const std::string&>(), "manifest") <= 3) {
+        hint = "did you mean \"manifest\"?";
+      }
+      return fail(p,
+                  "rules.bad-value",
+                  fmt::format("expected \"manifest\" or an array of logical "
+                              "axis names, got {}",
+                              describe(v)),
+                  hint);
+    }
+    if (!v.is_array()) {
+      return type_error(v, p, "\"manifest\" or an array of logical axis names");
+    }
+    for (size_t d = 0; d < v.size(); ++d) {
+      const std::string q = fmt::format("{}/{}", p, d);
+      if (v[d].is_null()) {
+        y.names.emplace_back();
+        continue;
+      }
+      std::optional<std::string> name = get_name(
+          v[d],
+          q,
+          "a logical axis name or null",
+          "logical axis name is empty; use null for a dim without one");
+      if (!name) {
+        return false;
+      }
+      for (size_t e = 0; e < y.names.size(); ++e) {
+        if (y.names[e] && *y.names[e] == *name) {
+          return fail(
+              q,
+              "rules.duplicate-logical-axis",
+              fmt::format(
+                  "logical axis {} names dims {} and {}", quote(*name), e, d),
+              "a logical axis may name one dim (Flax refuses this "
+              "too)");
+        }
+      }
+      y.names.emplace_back(std::move(*name));
+    }
+    return true;
+  }
+
+  bool read_logical_axis_rules(const Json& j,
+                               const std::string& pointer,
+                               std::vector<LogicalAxisRule>& out) {
+    if (!j.is_array()) {
+      return type_error(
+          j, pointer, "an array of [logical name, mesh axes] pairs");
+    }
+    for (size_t i = 0; i < j.size(); ++i) {
+      LogicalAxisRule rule;
+      rule.pointer = fmt::format("{}/{}", pointer, i);
+      const Json& e = j[i];
+      if (!e.is_array() || e.size() != 2) {
+        return type_error(e,
+                          rule.pointer,
+                          "a pair [logical name, mesh axis | [mesh axes] | []]",
+                          e.is_array()
+                              ? fmt::format("this one has {} entries", e.size())
+                              : std::string());
+      }
+      std::optional<std::string> name = get_name(e[0],
+                                                 rule.pointer + "/0",
+                                                 "a logical axis name",
+                                                 "logical axis name is empty");
+      if (!name) {
+        return false;
+      }
+      rule.name = std::move(*name);
+      const std::string q = rule.pointer + "/1";
+      if (!e[1].is_null()
+          && !read_axes(e[1], q, rule.axes, true, "one logical axis rule")) {
+        return false;
+      }
+      out.push_back(std::move(rule));
+    }
+    return true;
+  }
+
+  bool read_unmatched(const Json& j,
+                      const std::string& pointer,
+                      Unmatched& out) {
+    if (!j.is_string()) {
+      return type_error(j, pointer, "\"error\" or \"replicate\"");
+    }
+    const auto& s = j.get_ref<const std::string&>();
+    if (s == "error") {
+      out = Unmatched::error;
+      return true;
+    }
+    if (s == "replicate") {
+      out = Unmatched::replicate;
+      return true;
+    }
+    std::string near = closest_match(s, {"error", "replicate"});
+    return fail(
+        pointer,
+        "rules.bad-value",
+        fmt::format("expected \"error\" or \"replicate\", got {}", describe(j)),
+        near.empty() ? std::string()
+                     : fmt::format("did you mean {}?", quote(near)));
+  }
+
+  // A logical name of an explicit list that no logical_axis_rules entry
+  // has leaves its dim replicated: likely a typo.
+  void warn_unknown_logical_names(const RuleSet& rules) {
+    std::vector<std::string> known;
+    for (const LogicalAxisRule& r : rules.logical_axis_rules) {
+      if (std::find(known.begin(), known.end(), r.name) == known.end()) {
+        known.push_back(r.name);
+      }
+    }
+    for (const Rule& rule : rules.rules) {
+      const auto* l = std::get_if<LogicalAxesYield>(&rule.yield);
+      if (l == nullptr || l->from_manifest) {
+        continue;
+      }
+      for (size_t d = 0; d < l->names.size(); ++d) {
+        const std::optional<std::string>& name = l->names[d];
+        if (!name
+            || std::find(known.begin(), known.end(), *name) != known.end()) {
+          continue;
+        }
+        std::string near = closest_match(*name, known);
+        warn(fmt::format("{}/{}", l->pointer, d),
+             "rules.unknown-logical-axis",
+             fmt::format("no logical_axis_rules entry for {}: its dim stays "
+                         "replicated",
+                         quote(*name)),
+             near.empty() ? std::string()
+                          : fmt::format("did you mean {}?", quote(near)));
+      }
+    }
+  }
+
+  std::string_view m_text;
+  std::string m_source;
+  Diagnostics& m_diags;
+};
+
+}  // namespace
+
+std::optional<RuleSet> read_rules(std::string_view json,
+                                  std::string_view source,
+                                  Diagnostics& diags) {
+  return RulesReader(json, source, diags).run();
+}
+
+}  // namespace shardplan
