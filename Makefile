@@ -16,9 +16,11 @@ build: deps
 	@cmake --preset release >/dev/null
 	@cmake --build --preset release -j $(JOBS)
 
+# The main job on built-in defaults: a built-in model (Llama 3 8B), topology
+# (a v5p-128 slice) and rule preset (fsdp-tp), with Adam's training state.
 demo: build
-	@echo '$$ shardplan mesh --topology v5p-128 --mesh dp:4,fsdp:-1,tp:4' >&2
-	@build/release/shardplan mesh --topology v5p-128 --mesh dp:4,fsdp:-1,tp:4
+	@echo '$$ shardplan plan --topology v5p-128 --mesh fsdp:-1,tp:4 --model llama-3-8b --rules fsdp-tp --recipe adam' >&2
+	@build/release/shardplan plan --topology v5p-128 --mesh fsdp:-1,tp:4 --model llama-3-8b --rules fsdp-tp --recipe adam
 
 # The release build too: `make demo` uses it, and GCC's -O3 warns where -O0
 # does not.

@@ -8,6 +8,8 @@
 #include <shardplan/io_rules.hpp>
 #include <shardplan/spec.hpp>
 
+#include "embedded.hpp"
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -29,7 +31,7 @@ using Json = nlohmann::ordered_json;
 
 const std::vector<std::string>& top_keys() {
   static const std::vector<std::string> keys = {
-      "rules", "logical_axis_rules", "min_size", "unmatched"};
+      "rules", "logical_axis_rules", "min_size", "unmatched", "description"};
   return keys;
 }
 
@@ -254,6 +256,14 @@ class RulesReader {
         out.min_size = v.value_or(0);
       } else if (key == "unmatched") {
         ok = read_unmatched(value, pointer, out.unmatched);
+      } else if (key == "description") {
+        ok = value.is_string();
+        if (ok) {
+          out.description = value.get<std::string>();
+        } else {
+          fail(pointer, "rules.type",
+               fmt::format("expected a description string, got {}", describe(value)));
+        }
       } else {
         ok = unknown_key(key, pointer, top_keys(), "");
       }
@@ -1055,6 +1065,62 @@ std::optional<RuleSet> read_rules(std::string_view json,
                                   std::string_view source,
                                   Diagnostics& diags) {
   return RulesReader(json, source, diags).run();
+}
+
+namespace {
+
+// The embedded presets: name (file name without ".json") and text.
+// In name order ("fsdp" before "fsdp-tp", unlike their file names).
+std::vector<std::pair<std::string, std::string_view>> preset_files() {
+  std::vector<std::pair<std::string, std::string_view>> out;
+  for (const embedded::EmbeddedFile& file : embedded::rule_files()) {
+    std::string_view name = file.name;
+    if (name.ends_with(".json")) {
+      name.remove_suffix(5);
+    }
+    out.emplace_back(std::string(name), file.text);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+std::vector<RulePreset> rule_presets() {
+  std::vector<RulePreset> out;
+  for (const auto& [name, text] : preset_files()) {
+    Diagnostics diags;
+    std::optional<RuleSet> rules = read_rules_preset(name, diags);
+    out.push_back({name, rules ? rules->description : std::string(),
+                   rules ? rules->rules.size() : 0});
+  }
+  return out;
+}
+
+std::optional<RuleSet> read_rules_preset(std::string_view name, Diagnostics& diags) {
+  std::vector<std::string> names;
+  for (const auto& [preset, text] : preset_files()) {
+    if (preset == name) {
+      std::optional<RuleSet> rules =
+          read_rules(text, fmt::format("configs/rules/{}.json", preset), diags);
+      if (rules) {
+        rules->preset = true;
+      }
+      return rules;
+    }
+    names.push_back(preset);
+  }
+  Diagnostic& d = diags.error(
+      "rules.unknown-preset",
+      fmt::format("unknown rule preset {}; the presets are {}", quote(name),
+                  fmt::join(names, ", ")),
+      Location::of("--rules"));
+  if (std::string best = closest_match(name, names); !best.empty()) {
+    d.hint = fmt::format("did you mean {}?", quote(best));
+  } else {
+    d.hint = "a rules file is given by its path (ending in .json)";
+  }
+  return std::nullopt;
 }
 
 }  // namespace shardplan

@@ -798,7 +798,11 @@ std::string check_json(const CheckReport& r, const Diagnostics& diags) {
     j["topology"] = topology_object(*r.topology);
   }
   j["manifest"] = r.manifest.source;
-  j["specs_file"] = std::string(r.specs_source);  // not "specs": that key makes a specs file
+  if (r.plan != nullptr && r.rules != nullptr) {
+    j["rules"] = {{"source", r.rules->source}, {"preset", r.rules->preset}};
+  } else {
+    j["specs_file"] = std::string(r.specs_source);  // not "specs": that key makes a specs file
+  }
   ordered_json tensors = ordered_json::array();
   for (const TensorSharding& s : r.shardings) {
     const Tensor& t = r.manifest.tensors()[s.tensor];
@@ -807,7 +811,14 @@ std::string check_json(const CheckReport& r, const Diagnostics& diags) {
     e["shape"] = t.shape;
     e["dtype"] = std::string(to_string(t.dtype));
     e["spec"] = s.spec ? spec_json(*s.spec) : ordered_json(nullptr);
-    e["rule"] = nullptr;  // specs given, not planned
+    if (r.plan != nullptr) {
+      const RuleRef& rule = r.plan->rule(s.tensor);
+      std::optional<size_t> index = rule.rule_index();
+      e["rule"] = {{"index", index ? ordered_json(*index) : ordered_json(nullptr)},
+                   {"description", rule.description}};
+    } else {
+      e["rule"] = nullptr;  // specs given, not planned
+    }
     e["valid"] = s.valid;
     e["bytes"] = t.num_bytes;
     e["bytes_per_device"] = s.bytes_per_device;
@@ -1007,6 +1018,209 @@ std::string models_list_text(const std::vector<BuiltinModel>& models) {
     rows.push_back({m.name, m.architecture, with_commas(m.parameters), with_commas(m.tensors)});
   }
   return table(rows);
+}
+
+}  // namespace shardplan
+
+namespace shardplan {
+
+std::string plan_json(const CheckReport& r, const Diagnostics& diags) {
+  return check_json(r, diags);
+}
+
+std::string plan_text(const CheckReport& r, const Diagnostics& diags) {
+  const ShardingTotals s = sharding_totals(r.manifest, r.mesh, r.shardings);
+  const MemoryEstimate& m = r.memory;
+  std::string out = fmt::format("plan: {} tensors of {} with rules {}\n",
+                                with_commas(static_cast<int64_t>(r.manifest.size())),
+                                r.manifest.source, r.rules != nullptr ? r.rules->source : "");
+  out += fmt::format("  {}\n", where_text(r));
+
+  // Groups in order of the deciding rule (rules by index, then scalars,
+  // min_size and unmatched), each group's rows folded across layers.
+  std::map<std::pair<int, size_t>, std::vector<size_t>> groups;
+  for (const TensorSharding& sh : r.shardings) {
+    const RuleRef& rule = r.plan->rule(sh.tensor);
+    groups[{static_cast<int>(rule.decider), rule.index}].push_back(sh.tensor);
+  }
+  constexpr char k_sep = '\x1f';
+  for (const auto& [key, members] : groups) {
+    const RuleRef& rule = r.plan->rule(members.front());
+    out += fmt::format("\n{}: {} tensor{}\n", rule.description, with_commas(static_cast<int64_t>(members.size())),
+                       members.size() == 1 ? "" : "s");
+    std::vector<NameRow> rows;
+    rows.reserve(members.size());
+    for (size_t t : members) {
+      const Tensor& tensor = r.manifest.tensors()[t];
+      const TensorSharding& sh = r.shardings[t];
+      rows.push_back({std::string(tensor.name),
+                      fmt::format("{}{}{}{}{}{}{}", shape_text(tensor.shape), k_sep,
+                                  to_string(tensor.dtype), k_sep,
+                                  sh.spec ? to_short(*sh.spec) : std::string("(invalid)"),
+                                  k_sep, human_bytes(sh.bytes_per_device))});
+    }
+    std::vector<std::vector<std::string>> cells = {
+        {"  tensor", "count", "shape", "dtype", "spec", "per device"}};
+    for (const FoldedRow& row : fold_rows(rows)) {
+      std::vector<std::string> line = {"  " + row.name,
+                                       row.count == 1 ? std::string() : fmt::format("x{}", row.count)};
+      size_t start = 0;
+      for (;;) {
+        size_t sep = row.rest.find(k_sep, start);
+        line.push_back(row.rest.substr(start, sep == std::string::npos ? sep : sep - start));
+        if (sep == std::string::npos) {
+          break;
+        }
+        start = sep + 1;
+      }
+      cells.push_back(std::move(line));
+    }
+    out += table(cells);
+  }
+
+  out += fmt::format("\n  specs: {} valid, {} with problems; {} of {} replicated on "
+                     "every device\n",
+                     with_commas(static_cast<int64_t>(r.manifest.size()) - s.invalid),
+                     with_commas(s.invalid), human_bytes(s.replicated_bytes),
+                     human_bytes(r.manifest.total_bytes()));
+  out += fmt::format("  memory per device, {}: params {}, grads {}, optimizer {}, gather "
+                     "buffer {}\n",
+                     recipe_text(m), human_bytes(m.per_device.params),
+                     human_bytes(m.per_device.grads), human_bytes(m.per_device.optimizer),
+                     human_bytes(m.gather_buffer));
+  out += fmt::format("  {}\n", capacity_line(m));
+  out += fmt::format("result: {}\n", verdict(diags));
+  return out;
+}
+
+namespace {
+
+ordered_json trace_json(const Trace& trace) {
+  ordered_json steps = ordered_json::array();
+  for (const TraceStep& step : trace) {
+    ordered_json e;
+    e["text"] = step.text;
+    e["dim"] = step.dim ? ordered_json(*step.dim) : ordered_json(nullptr);
+    e["axes"] = step.axes;
+    e["ok"] = step.ok ? ordered_json(*step.ok) : ordered_json(nullptr);
+    e["chosen"] = step.chosen;
+    steps.push_back(std::move(e));
+  }
+  return steps;
+}
+
+}  // namespace
+
+std::string explain_json(const RuleTrace& trace, const RuleSet& rules, const Mesh& mesh) {
+  ordered_json j = header("plan");
+  j["mesh"] = mesh_object(mesh);
+  j["rules"] = {{"source", rules.source}, {"preset", rules.preset}};
+  ordered_json t;
+  t["name"] = trace.tensor;
+  t["shape"] = trace.shape;
+  t["dtype"] = std::string(to_string(trace.dtype));
+  t["elements"] = trace.num_elements;
+  t["bytes"] = trace.num_bytes;
+  if (trace.logical_axes) {
+    ordered_json names = ordered_json::array();
+    for (const auto& name : *trace.logical_axes) {
+      names.push_back(name ? ordered_json(*name) : ordered_json(nullptr));
+    }
+    t["logical_axes"] = std::move(names);
+  } else {
+    t["logical_axes"] = nullptr;
+  }
+  j["tensor"] = std::move(t);
+  j["before"] = trace_json(trace.before);
+  ordered_json steps = ordered_json::array();
+  for (const RuleStep& step : trace.rules) {
+    ordered_json e;
+    e["index"] = step.index;
+    e["description"] = step.description;
+    e["matched"] = step.matched;
+    e["outcome"] = std::string(to_string(step.outcome));
+    e["reason"] = step.reason;
+    e["spec"] = step.spec ? spec_json(*step.spec) : ordered_json(nullptr);
+    e["steps"] = trace_json(step.steps);
+    steps.push_back(std::move(e));
+  }
+  j["rules_tried"] = std::move(steps);
+  std::optional<size_t> index = trace.result.rule.rule_index();
+  j["result"] = {{"spec", spec_json(trace.result.spec)},
+                 {"rule",
+                  {{"index", index ? ordered_json(*index) : ordered_json(nullptr)},
+                   {"description", trace.result.rule.description}}}};
+  return dump(j);
+}
+
+std::string explain_text(const RuleTrace& trace, const RuleSet& rules, const Mesh& mesh) {
+  std::string out = fmt::format("{}: {} {}, {} elements, {}\n", trace.tensor,
+                                shape_text(trace.shape), to_string(trace.dtype),
+                                with_commas(trace.num_elements), human_bytes(trace.num_bytes));
+  if (trace.logical_axes) {
+    std::vector<std::string> names;
+    for (const auto& name : *trace.logical_axes) {
+      names.push_back(name.value_or("None"));
+    }
+    out += fmt::format("  logical axes: {}\n", fmt::join(names, ", "));
+  }
+  out += fmt::format("  mesh {}; rules {}\n", to_string(mesh), rules.source);
+  for (const TraceStep& step : trace.before) {
+    out += fmt::format("  {}\n", step.text);
+  }
+  for (const RuleStep& step : trace.rules) {
+    out += fmt::format("\n{}: {}", step.description, to_string(step.outcome));
+    if (!step.reason.empty()) {
+      out += fmt::format(" ({})", step.reason);
+    }
+    if (step.spec) {
+      out += fmt::format(" -> {}", to_short(*step.spec));
+    }
+    out += "\n";
+    for (const TraceStep& t : step.steps) {
+      out += fmt::format("  {} {}\n", t.chosen ? "*" : (t.ok && !*t.ok ? "x" : "-"), t.text);
+    }
+  }
+  out += fmt::format("\nresult: {} ({})\n", to_short(trace.result.spec),
+                     trace.result.rule.description);
+  return out;
+}
+
+std::string presets_list_json(const std::vector<RulePreset>& presets) {
+  ordered_json j = header("plan");
+  ordered_json list = ordered_json::array();
+  for (const RulePreset& p : presets) {
+    list.push_back({{"name", p.name}, {"rules", p.rules}, {"description", p.description}});
+  }
+  j["presets"] = std::move(list);
+  return dump(j);
+}
+
+std::string presets_list_text(const std::vector<RulePreset>& presets) {
+  std::string out;
+  for (const RulePreset& p : presets) {
+    out += fmt::format("{}  ({} rules)\n", p.name, p.rules);
+    // The description, wrapped at 78 columns under a 2-space indent.
+    std::string line;
+    size_t start = 0;
+    while (start < p.description.size()) {
+      size_t end = p.description.find(' ', start);
+      std::string_view word = std::string_view(p.description).substr(
+          start, end == std::string::npos ? std::string::npos : end - start);
+      if (!line.empty() && line.size() + 1 + word.size() > 76) {
+        out += fmt::format("  {}\n", line);
+        line.clear();
+      }
+      if (!word.empty()) {
+        line += line.empty() ? std::string(word) : fmt::format(" {}", word);
+      }
+      start = end == std::string::npos ? p.description.size() : end + 1;
+    }
+    if (!line.empty()) {
+      out += fmt::format("  {}\n", line);
+    }
+  }
+  return out;
 }
 
 }  // namespace shardplan

@@ -6,6 +6,8 @@
 #include <cassert>
 #include <map>
 #include <span>
+#include <string_view>
+#include <unordered_map>
 
 namespace shardplan {
 
@@ -122,12 +124,12 @@ std::optional<TensorSharding> shard_tensor(const Tensor& tensor,
   return out;
 }
 
-std::vector<TensorSharding> validate_specs(const Manifest& manifest,
-                                           const Mesh& mesh,
-                                           const SpecsFile& specs,
-                                           const ValidateOptions& options,
-                                           Diagnostics& diags) {
-  const std::vector<Tensor>& tensors = manifest.tensors();
+namespace {
+
+// Axes of size 1 named in specs: how many tensors name each, and the first.
+using TrivialAxes = std::map<std::string, std::pair<size_t, std::string>>;
+
+void check_device_count(const Mesh& mesh, const ValidateOptions& options, Diagnostics& diags) {
   if (options.topology_devices && *options.topology_devices != mesh.num_devices()) {
     Diagnostic& d = diags.error(
         "mesh.device-count",
@@ -139,6 +141,167 @@ std::vector<TensorSharding> validate_specs(const Manifest& manifest,
     d.hint = fmt::format("--topology {} has {} devices", options.topology_name,
                          *options.topology_devices);
   }
+}
+
+void report_trivial_axes(const TrivialAxes& trivial, const std::string& source,
+                         Diagnostics& diags) {
+  for (const auto& [axis, use] : trivial) {
+    Diagnostic& d = diags.warning(
+        "spec.trivial-axis",
+        fmt::format("mesh axis {} has size 1, yet {} {} it (first: {}); it "
+                    "splits nothing",
+                    quote(axis, '\''), use.first,
+                    use.first == 1 ? "spec names" : "specs name",
+                    quote(use.second)),
+        Location::of(source));
+    d.tensor = use.second;
+  }
+}
+
+// A tensor without a usable spec: replicated for the memory totals.
+TensorSharding unusable(const Tensor& tensor, size_t t, const Mesh& mesh) {
+  TensorSharding r = *shard_tensor(tensor, PartitionSpec{}, mesh);
+  r.tensor = t;
+  r.valid = false;
+  r.spec.reset();
+  return r;
+}
+
+// Checks `spec` (as given: not padded) for tensor `t`, reporting each
+// problem at where(), in JAX's order: unknown axes, repeated axes, then
+// rank, then divisibility.
+template <typename WhereFn>
+TensorSharding check_tensor(const Manifest& manifest, size_t t, const PartitionSpec& spec,
+                            const Mesh& mesh, const std::vector<std::string>& mesh_names,
+                            const ValidateOptions& options, TrivialAxes& trivial,
+                            const WhereFn& where, Diagnostics& diags) {
+  const Tensor& tensor = manifest.tensors()[t];
+  // The spec's text and the location are built only when there is
+  // something to report: this runs once per tensor.
+  auto report = [&](Severity severity, const char* code, std::string message,
+                    std::optional<size_t> dim = std::nullopt) -> Diagnostic& {
+    Diagnostic d;
+    d.severity = severity;
+    d.code = code;
+    d.message = std::move(message);
+    d.location = where();
+    d.tensor = std::string(tensor.name);
+    if (dim) {
+      d.dim = static_cast<int64_t>(*dim);
+    }
+    return diags.add(std::move(d));
+  };
+  auto shown = [&] { return to_python(spec); };
+  bool ok = true;
+
+  std::vector<std::string_view> seen;
+  for (size_t d = 0; d < spec.dims.size(); ++d) {
+    for (const std::string& axis : spec.dims[d].axes) {
+      const MeshAxis* mesh_axis = mesh.find(axis);
+      if (mesh_axis == nullptr) {
+        Diagnostic& diag = report(
+            Severity::error, "spec.unknown-axis",
+            fmt::format("resource axis: {} of {} is not found in mesh: {}", axis, shown(),
+                        python_names(mesh_names)),
+            d);
+        std::string best = closest_match(axis, mesh_names);
+        if (!best.empty()) {
+          diag.hint = fmt::format("did you mean {}?", quote(best, '\''));
+        }
+        ok = false;
+        continue;
+      }
+      if (std::find(seen.begin(), seen.end(), axis) != seen.end()) {
+        report(Severity::error, "spec.duplicate-axis",
+               fmt::format("a single NamedSharding spec specification can map every mesh "
+                           "axis to at most one positional dimension, but {} has duplicate "
+                           "entries for `{}`",
+                           shown(), axis),
+               d);
+        ok = false;
+        continue;
+      }
+      seen.push_back(axis);
+      if (mesh_axis->size == 1) {
+        auto [it, inserted] = trivial.try_emplace(axis, 0, tensor.name);
+        ++it->second.first;
+      }
+    }
+  }
+  if (spec.size() > static_cast<size_t>(tensor.rank())) {
+    report(Severity::error, "spec.rank",
+           fmt::format("sharding {} is only valid for values of rank at least {}, but was "
+                       "applied to a value of rank {}",
+                       shown(), spec.size(), tensor.rank()))
+        .hint = tensor.rank() == 0
+                    ? "for scalars the PartitionSpec should be P()"
+                    : fmt::format("the tensor's shape is {}", python_tuple(tensor.shape));
+    ok = false;
+  }
+  if (!ok) {
+    return unusable(tensor, t, mesh);
+  }
+
+  std::optional<TensorSharding> laid = shard_tensor(tensor, spec, mesh);
+  assert(laid);  // shards of a tensor whose size fits in int64
+  laid->tensor = t;
+  for (size_t d = 0; d < laid->shards.size(); ++d) {
+    const int64_t size = tensor.shape[d];
+    if (size % laid->shards[d] == 0) {
+      continue;
+    }
+    report(Severity::error, "spec.indivisible",
+           fmt::format("{} implies that array axis {} is partitioned {} times, but the "
+                       "dimension size is {} (full shape: {}, per-dimension tiling "
+                       "factors: {} should evenly divide the shape)",
+                       shown(), d, laid->shards[d], size, python_tuple(tensor.shape),
+                       python_tuple(laid->shards)),
+           d)
+        .hint = indivisible_hint(size, laid->shards[d], d, *laid->spec, mesh);
+    laid->valid = false;
+  }
+  if (laid->valid && options.replicated_warning_bytes > 0 && mesh.num_devices() > 1
+      && laid->replicas == mesh.num_devices()
+      && tensor.num_bytes >= options.replicated_warning_bytes) {
+    report(Severity::warning, "spec.replicated-large",
+           fmt::format("tensor {} ({} bytes) is fully replicated on all {} devices",
+                       quote(tensor.name), tensor.num_bytes, mesh.num_devices()))
+        .hint = fmt::format("the warning starts at {} bytes (--warn-replicated)",
+                            options.replicated_warning_bytes);
+  }
+  return std::move(*laid);
+}
+
+// What makes two planned tensors' checks equal: the same spec object, shape
+// and dtype.
+struct PlannedKey {
+  const PartitionSpec* spec;
+  ShapeView shape;
+  DType dtype;
+  bool operator==(const PlannedKey& o) const {
+    return spec == o.spec && dtype == o.dtype && shape == o.shape;
+  }
+};
+
+struct PlannedKeyHash {
+  size_t operator()(const PlannedKey& k) const noexcept {
+    size_t h = std::hash<const void*>{}(k.spec) ^ (static_cast<size_t>(k.dtype) << 1U);
+    for (int64_t d : k.shape) {
+      h = h * 1099511628211ULL ^ static_cast<size_t>(d);
+    }
+    return h;
+  }
+};
+
+}  // namespace
+
+std::vector<TensorSharding> validate_specs(const Manifest& manifest,
+                                           const Mesh& mesh,
+                                           const SpecsFile& specs,
+                                           const ValidateOptions& options,
+                                           Diagnostics& diags) {
+  const std::vector<Tensor>& tensors = manifest.tensors();
+  check_device_count(mesh, options, diags);
 
   // Which spec each tensor has; specs for unknown tensors are reported here,
   // in file order.
@@ -174,23 +337,12 @@ std::vector<TensorSharding> validate_specs(const Manifest& manifest,
     }
   }
 
-  std::vector<std::string> mesh_names = mesh.axis_names();
-  // Axes of size 1 named in specs: how many tensors, and the first.
-  std::map<std::string, std::pair<size_t, std::string>> trivial;
-
+  const std::vector<std::string> mesh_names = mesh.axis_names();
+  TrivialAxes trivial;
   std::vector<TensorSharding> out;
   out.reserve(tensors.size());
   for (size_t t = 0; t < tensors.size(); ++t) {
     const Tensor& tensor = tensors[t];
-    // Tensors without a valid spec count as replicated in the memory totals.
-    auto replicated = [&] {
-      TensorSharding r = *shard_tensor(tensor, PartitionSpec{}, mesh);
-      r.tensor = t;
-      r.valid = false;
-      r.spec.reset();
-      return r;
-    };
-
     if (spec_of[t] == none) {
       Diagnostic& d = diags.error(
           "spec.missing",
@@ -198,125 +350,63 @@ std::vector<TensorSharding> validate_specs(const Manifest& manifest,
           Location::of(specs.source));
       d.tensor = std::string(tensor.name);
       d.hint = "add it to the specs file; P() replicates it";
-      out.push_back(replicated());
+      out.push_back(unusable(tensor, t, mesh));
       continue;
     }
     const NamedSpec& entry = specs.specs[spec_of[t]];
     if (!entry.valid) {
-      out.push_back(replicated());  // the reader reported it
+      out.push_back(unusable(tensor, t, mesh));  // the reader reported it
       continue;
     }
-    const PartitionSpec& spec = entry.spec;
-    // A problem of this tensor's spec, located at the spec. The spec's text
-    // and the location are built only when there is something to report:
-    // this loop runs once per tensor.
-    auto report = [&](Severity severity, const char* code, std::string message,
-                      std::optional<size_t> dim = std::nullopt) -> Diagnostic& {
-      Diagnostic d;
-      d.severity = severity;
-      d.code = code;
-      d.message = std::move(message);
-      d.location = spec_location(specs, entry);
-      d.tensor = std::string(tensor.name);
-      if (dim) {
-        d.dim = static_cast<int64_t>(*dim);
-      }
-      return diags.add(std::move(d));
-    };
-    auto shown = [&] { return to_python(spec); };
-    bool ok = true;
+    out.push_back(check_tensor(manifest, t, entry.spec, mesh, mesh_names, options, trivial,
+                               [&] { return spec_location(specs, entry); }, diags));
+  }
+  report_trivial_axes(trivial, specs.source, diags);
+  return out;
+}
 
-    // JAX's order: unknown axes, repeated axes, then rank, then divisibility.
-    std::vector<std::string_view> seen;
-    for (size_t d = 0; d < spec.dims.size(); ++d) {
-      for (const std::string& axis : spec.dims[d].axes) {
-        const MeshAxis* mesh_axis = mesh.find(axis);
-        if (mesh_axis == nullptr) {
-          Diagnostic& diag = report(
-              Severity::error, "spec.unknown-axis",
-              fmt::format("resource axis: {} of {} is not found in mesh: {}", axis, shown(),
-                          python_names(mesh_names)),
-              d);
-          std::string best = closest_match(axis, mesh_names);
-          if (!best.empty()) {
-            diag.hint = fmt::format("did you mean {}?", quote(best, '\''));
-          }
-          ok = false;
-          continue;
-        }
-        if (std::find(seen.begin(), seen.end(), axis) != seen.end()) {
-          report(Severity::error, "spec.duplicate-axis",
-                 fmt::format("a single NamedSharding spec specification can map every mesh "
-                             "axis to at most one positional dimension, but {} has duplicate "
-                             "entries for `{}`",
-                             shown(), axis),
-                 d);
-          ok = false;
-          continue;
-        }
-        seen.push_back(axis);
-        if (mesh_axis->size == 1) {
-          auto [it, inserted] = trivial.try_emplace(axis, 0, tensor.name);
-          ++it->second.first;
-        }
-      }
-    }
-    if (spec.size() > static_cast<size_t>(tensor.rank())) {
-      report(Severity::error, "spec.rank",
-             fmt::format("sharding {} is only valid for values of rank at least {}, but was "
-                         "applied to a value of rank {}",
-                         shown(), spec.size(), tensor.rank()))
-          .hint = tensor.rank() == 0
-                      ? "for scalars the PartitionSpec should be P()"
-                      : fmt::format("the tensor's shape is {}", python_tuple(tensor.shape));
-      ok = false;
-    }
-    if (!ok) {
-      out.push_back(replicated());
+std::vector<TensorSharding> validate_planned(const Manifest& manifest, const Mesh& mesh,
+                                             std::span<const PartitionSpec* const> specs,
+                                             std::string_view plan_source,
+                                             const ValidateOptions& options,
+                                             Diagnostics& diags) {
+  assert(specs.size() == manifest.size());
+  check_device_count(mesh, options, diags);
+  const std::vector<std::string> mesh_names = mesh.axis_names();
+  TrivialAxes trivial;
+  // Checks that reported nothing, reused for tensors of the same key.
+  std::unordered_map<PlannedKey, size_t, PlannedKeyHash> quiet;
+  std::vector<TensorSharding> out;
+  out.reserve(specs.size());
+  for (size_t t = 0; t < specs.size(); ++t) {
+    const Tensor& tensor = manifest.tensors()[t];
+    const PlannedKey key{specs[t], tensor.shape, tensor.dtype};
+    if (auto hit = quiet.find(key); hit != quiet.end()) {
+      TensorSharding copy = out[hit->second];
+      copy.tensor = t;
+      out.push_back(std::move(copy));
       continue;
     }
-
-    std::optional<TensorSharding> laid = shard_tensor(tensor, spec, mesh);
-    assert(laid);  // shards of a tensor whose size fits in int64
-    laid->tensor = t;
-    for (size_t d = 0; d < laid->shards.size(); ++d) {
-      const int64_t size = tensor.shape[d];
-      if (size % laid->shards[d] == 0) {
-        continue;
-      }
-      report(Severity::error, "spec.indivisible",
-             fmt::format("{} implies that array axis {} is partitioned {} times, but the "
-                         "dimension size is {} (full shape: {}, per-dimension tiling "
-                         "factors: {} should evenly divide the shape)",
-                         shown(), d, laid->shards[d], size, python_tuple(tensor.shape),
-                         python_tuple(laid->shards)),
-             d)
-          .hint = indivisible_hint(size, laid->shards[d], d, *laid->spec, mesh);
-      laid->valid = false;
+    const size_t items = diags.items().size();
+    out.push_back(check_tensor(manifest, t, *specs[t], mesh, mesh_names, options, trivial,
+                               [&] {
+                                 Location where = Location::of(manifest.source);
+                                 where.pointer = tensor.pointer();
+                                 return where;
+                               },
+                               diags));
+    // Reused only when the check reported nothing and named no size-1 axis
+    // (each use of one is counted).
+    const std::vector<std::string> axes = specs[t]->axes();
+    const bool trivial_use = std::any_of(axes.begin(), axes.end(), [&](const std::string& a) {
+      const MeshAxis* axis = mesh.find(a);
+      return axis != nullptr && axis->size == 1;
+    });
+    if (diags.items().size() == items && !trivial_use) {
+      quiet.emplace(key, t);
     }
-    if (laid->valid && options.replicated_warning_bytes > 0 && mesh.num_devices() > 1
-        && laid->replicas == mesh.num_devices()
-        && tensor.num_bytes >= options.replicated_warning_bytes) {
-      report(Severity::warning, "spec.replicated-large",
-             fmt::format("tensor {} ({} bytes) is fully replicated on all {} devices",
-                         quote(tensor.name), tensor.num_bytes, mesh.num_devices()))
-          .hint = fmt::format("the warning starts at {} bytes (--warn-replicated)",
-                              options.replicated_warning_bytes);
-    }
-    out.push_back(std::move(*laid));
   }
-
-  for (const auto& [axis, use] : trivial) {
-    Diagnostic& d = diags.warning(
-        "spec.trivial-axis",
-        fmt::format("mesh axis {} has size 1, yet {} {} it (first: {}); it "
-                    "splits nothing",
-                    quote(axis, '\''), use.first,
-                    use.first == 1 ? "spec names" : "specs name",
-                    quote(use.second)),
-        Location::of(specs.source));
-    d.tensor = use.second;
-  }
+  report_trivial_axes(trivial, std::string(plan_source), diags);
   return out;
 }
 

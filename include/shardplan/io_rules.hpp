@@ -32,7 +32,10 @@
 #include <shardplan/diag.hpp>
 #include <shardplan/rules.hpp>
 
+#include <cstddef>
 #include <optional>
+#include <string>
+#include <vector>
 #include <string_view>
 
 namespace shardplan {
@@ -43,5 +46,20 @@ namespace shardplan {
 std::optional<RuleSet> read_rules(std::string_view json,
                                   std::string_view source,
                                   Diagnostics& diags);
+
+// A built-in preset (configs/rules/NAME.json, compiled in).
+struct RulePreset {
+  std::string name;         // "fsdp-tp"
+  std::string description;  // the file's "description"
+  size_t rules = 0;         // how many rules it has
+};
+
+// The built-in presets, in name order.
+std::vector<RulePreset> rule_presets();
+
+// The preset `name`, as a RuleSet with preset == true and source
+// "configs/rules/NAME.json". An unknown name is an error at --rules that
+// lists the presets, with the nearest as hint [rules.unknown-preset].
+std::optional<RuleSet> read_rules_preset(std::string_view name, Diagnostics& diags);
 
 }  // namespace shardplan

@@ -5,9 +5,11 @@
 // shardplan_version and command.
 
 #include <shardplan/diag.hpp>
+#include <shardplan/io_rules.hpp>
 #include <shardplan/memory.hpp>
 #include <shardplan/mesh.hpp>
 #include <shardplan/models.hpp>
+#include <shardplan/rules.hpp>
 #include <shardplan/tensor.hpp>
 #include <shardplan/topology.hpp>
 #include <shardplan/validate.hpp>
@@ -49,6 +51,9 @@ struct CheckReport {
   std::string_view specs_source;
   const std::vector<TensorSharding>& shardings;  // one per manifest tensor
   const MemoryEstimate& memory;
+  // `plan` only: the rules applied and what each tensor got from them.
+  const RuleSet* rules = nullptr;
+  const RulePlan* plan = nullptr;
 };
 
 // DESIGN.md section 3: mesh, topology, tensors, diagnostics, memory, summary
@@ -63,6 +68,21 @@ std::string check_markdown(const CheckReport& report, const Diagnostics& diags);
 std::string check_github(const CheckReport& report, const Diagnostics& diags);
 // Per category with a bar against HBM, per dtype, the largest tensors.
 std::string memory_text(const CheckReport& report);
+
+// `plan`: check_json's document with `rules` (the rule set's source) instead
+// of `specs_file`, and each tensor's `rule`: {index, description}. It is
+// itself a valid --specs file.
+std::string plan_json(const CheckReport& report, const Diagnostics& diags);
+// Tensors grouped by the rule that decided them, layers folded, with spec
+// and bytes per device; then check_text's summary.
+std::string plan_text(const CheckReport& report, const Diagnostics& diags);
+// `plan --explain NAME`: every rule, whether it matched, what its algorithm
+// considered, and the result.
+std::string explain_json(const RuleTrace& trace, const RuleSet& rules, const Mesh& mesh);
+std::string explain_text(const RuleTrace& trace, const RuleSet& rules, const Mesh& mesh);
+// `plan --rules list`: the built-in presets.
+std::string presets_list_json(const std::vector<RulePreset>& presets);
+std::string presets_list_text(const std::vector<RulePreset>& presets);
 
 // `shardplan manifest --model list`: the built-in models.
 std::string models_list_json(const std::vector<BuiltinModel>& models);

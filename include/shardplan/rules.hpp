@@ -175,6 +175,7 @@ enum class Unmatched { error, replicate };
 struct RuleSet {
   std::string source;   // the file, or the preset's name, for diagnostics
   bool preset = false;  // adaptive (see the top of this file)
+  std::string description;  // optional, for `--rules list` and docs
   std::vector<Rule> rules;
   std::vector<LogicalAxisRule> logical_axis_rules;
   int64_t min_size = 0;  // tensors of fewer elements are replicated

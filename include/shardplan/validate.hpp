@@ -25,7 +25,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace shardplan {
@@ -71,6 +73,17 @@ std::vector<TensorSharding> validate_specs(const Manifest& manifest,
                                            const SpecsFile& specs,
                                            const ValidateOptions& options,
                                            Diagnostics& diags);
+
+// The same checks for specs a planner made, one per manifest tensor (manifest
+// order; specs[t] may be shared between tensors). Problems are located at
+// the tensor in the manifest; size-1 axes are reported at `plan_source`.
+// The check of a spec, shape and dtype that reported nothing is done once.
+// REQUIRES: specs.size() == manifest.size(); mesh.num_devices() >= 1.
+std::vector<TensorSharding> validate_planned(const Manifest& manifest, const Mesh& mesh,
+                                             std::span<const PartitionSpec* const> specs,
+                                             std::string_view plan_source,
+                                             const ValidateOptions& options,
+                                             Diagnostics& diags);
 
 // Totals over validate_specs's result.
 struct ShardingTotals {

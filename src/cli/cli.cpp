@@ -2,9 +2,11 @@
 
 #include <shardplan/diag.hpp>
 #include <shardplan/io.hpp>
+#include <shardplan/io_rules.hpp>
 #include <shardplan/memory.hpp>
 #include <shardplan/mesh.hpp>
 #include <shardplan/report.hpp>
+#include <shardplan/rules.hpp>
 #include <shardplan/topology.hpp>
 #include <shardplan/validate.hpp>
 
@@ -76,6 +78,12 @@ struct CheckCommand {
   std::string hbm;
   std::string warn_replicated = "64MiB";
   size_t largest = 20;
+};
+
+struct PlanCommand {
+  CheckCommand check;
+  std::string rules = "fsdp-tp";
+  std::string explain;
 };
 
 void add_common(CLI::App& app, CommonOptions& common,
@@ -276,15 +284,26 @@ std::optional<int64_t> parse_size(std::string_view text, std::string_view flag,
   return static_cast<int64_t>(std::llround(bytes));
 }
 
-int run_check(const CheckCommand& cmd, std::string_view command, Session& session) {
-  Diagnostics& diags = session.diags();
+// What check, memory and plan read before they differ: the topology, the
+// mesh, the options of the validator and the memory estimator, and the
+// manifest.
+struct Inputs {
   std::optional<Topology> topology;
+  std::optional<Mesh> mesh;
+  MemoryOptions memory;
+  ValidateOptions validate;
+  std::optional<Manifest> manifest;
+};
+
+// Reads the inputs; false after an input error (reported).
+bool load_inputs(const CheckCommand& cmd, Diagnostics& diags, Inputs& in) {
   if (!cmd.topology.empty()) {
-    topology = load_topology(cmd.topology, diags);
-    if (!topology) {
-      return session.fail_input();
+    in.topology = load_topology(cmd.topology, diags);
+    if (!in.topology) {
+      return false;
     }
   }
+  const std::optional<Topology>& topology = in.topology;
   MeshOptions mesh_options;
   mesh_options.axis_names = cmd.axis_names;
   mesh_options.num_devices =
@@ -295,68 +314,133 @@ int run_check(const CheckCommand& cmd, std::string_view command, Session& sessio
     mesh_options.devices_source = "--topology " + topology->name;
   }
   mesh_options.dcn = cmd.dcn;
-  std::optional<Mesh> mesh = parse_mesh(cmd.mesh, mesh_options, diags);
-  if (!mesh) {
-    return session.fail_input();
+  in.mesh = parse_mesh(cmd.mesh, mesh_options, diags);
+  if (!in.mesh) {
+    return false;
   }
 
-  MemoryOptions memory_options;
   std::optional<Recipe> recipe = parse_recipe(cmd.recipe);
   assert(recipe);  // CLI11 checked the name
-  memory_options.recipe = *recipe;
-  memory_options.zero = cmd.zero;
-  memory_options.data_axes = cmd.data_axes;
-  memory_options.headroom = cmd.headroom;
-  memory_options.largest = cmd.largest;
+  in.memory.recipe = *recipe;
+  in.memory.zero = cmd.zero;
+  in.memory.data_axes = cmd.data_axes;
+  in.memory.headroom = cmd.headroom;
+  in.memory.largest = cmd.largest;
   if (!cmd.hbm.empty()) {
-    memory_options.hbm_bytes = parse_size(cmd.hbm, "--hbm", diags);
+    in.memory.hbm_bytes = parse_size(cmd.hbm, "--hbm", diags);
   } else if (topology) {
-    memory_options.hbm_bytes =
-        static_cast<int64_t>(topology->figures.hbm_bytes_per_device.value);
+    in.memory.hbm_bytes = static_cast<int64_t>(topology->figures.hbm_bytes_per_device.value);
   }
-  ValidateOptions validate_options;
   std::optional<int64_t> warn = parse_size(cmd.warn_replicated, "--warn-replicated", diags);
   if (diags.has_errors()) {
-    return session.fail_input();
+    return false;
   }
-  validate_options.replicated_warning_bytes = *warn;
+  in.validate.replicated_warning_bytes = *warn;
   if (topology) {
-    validate_options.topology_devices = topology->devices();
-    validate_options.topology_name = topology->name;
+    in.validate.topology_devices = topology->devices();
+    in.validate.topology_name = topology->name;
   }
+  in.manifest = load_manifest(cmd.manifest, cmd.model, diags);
+  return in.manifest.has_value();
+}
 
-  std::optional<Manifest> manifest = load_manifest(cmd.manifest, cmd.model, diags);
-  if (!manifest) {
-    return session.fail_input();
-  }
-  std::optional<SpecsFile> specs = read_path(cmd.specs, diags, read_specs);
-  if (!specs) {
-    return session.fail_input();
-  }
-  spdlog::debug("{} tensors, {} specs, mesh {}", manifest->size(), specs->specs.size(),
-                to_string(*mesh));
-
-  std::vector<TensorSharding> shardings =
-      validate_specs(*manifest, *mesh, *specs, validate_options, diags);
+// Estimates memory for `shardings` and writes the document; `rules` and
+// `plan` for plan.
+int finish_check(std::string_view command, const Inputs& in,
+                 const std::vector<TensorSharding>& shardings, std::string_view specs_source,
+                 const RuleSet* rules, const RulePlan* plan, Session& session) {
+  Diagnostics& diags = session.diags();
   Diagnostics memory_diags;
   std::optional<MemoryEstimate> memory =
-      estimate_memory(*manifest, *mesh, shardings, memory_options, memory_diags);
+      estimate_memory(*in.manifest, *in.mesh, shardings, in.memory, memory_diags);
   for (const Diagnostic& d : memory_diags.items()) {
     diags.add(d);
   }
   if (!memory) {
     return session.fail_input();
   }
-
-  const CheckReport report{command, *mesh, topology ? &*topology : nullptr, *manifest,
-                           specs->source, shardings, *memory};
+  const CheckReport report{command,    *in.mesh,  in.topology ? &*in.topology : nullptr,
+                           *in.manifest, specs_source, shardings,
+                           *memory,    rules,     plan};
   const std::string& format = session.format();
   std::string doc = format == "json"       ? check_json(report, diags)
                     : format == "markdown" ? check_markdown(report, diags)
                     : format == "github"   ? check_github(report, diags)
                     : command == "memory"  ? memory_text(report)
+                    : command == "plan"    ? plan_text(report, diags)
                                            : check_text(report, diags);
   return session.finish(doc, diags.has_errors() ? ExitCode::plan_errors : ExitCode::ok);
+}
+
+int run_check(const CheckCommand& cmd, std::string_view command, Session& session) {
+  Diagnostics& diags = session.diags();
+  Inputs in;
+  if (!load_inputs(cmd, diags, in)) {
+    return session.fail_input();
+  }
+  std::optional<SpecsFile> specs = read_path(cmd.specs, diags, read_specs);
+  if (!specs) {
+    return session.fail_input();
+  }
+  spdlog::debug("{} tensors, {} specs, mesh {}", in.manifest->size(), specs->specs.size(),
+                to_string(*in.mesh));
+  std::vector<TensorSharding> shardings =
+      validate_specs(*in.manifest, *in.mesh, *specs, in.validate, diags);
+  return finish_check(command, in, shardings, specs->source, nullptr, nullptr, session);
+}
+
+// --rules FILE|PRESET: a path to an existing file (or one ending in .json) is
+// a user's rules file; anything else a preset name.
+std::optional<RuleSet> load_rules(const std::string& arg, Diagnostics& diags) {
+  std::error_code ec;
+  if (arg.ends_with(".json") || std::filesystem::is_regular_file(arg, ec)) {
+    return read_path(arg, diags, read_rules);
+  }
+  return read_rules_preset(arg, diags);
+}
+
+int run_plan(const PlanCommand& cmd, Session& session) {
+  Diagnostics& diags = session.diags();
+  if (cmd.rules == "list") {
+    std::vector<RulePreset> presets = rule_presets();
+    return session.finish(session.json() ? presets_list_json(presets)
+                                         : presets_list_text(presets),
+                          ExitCode::ok);
+  }
+  if (cmd.check.mesh.empty()) {
+    diags.error("cli.usage", "--mesh is required", Location::of("--mesh"))
+        .hint = "shardplan plan --topology v5p-128 --mesh fsdp:-1,tp:4 --model llama-3-8b";
+    return session.fail_input();
+  }
+  Inputs in;
+  if (!load_inputs(cmd.check, diags, in)) {
+    return session.fail_input();
+  }
+  std::optional<RuleSet> rules = load_rules(cmd.rules, diags);
+  if (!rules) {
+    return session.fail_input();
+  }
+  if (!cmd.explain.empty()) {
+    std::optional<RuleTrace> trace =
+        explain_rules(*in.manifest, *in.mesh, *rules, cmd.explain, diags);
+    if (!trace) {
+      return session.fail_input();
+    }
+    return session.finish(session.json() ? explain_json(*trace, *rules, *in.mesh)
+                                         : explain_text(*trace, *rules, *in.mesh),
+                          ExitCode::ok);
+  }
+  std::optional<RulePlan> plan = apply_rules(*in.manifest, *in.mesh, *rules, diags);
+  if (!plan) {
+    return session.fail_input();
+  }
+  std::vector<const PartitionSpec*> specs(plan->size());
+  for (size_t t = 0; t < specs.size(); ++t) {
+    specs[t] = &plan->spec(t);
+  }
+  std::vector<TensorSharding> shardings =
+      validate_planned(*in.manifest, *in.mesh, specs, rules->source, in.validate, diags);
+  return finish_check("plan", in, shardings, rules->source, &*rules, &*plan, session);
 }
 
 int run_topology_list(Session& session) {
@@ -402,10 +486,12 @@ int run_manifest(const ManifestCommand& cmd, Session& session) {
 }
 
 // The options `check` and `memory` share.
-void add_check_options(CLI::App& app, CheckCommand& cmd) {
+// The options `check` and `memory` share; `plan` has no --specs, and its
+// --mesh is checked by run_plan (`plan --rules list` needs none).
+void add_check_options(CLI::App& app, CheckCommand& cmd, bool plan = false) {
   app.add_option("--mesh", cmd.mesh,
                  "axes major to minor: \"dp:2,fsdp:-1,tp:4\", or sizes with --axis-names")
-      ->required()
+      ->required(!plan)
       ->type_name("STR");
   CLI::Option* devices =
       app.add_option("--devices", cmd.devices,
@@ -433,10 +519,12 @@ void add_check_options(CLI::App& app, CheckCommand& cmd) {
                  "a built-in model instead of --manifest (shardplan manifest --model list)")
       ->type_name("NAME")
       ->excludes(manifest);
-  app.add_option("--specs", cmd.specs,
-                 "the specs: {\"specs\": {NAME: SPEC}} or the JSON `plan` writes")
-      ->required()
-      ->type_name("FILE");
+  if (!plan) {
+    app.add_option("--specs", cmd.specs,
+                   "the specs: {\"specs\": {NAME: SPEC}} or the JSON `plan` writes")
+        ->required()
+        ->type_name("FILE");
+  }
   app.add_option("--recipe", cmd.recipe,
                  "training state per parameter: params-only (default), adam (16 B/param "
                  "for bf16), adam-fp32-grads or megatron (18), adam-fp32-accum (20), "
@@ -618,6 +706,32 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   shardplan manifest --from-safetensors model.safetensors.index.json -o manifest.json
   shardplan manifest --from-safetensors ./Llama-3-8B/    (the folder's index or file))");
 
+  PlanCommand plan_cmd;
+  CLI::App* plan = app.add_subcommand(
+      "plan", "apply sharding rules to a manifest on a mesh: a spec per tensor, validated, "
+              "with per-device memory");
+  add_check_options(*plan, plan_cmd.check, true);
+  plan->add_option("--rules", plan_cmd.rules,
+                   "a rules file (docs/rules.md) or a built-in preset: fsdp, fsdp-tp, "
+                   "maxtext; \"list\" lists the presets")
+      ->type_name("FILE|PRESET")
+      ->default_str("fsdp-tp");
+  plan->add_option("--explain", plan_cmd.explain,
+                   "for one tensor: every rule, whether it matched, and what its "
+                   "algorithm considered")
+      ->type_name("NAME");
+  add_common(*plan, common, {"text", "json", "markdown", "github"});
+  plan->footer(R"(Exit codes: 0 no errors (warnings allowed), 1 unmatched tensors, invalid
+specs or over HBM capacity, 2 unreadable or malformed input.
+
+Examples:
+  shardplan plan --topology v5p-128 --mesh fsdp:-1,tp:4 --model llama-3-8b
+  shardplan plan --topology v5p-128 --mesh fsdp:16,ep:2,tp:2 --model deepseek-v3 --recipe adam
+  shardplan plan --devices 8 --mesh fsdp:8 --hbm 80GB --manifest m.json --rules my-rules.json
+  shardplan plan ... --format json -o plan.json && shardplan check ... --specs plan.json
+  shardplan plan ... --explain model.layers.0.mlp.up_proj.weight
+  shardplan plan --rules list)");
+
   CheckCommand check_cmd;
   CLI::App* check = app.add_subcommand(
       "check", "validate given specs for a manifest on a mesh, and estimate memory (for CI)");
@@ -667,6 +781,10 @@ Examples:
   if (mesh->parsed()) {
     Session session("mesh", common, out, err, env);
     return run_mesh(mesh_cmd, session);
+  }
+  if (plan->parsed()) {
+    Session session("plan", common, out, err, env);
+    return run_plan(plan_cmd, session);
   }
   if (check->parsed()) {
     Session session("check", common, out, err, env);

@@ -806,3 +806,119 @@ TEST_CASE("cli: built-in models and Hugging Face configs as manifests", "[cli][m
   CHECK(none.code == 2);
   CHECK(none.err.find("give --manifest FILE or --model NAME") != std::string::npos);
 }
+
+// ---------------------------------------------------------------------------
+// plan
+
+TEST_CASE("cli: plan groups tensors by rule and folds layers", "[cli][plan]") {
+  Result r = run_cli({"plan", "--topology", "v5p-128", "--mesh", "fsdp:-1,tp:4", "--model",
+                      "llama-3-8b"});
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK(r.err.empty());
+  CHECK_THAT(r.out, Catch::StartsWith("plan: 291 tensors of --model llama-3-8b with rules "
+                                      "configs/rules/fsdp-tp.json\n"));
+  // q_proj [4096, 4096] bf16 as tp,fsdp on tp:4, fsdp:16: 1024 x 256 x 2 B.
+  CHECK_THAT(r.out, Catch::Contains("model.layers.{0..31}.self_attn.q_proj.weight  x32    "
+                                    "[4096, 4096]   bf16   tp,fsdp  512.00 KiB"));
+  // down_proj is row-parallel: [4096, 14336] as fsdp,tp: 256 x 3584 x 2 B.
+  CHECK_THAT(r.out, Catch::Contains("model.layers.{0..31}.mlp.down_proj.weight     x32    "
+                                    "[4096, 14336]  bf16   fsdp,tp  1.75 MiB"));
+  CHECK_THAT(r.out, Catch::EndsWith("result: ok\n"));
+}
+
+TEST_CASE("cli: plan JSON is a specs file check accepts", "[cli][plan]") {
+  fs::path dir = temp_dir("plan_roundtrip");
+  const std::string plan_file = (dir / "plan.json").string();
+  Result plan = run_cli({"plan", "--topology", "v5e-8", "--mesh", "fsdp:2,tp:4", "--manifest",
+                         examples("tiny-llama.json"), "--rules", "fsdp-tp", "--format",
+                         "json", "-o", plan_file});
+  INFO(plan.err);
+  REQUIRE(plan.code == 0);
+  json doc = json::parse(test::slurp(plan_file));
+  CHECK(doc["command"] == "plan");
+  REQUIRE(doc["tensors"].size() == 21);
+  // The embedding [1000, 256]: vocab over tp (1000 / 4 = 250), embed over
+  // fsdp (256 / 2): rule 12 of fsdp-tp.
+  CHECK(doc["tensors"][0]["spec"] == json::parse(R"(["tp", "fsdp"])"));
+  CHECK(doc["tensors"][0]["rule"]["index"] == 12);
+  CHECK(doc["tensors"][0]["bytes_per_device"] == 250 * 128 * 2);
+  // The norm [256] is replicated by rule 0.
+  CHECK(doc["tensors"][1]["spec"] == json::parse("[null]"));
+  CHECK(doc["tensors"][1]["rule"]["index"] == 0);
+
+  Result check = run_cli({"check", "--topology", "v5e-8", "--mesh", "fsdp:2,tp:4",
+                          "--manifest", examples("tiny-llama.json"), "--specs", plan_file,
+                          "--format", "json"});
+  INFO(check.err);
+  CHECK(check.code == 0);
+  json checked = json::parse(check.out);
+  for (size_t t = 0; t < 21; ++t) {
+    CHECK(checked["tensors"][t]["spec"] == doc["tensors"][t]["spec"]);
+    CHECK(checked["tensors"][t]["bytes_per_device"] == doc["tensors"][t]["bytes_per_device"]);
+  }
+  CHECK(checked["memory"] == doc["memory"]);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("cli: plan --rules list and --explain", "[cli][plan]") {
+  Result list = run_cli({"plan", "--rules", "list"});
+  CHECK(list.code == 0);
+  CHECK_THAT(list.out, Catch::StartsWith("fsdp  ("));
+  CHECK_THAT(list.out, Catch::Contains("\nfsdp-tp  ("));
+  CHECK_THAT(list.out, Catch::Contains("\nmaxtext  ("));
+
+  Result explain = run_cli({"plan", "--devices", "8", "--mesh", "fsdp:8", "--manifest",
+                            examples("tiny-llama.json"), "--rules", "fsdp", "--explain",
+                            "model.layers.0.mlp.up_proj.weight"});
+  INFO(explain.err);
+  CHECK(explain.code == 0);
+  CHECK_THAT(explain.out, Catch::StartsWith("model.layers.0.mlp.up_proj.weight: [688, 256] bf16"));
+  CHECK_THAT(explain.out, Catch::Contains("result: "));
+
+  Result json_explain = run_cli({"plan", "--devices", "8", "--mesh", "fsdp:8", "--manifest",
+                                 examples("tiny-llama.json"), "--explain",
+                                 "model.norm.weight", "--format", "json"});
+  CHECK(json_explain.code == 0);
+  json e = json::parse(json_explain.out);
+  CHECK(e["tensor"]["name"] == "model.norm.weight");
+  CHECK(e["result"]["spec"] == json::parse("[null]"));
+
+  Result unknown = run_cli({"plan", "--devices", "8", "--mesh", "fsdp:8", "--manifest",
+                            examples("tiny-llama.json"), "--explain", "model.norm.weigth"});
+  CHECK(unknown.code == 2);
+  CHECK_THAT(unknown.err, Catch::Contains("model.norm.weight"));  // the nearest name
+}
+
+TEST_CASE("cli: plan input errors exit 2 with a location", "[cli][plan]") {
+  fs::path dir = temp_dir("plan_errors");
+  const std::string rules = (dir / "rules.json").string();
+  auto plan = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = {"plan", "--devices", "8", "--mesh", "fsdp:8",
+                                     "--manifest", examples("tiny-llama.json")};
+    args.insert(args.end(), more.begin(), more.end());
+    return run_cli(args);
+  };
+  Result preset = plan({"--rules", "fsdp_tp"});
+  CHECK(preset.code == 2);
+  CHECK_THAT(preset.err, Catch::StartsWith("--rules: error: unknown rule preset \"fsdp_tp\""));
+
+  std::ofstream(rules) << R"({"rules": [{"pattern": "mlp", "spec": ["tp", null]}]})";
+  Result axis = plan({"--rules", rules});
+  CHECK(axis.code == 2);
+  CHECK_THAT(axis.err, Catch::StartsWith(rules + ":/rules/0/spec/0: error:"));
+
+  std::ofstream(rules) << R"({"rules": [{"pattern": "(?<=a)b", "replicate": true}]})";
+  Result pattern = plan({"--rules", rules});
+  CHECK(pattern.code == 2);
+  CHECK_THAT(pattern.err, Catch::StartsWith(rules + ":/rules/0/pattern: error:"));
+
+  std::ofstream(rules) << R"({"rules": [{"pattern": "mlp", "spec": ["fsdp"]}]})";
+  Result unmatched = plan({"--rules", rules});
+  CHECK(unmatched.code == 1);  // unmatched tensors are plan errors
+  CHECK_THAT(unmatched.err, Catch::Contains("[rules.unmatched]"));
+
+  Result no_mesh = run_cli({"plan", "--model", "gpt2", "--devices", "8"});
+  CHECK(no_mesh.code == 2);
+  fs::remove_all(dir);
+}

@@ -478,6 +478,18 @@ TEST_CASE("schema: manifest output validates", "[schema][cli]") {
                 "manifest.schema.json");
 }
 
+TEST_CASE("schema: plan output validates", "[schema][cli]") {
+  const std::string examples = std::string(SHARDPLAN_SOURCE_DIR) + "/configs/examples/";
+  json doc = run_json({"plan", "--manifest", examples + "tiny-llama.json", "--topology", "v5e-8",
+                       "--mesh", "fsdp:2,tp:4", "--format", "json"});
+  CHECK(doc["rules"]["source"] == "configs/rules/fsdp-tp.json");
+  CHECK(doc["tensors"][0]["rule"]["index"].is_number_integer());
+  require_valid(doc, "check.schema.json");
+  // A plan document with both a rules object and specs_file does not.
+  doc["specs_file"] = "s.json";
+  CHECK_FALSE(errors_for(doc, "check.schema.json").empty());
+}
+
 TEST_CASE("schema: check and memory output validates", "[schema][cli]") {
   const std::string examples = std::string(SHARDPLAN_SOURCE_DIR) + "/configs/examples/";
   auto args = [&](std::string command, std::string specs, std::vector<std::string> more) {
