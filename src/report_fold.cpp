@@ -18,14 +18,15 @@ namespace shardplan {
 namespace {
 
 // A name split at its dots; an integer component also holds its value(s).
+// `word` views the input row's name, which outlives the fold.
 struct Part {
-  std::string word;             // the component, when not a number
+  std::string_view word;        // the component, when not a number
   std::vector<int64_t> values;  // the number(s), sorted; empty for a word
 };
 
 struct Row {
   std::vector<Part> parts;
-  std::string rest;
+  std::string_view rest;  // views the input row
   size_t count = 1;
 };
 
@@ -49,7 +50,7 @@ std::vector<Part> split(std::string_view name) {
     if (parse_number(part, value)) {
       p.values.push_back(value);
     } else {
-      p.word = std::string(part);
+      p.word = part;
     }
     parts.push_back(std::move(p));
     if (dot == std::string_view::npos) {
@@ -85,9 +86,8 @@ void render_values(const std::vector<int64_t>& values, std::string& out) {
   out += '}';
 }
 
-// The name, with part `skip` (if any) left as a placeholder.
-std::string render(const std::vector<Part>& parts, size_t skip = SIZE_MAX) {
-  std::string out;
+// Appends the name, with part `skip` (if any) left as a placeholder.
+void render_to(const std::vector<Part>& parts, size_t skip, std::string& out) {
   for (size_t i = 0; i < parts.size(); ++i) {
     if (i > 0) {
       out += '.';
@@ -100,6 +100,11 @@ std::string render(const std::vector<Part>& parts, size_t skip = SIZE_MAX) {
       render_values(parts[i].values, out);
     }
   }
+}
+
+std::string render(const std::vector<Part>& parts) {
+  std::string out;
+  render_to(parts, SIZE_MAX, out);
   return out;
 }
 
@@ -132,16 +137,18 @@ std::vector<FoldedRow> fold_rows(const std::vector<NameRow>& input) {
     merged.reserve(rows.size());
     std::unordered_map<std::string, size_t> group_of;
     group_of.reserve(rows.size());
+    std::string key;
     for (Row& row : rows) {
       const size_t at = numeric_part(row.parts, k);
       if (at == SIZE_MAX) {
         merged.push_back(std::move(row));
         continue;
       }
-      std::string key = render(row.parts, at);
+      key.clear();
+      render_to(row.parts, at, key);
       key += '\x1e';
       key += row.rest;
-      auto [slot, inserted] = group_of.try_emplace(std::move(key), merged.size());
+      auto [slot, inserted] = group_of.try_emplace(key, merged.size());
       if (inserted) {
         merged.push_back(std::move(row));
         continue;
@@ -165,7 +172,7 @@ std::vector<FoldedRow> fold_rows(const std::vector<NameRow>& input) {
   std::vector<FoldedRow> out;
   out.reserve(rows.size());
   for (Row& row : rows) {
-    out.push_back({render(row.parts), std::move(row.rest), row.count});
+    out.push_back({render(row.parts), std::string(row.rest), row.count});
   }
   return out;
 }
