@@ -881,6 +881,31 @@ void append_tensors_json(const CheckReport& r, size_t indent, std::string& out) 
 
 }  // namespace
 
+namespace {
+
+// The end of check's and plan's text: specs, memory per device, capacity and
+// the verdict.
+std::string summary_text(const CheckReport& r, const Diagnostics& diags) {
+  const ShardingTotals s = sharding_totals(r.manifest, r.mesh, r.shardings);
+  const MemoryEstimate& m = r.memory;
+  std::string out;
+  out += fmt::format("  specs: {} valid, {} with problems; {} of {} replicated on "
+                     "every device\n",
+                     with_commas(static_cast<int64_t>(r.manifest.size()) - s.invalid),
+                     with_commas(s.invalid), human_bytes(s.replicated_bytes),
+                     human_bytes(r.manifest.total_bytes()));
+  out += fmt::format("  memory per device, {}: params {}, grads {}, optimizer {}, gather "
+                     "buffer {}\n",
+                     recipe_text(m), human_bytes(m.per_device.params),
+                     human_bytes(m.per_device.grads), human_bytes(m.per_device.optimizer),
+                     human_bytes(m.gather_buffer));
+  out += fmt::format("  {}\n", capacity_line(m));
+  out += fmt::format("result: {}\n", verdict(diags));
+  return out;
+}
+
+}  // namespace
+
 std::string check_json(const CheckReport& r, const Diagnostics& diags) {
   ordered_json j = header(r.command);
   j["mesh"] = mesh_object(r.mesh);
@@ -911,24 +936,11 @@ std::string check_json(const CheckReport& r, const Diagnostics& diags) {
 }
 
 std::string check_text(const CheckReport& r, const Diagnostics& diags) {
-  const ShardingTotals s = sharding_totals(r.manifest, r.mesh, r.shardings);
-  const MemoryEstimate& m = r.memory;
   std::string out = fmt::format("{}: {} tensors of {} against {}\n", r.command,
                                 with_commas(static_cast<int64_t>(r.manifest.size())),
                                 r.manifest.source, r.specs_source);
   out += fmt::format("  {}\n", where_text(r));
-  out += fmt::format("  specs: {} valid, {} with problems; {} of {} replicated on "
-                     "every device\n",
-                     with_commas(static_cast<int64_t>(r.manifest.size()) - s.invalid),
-                     with_commas(s.invalid), human_bytes(s.replicated_bytes),
-                     human_bytes(r.manifest.total_bytes()));
-  out += fmt::format("  memory per device, {}: params {}, grads {}, optimizer {}, gather "
-                     "buffer {}\n",
-                     recipe_text(m), human_bytes(m.per_device.params),
-                     human_bytes(m.per_device.grads), human_bytes(m.per_device.optimizer),
-                     human_bytes(m.gather_buffer));
-  out += fmt::format("  {}\n", capacity_line(m));
-  out += fmt::format("result: {}\n", verdict(diags));
+  out += summary_text(r, diags);
   return out;
 }
 
@@ -1099,8 +1111,6 @@ std::string plan_json(const CheckReport& r, const Diagnostics& diags) {
 }
 
 std::string plan_text(const CheckReport& r, const Diagnostics& diags) {
-  const ShardingTotals s = sharding_totals(r.manifest, r.mesh, r.shardings);
-  const MemoryEstimate& m = r.memory;
   std::string out = fmt::format("plan: {} tensors of {} with rules {}\n",
                                 with_commas(static_cast<int64_t>(r.manifest.size())),
                                 r.manifest.source, r.rules != nullptr ? r.rules->source : "");
@@ -1148,18 +1158,8 @@ std::string plan_text(const CheckReport& r, const Diagnostics& diags) {
     out += table(cells);
   }
 
-  out += fmt::format("\n  specs: {} valid, {} with problems; {} of {} replicated on "
-                     "every device\n",
-                     with_commas(static_cast<int64_t>(r.manifest.size()) - s.invalid),
-                     with_commas(s.invalid), human_bytes(s.replicated_bytes),
-                     human_bytes(r.manifest.total_bytes()));
-  out += fmt::format("  memory per device, {}: params {}, grads {}, optimizer {}, gather "
-                     "buffer {}\n",
-                     recipe_text(m), human_bytes(m.per_device.params),
-                     human_bytes(m.per_device.grads), human_bytes(m.per_device.optimizer),
-                     human_bytes(m.gather_buffer));
-  out += fmt::format("  {}\n", capacity_line(m));
-  out += fmt::format("result: {}\n", verdict(diags));
+  out += '\n';
+  out += summary_text(r, diags);
   return out;
 }
 
