@@ -92,11 +92,7 @@ std::string_view clip(std::string_view s, size_t limit, bool& clipped) {
 // ---------------------------------------------------------------------------
 // JSON syntax errors, located by nlohmann's SAX parser.
 
-struct SyntaxError {
-  size_t offset = 0;  // byte offset of the caret in the checked text
-  std::string message;
-  std::string hint;
-};
+using io_detail::SyntaxError;
 
 // Builds nothing; records the first error.
 class SyntaxChecker final : public nlohmann::json_sax<nlohmann::json> {
@@ -320,7 +316,9 @@ SyntaxError describe_syntax_error(std::string_view text,
   return out;
 }
 
-std::optional<SyntaxError> find_syntax_error(std::string_view text) {
+}  // namespace
+
+std::optional<SyntaxError> io_detail::find_syntax_error(std::string_view text) {
   SyntaxChecker sax;
   bool ok = false;
   try {
@@ -343,6 +341,10 @@ std::optional<SyntaxError> find_syntax_error(std::string_view text) {
   }
   return describe_syntax_error(text, sax);
 }
+
+namespace {
+
+using io_detail::find_syntax_error;
 
 // ---------------------------------------------------------------------------
 // The part common to every reader: the padded copy, the parser, locations,

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -50,6 +51,19 @@ struct IndexFile {
 // Reads an index's text; errors are located in `source` [index.*].
 std::optional<IndexFile> read_index_text(std::string_view json, std::string_view source,
                                          Diagnostics& diags);
+
+// The first JSON syntax error of a text, as every reader reports it: where
+// (a byte offset) and what, in words ("expected ':', got a string"), with a
+// hint for habits from other languages (trailing commas, single quotes, NaN).
+struct SyntaxError {
+  size_t offset = 0;  // byte offset of the caret in the checked text
+  std::string message;
+  std::string hint;
+};
+
+// nullopt when `text` is valid JSON. Builds nothing (nlohmann's SAX parser,
+// iterative: deep nesting is harmless).
+std::optional<SyntaxError> find_syntax_error(std::string_view text);
 
 // An owned file descriptor, closed on destruction.
 class FileDescriptor {

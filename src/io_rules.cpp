@@ -9,6 +9,7 @@
 #include <shardplan/spec.hpp>
 
 #include "embedded.hpp"
+#include "io_internal.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -152,54 +153,6 @@ class KeyTracker {
   std::string m_duplicate_key;
 };
 
-// On a syntax error, where the offending token starts: nlohmann's parse
-// error gives the byte after it, its SAX interface the token itself.
-class SyntaxProbe final : public nlohmann::json_sax<Json> {
- public:
-  bool null() override { return true; }
-  bool boolean(bool /*value*/) override { return true; }
-  bool number_integer(number_integer_t /*value*/) override { return true; }
-  bool number_unsigned(number_unsigned_t /*value*/) override { return true; }
-  bool number_float(number_float_t /*value*/,
-                    const string_t& /*text*/) override {
-    return true;
-  }
-  bool string(string_t& /*value*/) override { return true; }
-  bool binary(binary_t& /*value*/) override { return true; }
-  bool start_object(std::size_t /*size*/) override { return true; }
-  bool key(string_t& /*value*/) override { return true; }
-  bool end_object() override { return true; }
-  bool start_array(std::size_t /*size*/) override { return true; }
-  bool end_array() override { return true; }
-  bool parse_error(std::size_t byte,
-                   const std::string& last_token,
-                   const nlohmann::detail::exception& /*error*/) override {
-    position = byte;
-    token = last_token;
-    return false;
-  }
-
-  size_t position = 0;  // 1-based index of the last byte read
-  std::string token;
-};
-
-// The byte offset of the token a parse error stopped at, or `fallback`.
-size_t token_start(std::string_view text, size_t fallback) {
-  SyntaxProbe probe;
-  try {
-    Json::sax_parse(text.begin(), text.end(), &probe);
-  } catch (const std::exception&) {
-    return fallback;
-  }
-  const size_t end = std::min(probe.position, text.size());
-  if (probe.token.empty() || probe.token.size() > end
-      || text.substr(end - probe.token.size(), probe.token.size())
-             != probe.token) {
-    return fallback;
-  }
-  return end - probe.token.size();
-}
-
 class RulesReader {
  public:
   RulesReader(std::string_view text,
@@ -218,7 +171,7 @@ class RulesReader {
             return keys.on_event(event, parsed);
           });
     } catch (const Json::parse_error& e) {
-      syntax_error(e.byte, e.what());
+      syntax_error(e.what());
       return std::nullopt;
     } catch (const std::exception& e) {
       m_diags.error("rules.syntax",
@@ -323,32 +276,18 @@ class RulesReader {
     d.hint = std::move(hint);
   }
 
-  // nlohmann: "[json.exception.parse_error.101] parse error at line 1,
-  // column 2: syntax error while parsing value - invalid literal; last
-  // read: 'x'". We keep "invalid literal", located by the byte offset.
-  void syntax_error(size_t byte, std::string_view what) {
-    const size_t offset =
-        token_start(m_text, byte == 0 ? 0 : std::min(byte - 1, m_text.size()));
-    if (size_t colon = what.find(": "); colon != std::string_view::npos) {
-      what.remove_prefix(colon + 2);
+  // The text's first syntax error, worded and located as every JSON reader
+  // of shardplan reports it (io_internal.hpp), under this reader's code.
+  void syntax_error(std::string_view what) {
+    std::optional<io_detail::SyntaxError> error = io_detail::find_syntax_error(m_text);
+    if (!error) {  // nlohmann's DOM parser refused what its SAX parser took
+      m_diags.error("rules.syntax", fmt::format("cannot read JSON: {}", what),
+                    Location::of(m_source));
+      return;
     }
-    if (what.starts_with("syntax error while parsing ")) {
-      if (size_t dash = what.find(" - "); dash != std::string_view::npos) {
-        what.remove_prefix(dash + 3);
-      }
-    }
-    std::string message(what);
-    if (size_t last = message.find("; last read: ");
-        last != std::string::npos) {
-      message.erase(last);
-    }
-    if (!message.empty()) {
-      message[0] = static_cast<char>(
-          std::tolower(static_cast<unsigned char>(message[0])));
-    }
-    m_diags.error("rules.syntax",
-                  "invalid JSON: " + message,
-                  location_in_text(m_source, m_text, offset));
+    m_diags.error("rules.syntax", "invalid JSON: " + error->message,
+                  location_in_text(m_source, m_text, std::min(error->offset, m_text.size())))
+        .hint = std::move(error->hint);
   }
 
   bool type_error(const Json& j,

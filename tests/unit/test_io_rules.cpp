@@ -163,8 +163,8 @@ TEST_CASE("io_rules: syntax errors give line column and a caret",
       rules_error("{\"rules\": [\n  {\"pattern\": \"a\" \"spec\": []}]}");
   CHECK(d.code == "rules.syntax");
   CHECK(render(d)
-        == "r.json:2:19: error: invalid JSON: unexpected string literal; expected "
-           "'}' [rules.syntax]\n"
+        == "r.json:2:19: error: invalid JSON: expected ',' or '}', got a string "
+           "[rules.syntax]\n"
            "    {\"pattern\": \"a\" \"spec\": []}]}\n"
            "                    ^");
 }
