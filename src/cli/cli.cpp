@@ -189,11 +189,16 @@ std::optional<Manifest> load_manifest(const std::string& manifest, const std::st
   return read_manifest_path(manifest, diags);
 }
 
-// --topology NAME|FILE: a path to an existing file (or one ending in .json)
-// is a user topology file; anything else a catalogue name.
-std::optional<Topology> load_topology(const std::string& arg, Diagnostics& diags) {
+// For options taking NAME|FILE (--topology, --rules): a path to an existing
+// file, or one ending in .json, is a file; anything else a built-in name.
+bool names_a_file(const std::string& arg) {
   std::error_code ec;
-  if (arg.ends_with(".json") || std::filesystem::is_regular_file(arg, ec)) {
+  return arg.ends_with(".json") || std::filesystem::is_regular_file(arg, ec);
+}
+
+// --topology NAME|FILE: a user topology file, or a catalogue name.
+std::optional<Topology> load_topology(const std::string& arg, Diagnostics& diags) {
+  if (names_a_file(arg)) {
     return read_path(arg, diags, parse_topology_json);
   }
   return resolve_topology(arg, Location::of("--topology"), diags);
@@ -389,11 +394,9 @@ int run_check(const CheckCommand& cmd, std::string_view command, Session& sessio
   return finish_check(command, in, shardings, specs->source, nullptr, nullptr, session);
 }
 
-// --rules FILE|PRESET: a path to an existing file (or one ending in .json) is
-// a user's rules file; anything else a preset name.
+// --rules FILE|PRESET: a user's rules file, or a preset name.
 std::optional<RuleSet> load_rules(const std::string& arg, Diagnostics& diags) {
-  std::error_code ec;
-  if (arg.ends_with(".json") || std::filesystem::is_regular_file(arg, ec)) {
+  if (names_a_file(arg)) {
     return read_path(arg, diags, read_rules);
   }
   return read_rules_preset(arg, diags);
