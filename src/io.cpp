@@ -51,9 +51,7 @@ using io_detail::DataOffsets;
 using io_detail::FileDescriptor;
 using io_detail::open_retry;
 
-std::string errno_message(int error) {
-  return std::generic_category().message(error);
-}
+using io_detail::errno_message;
 
 bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r';

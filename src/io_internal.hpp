@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <string_view>
 #include <vector>
 
@@ -64,6 +65,11 @@ struct SyntaxError {
 // nullopt when `text` is valid JSON. Builds nothing (nlohmann's SAX parser,
 // iterative: deep nesting is harmless).
 std::optional<SyntaxError> find_syntax_error(std::string_view text);
+
+// The system's words for an errno value ("No such file or directory").
+inline std::string errno_message(int error) {
+  return std::generic_category().message(error);
+}
 
 // An owned file descriptor, closed on destruction.
 class FileDescriptor {

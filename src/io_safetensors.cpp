@@ -40,7 +40,7 @@ using io_detail::DataOffsets;
 using io_detail::FileDescriptor;
 using io_detail::open_retry;
 
-std::string errno_text(int error) { return std::generic_category().message(error); }
+using io_detail::errno_message;
 
 // Reads exactly `size` bytes at `offset`; returns 0, an errno value, or -1
 // when the file ended first.
@@ -142,7 +142,7 @@ bool looks_like_text(const std::array<unsigned char, 8>& bytes) {
 std::optional<Manifest> read_header_file(const std::string& path, const Location& io_where,
                                          std::string_view io_what, Diagnostics& diags) {
   auto io_fail = [&](int error) -> std::optional<Manifest> {
-    diags.error("io.read", fmt::format("cannot read {}: {}", io_what, errno_text(error)),
+    diags.error("io.read", fmt::format("cannot read {}: {}", io_what, errno_message(error)),
                 io_where);
     return std::nullopt;
   };
