@@ -1,0 +1,175 @@
+#pragma once
+// Layer 5: reshard plans. Moving each tensor from one (mesh, spec) to
+// another, possibly on another device set: the steps and the collective each
+// needs, the bytes each device receives, the time and the peak memory.
+//
+// On one mesh (both sides the same axes and devices) a plan is a list of
+// per-axis moves, tried in the order XLA's SPMD partitioner tries them
+// (hardware-and-costs.md B.6): no-op; collective_permute when only the
+// devices of the shards differ; a direct all_gather (the target drops minor
+// axes) or dynamic_slice (the target adds minor axes); otherwise the
+// cheapest sequence of single moves found by Dijkstra over specs (DTensor's
+// planner, sharding-anchors.md b10):
+//   all_gather      drop the minor-most axis of a dim
+//   all_to_all      move the minor-most axis of a dim to the minor end of another
+//   dynamic_slice   add an unused axis at the minor end of a dim (no traffic)
+//   reduce_scatter  a pending sum over an axis becomes a split of a dim
+//   all_reduce      a pending sum over an axis is summed, replicated
+// Consecutive all_gathers (or dynamic_slices) of one dim merge into one step
+// over several axes, as XLA emits them.
+//
+// Between meshes (another device set, or another mesh on the same devices),
+// pending sums are reduced on the source first, then each target device
+// receives the exact pieces of its shard from source devices that hold them
+// (send_recv; collective_permute when the shards are whole and the devices
+// are the same set). When the source has more shards than the target and no
+// dim is compatible, the plan first goes through the pathways intermediate
+// sharding (find_intermediate_sharding).
+//
+// Every plan is priced next to the naive one (all_gather to replicated, then
+// slice) so the report can say what it saves.
+#include <shardplan/cost.hpp>
+#include <shardplan/diag.hpp>
+#include <shardplan/mesh.hpp>
+#include <shardplan/spec.hpp>
+#include <shardplan/tensor.hpp>
+#include <shardplan/topology.hpp>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace shardplan {
+
+enum class ReshardOp {
+  noop,
+  dynamic_slice,
+  all_gather,
+  all_to_all,
+  collective_permute,
+  reduce_scatter,
+  all_reduce,
+  send_recv,
+};
+
+// "noop", "dynamic_slice", ... as in DESIGN.md 3.
+std::string_view to_string(ReshardOp op);
+
+// One piece a device receives: the box (per dim [begin, end) of the whole
+// tensor) from another device. Ids are the devices' JAX ids.
+struct Transfer {
+  int64_t to_device = 0;
+  int64_t from_device = 0;
+  int64_t bytes = 0;
+  std::vector<std::array<int64_t, 2>> box;
+};
+
+struct ReshardStep {
+  ReshardOp op = ReshardOp::noop;
+  std::vector<std::string> mesh_axes;  // major to minor
+  std::optional<int64_t> dim;          // the tensor dim split or gathered
+  std::optional<int64_t> to_dim;       // all_to_all: where the axis goes
+  // The most bytes any one device receives in this step.
+  int64_t bytes_per_device = 0;
+  LinkClass link = LinkClass::none;
+  double seconds = 0;
+  // send_recv and collective_permute between meshes: every piece, in target
+  // device order; filled only with ReshardOptions::transfers.
+  std::vector<Transfer> transfers;
+};
+
+// The pathways intermediate sharding (DESIGN.md 5): the source mesh with one
+// axis split into <axis>_intermediate_split (major) and
+// <axis>_intermediate_replica (minor) in its place, the source spec with that
+// dim on the split axis, and the replica axes. The devices are the source's,
+// reshaped.
+struct IntermediateSharding {
+  Mesh mesh;
+  DeviceGrid grid;
+  PartitionSpec spec;
+  std::vector<std::string> replicated_axes;
+  size_t split_dim = 0;
+  size_t source_axis = 0;  // index in the source mesh of the axis split
+};
+
+// MaxText's _maybe_find_intermediate_sharding, the variant DESIGN.md 5 pins:
+// with src[i] / dst[i] the shards of dim i on each side, it applies when
+// max(src) % max(dst) == 0, prod(src) > prod(dst), prod(src) % prod(dst) ==
+// 0, every gcd(src[i], dst[i]) is 1, and some dim has src[i] == max(src) >
+// dst[i] on a single axis (the last such dim is split). The split axis
+// keeps max(dst) shards; the replica axis takes max(src) / max(dst).
+// REQUIRES: both specs have the tensor's rank and name axes of their mesh.
+std::optional<IntermediateSharding> find_intermediate_sharding(
+    const Mesh& source_mesh, const DeviceGrid& source_grid,
+    const PartitionSpec& from, const Mesh& target_mesh, const PartitionSpec& to);
+
+struct PlanCost {
+  int64_t bytes_per_device = 0;       // summed over steps
+  double seconds = 0;
+  int64_t peak_bytes_per_device = 0;  // the most one device holds at once
+};
+
+struct TensorReshard {
+  size_t tensor = 0;    // index in the manifest
+  PartitionSpec from;   // full rank
+  PartitionSpec to;
+  std::vector<ReshardStep> steps;  // never empty: a single noop when nothing moves
+  std::optional<IntermediateSharding> intermediate;
+  int64_t from_bytes_per_device = 0;
+  int64_t to_bytes_per_device = 0;
+  PlanCost cost;
+  PlanCost naive;  // all_gather to replicated, then slice
+};
+
+// One side of a reshard: its mesh, device grid and the link of every mesh
+// axis (empty without a topology: no times).
+struct ReshardSide {
+  const Mesh* mesh = nullptr;
+  const DeviceGrid* grid = nullptr;
+  std::span<const AxisLink> links;
+};
+
+struct ReshardOptions {
+  // Source buffers are freed as soon as a step no longer needs them (the
+  // pathways seed's donate): the peak counts them only until then.
+  bool donate = false;
+  // Record every piece of send_recv and cross-mesh collective_permute steps.
+  bool transfers = false;
+  // True when a device id names the same device on both sides (one
+  // topology, or a part of the source's); false for disjoint device sets.
+  bool same_devices = true;
+  // What carries point-to-point transfers between the meshes.
+  AxisLink transfer_link;
+  // Mesh axes of the source over which every tensor holds pending sums.
+  std::vector<std::string> partial;
+};
+
+struct ReshardPlan {
+  bool same_mesh = true;  // planned with collectives on one mesh
+  std::vector<TensorReshard> tensors;
+  // Over the whole manifest, tensors moved one after another: bytes and
+  // seconds add up; the peak is the most a device holds at any point, with
+  // every source buffer kept (or, with donate, freed once moved).
+  PlanCost totals;
+  PlanCost naive_totals;
+};
+
+// Plans every tensor of `manifest` from from[t] on `source` to to[t] on
+// `target`. Plans for tensors with the same shape, dtype and specs are made
+// once. Error "reshard.overflow" when a byte total passes int64.
+// REQUIRES: from/to have manifest.size() entries, each valid for its mesh
+// (rank, axes, divisibility: validate_planned reports nothing); partial
+// axes are axes of the source mesh that from[t] does not use.
+std::optional<ReshardPlan> plan_reshard(const Manifest& manifest,
+                                        std::span<const PartitionSpec* const> from,
+                                        std::span<const PartitionSpec* const> to,
+                                        const ReshardSide& source,
+                                        const ReshardSide& target,
+                                        const ReshardOptions& options,
+                                        Diagnostics& diags);
+
+}  // namespace shardplan
