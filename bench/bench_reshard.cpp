@@ -7,8 +7,8 @@
 // For each manifest (gen_manifest N writes DeepSeek-like ones): the specs of
 // the `fsdp` preset and of the `fsdp-tp` preset are made once (apply_rules),
 // then plan_reshard from the first to the second is timed, with the
-// topology's links so every step is priced (default v5p-128, fsdp:16,tp:4
-// of its 64 devices... the mesh must cover the topology's devices).
+// topology's links so every step is priced (default: v5p-128, whose 64
+// devices the mesh fsdp:16,tp:4 covers).
 // Prints the median of R repetitions, the time per tensor and the distinct
 // plans (the rest were shared). Reading and rendering are not included:
 // `reshard` end to end adds what `plan` spends on them.

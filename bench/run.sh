@@ -1,7 +1,8 @@
 #!/bin/sh
 # Benchmarks the manifest reader and the rules engine against bare simdjson
-# parses, and times the reshard planner (DESIGN.md section 7; what is measured is described at the top of
-# bench_read.cpp and bench_rules.cpp).
+# parses (DESIGN.md section 7), and times the reshard planner; what each
+# measures is described at the top of bench_read.cpp, bench_rules.cpp and
+# bench_reshard.cpp.
 # Builds nothing: `make bench` builds build/release first, then runs this.
 #
 #   BENCH_TENSORS=100000 BENCH_REPS=11 BENCH_RULES_TENSORS="10000 100000 1000000" bench/run.sh
