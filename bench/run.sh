@@ -1,6 +1,6 @@
 #!/bin/sh
 # Benchmarks the manifest reader and the rules engine against bare simdjson
-# parses (DESIGN.md section 7; what is measured is described at the top of
+# parses, and times the reshard planner (DESIGN.md section 7; what is measured is described at the top of
 # bench_read.cpp and bench_rules.cpp).
 # Builds nothing: `make bench` builds build/release first, then runs this.
 #
@@ -9,7 +9,7 @@ set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/build/release/bench"
-for tool in gen_manifest bench_read bench_index bench_rules; do
+for tool in gen_manifest bench_read bench_index bench_rules bench_reshard; do
   if [ ! -x "$bin/$tool" ]; then
     echo "bench/run.sh: $bin/$tool is missing; run 'make bench'" >&2
     exit 1
@@ -41,4 +41,9 @@ for k in ${BENCH_RULES_TENSORS:-10000 100000 1000000}; do
   f="$tmp/shardplan-bench-$k.json"
   "$bin/gen_manifest" "$k" --seed 0 -o "$f"
   "$bin/bench_rules" "$f" --reps "$reps"
+done
+echo
+echo "== reshard planner, fsdp -> fsdp-tp on v5p-128 (fsdp:16,tp:4), DeepSeek-like manifests"
+for k in ${BENCH_RULES_TENSORS:-10000 100000 1000000}; do
+  "$bin/bench_reshard" "$tmp/shardplan-bench-$k.json" --reps 5
 done

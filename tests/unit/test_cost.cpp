@@ -1,0 +1,144 @@
+// Collective times against the scaling book's worked figures
+// (shared/reference/hardware-and-costs.md B.1, B.2; sharding.md "Pop Quiz 2"
+// and "Question 2", gpus.md "Quiz 2 Q3" and "Pop Quiz 1"). The book rounds
+// its bytes (34e6 for 33,554,432); the expectations below redo its
+// arithmetic with exact bytes, and the book's figure is in the comment.
+
+#include <shardplan/cost.hpp>
+#include <shardplan/topology.hpp>
+
+#include <catch2/catch.hpp>
+
+#include "support/test_support.hpp"
+
+#include <vector>
+
+using namespace shardplan;
+
+namespace {
+
+AxisLink ici(int64_t n, bool wrap, double bytes_per_s, double latency = 1e-6) {
+  AxisLink link;
+  link.link = LinkClass::ici;
+  link.ring_size = n;
+  link.wraparound = wrap;
+  link.bytes_per_s = bytes_per_s;
+  link.latency_s = latency;
+  return link;
+}
+
+double cost(Collective op, double bytes, const std::vector<AxisLink>& links) {
+  std::vector<const AxisLink*> ptrs;
+  for (const AxisLink& l : links) {
+    ptrs.push_back(&l);
+  }
+  return collective_cost(op, bytes, ptrs).seconds;
+}
+
+// bf16[2048, 8192] gathered over an axis of 4 on a v5e (Pop Quiz 2, part 1).
+constexpr double k_quiz2_bytes = 2048.0 * 8192 * 2;  // 33,554,432
+
+}  // namespace
+
+TEST_CASE("cost: all_gather over a v5e axis of 4 without wraparound (book: 560 us)") {
+  // 3 hops x 8,388,608 B / 4.5e10 B/s one way.
+  const double t = cost(Collective::all_gather, k_quiz2_bytes, {ici(4, false, 4.5e10)});
+  CHECK(t == Approx(3 * 8388608.0 / 4.5e10));
+  CHECK(t == Approx(560e-6).epsilon(0.01));
+}
+
+TEST_CASE("cost: all_gather over a v5e axis of 4 with wraparound (book: 377 us)") {
+  // V / W with W the bidirectional 9e10 B/s.
+  const double t = cost(Collective::all_gather, k_quiz2_bytes, {ici(4, true, 9e10)});
+  CHECK(t == Approx(k_quiz2_bytes / 9e10));
+  CHECK(t == Approx(377e-6).epsilon(0.015));
+}
+
+TEST_CASE("cost: a small all_gather is latency-bound (book: 3 hops x 1 us)") {
+  // bf16[256, 256]: 32 kB shards, 0.7 us per hop of bandwidth; 3 hops of 1 us.
+  const double t = cost(Collective::all_gather, 256.0 * 256 * 2, {ici(4, false, 4.5e10)});
+  CHECK(t == Approx(3e-6));
+}
+
+TEST_CASE("cost: all_gather over two wraparound axes of a v4p 4x4x4 (book: 46 us)") {
+  // AllGather_XY([B_X, D_Y]) with B=1024, D=4096 bf16: 2BD / (2 W_ICI).
+  const double v = 2.0 * 1024 * 4096;
+  const double t = cost(Collective::all_gather, v, {ici(4, true, 9e10), ici(4, true, 9e10)});
+  CHECK(t == Approx(v / 1.8e11));
+  CHECK(t == Approx(46.6e-6).epsilon(0.01));
+  // One of the axes alone gathers a quarter of the array (book: 23 us).
+  CHECK(cost(Collective::all_gather, v / 4, {ici(4, true, 9e10)}) ==
+        Approx(23.3e-6).epsilon(0.01));
+}
+
+TEST_CASE("cost: reduce_scatter all_reduce and all_to_all follow the book's ratios") {
+  const std::vector<AxisLink> ring{ici(8, true, 9e10)};
+  const std::vector<AxisLink> line{ici(8, false, 4.5e10)};
+  const double v = 64.0 * 1024 * 1024;
+  const double ag_ring = cost(Collective::all_gather, v, ring);
+  CHECK(cost(Collective::reduce_scatter, v, ring) == Approx(ag_ring));
+  CHECK(cost(Collective::all_reduce, v, ring) == Approx(2 * ag_ring));
+  // "AllGather / 4 for a bidirectional ring", half of it on a line.
+  CHECK(cost(Collective::all_to_all, v, ring) == Approx(ag_ring / 4));
+  CHECK(cost(Collective::all_to_all, v, line) ==
+        Approx(cost(Collective::all_gather, v, line) / 2));
+}
+
+TEST_CASE("cost: all_gather on 8xH100 over NVLink (book: 1.04 ms and 65 us)") {
+  AxisLink nvlink;
+  nvlink.link = LinkClass::nvlink;
+  nvlink.ring_size = 8;
+  nvlink.wraparound = true;
+  nvlink.bytes_per_s = 450e9;
+  nvlink.latency_s = 1e-6;
+  // bf16[4096, 65536]: B (N-1) / (N W) = 536,870,912 x 7 / 3.6e12.
+  const double big = 4096.0 * 65536 * 2;
+  CHECK(cost(Collective::all_gather, big, {nvlink}) == Approx(big * 7 / 3.6e12));
+  CHECK(cost(Collective::all_gather, big, {nvlink}) == Approx(1.04e-3).epsilon(0.01));
+  // bf16[1024, 16384]: "more precisely" 65 us with the 7/8.
+  CHECK(cost(Collective::all_gather, 2.0 * 1024 * 16384, {nvlink}) ==
+        Approx(65e-6).epsilon(0.01));
+  // AllToAll inside a node: B (N-1) / (W N^2).
+  CHECK(cost(Collective::all_to_all, big, {nvlink}) == Approx(big * 7 / (450e9 * 64)));
+}
+
+TEST_CASE("cost: the links of a real v5e-32 mesh give the book's 560 us") {
+  // The book's mesh {'X': 8, 'Y': 4} on a v5e: no wraparound below 16.
+  Topology t = test::topology_of("v5e-32");
+  Diagnostics diags;
+  std::optional<MeshLayout> layout =
+      layout_mesh(t, test::mesh_of("X:8,Y:4", 32), false, diags);
+  REQUIRE(layout);
+  const AxisLink& y = layout->links[1];
+  REQUIRE(y.axis == "Y");
+  CHECK_FALSE(y.wraparound);
+  const AxisLink* axes[] = {&y};
+  CHECK(collective_cost(Collective::all_gather, k_quiz2_bytes, axes).seconds ==
+        Approx(3 * 8388608.0 / 4.5e10));
+  CHECK(collective_cost(Collective::all_gather, k_quiz2_bytes, axes).link == LinkClass::ici);
+}
+
+TEST_CASE("cost: axes without links or of size 1 cost nothing") {
+  AxisLink none;
+  const AxisLink one = ici(1, false, 4.5e10);
+  const AxisLink* axes[] = {&none, &one};
+  const CollectiveCost c = collective_cost(Collective::all_gather, 1e9, axes);
+  CHECK(c.seconds == 0);
+  CHECK(c.link == LinkClass::none);
+  CHECK(transfer_seconds(1e9, none) == 0);
+}
+
+TEST_CASE("cost: ICI and DCN axes together take the slower level") {
+  AxisLink dcn;
+  dcn.link = LinkClass::dcn;
+  dcn.ring_size = 2;
+  dcn.wraparound = true;
+  dcn.bytes_per_s = 6.25e9;
+  dcn.latency_s = 10e-6;
+  const AxisLink fast = ici(4, true, 1.8e11);
+  const AxisLink* both[] = {&fast, &dcn};
+  const double v = 1e9;
+  const CollectiveCost c = collective_cost(Collective::all_gather, v, both);
+  CHECK(c.link == LinkClass::mixed);
+  CHECK(c.seconds == Approx(v * 1 / (2 * 6.25e9)));
+}

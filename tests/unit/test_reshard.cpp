@@ -1,0 +1,830 @@
+// The reshard planner: plans worked by hand, the pathways intermediate
+// sharding (DESIGN.md 5), and a simulation that runs every plan on integer
+// arrays across the device grid.
+//
+// The simulation is an independent model of the collectives: each device
+// holds a box of the tensor (per dim [begin, end)) and its values (each
+// element starts as its own row-major index; with pending sums, the parts of
+// a group add up to it). A step is applied from what it says (op, mesh axes,
+// dim, to_dim, transfers) on the device grid; at the end every device must
+// hold exactly its target block, and each step's bytes_per_device must equal
+// the most bytes a device received in the simulation.
+
+#include <shardplan/reshard.hpp>
+#include <shardplan/topology.hpp>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include "support/test_support.hpp"
+
+#include <map>
+#include <random>
+
+using namespace shardplan;
+
+namespace {
+
+PartitionSpec spec(std::string_view text) {
+  Diagnostics diags;
+  std::optional<PartitionSpec> s = parse_spec(text, "test", diags);
+  REQUIRE(s);
+  return *s;
+}
+
+struct Side {
+  Mesh mesh;
+  DeviceGrid grid;
+  std::vector<AxisLink> links;
+  ReshardSide view() const { return ReshardSide{&mesh, &grid, links}; }
+};
+
+Side side(std::string_view mesh, int64_t devices) {
+  Side s;
+  s.mesh = test::mesh_of(mesh, devices);
+  s.grid = generic_device_grid(s.mesh);
+  return s;
+}
+
+Manifest one_tensor(const std::vector<int64_t>& shape, std::string_view dtype = "bf16") {
+  return test::manifest_of(fmt::format(R"({{"params": [{{"name": "w", "shape": [{}], "dtype": "{}"}}]}})",
+                                       fmt::join(shape, ","), dtype));
+}
+
+TensorReshard plan_one(const Manifest& m, const PartitionSpec& from, const PartitionSpec& to,
+                       const Side& a, const Side& b, ReshardOptions options = {}) {
+  const PartitionSpec* f[] = {&from};
+  const PartitionSpec* t[] = {&to};
+  Diagnostics diags;
+  std::optional<ReshardPlan> plan = plan_reshard(m, f, t, a.view(), b.view(), options, diags);
+  INFO(test::first_error(diags));
+  REQUIRE(plan);
+  REQUIRE(plan->tensors.size() == 1);
+  return plan->tensors[0];
+}
+
+std::vector<std::string> ops(const TensorReshard& r) {
+  std::vector<std::string> out;
+  for (const ReshardStep& s : r.steps) {
+    out.emplace_back(to_string(s.op));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// The simulator.
+
+using Box = std::vector<std::array<int64_t, 2>>;
+
+struct Buffer {
+  Box box;
+  std::vector<int64_t> data;  // row-major inside the box
+};
+
+int64_t volume(const Box& box) {
+  int64_t n = 1;
+  for (const auto& [b, e] : box) {
+    n *= e - b;
+  }
+  return n;
+}
+
+// Values of `sub` (inside `box`) out of `buf`.
+std::vector<int64_t> extract(const Buffer& buf, const Box& sub) {
+  const size_t rank = sub.size();
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(volume(sub)));
+  std::vector<int64_t> idx(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    idx[d] = sub[d][0];
+    REQUIRE(sub[d][0] >= buf.box[d][0]);
+    REQUIRE(sub[d][1] <= buf.box[d][1]);
+  }
+  if (volume(sub) == 0) {
+    return out;
+  }
+  while (true) {
+    int64_t flat = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      flat = flat * (buf.box[d][1] - buf.box[d][0]) + (idx[d] - buf.box[d][0]);
+    }
+    out.push_back(buf.data[static_cast<size_t>(flat)]);
+    size_t d = rank;
+    while (d-- > 0) {
+      if (++idx[d] < sub[d][1]) {
+        break;
+      }
+      idx[d] = sub[d][0];
+    }
+    if (d == static_cast<size_t>(-1)) {
+      break;
+    }
+  }
+  return out;
+}
+
+// Concatenates buffers along `dim` (their boxes must be adjacent, in order,
+// and equal in the other dims).
+Buffer concat(const std::vector<const Buffer*>& parts, size_t dim) {
+  Buffer out;
+  out.box = parts[0]->box;
+  for (size_t k = 1; k < parts.size(); ++k) {
+    const Box& b = parts[k]->box;
+    for (size_t d = 0; d < b.size(); ++d) {
+      if (d == dim) {
+        REQUIRE(b[d][0] == out.box[d][1]);
+        out.box[d][1] = b[d][1];
+      } else {
+        REQUIRE(b[d] == out.box[d]);
+      }
+    }
+  }
+  out.data = extract(*parts[0], parts[0]->box);  // placeholder size
+  out.data.assign(static_cast<size_t>(volume(out.box)), 0);
+  // Fill element by element through a box walk.
+  Buffer* target = &out;
+  for (const Buffer* p : parts) {
+    const size_t rank = p->box.size();
+    std::vector<int64_t> idx(rank);
+    for (size_t d = 0; d < rank; ++d) {
+      idx[d] = p->box[d][0];
+    }
+    if (volume(p->box) == 0) {
+      continue;
+    }
+    size_t n = 0;
+    while (true) {
+      int64_t flat = 0;
+      for (size_t d = 0; d < rank; ++d) {
+        flat = flat * (target->box[d][1] - target->box[d][0]) + (idx[d] - target->box[d][0]);
+      }
+      target->data[static_cast<size_t>(flat)] = p->data[n++];
+      size_t d = rank;
+      while (d-- > 0) {
+        if (++idx[d] < p->box[d][1]) {
+          break;
+        }
+        idx[d] = p->box[d][0];
+      }
+      if (d == static_cast<size_t>(-1)) {
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+Buffer slice(const Buffer& buf, size_t dim, int64_t pieces, int64_t k) {
+  const int64_t len = buf.box[dim][1] - buf.box[dim][0];
+  REQUIRE(len % pieces == 0);
+  Buffer out;
+  out.box = buf.box;
+  out.box[dim][0] = buf.box[dim][0] + k * (len / pieces);
+  out.box[dim][1] = out.box[dim][0] + len / pieces;
+  out.data = extract(buf, out.box);
+  return out;
+}
+
+struct Grid {
+  const Mesh* mesh;
+  const DeviceGrid* grid;
+  std::vector<int64_t> coords_of(size_t p) const {
+    std::vector<int64_t> c(mesh->axes.size());
+    for (size_t k = mesh->axes.size(); k-- > 0;) {
+      c[k] = static_cast<int64_t>(p) % mesh->axes[k].size;
+      p /= static_cast<size_t>(mesh->axes[k].size);
+    }
+    return c;
+  }
+  size_t position(const std::vector<int64_t>& c) const {
+    size_t p = 0;
+    for (size_t k = 0; k < c.size(); ++k) {
+      p = p * static_cast<size_t>(mesh->axes[k].size) + static_cast<size_t>(c[k]);
+    }
+    return p;
+  }
+  // The devices of p's group over `axes` (major to minor), in group order,
+  // and p's index in it.
+  std::vector<size_t> group(size_t p, const std::vector<size_t>& axes, int64_t* index) const {
+    const std::vector<int64_t> c = coords_of(p);
+    int64_t n = 1;
+    *index = 0;
+    for (size_t a : axes) {
+      *index = *index * mesh->axes[a].size + c[a];
+      n *= mesh->axes[a].size;
+    }
+    std::vector<size_t> members;
+    for (int64_t k = 0; k < n; ++k) {
+      std::vector<int64_t> m = c;
+      int64_t rest = k;
+      for (size_t i = axes.size(); i-- > 0;) {
+        m[axes[i]] = rest % mesh->axes[axes[i]].size;
+        rest /= mesh->axes[axes[i]].size;
+      }
+      members.push_back(position(m));
+    }
+    return members;
+  }
+  std::vector<size_t> axis_indices(const std::vector<std::string>& names) const {
+    std::vector<size_t> out;
+    for (const std::string& n : names) {
+      const int64_t a = mesh->index_of(n);
+      REQUIRE(a >= 0);
+      out.push_back(static_cast<size_t>(a));
+    }
+    return out;
+  }
+};
+
+// The block device p holds under `s` (full rank).
+Box block_of(const Grid& g, size_t p, const PartitionSpec& s, const std::vector<int64_t>& shape) {
+  const std::vector<int64_t> c = g.coords_of(p);
+  Box box(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    int64_t index = 0;
+    int64_t n = 1;
+    for (const std::string& a : s.dims[d].axes) {
+      const size_t k = static_cast<size_t>(g.mesh->index_of(a));
+      index = index * g.mesh->axes[k].size + c[k];
+      n *= g.mesh->axes[k].size;
+    }
+    const int64_t len = shape[d] / n;
+    box[d] = {index * len, (index + 1) * len};
+  }
+  return box;
+}
+
+std::vector<int64_t> iota_values(const Box& box, const std::vector<int64_t>& shape) {
+  Buffer whole;
+  for (int64_t n : shape) {
+    whole.box.push_back({0, n});
+  }
+  whole.data.resize(static_cast<size_t>(volume(whole.box)));
+  for (size_t i = 0; i < whole.data.size(); ++i) {
+    whole.data[i] = static_cast<int64_t>(i);
+  }
+  return extract(whole, box);
+}
+
+struct SimCase {
+  std::vector<int64_t> shape;
+  const Side* from = nullptr;
+  const Side* to = nullptr;
+  PartitionSpec from_spec;
+  PartitionSpec to_spec;
+  std::vector<std::string> partial;
+  bool same_devices = true;
+};
+
+// Runs the plan; returns a description of the first problem, or "".
+void simulate(const SimCase& sc, const TensorReshard& plan, int64_t itemsize) {
+  const Grid src{&sc.from->mesh, &sc.from->grid};
+  const Grid dst{&sc.to->mesh, &sc.to->grid};
+  // Buffers by grid position on the current mesh.
+  std::vector<Buffer> bufs(sc.from->grid.ids.size());
+  const std::vector<size_t> partial = src.axis_indices(sc.partial);
+  for (size_t p = 0; p < bufs.size(); ++p) {
+    bufs[p].box = block_of(src, p, sc.from_spec, sc.shape);
+    bufs[p].data = iota_values(bufs[p].box, sc.shape);
+    if (!partial.empty()) {
+      int64_t index = 0;
+      const std::vector<size_t> members = src.group(p, partial, &index);
+      const int64_t n = static_cast<int64_t>(members.size());
+      for (int64_t& v : bufs[p].data) {
+        v = index == 0 ? v - 3 * (n - 1) : 3;
+      }
+    }
+  }
+  Grid cur = src;
+  Grid intermediate{nullptr, nullptr};
+  if (plan.intermediate) {
+    intermediate = Grid{&plan.intermediate->mesh, &plan.intermediate->grid};
+  }
+  bool on_target = false;
+  std::vector<Buffer> target_bufs;
+  for (const ReshardStep& step : plan.steps) {
+    INFO("step " << to_string(step.op));
+    int64_t most = 0;
+    std::vector<Buffer> next = bufs;
+    const bool uses_intermediate =
+        plan.intermediate && !step.mesh_axes.empty() &&
+        plan.intermediate->mesh.index_of(step.mesh_axes[0]) >= 0 &&
+        sc.from->mesh.index_of(step.mesh_axes[0]) < 0;
+    const Grid& g = uses_intermediate ? intermediate : cur;
+    switch (step.op) {
+      case ReshardOp::noop:
+        break;
+      case ReshardOp::all_gather: {
+        REQUIRE(step.dim);
+        const std::vector<size_t> axes = g.axis_indices(step.mesh_axes);
+        for (size_t p = 0; p < bufs.size(); ++p) {
+          int64_t index = 0;
+          std::vector<const Buffer*> parts;
+          int64_t received = 0;
+          for (size_t m : g.group(p, axes, &index)) {
+            parts.push_back(&bufs[m]);
+            received += m == p ? 0 : volume(bufs[m].box) * itemsize;
+          }
+          next[p] = concat(parts, static_cast<size_t>(*step.dim));
+          most = std::max(most, received);
+        }
+        break;
+      }
+      case ReshardOp::dynamic_slice: {
+        REQUIRE(step.dim);
+        const std::vector<size_t> axes = g.axis_indices(step.mesh_axes);
+        for (size_t p = 0; p < bufs.size(); ++p) {
+          int64_t index = 0;
+          const size_t n = g.group(p, axes, &index).size();
+          next[p] = slice(bufs[p], static_cast<size_t>(*step.dim), static_cast<int64_t>(n), index);
+        }
+        break;
+      }
+      case ReshardOp::all_to_all: {
+        REQUIRE(step.dim);
+        REQUIRE(step.to_dim);
+        const std::vector<size_t> axes = g.axis_indices(step.mesh_axes);
+        for (size_t p = 0; p < bufs.size(); ++p) {
+          int64_t index = 0;
+          const std::vector<size_t> members = g.group(p, axes, &index);
+          const int64_t n = static_cast<int64_t>(members.size());
+          std::vector<Buffer> pieces;
+          int64_t received = 0;
+          for (size_t m : members) {
+            pieces.push_back(slice(bufs[m], static_cast<size_t>(*step.to_dim), n, index));
+            received += m == p ? 0 : volume(pieces.back().box) * itemsize;
+          }
+          std::vector<const Buffer*> parts;
+          for (const Buffer& b : pieces) {
+            parts.push_back(&b);
+          }
+          next[p] = concat(parts, static_cast<size_t>(*step.dim));
+          most = std::max(most, received);
+        }
+        break;
+      }
+      case ReshardOp::reduce_scatter:
+      case ReshardOp::all_reduce: {
+        const std::vector<size_t> axes = g.axis_indices(step.mesh_axes);
+        for (size_t p = 0; p < bufs.size(); ++p) {
+          int64_t index = 0;
+          const std::vector<size_t> members = g.group(p, axes, &index);
+          const int64_t n = static_cast<int64_t>(members.size());
+          Buffer sum = step.op == ReshardOp::reduce_scatter
+                           ? slice(bufs[p], static_cast<size_t>(*step.dim), n, index)
+                           : bufs[p];
+          for (size_t m : members) {
+            if (m == p) {
+              continue;
+            }
+            const std::vector<int64_t> other = extract(bufs[m], sum.box);
+            for (size_t i = 0; i < other.size(); ++i) {
+              sum.data[i] += other[i];
+            }
+          }
+          const int64_t buffer = volume(bufs[p].box) * itemsize;
+          // Ring algorithms: (n-1)/n of the buffer, twice for an all-reduce.
+          const int64_t received = (buffer - buffer / n) *
+                                   (step.op == ReshardOp::all_reduce ? 2 : 1);
+          next[p] = std::move(sum);
+          most = std::max(most, received);
+        }
+        break;
+      }
+      case ReshardOp::collective_permute:
+      case ReshardOp::send_recv: {
+        if (step.transfers.empty()) {
+          // A permute on one mesh: each device takes its target block from
+          // the device that holds it.
+          REQUIRE(step.op == ReshardOp::collective_permute);
+          for (size_t p = 0; p < bufs.size(); ++p) {
+            const Box want = block_of(cur, p, sc.to_spec, sc.shape);
+            if (bufs[p].box == want) {
+              continue;
+            }
+            bool found = false;
+            for (size_t m = 0; m < bufs.size() && !found; ++m) {
+              if (bufs[m].box == want) {
+                next[p] = bufs[m];
+                found = true;
+              }
+            }
+            REQUIRE(found);
+            most = std::max(most, volume(want) * itemsize);
+          }
+          break;
+        }
+        // Between meshes: every piece from its listed device, the rest from
+        // the device itself.
+        std::map<int64_t, size_t> src_pos;
+        for (size_t p = 0; p < g.grid->ids.size(); ++p) {
+          src_pos[g.grid->ids[p]] = p;
+        }
+        target_bufs.assign(sc.to->grid.ids.size(), Buffer{});
+        for (size_t q = 0; q < target_bufs.size(); ++q) {
+          const int64_t id = sc.to->grid.ids[q];
+          Buffer& out = target_bufs[q];
+          out.box = block_of(dst, q, sc.to_spec, sc.shape);
+          out.data.assign(static_cast<size_t>(volume(out.box)), -1);
+          std::vector<bool> filled(out.data.size(), false);
+          auto put = [&](const Box& box, const std::vector<int64_t>& values) {
+            Buffer piece{box, values};
+            std::vector<const Buffer*> one{&piece};
+            // Write piece into out element by element.
+            const size_t rank = box.size();
+            std::vector<int64_t> idx(rank);
+            for (size_t d = 0; d < rank; ++d) {
+              idx[d] = box[d][0];
+            }
+            size_t n = 0;
+            while (volume(box) > 0) {
+              int64_t flat = 0;
+              for (size_t d = 0; d < rank; ++d) {
+                REQUIRE(idx[d] >= out.box[d][0]);
+                REQUIRE(idx[d] < out.box[d][1]);
+                flat = flat * (out.box[d][1] - out.box[d][0]) + (idx[d] - out.box[d][0]);
+              }
+              REQUIRE_FALSE(filled[static_cast<size_t>(flat)]);
+              filled[static_cast<size_t>(flat)] = true;
+              out.data[static_cast<size_t>(flat)] = values[n++];
+              size_t d = rank;
+              while (d-- > 0) {
+                if (++idx[d] < box[d][1]) {
+                  break;
+                }
+                idx[d] = box[d][0];
+              }
+              if (d == static_cast<size_t>(-1)) {
+                break;
+              }
+            }
+          };
+          int64_t received = 0;
+          for (const Transfer& t : step.transfers) {
+            if (t.to_device != id) {
+              continue;
+            }
+            REQUIRE((!sc.same_devices || t.from_device != id));
+            REQUIRE(src_pos.count(t.from_device) == 1);
+            const Buffer& from = bufs[src_pos[t.from_device]];
+            put(t.box, extract(from, t.box));
+            CHECK(t.bytes == volume(t.box) * itemsize);
+            received += t.bytes;
+          }
+          // What is left comes from the device's own source buffer.
+          bool missing = false;
+          for (bool f : filled) {
+            missing = missing || !f;
+          }
+          if (missing) {
+            REQUIRE(sc.same_devices);
+            REQUIRE(src_pos.count(id) == 1);
+            const Buffer& own = bufs[src_pos[id]];
+            // The device's own block must cover the rest: take the overlap.
+            Box overlap = out.box;
+            for (size_t d = 0; d < overlap.size(); ++d) {
+              overlap[d][0] = std::max(overlap[d][0], own.box[d][0]);
+              overlap[d][1] = std::min(overlap[d][1], own.box[d][1]);
+              REQUIRE(overlap[d][0] < overlap[d][1]);
+            }
+            std::vector<bool> before = filled;
+            put(overlap, extract(own, overlap));
+          }
+          most = std::max(most, received);
+        }
+        on_target = true;
+        break;
+      }
+    }
+    CHECK(step.bytes_per_device == most);
+    if (!on_target) {
+      bufs = std::move(next);
+    }
+  }
+  // Every device holds its target block with the right values.
+  if (!on_target) {
+    // Nothing moved between meshes: each device keeps what it needs.
+    REQUIRE(sc.same_devices);
+    std::map<int64_t, size_t> src_pos;
+    for (size_t p = 0; p < cur.grid->ids.size(); ++p) {
+      src_pos[cur.grid->ids[p]] = p;
+    }
+    target_bufs.clear();
+    for (size_t q = 0; q < sc.to->grid.ids.size(); ++q) {
+      REQUIRE(src_pos.count(sc.to->grid.ids[q]) == 1);
+      const Buffer& own = bufs[src_pos[sc.to->grid.ids[q]]];
+      Buffer b;
+      b.box = block_of(dst, q, sc.to_spec, sc.shape);
+      b.data = extract(own, b.box);
+      target_bufs.push_back(std::move(b));
+    }
+  }
+  REQUIRE(target_bufs.size() == sc.to->grid.ids.size());
+  for (size_t q = 0; q < target_bufs.size(); ++q) {
+    const Box want = block_of(dst, q, sc.to_spec, sc.shape);
+    INFO("target device position " << q);
+    REQUIRE(target_bufs[q].box == want);
+    CHECK(target_bufs[q].data == iota_values(want, sc.shape));
+  }
+}
+
+// A random spec for `shape` on `mesh`: each axis goes to a random dim or
+// nowhere, in a random order, keeping every dim divisible.
+PartitionSpec random_spec(std::mt19937& rng, const Mesh& mesh, const std::vector<int64_t>& shape,
+                          const std::vector<std::string>& exclude = {}) {
+  PartitionSpec s;
+  s.dims.resize(shape.size());
+  std::vector<size_t> order(mesh.axes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<int64_t> shards(shape.size(), 1);
+  for (size_t a : order) {
+    const MeshAxis& axis = mesh.axes[a];
+    if (std::find(exclude.begin(), exclude.end(), axis.name) != exclude.end()) {
+      continue;
+    }
+    const size_t d = std::uniform_int_distribution<size_t>(0, shape.size())(rng);
+    if (d == shape.size() || shape[d] % (shards[d] * axis.size) != 0) {
+      continue;
+    }
+    shards[d] *= axis.size;
+    s.dims[d].axes.push_back(axis.name);
+  }
+  return s;
+}
+
+std::string mesh_text(std::mt19937& rng, const std::vector<std::string>& names, int64_t devices) {
+  // Factor `devices` over the axes at random.
+  std::vector<int64_t> sizes(names.size(), 1);
+  int64_t rest = devices;
+  for (int64_t f = 2; rest > 1;) {
+    if (rest % f == 0) {
+      sizes[std::uniform_int_distribution<size_t>(0, names.size() - 1)(rng)] *= f;
+      rest /= f;
+    } else {
+      ++f;
+    }
+  }
+  std::string out;
+  for (size_t k = 0; k < names.size(); ++k) {
+    out += fmt::format("{}{}:{}", k == 0 ? "" : ",", names[k], sizes[k]);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("reshard: moving fsdp to another dim is one all_to_all") {
+  const Side s = side("fsdp:8,tp:4", 32);
+  const Manifest m = one_tensor({1024, 4096});
+  const TensorReshard r = plan_one(m, spec("fsdp,None"), spec("None,fsdp"), s, s);
+  REQUIRE(ops(r) == std::vector<std::string>{"all_to_all"});
+  CHECK(r.steps[0].mesh_axes == std::vector<std::string>{"fsdp"});
+  CHECK(r.steps[0].dim == 0);
+  CHECK(r.steps[0].to_dim == 1);
+  // Each device holds 128 x 4096 x 2 = 1 MiB and keeps an eighth of it.
+  CHECK(r.from_bytes_per_device == 1048576);
+  CHECK(r.steps[0].bytes_per_device == 1048576 / 8 * 7);
+  // Naive: gather the 8 MiB array (7 MiB received), then slice.
+  CHECK(r.naive.bytes_per_device == 7 * 1048576);
+  // The source stays (no donate): 1 MiB + 1 MiB at the all_to_all.
+  CHECK(r.cost.peak_bytes_per_device == 2 * 1048576);
+  CHECK(r.naive.peak_bytes_per_device == 1048576 + 8 * 1048576 + 1048576);
+}
+
+TEST_CASE("reshard: dropping minor axes is an all_gather and adding them a dynamic_slice") {
+  const Side s = side("fsdp:8,tp:4", 32);
+  const Manifest m = one_tensor({1024, 4096});
+  const TensorReshard gather = plan_one(m, spec("(fsdp,tp),None"), spec("fsdp,None"), s, s);
+  REQUIRE(ops(gather) == std::vector<std::string>{"all_gather"});
+  CHECK(gather.steps[0].mesh_axes == std::vector<std::string>{"tp"});
+  CHECK(gather.steps[0].dim == 0);
+  // 32 x 4096 x 2 = 256 KiB per device, three more of them gathered.
+  CHECK(gather.steps[0].bytes_per_device == 3 * 262144);
+
+  const TensorReshard sliced = plan_one(m, spec("None,None"), spec("fsdp,tp"), s, s);
+  REQUIRE(ops(sliced) == std::vector<std::string>{"dynamic_slice", "dynamic_slice"});
+  CHECK(sliced.steps[0].mesh_axes == std::vector<std::string>{"fsdp"});
+  CHECK(sliced.steps[1].mesh_axes == std::vector<std::string>{"tp"});
+  CHECK(sliced.cost.bytes_per_device == 0);
+  CHECK(sliced.cost.seconds == 0);
+}
+
+TEST_CASE("reshard: the same spec is a noop and reordered axes a collective_permute") {
+  const Side s = side("fsdp:8,tp:4", 32);
+  const Manifest m = one_tensor({1024, 4096});
+  const TensorReshard same = plan_one(m, spec("fsdp,tp"), spec("fsdp,tp"), s, s);
+  REQUIRE(ops(same) == std::vector<std::string>{"noop"});
+  CHECK(same.cost.bytes_per_device == 0);
+  CHECK(same.cost.peak_bytes_per_device == same.from_bytes_per_device);
+
+  const TensorReshard swapped = plan_one(m, spec("(fsdp,tp),None"), spec("(tp,fsdp),None"), s, s);
+  REQUIRE(ops(swapped) == std::vector<std::string>{"collective_permute"});
+  CHECK(swapped.steps[0].bytes_per_device == swapped.from_bytes_per_device);
+}
+
+TEST_CASE("reshard: pending sums become a reduce_scatter") {
+  const Side s = side("fsdp:8,tp:4", 32);
+  const Manifest m = one_tensor({1024, 4096});
+  ReshardOptions options;
+  options.partial = {"tp"};
+  const TensorReshard r = plan_one(m, spec("fsdp,None"), spec("fsdp,tp"), s, s, options);
+  REQUIRE(ops(r) == std::vector<std::string>{"reduce_scatter"});
+  CHECK(r.steps[0].dim == 1);
+  // 1 MiB summed over 4 devices: 3/4 of it received.
+  CHECK(r.steps[0].bytes_per_device == 786432);
+  const TensorReshard ar = plan_one(m, spec("fsdp,None"), spec("fsdp,None"), s, s, options);
+  REQUIRE(ops(ar) == std::vector<std::string>{"all_reduce"});
+  CHECK(ar.steps[0].bytes_per_device == 2 * 786432);
+}
+
+TEST_CASE("reshard: donate frees the source as the first step consumes it") {
+  const Side s = side("fsdp:8,tp:4", 32);
+  const Manifest m = one_tensor({1024, 4096});
+  ReshardOptions donate;
+  donate.donate = true;
+  // fsdp,None -> None,tp: the cheapest plan slices tp then gathers fsdp.
+  const TensorReshard kept = plan_one(m, spec("fsdp,None"), spec("None,tp"), s, s);
+  const TensorReshard freed = plan_one(m, spec("fsdp,None"), spec("None,tp"), s, s, donate);
+  REQUIRE(ops(kept) == ops(freed));
+  REQUIRE(ops(kept) == std::vector<std::string>{"dynamic_slice", "all_gather"});
+  // 1 MiB source; 256 KiB after the slice; 2 MiB after the gather.
+  CHECK(kept.cost.peak_bytes_per_device == 1048576 + 262144 + 2097152);
+  CHECK(freed.cost.peak_bytes_per_device == 262144 + 2097152);
+}
+
+TEST_CASE("reshard: the intermediate sharding of the pathways docstring") {
+  // [fsdp:8, tp:1] -> [fsdp:1, tp:4] goes through
+  // [fsdp_split:4, fsdp_replica:2, tp:1] (DESIGN.md 5; MaxText's variant).
+  const Side a = side("fsdp:8,tp:1", 8);
+  const Side b = side("fsdp:1,tp:4", 4);
+  std::optional<IntermediateSharding> im =
+      find_intermediate_sharding(a.mesh, a.grid, spec("fsdp,tp"), b.mesh, spec("fsdp,tp"));
+  REQUIRE(im);
+  REQUIRE(im->mesh.axes.size() == 3);
+  CHECK(im->mesh.axes[0].name == "fsdp_intermediate_split");
+  CHECK(im->mesh.axes[0].size == 4);
+  CHECK(im->mesh.axes[1].name == "fsdp_intermediate_replica");
+  CHECK(im->mesh.axes[1].size == 2);
+  CHECK(im->mesh.axes[2].name == "tp");
+  CHECK(to_short(im->spec) == "fsdp_intermediate_split,tp");
+  CHECK(im->replicated_axes == std::vector<std::string>{"fsdp_intermediate_replica"});
+  // Split major, replica minor: replica groups are neighbours {0,1}, {2,3}...
+  CHECK(im->grid.ids == a.grid.ids);
+
+  // Not when a dim is already compatible, or the target has more shards.
+  CHECK_FALSE(find_intermediate_sharding(a.mesh, a.grid, spec("fsdp,None"),
+                                         side("fsdp:4", 4).mesh, spec("fsdp,None")));
+  CHECK_FALSE(find_intermediate_sharding(b.mesh, b.grid, spec("None,tp"), a.mesh,
+                                         spec("fsdp,None")));
+  // Nor on a tuple of axes (the pathways TODO).
+  const Side c = side("x:2,y:4", 8);
+  CHECK_FALSE(find_intermediate_sharding(c.mesh, c.grid, spec("(x,y),None"), b.mesh,
+                                         spec("None,tp")));
+}
+
+TEST_CASE("reshard: a plan through the intermediate gathers neighbours then sends") {
+  const Side a = side("fsdp:8,tp:1", 8);
+  const Side b = side("fsdp:1,tp:4", 4);
+  const Manifest m = one_tensor({64, 64}, "f32");
+  ReshardOptions options;
+  options.transfers = true;
+  options.same_devices = false;
+  const TensorReshard r = plan_one(m, spec("fsdp,tp"), spec("fsdp,tp"), a, b, options);
+  REQUIRE(r.intermediate);
+  REQUIRE(ops(r) == std::vector<std::string>{"all_gather", "send_recv"});
+  CHECK(r.steps[0].mesh_axes == std::vector<std::string>{"fsdp_intermediate_replica"});
+  // 8 x 64 x 4 = 2 KiB per source device, one neighbour's received.
+  CHECK(r.steps[0].bytes_per_device == 2048);
+  // Each target device receives its 64 x 16 column block: 4 KiB, from the
+  // four replica-0 devices (ids 0, 2, 4, 6).
+  CHECK(r.steps[1].bytes_per_device == 4096);
+  for (const Transfer& t : r.steps[1].transfers) {
+    CHECK(t.from_device % 2 == 0);
+  }
+  SimCase sc{{64, 64}, &a, &b, spec("fsdp,tp"), spec("fsdp,tp"), {}, false};
+  simulate(sc, r, 4);
+}
+
+TEST_CASE("reshard: a cross-mesh plan sends exactly the overlap") {
+  // 4 devices to 2 others: each target device gets two source blocks.
+  const Side a = side("x:4", 4);
+  const Side b = side("y:2", 2);
+  const Manifest m = one_tensor({8, 6}, "i32");
+  ReshardOptions options;
+  options.transfers = true;
+  options.same_devices = false;
+  const TensorReshard r = plan_one(m, spec("x,None"), spec("y,None"), a, b, options);
+  REQUIRE(ops(r) == std::vector<std::string>{"send_recv"});
+  // Rows 0-3 to the first: 4 x 6 x 4 B = 96 B, from devices 0 and 1.
+  CHECK(r.steps[0].bytes_per_device == 96);
+  REQUIRE(r.steps[0].transfers.size() == 4);
+  CHECK(r.steps[0].transfers[0].from_device == 0);
+  CHECK(r.steps[0].transfers[1].from_device == 1);
+  CHECK(r.steps[0].transfers[0].box == Box{{0, 2}, {0, 6}});
+  SimCase sc{{8, 6}, &a, &b, spec("x,None"), spec("y,None"), {}, false};
+  simulate(sc, r, 4);
+}
+
+TEST_CASE("reshard: the book's all_gather on a v5e-32 mesh X:8,Y:4") {
+  Topology t = test::topology_of("v5e-32");
+  Diagnostics diags;
+  Side s;
+  s.mesh = test::mesh_of("X:8,Y:4", 32);
+  std::optional<MeshLayout> layout = layout_mesh(t, s.mesh, false, diags);
+  REQUIRE(layout);
+  s.grid = layout->grid;
+  s.links = layout->links;
+  const Manifest m = one_tensor({2048, 8192});
+  const TensorReshard r = plan_one(m, spec("Y,None"), spec("None,None"), s, s);
+  REQUIRE(ops(r) == std::vector<std::string>{"all_gather"});
+  CHECK(r.steps[0].bytes_per_device == 3 * 8388608);
+  CHECK(r.steps[0].link == LinkClass::ici);
+  CHECK(r.steps[0].seconds == Approx(3 * 8388608.0 / 4.5e10));
+}
+
+TEST_CASE("reshard: random plans on one mesh survive the simulation") {
+  std::mt19937 rng(20261121);
+  const std::vector<std::vector<int64_t>> shapes{{12}, {8, 6}, {4, 6, 8}, {16, 4}, {6, 12, 2}};
+  int checked = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const int64_t devices = std::vector<int64_t>{4, 6, 8, 12, 16}[static_cast<size_t>(trial % 5)];
+    const Side s = side(mesh_text(rng, {"a", "b", "c"}, devices), devices);
+    const std::vector<int64_t>& shape = shapes[static_cast<size_t>(trial) % shapes.size()];
+    std::vector<std::string> partial;
+    if (trial % 4 == 0) {
+      partial.push_back(s.mesh.axes[static_cast<size_t>(trial / 4) % 3].name);
+    }
+    const PartitionSpec from = random_spec(rng, s.mesh, shape, partial);
+    const PartitionSpec to = random_spec(rng, s.mesh, shape);
+    ReshardOptions options;
+    options.partial = partial;
+    const Manifest m = one_tensor(shape, "i32");
+    INFO(to_string(s.mesh) << " " << to_short(from) << " -> " << to_short(to)
+                           << " partial " << fmt::format("{}", fmt::join(partial, ",")));
+    const TensorReshard r = plan_one(m, from, to, s, s, options);
+    SimCase sc{shape, &s, &s, r.from, r.to, partial, true};
+    simulate(sc, r, 4);
+    // Never worse than gathering everything.
+    CHECK(r.cost.bytes_per_device <= r.naive.bytes_per_device);
+    ++checked;
+  }
+  CHECK(checked == 300);
+}
+
+TEST_CASE("reshard: random plans between meshes and device sets survive the simulation") {
+  std::mt19937 rng(20261122);
+  const std::vector<std::vector<int64_t>> shapes{{24}, {8, 12}, {4, 6, 8}, {48, 2}};
+  for (int trial = 0; trial < 200; ++trial) {
+    const int64_t from_devices = std::vector<int64_t>{4, 8, 12, 16}[static_cast<size_t>(trial % 4)];
+    const int64_t to_devices = std::vector<int64_t>{2, 4, 6, 8}[static_cast<size_t>(trial / 4 % 4)];
+    const Side a = side(mesh_text(rng, {"a", "b"}, from_devices), from_devices);
+    const Side b = side(mesh_text(rng, {"c", "d", "e"}, to_devices), to_devices);
+    const std::vector<int64_t>& shape = shapes[static_cast<size_t>(trial) % shapes.size()];
+    std::vector<std::string> partial;
+    if (trial % 5 == 0) {
+      partial.push_back("b");
+    }
+    const PartitionSpec from = random_spec(rng, a.mesh, shape, partial);
+    const PartitionSpec to = random_spec(rng, b.mesh, shape);
+    ReshardOptions options;
+    options.partial = partial;
+    options.transfers = true;
+    options.same_devices = trial % 2 == 0;  // ids 0..N-1 shared, or disjoint
+    const Manifest m = one_tensor(shape, "i32");
+    INFO(to_string(a.mesh) << " " << to_short(from) << " -> " << to_string(b.mesh) << " "
+                           << to_short(to) << " same devices " << options.same_devices);
+    const TensorReshard r = plan_one(m, from, to, a, b, options);
+    SimCase sc{shape, &a, &b, r.from, r.to, partial, options.same_devices};
+    simulate(sc, r, 4);
+  }
+}
+
+TEST_CASE("reshard: identical tensors are planned once and totals add up") {
+  const Side s = side("fsdp:8,tp:4", 32);
+  std::string json = R"({"params": [)";
+  for (int i = 0; i < 6; ++i) {
+    json += fmt::format(R"({}{{"name": "l{}", "shape": [1024, 4096], "dtype": "bf16"}})",
+                        i == 0 ? "" : ",", i);
+  }
+  json += "]}";
+  const Manifest m = test::manifest_of(json);
+  const PartitionSpec from = spec("fsdp,None");
+  const PartitionSpec to = spec("None,fsdp");
+  std::vector<const PartitionSpec*> f(6, &from), t(6, &to);
+  Diagnostics diags;
+  std::optional<ReshardPlan> plan = plan_reshard(m, f, t, s.view(), s.view(), {}, diags);
+  REQUIRE(plan);
+  REQUIRE(plan->tensors.size() == 6);
+  CHECK(plan->tensors[5].tensor == 5);
+  CHECK(plan->totals.bytes_per_device == 6 * (1048576 / 8 * 7));
+  // All six sources stay; the last all_to_all adds its own output on top of
+  // five finished targets: 6 MiB + 5 MiB + 1 MiB.
+  CHECK(plan->totals.peak_bytes_per_device == 12 * 1048576);
+  ReshardOptions donate;
+  donate.donate = true;
+  std::optional<ReshardPlan> freed = plan_reshard(m, f, t, s.view(), s.view(), donate, diags);
+  REQUIRE(freed);
+  // With donation a tensor's source goes as its target comes: 7 MiB at most.
+  CHECK(freed->totals.peak_bytes_per_device == 7 * 1048576);
+}
