@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -381,4 +382,120 @@ TEST_CASE("reshard: -o writes the result atomically and prints nothing", "[cli][
   }
   CHECK(left == std::vector<fs::path>{"plan.json"});
   fs::remove_all(dir);
+}
+
+// ---------------------------------------------------------------------------
+// Values from the planner, end to end.
+
+TEST_CASE("reshard: the scaling book's all_gather on v5e 8x4", "[cli][reshard]") {
+  // bf16[2048, 8192] sharded over Y (4) gathered on a 4x8 v5e with no
+  // wraparound: 3 x 8 MiB received at 4.5e10 B/s one way ("560 us").
+  CliResult r = run_cli(one_tensor({"--from-spec", "Y,None", "--to-spec", "None,None",
+                                    "--format", "json"}));
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  json j = parse_json(r.out);
+  const json& t = j["tensors"][0];
+  REQUIRE(t["steps"].size() == 1);
+  const json& step = t["steps"][0];
+  CHECK(step["op"] == "all_gather");
+  CHECK(step["mesh_axes"] == json::parse(R"(["Y"])"));
+  CHECK(step["dim"] == 0);
+  CHECK_FALSE(step.contains("to_dim"));
+  CHECK(step["link"] == "ici");
+  CHECK(step["bytes_per_device"] == 25165824);
+  CHECK(step["seconds"].get<double>() == Approx(3 * 8388608.0 / 4.5e10));
+  CHECK(step["seconds"].get<double>() == Approx(5.5924e-4).epsilon(1e-4));
+  CHECK(t["from_bytes_per_device"] == 8388608);
+  CHECK(t["to_bytes_per_device"] == 33554432);
+  CHECK(t["bytes_per_device"] == 25165824);
+  CHECK(j["totals"]["bytes_per_device"] == 25165824);
+  // The naive plan is the same gather here: nothing saved.
+  CHECK(j["saved"]["bytes_per_device"] == 0);
+
+  CliResult text = run_cli(one_tensor({"--from-spec", "Y,None", "--to-spec", "None,None"}));
+  CHECK_THAT(text.out,
+             Catch::Contains("\n  tensor: Y,None -> None,None: all_gather over Y, 24.00 MiB/device, "
+                             "559.241 us\n"));
+}
+
+TEST_CASE("reshard: an all_to_all carries to_dim; totals and saved add up", "[cli][reshard]") {
+  CliResult r = run_cli({"reshard", "--devices", "32", "--from-mesh", "fsdp:8,tp:4", "--to-mesh",
+                         "fsdp:8,tp:4", "--shape", "1024,4096", "--dtype", "bf16", "--from-spec",
+                         "fsdp,None", "--to-spec", "None,fsdp", "--format", "json"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  json j = parse_json(r.out);
+  CHECK(j["same_mesh"] == true);
+  const json& step = j["tensors"][0]["steps"][0];
+  CHECK(step["op"] == "all_to_all");
+  CHECK(step["dim"] == 0);
+  CHECK(step["to_dim"] == 1);
+  CHECK(step["bytes_per_device"] == 1048576 / 8 * 7);
+  CHECK(step["link"] == "none");  // --devices: no links, no time
+  CHECK(step["seconds"] == 0);
+  CHECK(j["naive_totals"]["bytes_per_device"] == 7 * 1048576);
+  CHECK(j["saved"]["bytes_per_device"] == 7 * 1048576 - 1048576 / 8 * 7);
+  CHECK(j["saved"]["peak_bytes_per_device"]
+        == j["naive_totals"]["peak_bytes_per_device"].get<int64_t>()
+               - j["totals"]["peak_bytes_per_device"].get<int64_t>());
+
+  // A whole model: the totals are the sums over tensors.
+  CliResult model = run_cli({"reshard", "--topology", "v5p-128", "--model", "llama-3-8b",
+                             "--from-mesh", "fsdp:64", "--from-rules", "fsdp", "--to-mesh",
+                             "fsdp:16,tp:4", "--to-rules", "fsdp-tp", "--format", "json"});
+  REQUIRE(model.code == 0);
+  json m = parse_json(model.out);
+  int64_t bytes = 0;
+  double seconds = 0;
+  for (const json& t : m["tensors"]) {
+    bytes += t["bytes_per_device"].get<int64_t>();
+    seconds += t["seconds"].get<double>();
+    CHECK_FALSE(t["steps"][0].contains("transfers"));  // only with --transfers
+  }
+  CHECK(m["totals"]["bytes_per_device"] == bytes);
+  CHECK(m["totals"]["seconds"].get<double>() == Approx(seconds));
+  CHECK(m["saved"]["bytes_per_device"].get<int64_t>() > 0);
+}
+
+TEST_CASE("reshard: the pathways intermediate sharding, end to end", "[cli][reshard]") {
+  // [fsdp:8, tp:1] -> [fsdp:1, tp:4]: through [split:4, replica:2, tp:1].
+  CliResult r = run_cli({"reshard", "--from-topology", "v5e-8", "--to-topology", "v5e-4",
+                         "--from-mesh", "fsdp:8,tp:1", "--to-mesh", "fsdp:1,tp:4", "--shape",
+                         "64,64", "--dtype", "f32", "--from-spec", "fsdp,tp", "--to-spec",
+                         "fsdp,tp", "--format", "json"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  json j = parse_json(r.out);
+  CHECK(j["same_mesh"] == false);
+  CHECK(j["same_devices"] == false);  // 2x4 and 2x2 chips: other slices
+  const json& t = j["tensors"][0];
+  CHECK(t["intermediate"]
+        == json::parse(R"({"mesh": {"axes": [{"name": "fsdp_intermediate_split", "size": 4},
+                                             {"name": "fsdp_intermediate_replica", "size": 2},
+                                             {"name": "tp", "size": 1}]},
+                           "spec": ["fsdp_intermediate_split", "tp"],
+                           "replicated_axes": ["fsdp_intermediate_replica"]})"));
+  REQUIRE(t["steps"].size() == 2);
+  CHECK(t["steps"][0]["op"] == "all_gather");
+  CHECK(t["steps"][0]["mesh_axes"] == json::parse(R"(["fsdp_intermediate_replica"])"));
+  CHECK(t["steps"][0]["bytes_per_device"] == 2048);
+  const json& send = t["steps"][1];
+  CHECK(send["op"] == "send_recv");
+  CHECK(send["link"] == "dcn");
+  CHECK(send["bytes_per_device"] == 4096);
+  // One tensor by flags records every piece: each of the 4 target devices
+  // gets its 64 x 16 block from the 4 replica-0 devices, the even positions
+  // of v5e-8's ring 0,1,2,3,7,6,5,4.
+  REQUIRE(send.contains("transfers"));
+  CHECK(send["transfers"].size() == 16);
+  int64_t received = 0;
+  std::set<int64_t> senders;
+  for (const json& piece : send["transfers"]) {
+    senders.insert(piece["from_device"].get<int64_t>());
+    CHECK(piece["box"].size() == 2);
+    received += piece["bytes"].get<int64_t>();
+  }
+  CHECK(senders == std::set<int64_t>{0, 2, 7, 5});
+  CHECK(received == 64 * 64 * 4);
 }
