@@ -460,6 +460,7 @@ CLI::App* add_reshard_command(CLI::App& app, ReshardCommand& cmd, CommonOptions&
   }
   shape->needs(from_spec);
   shape->needs(to_spec);
+  sub->parse_complete_callback([shape, &cmd] { cmd.single = shape->count() > 0; });
   sub->add_option("--partial", cmd.partial,
                   "source mesh axes over which every tensor holds pending sums "
                   "(reduce_scatter / all_reduce), e.g. tp")
@@ -512,7 +513,7 @@ int run_reshard(const ReshardCommand& cmd, Session& session) {
     return session.fail_input();
   }
 
-  const bool single = !cmd.shape.empty() || !cmd.from_spec.empty();
+  const bool single = cmd.single;
   std::optional<Manifest> manifest = single ? single_tensor_manifest(cmd, diags)
                                             : load_manifest(cmd.manifest, cmd.model, diags);
   if (!manifest) {

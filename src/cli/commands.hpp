@@ -146,6 +146,7 @@ struct ReshardCommand {
   std::string from_rules;
   std::string to_rules;
   std::string shape;
+  bool single = false;  // --shape was given (one tensor by flags; "" is a scalar)
   std::string dtype;
   std::string name = "tensor";
   std::string from_spec;
