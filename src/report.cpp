@@ -1,5 +1,7 @@
 #include <shardplan/report.hpp>
 
+#include "report_internal.hpp"
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -1294,3 +1296,36 @@ std::string presets_list_text(const std::vector<RulePreset>& presets) {
 }
 
 }  // namespace shardplan
+
+// ---------------------------------------------------------------------------
+// The helpers other report_*.cpp files share (report_internal.hpp).
+
+namespace shardplan::report_detail {
+
+ordered_json header(std::string_view command) { return shardplan::header(command); }
+std::string dump(const ordered_json& j) { return shardplan::dump(j); }
+std::string dump_scalar(const ordered_json& j) { return shardplan::dump_scalar(j); }
+ordered_json diagnostics_array(const Diagnostics& diags) {
+  return shardplan::diagnostics_array(diags);
+}
+ordered_json mesh_object(const Mesh& mesh) { return shardplan::mesh_object(mesh); }
+ordered_json topology_object(const Topology& topology) {
+  return shardplan::topology_object(topology);
+}
+ordered_json spec_json(const PartitionSpec& spec) { return shardplan::spec_json(spec); }
+void append_json_string(std::string& out, std::string_view s) {
+  shardplan::append_json_string(out, s);
+}
+ordered_json raw_marker() { return shardplan::k_raw_marker; }
+std::string with_commas(int64_t value) { return shardplan::with_commas(value); }
+std::string human_bytes(int64_t bytes) { return shardplan::human_bytes(bytes); }
+std::string seconds_text(double seconds) { return shardplan::seconds_text(seconds); }
+std::string rate_text(double bytes_per_s) { return shardplan::rate_text(bytes_per_s); }
+std::string shape_text(std::span<const int64_t> shape) {
+  return shardplan::shape_text(shape);
+}
+std::string table(const std::vector<std::vector<std::string>>& rows) {
+  return shardplan::table(rows);
+}
+
+}  // namespace shardplan::report_detail

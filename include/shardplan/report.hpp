@@ -9,6 +9,7 @@
 #include <shardplan/memory.hpp>
 #include <shardplan/mesh.hpp>
 #include <shardplan/models.hpp>
+#include <shardplan/reshard.hpp>
 #include <shardplan/rules.hpp>
 #include <shardplan/tensor.hpp>
 #include <shardplan/topology.hpp>
@@ -115,5 +116,25 @@ std::vector<FoldedRow> fold_rows(const std::vector<NameRow>& rows);
 // The document written with --format json when the input was bad: the header
 // keys and `diagnostics`.
 std::string diagnostics_json(std::string_view command, const Diagnostics& diags);
+
+// `reshard` (src/report_reshard.cpp): a plan moving a manifest's tensors from
+// one mesh (and topology) to another.
+struct ReshardReport {
+  const Manifest& manifest;
+  const Mesh& from_mesh;
+  const Topology* from_topology;  // null with --devices
+  const Mesh& to_mesh;
+  const Topology* to_topology;
+  const ReshardOptions& options;
+  const ReshardPlan& plan;
+};
+
+// DESIGN.md section 3 `reshard`: from, to, donate, partial, same_mesh,
+// same_devices, transfer_link, tensors (written directly, not as a DOM),
+// totals, naive_totals, saved, summary, diagnostics.
+std::string reshard_json(const ReshardReport& report, const Diagnostics& diags);
+// The two sides, one line per tensor (folded across layers), the totals
+// next to the naive plan's, and the ten most expensive tensors.
+std::string reshard_text(const ReshardReport& report, const Diagnostics& diags);
 
 }  // namespace shardplan

@@ -1,5 +1,7 @@
 #include "cli/cli.hpp"
 
+#include "cli/commands.hpp"
+
 #include <shardplan/diag.hpp>
 #include <shardplan/io.hpp>
 #include <shardplan/io_rules.hpp>
@@ -28,15 +30,6 @@ namespace shardplan::cli {
 
 namespace {
 
-// Options every command takes (DESIGN.md section 1).
-struct CommonOptions {
-  std::string format = "text";
-  std::string output;
-  bool verbose = false;
-  bool quiet = false;
-  std::string color = "auto";
-};
-
 struct MeshCommand {
   std::string mesh;
   std::optional<int64_t> devices;
@@ -56,10 +49,6 @@ struct ManifestCommand {
   std::string from_hf_config;
   std::string from_safetensors;
 };
-
-// --manifest FILE or --model NAME, whichever was given.
-std::optional<Manifest> load_manifest(const std::string& manifest, const std::string& model,
-                                      Diagnostics& diags);
 
 // `check` and `memory`: specs for a manifest on a mesh.
 struct CheckCommand {
@@ -86,6 +75,8 @@ struct PlanCommand {
   std::string explain;
 };
 
+}  // namespace
+
 void add_common(CLI::App& app, CommonOptions& common,
                 const std::vector<std::string>& formats) {
   app.add_option("--format", common.format,
@@ -100,79 +91,6 @@ void add_common(CLI::App& app, CommonOptions& common,
   app.add_option("--color", common.color, "colour diagnostics: auto, always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}))
       ->default_str("auto");
-}
-
-// Where the command writes: its result, then diagnostics, then the exit code.
-class Session {
- public:
-  Session(std::string command, const CommonOptions& common, std::ostream& out,
-          std::ostream& err, const Environment& env)
-      : m_command(std::move(command)), m_common(common), m_out(out), m_err(err) {
-    m_color = common.color == "always"
-              || (common.color == "auto" && env.stderr_is_tty && !env.no_color);
-  }
-
-  Diagnostics& diags() { return m_diags; }
-  bool json() const { return m_common.format == "json"; }
-  const std::string& format() const { return m_common.format; }
-
-  // Reports the diagnostics and, for bad input, the JSON diagnostics
-  // document. Returns the exit code for an input failure.
-  int fail_input() {
-    print_diagnostics();
-    if (json()) {
-      m_out << diagnostics_json(m_command, m_diags);
-    }
-    return static_cast<int>(ExitCode::bad_input);
-  }
-
-  // Writes the result to stdout or -o, then the diagnostics to stderr.
-  int finish(const std::string& document, ExitCode code) {
-    print_diagnostics();
-    if (!m_common.output.empty()) {
-      Diagnostics write_diags;
-      if (!write_file_atomic(m_common.output, document, write_diags)) {
-        for (const Diagnostic& d : write_diags.items()) {
-          m_err << render(d, m_color) << "\n";
-        }
-        return static_cast<int>(ExitCode::bad_input);
-      }
-    } else {
-      m_out << document;
-    }
-    return static_cast<int>(code);
-  }
-
- private:
-  void print_diagnostics() {
-    for (const Diagnostic& d : m_diags.items()) {
-      if (m_common.quiet && d.severity != Severity::error) {
-        continue;
-      }
-      m_err << render(d, m_color) << "\n";
-    }
-    if (m_diags.dropped() > 0) {
-      m_err << fmt::format("shardplan: {} more errors not shown\n", m_diags.dropped());
-    }
-  }
-
-  std::string m_command;
-  const CommonOptions& m_common;
-  std::ostream& m_out;
-  std::ostream& m_err;
-  Diagnostics m_diags;
-  bool m_color = false;
-};
-
-// Reads the file at `path` with `read` (read_manifest, read_specs, ...).
-template <typename Reader>
-auto read_path(const std::string& path, Diagnostics& diags, Reader read)
-    -> decltype(read(std::string_view(), std::string_view(), diags)) {
-  std::optional<std::string> text = read_file(path, diags);
-  if (!text) {
-    return std::nullopt;
-  }
-  return read(*text, path, diags);
 }
 
 std::optional<Manifest> load_manifest(const std::string& manifest, const std::string& model,
@@ -203,6 +121,8 @@ std::optional<Topology> load_topology(const std::string& arg, Diagnostics& diags
   }
   return resolve_topology(arg, Location::of("--topology"), diags);
 }
+
+namespace {
 
 int run_mesh(const MeshCommand& cmd, Session& session) {
   std::optional<Topology> topology;
@@ -394,6 +314,8 @@ int run_check(const CheckCommand& cmd, std::string_view command, Session& sessio
   return finish_check(command, in, shardings, specs->source, nullptr, nullptr, session);
 }
 
+}  // namespace
+
 // --rules FILE|PRESET: a user's rules file, or a preset name.
 std::optional<RuleSet> load_rules(const std::string& arg, Diagnostics& diags) {
   if (names_a_file(arg)) {
@@ -401,6 +323,8 @@ std::optional<RuleSet> load_rules(const std::string& arg, Diagnostics& diags) {
   }
   return read_rules_preset(arg, diags);
 }
+
+namespace {
 
 int run_plan(const PlanCommand& cmd, Session& session) {
   Diagnostics& diags = session.diags();
@@ -593,6 +517,7 @@ constexpr const char* k_examples = R"(Examples:
   shardplan mesh --topology 2xv5e-256 --mesh dp:2,fsdp:-1,tp:16
   shardplan check --topology v5p-128 --mesh fsdp:-1,tp:4 --manifest m.json --specs s.json
   shardplan memory --topology v5p-128 --mesh fsdp:-1,tp:4 --manifest m.json --specs s.json --recipe adam
+  shardplan reshard --topology v5p-128 --model llama-3-8b --from-mesh fsdp:64 --from-rules fsdp --to-mesh fsdp:16,tp:4 --to-rules fsdp-tp
   shardplan topology list
   shardplan topology show h100x64 --format json
   shardplan manifest --manifest model.json
@@ -761,6 +686,9 @@ Examples:
   shardplan memory --topology v5p-128 --mesh fsdp:-1,tp:4 --manifest m.json --specs s.json
   shardplan memory --topology h100x64 --mesh dp:8,tp:8 --manifest m.json --specs s.json --recipe adam --zero 3)");
 
+  ReshardCommand reshard_cmd;
+  CLI::App* reshard = add_reshard_command(app, reshard_cmd, common);
+
   std::vector<const char*> argv;
   argv.reserve(args.size());
   for (const std::string& a : args) {
@@ -796,6 +724,10 @@ Examples:
   if (memory->parsed()) {
     Session session("memory", common, out, err, env);
     return run_check(memory_cmd, "memory", session);
+  }
+  if (reshard->parsed()) {
+    Session session("reshard", common, out, err, env);
+    return run_reshard(reshard_cmd, session);
   }
   if (topology->parsed()) {
     Session session("topology", common, out, err, env);

@@ -268,7 +268,7 @@ TEST_CASE("schema: docs/schema files use only supported keywords", "[schema]") {
   std::sort(names.begin(), names.end());
   CHECK(names
         == Strings{"check.schema.json", "common.schema.json", "diagnostics.schema.json", "manifest.schema.json",
-                   "mesh.schema.json", "topology-list.schema.json",
+                   "mesh.schema.json", "reshard.schema.json", "topology-list.schema.json",
                    "topology-show.schema.json", "topology.schema.json"});
   for (const std::string& name : names) {
     test::SchemaValidator validator(k_schema_dir);
@@ -522,6 +522,50 @@ TEST_CASE("schema: check and memory output validates", "[schema][cli]") {
     // misspelt key does not.
     doc["memory"]["by_dtypes"] = doc["memory"]["by_dtype"];
     CHECK_FALSE(errors_for(doc, "check.schema.json").empty());
+  }
+}
+
+TEST_CASE("schema: reshard output validates", "[schema][cli][reshard]") {
+  SECTION("a model with rules on one topology") {
+    json doc = run_json({"reshard", "--topology", "v5p-128", "--model", "llama-3-8b",
+                         "--from-mesh", "fsdp:64", "--from-rules", "fsdp", "--to-mesh",
+                         "fsdp:16,tp:4", "--to-rules", "fsdp-tp", "--donate", "--format",
+                         "json"});
+    CHECK(doc["tensors"].size() == 291);
+    require_valid(doc, "reshard.schema.json");
+    // A misspelt key, or a float byte count, does not.
+    json renamed = doc;
+    renamed["tensors"][0]["step"] = renamed["tensors"][0]["steps"];
+    renamed["tensors"][0].erase("steps");
+    CHECK(errors_for(renamed, "reshard.schema.json")
+          == (Strings{"/tensors/0 required", "/tensors/0/step additionalProperties"}));
+    json float_bytes = doc;
+    float_bytes["totals"]["bytes_per_device"] = 1.5;
+    CHECK(errors_for(float_bytes, "reshard.schema.json")
+          == Strings{"/totals/bytes_per_device type"});
+  }
+  SECTION("one tensor with --devices, --partial and tuple specs") {
+    json doc = run_json({"reshard", "--devices", "8", "--from-mesh", "dp:2,fsdp:2,tp:2",
+                         "--to-mesh", "fsdp:8", "--shape", "64,32", "--dtype", "f32",
+                         "--from-spec", "(dp,fsdp),None", "--to-spec", "fsdp", "--partial", "tp",
+                         "--format", "json"});
+    CHECK_FALSE(doc["from"].contains("topology"));
+    CHECK(doc["tensors"][0]["from_spec"] == json::parse(R"([["dp", "fsdp"], null])"));
+    require_valid(doc, "reshard.schema.json");
+  }
+  SECTION("two topologies of one family") {
+    json doc = run_json({"reshard", "--from-topology", "2xv5e-16", "--to-topology", "v5e-16",
+                         "--from-mesh", "dp:2,fsdp:16", "--to-mesh", "fsdp:16", "--model", "gpt2",
+                         "--from-rules", "fsdp", "--to-rules", "fsdp", "--format", "json"});
+    require_valid(doc, "reshard.schema.json");
+  }
+  SECTION("bad input: a diagnostics document") {
+    json doc = run_json({"reshard", "--devices", "8", "--from-mesh", "a:8", "--to-mesh", "a:8",
+                         "--shape", "8", "--dtype", "f32", "--from-spec", "b", "--to-spec", "a",
+                         "--format", "json"},
+                        2);
+    require_valid(doc, "diagnostics.schema.json");
+    CHECK_FALSE(errors_for(doc, "reshard.schema.json").empty());
   }
 }
 

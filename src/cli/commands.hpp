@@ -1,0 +1,163 @@
+#pragma once
+
+// Internal to the command-line front end: what cli.cpp shares with the
+// commands defined in their own files (cli_reshard.cpp).
+
+#include "cli/cli.hpp"
+
+#include <shardplan/diag.hpp>
+#include <shardplan/io.hpp>
+#include <shardplan/report.hpp>
+#include <shardplan/rules.hpp>
+#include <shardplan/tensor.hpp>
+#include <shardplan/topology.hpp>
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace shardplan::cli {
+
+// Options every command takes (DESIGN.md section 1).
+struct CommonOptions {
+  std::string format = "text";
+  std::string output;
+  bool verbose = false;
+  bool quiet = false;
+  std::string color = "auto";
+};
+
+// Where the command writes: its result, then diagnostics, then the exit code.
+class Session {
+ public:
+  Session(std::string command, const CommonOptions& common, std::ostream& out,
+          std::ostream& err, const Environment& env)
+      : m_command(std::move(command)), m_common(common), m_out(out), m_err(err) {
+    m_color = common.color == "always"
+              || (common.color == "auto" && env.stderr_is_tty && !env.no_color);
+  }
+
+  Diagnostics& diags() { return m_diags; }
+  bool json() const { return m_common.format == "json"; }
+  const std::string& format() const { return m_common.format; }
+
+  // Reports the diagnostics and, for bad input, the JSON diagnostics
+  // document. Returns the exit code for an input failure.
+  int fail_input() {
+    print_diagnostics();
+    if (json()) {
+      m_out << diagnostics_json(m_command, m_diags);
+    }
+    return static_cast<int>(ExitCode::bad_input);
+  }
+
+  // Writes the result to stdout or -o, then the diagnostics to stderr.
+  int finish(const std::string& document, ExitCode code) {
+    print_diagnostics();
+    if (!m_common.output.empty()) {
+      Diagnostics write_diags;
+      if (!write_file_atomic(m_common.output, document, write_diags)) {
+        for (const Diagnostic& d : write_diags.items()) {
+          m_err << render(d, m_color) << "\n";
+        }
+        return static_cast<int>(ExitCode::bad_input);
+      }
+    } else {
+      m_out << document;
+    }
+    return static_cast<int>(code);
+  }
+
+ private:
+  void print_diagnostics() {
+    for (const Diagnostic& d : m_diags.items()) {
+      if (m_common.quiet && d.severity != Severity::error) {
+        continue;
+      }
+      m_err << render(d, m_color) << "\n";
+    }
+    if (m_diags.dropped() > 0) {
+      m_err << fmt::format("shardplan: {} more errors not shown\n", m_diags.dropped());
+    }
+  }
+
+  std::string m_command;
+  const CommonOptions& m_common;
+  std::ostream& m_out;
+  std::ostream& m_err;
+  Diagnostics m_diags;
+  bool m_color = false;
+};
+
+// Reads the file at `path` with `read` (read_manifest, read_specs, ...).
+template <typename Reader>
+auto read_path(const std::string& path, Diagnostics& diags, Reader read)
+    -> decltype(read(std::string_view(), std::string_view(), diags)) {
+  std::optional<std::string> text = read_file(path, diags);
+  if (!text) {
+    return std::nullopt;
+  }
+  return read(*text, path, diags);
+}
+
+// --format, -o, -v, -q and --color on `app`; `formats` lists what --format
+// takes.
+void add_common(CLI::App& app, CommonOptions& common, const std::vector<std::string>& formats);
+
+// --manifest FILE or --model NAME, whichever was given.
+std::optional<Manifest> load_manifest(const std::string& manifest, const std::string& model,
+                                      Diagnostics& diags);
+
+// For options taking NAME|FILE (--topology, --rules): a path to an existing
+// file, or one ending in .json, is a file; anything else a built-in name.
+bool names_a_file(const std::string& arg);
+
+// --topology NAME|FILE: a user topology file, or a catalogue name (errors
+// located at "--topology").
+std::optional<Topology> load_topology(const std::string& arg, Diagnostics& diags);
+
+// --rules FILE|PRESET: a user's rules file, or a preset name.
+std::optional<RuleSet> load_rules(const std::string& arg, Diagnostics& diags);
+
+// `shardplan reshard` (cli_reshard.cpp).
+struct ReshardCommand {
+  std::string from_mesh;
+  std::string to_mesh;
+  std::string topology;
+  std::string from_topology;
+  std::string to_topology;
+  std::optional<int64_t> devices;
+  std::string from_dcn;
+  std::string to_dcn;
+  std::string manifest;
+  std::string model;
+  std::string from_specs;
+  std::string to_specs;
+  std::string from_rules;
+  std::string to_rules;
+  std::string shape;
+  bool single = false;  // --shape was given (one tensor by flags; "" is a scalar)
+  std::string dtype;
+  std::string name = "tensor";
+  std::string from_spec;
+  std::string to_spec;
+  std::string partial;
+  bool donate = false;
+  bool transfers = false;
+};
+
+// Adds the `reshard` subcommand to `app`, filling `cmd` and `common`.
+CLI::App* add_reshard_command(CLI::App& app, ReshardCommand& cmd, CommonOptions& common);
+int run_reshard(const ReshardCommand& cmd, Session& session);
+
+}  // namespace shardplan::cli

@@ -1,0 +1,52 @@
+#pragma once
+
+// Layer 7, internal: the JSON and text helpers of report.cpp that the other
+// report_*.cpp files share (report_reshard.cpp). Defined in report.cpp.
+
+#include <shardplan/diag.hpp>
+#include <shardplan/mesh.hpp>
+#include <shardplan/spec.hpp>
+#include <shardplan/topology.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace shardplan::report_detail {
+
+using nlohmann::ordered_json;
+
+// schema_version, shardplan_version and command.
+ordered_json header(std::string_view command);
+// Pretty JSON, two-space indents, arrays of scalars on one line; a final
+// newline.
+std::string dump(const ordered_json& j);
+// One JSON value on one line (invalid UTF-8 replaced).
+std::string dump_scalar(const ordered_json& j);
+ordered_json diagnostics_array(const Diagnostics& diags);
+// The `mesh` and `topology` objects of check and mesh.
+ordered_json mesh_object(const Mesh& mesh);
+ordered_json topology_object(const Topology& topology);
+// A spec as JSON: null, "axis" or ["a", "b"] per dim.
+ordered_json spec_json(const PartitionSpec& spec);
+// Appends `s` as a JSON string.
+void append_json_string(std::string& out, std::string_view s);
+// A value to put where text written directly goes (arrays too large for
+// ordered_json): dump() writes it as dump_scalar(raw_marker()), which the
+// caller then replaces.
+ordered_json raw_marker();
+
+// Text: "16,060,522,496", "14.96 GiB", "0.56 ms", "[4096, 14336]", and a
+// table whose first row is the header (numeric columns right-aligned).
+std::string with_commas(int64_t value);
+std::string human_bytes(int64_t bytes);
+std::string seconds_text(double seconds);
+std::string rate_text(double bytes_per_s);
+std::string shape_text(std::span<const int64_t> shape);
+std::string table(const std::vector<std::vector<std::string>>& rows);
+
+}  // namespace shardplan::report_detail

@@ -1,0 +1,382 @@
+#include <shardplan/report.hpp>
+
+#include "report_internal.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <iterator>
+#include <numeric>
+#include <string>
+#include <vector>
+
+// `shardplan reshard` as JSON and text (DESIGN.md section 3, docs/reshard.md).
+
+namespace shardplan {
+
+using namespace report_detail;
+
+namespace {
+
+// A float as JSON: shortest round-trip form; null if not finite (never for
+// a plan's figures: the schema then fails the document).
+void append_number(std::string& out, double value) {
+  if (!std::isfinite(value)) {
+    out += "null";
+    return;
+  }
+  fmt::format_to(std::back_inserter(out), "{}", value);
+}
+
+// A spec on one line: ["fsdp", null], [["dp", "fsdp"], "tp"].
+void append_spec(std::string& out, const PartitionSpec& spec) {
+  out += '[';
+  for (size_t d = 0; d < spec.dims.size(); ++d) {
+    if (d > 0) {
+      out += ", ";
+    }
+    const std::vector<std::string>& axes = spec.dims[d].axes;
+    if (axes.empty()) {
+      out += "null";
+    } else if (axes.size() == 1) {
+      append_json_string(out, axes[0]);
+    } else {
+      out += '[';
+      for (size_t a = 0; a < axes.size(); ++a) {
+        if (a > 0) {
+          out += ", ";
+        }
+        append_json_string(out, axes[a]);
+      }
+      out += ']';
+    }
+  }
+  out += ']';
+}
+
+void append_strings(std::string& out, const std::vector<std::string>& items) {
+  out += '[';
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) {
+      out += ", ";
+    }
+    append_json_string(out, items[i]);
+  }
+  out += ']';
+}
+
+void append_optional(std::string& out, const std::optional<int64_t>& value) {
+  if (value) {
+    fmt::format_to(std::back_inserter(out), "{}", *value);
+  } else {
+    out += "null";
+  }
+}
+
+// {"bytes_per_device": .., "seconds": .., "peak_bytes_per_device": ..} on
+// one line.
+void append_cost(std::string& out, const PlanCost& cost) {
+  fmt::format_to(std::back_inserter(out), "{{\"bytes_per_device\": {}, \"seconds\": ",
+                 cost.bytes_per_device);
+  append_number(out, cost.seconds);
+  fmt::format_to(std::back_inserter(out), ", \"peak_bytes_per_device\": {}}}",
+                 cost.peak_bytes_per_device);
+}
+
+void append_step(std::string& out, const ReshardStep& step, const std::string& in) {
+  const auto o = std::back_inserter(out);
+  fmt::format_to(o, "{{\n{}  \"op\": \"{}\",\n{}  \"mesh_axes\": ", in, to_string(step.op), in);
+  append_strings(out, step.mesh_axes);
+  fmt::format_to(o, ",\n{}  \"dim\": ", in);
+  append_optional(out, step.dim);
+  if (step.op == ReshardOp::all_to_all) {
+    fmt::format_to(o, ",\n{}  \"to_dim\": ", in);
+    append_optional(out, step.to_dim);
+  }
+  fmt::format_to(o, ",\n{0}  \"bytes_per_device\": {1},\n{0}  \"link\": \"{2}\",\n{0}  \"seconds\": ",
+                 in, step.bytes_per_device, to_string(step.link));
+  append_number(out, step.seconds);
+  if (!step.transfers.empty()) {
+    fmt::format_to(o, ",\n{}  \"transfers\": [\n", in);
+    for (size_t i = 0; i < step.transfers.size(); ++i) {
+      const Transfer& t = step.transfers[i];
+      fmt::format_to(o, "{}    {{\"to_device\": {}, \"from_device\": {}, \"bytes\": {}, \"box\": [",
+                     in, t.to_device, t.from_device, t.bytes);
+      for (size_t d = 0; d < t.box.size(); ++d) {
+        fmt::format_to(o, "{}[{}, {}]", d > 0 ? ", " : "", t.box[d][0], t.box[d][1]);
+      }
+      out += i + 1 < step.transfers.size() ? "]},\n" : "]}\n";
+    }
+    fmt::format_to(o, "{}  ]", in);
+  }
+  fmt::format_to(o, "\n{}}}", in);
+}
+
+void append_intermediate(std::string& out, const IntermediateSharding& im,
+                         const std::string& in) {
+  const auto o = std::back_inserter(out);
+  fmt::format_to(o, "{{\n{}  \"mesh\": {{\"axes\": [", in);
+  for (size_t a = 0; a < im.mesh.axes.size(); ++a) {
+    out += a > 0 ? ", " : "";
+    out += "{\"name\": ";
+    append_json_string(out, im.mesh.axes[a].name);
+    fmt::format_to(o, ", \"size\": {}}}", im.mesh.axes[a].size);
+  }
+  fmt::format_to(o, "]}},\n{}  \"spec\": ", in);
+  append_spec(out, im.spec);
+  fmt::format_to(o, ",\n{}  \"replicated_axes\": ", in);
+  append_strings(out, im.replicated_axes);
+  fmt::format_to(o, "\n{}}}", in);
+}
+
+// tensors[] at indent 2, in dump()'s layout.
+void append_tensors(const ReshardReport& r, std::string& out) {
+  const std::vector<TensorReshard>& tensors = r.plan.tensors;
+  if (tensors.empty()) {
+    out += "[]";
+    return;
+  }
+  const std::string in1(4, ' ');
+  const std::string in2(6, ' ');
+  const std::string in3(8, ' ');
+  out.reserve(out.size() + tensors.size() * 900);
+  const auto o = std::back_inserter(out);
+  out += "[\n";
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const TensorReshard& tr = tensors[i];
+    const Tensor& t = r.manifest.tensors()[tr.tensor];
+    out += in1;
+    out += "{\n";
+    out += in2;
+    out += "\"name\": ";
+    append_json_string(out, t.name);
+    fmt::format_to(o, ",\n{0}\"shape\": [{1}],\n{0}\"dtype\": \"{2}\",\n{0}\"from_spec\": ", in2,
+                   fmt::join(t.shape, ", "), to_string(t.dtype));
+    append_spec(out, tr.from);
+    fmt::format_to(o, ",\n{}\"to_spec\": ", in2);
+    append_spec(out, tr.to);
+    fmt::format_to(o, ",\n{}\"steps\": [\n", in2);
+    for (size_t s = 0; s < tr.steps.size(); ++s) {
+      out += in3;
+      append_step(out, tr.steps[s], in3);
+      out += s + 1 < tr.steps.size() ? ",\n" : "\n";
+    }
+    fmt::format_to(o, "{}],\n{}\"intermediate\": ", in2, in2);
+    if (tr.intermediate) {
+      append_intermediate(out, *tr.intermediate, in2);
+    } else {
+      out += "null";
+    }
+    fmt::format_to(o,
+                   ",\n{0}\"from_bytes_per_device\": {1},\n{0}\"to_bytes_per_device\": {2},"
+                   "\n{0}\"bytes_per_device\": {3},\n{0}\"seconds\": ",
+                   in2, tr.from_bytes_per_device, tr.to_bytes_per_device,
+                   tr.cost.bytes_per_device);
+    append_number(out, tr.cost.seconds);
+    fmt::format_to(o, ",\n{0}\"peak_bytes_per_device\": {1},\n{0}\"naive\": ", in2,
+                   tr.cost.peak_bytes_per_device);
+    append_cost(out, tr.naive);
+    fmt::format_to(o, "\n{}}}", in1);
+    out += i + 1 < tensors.size() ? ",\n" : "\n";
+  }
+  out += "  ]";
+}
+
+ordered_json cost_object(const PlanCost& c) {
+  ordered_json j;
+  j["bytes_per_device"] = c.bytes_per_device;
+  j["seconds"] = c.seconds;
+  j["peak_bytes_per_device"] = c.peak_bytes_per_device;
+  return j;
+}
+
+ordered_json side_object(const Mesh& mesh, const Topology* topology) {
+  ordered_json j;
+  j["mesh"] = mesh_object(mesh);
+  if (topology != nullptr) {
+    j["topology"] = topology_object(*topology);
+  }
+  return j;
+}
+
+bool timed(const ReshardReport& r) {
+  return r.from_topology != nullptr && r.to_topology != nullptr;
+}
+
+// "all_to_all over fsdp + dynamic_slice over tp"; "noop".
+std::string steps_text(const TensorReshard& tr) {
+  std::string out;
+  for (const ReshardStep& step : tr.steps) {
+    if (!out.empty()) {
+      out += " + ";
+    }
+    out += to_string(step.op);
+    if (!step.mesh_axes.empty()) {
+      fmt::format_to(std::back_inserter(out), " over {}", fmt::join(step.mesh_axes, ","));
+    }
+  }
+  if (tr.intermediate) {
+    fmt::format_to(std::back_inserter(out), " (via {} on {})", to_short(tr.intermediate->spec),
+                   to_string(tr.intermediate->mesh));
+  }
+  return out;
+}
+
+// "64.00 MiB/device, 0.7 ms"; without topologies, the bytes alone.
+std::string cost_text(const ReshardReport& r, const PlanCost& c) {
+  std::string out = fmt::format("{}/device", human_bytes(c.bytes_per_device));
+  if (timed(r)) {
+    out += fmt::format(", {}", seconds_text(c.seconds));
+  }
+  return out;
+}
+
+std::string side_text(const Mesh& mesh, const Topology* topology) {
+  std::string out = fmt::format("mesh {} ({} devices)", to_string(mesh), mesh.num_devices());
+  if (topology != nullptr) {
+    out += fmt::format(" on {}", topology->name);
+  }
+  return out;
+}
+
+std::string verdict(const Diagnostics& diags) {
+  if (diags.error_count() > 0) {
+    return fmt::format("{} error{}", diags.error_count(), diags.error_count() == 1 ? "" : "s");
+  }
+  if (diags.warning_count() > 0) {
+    return fmt::format("ok, {} warning{}", diags.warning_count(),
+                       diags.warning_count() == 1 ? "" : "s");
+  }
+  return "ok";
+}
+
+}  // namespace
+
+std::string reshard_json(const ReshardReport& r, const Diagnostics& diags) {
+  ordered_json j = header("reshard");
+  j["from"] = side_object(r.from_mesh, r.from_topology);
+  j["to"] = side_object(r.to_mesh, r.to_topology);
+  j["manifest"] = r.manifest.source;
+  j["donate"] = r.options.donate;
+  j["partial"] = r.options.partial;
+  j["same_mesh"] = r.plan.same_mesh;
+  j["same_devices"] = r.options.same_devices;
+  const AxisLink& link = r.options.transfer_link;
+  if (link.link == LinkClass::none) {
+    j["transfer_link"] = nullptr;
+  } else {
+    j["transfer_link"] = {{"link", std::string(to_string(link.link))},
+                          {"bytes_per_s", link.bytes_per_s},
+                          {"latency_s", link.latency_s}};
+  }
+  j["tensors"] = raw_marker();
+  j["totals"] = cost_object(r.plan.totals);
+  j["naive_totals"] = cost_object(r.plan.naive_totals);
+  const PlanCost& p = r.plan.totals;
+  const PlanCost& n = r.plan.naive_totals;
+  j["saved"] = cost_object({n.bytes_per_device - p.bytes_per_device, n.seconds - p.seconds,
+                            n.peak_bytes_per_device - p.peak_bytes_per_device});
+  j["summary"] = {{"tensors", r.manifest.size()},
+                  {"errors", diags.error_count()},
+                  {"warnings", diags.warning_count()}};
+  j["diagnostics"] = diagnostics_array(diags);
+
+  const std::string doc = dump(j);
+  const std::string marker = dump_scalar(raw_marker());
+  const size_t at = doc.find(marker);
+  assert(at != std::string::npos);
+  std::string out = doc.substr(0, at);
+  append_tensors(r, out);
+  out.append(doc, at + marker.size());
+  return out;
+}
+
+std::string reshard_text(const ReshardReport& r, const Diagnostics& diags) {
+  const auto& tensors = r.manifest.tensors();
+  std::string out = fmt::format("reshard: {} tensor{} of {}\n",
+                                with_commas(static_cast<int64_t>(r.manifest.size())),
+                                r.manifest.size() == 1 ? "" : "s", r.manifest.source);
+  out += fmt::format("  from {}\n", side_text(r.from_mesh, r.from_topology));
+  out += fmt::format("  to   {}\n", side_text(r.to_mesh, r.to_topology));
+  std::vector<std::string> notes;
+  notes.emplace_back(r.plan.same_mesh ? "collectives on one mesh"
+                                      : (r.options.same_devices ? "between meshes, same devices"
+                                                                : "between device sets"));
+  if (r.options.transfer_link.link != LinkClass::none && !r.plan.same_mesh) {
+    notes.push_back(fmt::format("transfers over {} at {}", to_string(r.options.transfer_link.link),
+                                rate_text(r.options.transfer_link.bytes_per_s)));
+  }
+  if (!r.options.partial.empty()) {
+    notes.push_back(fmt::format("pending sums over {}", fmt::join(r.options.partial, ",")));
+  }
+  if (r.options.donate) {
+    notes.emplace_back("source buffers donated");
+  }
+  if (!timed(r)) {
+    notes.emplace_back("no topology: no times");
+  }
+  out += fmt::format("  {}\n\n", fmt::join(notes, "; "));
+
+  std::vector<NameRow> rows;
+  rows.reserve(r.plan.tensors.size());
+  for (const TensorReshard& tr : r.plan.tensors) {
+    rows.push_back({std::string(tensors[tr.tensor].name),
+                    fmt::format("{} -> {}: {}, {}", to_short(tr.from), to_short(tr.to),
+                                steps_text(tr), cost_text(r, tr.cost))});
+  }
+  for (const FoldedRow& row : fold_rows(rows)) {
+    out += fmt::format("  {}: {}{}\n", row.name, row.rest,
+                       row.count > 1 ? fmt::format(" (x{})", row.count) : std::string());
+  }
+
+  const PlanCost& p = r.plan.totals;
+  const PlanCost& n = r.plan.naive_totals;
+  std::vector<std::vector<std::string>> totals = {
+      {"", "moved/device", "", "time", "peak/device", ""}};
+  auto total_row = [&](const char* label, const PlanCost& c) {
+    totals.push_back({label, with_commas(c.bytes_per_device), human_bytes(c.bytes_per_device),
+                      timed(r) ? seconds_text(c.seconds) : "-",
+                      with_commas(c.peak_bytes_per_device), human_bytes(c.peak_bytes_per_device)});
+  };
+  total_row("plan", p);
+  total_row("naive", n);
+  total_row("saved", {n.bytes_per_device - p.bytes_per_device, n.seconds - p.seconds,
+                      n.peak_bytes_per_device - p.peak_bytes_per_device});
+  out += "\ntotals (naive: all_gather to replicated, then slice):\n";
+  out += table(totals);
+
+  // The most expensive tensors: by seconds, then bytes, then manifest order.
+  std::vector<size_t> order(r.plan.tensors.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  const size_t top = std::min<size_t>(10, order.size());
+  const auto& planned = r.plan.tensors;
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top), order.end(),
+                    [&](size_t a, size_t b) {
+                      if (planned[a].cost.seconds != planned[b].cost.seconds) {
+                        return planned[a].cost.seconds > planned[b].cost.seconds;
+                      }
+                      if (planned[a].cost.bytes_per_device != planned[b].cost.bytes_per_device) {
+                        return planned[a].cost.bytes_per_device > planned[b].cost.bytes_per_device;
+                      }
+                      return a < b;
+                    });
+  if (top > 1) {
+    out += fmt::format("\nmost expensive tensors ({}):\n", top);
+    std::vector<std::vector<std::string>> big = {
+        {"tensor", "steps", "moved/device", "time", "peak/device"}};
+    for (size_t i = 0; i < top; ++i) {
+      const TensorReshard& tr = planned[order[i]];
+      big.push_back({std::string(tensors[tr.tensor].name), steps_text(tr),
+                     human_bytes(tr.cost.bytes_per_device),
+                     timed(r) ? seconds_text(tr.cost.seconds) : "-",
+                     human_bytes(tr.cost.peak_bytes_per_device)});
+    }
+    out += table(big);
+  }
+  out += fmt::format("result: {}\n", verdict(diags));
+  return out;
+}
+
+}  // namespace shardplan

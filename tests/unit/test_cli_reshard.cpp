@@ -1,0 +1,502 @@
+// `shardplan reshard` through cli::run(): inputs, located input errors (exit
+// 2), the JSON document and the text report.
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+using Strings = std::vector<std::string>;
+using shardplan::test::CliResult;
+using shardplan::test::run_cli;
+
+namespace {
+
+std::string examples(const std::string& name) {
+  return std::string(SHARDPLAN_SOURCE_DIR) + "/configs/examples/" + name;
+}
+
+fs::path temp_dir(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("shardplan_test_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+json parse_json(const std::string& text) {
+  INFO(text);
+  REQUIRE(json::accept(text));
+  return json::parse(text);
+}
+
+// The scaling book's tensor: a bf16[2048, 8192] on v5e 8x4; `more` replaces
+// the value of a flag already given, or is appended.
+Strings one_tensor(Strings more) {
+  Strings args = {"reshard",   "--topology", "v5e-32",   "--from-mesh", "X:8,Y:4",
+                  "--to-mesh", "X:8,Y:4",    "--shape",  "2048,8192",   "--dtype",
+                  "bf16"};
+  for (size_t i = 0; i < more.size(); ++i) {
+    auto given = std::find(args.begin(), args.end(), more[i]);
+    if (more[i].starts_with("--") && given != args.end() && i + 1 < more.size()) {
+      *(given + 1) = more[++i];
+    } else {
+      args.push_back(more[i]);
+    }
+  }
+  return args;
+}
+
+// tiny-llama from its specs file on fsdp:2,tp:4 (v5e-8) to fsdp-tp rules on
+// the same mesh; `more` is appended.
+Strings tiny(Strings more) {
+  Strings args = {"reshard",      "--topology", "v5e-8",
+                  "--from-mesh",  "fsdp:2,tp:4", "--to-mesh",
+                  "fsdp:2,tp:4",  "--manifest", examples("tiny-llama.json"),
+                  "--from-specs", examples("tiny-llama.specs.json")};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+}  // namespace
+
+TEST_CASE("reshard: every bad input exits 2 with a located message", "[cli][reshard]") {
+  fs::path dir = temp_dir("reshard_errors");
+  const std::string specs = (dir / "to.json").string();
+  std::ofstream(specs) << R"({"specs": {"model.norm.weight": ["zz"]}})";
+  struct Case {
+    const char* what;
+    Strings args;
+    std::string prefix;  // stderr starts with it
+  };
+  const std::vector<Case> cases = {
+      {"source spec longer than the rank",
+       one_tensor({"--from-spec", "Y,None,None", "--to-spec", "None"}),
+       "--from-spec: error: sharding P('Y', None, None) is only valid for values of rank at "
+       "least 3"},
+      {"unknown axis in the target spec", one_tensor({"--from-spec", "Y", "--to-spec", "None,Z"}),
+       "--to-spec: error: resource axis: Z of P(None, 'Z') is not found in mesh"},
+      {"duplicate axis", one_tensor({"--from-spec", "Y,Y", "--to-spec", "None"}),
+       "--from-spec: error: a single NamedSharding spec specification can map every mesh axis"},
+      {"a dim that does not divide",
+       {"reshard", "--topology", "v5e-32", "--from-mesh", "X:8,Y:4", "--to-mesh", "X:8,Y:4",
+        "--shape", "2047,8192", "--dtype", "bf16", "--from-spec", "Y", "--to-spec", "None"},
+       "--from-spec: error: P('Y') implies that array axis 0 is partitioned 4 times"},
+      {"spec syntax: column and caret", one_tensor({"--from-spec", "Y", "--to-spec", "None,(X"}),
+       "--to-spec:1:8: error: expected \")\" to close \"(\""},
+      {"bad shape", one_tensor({"--shape", "2048,8x", "--from-spec", "Y", "--to-spec", "X"}),
+       "--shape:1:6: error: expected a dim size (an integer >= 0), got \"8x\" [cli.shape]\n"
+       "  2048,8x\n"
+       "       ^\n"},
+      {"unknown dtype", one_tensor({"--dtype", "bf17", "--from-spec", "Y", "--to-spec", "X"}),
+       "--dtype: error: unknown dtype \"bf17\"; did you mean \"bf16\"? [cli.dtype]"},
+      {"unknown partial axis",
+       one_tensor({"--from-spec", "Y", "--to-spec", "X", "--partial", "Q"}),
+       "--partial:1:1: error: unknown axis \"Q\": the source mesh \"X:8,Y:4\" has no such axis"},
+      {"partial axis the source spec uses",
+       one_tensor({"--from-spec", "Y", "--to-spec", "X", "--partial", "X,Y"}),
+       "--partial:1:3: error: axis \"Y\" holds pending sums, but the source spec \"Y,None\" of "
+       "\"tensor\" splits dim 0 over it"},
+      {"topologies of different kinds",
+       {"reshard", "--from-topology", "v5e-32", "--to-topology", "h100x32", "--from-mesh",
+        "X:8,Y:4", "--to-mesh", "X:8,Y:4", "--shape", "8,8", "--dtype", "bf16", "--from-spec",
+        "X", "--to-spec", "Y"},
+       "--to-topology: error: cannot reshard from tpu topology \"v5e-32\" to gpu topology "
+       "\"h100x32\"; both sides must be TPU slices or both GPU clusters [reshard.kind]"},
+      {"source mesh does not cover its topology",
+       one_tensor({"--from-mesh", "X:8,Y:2", "--from-spec", "Y", "--to-spec", "X"}),
+       "--from-mesh:1:1: error: the mesh needs 16 devices (8 x 2) but there are 32"},
+      {"target mesh does not cover its topology",
+       {"reshard", "--from-topology", "v5e-32", "--to-topology", "v5e-16", "--from-mesh",
+        "X:8,Y:4", "--to-mesh", "X:8,Y:4", "--shape", "8,8", "--dtype", "bf16", "--from-spec",
+        "X", "--to-spec", "Y"},
+       "--to-mesh:1:1: error: the mesh needs 32 devices (8 x 4) but there are 16; "
+       "--to-topology v5e-16 has 16 devices"},
+      {"unknown target topology",
+       {"reshard", "--topology", "v5e-32", "--to-topology", "v5e-17", "--from-mesh", "X:8,Y:4",
+        "--to-mesh", "X:4,Y:4", "--shape", "8,8", "--dtype", "bf16", "--from-spec", "X",
+        "--to-spec", "Y"},
+       "--to-topology: error: v5e-17 is not a standard v5e slice"},
+      {"bad DCN string", one_tensor({"--from-dcn", "X:2", "--from-spec", "Y", "--to-spec", "X"}),
+       "--from-dcn:1:1: error: DCN factors multiply to 2"},
+      {"a tensor without a spec", tiny({"--to-specs", specs}),
+       specs + ": error: tensor \"model.embed_tokens.weight\" has no spec in " + specs},
+      {"no specs for the target", tiny({}), "--to-specs: error: no specs for the target"},
+      {"unknown rules preset", tiny({"--to-rules", "fsdp_tp"}),
+       "--to-rules: error: unknown rule preset \"fsdp_tp\""},
+      {"no topology on one side",
+       {"reshard", "--from-topology", "v5e-8", "--from-mesh", "a:8", "--to-mesh", "a:8",
+        "--shape", "8", "--dtype", "f32", "--from-spec", "a", "--to-spec", "None"},
+       "--to-topology: error: the source has a topology (v5e-8) but the target has none"},
+  };
+  for (const Case& c : cases) {
+    DYNAMIC_SECTION(c.what) {
+      CliResult r = run_cli(c.args);
+      INFO(r.err);
+      CHECK(r.code == 2);
+      CHECK(r.out.empty());
+      CHECK_THAT(r.err, Catch::StartsWith(c.prefix));
+    }
+  }
+  SECTION("every error of a specs file is reported, located by JSON pointer") {
+    std::ofstream(specs) << R"({"specs": {"model.norm.weight": ["zz"]}})";
+    CliResult r = run_cli(tiny({"--to-specs", specs}));
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains(specs + ":/specs/model.norm.weight: error: resource axis: "
+                                              "zz"));
+  }
+  SECTION("--format json: a diagnostics document") {
+    CliResult r = run_cli(one_tensor({"--from-spec", "Y", "--to-spec", "X", "--partial", "Q",
+                                      "--format", "json"}));
+    CHECK(r.code == 2);
+    json j = parse_json(r.out);
+    CHECK(j["command"] == "reshard");
+    CHECK(j["diagnostics"][0]["code"] == "reshard.partial-axis");
+    CHECK(j["diagnostics"][0]["location"]["source"] == "--partial");
+    CHECK(j["diagnostics"][0]["location"]["column"] == 1);
+  }
+  SECTION("usage errors from the option parser") {
+    for (const Strings& args : std::vector<Strings>{
+             {"reshard", "--from-mesh", "a:8"},
+             one_tensor({"--from-spec", "Y"}),
+             one_tensor({"--from-spec", "Y", "--to-spec", "X", "--model", "gpt2"}),
+             {"reshard", "--devices", "8", "--topology", "v5e-8", "--from-mesh", "a:8",
+              "--to-mesh", "a:8", "--model", "gpt2", "--from-rules", "fsdp", "--to-rules",
+              "fsdp"},
+         }) {
+      CliResult r = run_cli(args);
+      INFO(r.err);
+      CHECK(r.code == 2);
+      CHECK(r.out.empty());
+      CHECK_THAT(r.err, Catch::StartsWith("shardplan: error: "));
+    }
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("reshard: JSON has the DESIGN keys", "[cli][reshard]") {
+  CliResult r = run_cli({"reshard", "--topology", "v5p-128", "--model", "llama-3-8b",
+                         "--from-mesh", "fsdp:64", "--from-rules", "fsdp", "--to-mesh",
+                         "fsdp:16,tp:4", "--to-rules", "fsdp-tp", "--format", "json"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  json j = parse_json(r.out);
+  for (const char* key : {"schema_version", "shardplan_version", "command", "from", "to",
+                          "manifest", "donate", "partial", "same_mesh", "same_devices",
+                          "transfer_link", "tensors", "totals", "naive_totals", "saved",
+                          "summary", "diagnostics"}) {
+    CHECK(j.contains(key));
+  }
+  CHECK(j["command"] == "reshard");
+  CHECK(j["from"]["mesh"]["canonical"] == "fsdp:64");
+  CHECK(j["to"]["mesh"]["canonical"] == "fsdp:16,tp:4");
+  CHECK(j["from"]["topology"]["name"] == "v5p-128");
+  CHECK(j["summary"]["tensors"] == 291);
+  REQUIRE(j["tensors"].size() == 291);
+  const json& up = j["tensors"][6];
+  CHECK(up["name"] == "model.layers.0.mlp.up_proj.weight");
+  CHECK(up["from_spec"] == json::parse(R"(["fsdp", null])"));
+  CHECK(up["to_spec"] == json::parse(R"(["tp", "fsdp"])"));
+  CHECK(up["shape"] == json::parse("[14336, 4096]"));
+  CHECK(up["steps"].size() >= 1);
+  for (const char* key : {"op", "mesh_axes", "dim", "bytes_per_device", "link", "seconds"}) {
+    CHECK(up["steps"][0].contains(key));
+  }
+  for (const char* key : {"intermediate", "bytes_per_device", "seconds", "peak_bytes_per_device",
+                          "naive"}) {
+    CHECK(up.contains(key));
+  }
+  // Same topology, TPU: ICI, all links of a chip.
+  CHECK(j["same_devices"] == true);
+  CHECK(j["transfer_link"]
+        == json::parse(R"({"link": "ici", "bytes_per_s": 5.4e11, "latency_s": 1e-6})"));
+  for (const char* key : {"totals", "naive_totals", "saved"}) {
+    CHECK(j[key].contains("bytes_per_device"));
+    CHECK(j[key].contains("seconds"));
+    CHECK(j[key].contains("peak_bytes_per_device"));
+  }
+}
+
+TEST_CASE("reshard: a plan's JSON output is a specs file", "[cli][reshard]") {
+  fs::path dir = temp_dir("reshard_plan_specs");
+  const std::string from = (dir / "from.json").string();
+  const std::string to = (dir / "to.json").string();
+  const Strings common = {"--devices", "8", "--manifest", examples("tiny-llama.json"),
+                          "--format", "json"};
+  auto plan = [&](const std::string& mesh, const std::string& rules, const std::string& out) {
+    Strings args = {"plan", "--mesh", mesh, "--rules", rules, "-o", out};
+    args.insert(args.end(), common.begin(), common.end());
+    CliResult r = run_cli(args);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+  };
+  plan("fsdp:8", "fsdp", from);
+  plan("fsdp:2,tp:4", "fsdp-tp", to);
+  Strings args = {"reshard", "--from-mesh", "fsdp:8", "--to-mesh", "fsdp:2,tp:4",
+                  "--from-specs", from, "--to-specs", to};
+  args.insert(args.end(), common.begin(), common.end());
+  CliResult r = run_cli(args);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  json j = parse_json(r.out);
+  CHECK_FALSE(j["from"].contains("topology"));  // --devices: no topology
+  CHECK(j["transfer_link"].is_null());
+  CHECK(j["same_devices"] == true);
+  CHECK(j["tensors"].size() == 21);
+  // The same as the rules give directly.
+  Strings direct = {"reshard", "--from-mesh", "fsdp:8", "--to-mesh", "fsdp:2,tp:4",
+                    "--from-rules", "fsdp", "--to-rules", "fsdp-tp"};
+  direct.insert(direct.end(), common.begin(), common.end());
+  json k = parse_json(run_cli(direct).out);
+  CHECK(j["tensors"] == k["tensors"]);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("reshard: one tensor by flags", "[cli][reshard]") {
+  CliResult text = run_cli(one_tensor({"--from-spec", "P('Y', None)", "--to-spec", "None,None"}));
+  INFO(text.err);
+  REQUIRE(text.code == 0);
+  CHECK_THAT(text.out, Catch::StartsWith("reshard: 1 tensor of --shape\n"
+                                         "  from mesh X:8,Y:4 (32 devices) on v5e-32\n"
+                                         "  to   mesh X:8,Y:4 (32 devices) on v5e-32\n"));
+  CHECK_THAT(text.out, Catch::Contains("\n  tensor: Y,None -> None,None: "));
+
+  CliResult named = run_cli(one_tensor({"--name", "w", "--from-spec", "Y", "--to-spec", "None",
+                                        "--format", "json"}));
+  REQUIRE(named.code == 0);
+  json j = parse_json(named.out);
+  CHECK(j["manifest"] == "--shape");
+  REQUIRE(j["tensors"].size() == 1);
+  CHECK(j["tensors"][0]["name"] == "w");
+  CHECK(j["tensors"][0]["dtype"] == "bf16");
+  CHECK(j["tensors"][0]["shape"] == json::parse("[2048, 8192]"));
+  CHECK(j["tensors"][0]["from_spec"] == json::parse(R"(["Y", null])"));  // full rank
+  CHECK(j["tensors"][0]["to_spec"] == json::parse("[null, null]"));
+
+  SECTION("a shape in brackets, and a scalar") {
+    CliResult brackets = run_cli(one_tensor({"--shape", "[2048, 8192]", "--from-spec", "Y",
+                                             "--to-spec", "X"}));
+    CHECK(brackets.code == 0);
+    CliResult scalar = run_cli(one_tensor({"--shape", "", "--from-spec", "P()", "--to-spec",
+                                           "P()", "--format", "json"}));
+    INFO(scalar.err);
+    REQUIRE(scalar.code == 0);
+    CHECK(parse_json(scalar.out)["tensors"][0]["shape"] == json::array());
+  }
+  SECTION("--partial, --donate") {
+    CliResult r = run_cli(one_tensor({"--from-spec", "None", "--to-spec", "Y", "--partial", "Y",
+                                      "--donate", "--format", "json"}));
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    json p = parse_json(r.out);
+    CHECK(p["partial"] == json::parse(R"(["Y"])"));
+    CHECK(p["donate"] == true);
+  }
+}
+
+TEST_CASE("reshard: same_devices and the transfer link", "[cli][reshard]") {
+  auto doc = [](Strings topologies, const std::string& from_mesh, const std::string& to_mesh) {
+    Strings args = {"reshard", "--from-mesh", from_mesh, "--to-mesh", to_mesh, "--shape", "64,64",
+                    "--dtype", "f32", "--from-spec", "None", "--to-spec", "None", "--format",
+                    "json"};
+    args.insert(args.end(), topologies.begin(), topologies.end());
+    CliResult r = run_cli(args);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    return parse_json(r.out);
+  };
+  SECTION("one GPU node: NVLink") {
+    json j = doc({"--topology", "h100x8"}, "a:8", "a:2,b:4");
+    CHECK(j["same_devices"] == true);
+    CHECK(j["transfer_link"]
+          == json::parse(R"({"link": "nvlink", "bytes_per_s": 4.5e11, "latency_s": 6e-7})"));
+  }
+  SECTION("several GPU nodes: the network per GPU") {
+    json j = doc({"--topology", "h100x64"}, "a:64", "a:8,b:8");
+    CHECK(j["transfer_link"]
+          == json::parse(R"({"link": "network", "bytes_per_s": 5e10, "latency_s": 2.7e-6})"));
+  }
+  SECTION("fewer GPU nodes: the same devices") {
+    json j = doc({"--from-topology", "h100x64", "--to-topology", "h100x32"}, "a:64", "a:32");
+    CHECK(j["same_devices"] == true);
+    CHECK(j["transfer_link"]["link"] == "network");
+  }
+  SECTION("fewer TPU slices: the same devices, over DCN") {
+    json j = doc({"--from-topology", "2xv5e-16", "--to-topology", "v5e-16"}, "dp:2,a:16", "a:16");
+    CHECK(j["same_devices"] == true);
+    CHECK(j["transfer_link"]
+          == json::parse(R"({"link": "dcn", "bytes_per_s": 3.125e9, "latency_s": 1e-5})"));
+  }
+  SECTION("another TPU slice shape: other devices; the slower side's DCN") {
+    json j = doc({"--from-topology", "v5p-128", "--to-topology", "v5e-64"}, "a:64", "a:64");
+    CHECK(j["same_devices"] == false);
+    CHECK(j["transfer_link"]
+          == json::parse(R"({"link": "dcn", "bytes_per_s": 3.125e9, "latency_s": 1e-5})"));
+  }
+  SECTION("--devices: no link, no times") {
+    json j = doc({"--devices", "8"}, "a:8", "a:2,b:4");
+    CHECK(j["same_devices"] == true);
+    CHECK(j["transfer_link"].is_null());
+  }
+}
+
+TEST_CASE("reshard: text folds layers and lists the most expensive tensors", "[cli][reshard]") {
+  CliResult r = run_cli({"reshard", "--topology", "v5p-128", "--model", "llama-3-8b",
+                         "--from-mesh", "fsdp:64", "--from-rules", "fsdp", "--to-mesh",
+                         "fsdp:16,tp:4", "--to-rules", "fsdp-tp"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::StartsWith("reshard: 291 tensors of --model llama-3-8b\n"));
+  CHECK_THAT(r.out,
+             Catch::Contains("\n  model.layers.{0..31}.mlp.up_proj.weight: fsdp,None -> tp,fsdp: "));
+  CHECK(r.out.find("model.layers.1.mlp.up_proj.weight:") == std::string::npos);
+  CHECK_THAT(r.out, Catch::Contains("\ntotals (naive: all_gather to replicated, then slice):\n"));
+  CHECK_THAT(r.out, Catch::Contains("\nmost expensive tensors (10):\n"));
+  CHECK_THAT(r.out, Catch::EndsWith("result: ok\n"));
+}
+
+TEST_CASE("reshard: -o writes the result atomically and prints nothing", "[cli][reshard]") {
+  fs::path dir = temp_dir("reshard_output");
+  const std::string out = (dir / "plan.json").string();
+  CliResult r = run_cli(one_tensor({"--from-spec", "Y", "--to-spec", "X", "--format", "json",
+                                    "-o", out}));
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK(r.out.empty());
+  json j = parse_json(shardplan::test::slurp(out));
+  CHECK(j["command"] == "reshard");
+  // Bad input leaves the file as it was.
+  CliResult bad = run_cli(one_tensor({"--from-spec", "Q", "--to-spec", "X", "-o", out}));
+  CHECK(bad.code == 2);
+  CHECK(parse_json(shardplan::test::slurp(out)) == j);
+  std::vector<fs::path> left;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    left.push_back(entry.path().filename());
+  }
+  CHECK(left == std::vector<fs::path>{"plan.json"});
+  fs::remove_all(dir);
+}
+
+// ---------------------------------------------------------------------------
+// Values from the planner, end to end.
+
+TEST_CASE("reshard: the scaling book's all_gather on v5e 8x4", "[cli][reshard]") {
+  // bf16[2048, 8192] sharded over Y (4) gathered on a 4x8 v5e with no
+  // wraparound: 3 x 8 MiB received at 4.5e10 B/s one way ("560 us").
+  CliResult r = run_cli(one_tensor({"--from-spec", "Y,None", "--to-spec", "None,None",
+                                    "--format", "json"}));
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  json j = parse_json(r.out);
+  const json& t = j["tensors"][0];
+  REQUIRE(t["steps"].size() == 1);
+  const json& step = t["steps"][0];
+  CHECK(step["op"] == "all_gather");
+  CHECK(step["mesh_axes"] == json::parse(R"(["Y"])"));
+  CHECK(step["dim"] == 0);
+  CHECK_FALSE(step.contains("to_dim"));
+  CHECK(step["link"] == "ici");
+  CHECK(step["bytes_per_device"] == 25165824);
+  CHECK(step["seconds"].get<double>() == Approx(3 * 8388608.0 / 4.5e10));
+  CHECK(step["seconds"].get<double>() == Approx(5.5924e-4).epsilon(1e-4));
+  CHECK(t["from_bytes_per_device"] == 8388608);
+  CHECK(t["to_bytes_per_device"] == 33554432);
+  CHECK(t["bytes_per_device"] == 25165824);
+  CHECK(j["totals"]["bytes_per_device"] == 25165824);
+  // The naive plan is the same gather here: nothing saved.
+  CHECK(j["saved"]["bytes_per_device"] == 0);
+
+  CliResult text = run_cli(one_tensor({"--from-spec", "Y,None", "--to-spec", "None,None"}));
+  CHECK_THAT(text.out,
+             Catch::Contains("\n  tensor: Y,None -> None,None: all_gather over Y, 24.00 MiB/device, "
+                             "559.241 us\n"));
+}
+
+TEST_CASE("reshard: an all_to_all carries to_dim; totals and saved add up", "[cli][reshard]") {
+  CliResult r = run_cli({"reshard", "--devices", "32", "--from-mesh", "fsdp:8,tp:4", "--to-mesh",
+                         "fsdp:8,tp:4", "--shape", "1024,4096", "--dtype", "bf16", "--from-spec",
+                         "fsdp,None", "--to-spec", "None,fsdp", "--format", "json"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  json j = parse_json(r.out);
+  CHECK(j["same_mesh"] == true);
+  const json& step = j["tensors"][0]["steps"][0];
+  CHECK(step["op"] == "all_to_all");
+  CHECK(step["dim"] == 0);
+  CHECK(step["to_dim"] == 1);
+  CHECK(step["bytes_per_device"] == 1048576 / 8 * 7);
+  CHECK(step["link"] == "none");  // --devices: no links, no time
+  CHECK(step["seconds"] == 0);
+  CHECK(j["naive_totals"]["bytes_per_device"] == 7 * 1048576);
+  CHECK(j["saved"]["bytes_per_device"] == 7 * 1048576 - 1048576 / 8 * 7);
+  CHECK(j["saved"]["peak_bytes_per_device"]
+        == j["naive_totals"]["peak_bytes_per_device"].get<int64_t>()
+               - j["totals"]["peak_bytes_per_device"].get<int64_t>());
+
+  // A whole model: the totals are the sums over tensors.
+  CliResult model = run_cli({"reshard", "--topology", "v5p-128", "--model", "llama-3-8b",
+                             "--from-mesh", "fsdp:64", "--from-rules", "fsdp", "--to-mesh",
+                             "fsdp:16,tp:4", "--to-rules", "fsdp-tp", "--format", "json"});
+  REQUIRE(model.code == 0);
+  json m = parse_json(model.out);
+  int64_t bytes = 0;
+  double seconds = 0;
+  for (const json& t : m["tensors"]) {
+    bytes += t["bytes_per_device"].get<int64_t>();
+    seconds += t["seconds"].get<double>();
+    CHECK_FALSE(t["steps"][0].contains("transfers"));  // only with --transfers
+  }
+  CHECK(m["totals"]["bytes_per_device"] == bytes);
+  CHECK(m["totals"]["seconds"].get<double>() == Approx(seconds));
+  CHECK(m["saved"]["bytes_per_device"].get<int64_t>() > 0);
+}
+
+TEST_CASE("reshard: the pathways intermediate sharding, end to end", "[cli][reshard]") {
+  // [fsdp:8, tp:1] -> [fsdp:1, tp:4]: through [split:4, replica:2, tp:1].
+  CliResult r = run_cli({"reshard", "--from-topology", "v5e-8", "--to-topology", "v5e-4",
+                         "--from-mesh", "fsdp:8,tp:1", "--to-mesh", "fsdp:1,tp:4", "--shape",
+                         "64,64", "--dtype", "f32", "--from-spec", "fsdp,tp", "--to-spec",
+                         "fsdp,tp", "--format", "json"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  json j = parse_json(r.out);
+  CHECK(j["same_mesh"] == false);
+  CHECK(j["same_devices"] == false);  // 2x4 and 2x2 chips: other slices
+  const json& t = j["tensors"][0];
+  CHECK(t["intermediate"]
+        == json::parse(R"({"mesh": {"axes": [{"name": "fsdp_intermediate_split", "size": 4},
+                                             {"name": "fsdp_intermediate_replica", "size": 2},
+                                             {"name": "tp", "size": 1}]},
+                           "spec": ["fsdp_intermediate_split", "tp"],
+                           "replicated_axes": ["fsdp_intermediate_replica"]})"));
+  REQUIRE(t["steps"].size() == 2);
+  CHECK(t["steps"][0]["op"] == "all_gather");
+  CHECK(t["steps"][0]["mesh_axes"] == json::parse(R"(["fsdp_intermediate_replica"])"));
+  CHECK(t["steps"][0]["bytes_per_device"] == 2048);
+  const json& send = t["steps"][1];
+  CHECK(send["op"] == "send_recv");
+  CHECK(send["link"] == "dcn");
+  CHECK(send["bytes_per_device"] == 4096);
+  // One tensor by flags records every piece: each of the 4 target devices
+  // gets its 64 x 16 block from the 4 replica-0 devices, the even positions
+  // of v5e-8's ring 0,1,2,3,7,6,5,4.
+  REQUIRE(send.contains("transfers"));
+  CHECK(send["transfers"].size() == 16);
+  int64_t received = 0;
+  std::set<int64_t> senders;
+  for (const json& piece : send["transfers"]) {
+    senders.insert(piece["from_device"].get<int64_t>());
+    CHECK(piece["box"].size() == 2);
+    received += piece["bytes"].get<int64_t>();
+  }
+  CHECK(senders == std::set<int64_t>{0, 2, 7, 5});
+  CHECK(received == 64 * 64 * 4);
+}
