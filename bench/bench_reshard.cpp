@@ -103,8 +103,8 @@ int main(int argc, char** argv) {
       std::optional<ReshardPlan> plan =
           plan_reshard(*manifest, from, to, side, side, ReshardOptions{}, plan_diags);
       moved = 0;
-      for (const TensorReshard& r : plan->tensors) {
-        moved += r.steps[0].op != ReshardOp::noop;
+      for (size_t t = 0; t < plan->size(); ++t) {
+        moved += plan->tensor(t).steps[0].op != ReshardOp::noop;
       }
       return plan;
     });

@@ -133,20 +133,20 @@ void append_intermediate(std::string& out, const IntermediateSharding& im,
 
 // tensors[] at indent 2, in dump()'s layout.
 void append_tensors(const ReshardReport& r, std::string& out) {
-  const std::vector<TensorReshard>& tensors = r.plan.tensors;
-  if (tensors.empty()) {
+  const size_t count = r.plan.size();
+  if (count == 0) {
     out += "[]";
     return;
   }
   const std::string in1(4, ' ');
   const std::string in2(6, ' ');
   const std::string in3(8, ' ');
-  out.reserve(out.size() + tensors.size() * 900);
+  out.reserve(out.size() + count * 900);
   const auto o = std::back_inserter(out);
   out += "[\n";
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const TensorReshard& tr = tensors[i];
-    const Tensor& t = r.manifest.tensors()[tr.tensor];
+  for (size_t i = 0; i < count; ++i) {
+    const TensorReshard& tr = r.plan.tensor(i);
+    const Tensor& t = r.manifest.tensors()[i];
     out += in1;
     out += "{\n";
     out += in2;
@@ -179,7 +179,7 @@ void append_tensors(const ReshardReport& r, std::string& out) {
                    tr.cost.peak_bytes_per_device);
     append_cost(out, tr.naive);
     fmt::format_to(o, "\n{}}}", in1);
-    out += i + 1 < tensors.size() ? ",\n" : "\n";
+    out += i + 1 < count ? ",\n" : "\n";
   }
   out += "  ]";
 }
@@ -320,9 +320,10 @@ std::string reshard_text(const ReshardReport& r, const Diagnostics& diags) {
   out += fmt::format("  {}\n\n", fmt::join(notes, "; "));
 
   std::vector<NameRow> rows;
-  rows.reserve(r.plan.tensors.size());
-  for (const TensorReshard& tr : r.plan.tensors) {
-    rows.push_back({std::string(tensors[tr.tensor].name),
+  rows.reserve(r.plan.size());
+  for (size_t t = 0; t < r.plan.size(); ++t) {
+    const TensorReshard& tr = r.plan.tensor(t);
+    rows.push_back({std::string(tensors[t].name),
                     fmt::format("{} -> {}: {}, {}", to_short(tr.from), to_short(tr.to),
                                 steps_text(tr), cost_text(r, tr.cost))});
   }
@@ -348,17 +349,17 @@ std::string reshard_text(const ReshardReport& r, const Diagnostics& diags) {
   out += table(totals);
 
   // The most expensive tensors: by seconds, then bytes, then manifest order.
-  std::vector<size_t> order(r.plan.tensors.size());
+  std::vector<size_t> order(r.plan.size());
   std::iota(order.begin(), order.end(), size_t{0});
   const size_t top = std::min<size_t>(10, order.size());
-  const auto& planned = r.plan.tensors;
+  auto planned = [&](size_t t) -> const TensorReshard& { return r.plan.tensor(t); };
   std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top), order.end(),
                     [&](size_t a, size_t b) {
-                      if (planned[a].cost.seconds != planned[b].cost.seconds) {
-                        return planned[a].cost.seconds > planned[b].cost.seconds;
+                      if (planned(a).cost.seconds != planned(b).cost.seconds) {
+                        return planned(a).cost.seconds > planned(b).cost.seconds;
                       }
-                      if (planned[a].cost.bytes_per_device != planned[b].cost.bytes_per_device) {
-                        return planned[a].cost.bytes_per_device > planned[b].cost.bytes_per_device;
+                      if (planned(a).cost.bytes_per_device != planned(b).cost.bytes_per_device) {
+                        return planned(a).cost.bytes_per_device > planned(b).cost.bytes_per_device;
                       }
                       return a < b;
                     });
@@ -367,8 +368,8 @@ std::string reshard_text(const ReshardReport& r, const Diagnostics& diags) {
     std::vector<std::vector<std::string>> big = {
         {"tensor", "steps", "moved/device", "time", "peak/device"}};
     for (size_t i = 0; i < top; ++i) {
-      const TensorReshard& tr = planned[order[i]];
-      big.push_back({std::string(tensors[tr.tensor].name), steps_text(tr),
+      const TensorReshard& tr = planned(order[i]);
+      big.push_back({std::string(tensors[order[i]].name), steps_text(tr),
                      human_bytes(tr.cost.bytes_per_device),
                      timed(r) ? seconds_text(tr.cost.seconds) : "-",
                      human_bytes(tr.cost.peak_bytes_per_device)});

@@ -794,6 +794,15 @@ TensorPlan plan_two_meshes(const Context& src_c, const ReshardSide& source, Layo
         static_cast<double>(std::max(moved.max_received, moved.max_sent)),
         options.transfer_link);
     step.transfers = std::move(moved.transfers);
+  } else if (target_bytes < buffers[buffers.size() - 2]) {
+    // Every device already holds its target block inside its own: a local
+    // slice on the target mesh.
+    step.op = ReshardOp::dynamic_slice;
+    AxisList axes;
+    for (const AxisList& list : to.dims) {
+      axes.insert(axes.end(), list.begin(), list.end());
+    }
+    step.mesh_axes = dst_c.names(axes);
   } else if (r.steps.size() > 1) {
     r.steps.pop_back();  // everything already in place after the reductions
   }
@@ -956,9 +965,8 @@ std::optional<ReshardPlan> plan_reshard(const Manifest& manifest,
   std::map<std::pair<std::string, std::string>, std::pair<const PartitionSpec*,
                                                             const PartitionSpec*>>
       canonical;
-  std::vector<int64_t> source_extra;
-  plan.tensors.reserve(manifest.size());
-  source_extra.reserve(manifest.size());
+  std::vector<int64_t> source_extra;  // per distinct plan
+  plan.plan_of.reserve(manifest.size());
   for (size_t t = 0; t < manifest.size(); ++t) {
     const Tensor& tensor = manifest.tensors()[t];
     // Equal specs given as different objects share one memo entry.
@@ -967,12 +975,9 @@ std::optional<ReshardPlan> plan_reshard(const Manifest& manifest,
     (void)added;
     const auto key = std::tuple{std::vector<int64_t>(tensor.shape.begin(), tensor.shape.end()),
                                 tensor.dtype, it->second.first, it->second.second};
-    auto [m, fresh] = memo.try_emplace(key, t);
+    auto [m, fresh] = memo.try_emplace(key, plan.plans.size());
+    plan.plan_of.push_back(static_cast<uint32_t>(m->second));
     if (!fresh) {
-      TensorReshard copy = plan.tensors[m->second];
-      copy.tensor = t;
-      plan.tensors.push_back(std::move(copy));
-      source_extra.push_back(source_extra[m->second]);
       continue;
     }
     Context src_c{source.mesh, source.links, std::get<0>(key), tensor.dtype, &overflow};
@@ -990,7 +995,6 @@ std::optional<ReshardPlan> plan_reshard(const Manifest& manifest,
     } else {
       one = plan_two_meshes(src_c, source, from_layout, dst_c, target, to_layout, options);
     }
-    one.result.tensor = t;
     one.result.from = from_spec;
     one.result.to = to_spec;
     one.result.from_bytes_per_device = src_c.bytes(from_layout);
@@ -998,14 +1002,14 @@ std::optional<ReshardPlan> plan_reshard(const Manifest& manifest,
     if (one.result.steps.empty()) {
       one.result.steps.emplace_back();
     }
-    plan.tensors.push_back(std::move(one.result));
+    plan.plans.push_back(std::move(one.result));
     source_extra.push_back(one.source_extra);
   }
 
   // Totals: tensors one after another.
   int64_t all_sources = 0;
-  for (const TensorReshard& r : plan.tensors) {
-    all_sources = overflow.add(all_sources, r.from_bytes_per_device);
+  for (size_t t = 0; t < plan.size(); ++t) {
+    all_sources = overflow.add(all_sources, plan.tensor(t).from_bytes_per_device);
   }
   for (PlanCost ReshardPlan::*total : {&ReshardPlan::totals, &ReshardPlan::naive_totals}) {
     const bool naive = total == &ReshardPlan::naive_totals;
@@ -1013,8 +1017,8 @@ std::optional<ReshardPlan> plan_reshard(const Manifest& manifest,
     int64_t done = 0;                    // targets already made
     int64_t waiting = all_sources;       // sources not yet moved (with donate)
     int64_t peak = 0;
-    for (size_t k = 0; k < plan.tensors.size(); ++k) {
-      const TensorReshard& r = plan.tensors[k];
+    for (size_t k = 0; k < plan.size(); ++k) {
+      const TensorReshard& r = plan.tensor(k);
       const PlanCost& c = naive ? r.naive : r.cost;
       sum.bytes_per_device = overflow.add(sum.bytes_per_device, c.bytes_per_device);
       sum.seconds += c.seconds;
@@ -1026,7 +1030,8 @@ std::optional<ReshardPlan> plan_reshard(const Manifest& manifest,
       } else {
         // Two device sets: the sources' devices and the targets'.
         const int64_t extra =
-            naive ? c.peak_bytes_per_device - r.from_bytes_per_device : source_extra[k];
+            naive ? c.peak_bytes_per_device - r.from_bytes_per_device
+                                     : source_extra[plan.plan_of[k]];
         during = std::max(overflow.add(others, r.from_bytes_per_device + std::max<int64_t>(extra, 0)),
                           overflow.add(done, r.to_bytes_per_device));
       }

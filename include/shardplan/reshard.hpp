@@ -113,8 +113,9 @@ struct PlanCost {
   int64_t peak_bytes_per_device = 0;  // the most one device holds at once
 };
 
+// The plan of one tensor (shared by every tensor of the same shape, dtype
+// and specs).
 struct TensorReshard {
-  size_t tensor = 0;    // index in the manifest
   PartitionSpec from;   // full rank
   PartitionSpec to;
   std::vector<ReshardStep> steps;  // never empty: a single noop when nothing moves
@@ -150,7 +151,12 @@ struct ReshardOptions {
 
 struct ReshardPlan {
   bool same_mesh = true;  // planned with collectives on one mesh
-  std::vector<TensorReshard> tensors;
+  // The distinct plans, and for each manifest tensor the index of its own: a
+  // model repeats a few hundred plans over its layers.
+  std::vector<TensorReshard> plans;
+  std::vector<uint32_t> plan_of;
+  size_t size() const { return plan_of.size(); }
+  const TensorReshard& tensor(size_t t) const { return plans[plan_of[t]]; }
   // Over the whole manifest, tensors moved one after another: bytes and
   // seconds add up; the peak is the most a device holds at any point, with
   // every source buffer kept (or, with donate, freed once moved).
