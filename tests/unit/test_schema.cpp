@@ -576,6 +576,19 @@ TEST_CASE("schema: bad-input documents validate against diagnostics.schema.json"
     CHECK(doc["diagnostics"][0]["location"].contains("column"));
     require_valid(doc, "diagnostics.schema.json");
   }
+  SECTION("plan check and memory with a bad mesh") {
+    for (const char* command : {"plan", "check", "memory"}) {
+      std::vector<std::string> args{command, "--devices", "8", "--mesh", "dp:3", "--model",
+                                    "gpt2", "--format", "json"};
+      if (std::string(command) != "plan") {
+        args.insert(args.end(), {"--specs", test::data_path("check/tiny-llama.bad-specs.json")});
+      }
+      json doc = run_json(args, 2);
+      INFO(command);
+      CHECK(doc["command"] == command);
+      require_valid(doc, "diagnostics.schema.json");
+    }
+  }
   SECTION("an unknown topology: a flag, no position") {
     json doc = run_json({"mesh", "--topology", "v5x-128", "--mesh", "a:128", "--format", "json"},
                         2);
