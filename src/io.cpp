@@ -508,7 +508,7 @@ class JsonInput {
       if (auto e = std::move(result).get(field)) {
         return fail_json(e, std::string(pointer), at);
       }
-      if (auto e = field.unescaped_key().get(key)) {
+      if (auto e = key_text(field, key)) {
         return fail_json(e, std::string(pointer), at);
       }
       if (!visit(key, field.value())) {
@@ -516,6 +516,26 @@ class JsonInput {
       }
     }
     return true;
+  }
+
+  // The unescaped key of `field`, valid while the document is read. A key
+  // without a backslash, as nearly every key is, is its own text: it is
+  // viewed in the padded copy rather than copied into the parser's string
+  // buffer (a header's 100k tensor names would fill megabytes of it). Stage
+  // 1 has checked the text's UTF-8 and refused raw control characters in
+  // strings, as unescaping would.
+  simdjson::error_code key_text(od::field& field, std::string_view& key) {
+    const char* begin = field.key().raw();
+    const char* end = m_padded.data() + m_padded.size();
+    if (begin >= m_padded.data() && begin < end) {
+      std::string_view rest(begin, static_cast<size_t>(end - begin));
+      std::string_view text = rest.substr(0, rest.find('"'));
+      if (text.size() < rest.size() && text.find('\\') == std::string_view::npos) {
+        key = text;
+        return simdjson::SUCCESS;
+      }
+    }
+    return field.unescaped_key().get(key);
   }
 
   // Reports what simdjson refused, as a syntax error when the text has one.
@@ -1653,6 +1673,15 @@ class ManifestReader : public JsonInput {
     // Built only when something is reported.
     auto pointer = [&] { return base + "/data_offsets"; };
     m_offsets_at = start_of(value);
+    // The common case, two plain integers in order, without the parser's
+    // generic array reading (as read_shape does); anything else is read
+    // the full way below, which reports what is wrong.
+    std::vector<int64_t>& plain = m_plain_offsets;
+    if (read_plain_dims(m_offsets_at, plain) && plain.size() == 2 && plain[0] >= 0
+        && plain[0] <= plain[1]) {
+      offsets = {plain[0], plain[1]};
+      return true;  // the value is left unread: the parser steps over it
+    }
     od::array array;
     if (!get_as(value, array, "manifest.data-offsets", "[begin, end] byte offsets",
                 pointer, m_offsets_at)) {
@@ -1706,7 +1735,8 @@ class ManifestReader : public JsonInput {
   // run_header(): the safetensors form only, offsets kept.
   bool m_header_only = false;
   std::vector<DataOffsets>* m_offsets = nullptr;
-  std::vector<int64_t> m_dims;
+  std::vector<int64_t> m_dims;  // the shape being read; a tensor's shape views it
+  std::vector<int64_t> m_plain_offsets;  // read_data_offsets' fast path
   std::vector<std::pair<std::string, DType>> m_dtype_cache;
   const char* m_params_at = nullptr;
   const char* m_offsets_at = nullptr;
