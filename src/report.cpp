@@ -1124,24 +1124,32 @@ std::string plan_text(const CheckReport& r, const Diagnostics& diags) {
     groups[{static_cast<int>(rule.decider), rule.index}].push_back(sh.tensor);
   }
   constexpr char k_sep = '\x1f';
+  // The shape, dtype, spec and bytes columns of each layout (std::map: its
+  // strings stay where they are while rows view them).
+  std::map<std::pair<const ShardLayout*, const PartitionSpec*>, std::string> rests;
   for (const auto& [key, members] : groups) {
     const RuleRef& rule = r.plan->rule(members.front());
     out += fmt::format("\n{}: {} tensor{}\n", rule.description, with_commas(static_cast<int64_t>(members.size())),
                        members.size() == 1 ? "" : "s");
-    std::vector<NameRow> rows;
+    std::vector<NameRowRef> rows;
     rows.reserve(members.size());
     for (size_t t : members) {
       const Tensor& tensor = r.manifest.tensors()[t];
       const TensorSharding& sh = r.shardings[t];
-      rows.push_back({std::string(tensor.name),
-                      fmt::format("{}{}{}{}{}{}{}", shape_text(tensor.shape), k_sep,
-                                  to_string(tensor.dtype), k_sep,
-                                  sh.spec ? to_short(*sh.spec) : std::string("(invalid)"),
-                                  k_sep, human_bytes(sh.bytes_per_device))});
+      // Tensors that share a layout share shape, dtype and spec: their
+      // columns are formatted once.
+      auto [cached, inserted] = rests.try_emplace({sh.layout.get(), sh.spec});
+      if (inserted) {
+        cached->second = fmt::format("{}{}{}{}{}{}{}", shape_text(tensor.shape), k_sep,
+                                     to_string(tensor.dtype), k_sep,
+                                     sh.spec ? to_short(*sh.spec) : std::string("(invalid)"),
+                                     k_sep, human_bytes(sh.bytes_per_device));
+      }
+      rows.push_back({tensor.name, cached->second});
     }
     std::vector<std::vector<std::string>> cells = {
         {"  tensor", "count", "shape", "dtype", "spec", "per device"}};
-    for (const FoldedRow& row : fold_rows(rows)) {
+    for (const FoldedRow& row : fold_row_refs(rows)) {
       std::vector<std::string> line = {"  " + row.name,
                                        row.count == 1 ? std::string() : fmt::format("x{}", row.count)};
       size_t start = 0;

@@ -14,6 +14,7 @@
 #include <shardplan/topology.hpp>
 #include <shardplan/validate.hpp>
 
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -95,6 +96,12 @@ struct NameRow {
   std::string rest;
 };
 
+// The same row viewing its name and rest, which outlive the fold.
+struct NameRowRef {
+  std::string_view name;
+  std::string_view rest;
+};
+
 // A row after folding: `name` with folded components ("{0..31}"), and how
 // many rows it stands for.
 struct FoldedRow {
@@ -111,6 +118,8 @@ struct FoldedRow {
 // gaps prints its runs: "{0..2,5,7..9}". A component with a leading zero
 // ("07") is a word, not a number. Rows keep the order of their first member.
 std::vector<FoldedRow> fold_rows(const std::vector<NameRow>& rows);
+// The same for rows that view their text (no copy of 100k names).
+std::vector<FoldedRow> fold_row_refs(std::span<const NameRowRef> rows);
 
 // The document written with --format json when the input was bad: the header
 // keys and `diagnostics`.
