@@ -382,9 +382,13 @@ std::string simdjson_words(simdjson::error_code error) {
 
 class JsonInput {
  public:
+  // `padding`: how many bytes after `text` in its buffer may be read. With
+  // simdjson's padding or more, the text is parsed where it is; else it is
+  // copied into a padded buffer.
   JsonInput(std::string_view text, std::string_view source,
-            std::string_view prefix, Diagnostics& diags)
-      : m_text(text), m_source(source), m_prefix(prefix), m_diags(diags) {}
+            std::string_view prefix, Diagnostics& diags, size_t padding = 0)
+      : m_text(text), m_source(source), m_prefix(prefix), m_diags(diags),
+        m_padding(padding) {}
 
  protected:
   // Parses the text and opens its top-level object; reports and returns
@@ -406,12 +410,18 @@ class JsonInput {
       }
       return false;
     }
-    m_padded = simdjson::padded_string(body.data(), body.size());
-    if (m_padded.size() != body.size()) {
-      m_diags.error("json.memory",
-                    fmt::format("out of memory reading {} bytes", body.size()),
-                    location(""));
-      return false;
+    if (m_padding >= simdjson::SIMDJSON_PADDING) {
+      m_padded = simdjson::padded_string_view(body.data(), body.size(),
+                                              body.size() + m_padding);
+    } else {
+      m_copy = simdjson::padded_string(body.data(), body.size());
+      if (m_copy.size() != body.size()) {
+        m_diags.error("json.memory",
+                      fmt::format("out of memory reading {} bytes", body.size()),
+                      location(""));
+        return false;
+      }
+      m_padded = m_copy;
     }
     const char* start = m_padded.data() + first;
     if (auto e = m_parser.iterate(m_padded).get(m_doc)) {
@@ -780,8 +790,10 @@ class JsonInput {
   std::string m_source;
   std::string_view m_prefix;  // "manifest" or "specs", for codes
   Diagnostics& m_diags;
+  size_t m_padding = 0;
   size_t m_skip = 0;
-  simdjson::padded_string m_padded;
+  simdjson::padded_string m_copy;  // the text, when it has no padding of its own
+  simdjson::padded_string_view m_padded;  // the text parsed: m_copy or in place
   od::parser m_parser;
   od::document m_doc;
   bool m_syntax_checked = false;
@@ -1056,8 +1068,8 @@ void set_key_pointer(std::string& out, std::string_view key) {
 class ManifestReader : public JsonInput {
  public:
   ManifestReader(std::string_view text, std::string_view source,
-                 Diagnostics& diags)
-      : JsonInput(text, source, "manifest", diags) {
+                 Diagnostics& diags, size_t padding = 0)
+      : JsonInput(text, source, "manifest", diags, padding) {
     m_where.source = m_source;
   }
 
@@ -2314,6 +2326,8 @@ std::optional<std::string> read_file(const std::string& path,
   std::string text;
   size_t filled = 0;
   if (S_ISREG(st.st_mode) && st.st_size > 0) {
+    // Room for simdjson's padding after the text (see read_padding).
+    text.reserve(static_cast<size_t>(st.st_size) + simdjson::SIMDJSON_PADDING);
     text.resize(static_cast<size_t>(st.st_size));
   }
   std::array<char, size_t{1} << 16U> chunk{};
@@ -2338,6 +2352,18 @@ std::optional<std::string> read_file(const std::string& path,
   }
   text.resize(filled);
   return text;
+}
+
+size_t io_detail::read_padding(std::string& text) {
+  const size_t size = text.size();
+  if (text.capacity() - size < simdjson::SIMDJSON_PADDING) {
+    return 0;
+  }
+  // Zeros (resize writes them), not whatever the allocator left: the
+  // parser reads them.
+  text.resize(text.capacity());
+  text.resize(size);
+  return text.capacity() - size;
 }
 
 bool write_file_atomic(const std::string& path, std::string_view contents,
@@ -2447,10 +2473,11 @@ std::optional<Manifest> read_header_text(std::string_view header, std::string_vi
 }
 
 std::optional<Manifest> read_manifest_or_index(std::string_view json, std::string_view source,
-                                               bool& is_index, Diagnostics& diags) {
+                                               bool& is_index, Diagnostics& diags,
+                                               size_t padding) {
   is_index = false;
   try {
-    ManifestReader reader(json, source, diags);
+    ManifestReader reader(json, source, diags, padding);
     std::optional<Manifest> manifest = reader.run();
     is_index = reader.is_index();
     return manifest;
