@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
@@ -2366,81 +2367,116 @@ size_t io_detail::read_padding(std::string& text) {
   return text.capacity() - size;
 }
 
-bool write_file_atomic(const std::string& path, std::string_view contents,
-                       Diagnostics& diags) {
-  auto fail = [&](int error) {
-    diags.error("io.write", fmt::format("cannot write file: {}", errno_message(error)),
-                Location::of(path));
-    return false;
-  };
+AtomicFile::~AtomicFile() {
+  if (m_fd >= 0) {
+    ::close(m_fd);
+  }
+  if (!m_temp.empty() && !m_committed) {
+    ::unlink(m_temp.c_str());
+  }
+}
+
+bool AtomicFile::fail(int error, Diagnostics& diags) {
+  diags.error("io.write", fmt::format("cannot write file: {}", errno_message(error)),
+              Location::of(m_path));
+  if (m_fd >= 0) {
+    ::close(m_fd);
+    m_fd = -1;
+  }
+  if (!m_temp.empty()) {
+    ::unlink(m_temp.c_str());
+    m_temp.clear();
+  }
+  return false;
+}
+
+bool AtomicFile::open(const std::string& path, Diagnostics& diags) {
+  assert(m_fd < 0);
+  m_path = path;
   if (path.empty()) {
-    return fail(ENOENT);
+    return fail(ENOENT, diags);
   }
   // Replace what a symlink points to, not the link.
-  std::string target = path;
+  m_target = path;
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
     if (char* resolved = ::realpath(path.c_str(), nullptr)) {
-      target = resolved;
+      m_target = resolved;
       std::free(resolved);  // NOLINT(cppcoreguidelines-no-malloc)
     }
   }
-  const bool exists = ::stat(target.c_str(), &st) == 0;
+  const bool exists = ::stat(m_target.c_str(), &st) == 0;
   if (exists && S_ISDIR(st.st_mode)) {
-    return fail(EISDIR);
+    return fail(EISDIR, diags);
   }
   if (exists && !S_ISREG(st.st_mode)) {
     // A device or a pipe (/dev/null, /dev/stdout): nothing to rename over.
-    FileDescriptor fd(open_retry(target.c_str(), O_WRONLY | O_CLOEXEC));
-    if (fd.get() < 0) {
-      return fail(errno);
-    }
-    if (int error = write_all(fd.get(), contents)) {
-      return fail(error);
-    }
-    if (fd.close() != 0) {
-      return fail(errno);
-    }
-    return true;
+    m_fd = open_retry(m_target.c_str(), O_WRONLY | O_CLOEXEC);
+    return m_fd >= 0 || fail(errno, diags);
   }
-
-  std::string temp = target + ".tmpXXXXXX";
-  FileDescriptor fd(::mkstemp(temp.data()));
-  if (fd.get() < 0) {
-    return fail(errno);
+  std::string temp = m_target + ".tmpXXXXXX";
+  m_fd = ::mkstemp(temp.data());
+  if (m_fd < 0) {
+    return fail(errno, diags);
   }
-  auto fail_and_remove = [&](int error) {
-    ::unlink(temp.c_str());
-    return fail(error);
-  };
+  m_temp = std::move(temp);
   // mkstemp creates 0600; give the file the mode it had, or the usual one.
   const mode_t mode = exists ? (st.st_mode & 07777U) : (0666U & ~current_umask());
-  if (::fchmod(fd.get(), mode) != 0) {
-    return fail_and_remove(errno);
+  if (::fchmod(m_fd, mode) != 0) {
+    return fail(errno, diags);
   }
-  if (int error = write_all(fd.get(), contents)) {
-    return fail_and_remove(error);
+  return true;
+}
+
+void AtomicFile::write(std::string_view data) {
+  if (m_fd >= 0 && m_error == 0) {
+    m_error = write_all(m_fd, data);
   }
-  if (::fsync(fd.get()) != 0) {
-    return fail_and_remove(errno);
+}
+
+bool AtomicFile::commit(Diagnostics& diags) {
+  assert(m_fd >= 0);
+  if (m_error != 0) {
+    return fail(m_error, diags);
   }
-  if (fd.close() != 0) {
-    return fail_and_remove(errno);
+  if (m_temp.empty()) {
+    const int fd = m_fd;
+    m_fd = -1;
+    return ::close(fd) == 0 || fail(errno, diags);
   }
-  if (::rename(temp.c_str(), target.c_str()) != 0) {
-    return fail_and_remove(errno);
+  if (::fsync(m_fd) != 0) {
+    return fail(errno, diags);
   }
+  const int fd = m_fd;
+  m_fd = -1;
+  if (::close(fd) != 0) {
+    return fail(errno, diags);
+  }
+  if (::rename(m_temp.c_str(), m_target.c_str()) != 0) {
+    return fail(errno, diags);
+  }
+  m_committed = true;
   // Make the rename itself durable; a failure here loses nothing written.
-  size_t slash = target.rfind('/');
+  size_t slash = m_target.rfind('/');
   std::string folder = slash == std::string::npos
                            ? std::string(".")
                            : (slash == 0 ? std::string("/")
-                                         : target.substr(0, slash));
+                                         : m_target.substr(0, slash));
   FileDescriptor dir(open_retry(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir.get() >= 0) {
     ::fsync(dir.get());
   }
   return true;
+}
+
+bool write_file_atomic(const std::string& path, std::string_view contents,
+                       Diagnostics& diags) {
+  AtomicFile file;
+  if (!file.open(path, diags)) {
+    return false;
+  }
+  file.write(contents);
+  return file.commit(diags);
 }
 
 std::optional<Manifest> read_manifest(std::string_view json,

@@ -792,21 +792,8 @@ std::string message_with_hint(const Diagnostic& d) {
 }
 
 // A value dump() writes as a marker, to be replaced by text written
-// directly (splice_raw): for arrays too large to build as ordered_json.
+// directly: for arrays too large to build as ordered_json.
 constexpr const char* k_raw_marker = "\x01raw\x01";
-
-// `doc` with the (first) marker value replaced by what write_raw(out)
-// appends to `out`, written in place: a large document is not copied.
-template <typename WriteRaw>
-std::string splice_raw(const std::string& doc, const WriteRaw& write_raw) {
-  const std::string marker = dump_scalar(ordered_json(k_raw_marker));
-  const size_t at = doc.find(marker);
-  assert(at != std::string::npos);
-  std::string out = doc.substr(0, at);
-  write_raw(out);
-  out.append(doc, at + marker.size());
-  return out;
-}
 
 // A JSON string: quotes, backslashes and control characters escaped. Text
 // with bytes above 0x7F goes through nlohmann (UTF-8 checked, invalid
@@ -825,16 +812,64 @@ void append_json_string(std::string& out, std::string_view s) {
   }
 }
 
+void append_int(std::string& out, int64_t value) {
+  const fmt::format_int text(value);
+  out.append(text.data(), text.size());
+}
+
+// dump_to(spec_json(spec), indent, out), written directly: this runs once
+// per tensor.
+void append_spec_json(std::string& out, const PartitionSpec& spec, size_t indent) {
+  if (spec.dims.empty()) {
+    out += "[]";
+    return;
+  }
+  const bool flat = std::none_of(spec.dims.begin(), spec.dims.end(),
+                                 [](const DimSharding& d) { return d.axes.size() > 1; });
+  auto append_dim = [&](const DimSharding& dim) {
+    if (dim.axes.empty()) {
+      out += "null";
+    } else if (dim.axes.size() == 1) {
+      append_json_string(out, dim.axes[0]);
+    } else {
+      out += '[';
+      for (size_t a = 0; a < dim.axes.size(); ++a) {
+        out += a == 0 ? "" : ", ";
+        append_json_string(out, dim.axes[a]);
+      }
+      out += ']';
+    }
+  };
+  if (flat) {
+    out += '[';
+    for (size_t d = 0; d < spec.dims.size(); ++d) {
+      out += d == 0 ? "" : ", ";
+      append_dim(spec.dims[d]);
+    }
+    out += ']';
+    return;
+  }
+  out += "[\n";
+  for (size_t d = 0; d < spec.dims.size(); ++d) {
+    out.append(indent + 2, ' ');
+    append_dim(spec.dims[d]);
+    out += d + 1 < spec.dims.size() ? ",\n" : "\n";
+  }
+  out.append(indent, ' ');
+  out += ']';
+}
+
 // Appends check_json's tensors[] at `indent` to `out`, as dump_to would
-// write it.
-void append_tensors_json(const CheckReport& r, size_t indent, std::string& out) {
+// write it, calling flush() after each tensor (it may empty `out`).
+template <typename Flush>
+void append_tensors_json(const CheckReport& r, size_t indent, std::string& out,
+                         const Flush& flush) {
   if (r.shardings.empty()) {
     out += "[]";
     return;
   }
   const std::string in1(indent + 2, ' ');
   const std::string in2(indent + 4, ' ');
-  out.reserve(out.size() + r.shardings.size() * 360);
   out += "[\n";
   // A plan's rule descriptions are shared: each is written once.
   std::vector<std::string> rules;
@@ -850,6 +885,8 @@ void append_tensors_json(const CheckReport& r, size_t indent, std::string& out) 
       rules.push_back(std::move(text));
     }
   }
+  // The text between two values of an entry: ",\n" and the indent.
+  const std::string next = ",\n" + in2;
   for (size_t i = 0; i < r.shardings.size(); ++i) {
     const TensorSharding& s = r.shardings[i];
     const Tensor& t = r.manifest.tensors()[s.tensor];
@@ -858,24 +895,46 @@ void append_tensors_json(const CheckReport& r, size_t indent, std::string& out) 
     out += in2;
     out += "\"name\": ";
     append_json_string(out, t.name);
-    fmt::format_to(std::back_inserter(out), ",\n{}\"shape\": [{}],\n{}\"dtype\": \"{}\",\n{}\"spec\": ",
-                   in2, fmt::join(t.shape, ", "), in2, to_string(t.dtype), in2);
-    if (s.spec) {
-      dump_to(spec_json(*s.spec), indent + 4, out);
+    out += next;
+    out += "\"shape\": [";
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      out += d == 0 ? "" : ", ";
+      append_int(out, t.shape[d]);
+    }
+    out += ']';
+    out += next;
+    out += "\"dtype\": \"";
+    out += to_string(t.dtype);
+    out += '"';
+    out += next;
+    out += "\"spec\": ";
+    if (s.spec != nullptr) {
+      append_spec_json(out, *s.spec, indent + 4);
     } else {
       out += "null";
     }
-    out += ",\n";
-    out += in2;
+    out += next;
     out += "\"rule\": ";
     out += r.plan != nullptr ? rules[r.plan->decision_of[s.tensor]] : std::string("null");
-    fmt::format_to(std::back_inserter(out),
-                   ",\n{0}\"valid\": {1},\n{0}\"bytes\": {2},\n{0}\"bytes_per_device\": "
-                   "{3},\n{0}\"replicas\": {4}\n{5}}}",
-                   in2, s.valid, t.num_bytes, s.bytes_per_device, s.replicas, in1);
+    out += next;
+    out += "\"valid\": ";
+    out += s.valid ? "true" : "false";
+    out += next;
+    out += "\"bytes\": ";
+    append_int(out, t.num_bytes);
+    out += next;
+    out += "\"bytes_per_device\": ";
+    append_int(out, s.bytes_per_device);
+    out += next;
+    out += "\"replicas\": ";
+    append_int(out, s.replicas);
+    out += '\n';
+    out += in1;
+    out += '}';
     out += i + 1 < r.shardings.size() ? ",\n" : "\n";
+    flush();
   }
-  out += std::string(indent, ' ');
+  out.append(indent, ' ');
   out += ']';
 }
 
@@ -906,7 +965,8 @@ std::string summary_text(const CheckReport& r, const Diagnostics& diags) {
 
 }  // namespace
 
-std::string check_json(const CheckReport& r, const Diagnostics& diags) {
+void write_check_json(const CheckReport& r, const Diagnostics& diags,
+                      const WriteText& write) {
   ordered_json j = header(r.command);
   j["mesh"] = mesh_object(r.mesh);
   if (r.topology != nullptr) {
@@ -932,7 +992,30 @@ std::string check_json(const CheckReport& r, const Diagnostics& diags) {
                   {"total_bytes", r.manifest.total_bytes()},
                   {"replicated_bytes", s.replicated_bytes},
                   {"params_bytes_per_device", r.memory.per_device.params}};
-  return splice_raw(dump(j), [&](std::string& out) { append_tensors_json(r, 2, out); });
+  // The document around the marker, then the tensors in pieces of about a
+  // megabyte: a 100k-tensor plan is ~40 MB of text, never held whole.
+  const std::string doc = dump(j);
+  const std::string marker = dump_scalar(ordered_json(k_raw_marker));
+  const size_t at = doc.find(marker);
+  assert(at != std::string::npos);
+  write(std::string_view(doc).substr(0, at));
+  constexpr size_t k_piece_bytes = size_t{1} << 20U;
+  std::string piece;
+  piece.reserve(k_piece_bytes + 4096);
+  append_tensors_json(r, 2, piece, [&] {
+    if (piece.size() >= k_piece_bytes) {
+      write(piece);
+      piece.clear();
+    }
+  });
+  piece.append(doc, at + marker.size());
+  write(piece);
+}
+
+std::string check_json(const CheckReport& r, const Diagnostics& diags) {
+  std::string out;
+  write_check_json(r, diags, [&](std::string_view text) { out += text; });
+  return out;
 }
 
 std::string check_text(const CheckReport& r, const Diagnostics& diags) {

@@ -14,6 +14,7 @@
 #include <shardplan/topology.hpp>
 #include <shardplan/validate.hpp>
 
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -57,9 +58,17 @@ struct CheckReport {
   const RulePlan* plan = nullptr;
 };
 
+// Where a document goes as it is written: called with each piece, in order.
+using WriteText = std::function<void(std::string_view)>;
+
 // DESIGN.md section 3: mesh, topology, tensors, diagnostics, memory, summary
 // (`memory` adds by_dtype and largest to the memory object).
 std::string check_json(const CheckReport& report, const Diagnostics& diags);
+// The same document handed to `write` in pieces of about a megabyte, so that
+// a large plan is never held whole (`plan --format json` on 100k tensors
+// writes ~40 MB).
+void write_check_json(const CheckReport& report, const Diagnostics& diags,
+                      const WriteText& write);
 // A short summary: what was checked, memory per device, the verdict.
 std::string check_text(const CheckReport& report, const Diagnostics& diags);
 // A summary a CI job can post on a pull request.
