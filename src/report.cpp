@@ -11,6 +11,7 @@
 #include <map>
 #include <numeric>
 #include <span>
+#include <unordered_map>
 
 namespace shardplan {
 
@@ -859,6 +860,34 @@ void append_spec_json(std::string& out, const PartitionSpec& spec, size_t indent
   out += ']';
 }
 
+// What an entry of check_json's tensors[] holds after the name.
+struct TailKey {
+  ShapeView shape;
+  DType dtype;
+  const PartitionSpec* spec;
+  uint32_t decision;  // a plan's; 0 for check
+  bool valid;
+  int64_t bytes;
+  int64_t bytes_per_device;
+  int64_t replicas;
+
+  bool operator==(const TailKey& o) const {
+    return spec == o.spec && decision == o.decision && dtype == o.dtype && valid == o.valid
+           && bytes == o.bytes && bytes_per_device == o.bytes_per_device
+           && replicas == o.replicas && shape == o.shape;
+  }
+};
+
+struct TailKeyHash {
+  size_t operator()(const TailKey& k) const noexcept {
+    size_t h = std::hash<const void*>{}(k.spec) ^ (size_t{k.decision} << 8U);
+    for (int64_t d : k.shape) {
+      h = h * 1099511628211ULL ^ static_cast<size_t>(d);
+    }
+    return h ^ static_cast<size_t>(k.bytes_per_device);
+  }
+};
+
 // Appends check_json's tensors[] at `indent` to `out`, as dump_to would
 // write it, calling flush() after each tensor (it may empty `out`).
 template <typename Flush>
@@ -887,6 +916,50 @@ void append_tensors_json(const CheckReport& r, size_t indent, std::string& out,
   }
   // The text between two values of an entry: ",\n" and the indent.
   const std::string next = ",\n" + in2;
+  // Everything of an entry after its name, from the tensor's shape, dtype and
+  // sharding and the deciding rule.
+  auto append_tail = [&](const TensorSharding& s, const Tensor& t, std::string& text) {
+    text += next;
+    text += "\"shape\": [";
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      text += d == 0 ? "" : ", ";
+      append_int(text, t.shape[d]);
+    }
+    text += ']';
+    text += next;
+    text += "\"dtype\": \"";
+    text += to_string(t.dtype);
+    text += '"';
+    text += next;
+    text += "\"spec\": ";
+    if (s.spec != nullptr) {
+      append_spec_json(text, *s.spec, indent + 4);
+    } else {
+      text += "null";
+    }
+    text += next;
+    text += "\"rule\": ";
+    text += r.plan != nullptr ? rules[r.plan->decision_of[s.tensor]] : std::string("null");
+    text += next;
+    text += "\"valid\": ";
+    text += s.valid ? "true" : "false";
+    text += next;
+    text += "\"bytes\": ";
+    append_int(text, t.num_bytes);
+    text += next;
+    text += "\"bytes_per_device\": ";
+    append_int(text, s.bytes_per_device);
+    text += next;
+    text += "\"replicas\": ";
+    append_int(text, s.replicas);
+    text += '\n';
+    text += in1;
+    text += '}';
+  };
+  // Tensors of a shared layout (a plan's experts, its layers) have the same
+  // tail: each is written once, for the first few thousand tails met.
+  constexpr size_t k_max_tails = 4096;
+  std::unordered_map<TailKey, std::string, TailKeyHash> tails;
   for (size_t i = 0; i < r.shardings.size(); ++i) {
     const TensorSharding& s = r.shardings[i];
     const Tensor& t = r.manifest.tensors()[s.tensor];
@@ -895,42 +968,24 @@ void append_tensors_json(const CheckReport& r, size_t indent, std::string& out,
     out += in2;
     out += "\"name\": ";
     append_json_string(out, t.name);
-    out += next;
-    out += "\"shape\": [";
-    for (size_t d = 0; d < t.shape.size(); ++d) {
-      out += d == 0 ? "" : ", ";
-      append_int(out, t.shape[d]);
-    }
-    out += ']';
-    out += next;
-    out += "\"dtype\": \"";
-    out += to_string(t.dtype);
-    out += '"';
-    out += next;
-    out += "\"spec\": ";
-    if (s.spec != nullptr) {
-      append_spec_json(out, *s.spec, indent + 4);
+    const TailKey key{t.shape,
+                      t.dtype,
+                      s.spec,
+                      r.plan != nullptr ? r.plan->decision_of[s.tensor] : 0,
+                      s.valid,
+                      t.num_bytes,
+                      s.bytes_per_device,
+                      s.replicas};
+    if (auto hit = tails.find(key); hit != tails.end()) {
+      out += hit->second;
+    } else if (tails.size() < k_max_tails) {
+      std::string tail;
+      append_tail(s, t, tail);
+      out += tail;
+      tails.emplace(key, std::move(tail));
     } else {
-      out += "null";
+      append_tail(s, t, out);
     }
-    out += next;
-    out += "\"rule\": ";
-    out += r.plan != nullptr ? rules[r.plan->decision_of[s.tensor]] : std::string("null");
-    out += next;
-    out += "\"valid\": ";
-    out += s.valid ? "true" : "false";
-    out += next;
-    out += "\"bytes\": ";
-    append_int(out, t.num_bytes);
-    out += next;
-    out += "\"bytes_per_device\": ";
-    append_int(out, s.bytes_per_device);
-    out += next;
-    out += "\"replicas\": ";
-    append_int(out, s.replicas);
-    out += '\n';
-    out += in1;
-    out += '}';
     out += i + 1 < r.shardings.size() ? ",\n" : "\n";
     flush();
   }
