@@ -536,17 +536,26 @@ class JsonInput {
   // 1 has checked the text's UTF-8 and refused raw control characters in
   // strings, as unescaping would.
   simdjson::error_code key_text(od::field& field, std::string_view& key) {
-    const char* begin = field.key().raw();
-    const char* end = m_padded.data() + m_padded.size();
-    if (begin >= m_padded.data() && begin < end) {
-      std::string_view rest(begin, static_cast<size_t>(end - begin));
-      std::string_view text = rest.substr(0, rest.find('"'));
-      if (text.size() < rest.size() && text.find('\\') == std::string_view::npos) {
-        key = text;
-        return simdjson::SUCCESS;
-      }
+    if (plain_string(field.key().raw(), key)) {
+      return simdjson::SUCCESS;
     }
     return field.unescaped_key().get(key);
+  }
+
+  // The string whose text starts at `begin` (after its opening quote), when
+  // it has no backslash: then its text is its value.
+  bool plain_string(const char* begin, std::string_view& out) const {
+    const char* end = m_padded.data() + m_padded.size();
+    if (begin < m_padded.data() || begin >= end) {
+      return false;
+    }
+    std::string_view rest(begin, static_cast<size_t>(end - begin));
+    std::string_view text = rest.substr(0, rest.find('"'));
+    if (text.size() == rest.size() || text.find('\\') != std::string_view::npos) {
+      return false;
+    }
+    out = text;
+    return true;
   }
 
   // Reports what simdjson refused, as a syntax error when the text has one.
@@ -1499,9 +1508,14 @@ class ManifestReader : public JsonInput {
     return false;
   }
 
-  // `name` views the parser's copy: valid while the document is read.
+  // `name` views the text or the parser's copy of it: valid while the
+  // document is read.
   bool read_name(od::value& value, const std::string& base,
                  std::string_view& name) {
+    const char* at = start_of(value);
+    if (*at == '"' && plain_string(at + 1, name)) {
+      return true;  // the value is left unread: the parser steps over it
+    }
     return get_as(value, name, "manifest.type", "a tensor name string",
                   [&] { return base + "/name"; }, start_of(value));
   }
