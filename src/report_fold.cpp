@@ -86,12 +86,22 @@ class Folder {
   explicit Folder(std::span<const NameRowRef> input) {
     m_rows.reserve(input.size());
     std::unordered_map<std::string_view, uint32_t> rest_ids;
+    // Rows often view one string for their rest: known by its address, it
+    // is not hashed again.
+    std::unordered_map<const char*, uint32_t> rest_at;
     for (const NameRowRef& r : input) {
       Row row;
       row.text = r.name;
-      row.rest = rest_ids.try_emplace(r.rest, static_cast<uint32_t>(m_rests.size())).first->second;
-      if (row.rest == m_rests.size()) {
-        m_rests.push_back(r.rest);
+      auto seen = rest_at.find(r.rest.data());
+      if (seen != rest_at.end() && m_rests[seen->second].size() == r.rest.size()) {
+        row.rest = seen->second;
+      } else {
+        row.rest =
+            rest_ids.try_emplace(r.rest, static_cast<uint32_t>(m_rests.size())).first->second;
+        if (row.rest == m_rests.size()) {
+          m_rests.push_back(r.rest);
+        }
+        rest_at[r.rest.data()] = row.rest;
       }
       row.spans = m_spans.size();
       bool canonical = true;
