@@ -1,8 +1,9 @@
 #!/bin/sh
 # Benchmarks the manifest reader and the rules engine against bare simdjson
-# parses (DESIGN.md section 7), and times the reshard planner; what each
-# measures is described at the top of bench_read.cpp, bench_rules.cpp and
-# bench_reshard.cpp.
+# parses (DESIGN.md section 7), times the reshard planner, then `plan` end to
+# end against parse_once (a whole process that loads the file and parses it
+# once); what each measures is described at the top of bench_read.cpp,
+# bench_rules.cpp and bench_reshard.cpp.
 # Builds nothing: `make bench` builds build/release first, then runs this.
 #
 #   BENCH_TENSORS=100000 BENCH_REPS=11 BENCH_RULES_TENSORS="10000 100000 1000000" bench/run.sh
@@ -10,7 +11,7 @@ set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/build/release/bench"
-for tool in gen_manifest bench_read bench_index bench_rules bench_reshard; do
+for tool in gen_manifest bench_read bench_index bench_rules bench_reshard parse_once; do
   if [ ! -x "$bin/$tool" ]; then
     echo "bench/run.sh: $bin/$tool is missing; run 'make bench'" >&2
     exit 1
@@ -47,4 +48,28 @@ echo
 echo "== reshard planner, fsdp -> fsdp-tp on v5p-128 (fsdp:16,tp:4), DeepSeek-like manifests"
 for k in ${BENCH_RULES_TENSORS:-10000 100000 1000000}; do
   "$bin/bench_reshard" "$tmp/shardplan-bench-$k.json" --reps 5
+done
+echo
+echo "== plan end to end against a bare DOM parse, $n tensors (whole processes,"
+echo "   median of 5; DESIGN.md section 7: within 3x, peak RSS under 10x the file)"
+if [ ! -x /usr/bin/time ]; then
+  echo "(skipped: /usr/bin/time is missing)"
+  exit 0
+fi
+# Prints the median wall seconds and peak RSS (KiB) of 5 runs of "$@".
+median_run() {
+  i=0
+  while [ $i -lt 5 ]; do
+    /usr/bin/time -f '%e %M' -o "$tmp/shardplan-bench-time" "$@" >/dev/null
+    cat "$tmp/shardplan-bench-time"
+    i=$((i + 1))
+  done | sort -n | sed -n 3p
+}
+shardplan="$root/build/release/shardplan"
+echo "file: $(wc -c <"$native") bytes"
+echo "parse_once:          $(median_run "$bin/parse_once" "$native") (s, KiB)"
+for format in json text; do
+  echo "plan --format $format: $(median_run "$shardplan" plan --devices 64 \
+    --mesh fsdp:16,tp:4 --manifest "$native" --rules fsdp-tp --format "$format" \
+    -o "$tmp/shardplan-bench-plan.$format") (s, KiB)"
 done

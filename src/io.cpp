@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
@@ -382,9 +383,13 @@ std::string simdjson_words(simdjson::error_code error) {
 
 class JsonInput {
  public:
+  // `padding`: how many bytes after `text` in its buffer may be read. With
+  // simdjson's padding or more, the text is parsed where it is; else it is
+  // copied into a padded buffer.
   JsonInput(std::string_view text, std::string_view source,
-            std::string_view prefix, Diagnostics& diags)
-      : m_text(text), m_source(source), m_prefix(prefix), m_diags(diags) {}
+            std::string_view prefix, Diagnostics& diags, size_t padding = 0)
+      : m_text(text), m_source(source), m_prefix(prefix), m_diags(diags),
+        m_padding(padding) {}
 
  protected:
   // Parses the text and opens its top-level object; reports and returns
@@ -406,12 +411,18 @@ class JsonInput {
       }
       return false;
     }
-    m_padded = simdjson::padded_string(body.data(), body.size());
-    if (m_padded.size() != body.size()) {
-      m_diags.error("json.memory",
-                    fmt::format("out of memory reading {} bytes", body.size()),
-                    location(""));
-      return false;
+    if (m_padding >= simdjson::SIMDJSON_PADDING) {
+      m_padded = simdjson::padded_string_view(body.data(), body.size(),
+                                              body.size() + m_padding);
+    } else {
+      m_copy = simdjson::padded_string(body.data(), body.size());
+      if (m_copy.size() != body.size()) {
+        m_diags.error("json.memory",
+                      fmt::format("out of memory reading {} bytes", body.size()),
+                      location(""));
+        return false;
+      }
+      m_padded = m_copy;
     }
     const char* start = m_padded.data() + first;
     if (auto e = m_parser.iterate(m_padded).get(m_doc)) {
@@ -508,13 +519,42 @@ class JsonInput {
       if (auto e = std::move(result).get(field)) {
         return fail_json(e, std::string(pointer), at);
       }
-      if (auto e = field.unescaped_key().get(key)) {
+      if (auto e = key_text(field, key)) {
         return fail_json(e, std::string(pointer), at);
       }
       if (!visit(key, field.value())) {
         return false;
       }
     }
+    return true;
+  }
+
+  // The unescaped key of `field`, valid while the document is read. A key
+  // without a backslash, as nearly every key is, is its own text: it is
+  // viewed in the padded copy rather than copied into the parser's string
+  // buffer (a header's 100k tensor names would fill megabytes of it). Stage
+  // 1 has checked the text's UTF-8 and refused raw control characters in
+  // strings, as unescaping would.
+  simdjson::error_code key_text(od::field& field, std::string_view& key) {
+    if (plain_string(field.key().raw(), key)) {
+      return simdjson::SUCCESS;
+    }
+    return field.unescaped_key().get(key);
+  }
+
+  // The string whose text starts at `begin` (after its opening quote), when
+  // it has no backslash: then its text is its value.
+  bool plain_string(const char* begin, std::string_view& out) const {
+    const char* end = m_padded.data() + m_padded.size();
+    if (begin < m_padded.data() || begin >= end) {
+      return false;
+    }
+    std::string_view rest(begin, static_cast<size_t>(end - begin));
+    std::string_view text = rest.substr(0, rest.find('"'));
+    if (text.size() == rest.size() || text.find('\\') != std::string_view::npos) {
+      return false;
+    }
+    out = text;
     return true;
   }
 
@@ -760,8 +800,10 @@ class JsonInput {
   std::string m_source;
   std::string_view m_prefix;  // "manifest" or "specs", for codes
   Diagnostics& m_diags;
+  size_t m_padding = 0;
   size_t m_skip = 0;
-  simdjson::padded_string m_padded;
+  simdjson::padded_string m_copy;  // the text, when it has no padding of its own
+  simdjson::padded_string_view m_padded;  // the text parsed: m_copy or in place
   od::parser m_parser;
   od::document m_doc;
   bool m_syntax_checked = false;
@@ -1036,8 +1078,8 @@ void set_key_pointer(std::string& out, std::string_view key) {
 class ManifestReader : public JsonInput {
  public:
   ManifestReader(std::string_view text, std::string_view source,
-                 Diagnostics& diags)
-      : JsonInput(text, source, "manifest", diags) {
+                 Diagnostics& diags, size_t padding = 0)
+      : JsonInput(text, source, "manifest", diags, padding) {
     m_where.source = m_source;
   }
 
@@ -1466,9 +1508,14 @@ class ManifestReader : public JsonInput {
     return false;
   }
 
-  // `name` views the parser's copy: valid while the document is read.
+  // `name` views the text or the parser's copy of it: valid while the
+  // document is read.
   bool read_name(od::value& value, const std::string& base,
                  std::string_view& name) {
+    const char* at = start_of(value);
+    if (*at == '"' && plain_string(at + 1, name)) {
+      return true;  // the value is left unread: the parser steps over it
+    }
     return get_as(value, name, "manifest.type", "a tensor name string",
                   [&] { return base + "/name"; }, start_of(value));
   }
@@ -1653,6 +1700,15 @@ class ManifestReader : public JsonInput {
     // Built only when something is reported.
     auto pointer = [&] { return base + "/data_offsets"; };
     m_offsets_at = start_of(value);
+    // The common case, two plain integers in order, without the parser's
+    // generic array reading (as read_shape does); anything else is read
+    // the full way below, which reports what is wrong.
+    std::vector<int64_t>& plain = m_plain_offsets;
+    if (read_plain_dims(m_offsets_at, plain) && plain.size() == 2 && plain[0] >= 0
+        && plain[0] <= plain[1]) {
+      offsets = {plain[0], plain[1]};
+      return true;  // the value is left unread: the parser steps over it
+    }
     od::array array;
     if (!get_as(value, array, "manifest.data-offsets", "[begin, end] byte offsets",
                 pointer, m_offsets_at)) {
@@ -1706,7 +1762,8 @@ class ManifestReader : public JsonInput {
   // run_header(): the safetensors form only, offsets kept.
   bool m_header_only = false;
   std::vector<DataOffsets>* m_offsets = nullptr;
-  std::vector<int64_t> m_dims;
+  std::vector<int64_t> m_dims;  // the shape being read; a tensor's shape views it
+  std::vector<int64_t> m_plain_offsets;  // read_data_offsets' fast path
   std::vector<std::pair<std::string, DType>> m_dtype_cache;
   const char* m_params_at = nullptr;
   const char* m_offsets_at = nullptr;
@@ -2284,6 +2341,8 @@ std::optional<std::string> read_file(const std::string& path,
   std::string text;
   size_t filled = 0;
   if (S_ISREG(st.st_mode) && st.st_size > 0) {
+    // Room for simdjson's padding after the text (see read_padding).
+    text.reserve(static_cast<size_t>(st.st_size) + simdjson::SIMDJSON_PADDING);
     text.resize(static_cast<size_t>(st.st_size));
   }
   std::array<char, size_t{1} << 16U> chunk{};
@@ -2310,81 +2369,128 @@ std::optional<std::string> read_file(const std::string& path,
   return text;
 }
 
-bool write_file_atomic(const std::string& path, std::string_view contents,
-                       Diagnostics& diags) {
-  auto fail = [&](int error) {
-    diags.error("io.write", fmt::format("cannot write file: {}", errno_message(error)),
-                Location::of(path));
-    return false;
-  };
+size_t io_detail::read_padding(std::string& text) {
+  const size_t size = text.size();
+  if (text.capacity() - size < simdjson::SIMDJSON_PADDING) {
+    return 0;
+  }
+  // Zeros (resize writes them), not whatever the allocator left: the
+  // parser reads them.
+  text.resize(text.capacity());
+  text.resize(size);
+  return text.capacity() - size;
+}
+
+AtomicFile::~AtomicFile() {
+  if (m_fd >= 0) {
+    ::close(m_fd);
+  }
+  if (!m_temp.empty() && !m_committed) {
+    ::unlink(m_temp.c_str());
+  }
+}
+
+bool AtomicFile::fail(int error, Diagnostics& diags) {
+  diags.error("io.write", fmt::format("cannot write file: {}", errno_message(error)),
+              Location::of(m_path));
+  if (m_fd >= 0) {
+    ::close(m_fd);
+    m_fd = -1;
+  }
+  if (!m_temp.empty()) {
+    ::unlink(m_temp.c_str());
+    m_temp.clear();
+  }
+  return false;
+}
+
+bool AtomicFile::open(const std::string& path, Diagnostics& diags) {
+  assert(m_fd < 0);
+  m_path = path;
   if (path.empty()) {
-    return fail(ENOENT);
+    return fail(ENOENT, diags);
   }
   // Replace what a symlink points to, not the link.
-  std::string target = path;
+  m_target = path;
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
     if (char* resolved = ::realpath(path.c_str(), nullptr)) {
-      target = resolved;
+      m_target = resolved;
       std::free(resolved);  // NOLINT(cppcoreguidelines-no-malloc)
     }
   }
-  const bool exists = ::stat(target.c_str(), &st) == 0;
+  const bool exists = ::stat(m_target.c_str(), &st) == 0;
   if (exists && S_ISDIR(st.st_mode)) {
-    return fail(EISDIR);
+    return fail(EISDIR, diags);
   }
   if (exists && !S_ISREG(st.st_mode)) {
     // A device or a pipe (/dev/null, /dev/stdout): nothing to rename over.
-    FileDescriptor fd(open_retry(target.c_str(), O_WRONLY | O_CLOEXEC));
-    if (fd.get() < 0) {
-      return fail(errno);
-    }
-    if (int error = write_all(fd.get(), contents)) {
-      return fail(error);
-    }
-    if (fd.close() != 0) {
-      return fail(errno);
-    }
-    return true;
+    m_fd = open_retry(m_target.c_str(), O_WRONLY | O_CLOEXEC);
+    return m_fd >= 0 || fail(errno, diags);
   }
-
-  std::string temp = target + ".tmpXXXXXX";
-  FileDescriptor fd(::mkstemp(temp.data()));
-  if (fd.get() < 0) {
-    return fail(errno);
+  std::string temp = m_target + ".tmpXXXXXX";
+  m_fd = ::mkstemp(temp.data());
+  if (m_fd < 0) {
+    return fail(errno, diags);
   }
-  auto fail_and_remove = [&](int error) {
-    ::unlink(temp.c_str());
-    return fail(error);
-  };
+  m_temp = std::move(temp);
   // mkstemp creates 0600; give the file the mode it had, or the usual one.
   const mode_t mode = exists ? (st.st_mode & 07777U) : (0666U & ~current_umask());
-  if (::fchmod(fd.get(), mode) != 0) {
-    return fail_and_remove(errno);
+  if (::fchmod(m_fd, mode) != 0) {
+    return fail(errno, diags);
   }
-  if (int error = write_all(fd.get(), contents)) {
-    return fail_and_remove(error);
+  return true;
+}
+
+void AtomicFile::write(std::string_view data) {
+  if (m_fd >= 0 && m_error == 0) {
+    m_error = write_all(m_fd, data);
   }
-  if (::fsync(fd.get()) != 0) {
-    return fail_and_remove(errno);
+}
+
+bool AtomicFile::commit(Diagnostics& diags) {
+  assert(m_fd >= 0);
+  if (m_error != 0) {
+    return fail(m_error, diags);
   }
-  if (fd.close() != 0) {
-    return fail_and_remove(errno);
+  if (m_temp.empty()) {
+    const int fd = m_fd;
+    m_fd = -1;
+    return ::close(fd) == 0 || fail(errno, diags);
   }
-  if (::rename(temp.c_str(), target.c_str()) != 0) {
-    return fail_and_remove(errno);
+  if (::fsync(m_fd) != 0) {
+    return fail(errno, diags);
   }
+  const int fd = m_fd;
+  m_fd = -1;
+  if (::close(fd) != 0) {
+    return fail(errno, diags);
+  }
+  if (::rename(m_temp.c_str(), m_target.c_str()) != 0) {
+    return fail(errno, diags);
+  }
+  m_committed = true;
   // Make the rename itself durable; a failure here loses nothing written.
-  size_t slash = target.rfind('/');
+  size_t slash = m_target.rfind('/');
   std::string folder = slash == std::string::npos
                            ? std::string(".")
                            : (slash == 0 ? std::string("/")
-                                         : target.substr(0, slash));
+                                         : m_target.substr(0, slash));
   FileDescriptor dir(open_retry(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir.get() >= 0) {
     ::fsync(dir.get());
   }
   return true;
+}
+
+bool write_file_atomic(const std::string& path, std::string_view contents,
+                       Diagnostics& diags) {
+  AtomicFile file;
+  if (!file.open(path, diags)) {
+    return false;
+  }
+  file.write(contents);
+  return file.commit(diags);
 }
 
 std::optional<Manifest> read_manifest(std::string_view json,
@@ -2417,10 +2523,11 @@ std::optional<Manifest> read_header_text(std::string_view header, std::string_vi
 }
 
 std::optional<Manifest> read_manifest_or_index(std::string_view json, std::string_view source,
-                                               bool& is_index, Diagnostics& diags) {
+                                               bool& is_index, Diagnostics& diags,
+                                               size_t padding) {
   is_index = false;
   try {
-    ManifestReader reader(json, source, diags);
+    ManifestReader reader(json, source, diags, padding);
     std::optional<Manifest> manifest = reader.run();
     is_index = reader.is_index();
     return manifest;

@@ -33,9 +33,17 @@ std::optional<Manifest> read_header_text(std::string_view header, std::string_vi
                                          Diagnostics& diags);
 
 // read_manifest, except that a safetensors index ({"weight_map": ...}) sets
-// `is_index` and returns nullopt with nothing reported.
+// `is_index` and returns nullopt with nothing reported. `padding` is
+// read_padding's figure for the buffer `json` is in (0: unknown): with
+// enough, the text is parsed in place instead of copied.
 std::optional<Manifest> read_manifest_or_index(std::string_view json, std::string_view source,
-                                               bool& is_index, Diagnostics& diags);
+                                               bool& is_index, Diagnostics& diags,
+                                               size_t padding = 0);
+
+// How many bytes after `text`'s end its buffer holds, zeroed, when that is
+// at least simdjson's padding (read_file leaves that much), else 0. The
+// bytes stay valid until `text` is changed.
+size_t read_padding(std::string& text);
 
 // A model.safetensors.index.json as written: weight_map's entries in file
 // order, each with the index of its shard in `shards` (first-seen order).

@@ -350,8 +350,9 @@ std::optional<Manifest> read_manifest_path(const std::string& path, Diagnostics&
     return std::nullopt;
   }
   bool is_index = false;
+  const size_t padding = io_detail::read_padding(*text);
   std::optional<Manifest> manifest =
-      io_detail::read_manifest_or_index(*text, path, is_index, diags);
+      io_detail::read_manifest_or_index(*text, path, is_index, diags, padding);
   if (is_index) {
     return read_safetensors_index(*text, path, diags);
   }

@@ -224,20 +224,29 @@ std::optional<MemoryEstimate> estimate_memory(
     // undoes the data axes the spec (or ZeRO-3) shards over.
     int64_t free_data = out.zero_shards;
     int64_t spec_data = 1;
-    std::vector<int64_t> other_shards(static_cast<size_t>(tensor.rank()), 1);
     if (s.spec) {
-      for (size_t d = 0; d < s.spec->dims.size(); ++d) {
-        for (const std::string& axis : s.spec->dims[d].axes) {
-          const int64_t size = mesh.find(axis)->size;
+      for (const DimSharding& dim : s.spec->dims) {
+        for (const std::string& axis : dim.axes) {
           if (is_data(axis)) {
+            const int64_t size = mesh.find(axis)->size;
             free_data /= size;
             spec_data *= size;
-          } else {
-            other_shards[d] *= size;
           }
         }
       }
     }
+    // The shards of dim d over the axes that are not data axes.
+    auto other_shards = [&](size_t d) {
+      int64_t shards = 1;
+      if (s.spec && d < s.spec->dims.size()) {
+        for (const std::string& axis : s.spec->dims[d].axes) {
+          if (!is_data(axis)) {
+            shards *= mesh.find(axis)->size;
+          }
+        }
+      }
+      return shards;
+    };
     std::optional<StateBytes> state =
         state_of(s.elements_per_device, tensor.dtype, options.recipe,
                  options.zero, free_data);
@@ -260,8 +269,8 @@ std::optional<MemoryEstimate> estimate_memory(
     const bool gathered = spec_data > 1 || (options.zero >= 3 && free_data > 1);
     if (gathered) {
       int64_t elements = 1;
-      for (size_t d = 0; d < other_shards.size() && elements > 0; ++d) {
-        elements *= ceil_div(tensor.shape[d], other_shards[d]);  // <= dim
+      for (size_t d = 0; d < tensor.shape.size() && elements > 0; ++d) {
+        elements *= ceil_div(tensor.shape[d], other_shards(d));  // <= dim
       }
       std::optional<int64_t> bytes = bytes_for(elements, tensor.dtype);
       if (!bytes) {

@@ -13,6 +13,7 @@
 #include <map>
 #include <numeric>
 #include <span>
+#include <unordered_map>
 
 namespace shardplan {
 
@@ -794,21 +795,8 @@ std::string message_with_hint(const Diagnostic& d) {
 }
 
 // A value dump() writes as a marker, to be replaced by text written
-// directly (splice_raw): for arrays too large to build as ordered_json.
+// directly: for arrays too large to build as ordered_json.
 constexpr const char* k_raw_marker = "\x01raw\x01";
-
-// `doc` with the (first) marker value replaced by what write_raw(out)
-// appends to `out`, written in place: a large document is not copied.
-template <typename WriteRaw>
-std::string splice_raw(const std::string& doc, const WriteRaw& write_raw) {
-  const std::string marker = dump_scalar(ordered_json(k_raw_marker));
-  const size_t at = doc.find(marker);
-  assert(at != std::string::npos);
-  std::string out = doc.substr(0, at);
-  write_raw(out);
-  out.append(doc, at + marker.size());
-  return out;
-}
 
 // A JSON string: quotes, backslashes and control characters escaped. Text
 // with bytes above 0x7F goes through nlohmann (UTF-8 checked, invalid
@@ -827,16 +815,92 @@ void append_json_string(std::string& out, std::string_view s) {
   }
 }
 
+void append_int(std::string& out, int64_t value) {
+  const fmt::format_int text(value);
+  out.append(text.data(), text.size());
+}
+
+// dump_to(spec_json(spec), indent, out), written directly: this runs once
+// per tensor.
+void append_spec_json(std::string& out, const PartitionSpec& spec, size_t indent) {
+  if (spec.dims.empty()) {
+    out += "[]";
+    return;
+  }
+  const bool flat = std::none_of(spec.dims.begin(), spec.dims.end(),
+                                 [](const DimSharding& d) { return d.axes.size() > 1; });
+  auto append_dim = [&](const DimSharding& dim) {
+    if (dim.axes.empty()) {
+      out += "null";
+    } else if (dim.axes.size() == 1) {
+      append_json_string(out, dim.axes[0]);
+    } else {
+      out += '[';
+      for (size_t a = 0; a < dim.axes.size(); ++a) {
+        out += a == 0 ? "" : ", ";
+        append_json_string(out, dim.axes[a]);
+      }
+      out += ']';
+    }
+  };
+  if (flat) {
+    out += '[';
+    for (size_t d = 0; d < spec.dims.size(); ++d) {
+      out += d == 0 ? "" : ", ";
+      append_dim(spec.dims[d]);
+    }
+    out += ']';
+    return;
+  }
+  out += "[\n";
+  for (size_t d = 0; d < spec.dims.size(); ++d) {
+    out.append(indent + 2, ' ');
+    append_dim(spec.dims[d]);
+    out += d + 1 < spec.dims.size() ? ",\n" : "\n";
+  }
+  out.append(indent, ' ');
+  out += ']';
+}
+
+// What an entry of check_json's tensors[] holds after the name.
+struct TailKey {
+  ShapeView shape;
+  DType dtype;
+  const PartitionSpec* spec;
+  uint32_t decision;  // a plan's; 0 for check
+  bool valid;
+  int64_t bytes;
+  int64_t bytes_per_device;
+  int64_t replicas;
+
+  bool operator==(const TailKey& o) const {
+    return spec == o.spec && decision == o.decision && dtype == o.dtype && valid == o.valid
+           && bytes == o.bytes && bytes_per_device == o.bytes_per_device
+           && replicas == o.replicas && shape == o.shape;
+  }
+};
+
+struct TailKeyHash {
+  size_t operator()(const TailKey& k) const noexcept {
+    size_t h = std::hash<const void*>{}(k.spec) ^ (size_t{k.decision} << 8U);
+    for (int64_t d : k.shape) {
+      h = h * 1099511628211ULL ^ static_cast<size_t>(d);
+    }
+    return h ^ static_cast<size_t>(k.bytes_per_device);
+  }
+};
+
 // Appends check_json's tensors[] at `indent` to `out`, as dump_to would
-// write it.
-void append_tensors_json(const CheckReport& r, size_t indent, std::string& out) {
+// write it, calling flush() after each tensor (it may empty `out`).
+template <typename Flush>
+void append_tensors_json(const CheckReport& r, size_t indent, std::string& out,
+                         const Flush& flush) {
   if (r.shardings.empty()) {
     out += "[]";
     return;
   }
   const std::string in1(indent + 2, ' ');
   const std::string in2(indent + 4, ' ');
-  out.reserve(out.size() + r.shardings.size() * 360);
   out += "[\n";
   // A plan's rule descriptions are shared: each is written once.
   std::vector<std::string> rules;
@@ -852,6 +916,52 @@ void append_tensors_json(const CheckReport& r, size_t indent, std::string& out) 
       rules.push_back(std::move(text));
     }
   }
+  // The text between two values of an entry: ",\n" and the indent.
+  const std::string next = ",\n" + in2;
+  // Everything of an entry after its name, from the tensor's shape, dtype and
+  // sharding and the deciding rule.
+  auto append_tail = [&](const TensorSharding& s, const Tensor& t, std::string& text) {
+    text += next;
+    text += "\"shape\": [";
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      text += d == 0 ? "" : ", ";
+      append_int(text, t.shape[d]);
+    }
+    text += ']';
+    text += next;
+    text += "\"dtype\": \"";
+    text += to_string(t.dtype);
+    text += '"';
+    text += next;
+    text += "\"spec\": ";
+    if (s.spec != nullptr) {
+      append_spec_json(text, *s.spec, indent + 4);
+    } else {
+      text += "null";
+    }
+    text += next;
+    text += "\"rule\": ";
+    text += r.plan != nullptr ? rules[r.plan->decision_of[s.tensor]] : std::string("null");
+    text += next;
+    text += "\"valid\": ";
+    text += s.valid ? "true" : "false";
+    text += next;
+    text += "\"bytes\": ";
+    append_int(text, t.num_bytes);
+    text += next;
+    text += "\"bytes_per_device\": ";
+    append_int(text, s.bytes_per_device);
+    text += next;
+    text += "\"replicas\": ";
+    append_int(text, s.replicas);
+    text += '\n';
+    text += in1;
+    text += '}';
+  };
+  // Tensors of a shared layout (a plan's experts, its layers) have the same
+  // tail: each is written once, for the first few thousand tails met.
+  constexpr size_t k_max_tails = 4096;
+  std::unordered_map<TailKey, std::string, TailKeyHash> tails;
   for (size_t i = 0; i < r.shardings.size(); ++i) {
     const TensorSharding& s = r.shardings[i];
     const Tensor& t = r.manifest.tensors()[s.tensor];
@@ -860,24 +970,28 @@ void append_tensors_json(const CheckReport& r, size_t indent, std::string& out) 
     out += in2;
     out += "\"name\": ";
     append_json_string(out, t.name);
-    fmt::format_to(std::back_inserter(out), ",\n{}\"shape\": [{}],\n{}\"dtype\": \"{}\",\n{}\"spec\": ",
-                   in2, fmt::join(t.shape, ", "), in2, to_string(t.dtype), in2);
-    if (s.spec) {
-      dump_to(spec_json(*s.spec), indent + 4, out);
+    const TailKey key{t.shape,
+                      t.dtype,
+                      s.spec,
+                      r.plan != nullptr ? r.plan->decision_of[s.tensor] : 0,
+                      s.valid,
+                      t.num_bytes,
+                      s.bytes_per_device,
+                      s.replicas};
+    if (auto hit = tails.find(key); hit != tails.end()) {
+      out += hit->second;
+    } else if (tails.size() < k_max_tails) {
+      std::string tail;
+      append_tail(s, t, tail);
+      out += tail;
+      tails.emplace(key, std::move(tail));
     } else {
-      out += "null";
+      append_tail(s, t, out);
     }
-    out += ",\n";
-    out += in2;
-    out += "\"rule\": ";
-    out += r.plan != nullptr ? rules[r.plan->decision_of[s.tensor]] : std::string("null");
-    fmt::format_to(std::back_inserter(out),
-                   ",\n{0}\"valid\": {1},\n{0}\"bytes\": {2},\n{0}\"bytes_per_device\": "
-                   "{3},\n{0}\"replicas\": {4}\n{5}}}",
-                   in2, s.valid, t.num_bytes, s.bytes_per_device, s.replicas, in1);
     out += i + 1 < r.shardings.size() ? ",\n" : "\n";
+    flush();
   }
-  out += std::string(indent, ' ');
+  out.append(indent, ' ');
   out += ']';
 }
 
@@ -908,7 +1022,8 @@ std::string summary_text(const CheckReport& r, const Diagnostics& diags) {
 
 }  // namespace
 
-std::string check_json(const CheckReport& r, const Diagnostics& diags) {
+void write_check_json(const CheckReport& r, const Diagnostics& diags,
+                      const WriteText& write) {
   ordered_json j = header(r.command);
   j["mesh"] = mesh_object(r.mesh);
   if (r.topology != nullptr) {
@@ -934,7 +1049,30 @@ std::string check_json(const CheckReport& r, const Diagnostics& diags) {
                   {"total_bytes", r.manifest.total_bytes()},
                   {"replicated_bytes", s.replicated_bytes},
                   {"params_bytes_per_device", r.memory.per_device.params}};
-  return splice_raw(dump(j), [&](std::string& out) { append_tensors_json(r, 2, out); });
+  // The document around the marker, then the tensors in pieces of about a
+  // megabyte: a 100k-tensor plan is ~40 MB of text, never held whole.
+  const std::string doc = dump(j);
+  const std::string marker = dump_scalar(ordered_json(k_raw_marker));
+  const size_t at = doc.find(marker);
+  assert(at != std::string::npos);
+  write(std::string_view(doc).substr(0, at));
+  constexpr size_t k_piece_bytes = size_t{1} << 20U;
+  std::string piece;
+  piece.reserve(k_piece_bytes + 4096);
+  append_tensors_json(r, 2, piece, [&] {
+    if (piece.size() >= k_piece_bytes) {
+      write(piece);
+      piece.clear();
+    }
+  });
+  piece.append(doc, at + marker.size());
+  write(piece);
+}
+
+std::string check_json(const CheckReport& r, const Diagnostics& diags) {
+  std::string out;
+  write_check_json(r, diags, [&](std::string_view text) { out += text; });
+  return out;
 }
 
 std::string check_text(const CheckReport& r, const Diagnostics& diags) {
@@ -1126,24 +1264,32 @@ std::string plan_text(const CheckReport& r, const Diagnostics& diags) {
     groups[{static_cast<int>(rule.decider), rule.index}].push_back(sh.tensor);
   }
   constexpr char k_sep = '\x1f';
+  // The shape, dtype, spec and bytes columns of each layout (std::map: its
+  // strings stay where they are while rows view them).
+  std::map<std::pair<const ShardLayout*, const PartitionSpec*>, std::string> rests;
   for (const auto& [key, members] : groups) {
     const RuleRef& rule = r.plan->rule(members.front());
     out += fmt::format("\n{}: {} tensor{}\n", rule.description, with_commas(static_cast<int64_t>(members.size())),
                        members.size() == 1 ? "" : "s");
-    std::vector<NameRow> rows;
+    std::vector<NameRowRef> rows;
     rows.reserve(members.size());
     for (size_t t : members) {
       const Tensor& tensor = r.manifest.tensors()[t];
       const TensorSharding& sh = r.shardings[t];
-      rows.push_back({std::string(tensor.name),
-                      fmt::format("{}{}{}{}{}{}{}", shape_text(tensor.shape), k_sep,
-                                  to_string(tensor.dtype), k_sep,
-                                  sh.spec ? to_short(*sh.spec) : std::string("(invalid)"),
-                                  k_sep, human_bytes(sh.bytes_per_device))});
+      // Tensors that share a layout share shape, dtype and spec: their
+      // columns are formatted once.
+      auto [cached, inserted] = rests.try_emplace({sh.layout.get(), sh.spec});
+      if (inserted) {
+        cached->second = fmt::format("{}{}{}{}{}{}{}", shape_text(tensor.shape), k_sep,
+                                     to_string(tensor.dtype), k_sep,
+                                     sh.spec ? to_short(*sh.spec) : std::string("(invalid)"),
+                                     k_sep, human_bytes(sh.bytes_per_device));
+      }
+      rows.push_back({tensor.name, cached->second});
     }
     std::vector<std::vector<std::string>> cells = {
         {"  tensor", "count", "shape", "dtype", "spec", "per device"}};
-    for (const FoldedRow& row : fold_rows(rows)) {
+    for (const FoldedRow& row : fold_row_refs(rows)) {
       std::vector<std::string> line = {"  " + row.name,
                                        row.count == 1 ? std::string() : fmt::format("x{}", row.count)};
       size_t start = 0;

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <deque>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -12,23 +15,17 @@
 #include <vector>
 
 // Folding per-tensor rows across layers for text output (plan, reshard).
+//
+// A row is its name as it prints now: the input name, or for a row that has
+// absorbed others, the name with sets ("{0..31}") in place of numbers. The
+// pass for the k-th numeric component from the right groups rows whose text
+// is equal outside that component and whose `rest` is equal; rows are
+// compared as text, never split into per-component strings, so that a pass
+// over 100k rows allocates nothing per row.
 
 namespace shardplan {
 
 namespace {
-
-// A name split at its dots; an integer component also holds its value(s).
-// `word` views the input row's name, which outlives the fold.
-struct Part {
-  std::string_view word;        // the component, when not a number
-  std::vector<int64_t> values;  // the number(s), sorted; empty for a word
-};
-
-struct Row {
-  std::vector<Part> parts;
-  std::string_view rest;  // views the input row
-  size_t count = 1;
-};
 
 // An integer component: digits only, no leading zero, fits comfortably.
 bool parse_number(std::string_view text, int64_t& value) {
@@ -37,28 +34,6 @@ bool parse_number(std::string_view text, int64_t& value) {
   }
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   return ec == std::errc() && end == text.data() + text.size();
-}
-
-std::vector<Part> split(std::string_view name) {
-  std::vector<Part> parts;
-  size_t start = 0;
-  for (;;) {
-    size_t dot = name.find('.', start);
-    std::string_view part = name.substr(start, dot == std::string_view::npos ? dot : dot - start);
-    Part p;
-    int64_t value = 0;
-    if (parse_number(part, value)) {
-      p.values.push_back(value);
-    } else {
-      p.word = part;
-    }
-    parts.push_back(std::move(p));
-    if (dot == std::string_view::npos) {
-      break;
-    }
-    start = dot + 1;
-  }
-  return parts;
 }
 
 // "7", or the runs of a set: "{0..2,5,7..9}".
@@ -86,95 +61,238 @@ void render_values(const std::vector<int64_t>& values, std::string& out) {
   out += '}';
 }
 
-// Appends the name, with part `skip` (if any) left as a placeholder.
-void render_to(const std::vector<Part>& parts, size_t skip, std::string& out) {
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (i > 0) {
-      out += '.';
-    }
-    if (i == skip) {
-      out += '\x1f';
-    } else if (parts[i].values.empty()) {
-      out += parts[i].word;
-    } else {
-      render_values(parts[i].values, out);
+// Where a numeric component (a number, or a set after a merge) lies in its
+// row's text.
+struct Span {
+  size_t begin = 0;
+  size_t end = 0;
+};
+
+struct Row {
+  std::string_view text;
+  uint32_t rest = 0;  // an id: rows with equal rest text have equal ids
+  size_t count = 1;
+  // The row's numeric components, left to right: m_spans[spans, spans + numerics).
+  size_t spans = 0;
+  size_t numerics = 0;
+  // Once the row has absorbed another: m_values[values, values + numerics),
+  // each component's numbers, sorted. Before, each component is one number,
+  // read from the text.
+  std::optional<size_t> values;
+};
+
+class Folder {
+ public:
+  explicit Folder(std::span<const NameRowRef> input) {
+    m_rows.reserve(input.size());
+    std::unordered_map<std::string_view, uint32_t> rest_ids;
+    // Rows often view one string for their rest: known by its address, it
+    // is not hashed again.
+    std::unordered_map<const char*, uint32_t> rest_at;
+    for (const NameRowRef& r : input) {
+      Row row;
+      row.text = r.name;
+      auto seen = rest_at.find(r.rest.data());
+      if (seen != rest_at.end() && m_rests[seen->second].size() == r.rest.size()) {
+        row.rest = seen->second;
+      } else {
+        row.rest =
+            rest_ids.try_emplace(r.rest, static_cast<uint32_t>(m_rests.size())).first->second;
+        if (row.rest == m_rests.size()) {
+          m_rests.push_back(r.rest);
+        }
+        rest_at[r.rest.data()] = row.rest;
+      }
+      row.spans = m_spans.size();
+      bool canonical = true;
+      size_t start = 0;
+      for (;;) {
+        size_t dot = r.name.find('.', start);
+        size_t end = dot == std::string_view::npos ? r.name.size() : dot;
+        const std::string_view part = r.name.substr(start, end - start);
+        int64_t value = 0;
+        if (parse_number(part, value)) {
+          m_spans.push_back({start, end});
+          // "-07" is the number -7, and prints so.
+          canonical = canonical && (part[0] != '-' || part == std::to_string(value));
+        }
+        if (dot == std::string_view::npos) {
+          break;
+        }
+        start = dot + 1;
+      }
+      row.numerics = m_spans.size() - row.spans;
+      if (!canonical) {
+        print_numbers(row);
+      }
+      m_passes = std::max(m_passes, row.numerics);
+      m_rows.push_back(row);
     }
   }
-}
 
-std::string render(const std::vector<Part>& parts) {
-  std::string out;
-  render_to(parts, SIZE_MAX, out);
-  return out;
-}
+  std::vector<FoldedRow> run() {
+    for (size_t k = 0; k < m_passes; ++k) {
+      pass(k);
+    }
+    std::vector<FoldedRow> out;
+    out.reserve(m_rows.size());
+    for (const Row& row : m_rows) {
+      out.push_back({std::string(row.text), std::string(m_rests[row.rest]), row.count});
+    }
+    return out;
+  }
 
-// The index of the k-th numeric part from the right (k = 0 the last), or
-// SIZE_MAX.
-size_t numeric_part(const std::vector<Part>& parts, size_t k) {
-  for (size_t i = parts.size(); i-- > 0;) {
-    if (!parts[i].values.empty() && k-- == 0) {
-      return i;
+ private:
+  // Folds the k-th numeric component from the right (k = 0 the last).
+  void pass(size_t k) {
+    std::vector<Row> merged;
+    merged.reserve(m_rows.size());
+    // Groups by a hash of the text outside the component and the rest; a
+    // hit is confirmed by comparing the text.
+    std::unordered_multimap<size_t, size_t> groups;
+    std::vector<size_t> touched;
+    for (const Row& row : m_rows) {
+      if (k >= row.numerics) {
+        merged.push_back(row);
+        continue;
+      }
+      const size_t j = row.numerics - 1 - k;
+      const Span at = m_spans[row.spans + j];
+      const std::string_view before = row.text.substr(0, at.begin);
+      const std::string_view after = row.text.substr(at.end);
+      const size_t hash = std::hash<std::string_view>{}(before) * 31
+                          ^ std::hash<std::string_view>{}(after) ^ (size_t{row.rest} << 1U);
+      size_t into = SIZE_MAX;
+      auto [first, last] = groups.equal_range(hash);
+      for (auto it = first; it != last; ++it) {
+        const Row& g = merged[it->second];
+        const Span g_at = m_spans[g.spans + g.numerics - 1 - k];
+        if (g.rest == row.rest && g.text.substr(0, g_at.begin) == before
+            && g.text.substr(g_at.end) == after) {
+          into = it->second;
+          break;
+        }
+      }
+      if (into == SIZE_MAX) {
+        groups.emplace(hash, merged.size());
+        merged.push_back(row);
+        continue;
+      }
+      Row& g = merged[into];
+      if (!g.values) {
+        materialize(g);
+      }
+      std::vector<int64_t>& values = m_values[*g.values + g.numerics - 1 - k];
+      if (m_touched_pass[*g.values] != k + 1) {  // the first merge into g in this pass
+        m_touched_pass[*g.values] = k + 1;
+        touched.push_back(into);
+      }
+      append_values(row, j, values);
+      g.count += row.count;
+    }
+    for (size_t index : touched) {
+      rerender(merged[index], k);
+    }
+    m_rows = std::move(merged);
+  }
+
+  // Prints `row`'s numbers as numbers ("-07" as "-7"), before any merge.
+  void print_numbers(Row& row) {
+    std::string text;
+    size_t from = 0;
+    const size_t spans = m_spans.size();
+    for (size_t i = 0; i < row.numerics; ++i) {
+      const Span s = m_spans[row.spans + i];
+      int64_t value = 0;
+      parse_number(row.text.substr(s.begin, s.end - s.begin), value);
+      text += row.text.substr(from, s.begin - from);
+      const size_t begin = text.size();
+      text += std::to_string(value);
+      m_spans.push_back({begin, text.size()});
+      from = s.end;
+    }
+    text += row.text.substr(from);
+    row.spans = spans;
+    m_texts.push_back(std::move(text));
+    row.text = m_texts.back();
+  }
+
+  // Gives `row` its own sets of values, one number each from its text.
+  void materialize(Row& row) {
+    row.values = m_values.size();
+    m_touched_pass.resize(m_values.size() + row.numerics, 0);
+    for (size_t i = 0; i < row.numerics; ++i) {
+      const Span s = m_spans[row.spans + i];
+      int64_t value = 0;
+      parse_number(row.text.substr(s.begin, s.end - s.begin), value);
+      m_values.push_back({value});
     }
   }
-  return SIZE_MAX;
-}
+
+  // Appends the values of `row`'s numeric component j to `out`.
+  void append_values(const Row& row, size_t j, std::vector<int64_t>& out) {
+    if (row.values) {
+      const std::vector<int64_t>& own = m_values[*row.values + j];
+      out.insert(out.end(), own.begin(), own.end());
+      return;
+    }
+    const Span s = m_spans[row.spans + j];
+    int64_t value = 0;
+    parse_number(row.text.substr(s.begin, s.end - s.begin), value);
+    out.push_back(value);
+  }
+
+  // After a pass merged rows into `row`: its set for the k-th numeric
+  // component from the right sorted, and its text printed again.
+  void rerender(Row& row, size_t k) {
+    const size_t j = row.numerics - 1 - k;
+    std::vector<int64_t>& values = m_values[*row.values + j];
+    std::sort(values.begin(), values.end());
+    values.erase(std::unique(values.begin(), values.end()), values.end());
+    const Span at = m_spans[row.spans + j];
+    std::string text(row.text.substr(0, at.begin));
+    render_values(values, text);
+    const size_t end = text.size();
+    text += row.text.substr(at.end);
+    // New spans: those after j shift by the change in length.
+    const size_t spans = m_spans.size();
+    for (size_t i = 0; i < row.numerics; ++i) {
+      Span s = m_spans[row.spans + i];
+      if (i == j) {
+        s.end = end;
+      } else if (i > j) {
+        s.begin = s.begin + end - at.end;
+        s.end = s.end + end - at.end;
+      }
+      m_spans.push_back(s);
+    }
+    row.spans = spans;
+    m_texts.push_back(std::move(text));
+    row.text = m_texts.back();
+  }
+
+  std::vector<Row> m_rows;
+  std::vector<std::string_view> m_rests;  // by id
+  std::vector<Span> m_spans;
+  std::vector<std::vector<int64_t>> m_values;
+  std::vector<size_t> m_touched_pass;  // per m_values entry: last pass + 1 that merged into it
+  std::deque<std::string> m_texts;     // texts of rows that absorbed others
+  size_t m_passes = 0;
+};
 
 }  // namespace
 
-std::vector<FoldedRow> fold_rows(const std::vector<NameRow>& input) {
-  std::vector<Row> rows;
-  rows.reserve(input.size());
-  size_t passes = 0;
-  for (const NameRow& r : input) {
-    Row row{split(r.name), r.rest, 1};
-    passes = std::max<size_t>(
-        passes, static_cast<size_t>(std::count_if(row.parts.begin(), row.parts.end(),
-                                                  [](const Part& p) { return !p.values.empty(); })));
-    rows.push_back(std::move(row));
+std::vector<FoldedRow> fold_row_refs(std::span<const NameRowRef> rows) {
+  return Folder(rows).run();
+}
+
+std::vector<FoldedRow> fold_rows(const std::vector<NameRow>& rows) {
+  std::vector<NameRowRef> refs;
+  refs.reserve(rows.size());
+  for (const NameRow& r : rows) {
+    refs.push_back({r.name, r.rest});
   }
-  for (size_t k = 0; k < passes; ++k) {
-    std::vector<Row> merged;
-    merged.reserve(rows.size());
-    std::unordered_map<std::string, size_t> group_of;
-    group_of.reserve(rows.size());
-    std::string key;
-    for (Row& row : rows) {
-      const size_t at = numeric_part(row.parts, k);
-      if (at == SIZE_MAX) {
-        merged.push_back(std::move(row));
-        continue;
-      }
-      key.clear();
-      render_to(row.parts, at, key);
-      key += '\x1e';
-      key += row.rest;
-      auto [slot, inserted] = group_of.try_emplace(key, merged.size());
-      if (inserted) {
-        merged.push_back(std::move(row));
-        continue;
-      }
-      Row& into = merged[slot->second];
-      std::vector<int64_t>& values = into.parts[at].values;
-      values.insert(values.end(), row.parts[at].values.begin(), row.parts[at].values.end());
-      into.count += row.count;
-    }
-    for (Row& row : merged) {
-      for (Part& part : row.parts) {
-        if (part.values.size() > 1) {
-          std::sort(part.values.begin(), part.values.end());
-          part.values.erase(std::unique(part.values.begin(), part.values.end()),
-                            part.values.end());
-        }
-      }
-    }
-    rows = std::move(merged);
-  }
-  std::vector<FoldedRow> out;
-  out.reserve(rows.size());
-  for (Row& row : rows) {
-    out.push_back({render(row.parts), std::string(row.rest), row.count});
-  }
-  return out;
+  return fold_row_refs(refs);
 }
 
 }  // namespace shardplan

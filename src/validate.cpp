@@ -84,28 +84,38 @@ std::optional<TensorSharding> shard_tensor(const Tensor& tensor,
                                            const PartitionSpec& spec,
                                            const Mesh& mesh) {
   assert(spec.size() <= static_cast<size_t>(tensor.rank()));
-  TensorSharding out;
-  out.spec = spec.padded(static_cast<size_t>(tensor.rank()));
   const size_t rank = static_cast<size_t>(tensor.rank());
-  out.shards.assign(rank, 1);
-  out.shard_shape.assign(rank, 0);
+  auto layout = std::make_shared<ShardLayout>();
+  layout->spec = spec.padded(rank);
+  layout->dims.assign(2 * rank, 0);
+  const std::span<int64_t> shards(layout->dims.data(), rank);
+  const std::span<int64_t> shard_shape(layout->dims.data() + rank, rank);
   std::vector<int64_t> min_shape(rank, 0);
   int64_t split = 1;
   for (size_t d = 0; d < rank; ++d) {
-    for (const std::string& name : out.spec->dims[d].axes) {
+    shards[d] = 1;
+    for (const std::string& name : layout->spec.dims[d].axes) {
       const MeshAxis* axis = mesh.find(name);
       assert(axis != nullptr);
-      out.shards[d] *= axis->size;  // distinct axes: at most the device count
+      shards[d] *= axis->size;  // distinct axes: at most the device count
     }
-    split *= out.shards[d];
+    split *= shards[d];
     const int64_t size = tensor.shape[d];
-    const int64_t largest = ceil_div(size, out.shards[d]);
-    out.shard_shape[d] = largest;
+    const int64_t largest = ceil_div(size, shards[d]);
+    shard_shape[d] = largest;
     // The last shard holds what the others leave, or nothing.
-    std::optional<int64_t> before = checked_mul(largest, out.shards[d] - 1);
+    std::optional<int64_t> before = checked_mul(largest, shards[d] - 1);
     min_shape[d] = before && *before < size ? size - *before : 0;
   }
-  std::optional<int64_t> elements = checked_product(out.shard_shape);
+  TensorSharding out;
+  out.spec = &layout->spec;
+  out.shards = shards;
+  out.shard_shape = shard_shape;
+  out.layout = std::move(layout);
+  std::optional<int64_t> elements = 1;
+  for (size_t d = 0; d < rank && elements; ++d) {
+    elements = checked_mul(*elements, shard_shape[d]);
+  }
   std::optional<int64_t> min_elements = checked_product(min_shape);
   if (!elements || !min_elements) {
     return std::nullopt;
@@ -163,7 +173,7 @@ TensorSharding unusable(const Tensor& tensor, size_t t, const Mesh& mesh) {
   TensorSharding r = *shard_tensor(tensor, PartitionSpec{}, mesh);
   r.tensor = t;
   r.valid = false;
-  r.spec.reset();
+  r.spec = nullptr;
   return r;
 }
 

@@ -30,6 +30,35 @@ std::optional<std::string> read_file(const std::string& path, Diagnostics& diags
 bool write_file_atomic(const std::string& path, std::string_view contents,
                        Diagnostics& diags);
 
+// write_file_atomic in pieces, for output too large to hold whole: open(),
+// write() as often as needed, then commit() renames the temporary file over
+// the path. Destroyed without a successful commit(), it leaves nothing
+// behind. Errors are reported as write_file_atomic reports them [io.write]:
+// by open(), or for a failed write() by commit().
+class AtomicFile {
+ public:
+  AtomicFile() = default;
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  ~AtomicFile();
+
+  bool open(const std::string& path, Diagnostics& diags);
+  // REQUIRES: open() succeeded.
+  void write(std::string_view data);
+  // REQUIRES: open() succeeded; called once.
+  bool commit(Diagnostics& diags);
+
+ private:
+  bool fail(int error, Diagnostics& diags);
+
+  std::string m_path;    // as given, for messages
+  std::string m_target;  // the file replaced: the path, symlinks resolved
+  std::string m_temp;    // the temporary file; empty when writing in place
+  int m_fd = -1;
+  int m_error = 0;       // the first write's errno
+  bool m_committed = false;
+};
+
 // Reads a manifest given as JSON text, in either form (DESIGN.md 2.3):
 //   native:      {"params": [{"name", "shape", "dtype", "logical_axes"?}, ...]}
 //   safetensors: {"NAME": {"dtype", "shape", "data_offsets"}, "__metadata__": {...}}

@@ -15,6 +15,8 @@
 #include <shardplan/topology.hpp>
 #include <shardplan/validate.hpp>
 
+#include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,9 +59,17 @@ struct CheckReport {
   const RulePlan* plan = nullptr;
 };
 
+// Where a document goes as it is written: called with each piece, in order.
+using WriteText = std::function<void(std::string_view)>;
+
 // DESIGN.md section 3: mesh, topology, tensors, diagnostics, memory, summary
 // (`memory` adds by_dtype and largest to the memory object).
 std::string check_json(const CheckReport& report, const Diagnostics& diags);
+// The same document handed to `write` in pieces of about a megabyte, so that
+// a large plan is never held whole (`plan --format json` on 100k tensors
+// writes ~40 MB).
+void write_check_json(const CheckReport& report, const Diagnostics& diags,
+                      const WriteText& write);
 // A short summary: what was checked, memory per device, the verdict.
 std::string check_text(const CheckReport& report, const Diagnostics& diags);
 // A summary a CI job can post on a pull request.
@@ -96,6 +106,12 @@ struct NameRow {
   std::string rest;
 };
 
+// The same row viewing its name and rest, which outlive the fold.
+struct NameRowRef {
+  std::string_view name;
+  std::string_view rest;
+};
+
 // A row after folding: `name` with folded components ("{0..31}"), and how
 // many rows it stands for.
 struct FoldedRow {
@@ -112,6 +128,8 @@ struct FoldedRow {
 // gaps prints its runs: "{0..2,5,7..9}". A component with a leading zero
 // ("07") is a word, not a number. Rows keep the order of their first member.
 std::vector<FoldedRow> fold_rows(const std::vector<NameRow>& rows);
+// The same for rows that view their text (no copy of 100k names).
+std::vector<FoldedRow> fold_row_refs(std::span<const NameRowRef> rows);
 
 // The document written with --format json when the input was bad: the header
 // keys and `diagnostics`.

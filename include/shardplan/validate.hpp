@@ -24,6 +24,7 @@
 #include <shardplan/tensor.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -32,16 +33,28 @@
 
 namespace shardplan {
 
+// What a TensorSharding views: the padded spec, and per dim the shard count
+// and the largest shard (`dims` holds both, rank values each).
+struct ShardLayout {
+  PartitionSpec spec;
+  std::vector<int64_t> dims;
+};
+
 // How one tensor is laid out on the mesh.
+//
+// LIFETIME: `spec`, `shards` and `shard_shape` view `layout`, which copies
+// share, so a copy is cheap and its views stay valid as long as it lives.
+// validate_planned gives the tensors of one spec, shape and dtype one layout;
+// tensors that share a layout have the same spec, shape and dtype.
 struct TensorSharding {
   size_t tensor = 0;                 // index in the manifest
-  // The spec padded to the tensor's rank; nullopt when the tensor has no
-  // usable spec (missing, unreadable, or longer than the rank).
-  std::optional<PartitionSpec> spec;
+  // The spec padded to the tensor's rank; null when the tensor has no usable
+  // spec (missing, unreadable, or longer than the rank).
+  const PartitionSpec* spec = nullptr;
   bool valid = false;                // spec present and free of errors
-  std::vector<int64_t> shards;       // per dim: product of its axis sizes
+  ShapeView shards;                  // per dim: product of its axis sizes
   // Per dim, the largest shard: ceil(dim / shards). Device 0 holds it.
-  std::vector<int64_t> shard_shape;
+  ShapeView shard_shape;
   // prod(shard_shape) elements and their bytes: the most any device holds
   // (with an uneven dim, XLA pads every shard to this size).
   int64_t elements_per_device = 0;
@@ -52,6 +65,7 @@ struct TensorSharding {
   int64_t min_bytes_per_device = 0;
   // Devices holding the same shard: mesh devices / prod(shards).
   int64_t replicas = 1;
+  std::shared_ptr<const ShardLayout> layout;  // what the views above point into
 };
 
 struct ValidateOptions {

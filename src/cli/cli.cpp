@@ -287,14 +287,18 @@ int finish_check(std::string_view command, const Inputs& in,
   const CheckReport report{command,    *in.mesh,  in.topology ? &*in.topology : nullptr,
                            *in.manifest, specs_source, shardings,
                            *memory,    rules,     plan};
+  const ExitCode code = diags.has_errors() ? ExitCode::plan_errors : ExitCode::ok;
   const std::string& format = session.format();
-  std::string doc = format == "json"       ? check_json(report, diags)
-                    : format == "markdown" ? check_markdown(report, diags)
+  if (format == "json") {
+    return session.finish_written(
+        [&](const WriteText& write) { write_check_json(report, diags, write); }, code);
+  }
+  std::string doc = format == "markdown"   ? check_markdown(report, diags)
                     : format == "github"   ? check_github(report, diags)
                     : command == "memory"  ? memory_text(report)
                     : command == "plan"    ? plan_text(report, diags)
                                            : check_text(report, diags);
-  return session.finish(doc, diags.has_errors() ? ExitCode::plan_errors : ExitCode::ok);
+  return session.finish(doc, code);
 }
 
 int run_check(const CheckCommand& cmd, std::string_view command, Session& session) {

@@ -63,17 +63,31 @@ class Session {
 
   // Writes the result to stdout or -o, then the diagnostics to stderr.
   int finish(const std::string& document, ExitCode code) {
+    return finish_written([&](const WriteText& write) { write(document); }, code);
+  }
+
+  // finish() for a document that write_document(write) hands over in pieces.
+  template <typename WriteDocument>
+  int finish_written(const WriteDocument& write_document, ExitCode code) {
     print_diagnostics();
     if (!m_common.output.empty()) {
       Diagnostics write_diags;
-      if (!write_file_atomic(m_common.output, document, write_diags)) {
+      AtomicFile file;
+      bool written = file.open(m_common.output, write_diags);
+      if (written) {
+        write_document([&](std::string_view text) { file.write(text); });
+        written = file.commit(write_diags);
+      }
+      if (!written) {
         for (const Diagnostic& d : write_diags.items()) {
           m_err << render(d, m_color) << "\n";
         }
         return static_cast<int>(ExitCode::bad_input);
       }
     } else {
-      m_out << document;
+      write_document([&](std::string_view text) {
+        m_out.write(text.data(), static_cast<std::streamsize>(text.size()));
+      });
     }
     return static_cast<int>(code);
   }

@@ -843,6 +843,40 @@ TEST_CASE("io: write_file_atomic", "[io]") {
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("io: AtomicFile writes in pieces and leaves nothing until commit", "[io]") {
+  const std::string dir = temp_dir();
+  const std::string path = dir + "/out.json";
+  Diagnostics diags;
+  REQUIRE(write_file_atomic(path, "old", diags));
+  {
+    AtomicFile file;
+    REQUIRE(file.open(path, diags));
+    file.write("new ");
+    file.write("text");
+    // Until commit() the old file stands, beside the temporary one.
+    CHECK(read_file(path, diags) == std::optional<std::string>("old"));
+    CHECK(files_in(dir).size() == 2);
+    REQUIRE(file.commit(diags));
+  }
+  CHECK(read_file(path, diags) == std::optional<std::string>("new text"));
+  {
+    AtomicFile abandoned;
+    REQUIRE(abandoned.open(path, diags));
+    abandoned.write("half");
+  }
+  CHECK(read_file(path, diags) == std::optional<std::string>("new text"));
+  CHECK(files_in(dir) == std::vector<std::string>{"out.json"});
+  CHECK(diags.items().empty());
+
+  AtomicFile bad;
+  CHECK_FALSE(bad.open(dir + "/missing/out.json", diags));
+  REQUIRE(diags.error_count() == 1);
+  CHECK(render(diags.items()[0])
+        == dir + "/missing/out.json: error: cannot write file: No such file or directory "
+                 "[io.write]");
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("io: NUL bytes", "[io]") {
   // nlohmann would stop at the NUL as if the text ended there; the reader
   // does not.

@@ -82,3 +82,33 @@ TEST_CASE("report: words that look like numbers do not fold", "[report][fold]") 
         == 2);
   CHECK(fold_rows({}).empty());
 }
+
+TEST_CASE("report: a number prints as a number, folded or not", "[report][fold]") {
+  CHECK(folded_names({{"a.-07.b", "x"}, {"a.-7.b", "x"}, {"c.-0", "y"}})
+        == std::vector<std::string>{"a.-7.b | x | 2", "c.0 | y | 1"});
+}
+
+TEST_CASE("report: rows that view their text fold as copies do", "[report][fold]") {
+  std::vector<std::string> names;
+  for (int layer = 0; layer < 4; ++layer) {
+    for (int expert = 0; expert < 3; ++expert) {
+      names.push_back(fmt::format("layers.{}.experts.{}.w", layer, expert));
+    }
+  }
+  std::vector<NameRow> copies;
+  std::vector<NameRowRef> refs;
+  for (const std::string& name : names) {
+    copies.push_back({name, name.starts_with("layers.3") ? "b" : "a"});
+  }
+  for (const NameRow& row : copies) {
+    refs.push_back({row.name, row.rest});
+  }
+  std::vector<std::string> from_refs;
+  for (const FoldedRow& r : fold_row_refs(refs)) {
+    from_refs.push_back(fmt::format("{} | {} | {}", r.name, r.rest, r.count));
+  }
+  CHECK(from_refs == folded_names(copies));
+  CHECK(from_refs
+        == std::vector<std::string>{"layers.{0..2}.experts.{0..2}.w | a | 9",
+                                    "layers.3.experts.{0..2}.w | b | 3"});
+}
