@@ -131,8 +131,46 @@ void append_intermediate(std::string& out, const IntermediateSharding& im,
   fmt::format_to(o, "\n{}}}", in);
 }
 
-// tensors[] at indent 2, in dump()'s layout.
-void append_tensors(const ReshardReport& r, std::string& out) {
+// What tensors[] writes after a tensor's dtype: its plan, from from_spec to
+// the closing brace. Tensors sharing a plan share this text.
+std::string plan_tail(const TensorReshard& tr) {
+  const std::string in1(4, ' ');
+  const std::string in2(6, ' ');
+  const std::string in3(8, ' ');
+  std::string out;
+  const auto o = std::back_inserter(out);
+  fmt::format_to(o, ",\n{}\"from_spec\": ", in2);
+  append_spec(out, tr.from);
+  fmt::format_to(o, ",\n{}\"to_spec\": ", in2);
+  append_spec(out, tr.to);
+  fmt::format_to(o, ",\n{}\"steps\": [\n", in2);
+  for (size_t s = 0; s < tr.steps.size(); ++s) {
+    out += in3;
+    append_step(out, tr.steps[s], in3);
+    out += s + 1 < tr.steps.size() ? ",\n" : "\n";
+  }
+  fmt::format_to(o, "{}],\n{}\"intermediate\": ", in2, in2);
+  if (tr.intermediate) {
+    append_intermediate(out, *tr.intermediate, in2);
+  } else {
+    out += "null";
+  }
+  fmt::format_to(o,
+                 ",\n{0}\"from_bytes_per_device\": {1},\n{0}\"to_bytes_per_device\": {2},"
+                 "\n{0}\"bytes_per_device\": {3},\n{0}\"seconds\": ",
+                 in2, tr.from_bytes_per_device, tr.to_bytes_per_device,
+                 tr.cost.bytes_per_device);
+  append_number(out, tr.cost.seconds);
+  fmt::format_to(o, ",\n{0}\"peak_bytes_per_device\": {1},\n{0}\"naive\": ", in2,
+                 tr.cost.peak_bytes_per_device);
+  append_cost(out, tr.naive);
+  fmt::format_to(o, "\n{}}}", in1);
+  return out;
+}
+
+// tensors[] at indent 2, in dump()'s layout; `flush(out)` after each tensor.
+template <typename Flush>
+void append_tensors(const ReshardReport& r, std::string& out, const Flush& flush) {
   const size_t count = r.plan.size();
   if (count == 0) {
     out += "[]";
@@ -140,46 +178,25 @@ void append_tensors(const ReshardReport& r, std::string& out) {
   }
   const std::string in1(4, ' ');
   const std::string in2(6, ' ');
-  const std::string in3(8, ' ');
-  out.reserve(out.size() + count * 900);
+  std::vector<std::string> tails(r.plan.plans.size());
   const auto o = std::back_inserter(out);
   out += "[\n";
   for (size_t i = 0; i < count; ++i) {
-    const TensorReshard& tr = r.plan.tensor(i);
     const Tensor& t = r.manifest.tensors()[i];
+    std::string& tail = tails[r.plan.plan_of[i]];
+    if (tail.empty()) {
+      tail = plan_tail(r.plan.tensor(i));
+    }
     out += in1;
     out += "{\n";
     out += in2;
     out += "\"name\": ";
     append_json_string(out, t.name);
-    fmt::format_to(o, ",\n{0}\"shape\": [{1}],\n{0}\"dtype\": \"{2}\",\n{0}\"from_spec\": ", in2,
+    fmt::format_to(o, ",\n{0}\"shape\": [{1}],\n{0}\"dtype\": \"{2}\"", in2,
                    fmt::join(t.shape, ", "), to_string(t.dtype));
-    append_spec(out, tr.from);
-    fmt::format_to(o, ",\n{}\"to_spec\": ", in2);
-    append_spec(out, tr.to);
-    fmt::format_to(o, ",\n{}\"steps\": [\n", in2);
-    for (size_t s = 0; s < tr.steps.size(); ++s) {
-      out += in3;
-      append_step(out, tr.steps[s], in3);
-      out += s + 1 < tr.steps.size() ? ",\n" : "\n";
-    }
-    fmt::format_to(o, "{}],\n{}\"intermediate\": ", in2, in2);
-    if (tr.intermediate) {
-      append_intermediate(out, *tr.intermediate, in2);
-    } else {
-      out += "null";
-    }
-    fmt::format_to(o,
-                   ",\n{0}\"from_bytes_per_device\": {1},\n{0}\"to_bytes_per_device\": {2},"
-                   "\n{0}\"bytes_per_device\": {3},\n{0}\"seconds\": ",
-                   in2, tr.from_bytes_per_device, tr.to_bytes_per_device,
-                   tr.cost.bytes_per_device);
-    append_number(out, tr.cost.seconds);
-    fmt::format_to(o, ",\n{0}\"peak_bytes_per_device\": {1},\n{0}\"naive\": ", in2,
-                   tr.cost.peak_bytes_per_device);
-    append_cost(out, tr.naive);
-    fmt::format_to(o, "\n{}}}", in1);
+    out += tail;
     out += i + 1 < count ? ",\n" : "\n";
+    flush(out);
   }
   out += "  ]";
 }
@@ -254,7 +271,8 @@ std::string verdict(const Diagnostics& diags) {
 
 }  // namespace
 
-std::string reshard_json(const ReshardReport& r, const Diagnostics& diags) {
+void write_reshard_json(const ReshardReport& r, const Diagnostics& diags,
+                        const WriteText& write) {
   ordered_json j = header("reshard");
   j["from"] = side_object(r.from_mesh, r.from_topology);
   j["to"] = side_object(r.to_mesh, r.to_topology);
@@ -287,9 +305,24 @@ std::string reshard_json(const ReshardReport& r, const Diagnostics& diags) {
   const std::string marker = dump_scalar(raw_marker());
   const size_t at = doc.find(marker);
   assert(at != std::string::npos);
-  std::string out = doc.substr(0, at);
-  append_tensors(r, out);
-  out.append(doc, at + marker.size());
+  write(std::string_view(doc).substr(0, at));
+  // The tensors in pieces of about a megabyte: 100k tensors are ~70 MB.
+  constexpr size_t k_piece_bytes = size_t{1} << 20U;
+  std::string piece;
+  piece.reserve(k_piece_bytes + 8192);
+  append_tensors(r, piece, [&](std::string& out) {
+    if (out.size() >= k_piece_bytes) {
+      write(out);
+      out.clear();
+    }
+  });
+  write(piece);
+  write(std::string_view(doc).substr(at + marker.size()));
+}
+
+std::string reshard_json(const ReshardReport& r, const Diagnostics& diags) {
+  std::string out;
+  write_reshard_json(r, diags, [&](std::string_view text) { out += text; });
   return out;
 }
 

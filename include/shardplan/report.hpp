@@ -151,6 +151,9 @@ struct ReshardReport {
 // same_devices, transfer_link, tensors (written directly, not as a DOM),
 // totals, naive_totals, saved, summary, diagnostics.
 std::string reshard_json(const ReshardReport& report, const Diagnostics& diags);
+// The same document handed to `write` in pieces (never held whole).
+void write_reshard_json(const ReshardReport& report, const Diagnostics& diags,
+                        const WriteText& write);
 // The two sides, one line per tensor (folded across layers), the totals
 // next to the naive plan's, and the ten most expensive tensors.
 std::string reshard_text(const ReshardReport& report, const Diagnostics& diags);

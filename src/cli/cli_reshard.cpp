@@ -555,8 +555,12 @@ int run_reshard(const ReshardCommand& cmd, Session& session) {
   }
   const ReshardReport report{*manifest, *source.mesh, from_topology, *target.mesh,
                              to_topology, options,      *plan};
-  std::string doc = session.json() ? reshard_json(report, diags) : reshard_text(report, diags);
-  return session.finish(doc, diags.has_errors() ? ExitCode::plan_errors : ExitCode::ok);
+  const ExitCode code = diags.has_errors() ? ExitCode::plan_errors : ExitCode::ok;
+  if (session.json()) {
+    return session.finish_written(
+        [&](const WriteText& write) { write_reshard_json(report, diags, write); }, code);
+  }
+  return session.finish(reshard_text(report, diags), code);
 }
 
 }  // namespace shardplan::cli
