@@ -105,21 +105,25 @@ class Folder {
       }
       row.spans = m_spans.size();
       bool canonical = true;
+      // One pass over the name: a component is parsed only when its
+      // characters could make a number (digits, and a sign first).
       size_t start = 0;
-      for (;;) {
-        size_t dot = r.name.find('.', start);
-        size_t end = dot == std::string_view::npos ? r.name.size() : dot;
-        const std::string_view part = r.name.substr(start, end - start);
+      bool maybe_number = true;
+      for (size_t i = 0; i <= r.name.size(); ++i) {
+        if (i < r.name.size() && r.name[i] != '.') {
+          const char c = r.name[i];
+          maybe_number = maybe_number && ((c >= '0' && c <= '9') || (c == '-' && i == start));
+          continue;
+        }
+        const std::string_view part = r.name.substr(start, i - start);
         int64_t value = 0;
-        if (parse_number(part, value)) {
-          m_spans.push_back({start, end});
+        if (maybe_number && parse_number(part, value)) {
+          m_spans.push_back({start, i});
           // "-07" is the number -7, and prints so.
           canonical = canonical && (part[0] != '-' || part == std::to_string(value));
         }
-        if (dot == std::string_view::npos) {
-          break;
-        }
-        start = dot + 1;
+        start = i + 1;
+        maybe_number = true;
       }
       row.numerics = m_spans.size() - row.spans;
       if (!canonical) {
