@@ -89,26 +89,26 @@ int64_t volume(const Box& box) {
   return n;
 }
 
-// Values of `sub` (inside `box`) out of `buf`.
-std::vector<int64_t> extract(const Buffer& buf, const Box& sub) {
+// Calls f(flat) for every element of `sub`, in row-major order, where flat
+// is the element's row-major offset inside `outer` (which must contain sub).
+template <typename F>
+void for_each_in(const Box& outer, const Box& sub, F&& f) {
   const size_t rank = sub.size();
-  std::vector<int64_t> out;
-  out.reserve(static_cast<size_t>(volume(sub)));
   std::vector<int64_t> idx(rank);
   for (size_t d = 0; d < rank; ++d) {
+    REQUIRE(sub[d][0] >= outer[d][0]);
+    REQUIRE(sub[d][1] <= outer[d][1]);
     idx[d] = sub[d][0];
-    REQUIRE(sub[d][0] >= buf.box[d][0]);
-    REQUIRE(sub[d][1] <= buf.box[d][1]);
   }
   if (volume(sub) == 0) {
-    return out;
+    return;
   }
   while (true) {
     int64_t flat = 0;
     for (size_t d = 0; d < rank; ++d) {
-      flat = flat * (buf.box[d][1] - buf.box[d][0]) + (idx[d] - buf.box[d][0]);
+      flat = flat * (outer[d][1] - outer[d][0]) + (idx[d] - outer[d][0]);
     }
-    out.push_back(buf.data[static_cast<size_t>(flat)]);
+    f(static_cast<size_t>(flat));
     size_t d = rank;
     while (d-- > 0) {
       if (++idx[d] < sub[d][1]) {
@@ -117,9 +117,16 @@ std::vector<int64_t> extract(const Buffer& buf, const Box& sub) {
       idx[d] = sub[d][0];
     }
     if (d == static_cast<size_t>(-1)) {
-      break;
+      return;
     }
   }
+}
+
+// Values of `sub` (inside `box`) out of `buf`.
+std::vector<int64_t> extract(const Buffer& buf, const Box& sub) {
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(volume(sub)));
+  for_each_in(buf.box, sub, [&](size_t flat) { out.push_back(buf.data[flat]); });
   return out;
 }
 
@@ -139,37 +146,10 @@ Buffer concat(const std::vector<const Buffer*>& parts, size_t dim) {
       }
     }
   }
-  out.data = extract(*parts[0], parts[0]->box);  // placeholder size
   out.data.assign(static_cast<size_t>(volume(out.box)), 0);
-  // Fill element by element through a box walk.
-  Buffer* target = &out;
   for (const Buffer* p : parts) {
-    const size_t rank = p->box.size();
-    std::vector<int64_t> idx(rank);
-    for (size_t d = 0; d < rank; ++d) {
-      idx[d] = p->box[d][0];
-    }
-    if (volume(p->box) == 0) {
-      continue;
-    }
     size_t n = 0;
-    while (true) {
-      int64_t flat = 0;
-      for (size_t d = 0; d < rank; ++d) {
-        flat = flat * (target->box[d][1] - target->box[d][0]) + (idx[d] - target->box[d][0]);
-      }
-      target->data[static_cast<size_t>(flat)] = p->data[n++];
-      size_t d = rank;
-      while (d-- > 0) {
-        if (++idx[d] < p->box[d][1]) {
-          break;
-        }
-        idx[d] = p->box[d][0];
-      }
-      if (d == static_cast<size_t>(-1)) {
-        break;
-      }
-    }
+    for_each_in(out.box, p->box, [&](size_t flat) { out.data[flat] = p->data[n++]; });
   }
   return out;
 }
@@ -433,36 +413,12 @@ void simulate(const SimCase& sc, const TensorReshard& plan, int64_t itemsize) {
           out.data.assign(static_cast<size_t>(volume(out.box)), -1);
           std::vector<bool> filled(out.data.size(), false);
           auto put = [&](const Box& box, const std::vector<int64_t>& values) {
-            Buffer piece{box, values};
-            std::vector<const Buffer*> one{&piece};
-            // Write piece into out element by element.
-            const size_t rank = box.size();
-            std::vector<int64_t> idx(rank);
-            for (size_t d = 0; d < rank; ++d) {
-              idx[d] = box[d][0];
-            }
             size_t n = 0;
-            while (volume(box) > 0) {
-              int64_t flat = 0;
-              for (size_t d = 0; d < rank; ++d) {
-                REQUIRE(idx[d] >= out.box[d][0]);
-                REQUIRE(idx[d] < out.box[d][1]);
-                flat = flat * (out.box[d][1] - out.box[d][0]) + (idx[d] - out.box[d][0]);
-              }
-              REQUIRE_FALSE(filled[static_cast<size_t>(flat)]);
-              filled[static_cast<size_t>(flat)] = true;
-              out.data[static_cast<size_t>(flat)] = values[n++];
-              size_t d = rank;
-              while (d-- > 0) {
-                if (++idx[d] < box[d][1]) {
-                  break;
-                }
-                idx[d] = box[d][0];
-              }
-              if (d == static_cast<size_t>(-1)) {
-                break;
-              }
-            }
+            for_each_in(out.box, box, [&](size_t flat) {
+              REQUIRE_FALSE(filled[flat]);
+              filled[flat] = true;
+              out.data[flat] = values[n++];
+            });
           };
           int64_t received = 0;
           for (const Transfer& t : step.transfers) {
@@ -492,7 +448,6 @@ void simulate(const SimCase& sc, const TensorReshard& plan, int64_t itemsize) {
               overlap[d][1] = std::min(overlap[d][1], own.box[d][1]);
               REQUIRE(overlap[d][0] < overlap[d][1]);
             }
-            std::vector<bool> before = filled;
             put(overlap, extract(own, overlap));
           }
           most = std::max(most, received);
