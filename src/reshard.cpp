@@ -665,8 +665,8 @@ OverlapResult overlap(const Context& src_c, const Placement& src, const Context&
         assert(!h.empty());
         const size_t from = h[q % h.size()];
         const int64_t bytes = bytes_for(elements, src_c.dtype).value_or(0);
-        received += bytes;
-        sent[from] += bytes;
+        received = src_c.overflow->add(received, bytes);
+        sent[from] = src_c.overflow->add(sent[from], bytes);
         if (record) {
           result.transfers.push_back(Transfer{target_id, (*src.ids)[from], bytes, box});
         }
@@ -845,7 +845,7 @@ TensorPlan plan_two_meshes(const Context& src_c, const ReshardSide& source, Layo
   r.naive = cost_of(naive, naive_buffers, options.donate, naive_disjoint, *src_c.overflow);
   int64_t source_peak = buffers[0];
   for (size_t k = 1; k + 1 < buffers.size(); ++k) {
-    source_peak = std::max(source_peak, buffers[k - 1] + buffers[k]);
+    source_peak = std::max(source_peak, src_c.overflow->add(buffers[k - 1], buffers[k]));
   }
   plan.source_extra = options.same_devices ? r.cost.peak_bytes_per_device - source_bytes
                                            : source_peak - source_bytes;
@@ -1029,10 +1029,11 @@ std::optional<ReshardPlan> plan_reshard(const Manifest& manifest,
         during = overflow.add(overflow.add(others, done), c.peak_bytes_per_device);
       } else {
         // Two device sets: the sources' devices and the targets'.
-        const int64_t extra =
-            naive ? c.peak_bytes_per_device - r.from_bytes_per_device
-                                     : source_extra[plan.plan_of[k]];
-        during = std::max(overflow.add(others, r.from_bytes_per_device + std::max<int64_t>(extra, 0)),
+        const int64_t extra = naive ? c.peak_bytes_per_device - r.from_bytes_per_device
+                                    : source_extra[plan.plan_of[k]];
+        const int64_t source_side =
+            overflow.add(r.from_bytes_per_device, std::max<int64_t>(extra, 0));
+        during = std::max(overflow.add(others, source_side),
                           overflow.add(done, r.to_bytes_per_device));
       }
       peak = std::max(peak, during);

@@ -802,3 +802,20 @@ TEST_CASE("reshard: identical tensors are planned once and totals add up") {
   // With donation a tensor's source goes as its target comes: 7 MiB at most.
   CHECK(freed->totals.peak_bytes_per_device == 7 * 1048576);
 }
+
+TEST_CASE("reshard: byte counts past int64 are an error that names the manifest") {
+  // 1.5 x 2^62 bytes summed over 4 devices: the source and the all_reduce's
+  // output together pass 2^63.
+  const Side s = side("a:4", 4);
+  Manifest m = one_tensor({6917529027641081856}, "i8");
+  m.source = "big.json";
+  const PartitionSpec none = spec("None");
+  const PartitionSpec* f[] = {&none};
+  ReshardOptions options;
+  options.partial = {"a"};
+  Diagnostics diags;
+  CHECK_FALSE(plan_reshard(m, f, f, s.view(), s.view(), options, diags));
+  REQUIRE(diags.error_count() == 1);
+  CHECK(diags.items()[0].code == "reshard.overflow");
+  CHECK(diags.items()[0].location.source == "big.json");
+}
