@@ -74,7 +74,8 @@ bool load_side_topology(const std::string& own_arg, const std::string& own_flag,
 // The side's mesh and its device grid and links on the topology (or the
 // plain grid of --devices).
 bool load_side_mesh(const std::string& text, const std::string& dcn,
-                    std::optional<int64_t> devices, Side& side, Diagnostics& diags) {
+                    std::optional<int64_t> devices, bool allow_split, Side& side,
+                    Diagnostics& diags) {
   const Topology* topology = side.topology ? &*side.topology : nullptr;
   MeshOptions options;
   options.num_devices = topology != nullptr ? std::optional<int64_t>(topology->devices()) : devices;
@@ -86,7 +87,7 @@ bool load_side_mesh(const std::string& text, const std::string& dcn,
   Diagnostics scratch;
   side.mesh = parse_mesh(text, options, scratch);
   if (side.mesh && topology != nullptr) {
-    std::optional<MeshLayout> laid = layout_mesh(*topology, *side.mesh, false, scratch);
+    std::optional<MeshLayout> laid = layout_mesh(*topology, *side.mesh, allow_split, scratch);
     if (laid) {
       side.layout = std::move(*laid);
     }
@@ -465,6 +466,9 @@ CLI::App* add_reshard_command(CLI::App& app, ReshardCommand& cmd, CommonOptions&
                   "source mesh axes over which every tensor holds pending sums "
                   "(reduce_scatter / all_reduce), e.g. tp")
       ->type_name("A,B,..");
+  sub->add_flag("--allow-split-physical-axes", cmd.allow_split_physical_axes,
+                "let a mesh axis take part of a physical TPU axis on either side (JAX's "
+                "allow_split_physical_axes)");
   sub->add_flag("--donate", cmd.donate,
                 "free each source buffer once a step no longer needs it (peak memory)");
   sub->add_flag("--transfers", cmd.transfers,
@@ -508,8 +512,10 @@ int run_reshard(const ReshardCommand& cmd, Session& session) {
         .hint = "both sides must be TPU slices or both GPU clusters";
     return session.fail_input();
   }
-  if (!load_side_mesh(cmd.from_mesh, cmd.from_dcn, cmd.devices, source, diags)
-      || !load_side_mesh(cmd.to_mesh, cmd.to_dcn, cmd.devices, target, diags)) {
+  if (!load_side_mesh(cmd.from_mesh, cmd.from_dcn, cmd.devices, cmd.allow_split_physical_axes,
+                      source, diags)
+      || !load_side_mesh(cmd.to_mesh, cmd.to_dcn, cmd.devices, cmd.allow_split_physical_axes,
+                         target, diags)) {
     return session.fail_input();
   }
 

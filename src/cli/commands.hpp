@@ -167,6 +167,7 @@ struct ReshardCommand {
   std::string to_spec;
   std::string partial;
   bool donate = false;
+  bool allow_split_physical_axes = false;
   bool transfers = false;
 };
 

@@ -500,3 +500,22 @@ TEST_CASE("reshard: the pathways intermediate sharding, end to end", "[cli][resh
   CHECK(senders == std::set<int64_t>{0, 2, 7, 5});
   CHECK(received == 64 * 64 * 4);
 }
+
+TEST_CASE("reshard: --allow-split-physical-axes reaches both sides", "[cli][reshard]") {
+  // dp:2,fsdp:64,tp:2 on two v5p-256 slices (4x4x8 chips): tp:2 fits no
+  // physical axis unless one is split, as JAX's mesh_utils says.
+  const std::vector<std::string> args{
+      "reshard",       "--from-topology", "2xv5p-256", "--to-topology", "v5p-256",
+      "--from-mesh",   "dp:2,fsdp:64,tp:2", "--to-mesh", "fsdp:64,tp:2",
+      "--shape",       "4096,4096",       "--dtype",     "bf16",
+      "--from-spec",   "fsdp,tp",         "--to-spec",   "fsdp,tp"};
+  const CliResult refused = run_cli(args);
+  CHECK(refused.code == 2);
+  CHECK(refused.err.find("[topology.no-assignment]") != std::string::npos);
+  std::vector<std::string> split = args;
+  split.push_back("--allow-split-physical-axes");
+  const CliResult planned = run_cli(split);
+  INFO(planned.err);
+  CHECK(planned.code == 0);
+  CHECK(planned.out.find("result: ok") != std::string::npos);
+}
