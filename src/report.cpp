@@ -1022,6 +1022,29 @@ std::string summary_text(const CheckReport& r, const Diagnostics& diags) {
 
 }  // namespace
 
+namespace {
+
+void write_spliced(const std::string& doc, const WriteText& write,
+                   const report_detail::FillPieces& fill) {
+  const std::string marker = dump_scalar(ordered_json(k_raw_marker));
+  const size_t at = doc.find(marker);
+  assert(at != std::string::npos);
+  write(std::string_view(doc).substr(0, at));
+  constexpr size_t k_piece_bytes = size_t{1} << 20U;
+  std::string piece;
+  piece.reserve(k_piece_bytes + 8192);
+  fill(piece, [&] {
+    if (piece.size() >= k_piece_bytes) {
+      write(piece);
+      piece.clear();
+    }
+  });
+  piece.append(doc, at + marker.size());
+  write(piece);
+}
+
+}  // namespace
+
 void write_check_json(const CheckReport& r, const Diagnostics& diags,
                       const WriteText& write) {
   ordered_json j = header(r.command);
@@ -1049,24 +1072,10 @@ void write_check_json(const CheckReport& r, const Diagnostics& diags,
                   {"total_bytes", r.manifest.total_bytes()},
                   {"replicated_bytes", s.replicated_bytes},
                   {"params_bytes_per_device", r.memory.per_device.params}};
-  // The document around the marker, then the tensors in pieces of about a
-  // megabyte: a 100k-tensor plan is ~40 MB of text, never held whole.
-  const std::string doc = dump(j);
-  const std::string marker = dump_scalar(ordered_json(k_raw_marker));
-  const size_t at = doc.find(marker);
-  assert(at != std::string::npos);
-  write(std::string_view(doc).substr(0, at));
-  constexpr size_t k_piece_bytes = size_t{1} << 20U;
-  std::string piece;
-  piece.reserve(k_piece_bytes + 4096);
-  append_tensors_json(r, 2, piece, [&] {
-    if (piece.size() >= k_piece_bytes) {
-      write(piece);
-      piece.clear();
-    }
+  // A 100k-tensor plan is ~40 MB of text: handed over in pieces.
+  write_spliced(dump(j), write, [&](std::string& piece, const std::function<void()>& flush) {
+    append_tensors_json(r, 2, piece, flush);
   });
-  piece.append(doc, at + marker.size());
-  write(piece);
 }
 
 std::string check_json(const CheckReport& r, const Diagnostics& diags) {
@@ -1463,6 +1472,12 @@ void append_json_string(std::string& out, std::string_view s) {
   shardplan::append_json_string(out, s);
 }
 ordered_json raw_marker() { return shardplan::k_raw_marker; }
+void append_spec_json(std::string& out, const PartitionSpec& spec, size_t indent) {
+  shardplan::append_spec_json(out, spec, indent);
+}
+void write_spliced(const std::string& doc, const WriteText& write, const FillPieces& fill) {
+  shardplan::write_spliced(doc, write, fill);
+}
 std::string with_commas(int64_t value) { return shardplan::with_commas(value); }
 std::string human_bytes(int64_t bytes) { return shardplan::human_bytes(bytes); }
 std::string seconds_text(double seconds) { return shardplan::seconds_text(seconds); }

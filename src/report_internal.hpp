@@ -4,6 +4,7 @@
 // report_*.cpp files share (report_reshard.cpp). Defined in report.cpp.
 
 #include <shardplan/diag.hpp>
+#include <shardplan/report.hpp>
 #include <shardplan/mesh.hpp>
 #include <shardplan/spec.hpp>
 #include <shardplan/topology.hpp>
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -35,10 +37,18 @@ ordered_json topology_object(const Topology& topology);
 ordered_json spec_json(const PartitionSpec& spec);
 // Appends `s` as a JSON string.
 void append_json_string(std::string& out, std::string_view s);
+// A spec as dump() lays out spec_json(spec) under a key at `indent`,
+// written directly (it runs once per tensor).
+void append_spec_json(std::string& out, const PartitionSpec& spec, size_t indent);
 // A value to put where text written directly goes (arrays too large for
 // ordered_json): dump() writes it as dump_scalar(raw_marker()), which the
 // caller then replaces.
 ordered_json raw_marker();
+// Hands `doc` to `write` with its raw_marker() replaced by what
+// fill(piece, flush) appends to `piece`; `fill` calls flush() after each
+// entry, and the text goes out in pieces of about a megabyte, never whole.
+using FillPieces = std::function<void(std::string& piece, const std::function<void()>& flush)>;
+void write_spliced(const std::string& doc, const WriteText& write, const FillPieces& fill);
 
 // Text: "16,060,522,496", "14.96 GiB", "0.56 ms", "[4096, 14336]", and a
 // table whose first row is the header (numeric columns right-aligned).

@@ -30,32 +30,6 @@ void append_number(std::string& out, double value) {
   fmt::format_to(std::back_inserter(out), "{}", value);
 }
 
-// A spec on one line: ["fsdp", null], [["dp", "fsdp"], "tp"].
-void append_spec(std::string& out, const PartitionSpec& spec) {
-  out += '[';
-  for (size_t d = 0; d < spec.dims.size(); ++d) {
-    if (d > 0) {
-      out += ", ";
-    }
-    const std::vector<std::string>& axes = spec.dims[d].axes;
-    if (axes.empty()) {
-      out += "null";
-    } else if (axes.size() == 1) {
-      append_json_string(out, axes[0]);
-    } else {
-      out += '[';
-      for (size_t a = 0; a < axes.size(); ++a) {
-        if (a > 0) {
-          out += ", ";
-        }
-        append_json_string(out, axes[a]);
-      }
-      out += ']';
-    }
-  }
-  out += ']';
-}
-
 void append_strings(std::string& out, const std::vector<std::string>& items) {
   out += '[';
   for (size_t i = 0; i < items.size(); ++i) {
@@ -125,7 +99,7 @@ void append_intermediate(std::string& out, const IntermediateSharding& im,
     fmt::format_to(o, ", \"size\": {}}}", im.mesh.axes[a].size);
   }
   fmt::format_to(o, "]}},\n{}  \"spec\": ", in);
-  append_spec(out, im.spec);
+  append_spec_json(out, im.spec, in.size() + 2);
   fmt::format_to(o, ",\n{}  \"replicated_axes\": ", in);
   append_strings(out, im.replicated_axes);
   fmt::format_to(o, "\n{}}}", in);
@@ -140,9 +114,9 @@ std::string plan_tail(const TensorReshard& tr) {
   std::string out;
   const auto o = std::back_inserter(out);
   fmt::format_to(o, ",\n{}\"from_spec\": ", in2);
-  append_spec(out, tr.from);
+  append_spec_json(out, tr.from, in2.size());
   fmt::format_to(o, ",\n{}\"to_spec\": ", in2);
-  append_spec(out, tr.to);
+  append_spec_json(out, tr.to, in2.size());
   fmt::format_to(o, ",\n{}\"steps\": [\n", in2);
   for (size_t s = 0; s < tr.steps.size(); ++s) {
     out += in3;
@@ -168,9 +142,8 @@ std::string plan_tail(const TensorReshard& tr) {
   return out;
 }
 
-// tensors[] at indent 2, in dump()'s layout; `flush(out)` after each tensor.
-template <typename Flush>
-void append_tensors(const ReshardReport& r, std::string& out, const Flush& flush) {
+// tensors[] at indent 2, in dump()'s layout; flush() after each tensor.
+void append_tensors(const ReshardReport& r, std::string& out, const std::function<void()>& flush) {
   const size_t count = r.plan.size();
   if (count == 0) {
     out += "[]";
@@ -196,7 +169,7 @@ void append_tensors(const ReshardReport& r, std::string& out, const Flush& flush
                    fmt::join(t.shape, ", "), to_string(t.dtype));
     out += tail;
     out += i + 1 < count ? ",\n" : "\n";
-    flush(out);
+    flush();
   }
   out += "  ]";
 }
@@ -301,23 +274,10 @@ void write_reshard_json(const ReshardReport& r, const Diagnostics& diags,
                   {"warnings", diags.warning_count()}};
   j["diagnostics"] = diagnostics_array(diags);
 
-  const std::string doc = dump(j);
-  const std::string marker = dump_scalar(raw_marker());
-  const size_t at = doc.find(marker);
-  assert(at != std::string::npos);
-  write(std::string_view(doc).substr(0, at));
-  // The tensors in pieces of about a megabyte: 100k tensors are ~70 MB.
-  constexpr size_t k_piece_bytes = size_t{1} << 20U;
-  std::string piece;
-  piece.reserve(k_piece_bytes + 8192);
-  append_tensors(r, piece, [&](std::string& out) {
-    if (out.size() >= k_piece_bytes) {
-      write(out);
-      out.clear();
-    }
+  // 100k tensors are ~70 MB of text: handed over in pieces.
+  write_spliced(dump(j), write, [&](std::string& piece, const std::function<void()>& flush) {
+    append_tensors(r, piece, flush);
   });
-  write(piece);
-  write(std::string_view(doc).substr(at + marker.size()));
 }
 
 std::string reshard_json(const ReshardReport& r, const Diagnostics& diags) {
