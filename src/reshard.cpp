@@ -962,17 +962,27 @@ std::optional<ReshardPlan> plan_reshard(const Manifest& manifest,
   std::map<std::tuple<std::vector<int64_t>, DType, const PartitionSpec*, const PartitionSpec*>,
            size_t>
       memo;
-  std::map<std::pair<std::string, std::string>, std::pair<const PartitionSpec*,
-                                                            const PartitionSpec*>>
-      canonical;
+  // Equal specs given as different objects (a specs file has one per
+  // tensor) share one memo entry: the first of them stands for all.
+  using SpecPair = std::pair<const PartitionSpec*, const PartitionSpec*>;
+  auto spec_less = [](const PartitionSpec* a, const PartitionSpec* b) {
+    return std::lexicographical_compare(
+        a->dims.begin(), a->dims.end(), b->dims.begin(), b->dims.end(),
+        [](const DimSharding& x, const DimSharding& y) { return x.axes < y.axes; });
+  };
+  auto pair_less = [&](const SpecPair& a, const SpecPair& b) {
+    if (spec_less(a.first, b.first) || spec_less(b.first, a.first)) {
+      return spec_less(a.first, b.first);
+    }
+    return spec_less(a.second, b.second);
+  };
+  std::map<SpecPair, SpecPair, decltype(pair_less)> canonical(pair_less);
   std::vector<int64_t> source_extra;  // per distinct plan
   plan.plan_of.reserve(manifest.size());
   for (size_t t = 0; t < manifest.size(); ++t) {
     const Tensor& tensor = manifest.tensors()[t];
-    // Equal specs given as different objects share one memo entry.
-    auto [it, added] = canonical.try_emplace(
-        std::pair{to_short(*from[t]), to_short(*to[t])}, std::pair{from[t], to[t]});
-    (void)added;
+    const SpecPair specs{from[t], to[t]};
+    const auto it = canonical.try_emplace(specs, specs).first;
     const auto key = std::tuple{std::vector<int64_t>(tensor.shape.begin(), tensor.shape.end()),
                                 tensor.dtype, it->second.first, it->second.second};
     auto [m, fresh] = memo.try_emplace(key, plan.plans.size());

@@ -791,6 +791,19 @@ TEST_CASE("reshard: identical tensors are planned once and totals add up") {
   REQUIRE(plan->size() == 6);
   CHECK(plan->plans.size() == 1);
   CHECK(plan->plan_of == std::vector<uint32_t>(6, 0));
+  // Equal specs held by different objects (a specs file has one per tensor)
+  // share the plan too.
+  std::vector<PartitionSpec> froms(6, from), tos(6, to);
+  for (size_t i = 0; i < 6; ++i) {
+    f[i] = &froms[i];
+    t[i] = &tos[i];
+  }
+  std::optional<ReshardPlan> copies = plan_reshard(m, f, t, s.view(), s.view(), {}, diags);
+  REQUIRE(copies);
+  CHECK(copies->plans.size() == 1);
+  CHECK(copies->totals.bytes_per_device == plan->totals.bytes_per_device);
+  f.assign(6, &from);
+  t.assign(6, &to);
   CHECK(plan->totals.bytes_per_device == 6 * (1048576 / 8 * 7));
   // All six sources stay; the last all_to_all adds its own output on top of
   // five finished targets: 6 MiB + 5 MiB + 1 MiB.
