@@ -712,6 +712,7 @@ TensorPlan plan_two_meshes(const Context& src_c, const ReshardSide& source, Layo
   const int64_t source_bytes = buffers[0];
   const int64_t target_bytes = dst_c.bytes(to);
   const std::vector<int64_t> dst_counts = counts_of(dst_c, to.dims);
+  const Layout given = from;  // before the reductions below
 
   // Pending sums first, on the source: onto a dim the target splits if one
   // divides, else any dim that divides, else an all-reduce.
@@ -811,26 +812,9 @@ TensorPlan plan_two_meshes(const Context& src_c, const ReshardSide& source, Layo
   // The naive plan: gather on the source, each target device copies its block
   // from one source device.
   std::vector<int64_t> naive_buffers{source_bytes};
-  AxisList all;
-  for (const AxisList& list : from.dims) {
-    all.insert(all.end(), list.begin(), list.end());
-  }
-  std::vector<ReshardStep> naive;
-  {
-    std::vector<Move> pre;
-    for (const ReshardStep& s : r.steps) {
-      if (s.op == ReshardOp::reduce_scatter || s.op == ReshardOp::all_reduce) {
-        const int p = static_cast<int>(source.mesh->index_of(s.mesh_axes[0]));
-        pre.push_back(Move{ReshardOp::all_reduce, {p}, -1, -1});
-        // An all-reduce leaves the axis unsplit: gather only the source's own.
-        all.erase(std::remove(all.begin(), all.end(), p), all.end());
-      }
-    }
-    if (!all.empty()) {
-      pre.push_back(Move{ReshardOp::all_gather, all, -1, -1});
-    }
-    naive = steps_of(src_c, pre, naive_buffers);
-  }
+  const Layout replicated{std::vector<AxisList>(to.dims.size()), 0};
+  std::vector<ReshardStep> naive =
+      steps_of(src_c, naive_moves(src_c, given, replicated), naive_buffers);
   Placement full{source.mesh, &source.grid->ids, std::vector<AxisList>(from.dims.size()), -1};
   OverlapResult naive_moved = overlap(src_c, full, dst_c, dst, options.same_devices, false);
   ReshardStep& copy = naive.emplace_back();
