@@ -11,6 +11,8 @@
 // times read_manifest_path on model.safetensors.index.json: R repetitions
 // after one warm-up, median and max, and the per-shard cost.
 
+#include "bench_util.hpp"
+
 #include <shardplan/diag.hpp>
 #include <shardplan/io.hpp>
 #include <shardplan/models.hpp>
@@ -42,11 +44,6 @@ int usage(const char* why) {
   std::fprintf(stderr, "bench_index: %s\nusage: bench_index [--shards S] [--reps R] [--dir DIR]\n",
                why);
   return 2;
-}
-
-bool parse_int(std::string_view text, int& out) {
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-  return ec == std::errc() && end == text.data() + text.size() && out > 0;
 }
 
 std::string dtype_tag(shardplan::DType dtype) {
@@ -101,7 +98,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
     if ((arg == "--shards" || arg == "--reps") && i + 1 < argc) {
-      if (!parse_int(argv[++i], arg == "--shards" ? shards : reps)) {
+      if (!bench::parse_int(argv[++i], arg == "--shards" ? shards : reps)) {
         return usage("expected a positive integer");
       }
     } else if (arg == "--dir" && i + 1 < argc) {

@@ -49,7 +49,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--reps" && i + 1 < argc) {
-      reps = std::stoi(argv[++i]);
+      if (!bench::parse_int(argv[++i], reps)) {
+        std::fprintf(stderr, "bench_reshard: --reps takes a positive integer\n");
+        return 2;
+      }
     } else if (arg == "--topology" && i + 1 < argc) {
       topology_name = argv[++i];
     } else if (arg == "--mesh" && i + 1 < argc) {

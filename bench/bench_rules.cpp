@@ -103,9 +103,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
     if (arg == "--reps" && i + 1 < argc) {
-      std::string_view v = argv[++i];
-      auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), reps);
-      if (ec != std::errc() || end != v.data() + v.size() || reps < 1) {
+      if (!bench::parse_int(argv[++i], reps)) {
         return usage();
       }
     } else if (arg == "--mesh" && i + 1 < argc) {

@@ -7,11 +7,18 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <string_view>
 #include <vector>
 
 namespace bench {
+
+// A positive integer option value (--reps 11); false for anything else.
+inline bool parse_int(std::string_view text, int& out) {
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc() && end == text.data() + text.size() && out > 0;
+}
 
 using Clock = std::chrono::steady_clock;
 
