@@ -15,6 +15,8 @@
 #include <re2/set.h>
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cassert>
 #include <cmath>
 #include <memory>
@@ -153,9 +155,10 @@ std::optional<unsigned> posix_digits(std::string_view name) {
   return digits;
 }
 
-// At p[at] == '[': the end of the class after it, or npos when the class
-// holds some digits but not all (or has a construct we do not know).
-size_t oblivious_class_end(std::string_view p, size_t at) {
+// At p[at] == '[': the end of the class after it, or npos for a construct
+// we do not know. When the class holds some digits but not all, adds to
+// `distinguished` the digits it holds or those it lacks, the fewer.
+size_t class_end(std::string_view p, size_t at, unsigned& distinguished) {
   size_t j = at + 1;
   bool negated = false;
   if (j < p.size() && p[j] == '^') {
@@ -240,18 +243,25 @@ size_t oblivious_class_end(std::string_view p, size_t at) {
   if (negated) {
     digits = k_all_digits & ~digits;
   }
-  return digits == 0 || digits == k_all_digits ? j : std::string_view::npos;
+  // Digits on one side of the class must be told from those on the other:
+  // marking the smaller side leaves the rest alike (all inside the class, or
+  // all outside it).
+  if (digits != 0 && digits != k_all_digits) {
+    distinguished |= std::popcount(digits) <= 5 ? digits : k_all_digits & ~digits;
+  }
+  return j;
 }
 
 }  // namespace
 
-bool digit_oblivious(std::string_view p) {
+std::optional<unsigned> distinguished_digits(std::string_view p) {
+  unsigned distinguished = 0;
   size_t i = 0;
   while (i < p.size()) {
     const char c = p[i];
     if (c == '\\') {
       if (i + 1 >= p.size()) {
-        return false;
+        return std::nullopt;
       }
       const char e = p[i + 1];
       const bool known =
@@ -259,13 +269,13 @@ bool digit_oblivious(std::string_view p) {
           || std::string_view("dDwWsSbBAzntrfva").find(e)
                  != std::string_view::npos;
       if (!known) {
-        return false;
+        return std::nullopt;
       }
       i += 2;
     } else if (c == '[') {
-      i = oblivious_class_end(p, i);
+      i = class_end(p, i, distinguished);
       if (i == std::string_view::npos) {
-        return false;
+        return std::nullopt;
       }
     } else if (c == '{') {
       // {n}, {n,}, {n,m}: counts, not characters; else a literal '{'.
@@ -285,7 +295,7 @@ bool digit_oblivious(std::string_view p) {
       if (j + 1 < p.size() && p[j] == 'P' && p[j + 1] == '<') {
         const size_t end = p.find('>', j + 2);  // a group name
         if (end == std::string_view::npos) {
-          return false;
+          return std::nullopt;
         }
         i = end + 1;
         continue;
@@ -296,16 +306,21 @@ bool digit_oblivious(std::string_view p) {
         ++j;
       }
       if (j >= p.size() || (p[j] != ')' && p[j] != ':')) {
-        return false;
+        return std::nullopt;
       }
       i = j + 1;
     } else if (is_digit(c)) {
-      return false;
+      distinguished |= 1U << static_cast<unsigned>(c - '0');
+      ++i;
     } else {
       ++i;  // . | ( ) * + ? ^ $ and literals other than digits
     }
   }
-  return true;
+  return distinguished;
+}
+
+bool digit_oblivious(std::string_view pattern) {
+  return distinguished_digits(pattern) == 0U;
 }
 
 }  // namespace detail
@@ -534,9 +549,12 @@ class Engine {
   mutable std::vector<std::unique_ptr<RE2>> m_single;
   // The set indices of the patterns the last name matched.
   std::vector<int> m_matches;
-  // Classes by digit-normalised name (see detail::digit_oblivious), while
-  // every pattern allows it and it stays below k_memo_names names.
+  // Classes by digit-normalised name (see detail::distinguished_digits),
+  // while the patterns leave at least two digits alike and it stays below
+  // k_memo_names names: m_digit_map maps each digit no pattern tells apart
+  // to the smallest of them, and the others to themselves.
   bool m_memo = false;
+  std::array<char, 10> m_digit_map{};
   std::string m_normalised;
   std::unordered_map<std::string, uint64_t, detail::StringHash, std::equal_to<>>
       m_memo_classes;
@@ -691,11 +709,23 @@ bool Engine::prepare() {
   if (m_rule_of_pattern.empty() || !m_set->Compile()) {
     m_set.reset();  // no patterns, or the set is too large: one at a time
   }
-  m_memo = !m_rule_of_pattern.empty()
-           && std::all_of(
-               m_rules.rules.begin(), m_rules.rules.end(), [](const Rule& r) {
-                 return !r.pattern || detail::digit_oblivious(*r.pattern);
-               });
+  // Digits that no pattern tells apart match alike: names that differ only
+  // in them share a class.
+  std::optional<unsigned> distinguished = 0U;
+  for (const Rule& r : m_rules.rules) {
+    if (r.pattern && distinguished) {
+      std::optional<unsigned> d = detail::distinguished_digits(*r.pattern);
+      distinguished = d ? std::optional<unsigned>(*distinguished | *d) : std::nullopt;
+    }
+  }
+  const unsigned alike = distinguished ? ~*distinguished & 0x3FFU : 0U;
+  m_memo = !m_rule_of_pattern.empty() && std::popcount(alike) >= 2;
+  if (m_memo) {
+    const char first = static_cast<char>('0' + std::countr_zero(alike));
+    for (unsigned d = 0; d < 10; ++d) {
+      m_digit_map[d] = (alike >> d & 1U) != 0 ? first : static_cast<char>('0' + d);
+    }
+  }
   return true;
 }
 
@@ -733,7 +763,7 @@ uint64_t Engine::classify(std::string_view name) {
   }
   m_normalised.assign(name);
   for (char& c : m_normalised) {
-    c = c >= '0' && c <= '9' ? '0' : c;
+    c = c >= '0' && c <= '9' ? m_digit_map[static_cast<unsigned>(c - '0')] : c;
   }
   if (auto it = m_memo_classes.find(std::string_view(m_normalised));
       it != m_memo_classes.end()) {

@@ -441,15 +441,21 @@ PartitionSpec resolve_logical_axes(const LogicalAxes& names,
 
 namespace detail {
 
-// Whether `pattern` (RE2 syntax) treats the ten ASCII digits alike: it has
-// no digit literal, and every character class it uses holds all ten digits
-// or none. For such patterns, a name matches exactly when the name with
-// every digit replaced by '0' does (a digit and '0' take the same path
-// through the automaton, and both are word characters), so the engine
-// matches "model.layers.0.mlp" once for every layer. Conservative: false
+// The ASCII digits `pattern` (RE2 syntax) tells apart from the other
+// digits, as a mask (bit d for digit d): every digit literal, and for each
+// character class that holds some digits but not all, the digits it holds
+// or those it lacks, whichever are fewer. Two digits
+// outside the mask take the same path through the automaton (and both are
+// word characters), so a name matches exactly when the name with one
+// replaced by the other does: the engine matches "model.layers.0.mlp" once
+// for every layer whose index uses only such digits. Conservative: nullopt
 // for any construct it does not know (\p, \x, \Q, octal escapes, ...).
-// Examples: "layers\.[0-9]+\.mlp" and "experts\.\d+" are; "layers\.1[0-9]"
-// and "[0-5]" are not.
+// Examples: "layers\.[0-9]+\.mlp" and "experts\.\d+" give 0;
+// "layers\.1[0-9]" gives {1}, "[0-5]" {6,...,9}, "w1|w3" {1,3}.
+std::optional<unsigned> distinguished_digits(std::string_view pattern);
+
+// Whether `pattern` treats the ten ASCII digits alike:
+// distinguished_digits(pattern) == 0.
 bool digit_oblivious(std::string_view pattern);
 
 }  // namespace detail

@@ -265,7 +265,9 @@ bool load_inputs(const CheckCommand& cmd, Diagnostics& diags, Inputs& in) {
     in.validate.topology_devices = topology->devices();
     in.validate.topology_name = topology->name;
   }
+  Stopwatch watch;
   in.manifest = load_manifest(cmd.manifest, cmd.model, diags);
+  watch.lap("read the manifest");
   return in.manifest.has_value();
 }
 
@@ -275,9 +277,11 @@ int finish_check(std::string_view command, const Inputs& in,
                  const std::vector<TensorSharding>& shardings, std::string_view specs_source,
                  const RuleSet* rules, const RulePlan* plan, Session& session) {
   Diagnostics& diags = session.diags();
+  Stopwatch watch;
   Diagnostics memory_diags;
   std::optional<MemoryEstimate> memory =
       estimate_memory(*in.manifest, *in.mesh, shardings, in.memory, memory_diags);
+  watch.lap("estimate memory");
   for (const Diagnostic& d : memory_diags.items()) {
     diags.add(d);
   }
@@ -290,15 +294,20 @@ int finish_check(std::string_view command, const Inputs& in,
   const ExitCode code = diags.has_errors() ? ExitCode::plan_errors : ExitCode::ok;
   const std::string& format = session.format();
   if (format == "json") {
-    return session.finish_written(
+    const int exit_code = session.finish_written(
         [&](const WriteText& write) { write_check_json(report, diags, write); }, code);
+    watch.lap("write the report");
+    return exit_code;
   }
   std::string doc = format == "markdown"   ? check_markdown(report, diags)
                     : format == "github"   ? check_github(report, diags)
                     : command == "memory"  ? memory_text(report)
                     : command == "plan"    ? plan_text(report, diags)
                                            : check_text(report, diags);
-  return session.finish(doc, code);
+  watch.lap("format the report");
+  const int exit_code = session.finish(doc, code);
+  watch.lap("write the report");
+  return exit_code;
 }
 
 int run_check(const CheckCommand& cmd, std::string_view command, Session& session) {
@@ -313,8 +322,10 @@ int run_check(const CheckCommand& cmd, std::string_view command, Session& sessio
   }
   spdlog::debug("{} tensors, {} specs, mesh {}", in.manifest->size(), specs->specs.size(),
                 to_string(*in.mesh));
+  Stopwatch watch;
   std::vector<TensorSharding> shardings =
       validate_specs(*in.manifest, *in.mesh, *specs, in.validate, diags);
+  watch.lap("validate");
   return finish_check(command, in, shardings, specs->source, nullptr, nullptr, session);
 }
 
@@ -361,16 +372,19 @@ int run_plan(const PlanCommand& cmd, Session& session) {
                                          : explain_text(*trace, *rules, *in.mesh),
                           ExitCode::ok);
   }
+  Stopwatch watch;
   std::optional<RulePlan> plan = apply_rules(*in.manifest, *in.mesh, *rules, diags);
   if (!plan) {
     return session.fail_input();
   }
+  watch.lap("apply the rules");
   std::vector<const PartitionSpec*> specs(plan->size());
   for (size_t t = 0; t < specs.size(); ++t) {
     specs[t] = &plan->spec(t);
   }
   std::vector<TensorSharding> shardings =
       validate_planned(*in.manifest, *in.mesh, specs, rules->source, in.validate, diags);
+  watch.lap("validate");
   return finish_check("plan", in, shardings, rules->source, &*rules, &*plan, session);
 }
 

@@ -13,7 +13,9 @@
 #include <shardplan/topology.hpp>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <ostream>
@@ -35,6 +37,22 @@ struct CommonOptions {
   bool verbose = false;
   bool quiet = false;
   std::string color = "auto";
+};
+
+// Logs at debug level (-v) how long each phase of a command took:
+// `lap("read manifest")` logs the time since the last lap, or since the
+// watch was made.
+class Stopwatch {
+ public:
+  void lap(std::string_view phase) {
+    const auto now = std::chrono::steady_clock::now();
+    const std::chrono::duration<double, std::milli> elapsed = now - m_last;
+    m_last = now;
+    spdlog::debug("{}: {:.1f} ms", phase, elapsed.count());
+  }
+
+ private:
+  std::chrono::steady_clock::time_point m_last = std::chrono::steady_clock::now();
 };
 
 // Where the command writes: its result, then diagnostics, then the exit code.

@@ -1593,6 +1593,95 @@ TEST_CASE("rules: property: matching by digit-normalised name changes nothing",
   }
 }
 
+TEST_CASE("rules: the digits a pattern tells apart", "[rules]") {
+  // Worked from the pattern text: literal digits, and a side of each class
+  // that holds some digits but not all ten.
+  auto mask = [](std::initializer_list<unsigned> digits) {
+    unsigned m = 0;
+    for (unsigned d : digits) {
+      m |= 1U << d;
+    }
+    return m;
+  };
+  CHECK(detail::distinguished_digits("layers\\.[0-9]+\\.mlp") == 0U);
+  CHECK(detail::distinguished_digits("layers\\.1[0-9]") == mask({1}));
+  // A class splits the digits in two; the smaller side is marked.
+  CHECK(detail::distinguished_digits("[0-5]") == mask({6, 7, 8, 9}));
+  CHECK(detail::distinguished_digits("[^1]") == mask({1}));
+  CHECK(detail::distinguished_digits("[0-4]") == mask({0, 1, 2, 3, 4}));
+  CHECK(detail::distinguished_digits("\\.experts\\.[0-9]+\\.(w1|w3|up_proj)")
+        == mask({1, 3}));
+  CHECK(detail::distinguished_digits("a{12,34}7") == mask({7}));   // counts are not literals
+  CHECK(detail::distinguished_digits("(?P<g9>x)[5-z]") == mask({5, 6, 7, 8, 9}));
+  CHECK(detail::distinguished_digits("[+-9]x\\d") == 0U);         // the range holds all ten
+  CHECK_FALSE(detail::distinguished_digits("\\x30").has_value());
+  CHECK_FALSE(detail::distinguished_digits("\\1").has_value());
+  CHECK_FALSE(detail::distinguished_digits("[[:foo:]]").has_value());
+}
+
+TEST_CASE("rules: property: names that differ in digits no pattern tells apart share a match",
+          "[rules][property]") {
+  // Patterns with digit literals and partial classes (the fsdp-tp preset's
+  // "w1|w3" among them): the engine matches one name per class of digits
+  // the patterns treat alike; every tensor must still get the first rule
+  // whose pattern one search finds in its own name.
+  const std::vector<std::string> patterns = {"\\.experts\\.[0-9]+\\.(w1|w3)\\.",
+                                             "layers\\.1[0-9]\\.",
+                                             "\\.2\\.",
+                                             "w2$",
+                                             "[a-z]3",
+                                             "experts\\.[0-9]{2}\\.",
+                                             "\\.[0-9]\\.norm",
+                                             "\\.[^0-3]\\.",
+                                             "\\.[0-6]{2}\\.",
+                                             "mlp"};
+  std::string json = "{\"rules\": [";
+  for (size_t i = 0; i < patterns.size(); ++i) {
+    std::string escaped;
+    for (char c : patterns[i]) {
+      escaped += c == '\\' ? "\\\\" : std::string(1, c);
+    }
+    REQUIRE(detail::distinguished_digits(patterns[i]).has_value());
+    json += fmt::format(
+        "{}{{\"pattern\": \"{}\", \"spec\": []}}", i ? ", " : "", escaped);
+  }
+  json += "], \"unmatched\": \"replicate\"}";
+  const RuleSet rules = rules_of(json);
+  const int seed = GENERATE(take(20, random(0, 1 << 30)));
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  const std::vector<std::string> words = {
+      "model", "layers", "mlp", "experts", "w", "norm", "up_proj", "ax", "b"};
+  std::vector<T> tensors;
+  for (size_t i = 0; i < 80; ++i) {
+    std::vector<std::string> parts;
+    const size_t n = 1 + rng() % 5;
+    for (size_t k = 0; k < n; ++k) {
+      std::string part = words[rng() % words.size()];
+      if (rng() % 2 == 0) {
+        part = std::to_string(rng() % 1000);  // 1 to 3 digits
+      } else if (rng() % 3 == 0) {
+        part += std::to_string(rng() % 10);
+      }
+      parts.push_back(part);
+    }
+    tensors.push_back({fmt::format("{}.{}", fmt::join(parts, "."), i), {4}});
+  }
+  const Manifest manifest = manifest_of(tensors);
+  Applied r = apply(manifest, mesh("x:2"), rules);
+  REQUIRE(r.plan);
+  for (size_t i = 0; i < manifest.size(); ++i) {
+    const std::string name(manifest.tensors()[i].name);
+    std::optional<size_t> expected;
+    for (size_t p = 0; p < patterns.size() && !expected; ++p) {
+      if (std::regex_search(name, std::regex(patterns[p]))) {
+        expected = p;
+      }
+    }
+    INFO(name);
+    CHECK(r.plan->rule(i).rule_index() == expected);
+  }
+}
+
 TEST_CASE("rules: property: the RE2 set agrees with one search per pattern",
           "[rules][property]") {
   // apply_rules matches all patterns in one RE2::Set scan; the result must be
