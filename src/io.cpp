@@ -2443,9 +2443,22 @@ bool AtomicFile::open(const std::string& path, Diagnostics& diags) {
 }
 
 void AtomicFile::write(std::string_view data) {
-  if (m_fd >= 0 && m_error == 0) {
-    m_error = write_all(m_fd, data);
+  if (m_fd < 0 || m_error != 0) {
+    return;
   }
+  m_error = write_all(m_fd, data);
+  m_written += data.size();
+#ifdef __linux__
+  // Start writing back each few MiB of a temporary file as it is written:
+  // the disk works while the rest is formatted, and commit's fsync waits
+  // only for the tail (40 MB of plan JSON: about 20 ms less).
+  constexpr size_t k_writeback_bytes = size_t{4} << 20U;
+  if (!m_temp.empty() && m_error == 0 && m_written - m_flushed >= k_writeback_bytes) {
+    ::sync_file_range(m_fd, static_cast<off_t>(m_flushed),
+                      static_cast<off_t>(m_written - m_flushed), SYNC_FILE_RANGE_WRITE);
+    m_flushed = m_written;
+  }
+#endif
 }
 
 bool AtomicFile::commit(Diagnostics& diags) {

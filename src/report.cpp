@@ -843,7 +843,7 @@ void append_spec_json(std::string& out, const PartitionSpec& spec, size_t indent
       out += ']';
     }
   };
-  if (flat) {
+  if (flat || indent == report_detail::k_one_line) {
     out += '[';
     for (size_t d = 0; d < spec.dims.size(); ++d) {
       out += d == 0 ? "" : ", ";
@@ -890,8 +890,10 @@ struct TailKeyHash {
   }
 };
 
-// Appends check_json's tensors[] at `indent` to `out`, as dump_to would
-// write it, calling flush() after each tensor (it may empty `out`).
+// Appends check_json's tensors[] at `indent` to `out`, one line per tensor
+// (`grep` finds a tensor's whole entry; a diff of two plans shows one line
+// per changed tensor), calling flush() after each tensor (it may empty
+// `out`).
 template <typename Flush>
 void append_tensors_json(const CheckReport& r, size_t indent, std::string& out,
                          const Flush& flush) {
@@ -900,62 +902,47 @@ void append_tensors_json(const CheckReport& r, size_t indent, std::string& out,
     return;
   }
   const std::string in1(indent + 2, ' ');
-  const std::string in2(indent + 4, ' ');
   out += "[\n";
   // A plan's rule descriptions are shared: each is written once.
   std::vector<std::string> rules;
   if (r.plan != nullptr) {
     rules.reserve(r.plan->decisions.size());
     for (const RuleDecision& d : r.plan->decisions) {
-      std::string text = fmt::format("{{\n{}  \"index\": ", in2);
+      std::string text = "{\"index\": ";
       std::optional<size_t> index = d.rule.rule_index();
       text += index ? std::to_string(*index) : std::string("null");
-      text += fmt::format(",\n{}  \"description\": ", in2);
+      text += ", \"description\": ";
       append_json_string(text, d.rule.description);
-      text += fmt::format("\n{}}}", in2);
+      text += '}';
       rules.push_back(std::move(text));
     }
   }
-  // The text between two values of an entry: ",\n" and the indent.
-  const std::string next = ",\n" + in2;
   // Everything of an entry after its name, from the tensor's shape, dtype and
   // sharding and the deciding rule.
   auto append_tail = [&](const TensorSharding& s, const Tensor& t, std::string& text) {
-    text += next;
-    text += "\"shape\": [";
+    text += ", \"shape\": [";
     for (size_t d = 0; d < t.shape.size(); ++d) {
       text += d == 0 ? "" : ", ";
       append_int(text, t.shape[d]);
     }
-    text += ']';
-    text += next;
-    text += "\"dtype\": \"";
+    text += "], \"dtype\": \"";
     text += to_string(t.dtype);
-    text += '"';
-    text += next;
-    text += "\"spec\": ";
+    text += "\", \"spec\": ";
     if (s.spec != nullptr) {
-      append_spec_json(text, *s.spec, indent + 4);
+      append_spec_json(text, *s.spec, report_detail::k_one_line);
     } else {
       text += "null";
     }
-    text += next;
-    text += "\"rule\": ";
+    text += ", \"rule\": ";
     text += r.plan != nullptr ? rules[r.plan->decision_of[s.tensor]] : std::string("null");
-    text += next;
-    text += "\"valid\": ";
+    text += ", \"valid\": ";
     text += s.valid ? "true" : "false";
-    text += next;
-    text += "\"bytes\": ";
+    text += ", \"bytes\": ";
     append_int(text, t.num_bytes);
-    text += next;
-    text += "\"bytes_per_device\": ";
+    text += ", \"bytes_per_device\": ";
     append_int(text, s.bytes_per_device);
-    text += next;
-    text += "\"replicas\": ";
+    text += ", \"replicas\": ";
     append_int(text, s.replicas);
-    text += '\n';
-    text += in1;
     text += '}';
   };
   // Tensors of a shared layout (a plan's experts, its layers) have the same
@@ -966,9 +953,7 @@ void append_tensors_json(const CheckReport& r, size_t indent, std::string& out,
     const TensorSharding& s = r.shardings[i];
     const Tensor& t = r.manifest.tensors()[s.tensor];
     out += in1;
-    out += "{\n";
-    out += in2;
-    out += "\"name\": ";
+    out += "{\"name\": ";
     append_json_string(out, t.name);
     const TailKey key{t.shape,
                       t.dtype,

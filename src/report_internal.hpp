@@ -38,7 +38,9 @@ ordered_json spec_json(const PartitionSpec& spec);
 // Appends `s` as a JSON string.
 void append_json_string(std::string& out, std::string_view s);
 // A spec as dump() lays out spec_json(spec) under a key at `indent`,
-// written directly (it runs once per tensor).
+// written directly (it runs once per tensor); on one line when `indent` is
+// k_one_line.
+inline constexpr size_t k_one_line = static_cast<size_t>(-1);
 void append_spec_json(std::string& out, const PartitionSpec& spec, size_t indent);
 // A value to put where text written directly goes (arrays too large for
 // ordered_json): dump() writes it as dump_scalar(raw_marker()), which the

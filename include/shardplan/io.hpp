@@ -56,6 +56,8 @@ class AtomicFile {
   std::string m_temp;    // the temporary file; empty when writing in place
   int m_fd = -1;
   int m_error = 0;       // the first write's errno
+  size_t m_written = 0;  // bytes written so far
+  size_t m_flushed = 0;  // bytes whose writeback has been started
   bool m_committed = false;
 };
 

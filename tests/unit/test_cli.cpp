@@ -861,6 +861,37 @@ TEST_CASE("cli: plan JSON is a specs file check accepts", "[cli][plan]") {
   fs::remove_all(dir);
 }
 
+TEST_CASE("cli: plan JSON writes each tensor on a line of its own", "[cli][plan]") {
+  // One line per entry, tuple specs included (fsdp-tp puts ("fsdp", "ep")
+  // on a dim when the mesh has ep), each line the entry itself: grep finds a
+  // whole entry and a diff of two plans shows one line per changed tensor.
+  Result plan = run_cli({"plan", "--topology", "v5e-8", "--mesh", "fsdp:2,ep:2,tp:2",
+                         "--manifest", examples("tiny-llama.json"), "--rules", "fsdp-tp",
+                         "--format", "json"});
+  INFO(plan.err);
+  REQUIRE(plan.code == 0);
+  const json doc = json::parse(plan.out);
+  std::vector<json> lines;
+  std::istringstream in(plan.out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("    {\"name\": ")) {
+      if (line.ends_with(',')) {
+        line.pop_back();
+      }
+      lines.push_back(json::parse(line));
+    }
+  }
+  REQUIRE(lines.size() == doc["tensors"].size());
+  bool tuple = false;
+  for (size_t t = 0; t < lines.size(); ++t) {
+    CHECK(lines[t] == doc["tensors"][t]);
+    for (const json& dim : doc["tensors"][t]["spec"]) {
+      tuple = tuple || dim.is_array();
+    }
+  }
+  CHECK(tuple);
+}
+
 TEST_CASE("cli: plan --rules list and --explain", "[cli][plan]") {
   Result list = run_cli({"plan", "--rules", "list"});
   CHECK(list.code == 0);
