@@ -62,14 +62,25 @@ void render_values(const std::vector<int64_t>& values, std::string& out) {
 }
 
 // Where a numeric component (a number, or a set after a merge) lies in its
-// row's text.
+// row's text, with a hash of that text and, before any merge, its number.
 struct Span {
   size_t begin = 0;
   size_t end = 0;
+  uint64_t hash = 0;
+  int64_t value = 0;
 };
+
+// Combines hashes in order.
+uint64_t combine(uint64_t seed, uint64_t h) {
+  seed ^= h + 0x9E3779B97F4A7C15ULL + (seed << 6U) + (seed >> 2U);
+  return seed;
+}
 
 struct Row {
   std::string_view text;
+  // A hash of the text with its numeric components left out, and the rest:
+  // rows that may fold have equal skeletons.
+  uint64_t skeleton = 0;
   uint32_t rest = 0;  // an id: rows with equal rest text have equal ids
   size_t count = 1;
   // The row's numeric components, left to right: m_spans[spans, spans + numerics).
@@ -83,9 +94,12 @@ struct Row {
 
 class Folder {
  public:
+  // Reads the rows and folds their last numeric component as they come
+  // (pass 0), so that a row that folds into an earlier one is never stored:
+  // 100k rows of a plan keep a few thousand.
   explicit Folder(std::span<const NameRowRef> input) {
-    m_rows.reserve(input.size());
-    std::unordered_map<std::string_view, uint32_t> rest_ids;
+    Pass first;
+    std::unordered_map<std::string_view, uint32_t, detail::StringHash> rest_ids;
     // Rows often view one string for their rest: known by its address, it
     // is not hashed again.
     std::unordered_map<const char*, uint32_t> rest_at;
@@ -118,7 +132,7 @@ class Folder {
         const std::string_view part = r.name.substr(start, i - start);
         int64_t value = 0;
         if (maybe_number && parse_number(part, value)) {
-          m_spans.push_back({start, i});
+          m_spans.push_back({start, i, 0, value});
           // "-07" is the number -7, and prints so.
           canonical = canonical && (part[0] != '-' || part == std::to_string(value));
         }
@@ -129,13 +143,17 @@ class Folder {
       if (!canonical) {
         print_numbers(row);
       }
+      hash_row(row);
       m_passes = std::max(m_passes, row.numerics);
-      m_rows.push_back(row);
+      if (place(row, 0, m_rows, first)) {
+        m_spans.resize(row.spans);  // its own spans, the last ones, are not needed
+      }
     }
+    finish(0, m_rows, first);
   }
 
   std::vector<FoldedRow> run() {
-    for (size_t k = 0; k < m_passes; ++k) {
+    for (size_t k = 1; k < m_passes; ++k) {
       pass(k);
     }
     std::vector<FoldedRow> out;
@@ -147,57 +165,94 @@ class Folder {
   }
 
  private:
+  // What a pass keeps while it places rows: groups by a hash of the text
+  // outside the component and the rest (a hit is confirmed by comparing the
+  // text), and the rows that absorbed others.
+  struct Pass {
+    std::unordered_multimap<size_t, size_t> groups;
+    std::vector<size_t> touched;
+  };
+
   // Folds the k-th numeric component from the right (k = 0 the last).
   void pass(size_t k) {
     std::vector<Row> merged;
-    merged.reserve(m_rows.size());
-    // Groups by a hash of the text outside the component and the rest; a
-    // hit is confirmed by comparing the text.
-    std::unordered_multimap<size_t, size_t> groups;
-    std::vector<size_t> touched;
+    Pass state;
     for (const Row& row : m_rows) {
-      if (k >= row.numerics) {
-        merged.push_back(row);
-        continue;
-      }
-      const size_t j = row.numerics - 1 - k;
-      const Span at = m_spans[row.spans + j];
-      const std::string_view before = row.text.substr(0, at.begin);
-      const std::string_view after = row.text.substr(at.end);
-      const size_t hash = std::hash<std::string_view>{}(before) * 31
-                          ^ std::hash<std::string_view>{}(after) ^ (size_t{row.rest} << 1U);
-      size_t into = SIZE_MAX;
-      auto [first, last] = groups.equal_range(hash);
-      for (auto it = first; it != last; ++it) {
-        const Row& g = merged[it->second];
-        const Span g_at = m_spans[g.spans + g.numerics - 1 - k];
-        if (g.rest == row.rest && g.text.substr(0, g_at.begin) == before
-            && g.text.substr(g_at.end) == after) {
-          into = it->second;
-          break;
-        }
-      }
-      if (into == SIZE_MAX) {
-        groups.emplace(hash, merged.size());
-        merged.push_back(row);
-        continue;
-      }
-      Row& g = merged[into];
-      if (!g.values) {
-        materialize(g);
-      }
-      std::vector<int64_t>& values = m_values[*g.values + g.numerics - 1 - k];
-      if (m_touched_pass[*g.values] != k + 1) {  // the first merge into g in this pass
-        m_touched_pass[*g.values] = k + 1;
-        touched.push_back(into);
-      }
-      append_values(row, j, values);
-      g.count += row.count;
+      place(row, k, merged, state);
     }
-    for (size_t index : touched) {
+    finish(k, merged, state);
+    m_rows = std::move(merged);
+  }
+
+  // Pass k for `row`: merges it into the row of `merged` it equals outside
+  // its k-th numeric component from the right, or appends it. True when it
+  // merged.
+  bool place(const Row& row, size_t k, std::vector<Row>& merged, Pass& state) {
+    if (k >= row.numerics) {
+      merged.push_back(row);
+      return false;
+    }
+    const size_t j = row.numerics - 1 - k;
+    const Span at = m_spans[row.spans + j];
+    const std::string_view before = row.text.substr(0, at.begin);
+    const std::string_view after = row.text.substr(at.end);
+    // Rows equal outside component j have equal skeletons, rests and other
+    // components: hashed from what hash_row kept, not the text.
+    uint64_t hash = combine(row.skeleton, row.rest);
+    for (size_t i = 0; i < row.numerics; ++i) {
+      hash = combine(hash, i == j ? 0 : m_spans[row.spans + i].hash);
+    }
+    size_t into = SIZE_MAX;
+    auto [first, last] = state.groups.equal_range(hash);
+    for (auto it = first; it != last; ++it) {
+      const Row& g = merged[it->second];
+      const Span g_at = m_spans[g.spans + g.numerics - 1 - k];
+      if (g.rest == row.rest && g.text.substr(0, g_at.begin) == before
+          && g.text.substr(g_at.end) == after) {
+        into = it->second;
+        break;
+      }
+    }
+    if (into == SIZE_MAX) {
+      state.groups.emplace(hash, merged.size());
+      merged.push_back(row);
+      return false;
+    }
+    Row& g = merged[into];
+    if (!g.values) {
+      materialize(g);
+    }
+    std::vector<int64_t>& values = m_values[*g.values + g.numerics - 1 - k];
+    if (m_touched_pass[*g.values] != k + 1) {  // the first merge into g in this pass
+      m_touched_pass[*g.values] = k + 1;
+      state.touched.push_back(into);
+    }
+    append_values(row, j, values);
+    g.count += row.count;
+    return true;
+  }
+
+  // After pass k placed every row: the rows that absorbed others printed
+  // again.
+  void finish(size_t k, std::vector<Row>& merged, const Pass& state) {
+    for (size_t index : state.touched) {
       rerender(merged[index], k);
     }
-    m_rows = std::move(merged);
+  }
+
+  // Sets row.skeleton and the hash of each numeric component's text.
+  void hash_row(Row& row) {
+    m_skeleton.clear();
+    size_t from = 0;
+    for (size_t i = 0; i < row.numerics; ++i) {
+      Span& span = m_spans[row.spans + i];
+      span.hash = detail::hash_bytes(row.text.substr(span.begin, span.end - span.begin));
+      m_skeleton.append(row.text.substr(from, span.begin - from));
+      m_skeleton += '\0';
+      from = span.end;
+    }
+    m_skeleton.append(row.text.substr(from));
+    row.skeleton = detail::hash_bytes(m_skeleton);
   }
 
   // Prints `row`'s numbers as numbers ("-07" as "-7"), before any merge.
@@ -207,12 +262,10 @@ class Folder {
     const size_t spans = m_spans.size();
     for (size_t i = 0; i < row.numerics; ++i) {
       const Span s = m_spans[row.spans + i];
-      int64_t value = 0;
-      parse_number(row.text.substr(s.begin, s.end - s.begin), value);
       text += row.text.substr(from, s.begin - from);
       const size_t begin = text.size();
-      text += std::to_string(value);
-      m_spans.push_back({begin, text.size()});
+      text += std::to_string(s.value);
+      m_spans.push_back({begin, text.size(), 0, s.value});
       from = s.end;
     }
     text += row.text.substr(from);
@@ -226,10 +279,7 @@ class Folder {
     row.values = m_values.size();
     m_touched_pass.resize(m_values.size() + row.numerics, 0);
     for (size_t i = 0; i < row.numerics; ++i) {
-      const Span s = m_spans[row.spans + i];
-      int64_t value = 0;
-      parse_number(row.text.substr(s.begin, s.end - s.begin), value);
-      m_values.push_back({value});
+      m_values.push_back({m_spans[row.spans + i].value});
     }
   }
 
@@ -240,10 +290,7 @@ class Folder {
       out.insert(out.end(), own.begin(), own.end());
       return;
     }
-    const Span s = m_spans[row.spans + j];
-    int64_t value = 0;
-    parse_number(row.text.substr(s.begin, s.end - s.begin), value);
-    out.push_back(value);
+    out.push_back(m_spans[row.spans + j].value);
   }
 
   // After a pass merged rows into `row`: its set for the k-th numeric
@@ -264,6 +311,7 @@ class Folder {
       Span s = m_spans[row.spans + i];
       if (i == j) {
         s.end = end;
+        s.hash = detail::hash_bytes(std::string_view(text).substr(at.begin, end - at.begin));
       } else if (i > j) {
         s.begin = s.begin + end - at.end;
         s.end = s.end + end - at.end;
@@ -281,6 +329,7 @@ class Folder {
   std::vector<std::vector<int64_t>> m_values;
   std::vector<size_t> m_touched_pass;  // per m_values entry: last pass + 1 that merged into it
   std::deque<std::string> m_texts;     // texts of rows that absorbed others
+  std::string m_skeleton;              // hash_row's buffer
   size_t m_passes = 0;
 };
 

@@ -218,13 +218,13 @@ uint64_t load32(const char* p) {
   return v;
 }
 
-// 32 bits of hash of a tensor name, the way wyhash (final version 4) reads
+// A 64-bit hash of a tensor name, the way wyhash (final version 4) reads
 // it: 16 bytes per multiply, the last 16 (or the 1 to 16 bytes of a short
 // name) in overlapping loads, no loop over single bytes. Names are long and
 // share prefixes ("model.layers.17.mlp.up_proj.weight"), so this runs on
 // ~45 bytes 100k times; it was a tenth of reading a manifest with a
 // multiply per 8 bytes in one chain.
-uint32_t hash_name(std::string_view name) {
+uint64_t hash_of(std::string_view name) {
   constexpr uint64_t k_s0 = 0xA0761D6478BD642FU;
   constexpr uint64_t k_s1 = 0xE7037ED1A0B428DBU;
   constexpr uint64_t k_s2 = 0x8EBC6AF09C88C6E3U;
@@ -253,7 +253,12 @@ uint32_t hash_name(std::string_view name) {
     a = load64(p + left - 16);
     b = load64(p + left - 8);
   }
-  const uint64_t h = mix(k_s1 ^ n, mix(a ^ k_s1, b ^ seed ^ k_s2));
+  return mix(k_s1 ^ n, mix(a ^ k_s1, b ^ seed ^ k_s2));
+}
+
+// 32 bits of hash_of(name), for the index's tags and slots.
+uint32_t hash_name(std::string_view name) {
+  const uint64_t h = hash_of(name);
   return static_cast<uint32_t>(h ^ (h >> 32U));
 }
 
@@ -567,6 +572,10 @@ std::string Tensor::pointer() const {
 }
 
 namespace detail {
+
+size_t hash_bytes(std::string_view text) noexcept {
+  return static_cast<size_t>(hash_of(text));
+}
 
 Arena::Arena(Arena&& other) noexcept
     : m_chunks(std::move(other.m_chunks)),

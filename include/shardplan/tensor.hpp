@@ -148,12 +148,14 @@ struct Tensor {
 };
 
 namespace detail {
+// A fast hash of `text` (wyhash's reading and mixing: 16 bytes per
+// multiply); not for anything an adversary controls the cost of.
+size_t hash_bytes(std::string_view text) noexcept;
+
 // Hash for heterogeneous lookup: find(std::string_view) without a copy.
 struct StringHash {
   using is_transparent = void;
-  size_t operator()(std::string_view s) const noexcept {
-    return std::hash<std::string_view>{}(s);
-  }
+  size_t operator()(std::string_view s) const noexcept { return hash_bytes(s); }
 };
 
 // A bump allocator over chunks that never move: what it hands out stays at

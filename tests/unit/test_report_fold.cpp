@@ -5,6 +5,9 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -111,4 +114,142 @@ TEST_CASE("report: rows that view their text fold as copies do", "[report][fold]
   CHECK(from_refs
         == std::vector<std::string>{"layers.{0..2}.experts.{0..2}.w | a | 9",
                                     "layers.3.experts.{0..2}.w | b | 3"});
+}
+
+namespace {
+
+// The fold as report_fold.cpp's header describes it, written the plain way:
+// names split at '.', a component numeric when it is an integer ("-07" is
+// -7; no leading zero otherwise), one pass per numeric component from the
+// right, each pass merging rows equal in everything but that component
+// (the rest included) into the first of them.
+struct RefRow {
+  std::vector<std::string> parts;
+  std::vector<std::vector<int64_t>> values;  // per part; empty when not numeric
+  std::string rest;
+  size_t count = 1;
+};
+
+bool ref_number(const std::string& s, int64_t& value) {
+  const bool shape = !s.empty() && s.size() <= 18
+                     && s.find_first_not_of("0123456789", s[0] == '-' ? 1 : 0) == std::string::npos
+                     && s != "-" && !(s.size() > 1 && s[0] == '0');
+  if (!shape) {
+    return false;
+  }
+  value = std::stoll(s);
+  return true;
+}
+
+std::string ref_render(const std::vector<int64_t>& v) {
+  if (v.size() == 1) {
+    return std::to_string(v[0]);
+  }
+  std::string out = "{";
+  for (size_t i = 0; i < v.size();) {
+    size_t j = i;
+    while (j + 1 < v.size() && v[j + 1] == v[j] + 1) {
+      ++j;
+    }
+    out += (i > 0 ? "," : "") + std::to_string(v[i]);
+    if (j > i) {
+      out += ".." + std::to_string(v[j]);
+    }
+    i = j + 1;
+  }
+  return out + "}";
+}
+
+std::vector<std::string> reference_fold(const std::vector<NameRow>& input) {
+  std::vector<RefRow> rows;
+  size_t passes = 0;
+  for (const NameRow& r : input) {
+    RefRow row;
+    row.rest = r.rest;
+    size_t start = 0;
+    size_t numerics = 0;
+    for (;;) {
+      const size_t dot = r.name.find('.', start);
+      row.parts.push_back(r.name.substr(start, dot == std::string::npos ? dot : dot - start));
+      int64_t value = 0;
+      row.values.emplace_back();
+      if (ref_number(row.parts.back(), value)) {
+        row.values.back() = {value};
+        row.parts.back() = std::to_string(value);
+        ++numerics;
+      }
+      if (dot == std::string::npos) {
+        break;
+      }
+      start = dot + 1;
+    }
+    passes = std::max(passes, numerics);
+    rows.push_back(std::move(row));
+  }
+  for (size_t k = 0; k < passes; ++k) {
+    std::vector<RefRow> merged;
+    for (RefRow& row : rows) {
+      std::vector<size_t> numeric;
+      for (size_t p = 0; p < row.parts.size(); ++p) {
+        if (!row.values[p].empty()) {
+          numeric.push_back(p);
+        }
+      }
+      if (k >= numeric.size()) {
+        merged.push_back(row);
+        continue;
+      }
+      const size_t j = numeric[numeric.size() - 1 - k];
+      auto same = [&](const RefRow& g) {
+        if (g.rest != row.rest || g.parts.size() != row.parts.size()) {
+          return false;
+        }
+        for (size_t p = 0; p < row.parts.size(); ++p) {
+          if (p != j && g.parts[p] != row.parts[p]) {
+            return false;
+          }
+        }
+        return !g.values[j].empty();
+      };
+      auto g = std::find_if(merged.begin(), merged.end(), same);
+      if (g == merged.end()) {
+        merged.push_back(row);
+        continue;
+      }
+      std::vector<int64_t>& v = g->values[j];
+      v.insert(v.end(), row.values[j].begin(), row.values[j].end());
+      std::sort(v.begin(), v.end());
+      v.erase(std::unique(v.begin(), v.end()), v.end());
+      g->parts[j] = ref_render(v);
+      g->count += row.count;
+    }
+    rows = std::move(merged);
+  }
+  std::vector<std::string> out;
+  for (const RefRow& row : rows) {
+    out.push_back(fmt::format("{} | {} | {}", fmt::join(row.parts, "."), row.rest, row.count));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("report: property: folding agrees with the plain fold", "[report][fold][property]") {
+  const int seed = GENERATE(take(40, random(0, 1 << 30)));
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  const std::vector<std::string> words = {"model", "layers", "experts", "w", "07", "-07", "-3",
+                                          "0",     "x1",     "",        "-",  "1e3"};
+  std::vector<NameRow> rows;
+  const size_t n = 1 + rng() % 300;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t parts = 1 + rng() % 5;
+    std::vector<std::string> name;
+    for (size_t p = 0; p < parts; ++p) {
+      // Mostly small numbers, so that rows share all but one of them.
+      name.push_back(rng() % 2 == 0 ? std::to_string(rng() % 6) : words[rng() % words.size()]);
+    }
+    rows.push_back({fmt::format("{}", fmt::join(name, ".")), rng() % 4 == 0 ? "b" : "a"});
+  }
+  INFO(fmt::format("{}", fmt::join(folded_names(rows), "\n")));
+  CHECK(folded_names(rows) == reference_fold(rows));
 }
