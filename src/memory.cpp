@@ -6,6 +6,7 @@
 #include <array>
 #include <cassert>
 #include <cmath>
+#include <unordered_map>
 
 namespace shardplan {
 
@@ -214,12 +215,14 @@ std::optional<MemoryEstimate> estimate_memory(
   };
 
   const std::vector<Tensor>& tensors = manifest.tensors();
-  Sum params, grads, optimizer, min_total;
-  std::vector<TensorMemory> per_tensor;
-  per_tensor.reserve(tensors.size());
-  bool overflow = false;
-  for (const TensorSharding& s : shardings) {
-    const Tensor& tensor = tensors[s.tensor];
+  // What a tensor costs follows from its spec, shape and dtype: computed
+  // once per shared layout (a plan's layers and experts share a few).
+  struct Cost {
+    StateBytes state;
+    StateBytes min_state;
+    std::optional<int64_t> gather_buffer;  // when used gathered
+  };
+  auto cost_of = [&](const TensorSharding& s, const Tensor& tensor) -> std::optional<Cost> {
     // ZeRO shards over the data axes the spec leaves free; the gather at use
     // undoes the data axes the spec (or ZeRO-3) shards over.
     int64_t free_data = out.zero_shards;
@@ -254,18 +257,9 @@ std::optional<MemoryEstimate> estimate_memory(
         state_of(s.min_elements_per_device, tensor.dtype, options.recipe,
                  options.zero, free_data);
     if (!state || !min_state) {
-      overflow = true;
-      break;
+      return std::nullopt;
     }
-    params.add(state->params);
-    grads.add(state->grads);
-    optimizer.add(state->optimizer);
-    min_total.add(min_state->model_states());
-    per_tensor.push_back(TensorMemory{s.tensor, *state});
-    if (s.min_bytes_per_device != s.bytes_per_device) {
-      ++out.uneven_tensors;
-    }
-
+    Cost cost{*state, *min_state, std::nullopt};
     const bool gathered = spec_data > 1 || (options.zero >= 3 && free_data > 1);
     if (gathered) {
       int64_t elements = 1;
@@ -274,20 +268,72 @@ std::optional<MemoryEstimate> estimate_memory(
       }
       std::optional<int64_t> bytes = bytes_for(elements, tensor.dtype);
       if (!bytes) {
-        overflow = true;
-        break;
+        return std::nullopt;
       }
       const int64_t copies =
           has_grads(options.recipe) && is_trainable(tensor.dtype) ? 2 : 1;
-      std::optional<int64_t> buffer = checked_mul(*bytes, copies);
-      if (!buffer) {
-        overflow = true;
-        break;
+      cost.gather_buffer = checked_mul(*bytes, copies);
+      if (!cost.gather_buffer) {
+        return std::nullopt;
       }
-      if (*buffer > out.gather_buffer) {
-        out.gather_buffer = *buffer;
-        out.gather_tensor = s.tensor;
+    }
+    return cost;
+  };
+  std::unordered_map<const ShardLayout*, Cost> costs;
+
+  // The `largest` tensors by model states (manifest order breaks ties),
+  // kept as a heap whose top is the least of them.
+  auto larger = [](const TensorMemory& a, const TensorMemory& b) {
+    if (a.per_device.model_states() != b.per_device.model_states()) {
+      return a.per_device.model_states() > b.per_device.model_states();
+    }
+    return a.tensor < b.tensor;
+  };
+  std::vector<TensorMemory> largest;
+  largest.reserve(options.largest);
+
+  Sum params, grads, optimizer, min_total;
+  bool overflow = false;
+  for (const TensorSharding& s : shardings) {
+    const Tensor& tensor = tensors[s.tensor];
+    std::optional<Cost> cost;
+    if (s.layout) {
+      if (auto hit = costs.find(s.layout.get()); hit != costs.end()) {
+        cost = hit->second;
+      } else {
+        cost = cost_of(s, tensor);
+        if (cost) {
+          costs.emplace(s.layout.get(), *cost);
+        }
       }
+    } else {
+      cost = cost_of(s, tensor);
+    }
+    if (!cost) {
+      overflow = true;
+      break;
+    }
+    params.add(cost->state.params);
+    grads.add(cost->state.grads);
+    optimizer.add(cost->state.optimizer);
+    min_total.add(cost->min_state.model_states());
+    if (options.largest > 0) {
+      const TensorMemory entry{s.tensor, cost->state};
+      if (largest.size() < options.largest) {
+        largest.push_back(entry);
+        std::push_heap(largest.begin(), largest.end(), larger);
+      } else if (larger(entry, largest.front())) {
+        std::pop_heap(largest.begin(), largest.end(), larger);
+        largest.back() = entry;
+        std::push_heap(largest.begin(), largest.end(), larger);
+      }
+    }
+    if (s.min_bytes_per_device != s.bytes_per_device) {
+      ++out.uneven_tensors;
+    }
+    if (cost->gather_buffer && *cost->gather_buffer > out.gather_buffer) {
+      out.gather_buffer = *cost->gather_buffer;
+      out.gather_tensor = s.tensor;
     }
 
     auto dtype_it = std::find_if(out.by_dtype.begin(), out.by_dtype.end(),
@@ -299,7 +345,7 @@ std::optional<MemoryEstimate> estimate_memory(
       dtype_it = out.by_dtype.end() - 1;
     }
     ++dtype_it->tensors;
-    dtype_it->params_per_device += state->params;  // <= params total
+    dtype_it->params_per_device += cost->state.params;  // <= params total
   }
   Sum total;
   total.add(params.value());
@@ -321,16 +367,8 @@ std::optional<MemoryEstimate> estimate_memory(
   out.max_device_total = total.value();
   out.min_device_total = min_device.value();
 
-  const size_t keep = std::min(options.largest, per_tensor.size());
-  std::partial_sort(per_tensor.begin(), per_tensor.begin() + static_cast<ptrdiff_t>(keep),
-                    per_tensor.end(), [](const TensorMemory& a, const TensorMemory& b) {
-                      if (a.per_device.model_states() != b.per_device.model_states()) {
-                        return a.per_device.model_states() > b.per_device.model_states();
-                      }
-                      return a.tensor < b.tensor;  // manifest order breaks ties
-                    });
-  per_tensor.resize(keep);
-  out.largest = std::move(per_tensor);
+  std::sort_heap(largest.begin(), largest.end(), larger);
+  out.largest = std::move(largest);
 
   if (out.min_device_total != out.max_device_total) {
     Diagnostic& d = diags.warning(

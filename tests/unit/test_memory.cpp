@@ -280,3 +280,38 @@ TEST_CASE("memory: data axes", "[memory]") {
   REQUIRE(warn.items().size() == 1);
   CHECK(warn.items()[0].code == "memory.zero-no-effect");
 }
+
+TEST_CASE("memory: the largest tensors, ties in manifest order", "[memory]") {
+  // Six bf16 tensors, replicated on one device, params_only recipe (params
+  // only): 2 x elements bytes each. Sizes 8, 32, 16, 32, 8, 32 elements.
+  const Manifest manifest = test::manifest_of(R"({"params": [
+    {"name": "a", "shape": [8], "dtype": "bf16"},
+    {"name": "b", "shape": [32], "dtype": "bf16"},
+    {"name": "c", "shape": [16], "dtype": "bf16"},
+    {"name": "d", "shape": [32], "dtype": "bf16"},
+    {"name": "e", "shape": [8], "dtype": "bf16"},
+    {"name": "f", "shape": [4, 8], "dtype": "bf16"}]})");
+  const Mesh mesh = test::mesh_of("x:1", 1);
+  Diagnostics diags;
+  std::vector<TensorSharding> shardings = validate_specs(
+      manifest, mesh, test::specs_of(R"({"specs": {"a": "None", "b": "None", "c": "None",
+          "d": "None", "e": "None", "f": "None,None"}})"), ValidateOptions{}, diags);
+  REQUIRE_FALSE(diags.has_errors());
+  auto names = [&](size_t keep) {
+    MemoryOptions options;
+    options.recipe = Recipe::params_only;
+    options.largest = keep;
+    std::optional<MemoryEstimate> e = estimate_memory(manifest, mesh, shardings, options, diags);
+    REQUIRE(e);
+    std::vector<std::string> out;
+    for (const TensorMemory& m : e->largest) {
+      out.push_back(fmt::format("{}:{}", manifest.tensors()[m.tensor].name,
+                                m.per_device.model_states()));
+    }
+    return out;
+  };
+  CHECK(names(4) == std::vector<std::string>{"b:64", "d:64", "f:64", "c:32"});
+  CHECK(names(2) == std::vector<std::string>{"b:64", "d:64"});
+  CHECK(names(10) == std::vector<std::string>{"b:64", "d:64", "f:64", "c:32", "a:16", "e:16"});
+  CHECK(names(0).empty());
+}
