@@ -1270,6 +1270,7 @@ class ManifestReader : public JsonInput {
       switch (key) {
         case TensorKey::name:
           ok = read_name(v, pointer, tensor.name);
+          m_manifest.prefetch(tensor.name);
           break;
         case TensorKey::shape:
           ok = read_shape(v, pointer);
@@ -1378,6 +1379,7 @@ class ManifestReader : public JsonInput {
     }
     TensorInput tensor;
     tensor.name = name;
+    m_manifest.prefetch(name);
     tensor.pointer_form = PointerForm::key;
     std::array<int64_t, 2> offsets{};
     unsigned seen = 0;

@@ -690,6 +690,15 @@ void Manifest::reserve(size_t n) {
   }
 }
 
+void Manifest::prefetch(std::string_view name) const {
+  if (slot_count() == 0) {
+    return;
+  }
+  const size_t slot = hash_name(name) & (slot_count() - 1);
+  __builtin_prefetch(m_tags.data() + slot);
+  __builtin_prefetch(m_positions.get() + slot, 1);
+}
+
 size_t Manifest::probe(std::string_view name, uint32_t hash) const {
   const size_t mask = slot_count() - 1;
   const uint8_t tag = tag_of(hash);
