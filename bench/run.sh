@@ -1,9 +1,10 @@
 #!/bin/sh
 # Benchmarks the manifest reader and the rules engine against bare simdjson
-# parses (DESIGN.md section 7), times the reshard planner, then `plan` end to
-# end against parse_once (a whole process that loads the file and parses it
-# once); what each measures is described at the top of bench_read.cpp,
-# bench_rules.cpp and bench_reshard.cpp.
+# parses (DESIGN.md section 7), times the reshard planner, then the manifest
+# read (read_once) and `plan` end to end against parse_once (a whole process
+# that loads the file and parses it once); what each measures is described at
+# the top of bench_read.cpp, bench_rules.cpp, bench_reshard.cpp,
+# read_once.cpp and parse_once.cpp.
 # Builds nothing: `make bench` builds build/release first, then runs this.
 #
 #   BENCH_TENSORS=100000 BENCH_REPS=11 BENCH_RULES_TENSORS="10000 100000 1000000" bench/run.sh
@@ -11,7 +12,7 @@ set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/build/release/bench"
-for tool in gen_manifest bench_read bench_index bench_rules bench_reshard parse_once; do
+for tool in gen_manifest bench_read bench_index bench_rules bench_reshard parse_once read_once; do
   if [ ! -x "$bin/$tool" ]; then
     echo "bench/run.sh: $bin/$tool is missing; run 'make bench'" >&2
     exit 1
@@ -50,26 +51,46 @@ for k in ${BENCH_RULES_TENSORS:-10000 100000 1000000}; do
   "$bin/bench_reshard" "$tmp/shardplan-bench-$k.json" --reps 5
 done
 echo
-echo "== plan end to end against a bare DOM parse, $n tensors (whole processes,"
-echo "   median of 5; DESIGN.md section 7: within 3x, peak RSS under 10x the file)"
 if [ ! -x /usr/bin/time ]; then
-  echo "(skipped: /usr/bin/time is missing)"
+  echo "(whole-process timings skipped: /usr/bin/time is missing)"
   exit 0
 fi
-# Prints the median wall seconds and peak RSS (KiB) of 5 runs of "$@".
+# Prints the median wall seconds (date's nanoseconds: /usr/bin/time's %e
+# has 10 ms steps) and peak RSS (KiB) of 5 runs of "$@".
 median_run() {
   i=0
   while [ $i -lt 5 ]; do
-    /usr/bin/time -f '%e %M' -o "$tmp/shardplan-bench-time" "$@" >/dev/null
-    cat "$tmp/shardplan-bench-time"
+    start=$(date +%s%N)
+    /usr/bin/time -f '%M' -o "$tmp/shardplan-bench-time" "$@" >/dev/null
+    end=$(date +%s%N)
+    echo "$(( (end - start) / 1000 )) $(cat "$tmp/shardplan-bench-time")"
     i=$((i + 1))
-  done | sort -n | sed -n 3p
+  done | sort -n | sed -n 3p | awk '{ printf "%.4f %s", $1 / 1e6, $2 }'
 }
+# "A B" (seconds) -> A / B to two places.
+ratio() {
+  echo "$1 $2" | awk '{ if ($2 > 0) printf "%.2f", $1 / $2; else print "n/a" }'
+}
+echo "== manifest read end to end against a bare DOM parse, $n tensors (whole"
+echo "   processes, median of 5: read_once reads the file as the CLI does and"
+echo "   builds the Manifest; parse_once loads it and parses it with simdjson)"
+for file in "$native" "$header"; do
+  base=$(median_run "$bin/parse_once" "$file")
+  read=$(median_run "$bin/read_once" "$file")
+  echo "$(basename "$file"): parse_once $base, read_once $read (s, KiB):" \
+    "ratio $(ratio "${read%% *}" "${base%% *}") (target <= 2)"
+done
+echo
+echo "== plan end to end against a bare DOM parse, $n tensors (whole processes,"
+echo "   median of 5; DESIGN.md section 7: within 3x, peak RSS under 10x the file)"
 shardplan="$root/build/release/shardplan"
 echo "file: $(wc -c <"$native") bytes"
-echo "parse_once:          $(median_run "$bin/parse_once" "$native") (s, KiB)"
+base=$(median_run "$bin/parse_once" "$native")
+echo "parse_once:          $base (s, KiB)"
 for format in json text; do
-  echo "plan --format $format: $(median_run "$shardplan" plan --devices 64 \
-    --mesh fsdp:16,tp:4 --manifest "$native" --rules fsdp-tp --format "$format" \
-    -o "$tmp/shardplan-bench-plan.$format") (s, KiB)"
+  run=$(median_run "$shardplan" plan --devices 64 --mesh fsdp:16,tp:4 \
+    --manifest "$native" --rules fsdp-tp --format "$format" \
+    -o "$tmp/shardplan-bench-plan.$format")
+  echo "plan --format $format: $run (s, KiB): ratio $(ratio "${run%% *}" "${base%% *}")" \
+    "(target <= 3)"
 done

@@ -892,6 +892,25 @@ TEST_CASE("cli: plan JSON writes each tensor on a line of its own", "[cli][plan]
   CHECK(tuple);
 }
 
+TEST_CASE("cli: plan -v logs each phase's time on stderr only", "[cli][plan]") {
+  const std::vector<std::string> args = {"plan", "--topology", "v5e-8", "--mesh", "fsdp:2,tp:4",
+                                         "--manifest", examples("tiny-llama.json"), "--rules",
+                                         "fsdp-tp"};
+  std::vector<std::string> verbose = args;
+  verbose.push_back("-v");
+  Result quiet = run_cli(args);
+  Result loud = run_cli(verbose);
+  REQUIRE(quiet.code == 0);
+  REQUIRE(loud.code == 0);
+  CHECK(loud.out == quiet.out);  // stdout carries the result only
+  for (const char* phase : {"read the manifest: ", "apply the rules: ", "validate: ",
+                            "estimate memory: ", "format the report: ", "write the report: "}) {
+    INFO(phase);
+    CHECK(loud.err.find(std::string("debug: ") + phase) != std::string::npos);
+    CHECK(quiet.err.find(phase) == std::string::npos);
+  }
+}
+
 TEST_CASE("cli: plan --rules list and --explain", "[cli][plan]") {
   Result list = run_cli({"plan", "--rules", "list"});
   CHECK(list.code == 0);
