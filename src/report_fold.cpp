@@ -78,8 +78,8 @@ uint64_t combine(uint64_t seed, uint64_t h) {
 
 struct Row {
   std::string_view text;
-  // A hash of the text with its numeric components left out, and the rest:
-  // rows that may fold have equal skeletons.
+  // A hash of the text with its numeric components left out: rows that may
+  // fold have equal skeletons.
   uint64_t skeleton = 0;
   uint32_t rest = 0;  // an id: rows with equal rest text have equal ids
   size_t count = 1;
@@ -88,7 +88,7 @@ struct Row {
   size_t numerics = 0;
   // Once the row has absorbed another: m_values[values, values + numerics),
   // each component's numbers, sorted. Before, each component is one number,
-  // read from the text.
+  // its span's value.
   std::optional<size_t> values;
 };
 
