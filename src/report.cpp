@@ -1063,12 +1063,6 @@ void write_check_json(const CheckReport& r, const Diagnostics& diags,
   });
 }
 
-std::string check_json(const CheckReport& r, const Diagnostics& diags) {
-  std::string out;
-  write_check_json(r, diags, [&](std::string_view text) { out += text; });
-  return out;
-}
-
 std::string check_text(const CheckReport& r, const Diagnostics& diags) {
   std::string out = fmt::format("{}: {} tensors of {} against {}\n", r.command,
                                 with_commas(static_cast<int64_t>(r.manifest.size())),
@@ -1239,10 +1233,6 @@ std::string models_list_text(const std::vector<BuiltinModel>& models) {
 }  // namespace shardplan
 
 namespace shardplan {
-
-std::string plan_json(const CheckReport& r, const Diagnostics& diags) {
-  return check_json(r, diags);
-}
 
 std::string plan_text(const CheckReport& r, const Diagnostics& diags) {
   std::string out = fmt::format("plan: {} tensors of {} with rules {}\n",

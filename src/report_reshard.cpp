@@ -280,12 +280,6 @@ void write_reshard_json(const ReshardReport& r, const Diagnostics& diags,
   });
 }
 
-std::string reshard_json(const ReshardReport& r, const Diagnostics& diags) {
-  std::string out;
-  write_reshard_json(r, diags, [&](std::string_view text) { out += text; });
-  return out;
-}
-
 std::string reshard_text(const ReshardReport& r, const Diagnostics& diags) {
   const auto& tensors = r.manifest.tensors();
   std::string out = fmt::format("reshard: {} tensor{} of {}\n",

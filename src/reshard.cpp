@@ -1,7 +1,5 @@
 #include <shardplan/reshard.hpp>
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cassert>
 #include <functional>

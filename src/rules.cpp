@@ -369,7 +369,6 @@ struct TensorFacts {
   ShapeView shape;
   DType dtype = DType::f32;
   int64_t num_elements = 0;
-  int64_t num_bytes = 0;
   const LogicalAxes* logical_axes = nullptr;
 };
 
@@ -512,8 +511,6 @@ class Engine {
 
   // Decides a tensor whose pattern matches are class `cls`.
   Outcome decide(const TensorFacts& t, uint64_t cls, RuleTrace* trace) const;
-
-  const RuleSet& rules() const { return m_rules; }
 
  private:
   bool check_axes(const std::vector<AxisRef>& axes,
@@ -1233,7 +1230,6 @@ TensorFacts facts_of(const Tensor& t) {
   return TensorFacts{t.shape,
                      t.dtype,
                      t.num_elements,
-                     t.num_bytes,
                      t.logical_axes ? &*t.logical_axes : nullptr};
 }
 
@@ -1439,9 +1435,6 @@ std::optional<RuleTrace> explain_rules(const Manifest& manifest,
   }
   const uint64_t cls = engine.classify(tensor->name);
   Outcome outcome = engine.decide(facts_of(*tensor), cls, &trace);
-  if (!trace.before.empty()) {
-    trace.rules.clear();
-  }
   trace.result = outcome.decision;
   return trace;
 }

@@ -39,9 +39,6 @@ enum class Collective {
   send_recv,
 };
 
-// "all_gather", ...
-std::string_view to_string(Collective op);
-
 struct CollectiveCost {
   double seconds = 0;
   LinkClass link = LinkClass::none;  // of the axes; mixed when they differ

@@ -63,11 +63,11 @@ struct CheckReport {
 using WriteText = std::function<void(std::string_view)>;
 
 // DESIGN.md section 3: mesh, topology, tensors, diagnostics, memory, summary
-// (`memory` adds by_dtype and largest to the memory object).
-std::string check_json(const CheckReport& report, const Diagnostics& diags);
-// The same document handed to `write` in pieces of about a megabyte, so that
-// a large plan is never held whole (`plan --format json` on 100k tensors
-// writes ~40 MB).
+// (`memory` adds by_dtype and largest to the memory object); for `plan`,
+// `rules` (the rule set's source) instead of `specs_file`, and each tensor's
+// `rule`: {index, description}, so that it is itself a valid --specs file.
+// Handed to `write` in pieces of about a megabyte, so that a large plan is
+// never held whole (`plan --format json` on 100k tensors writes ~32 MB).
 void write_check_json(const CheckReport& report, const Diagnostics& diags,
                       const WriteText& write);
 // A short summary: what was checked, memory per device, the verdict.
@@ -80,10 +80,6 @@ std::string check_github(const CheckReport& report, const Diagnostics& diags);
 // Per category with a bar against HBM, per dtype, the largest tensors.
 std::string memory_text(const CheckReport& report);
 
-// `plan`: check_json's document with `rules` (the rule set's source) instead
-// of `specs_file`, and each tensor's `rule`: {index, description}. It is
-// itself a valid --specs file.
-std::string plan_json(const CheckReport& report, const Diagnostics& diags);
 // Tensors grouped by the rule that decided them, layers folded, with spec
 // and bytes per device; then check_text's summary.
 std::string plan_text(const CheckReport& report, const Diagnostics& diags);
@@ -149,9 +145,8 @@ struct ReshardReport {
 
 // DESIGN.md section 3 `reshard`: from, to, donate, partial, same_mesh,
 // same_devices, transfer_link, tensors (written directly, not as a DOM),
-// totals, naive_totals, saved, summary, diagnostics.
-std::string reshard_json(const ReshardReport& report, const Diagnostics& diags);
-// The same document handed to `write` in pieces (never held whole).
+// totals, naive_totals, saved, summary, diagnostics. Handed to `write` in
+// pieces (never held whole).
 void write_reshard_json(const ReshardReport& report, const Diagnostics& diags,
                         const WriteText& write);
 // The two sides, one line per tensor (folded across layers), the totals

@@ -430,7 +430,6 @@ int run_manifest(const ManifestCommand& cmd, Session& session) {
   return session.finish(doc, ExitCode::ok);
 }
 
-// The options `check` and `memory` share.
 // The options `check` and `memory` share; `plan` has no --specs, and its
 // --mesh is checked by run_plan (`plan --rules list` needs none).
 void add_check_options(CLI::App& app, CheckCommand& cmd, bool plan = false) {
