@@ -706,13 +706,16 @@ std::string verdict(const Diagnostics& diags) {
                      diags.warning_count() == 1 ? "" : "s");
 }
 
-std::string where_text(const CheckReport& r) {
-  std::string out = fmt::format("mesh {} ({} devices)", to_string(r.mesh), r.mesh.num_devices());
-  if (r.topology != nullptr) {
-    out += fmt::format(" on {}", r.topology->name);
+// "mesh fsdp:16,tp:4 (64 devices) on v5p-128".
+std::string mesh_line(const Mesh& mesh, const Topology* topology) {
+  std::string out = fmt::format("mesh {} ({} devices)", to_string(mesh), mesh.num_devices());
+  if (topology != nullptr) {
+    out += fmt::format(" on {}", topology->name);
   }
   return out;
 }
+
+std::string where_text(const CheckReport& r) { return mesh_line(r.mesh, r.topology); }
 
 std::string recipe_text(const MemoryEstimate& m) {
   std::string out = fmt::format("recipe {}", to_string(m.recipe));
@@ -1462,6 +1465,10 @@ std::string shape_text(std::span<const int64_t> shape) {
 }
 std::string table(const std::vector<std::vector<std::string>>& rows) {
   return shardplan::table(rows);
+}
+std::string verdict(const Diagnostics& diags) { return shardplan::verdict(diags); }
+std::string mesh_line(const Mesh& mesh, const Topology* topology) {
+  return shardplan::mesh_line(mesh, topology);
 }
 
 }  // namespace shardplan::report_detail

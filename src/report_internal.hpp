@@ -60,5 +60,10 @@ std::string seconds_text(double seconds);
 std::string rate_text(double bytes_per_s);
 std::string shape_text(std::span<const int64_t> shape);
 std::string table(const std::vector<std::vector<std::string>>& rows);
+// The end of a text report: "ok", "ok, 2 warnings", "3 errors, 1 warning".
+std::string verdict(const Diagnostics& diags);
+// "mesh fsdp:16,tp:4 (64 devices) on v5p-128" (no " on ..." without a
+// topology).
+std::string mesh_line(const Mesh& mesh, const Topology* topology);
 
 }  // namespace shardplan::report_detail

@@ -223,24 +223,6 @@ std::string cost_text(const ReshardReport& r, const PlanCost& c) {
   return out;
 }
 
-std::string side_text(const Mesh& mesh, const Topology* topology) {
-  std::string out = fmt::format("mesh {} ({} devices)", to_string(mesh), mesh.num_devices());
-  if (topology != nullptr) {
-    out += fmt::format(" on {}", topology->name);
-  }
-  return out;
-}
-
-std::string verdict(const Diagnostics& diags) {
-  if (diags.error_count() > 0) {
-    return fmt::format("{} error{}", diags.error_count(), diags.error_count() == 1 ? "" : "s");
-  }
-  if (diags.warning_count() > 0) {
-    return fmt::format("ok, {} warning{}", diags.warning_count(),
-                       diags.warning_count() == 1 ? "" : "s");
-  }
-  return "ok";
-}
 
 }  // namespace
 
@@ -285,8 +267,8 @@ std::string reshard_text(const ReshardReport& r, const Diagnostics& diags) {
   std::string out = fmt::format("reshard: {} tensor{} of {}\n",
                                 with_commas(static_cast<int64_t>(r.manifest.size())),
                                 r.manifest.size() == 1 ? "" : "s", r.manifest.source);
-  out += fmt::format("  from {}\n", side_text(r.from_mesh, r.from_topology));
-  out += fmt::format("  to   {}\n", side_text(r.to_mesh, r.to_topology));
+  out += fmt::format("  from {}\n", mesh_line(r.from_mesh, r.from_topology));
+  out += fmt::format("  to   {}\n", mesh_line(r.to_mesh, r.to_topology));
   std::vector<std::string> notes;
   notes.emplace_back(r.plan.same_mesh ? "collectives on one mesh"
                                       : (r.options.same_devices ? "between meshes, same devices"
