@@ -339,13 +339,4 @@ std::vector<FoldedRow> fold_row_refs(std::span<const NameRowRef> rows) {
   return Folder(rows).run();
 }
 
-std::vector<FoldedRow> fold_rows(const std::vector<NameRow>& rows) {
-  std::vector<NameRowRef> refs;
-  refs.reserve(rows.size());
-  for (const NameRow& r : rows) {
-    refs.push_back({r.name, r.rest});
-  }
-  return fold_row_refs(refs);
-}
-
 }  // namespace shardplan

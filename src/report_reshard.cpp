@@ -288,15 +288,20 @@ std::string reshard_text(const ReshardReport& r, const Diagnostics& diags) {
   }
   out += fmt::format("  {}\n\n", fmt::join(notes, "; "));
 
-  std::vector<NameRow> rows;
+  // Tensors that share a plan share the rest of their row: formatted once
+  // per plan, and viewed by the rows.
+  std::vector<std::string> rests(r.plan.plans.size());
+  for (size_t p = 0; p < rests.size(); ++p) {
+    const TensorReshard& tr = r.plan.plans[p];
+    rests[p] = fmt::format("{} -> {}: {}, {}", to_short(tr.from), to_short(tr.to),
+                           steps_text(tr), cost_text(r, tr.cost));
+  }
+  std::vector<NameRowRef> rows;
   rows.reserve(r.plan.size());
   for (size_t t = 0; t < r.plan.size(); ++t) {
-    const TensorReshard& tr = r.plan.tensor(t);
-    rows.push_back({std::string(tensors[t].name),
-                    fmt::format("{} -> {}: {}, {}", to_short(tr.from), to_short(tr.to),
-                                steps_text(tr), cost_text(r, tr.cost))});
+    rows.push_back({tensors[t].name, rests[r.plan.plan_of[t]]});
   }
-  for (const FoldedRow& row : fold_rows(rows)) {
+  for (const FoldedRow& row : fold_row_refs(rows)) {
     out += fmt::format("  {}: {}{}\n", row.name, row.rest,
                        row.count > 1 ? fmt::format(" (x{})", row.count) : std::string());
   }

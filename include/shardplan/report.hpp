@@ -95,14 +95,9 @@ std::string presets_list_text(const std::vector<RulePreset>& presets);
 std::string models_list_json(const std::vector<BuiltinModel>& models);
 std::string models_list_text(const std::vector<BuiltinModel>& models);
 
-// One row of a per-tensor text table: the tensor's name and the rest of the
-// row (`rest`, compared whole).
-struct NameRow {
-  std::string name;
-  std::string rest;
-};
-
-// The same row viewing its name and rest, which outlive the fold.
+// One row of a per-tensor text table, viewing the tensor's name and the
+// rest of the row (`rest`, compared whole), which outlive the fold. Rows
+// that share a rest should view one string: it is hashed once.
 struct NameRowRef {
   std::string_view name;
   std::string_view rest;
@@ -123,8 +118,6 @@ struct FoldedRow {
 // "model.layers.{3..60}.mlp.experts.{0..255}.down_proj.weight". A set with
 // gaps prints its runs: "{0..2,5,7..9}". A component with a leading zero
 // ("07") is a word, not a number. Rows keep the order of their first member.
-std::vector<FoldedRow> fold_rows(const std::vector<NameRow>& rows);
-// The same for rows that view their text (no copy of 100k names).
 std::vector<FoldedRow> fold_row_refs(std::span<const NameRowRef> rows);
 
 // The document written with --format json when the input was bad: the header
