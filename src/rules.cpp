@@ -64,12 +64,6 @@ std::string shape_text(ShapeView shape) {
   return fmt::format("({})", fmt::join(shape, ", "));
 }
 
-PartitionSpec replicated_spec(size_t rank) {
-  PartitionSpec spec;
-  spec.dims.resize(rank);
-  return spec;
-}
-
 Location at(const std::string& source, std::string pointer) {
   Location loc;
   loc.source = source;
@@ -900,7 +894,7 @@ YieldResult Engine::apply_spec(const RuleSpec& spec,
     }
     return out;
   }
-  out.spec = replicated_spec(rank);
+  out.spec = PartitionSpec::replicated_of(rank);
   for (size_t d = 0; d < spec.dims.size(); ++d) {
     std::vector<std::string> axes = names_of(spec.dims[d], trace);
     if (m_rules.preset) {
@@ -960,12 +954,12 @@ YieldResult Engine::apply_yield(const Rule& rule,
   if (std::holds_alternative<ReplicateYield>(rule.yield)) {
     // A tensor reaches a rule unsplit, so nnx's conflict cannot arise here.
     std::optional<PartitionSpec> spec =
-        replicate_tactic(replicated_spec(rank), rank);
+        replicate_tactic(PartitionSpec::replicated_of(rank), rank);
     if (!spec) {
       out.status = YieldResult::Status::error;
       out.problem = Problem::conflict;
       out.pointer = rule.pointer;
-      out.spec = replicated_spec(rank);
+      out.spec = PartitionSpec::replicated_of(rank);
       return out;
     }
     out.spec = std::move(*spec);
@@ -996,7 +990,7 @@ YieldResult Engine::apply_yield(const Rule& rule,
             "rank is {}",
             l->names.size(),
             rank);
-        out.spec = replicated_spec(rank);
+        out.spec = PartitionSpec::replicated_of(rank);
         return out;
       }
       names = l->names;
@@ -1012,7 +1006,7 @@ YieldResult Engine::apply_yield(const Rule& rule,
           out.pointer = *names[i];
           out.reason = fmt::format(
               "logical axis {} names dims {} and {}", quote(*names[i]), j, i);
-          out.spec = replicated_spec(rank);
+          out.spec = PartitionSpec::replicated_of(rank);
           return out;
         }
       }
@@ -1029,7 +1023,7 @@ YieldResult Engine::apply_yield(const Rule& rule,
     std::vector<std::string> axes = names_of(f->axes, trace);
     out.spec = fsdp_tactic(t.shape,
                            t.dtype,
-                           replicated_spec(rank),
+                           PartitionSpec::replicated_of(rank),
                            axes,
                            f->min_size_mb,
                            m_mesh,
@@ -1101,7 +1095,7 @@ YieldResult Engine::apply_yield(const Rule& rule,
                                std::nullopt,
                                false});
   }
-  out.spec = replicated_spec(rank);
+  out.spec = PartitionSpec::replicated_of(rank);
   return out;
 }
 
@@ -1123,7 +1117,7 @@ Outcome Engine::decide(const TensorFacts& t,
     return out;
   }
   if (t.num_elements < m_rules.min_size) {
-    out.decision = RuleDecision{replicated_spec(rank),
+    out.decision = RuleDecision{PartitionSpec::replicated_of(rank),
                                 RuleRef{Decider::min_size, 0, "min_size"}};
     if (trace != nullptr) {
       trace->before.push_back(TraceStep{
@@ -1177,7 +1171,7 @@ Outcome Engine::decide(const TensorFacts& t,
       continue;
     }
     if (y.status == YieldResult::Status::error) {
-      out.decision = RuleDecision{replicated_spec(rank), ref(i)};
+      out.decision = RuleDecision{PartitionSpec::replicated_of(rank), ref(i)};
       out.problem = y.problem;
       out.detail = std::move(y.detail);
       out.pointer = std::move(y.pointer);
@@ -1210,7 +1204,7 @@ Outcome Engine::decide(const TensorFacts& t,
     // Only fallthrough rules matched, each leaving the tensor replicated:
     // replicated, as eformer's CompositeShardingRule gives P() when every
     // rule does; the last of them decided.
-    out.decision = RuleDecision{replicated_spec(rank), ref(*last_fallthrough)};
+    out.decision = RuleDecision{PartitionSpec::replicated_of(rank), ref(*last_fallthrough)};
     if (trace != nullptr) {
       RuleStep& step = trace->rules[*last_fallthrough];
       step.outcome = RuleOutcome::decided;
@@ -1218,7 +1212,7 @@ Outcome Engine::decide(const TensorFacts& t,
     }
     return out;
   }
-  out.decision = RuleDecision{replicated_spec(rank),
+  out.decision = RuleDecision{PartitionSpec::replicated_of(rank),
                               RuleRef{Decider::unmatched, 0, "unmatched"}};
   if (m_rules.unmatched == Unmatched::error) {
     out.problem = Problem::unmatched;

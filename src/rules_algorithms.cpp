@@ -49,12 +49,6 @@ int64_t byte_count(int64_t elements, DType dtype) {
   return bytes_for(elements, dtype).value_or(k_int64_max);
 }
 
-PartitionSpec replicated_spec(size_t rank) {
-  PartitionSpec spec;
-  spec.dims.resize(rank);
-  return spec;
-}
-
 // "fsdp" or "(dp, fsdp)".
 std::string axes_text(const std::vector<std::string>& axes) {
   if (axes.size() == 1) {
@@ -227,7 +221,7 @@ PartitionSpec auto_spec(ShapeView shape,
                         bool reverse,
                         const Mesh& mesh,
                         Trace* trace) {
-  PartitionSpec spec = replicated_spec(shape.size());
+  PartitionSpec spec = PartitionSpec::replicated_of(shape.size());
   const int64_t elements = element_count(shape);
   if (elements < min_shard_size) {
     note(trace,
@@ -311,7 +305,7 @@ PartitionSpec memory_spec(ShapeView shape,
                           bool* fits,
                           Trace* trace) {
   const size_t rank = shape.size();
-  PartitionSpec spec = replicated_spec(rank);
+  PartitionSpec spec = PartitionSpec::replicated_of(rank);
   const int64_t bytes = byte_count(element_count(shape), dtype);
   if (bytes <= max_bytes_per_device) {
     note(trace,
@@ -459,7 +453,7 @@ PartitionSpec mesh_helper_spec(
     const Mesh& mesh,
     Trace* trace) {
   const size_t rank = shape.size();
-  PartitionSpec spec = replicated_spec(rank);
+  PartitionSpec spec = PartitionSpec::replicated_of(rank);
   if (rank == 0) {
     note(trace, "a scalar: P()");
     return spec;
@@ -699,7 +693,7 @@ PartitionSpec resolve_logical_axes(const LogicalAxes& names,
     assigned[d] = std::move(axes);
     by_rule[d] = k;
   }
-  PartitionSpec spec = replicated_spec(rank);
+  PartitionSpec spec = PartitionSpec::replicated_of(rank);
   for (size_t d = 0; d < rank; ++d) {
     if (!assigned[d]) {
       if (names[d]) {

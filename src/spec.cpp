@@ -23,6 +23,12 @@ PartitionSpec PartitionSpec::padded(size_t rank) const {
   return out;
 }
 
+PartitionSpec PartitionSpec::replicated_of(size_t rank) {
+  PartitionSpec out;
+  out.dims.resize(rank);
+  return out;
+}
+
 std::vector<std::string> PartitionSpec::axes() const {
   std::vector<std::string> out;
   for (const DimSharding& dim : dims) {

@@ -41,6 +41,8 @@ struct PartitionSpec {
   PartitionSpec padded(size_t rank) const;
   // Every axis named, in order of appearance (duplicates kept).
   std::vector<std::string> axes() const;
+  // P(None, ..., None) of `rank` dims.
+  static PartitionSpec replicated_of(size_t rank);
 
   bool operator==(const PartitionSpec&) const = default;
 };

@@ -216,6 +216,8 @@ TEST_CASE("spec: replicated, padded and axes", "[spec]") {
   CHECK(p.padded(3) == make_spec({{"x"}, {}, {}}));
   CHECK(p.padded(1) == p);
   CHECK(PartitionSpec{}.padded(2) == make_spec({{}, {}}));
+  CHECK(PartitionSpec::replicated_of(3) == make_spec({{}, {}, {}}));
+  CHECK(PartitionSpec::replicated_of(0) == PartitionSpec{});
 
   CHECK(make_spec({{"dp", "fsdp"}, {}, {"tp"}, {"dp"}}).axes()
         == Axes{"dp", "fsdp", "tp", "dp"});
