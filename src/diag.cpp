@@ -1,6 +1,7 @@
 #include <shardplan/diag.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <utility>
@@ -283,6 +284,13 @@ std::string quote(std::string_view s, char quote_char) {
   }
   out += quote_char;
   return out;
+}
+
+std::string python_tuple(std::span<const int64_t> values) {
+  if (values.size() == 1) {
+    return fmt::format("({},)", values[0]);
+  }
+  return fmt::format("({})", fmt::join(values, ", "));
 }
 
 }  // namespace shardplan

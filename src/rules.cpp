@@ -57,13 +57,6 @@ std::string shape_pattern_text(const ShapePattern& pattern) {
   return fmt::format("[{}]", fmt::join(parts, ", "));
 }
 
-std::string shape_text(ShapeView shape) {
-  if (shape.size() == 1) {
-    return fmt::format("({},)", shape[0]);
-  }
-  return fmt::format("({})", fmt::join(shape, ", "));
-}
-
 Location at(const std::string& source, std::string pointer) {
   Location loc;
   loc.source = source;
@@ -1253,7 +1246,7 @@ void report(const Outcome& outcome,
                               tensor.rank());
       d.location = at(rules.source, outcome.pointer);
       d.hint =
-          fmt::format("the tensor's shape is {}", shape_text(tensor.shape));
+          fmt::format("the tensor's shape is {}", python_tuple(tensor.shape));
       break;
     case Problem::duplicate_logical:
       d.code = "rules.duplicate-logical-axis";

@@ -38,14 +38,6 @@ int64_t product(const std::vector<int64_t>& values) {
   return p;
 }
 
-// Python's repr of a tuple of ints: "()", "(8,)", "(2, 4)".
-std::string py_tuple(const std::vector<int64_t>& values) {
-  if (values.size() == 1) {
-    return fmt::format("({},)", values[0]);
-  }
-  return fmt::format("({})", fmt::join(values, ", "));
-}
-
 // Python's repr of a list of ints: "[4, 0, 0]".
 std::string py_list(const std::vector<int64_t>& values) {
   return fmt::format("[{}]", fmt::join(values, ", "));
@@ -357,8 +349,8 @@ std::optional<TorusLayout> split_torus_axes(
         fmt::format(
             "the number of devices in physical mesh {} does not match the "
             "number of devices in logical mesh {}",
-            py_tuple(physical_shape),
-            py_tuple(mesh_shape)));
+            python_tuple(physical_shape),
+            python_tuple(mesh_shape)));
     return std::nullopt;
   }
   const size_t np = physical_shape.size();
@@ -459,7 +451,7 @@ std::optional<TorusLayout> split_torus_axes(
           "topology.no-assignment",
           fmt::format(
               "cannot split physical mesh {} to fit logical axis {} of size {}",
-              py_tuple(physical_shape),
+              python_tuple(physical_shape),
               l,
               mesh_shape[l]));
       return std::nullopt;
@@ -541,7 +533,7 @@ std::optional<TorusLayout> assign_torus_axes(
         d.hint = fmt::format(
             "pass --allow-split-physical-axes (jax.make_mesh sets it by itself on "
             "v5e), or choose axis sizes that are products of the physical axes {}",
-            py_tuple(physical_shape));
+            python_tuple(physical_shape));
         return std::nullopt;
       }
       return split_torus_axes(physical_shape, mesh_shape, diags);
@@ -691,7 +683,7 @@ std::optional<PhysicalTpuMesh> transpose_trick(
         "topology.contiguous-submeshes",
         fmt::format("create_device_mesh cannot create contiguous submeshes for "
                     "physical mesh topology {}",
-                    py_tuple(physical.shape)));
+                    python_tuple(physical.shape)));
     return std::nullopt;
   }
   std::vector<int64_t> nontrivial;
@@ -706,15 +698,15 @@ std::optional<PhysicalTpuMesh> transpose_trick(
   if (entry == topo->second.end()) {
     std::vector<std::string> shapes;
     for (const auto& e : topo->second) {
-      shapes.push_back(py_tuple(e.first));
+      shapes.push_back(python_tuple(e.first));
     }
     diags.error(
         "topology.contiguous-submeshes",
         fmt::format("create_device_mesh cannot create contiguous submeshes for "
                     "mesh_shape {} and physical mesh topology {}. Available "
                     "mesh_shapes: [{}]",
-                    py_tuple(mesh_shape),
-                    py_tuple(physical.shape),
+                    python_tuple(mesh_shape),
+                    python_tuple(physical.shape),
                     fmt::join(shapes, ", ")));
     return std::nullopt;
   }
@@ -745,7 +737,7 @@ std::optional<TpuGrid> create_device_mesh(
         fmt::format(
             "number of devices {} must equal the product of mesh_shape {}",
             devices.size(),
-            py_tuple(mesh_shape)));
+            python_tuple(mesh_shape)));
     return std::nullopt;
   }
   const size_t n = devices.size();
@@ -843,7 +835,7 @@ std::optional<TpuGrid> create_hybrid_device_mesh(
         fmt::format(
             "number of slices {} must equal the product of dcn_mesh_shape {}",
             granules.size(),
-            py_tuple(dcn_shape)));
+            python_tuple(dcn_shape)));
     return std::nullopt;
   }
   std::vector<TpuGrid> per_slice;
@@ -933,7 +925,7 @@ std::optional<std::vector<int64_t>> calculate_host_mesh_shape(
         "topology.host-mesh",
         fmt::format("Host mesh shape {} uses {} devices instead of {}. Ensure "
                     "that num_processes factors the global mesh shape.",
-                    py_tuple(host_mesh), host_total, devices_per_host));
+                    python_tuple(host_mesh), host_total, devices_per_host));
     d.hint = fmt::format(
         "eformer's create_mesh gives each of the {} processes a block of the "
         "leading mesh axes; order the axes so that the first ones multiply to "

@@ -13,14 +13,6 @@ namespace shardplan {
 
 namespace {
 
-// Python's tuple repr: (8,) for one element, (4, 8) for more.
-std::string python_tuple(std::span<const int64_t> values) {
-  if (values.size() == 1) {
-    return fmt::format("({},)", values[0]);
-  }
-  return fmt::format("({})", fmt::join(values, ", "));
-}
-
 std::string python_names(const std::vector<std::string>& names) {
   std::vector<std::string> quoted;
   quoted.reserve(names.size());

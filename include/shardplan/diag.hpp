@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -138,5 +139,9 @@ std::string json_pointer_child(std::string_view parent, std::string_view token);
 // `s` in double quotes (or `quote_char`) with control characters, the quote
 // and backslashes escaped, for messages: quote("a\"b") == "\"a\\\"b\"".
 std::string quote(std::string_view s, char quote_char = '"');
+
+// Python's repr of a tuple of ints, as JAX's messages print shapes: "()",
+// "(8,)", "(4, 8)".
+std::string python_tuple(std::span<const int64_t> values);
 
 }  // namespace shardplan

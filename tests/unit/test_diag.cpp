@@ -121,4 +121,8 @@ TEST_CASE("diag: JSON pointer escaping and quoting", "[diag]") {
   CHECK(quote("a\"b\\c\n") == "\"a\\\"b\\\\c\\n\"");
   CHECK(quote(std::string("\x01", 1)) == "\"\\x01\"");
   CHECK(quote("é") == "\"é\"");
+  // Python's tuple repr, as JAX prints shapes.
+  CHECK(python_tuple(std::vector<int64_t>{}) == "()");
+  CHECK(python_tuple(std::vector<int64_t>{8}) == "(8,)");
+  CHECK(python_tuple(std::vector<int64_t>{4, 8}) == "(4, 8)");
 }
