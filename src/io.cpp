@@ -879,6 +879,8 @@ const std::vector<std::string>& dtype_suggestions() {
   return k_names;
 }
 
+}  // namespace
+
 std::string dtype_hint(std::string_view text) {
   std::string lower(text);
   bool has_lower = false;
@@ -910,6 +912,8 @@ std::string dtype_hint(std::string_view text) {
   }
   return fmt::format("did you mean {}?", quote(best));
 }
+
+namespace {
 
 enum class TensorKey : uint8_t {
   name,

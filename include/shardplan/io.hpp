@@ -61,6 +61,10 @@ class AtomicFile {
   bool m_committed = false;
 };
 
+// The hint for a dtype parse_dtype does not know: "did you mean \"bf16\"?"
+// (in the text's case: "BF61" gives "BF16"), or the names it knows.
+std::string dtype_hint(std::string_view text);
+
 // Reads a manifest given as JSON text, in either form (DESIGN.md 2.3):
 //   native:      {"params": [{"name", "shape", "dtype", "logical_axes"?}, ...]}
 //   safetensors: {"NAME": {"dtype", "shape", "data_offsets"}, "__metadata__": {...}}

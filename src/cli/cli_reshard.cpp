@@ -171,11 +171,9 @@ std::optional<Manifest> single_tensor_manifest(const ReshardCommand& cmd, Diagno
   }
   std::optional<DType> dtype = parse_dtype(cmd.dtype);
   if (!dtype) {
-    Diagnostic& d = diags.error("cli.dtype", fmt::format("unknown dtype {}", quote(cmd.dtype)),
-                                Location::of("--dtype"));
-    std::string near = closest_match(cmd.dtype, dtype_names());
-    d.hint = near.empty() ? fmt::format("expected one of {}", fmt::join(dtype_names(), ", "))
-                          : fmt::format("did you mean \"{}\"?", near);
+    diags.error("cli.dtype", fmt::format("unknown dtype {}", quote(cmd.dtype)),
+                Location::of("--dtype"))
+        .hint = dtype_hint(cmd.dtype);
     return std::nullopt;
   }
   Manifest manifest;
