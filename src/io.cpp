@@ -1781,8 +1781,9 @@ class ManifestReader : public JsonInput {
 // {"metadata": {"total_size": N, ...}, "weight_map": {"NAME": "SHARD", ...}}
 class IndexReader : public JsonInput {
  public:
-  IndexReader(std::string_view text, std::string_view source, Diagnostics& diags)
-      : JsonInput(text, source, "index", diags) {}
+  IndexReader(std::string_view text, std::string_view source, Diagnostics& diags,
+              size_t padding)
+      : JsonInput(text, source, "index", diags, padding) {}
 
   std::optional<io_detail::IndexFile> run() {
     od::object top;
@@ -2557,9 +2558,9 @@ std::optional<Manifest> read_manifest_or_index(std::string_view json, std::strin
 }
 
 std::optional<IndexFile> read_index_text(std::string_view json, std::string_view source,
-                                        Diagnostics& diags) {
+                                        Diagnostics& diags, size_t padding) {
   try {
-    IndexReader reader(json, source, diags);
+    IndexReader reader(json, source, diags, padding);
     return reader.run();
   } catch (const std::exception& e) {
     report_exception(e, json.size(), source, diags);

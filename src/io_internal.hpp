@@ -58,8 +58,10 @@ struct IndexFile {
 };
 
 // Reads an index's text; errors are located in `source` [index.*].
+// `padding` as for read_manifest_or_index: with room after the text it is
+// parsed in place.
 std::optional<IndexFile> read_index_text(std::string_view json, std::string_view source,
-                                         Diagnostics& diags);
+                                         Diagnostics& diags, size_t padding = 0);
 
 // The first JSON syntax error of a text, as every reader reports it: where
 // (a byte offset) and what, in words ("expected ':', got a string"), with a

@@ -238,9 +238,14 @@ std::optional<Manifest> read_safetensors_file(const std::string& path, Diagnosti
   return read_header_file(path, Location::of(path), "file", diags);
 }
 
-std::optional<Manifest> read_safetensors_index(std::string_view json, const std::string& path,
-                                               Diagnostics& diags) {
-  std::optional<io_detail::IndexFile> index = io_detail::read_index_text(json, path, diags);
+namespace {
+
+// read_safetensors_index, with read_padding's figure for the buffer `json`
+// is in (0: unknown).
+std::optional<Manifest> read_index(std::string_view json, const std::string& path,
+                                   Diagnostics& diags, size_t padding) {
+  std::optional<io_detail::IndexFile> index =
+      io_detail::read_index_text(json, path, diags, padding);
   if (!index) {
     return std::nullopt;
   }
@@ -328,6 +333,13 @@ std::optional<Manifest> read_safetensors_index(std::string_view json, const std:
   return manifest;
 }
 
+}  // namespace
+
+std::optional<Manifest> read_safetensors_index(std::string_view json, const std::string& path,
+                                               Diagnostics& diags) {
+  return read_index(json, path, diags, 0);
+}
+
 std::optional<Manifest> read_manifest_path(const std::string& path, Diagnostics& diags) {
   if (is_directory(path)) {
     const std::string slash = path.ends_with('/') ? path : path + "/";
@@ -354,7 +366,7 @@ std::optional<Manifest> read_manifest_path(const std::string& path, Diagnostics&
   std::optional<Manifest> manifest =
       io_detail::read_manifest_or_index(*text, path, is_index, diags, padding);
   if (is_index) {
-    return read_safetensors_index(*text, path, diags);
+    return read_index(*text, path, diags, padding);
   }
   return manifest;
 }
