@@ -61,11 +61,6 @@ class Sum {
   bool m_overflow = false;
 };
 
-// Bytes of `elements` at `per_element` bytes each; nullopt on overflow.
-std::optional<int64_t> times(int64_t elements, int64_t per_element) {
-  return checked_mul(elements, per_element);
-}
-
 // The training state of `elements_per_device` elements of one tensor, with
 // ZeRO sharding the state over `zero_shards` more devices.
 std::optional<StateBytes> state_of(int64_t elements, DType dtype, Recipe recipe,
@@ -89,11 +84,11 @@ std::optional<StateBytes> state_of(int64_t elements, DType dtype, Recipe recipe,
       grads = bytes_for(grads_e, dtype);
       break;
     case Recipe::adam_fp32_grads:
-      grads = times(grads_e, 4);
+      grads = checked_mul(grads_e, 4);
       break;
     case Recipe::adam_fp32_accum: {
       std::optional<int64_t> low = bytes_for(grads_e, dtype);
-      std::optional<int64_t> accum = times(grads_e, 4);
+      std::optional<int64_t> accum = checked_mul(grads_e, 4);
       grads = low && accum ? checked_add(*low, *accum) : std::nullopt;
       break;
     }
@@ -107,7 +102,7 @@ std::optional<StateBytes> state_of(int64_t elements, DType dtype, Recipe recipe,
   if (recipe != Recipe::scaling_book && dtype_bits(dtype) < 32) {
     per_element += 4;
   }
-  std::optional<int64_t> optimizer = times(optimizer_e, per_element);
+  std::optional<int64_t> optimizer = checked_mul(optimizer_e, per_element);
   if (!grads || !optimizer) {
     return std::nullopt;
   }
