@@ -292,7 +292,9 @@ std::optional<MemoryEstimate> estimate_memory(
   for (const TensorSharding& s : shardings) {
     const Tensor& tensor = tensors[s.tensor];
     std::optional<Cost> cost;
-    if (s.layout) {
+    // A layout no other tensor holds (check's specs give each tensor its
+    // own) is computed directly: remembering it could never pay.
+    if (s.layout && s.layout.use_count() > 1) {
       if (auto hit = costs.find(s.layout.get()); hit != costs.end()) {
         cost = hit->second;
       } else {

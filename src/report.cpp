@@ -958,23 +958,29 @@ void append_tensors_json(const CheckReport& r, size_t indent, std::string& out,
     out += in1;
     out += "{\"name\": ";
     append_json_string(out, t.name);
-    const TailKey key{t.shape,
-                      t.dtype,
-                      s.spec,
-                      r.plan != nullptr ? r.plan->decision_of[s.tensor] : 0,
-                      s.valid,
-                      t.num_bytes,
-                      s.bytes_per_device,
-                      s.replicas};
-    if (auto hit = tails.find(key); hit != tails.end()) {
-      out += hit->second;
-    } else if (tails.size() < k_max_tails) {
-      std::string tail;
-      append_tail(s, t, tail);
-      out += tail;
-      tails.emplace(key, std::move(tail));
-    } else {
+    // A tail is shared only by tensors that share a layout (or have none):
+    // one that no other tensor holds (check's specs) is written directly.
+    if (s.layout && s.layout.use_count() == 1) {
       append_tail(s, t, out);
+    } else {
+      const TailKey key{t.shape,
+                        t.dtype,
+                        s.spec,
+                        r.plan != nullptr ? r.plan->decision_of[s.tensor] : 0,
+                        s.valid,
+                        t.num_bytes,
+                        s.bytes_per_device,
+                        s.replicas};
+      if (auto hit = tails.find(key); hit != tails.end()) {
+        out += hit->second;
+      } else if (tails.size() < k_max_tails) {
+        std::string tail;
+        append_tail(s, t, tail);
+        out += tail;
+        tails.emplace(key, std::move(tail));
+      } else {
+        append_tail(s, t, out);
+      }
     }
     out += i + 1 < r.shardings.size() ? ",\n" : "\n";
     flush();
