@@ -244,6 +244,15 @@ struct RulePlan {
     return decision(tensor).spec;
   }
   const RuleRef& rule(size_t tensor) const { return decision(tensor).rule; }
+  // Each tensor's spec, in manifest order, as validate_planned takes them
+  // (tensors that share a decision share the spec object).
+  std::vector<const PartitionSpec*> specs() const {
+    std::vector<const PartitionSpec*> out(size());
+    for (size_t t = 0; t < out.size(); ++t) {
+      out[t] = &spec(t);
+    }
+    return out;
+  }
 };
 
 // Applies `rules` to every tensor of `manifest` on `mesh`.

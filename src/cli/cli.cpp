@@ -378,10 +378,7 @@ int run_plan(const PlanCommand& cmd, Session& session) {
     return session.fail_input();
   }
   watch.lap("apply the rules");
-  std::vector<const PartitionSpec*> specs(plan->size());
-  for (size_t t = 0; t < specs.size(); ++t) {
-    specs[t] = &plan->spec(t);
-  }
+  const std::vector<const PartitionSpec*> specs = plan->specs();
   std::vector<TensorSharding> shardings =
       validate_planned(*in.manifest, *in.mesh, specs, rules->source, in.validate, diags);
   watch.lap("validate");

@@ -225,10 +225,7 @@ bool load_side_specs(const Manifest& manifest, bool single, const std::string& s
     if (!plan) {
       return false;
     }
-    std::vector<const PartitionSpec*> specs(plan->size());
-    for (size_t t = 0; t < specs.size(); ++t) {
-      specs[t] = &plan->spec(t);
-    }
+    const std::vector<const PartitionSpec*> specs = plan->specs();
     side.shardings = validate_planned(manifest, mesh, specs, rules->source, validate, diags);
   } else {
     diags.error("cli.usage",

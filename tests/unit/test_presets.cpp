@@ -76,10 +76,7 @@ Planned plan_ok(const Manifest& manifest, const Mesh& mesh, const RuleSet& rules
   std::optional<RulePlan> plan = apply_rules(manifest, mesh, rules, diags);
   INFO(test::first_error(diags));
   REQUIRE(plan);
-  std::vector<const PartitionSpec*> specs(plan->size());
-  for (size_t t = 0; t < specs.size(); ++t) {
-    specs[t] = &plan->spec(t);
-  }
+  const std::vector<const PartitionSpec*> specs = plan->specs();
   ValidateOptions options;
   options.replicated_warning_bytes = 0;
   std::vector<TensorSharding> shardings =
