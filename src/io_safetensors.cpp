@@ -280,6 +280,11 @@ std::optional<Manifest> read_index(std::string_view json, const std::string& pat
   Manifest manifest;
   manifest.source = path;
   manifest.reserve(index->entries.size());
+  // "Did you mean" costs an edit distance per name of the shard: given for
+  // the first few missing tensors only (a weight_map that names the wrong
+  // shards misses every tensor).
+  constexpr size_t k_max_hints = 20;
+  size_t hints = 0;
   for (const io_detail::IndexEntry& entry : index->entries) {
     const Manifest& shard = *shards[entry.shard];
     const Tensor* tensor = shard.find(entry.name);
@@ -291,6 +296,9 @@ std::optional<Manifest> read_index(std::string_view json, const std::string& pat
                       quote(entry.name), quote(index->shards[entry.shard])),
           entry_location(entry.name));
       d.tensor = entry.name;
+      if (hints++ >= k_max_hints) {
+        continue;
+      }
       std::vector<std::string> names;
       names.reserve(shard.size());
       for (const Tensor& t : shard.tensors()) {

@@ -4,6 +4,7 @@
 #include <shardplan/io.hpp>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "support/test_support.hpp"
 
@@ -315,6 +316,28 @@ TEST_CASE("safetensors: an index reads each shard's header", "[io][safetensors]"
           == index + ":/weight_map/norms: error: weight_map puts \"norms\" in "
                      "\"model-00001-of-00002.safetensors\", whose header has no such tensor");
     CHECK(d.hint == "the shard has \"norm\"");
+  }
+  SECTION("only the first 20 missing tensors get a hint") {
+    // A weight_map naming the wrong shards misses every tensor: each hint
+    // costs a pass over the shard's names, so they stop after 20.
+    std::string map = R"({"weight_map": {)";
+    for (int i = 0; i < 25; ++i) {
+      map += fmt::format(R"({}"norm{}": "model-00001-of-00002.safetensors")", i ? "," : "", i);
+    }
+    std::ofstream(index) << map + "}}";
+    Diagnostics d2;
+    CHECK_FALSE(read_manifest_path(index, d2));
+    size_t missing = 0;
+    size_t hinted = 0;
+    for (const Diagnostic& d : d2.items()) {
+      if (d.code == "safetensors.missing-tensor") {
+        ++missing;
+        hinted += d.hint.empty() ? 0U : 1U;
+        CHECK(d.hint == (missing <= 20 ? "the shard has \"norm\"" : ""));
+      }
+    }
+    CHECK(missing == 25);
+    CHECK(hinted == 20);
   }
   SECTION("unmapped tensors and a wrong total_size are warnings") {
     std::ofstream(index) << R"({"metadata": {"total_size": 100}, "weight_map": {
