@@ -31,8 +31,9 @@
 
 // Readers of input files (DESIGN.md 2.3, 2.4; docs/manifest-format.md).
 //
-// Large inputs go through simdjson's On-Demand API: one copy of the text into
-// a padded buffer, then a single forward pass that reads each value straight
+// Large inputs go through simdjson's On-Demand API: the text in a padded
+// buffer (a manifest file is mapped, see io_mapped.cpp; other texts are
+// copied once), then a single forward pass that reads each value straight
 // into the Manifest. On-Demand checks what it reads, so a value the readers
 // ignore is checked separately (nlohmann's SAX parser over its raw text).
 //

@@ -45,6 +45,52 @@ std::optional<Manifest> read_manifest_or_index(std::string_view json, std::strin
 // bytes stay valid until `text` is changed.
 size_t read_padding(std::string& text);
 
+// A file's text followed by at least simdjson's padding, all zero, so
+// simdjson parses it in place. A regular file is mapped read-only
+// (io_mapped.cpp): no buffer to zero, no copy. Anything else -- a pipe,
+// /proc, an empty file, a file system that cannot map -- is read as
+// read_file reads it.
+//
+// While a mapping lives, a SIGBUS in it (another process truncated the
+// file) ends the process with exit code 2 and "PATH: error: the file shrank
+// while it was being read; nothing was written [io.changed]" on stderr: the
+// one input error reported outside Diagnostics, since the signal cannot
+// unwind. Outputs are written after the inputs are released, so no
+// half-written file is left.
+class PaddedText {
+ public:
+  // The text of `path`, or nullopt with read_file's error reported.
+  static std::optional<PaddedText> load(const std::string& path, Diagnostics& diags);
+
+  PaddedText(PaddedText&& other) noexcept;
+  PaddedText& operator=(PaddedText&&) = delete;
+  PaddedText(const PaddedText&) = delete;
+  PaddedText& operator=(const PaddedText&) = delete;
+  ~PaddedText();
+
+  std::string_view text() const { return m_text; }
+  // Zero bytes readable after text(): at least simdjson's padding, or 0
+  // when a read text had no room (the readers copy it then).
+  size_t padding() const { return m_padding; }
+  bool mapped() const { return m_map != nullptr; }
+
+ private:
+  PaddedText() = default;
+  bool map(const std::string& path);
+  void guard(const std::string& path);
+  void release();
+
+  std::string m_read;        // the text, when read
+  void* m_map = nullptr;     // the mapping, when mapped
+  size_t m_map_bytes = 0;
+  std::string_view m_text;
+  size_t m_padding = 0;
+  // The SIGBUS handler's target before this mapping's, put back on release.
+  const char* m_saved_begin = nullptr;
+  const char* m_saved_end = nullptr;
+  std::string m_saved_message;
+};
+
 // A model.safetensors.index.json as written: weight_map's entries in file
 // order, each with the index of its shard in `shards` (first-seen order).
 struct IndexEntry {

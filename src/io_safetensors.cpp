@@ -365,16 +365,15 @@ std::optional<Manifest> read_manifest_path(const std::string& path, Diagnostics&
   if (path.ends_with(".safetensors")) {
     return read_safetensors_file(path, diags);
   }
-  std::optional<std::string> text = read_file(path, diags);
+  std::optional<io_detail::PaddedText> text = io_detail::PaddedText::load(path, diags);
   if (!text) {
     return std::nullopt;
   }
   bool is_index = false;
-  const size_t padding = io_detail::read_padding(*text);
-  std::optional<Manifest> manifest =
-      io_detail::read_manifest_or_index(*text, path, is_index, diags, padding);
+  std::optional<Manifest> manifest = io_detail::read_manifest_or_index(
+      text->text(), path, is_index, diags, text->padding());
   if (is_index) {
-    return read_index(*text, path, diags, padding);
+    return read_index(text->text(), path, diags, text->padding());
   }
   return manifest;
 }

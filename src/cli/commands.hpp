@@ -24,6 +24,8 @@
 #include <utility>
 #include <vector>
 
+#include <sys/resource.h>
+
 namespace CLI {
 class App;
 }
@@ -39,20 +41,29 @@ struct CommonOptions {
   std::string color = "auto";
 };
 
-// Logs at debug level (-v) how long each phase of a command took:
-// `lap("read manifest")` logs the time since the last lap, or since the
-// watch was made.
+// Logs at debug level (-v) how long each phase of a command took and how
+// many page faults it took (first touches of fresh memory, a large part of
+// a big run's time): `lap("read manifest")` logs both since the last lap,
+// or since the watch was made.
 class Stopwatch {
  public:
   void lap(std::string_view phase) {
     const auto now = std::chrono::steady_clock::now();
     const std::chrono::duration<double, std::milli> elapsed = now - m_last;
+    const long faults = page_faults();
+    spdlog::debug("{}: {:.1f} ms, {} page faults", phase, elapsed.count(), faults - m_faults);
     m_last = now;
-    spdlog::debug("{}: {:.1f} ms", phase, elapsed.count());
+    m_faults = faults;
   }
 
  private:
+  static long page_faults() {
+    struct rusage usage {};
+    return ::getrusage(RUSAGE_SELF, &usage) == 0 ? usage.ru_minflt + usage.ru_majflt : 0;
+  }
+
   std::chrono::steady_clock::time_point m_last = std::chrono::steady_clock::now();
+  long m_faults = page_faults();
 };
 
 // Where the command writes: its result, then diagnostics, then the exit code.

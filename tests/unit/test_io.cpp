@@ -2,6 +2,8 @@
 
 #include <shardplan/io.hpp>
 
+#include "io_internal.hpp"
+
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -13,7 +15,11 @@
 #include <string_view>
 #include <vector>
 
+#include <csignal>
+
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 using namespace shardplan;
 
@@ -874,6 +880,130 @@ TEST_CASE("io: AtomicFile writes in pieces and leaves nothing until commit", "[i
   CHECK(render(diags.items()[0])
         == dir + "/missing/out.json: error: cannot write file: No such file or directory "
                  "[io.write]");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("io: PaddedText maps a regular file and pads it with zeros", "[io]") {
+  const std::string dir = temp_dir();
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  // Sizes around a page's end: the padding is the rest of the file's last
+  // page, or runs on into the zeroed page after it.
+  for (size_t size : {size_t{1}, page - 64, page - 63, page - 1, page, page + 1,
+                      3 * page + 100}) {
+    DYNAMIC_SECTION("size " << size) {
+      std::string bytes(size, 'x');
+      for (size_t i = 0; i < size; ++i) {
+        bytes[i] = static_cast<char>('a' + i % 26);
+      }
+      const std::string path = dir + "/in.json";
+      Diagnostics diags;
+      REQUIRE(write_file_atomic(path, bytes, diags));
+      std::optional<io_detail::PaddedText> text = io_detail::PaddedText::load(path, diags);
+      REQUIRE(text.has_value());
+      CHECK(text->mapped());
+      CHECK(text->text() == bytes);
+      REQUIRE(text->padding() >= 64);
+      const char* end = text->text().data() + size;
+      CHECK(std::all_of(end, end + text->padding(), [](char c) { return c == 0; }));
+      // A move keeps the mapping and its views.
+      const char* data = text->text().data();
+      io_detail::PaddedText moved(std::move(*text));
+      CHECK(moved.text().data() == data);
+      CHECK(moved.text() == bytes);
+      CHECK(diags.items().empty());
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("io: PaddedText reads what it cannot map", "[io]") {
+  Diagnostics diags;
+  // /proc files say st_size 0: read to their end.
+  std::optional<io_detail::PaddedText> proc = io_detail::PaddedText::load("/proc/self/status", diags);
+  REQUIRE(proc.has_value());
+  CHECK_FALSE(proc->mapped());
+  CHECK(proc->text().starts_with("Name:"));
+  // An empty file maps to nothing: an empty text.
+  const std::string dir = temp_dir();
+  REQUIRE(write_file_atomic(dir + "/empty.json", "", diags));
+  std::optional<io_detail::PaddedText> empty = io_detail::PaddedText::load(dir + "/empty.json", diags);
+  REQUIRE(empty.has_value());
+  CHECK_FALSE(empty->mapped());
+  CHECK(empty->text().empty());
+  CHECK(diags.items().empty());
+  // A missing file: read_file's error.
+  CHECK_FALSE(io_detail::PaddedText::load(dir + "/nope.json", diags).has_value());
+  REQUIRE(diags.error_count() == 1);
+  CHECK(render(diags.items()[0])
+        == dir + "/nope.json: error: cannot read file: No such file or directory [io.read]");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("io: PaddedText puts the SIGBUS handler back when its mappings end", "[io]") {
+  const std::string dir = temp_dir();
+  Diagnostics diags;
+  REQUIRE(write_file_atomic(dir + "/a.json", "{}", diags));
+  REQUIRE(write_file_atomic(dir + "/b.json", "[]", diags));
+  struct sigaction before {};
+  REQUIRE(::sigaction(SIGBUS, nullptr, &before) == 0);
+  {
+    std::optional<io_detail::PaddedText> a = io_detail::PaddedText::load(dir + "/a.json", diags);
+    std::optional<io_detail::PaddedText> b = io_detail::PaddedText::load(dir + "/b.json", diags);
+    REQUIRE((a && b && a->mapped() && b->mapped()));
+    struct sigaction during {};
+    REQUIRE(::sigaction(SIGBUS, nullptr, &during) == 0);
+    CHECK((during.sa_flags & SA_SIGINFO) != 0);
+    CHECK(during.sa_sigaction != before.sa_sigaction);
+    a.reset();  // b's mapping still lives: its handler stays
+    REQUIRE(::sigaction(SIGBUS, nullptr, &during) == 0);
+    CHECK((during.sa_flags & SA_SIGINFO) != 0);
+    CHECK(during.sa_sigaction != before.sa_sigaction);
+  }
+  struct sigaction after {};
+  REQUIRE(::sigaction(SIGBUS, nullptr, &after) == 0);
+  CHECK(after.sa_sigaction == before.sa_sigaction);
+  CHECK((after.sa_flags & SA_SIGINFO) == (before.sa_flags & SA_SIGINFO));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("io: a mapped file that shrinks while read ends the process with exit code 2", "[io]") {
+  // Truncating a mapped file makes its pages past the new end raise SIGBUS
+  // on the next touch. In a child process: the handler reports the file and
+  // exits 2, where it would otherwise dump core.
+  const std::string dir = temp_dir();
+  const std::string path = dir + "/big.json";
+  Diagnostics diags;
+  REQUIRE(write_file_atomic(path, std::string(size_t{1} << 20, ' '), diags));
+  int pipe_fds[2] = {-1, -1};
+  REQUIRE(::pipe(pipe_fds) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::dup2(pipe_fds[1], STDERR_FILENO);
+    Diagnostics child_diags;
+    std::optional<io_detail::PaddedText> text = io_detail::PaddedText::load(path, child_diags);
+    if (!text || !text->mapped() || ::truncate(path.c_str(), 0) != 0) {
+      ::_exit(10);
+    }
+    volatile char touched = text->text()[size_t{1} << 19];
+    (void)touched;
+    ::_exit(0);  // no SIGBUS: the test fails on this code
+  }
+  ::close(pipe_fds[1]);
+  std::string err;
+  char buffer[512];
+  for (ssize_t n; (n = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0;) {
+    err.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(pipe_fds[0]);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  INFO(err);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 2);
+  CHECK(err
+        == path + ": error: the file shrank while it was being read; nothing was written "
+                  "[io.changed]\n");
   std::filesystem::remove_all(dir);
 }
 
