@@ -119,25 +119,20 @@ class Folder {
       }
       row.spans = m_spans.size();
       bool canonical = true;
-      // One pass over the name: a component is parsed only when its
-      // characters could make a number (digits, and a sign first).
-      size_t start = 0;
-      bool maybe_number = true;
-      for (size_t i = 0; i <= r.name.size(); ++i) {
-        if (i < r.name.size() && r.name[i] != '.') {
-          const char c = r.name[i];
-          maybe_number = maybe_number && ((c >= '0' && c <= '9') || (c == '-' && i == start));
-          continue;
-        }
-        const std::string_view part = r.name.substr(start, i - start);
+      // The name's '.'-separated components: one that starts with a digit
+      // or a sign is parsed (most do not: "model", "layers", "weight").
+      for (size_t start = 0; start <= r.name.size();) {
+        size_t end = r.name.find('.', start);
+        end = end == std::string_view::npos ? r.name.size() : end;
+        const std::string_view part = r.name.substr(start, end - start);
         int64_t value = 0;
-        if (maybe_number && parse_number(part, value)) {
-          m_spans.push_back({start, i, 0, value});
+        if (!part.empty() && ((part[0] >= '0' && part[0] <= '9') || part[0] == '-')
+            && parse_number(part, value)) {
+          m_spans.push_back({start, end, 0, value});
           // "-07" is the number -7, and prints so.
           canonical = canonical && (part[0] != '-' || part == std::to_string(value));
         }
-        start = i + 1;
-        maybe_number = true;
+        start = end + 1;
       }
       row.numerics = m_spans.size() - row.spans;
       if (!canonical) {
@@ -240,19 +235,28 @@ class Folder {
     }
   }
 
-  // Sets row.skeleton and the hash of each numeric component's text.
+  // Sets row.skeleton (a hash of the texts around its numeric components)
+  // and the hash of each numeric component.
   void hash_row(Row& row) {
-    m_skeleton.clear();
+    uint64_t skeleton = row.numerics;
     size_t from = 0;
     for (size_t i = 0; i < row.numerics; ++i) {
       Span& span = m_spans[row.spans + i];
-      span.hash = detail::hash_bytes(row.text.substr(span.begin, span.end - span.begin));
-      m_skeleton.append(row.text.substr(from, span.begin - from));
-      m_skeleton += '\0';
+      span.hash = number_hash(span.value);
+      skeleton = combine(skeleton, detail::hash_bytes(row.text.substr(from, span.begin - from)));
       from = span.end;
     }
-    m_skeleton.append(row.text.substr(from));
-    row.skeleton = detail::hash_bytes(m_skeleton);
+    row.skeleton = combine(skeleton, detail::hash_bytes(row.text.substr(from)));
+  }
+
+  // The hash of a component's text when it is one number (printed as a
+  // number: equal texts, equal values), without hashing the text. A set's
+  // text is hashed (see rerender).
+  static uint64_t number_hash(int64_t value) {
+    uint64_t z = static_cast<uint64_t>(value) + 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30U)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27U)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31U);
   }
 
   // Prints `row`'s numbers as numbers ("-07" as "-7"), before any merge.
@@ -311,7 +315,11 @@ class Folder {
       Span s = m_spans[row.spans + i];
       if (i == j) {
         s.end = end;
-        s.hash = detail::hash_bytes(std::string_view(text).substr(at.begin, end - at.begin));
+        // Rows with equal names merge into a set of one value, which
+        // prints as a number: hashed as one.
+        s.hash = values.size() == 1
+                     ? number_hash(values[0])
+                     : detail::hash_bytes(std::string_view(text).substr(at.begin, end - at.begin));
       } else if (i > j) {
         s.begin = s.begin + end - at.end;
         s.end = s.end + end - at.end;
@@ -329,7 +337,6 @@ class Folder {
   std::vector<std::vector<int64_t>> m_values;
   std::vector<size_t> m_touched_pass;  // per m_values entry: last pass + 1 that merged into it
   std::deque<std::string> m_texts;     // texts of rows that absorbed others
-  std::string m_skeleton;              // hash_row's buffer
   size_t m_passes = 0;
 };
 
