@@ -222,8 +222,9 @@ std::optional<MemoryEstimate> estimate_memory(
     // undoes the data axes the spec (or ZeRO-3) shards over.
     int64_t free_data = out.zero_shards;
     int64_t spec_data = 1;
-    if (s.spec) {
-      for (const DimSharding& dim : s.spec->dims) {
+    const PartitionSpec* spec = s.spec();
+    if (spec) {
+      for (const DimSharding& dim : spec->dims) {
         for (const std::string& axis : dim.axes) {
           if (is_data(axis)) {
             const int64_t size = mesh.find(axis)->size;
@@ -236,8 +237,8 @@ std::optional<MemoryEstimate> estimate_memory(
     // The shards of dim d over the axes that are not data axes.
     auto other_shards = [&](size_t d) {
       int64_t shards = 1;
-      if (s.spec && d < s.spec->dims.size()) {
-        for (const std::string& axis : s.spec->dims[d].axes) {
+      if (spec && d < spec->dims.size()) {
+        for (const std::string& axis : spec->dims[d].axes) {
           if (!is_data(axis)) {
             shards *= mesh.find(axis)->size;
           }
@@ -246,10 +247,10 @@ std::optional<MemoryEstimate> estimate_memory(
       return shards;
     };
     std::optional<StateBytes> state =
-        state_of(s.elements_per_device, tensor.dtype, options.recipe,
+        state_of(s.elements_per_device(), tensor.dtype, options.recipe,
                  options.zero, free_data);
     std::optional<StateBytes> min_state =
-        state_of(s.min_elements_per_device, tensor.dtype, options.recipe,
+        state_of(s.min_elements_per_device(), tensor.dtype, options.recipe,
                  options.zero, free_data);
     if (!state || !min_state) {
       return std::nullopt;
@@ -289,12 +290,13 @@ std::optional<MemoryEstimate> estimate_memory(
 
   Sum params, grads, optimizer, min_total;
   bool overflow = false;
-  for (const TensorSharding& s : shardings) {
-    const Tensor& tensor = tensors[s.tensor];
+  for (size_t t = 0; t < shardings.size(); ++t) {
+    const TensorSharding& s = shardings[t];
+    const Tensor& tensor = tensors[t];
     std::optional<Cost> cost;
     // A layout no other tensor holds (check's specs give each tensor its
     // own) is computed directly: remembering it could never pay.
-    if (s.layout && s.layout.use_count() > 1) {
+    if (s.layout.use_count() > 1) {
       if (auto hit = costs.find(s.layout.get()); hit != costs.end()) {
         cost = hit->second;
       } else {
@@ -315,7 +317,7 @@ std::optional<MemoryEstimate> estimate_memory(
     optimizer.add(cost->state.optimizer);
     min_total.add(cost->min_state.model_states());
     if (options.largest > 0) {
-      const TensorMemory entry{s.tensor, cost->state};
+      const TensorMemory entry{t, cost->state};
       if (largest.size() < options.largest) {
         largest.push_back(entry);
         std::push_heap(largest.begin(), largest.end(), larger);
@@ -325,12 +327,12 @@ std::optional<MemoryEstimate> estimate_memory(
         std::push_heap(largest.begin(), largest.end(), larger);
       }
     }
-    if (s.min_bytes_per_device != s.bytes_per_device) {
+    if (s.min_bytes_per_device() != s.bytes_per_device()) {
       ++out.uneven_tensors;
     }
     if (cost->gather_buffer && *cost->gather_buffer > out.gather_buffer) {
       out.gather_buffer = *cost->gather_buffer;
-      out.gather_tensor = s.tensor;
+      out.gather_tensor = t;
     }
 
     auto dtype_it = std::find_if(out.by_dtype.begin(), out.by_dtype.end(),

@@ -683,7 +683,7 @@ ordered_json memory_object(const CheckReport& r) {
       largest.push_back({{"name", std::string(tensor.name)},
                          {"shape", tensor.shape},
                          {"dtype", std::string(to_string(tensor.dtype))},
-                         {"spec", s.spec ? spec_json(*s.spec) : ordered_json(nullptr)},
+                         {"spec", s.spec() ? spec_json(*s.spec()) : ordered_json(nullptr)},
                          {"params", t.per_device.params},
                          {"grads", t.per_device.grads},
                          {"optimizer", t.per_device.optimizer},
@@ -922,7 +922,7 @@ void append_tensors_json(const CheckReport& r, size_t indent, std::string& out,
   }
   // Everything of an entry after its name, from the tensor's shape, dtype and
   // sharding and the deciding rule.
-  auto append_tail = [&](const TensorSharding& s, const Tensor& t, std::string& text) {
+  auto append_tail = [&](size_t i, const TensorSharding& s, const Tensor& t, std::string& text) {
     text += ", \"shape\": [";
     for (size_t d = 0; d < t.shape.size(); ++d) {
       text += d == 0 ? "" : ", ";
@@ -931,21 +931,21 @@ void append_tensors_json(const CheckReport& r, size_t indent, std::string& out,
     text += "], \"dtype\": \"";
     text += to_string(t.dtype);
     text += "\", \"spec\": ";
-    if (s.spec != nullptr) {
-      append_spec_json(text, *s.spec, report_detail::k_one_line);
+    if (s.spec() != nullptr) {
+      append_spec_json(text, *s.spec(), report_detail::k_one_line);
     } else {
       text += "null";
     }
     text += ", \"rule\": ";
-    text += r.plan != nullptr ? rules[r.plan->decision_of[s.tensor]] : std::string("null");
+    text += r.plan != nullptr ? rules[r.plan->decision_of[i]] : std::string("null");
     text += ", \"valid\": ";
-    text += s.valid ? "true" : "false";
+    text += s.valid() ? "true" : "false";
     text += ", \"bytes\": ";
     append_int(text, t.num_bytes);
     text += ", \"bytes_per_device\": ";
-    append_int(text, s.bytes_per_device);
+    append_int(text, s.bytes_per_device());
     text += ", \"replicas\": ";
-    append_int(text, s.replicas);
+    append_int(text, s.replicas());
     text += '}';
   };
   // Tensors of a shared layout (a plan's experts, its layers) have the same
@@ -954,32 +954,32 @@ void append_tensors_json(const CheckReport& r, size_t indent, std::string& out,
   std::unordered_map<TailKey, std::string, TailKeyHash> tails;
   for (size_t i = 0; i < r.shardings.size(); ++i) {
     const TensorSharding& s = r.shardings[i];
-    const Tensor& t = r.manifest.tensors()[s.tensor];
+    const Tensor& t = r.manifest.tensors()[i];
     out += in1;
     out += "{\"name\": ";
     append_json_string(out, t.name);
-    // A tail is shared only by tensors that share a layout (or have none):
-    // one that no other tensor holds (check's specs) is written directly.
-    if (s.layout && s.layout.use_count() == 1) {
-      append_tail(s, t, out);
+    // A tail is shared only by tensors that share a layout: one that no
+    // other tensor holds (check's specs) is written directly.
+    if (s.layout.use_count() == 1) {
+      append_tail(i, s, t, out);
     } else {
       const TailKey key{t.shape,
                         t.dtype,
-                        s.spec,
-                        r.plan != nullptr ? r.plan->decision_of[s.tensor] : 0,
-                        s.valid,
+                        s.spec(),
+                        r.plan != nullptr ? r.plan->decision_of[i] : 0,
+                        s.valid(),
                         t.num_bytes,
-                        s.bytes_per_device,
-                        s.replicas};
+                        s.bytes_per_device(),
+                        s.replicas()};
       if (auto hit = tails.find(key); hit != tails.end()) {
         out += hit->second;
       } else if (tails.size() < k_max_tails) {
         std::string tail;
-        append_tail(s, t, tail);
+        append_tail(i, s, t, tail);
         out += tail;
         tails.emplace(key, std::move(tail));
       } else {
-        append_tail(s, t, out);
+        append_tail(i, s, t, out);
       }
     }
     out += i + 1 < r.shardings.size() ? ",\n" : "\n";
@@ -1210,7 +1210,7 @@ std::string memory_text(const CheckReport& r) {
     const Tensor& tensor = r.manifest.tensors()[t.tensor];
     const TensorSharding& s = r.shardings[t.tensor];
     big.push_back({std::string(tensor.name), shape_text(tensor.shape),
-                   std::string(to_string(tensor.dtype)), s.spec ? to_short(*s.spec) : "-",
+                   std::string(to_string(tensor.dtype)), s.spec() ? to_short(*s.spec()) : "-",
                    human_bytes(t.per_device.params), human_bytes(t.per_device.model_states())});
   }
   out += table(big);
@@ -1252,14 +1252,14 @@ std::string plan_text(const CheckReport& r, const Diagnostics& diags) {
   // Groups in order of the deciding rule (rules by index, then scalars,
   // min_size and unmatched), each group's rows folded across layers.
   std::map<std::pair<int, size_t>, std::vector<size_t>> groups;
-  for (const TensorSharding& sh : r.shardings) {
-    const RuleRef& rule = r.plan->rule(sh.tensor);
-    groups[{static_cast<int>(rule.decider), rule.index}].push_back(sh.tensor);
+  for (size_t t = 0; t < r.shardings.size(); ++t) {
+    const RuleRef& rule = r.plan->rule(t);
+    groups[{static_cast<int>(rule.decider), rule.index}].push_back(t);
   }
   constexpr char k_sep = '\x1f';
   // The shape, dtype, spec and bytes columns of each layout (std::map: its
   // strings stay where they are while rows view them).
-  std::map<std::pair<const ShardLayout*, const PartitionSpec*>, std::string> rests;
+  std::map<const ShardLayout*, std::string> rests;
   for (const auto& [key, members] : groups) {
     const RuleRef& rule = r.plan->rule(members.front());
     out += fmt::format("\n{}: {} tensor{}\n", rule.description, with_commas(static_cast<int64_t>(members.size())),
@@ -1271,12 +1271,13 @@ std::string plan_text(const CheckReport& r, const Diagnostics& diags) {
       const TensorSharding& sh = r.shardings[t];
       // Tensors that share a layout share shape, dtype and spec: their
       // columns are formatted once.
-      auto [cached, inserted] = rests.try_emplace({sh.layout.get(), sh.spec});
+      auto [cached, inserted] = rests.try_emplace(sh.layout.get());
       if (inserted) {
+        const PartitionSpec* spec = sh.spec();
         cached->second = fmt::format("{}{}{}{}{}{}{}", shape_text(tensor.shape), k_sep,
                                      to_string(tensor.dtype), k_sep,
-                                     sh.spec ? to_short(*sh.spec) : std::string("(invalid)"),
-                                     k_sep, human_bytes(sh.bytes_per_device));
+                                     spec ? to_short(*spec) : std::string("(invalid)"),
+                                     k_sep, human_bytes(sh.bytes_per_device()));
       }
       rows.push_back({tensor.name, cached->second});
     }

@@ -72,9 +72,12 @@ std::string indivisible_hint(int64_t size, int64_t shards, size_t dim,
 
 }  // namespace
 
-std::optional<TensorSharding> shard_tensor(const Tensor& tensor,
-                                           const PartitionSpec& spec,
-                                           const Mesh& mesh) {
+namespace {
+
+// The layout of `tensor` under `spec` (see shard_tensor), still open to the
+// checks that set `valid` and `spec`; null when a count overflows.
+std::shared_ptr<ShardLayout> lay_out(const Tensor& tensor, const PartitionSpec& spec,
+                                     const Mesh& mesh) {
   assert(spec.size() <= static_cast<size_t>(tensor.rank()));
   const size_t rank = static_cast<size_t>(tensor.rank());
   auto layout = std::make_shared<ShardLayout>();
@@ -86,7 +89,7 @@ std::optional<TensorSharding> shard_tensor(const Tensor& tensor,
   int64_t split = 1;
   for (size_t d = 0; d < rank; ++d) {
     shards[d] = 1;
-    for (const std::string& name : layout->spec.dims[d].axes) {
+    for (const std::string& name : layout->spec->dims[d].axes) {
       const MeshAxis* axis = mesh.find(name);
       assert(axis != nullptr);
       shards[d] *= axis->size;  // distinct axes: at most the device count
@@ -99,31 +102,38 @@ std::optional<TensorSharding> shard_tensor(const Tensor& tensor,
     std::optional<int64_t> before = checked_mul(largest, shards[d] - 1);
     min_shape[d] = before && *before < size ? size - *before : 0;
   }
-  TensorSharding out;
-  out.spec = &layout->spec;
-  out.shards = shards;
-  out.shard_shape = shard_shape;
-  out.layout = std::move(layout);
   std::optional<int64_t> elements = 1;
   for (size_t d = 0; d < rank && elements; ++d) {
     elements = checked_mul(*elements, shard_shape[d]);
   }
   std::optional<int64_t> min_elements = checked_product(min_shape);
   if (!elements || !min_elements) {
-    return std::nullopt;
+    return nullptr;
   }
   std::optional<int64_t> bytes = bytes_for(*elements, tensor.dtype);
   std::optional<int64_t> min_bytes = bytes_for(*min_elements, tensor.dtype);
   if (!bytes || !min_bytes) {
+    return nullptr;
+  }
+  layout->elements_per_device = *elements;
+  layout->min_elements_per_device = *min_elements;
+  layout->bytes_per_device = *bytes;
+  layout->min_bytes_per_device = *min_bytes;
+  layout->replicas = mesh.num_devices() / split;
+  layout->valid = true;
+  return layout;
+}
+
+}  // namespace
+
+std::optional<TensorSharding> shard_tensor(const Tensor& tensor,
+                                           const PartitionSpec& spec,
+                                           const Mesh& mesh) {
+  std::shared_ptr<ShardLayout> layout = lay_out(tensor, spec, mesh);
+  if (!layout) {
     return std::nullopt;
   }
-  out.elements_per_device = *elements;
-  out.min_elements_per_device = *min_elements;
-  out.bytes_per_device = *bytes;
-  out.min_bytes_per_device = *min_bytes;
-  out.replicas = mesh.num_devices() / split;
-  out.valid = true;
-  return out;
+  return TensorSharding{std::move(layout)};
 }
 
 namespace {
@@ -160,18 +170,22 @@ void report_trivial_axes(const TrivialAxes& trivial, const std::string& source,
   }
 }
 
-// A tensor without a usable spec: replicated for the memory totals.
-TensorSharding unusable(const Tensor& tensor, size_t t, const Mesh& mesh) {
-  TensorSharding r = *shard_tensor(tensor, PartitionSpec{}, mesh);
-  r.tensor = t;
-  r.valid = false;
-  r.spec = nullptr;
-  return r;
+// A tensor without a usable spec: replicated for the memory totals, with a
+// layout of its own.
+TensorSharding unusable(const Tensor& tensor, const Mesh& mesh) {
+  std::shared_ptr<ShardLayout> layout = lay_out(tensor, PartitionSpec{}, mesh);
+  assert(layout);  // replicated: the tensor's own size, which fits in int64
+  layout->valid = false;
+  layout->spec.reset();
+  return TensorSharding{std::move(layout)};
 }
 
 // Checks `spec` (as given: not padded) for tensor `t`, reporting each
 // problem at where(), in JAX's order: unknown axes, repeated axes, then
-// rank, then divisibility.
+// rank, then divisibility. The result has a layout of its own; whether it is
+// valid follows from the spec, the tensor's shape and the mesh alone (the
+// warnings do not change it), so a caller may share it between tensors of
+// the same spec, shape and dtype.
 template <typename WhereFn>
 TensorSharding check_tensor(const Manifest& manifest, size_t t, const PartitionSpec& spec,
                             const Mesh& mesh, const std::vector<std::string>& mesh_names,
@@ -241,25 +255,25 @@ TensorSharding check_tensor(const Manifest& manifest, size_t t, const PartitionS
     ok = false;
   }
   if (!ok) {
-    return unusable(tensor, t, mesh);
+    return unusable(tensor, mesh);
   }
 
-  std::optional<TensorSharding> laid = shard_tensor(tensor, spec, mesh);
+  std::shared_ptr<ShardLayout> laid = lay_out(tensor, spec, mesh);
   assert(laid);  // shards of a tensor whose size fits in int64
-  laid->tensor = t;
-  for (size_t d = 0; d < laid->shards.size(); ++d) {
+  const ShapeView shards = laid->shards();
+  for (size_t d = 0; d < shards.size(); ++d) {
     const int64_t size = tensor.shape[d];
-    if (size % laid->shards[d] == 0) {
+    if (size % shards[d] == 0) {
       continue;
     }
     report(Severity::error, "spec.indivisible",
            fmt::format("{} implies that array axis {} is partitioned {} times, but the "
                        "dimension size is {} (full shape: {}, per-dimension tiling "
                        "factors: {} should evenly divide the shape)",
-                       shown(), d, laid->shards[d], size, python_tuple(tensor.shape),
-                       python_tuple(laid->shards)),
+                       shown(), d, shards[d], size, python_tuple(tensor.shape),
+                       python_tuple(shards)),
            d)
-        .hint = indivisible_hint(size, laid->shards[d], d, *laid->spec, mesh);
+        .hint = indivisible_hint(size, shards[d], d, *laid->spec, mesh);
     laid->valid = false;
   }
   if (laid->valid && options.replicated_warning_bytes > 0 && mesh.num_devices() > 1
@@ -271,7 +285,7 @@ TensorSharding check_tensor(const Manifest& manifest, size_t t, const PartitionS
         .hint = fmt::format("the warning starts at {} bytes (--warn-replicated)",
                             options.replicated_warning_bytes);
   }
-  return std::move(*laid);
+  return TensorSharding{std::move(laid)};
 }
 
 // What makes two planned tensors' checks equal: the same spec object, shape
@@ -352,12 +366,12 @@ std::vector<TensorSharding> validate_specs(const Manifest& manifest,
           Location::of(specs.source));
       d.tensor = std::string(tensor.name);
       d.hint = "add it to the specs file; P() replicates it";
-      out.push_back(unusable(tensor, t, mesh));
+      out.push_back(unusable(tensor, mesh));
       continue;
     }
     const NamedSpec& entry = specs.specs[spec_of[t]];
     if (!entry.valid) {
-      out.push_back(unusable(tensor, t, mesh));  // the reader reported it
+      out.push_back(unusable(tensor, mesh));  // the reader reported it
       continue;
     }
     out.push_back(check_tensor(manifest, t, entry.spec, mesh, mesh_names, options, trivial,
@@ -376,7 +390,9 @@ std::vector<TensorSharding> validate_planned(const Manifest& manifest, const Mes
   check_device_count(mesh, options, diags);
   const std::vector<std::string> mesh_names = mesh.axis_names();
   TrivialAxes trivial;
-  // Checks that reported nothing, reused for tensors of the same key.
+  // Checks that reported nothing, reused for tensors of the same key: the
+  // tensors share the first one's layout (its figures and validity are
+  // functions of the key and the mesh).
   std::unordered_map<PlannedKey, size_t, PlannedKeyHash> quiet;
   std::vector<TensorSharding> out;
   out.reserve(specs.size());
@@ -384,9 +400,7 @@ std::vector<TensorSharding> validate_planned(const Manifest& manifest, const Mes
     const Tensor& tensor = manifest.tensors()[t];
     const PlannedKey key{specs[t], tensor.shape, tensor.dtype};
     if (auto hit = quiet.find(key); hit != quiet.end()) {
-      TensorSharding copy = out[hit->second];
-      copy.tensor = t;
-      out.push_back(std::move(copy));
+      out.push_back(out[hit->second]);
       continue;
     }
     const size_t items = diags.items().size();
@@ -416,12 +430,13 @@ ShardingTotals sharding_totals(const Manifest& manifest, const Mesh& mesh,
                                const std::vector<TensorSharding>& shardings) {
   ShardingTotals totals;
   const int64_t devices = mesh.num_devices();
-  for (const TensorSharding& s : shardings) {
-    if (s.replicas == devices) {
+  for (size_t t = 0; t < shardings.size(); ++t) {
+    const TensorSharding& s = shardings[t];
+    if (s.replicas() == devices) {
       // At most the manifest's total, which fits in int64.
-      totals.replicated_bytes += manifest.tensors()[s.tensor].num_bytes;
+      totals.replicated_bytes += manifest.tensors()[t].num_bytes;
     }
-    totals.invalid += s.valid ? 0 : 1;
+    totals.invalid += s.valid() ? 0 : 1;
   }
   return totals;
 }

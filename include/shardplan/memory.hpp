@@ -101,9 +101,9 @@ struct MemoryEstimate {
 };
 
 // Estimates per-device memory of `shardings` (validate_specs's result, one per
-// manifest tensor). Reports an unknown data axis (error, at --data-axes),
-// devices holding different amounts (warning memory.uneven) and a total over
-// capacity (error memory.over-capacity).
+// manifest tensor: shardings[t] is tensor t's). Reports an unknown data axis
+// (error, at --data-axes), devices holding different amounts (warning
+// memory.uneven) and a total over capacity (error memory.over-capacity).
 // REQUIRES: shardings.size() == manifest.size(); 0 <= options.zero <= 3;
 // 0 <= options.headroom < 1.
 std::optional<MemoryEstimate> estimate_memory(

@@ -52,7 +52,7 @@ struct CheckReport {
   const Topology* topology;  // null with --devices
   const Manifest& manifest;
   std::string_view specs_source;
-  const std::vector<TensorSharding>& shardings;  // one per manifest tensor
+  const std::vector<TensorSharding>& shardings;  // shardings[t]: manifest tensor t's
   const MemoryEstimate& memory;
   // `plan` only: the rules applied and what each tensor got from them.
   const RuleSet* rules = nullptr;

@@ -241,7 +241,7 @@ bool load_side_specs(const Manifest& manifest, bool single, const std::string& s
   }
   side.specs.resize(side.shardings.size());
   for (size_t t = 0; t < side.shardings.size(); ++t) {
-    side.specs[t] = &*side.shardings[t].spec;
+    side.specs[t] = side.shardings[t].spec();  // no errors: every spec usable
   }
   return true;
 }

@@ -146,7 +146,7 @@ TEST_CASE("presets: every preset plans every built-in model without an error",
         DYNAMIC_SECTION(p.name << " on " << m.name << " with " << text) {
           Planned planned = plan_ok(model(m.name), test::mesh_of(text, devices), rules);
           CHECK(std::all_of(planned.shardings.begin(), planned.shardings.end(),
-                            [](const TensorSharding& s) { return s.valid; }));
+                            [](const TensorSharding& s) { return s.valid(); }));
         }
       }
     }
@@ -163,5 +163,5 @@ TEST_CASE("presets: fsdp-tp on gpt2 leaves the odd vocabulary unsplit", "[preset
   const size_t t = static_cast<size_t>(wte - gpt2.tensors().data());
   CHECK(to_short(p.plan.spec(t)) == "None,fsdp");
   // 50257 x 192 elements of f32.
-  CHECK(p.shardings[t].bytes_per_device == int64_t{50257} * 192 * 4);
+  CHECK(p.shardings[t].bytes_per_device() == int64_t{50257} * 192 * 4);
 }

@@ -55,25 +55,25 @@ TEST_CASE("validate: exact bytes per device, even and uneven", "[validate]") {
   // wte: 50257 rows over tp=8 do not divide (an error), so device 0 holds
   // ceil(50257/8) = 6283 rows and the last device 50257 - 7*6283 = 6276.
   const TensorSharding& wte = r.shardings[0];
-  CHECK(wte.shards == std::vector<int64_t>{8, 1});
-  CHECK(wte.shard_shape == std::vector<int64_t>{6283, 768});
-  CHECK(wte.bytes_per_device == 6283 * 768 * 2);
-  CHECK(wte.min_bytes_per_device == 6276 * 768 * 2);
-  CHECK(wte.replicas == 4);
-  CHECK_FALSE(wte.valid);
+  CHECK(wte.shards() == std::vector<int64_t>{8, 1});
+  CHECK(wte.shard_shape() == std::vector<int64_t>{6283, 768});
+  CHECK(wte.bytes_per_device() == 6283 * 768 * 2);
+  CHECK(wte.min_bytes_per_device() == 6276 * 768 * 2);
+  CHECK(wte.replicas() == 4);
+  CHECK_FALSE(wte.valid());
   // c_attn: 768/4 x 2304/8 = 192 x 288 bf16, on every device.
   const TensorSharding& attn = r.shardings[1];
-  CHECK(attn.shard_shape == std::vector<int64_t>{192, 288});
-  CHECK(attn.bytes_per_device == 192 * 288 * 2);
-  CHECK(attn.min_bytes_per_device == attn.bytes_per_device);
-  CHECK(attn.replicas == 1);
-  CHECK(attn.valid);
+  CHECK(attn.shard_shape() == std::vector<int64_t>{192, 288});
+  CHECK(attn.bytes_per_device() == 192 * 288 * 2);
+  CHECK(attn.min_bytes_per_device() == attn.bytes_per_device());
+  CHECK(attn.replicas() == 1);
+  CHECK(attn.valid());
   // Replicated: the whole tensor, 32 replicas; a scalar is 4 bytes.
-  CHECK(r.shardings[2].bytes_per_device == 768 * 4);
-  CHECK(r.shardings[2].replicas == 32);
-  CHECK(r.shardings[3].bytes_per_device == 4);
-  REQUIRE(r.shardings[3].spec != nullptr);
-  CHECK(*r.shardings[3].spec == PartitionSpec{});
+  CHECK(r.shardings[2].bytes_per_device() == 768 * 4);
+  CHECK(r.shardings[2].replicas() == 32);
+  CHECK(r.shardings[3].bytes_per_device() == 4);
+  REQUIRE(r.shardings[3].spec() != nullptr);
+  CHECK(*r.shardings[3].spec() == PartitionSpec{});
   REQUIRE(codes(r.diags) == std::vector<std::string>{"spec.indivisible"});
   const Diagnostic& d = r.diags.items()[0];
   CHECK(d.message
@@ -143,13 +143,13 @@ TEST_CASE("validate: every problem of a run, in one run", "[validate]") {
   CHECK(items[5].message == "tensor \"f\" has no spec in s.json");
   CHECK(items[5].tensor == "f");
   // Only g is valid; the others count as replicated.
-  CHECK(r.shardings[6].valid);
-  CHECK(r.shardings[6].shards == std::vector<int64_t>{16, 4});
+  CHECK(r.shardings[6].valid());
+  CHECK(r.shardings[6].shards() == std::vector<int64_t>{16, 4});
   for (size_t i = 0; i < 6; ++i) {
-    CHECK_FALSE(r.shardings[i].valid);
+    CHECK_FALSE(r.shardings[i].valid());
   }
-  CHECK(r.shardings[0].bytes_per_device == 64 * 64 * 2);
-  CHECK_FALSE(r.shardings[0].spec);
+  CHECK(r.shardings[0].bytes_per_device() == 64 * 64 * 2);
+  CHECK_FALSE(r.shardings[0].spec());
 }
 
 TEST_CASE("validate: a spec on a scalar", "[validate]") {
@@ -237,27 +237,72 @@ TEST_CASE("validate: shard_tensor covers the global shape", "[validate][property
     std::optional<TensorSharding> s = shard_tensor(t, *spec, mesh);
     REQUIRE(s);
     for (size_t d = 0; d < 2; ++d) {
-      CHECK(s->shard_shape[d] * s->shards[d] >= t.shape[d]);
-      CHECK((s->shard_shape[d] - 1) * s->shards[d] < t.shape[d]);
+      CHECK(s->shard_shape()[d] * s->shards()[d] >= t.shape[d]);
+      CHECK((s->shard_shape()[d] - 1) * s->shards()[d] < t.shape[d]);
     }
-    CHECK(s->replicas * s->shards[0] * s->shards[1] == 24);
-    if (rows % s->shards[0] == 0 && cols % s->shards[1] == 0) {
-      CHECK(s->bytes_per_device * 24 == t.num_bytes * s->replicas);
-      CHECK(s->min_bytes_per_device == s->bytes_per_device);
+    CHECK(s->replicas() * s->shards()[0] * s->shards()[1] == 24);
+    if (rows % s->shards()[0] == 0 && cols % s->shards()[1] == 0) {
+      CHECK(s->bytes_per_device() * 24 == t.num_bytes * s->replicas());
+      CHECK(s->min_bytes_per_device() == s->bytes_per_device());
     } else {
-      CHECK(s->min_bytes_per_device < s->bytes_per_device);
+      CHECK(s->min_bytes_per_device() < s->bytes_per_device());
     }
     // Sharding one more axis never increases the bytes per device.
-    PartitionSpec more = s->spec->padded(2);
+    PartitionSpec more = s->spec()->padded(2);
     for (const MeshAxis& axis : mesh.axes) {
       std::vector<std::string> used = more.axes();
       if (std::find(used.begin(), used.end(), axis.name) == used.end()) {
         more.dims[1].axes.push_back(axis.name);
         std::optional<TensorSharding> finer = shard_tensor(t, more, mesh);
         REQUIRE(finer);
-        CHECK(finer->bytes_per_device <= s->bytes_per_device);
+        CHECK(finer->bytes_per_device() <= s->bytes_per_device());
         break;
       }
     }
   }
+}
+
+TEST_CASE("validate: planned tensors of one spec shape and dtype share one layout",
+          "[validate]") {
+  // TensorSharding is only a pointer to its layout: what a layout holds
+  // (spec, validity, shards, bytes) must be the same for every tensor that
+  // shares it, and a tensor whose check reported something keeps its own.
+  const Manifest manifest = test::manifest_of(R"({"params": [
+    {"name": "a", "shape": [64, 64], "dtype": "bf16"},
+    {"name": "b", "shape": [64, 64], "dtype": "bf16"},
+    {"name": "c", "shape": [64, 64], "dtype": "f32"},
+    {"name": "d", "shape": [6, 64], "dtype": "bf16"},
+    {"name": "e", "shape": [6, 64], "dtype": "bf16"},
+    {"name": "f", "shape": [64, 64], "dtype": "bf16"}]})");
+  const Mesh mesh = test::mesh_of("dp:4,tp:2", 8);
+  Diagnostics diags;
+  const std::optional<PartitionSpec> dp_tp = parse_spec("P('dp', 'tp')", "test", diags);
+  const std::optional<PartitionSpec> tp = parse_spec("P(None, 'tp')", "test", diags);
+  REQUIRE(dp_tp);
+  REQUIRE(tp);
+  // d and e: 6 rows do not split 4 ways; f: another spec object.
+  const std::vector<const PartitionSpec*> specs = {&*dp_tp, &*dp_tp, &*dp_tp,
+                                                   &*dp_tp, &*dp_tp, &*tp};
+  const std::vector<TensorSharding> s =
+      validate_planned(manifest, mesh, specs, "plan", ValidateOptions{}, diags);
+  REQUIRE(s.size() == 6);
+  CHECK(codes(diags) == std::vector<std::string>{"spec.indivisible", "spec.indivisible"});
+  CHECK(s[0].layout == s[1].layout);  // same spec, shape and dtype
+  CHECK(s[0].layout != s[2].layout);  // another dtype
+  CHECK(s[3].layout != s[4].layout);  // each reported: never shared
+  CHECK(s[0].layout != s[5].layout);
+  CHECK(s[1].valid());
+  CHECK(s[1].bytes_per_device() == int64_t{16} * 32 * 2);
+  CHECK(s[2].bytes_per_device() == int64_t{16} * 32 * 4);
+  CHECK(s[1].shard_shape() == std::vector<int64_t>{16, 32});
+  CHECK(s[2].shards() == std::vector<int64_t>{4, 2});
+  for (size_t t : {size_t{3}, size_t{4}}) {
+    CHECK_FALSE(s[t].valid());
+    REQUIRE(s[t].spec() != nullptr);
+    CHECK(*s[t].spec() == *dp_tp);
+    CHECK(s[t].shard_shape() == std::vector<int64_t>{2, 32});
+    CHECK(s[t].min_bytes_per_device() == 0);  // the last of 4 row shards is empty
+  }
+  CHECK(s[5].replicas() == 4);
+  CHECK(*s[5].spec() == *tp);
 }
