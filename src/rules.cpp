@@ -113,8 +113,11 @@ namespace {
 bool is_digit(char c) {
   return c >= '0' && c <= '9';
 }
+bool is_alpha(int c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
 bool is_alnum(char c) {
-  return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+  return is_digit(c) || is_alpha(c);
 }
 
 constexpr unsigned k_all_digits = 0x3FFU;
@@ -241,11 +244,18 @@ size_t class_end(std::string_view p, size_t at, unsigned& distinguished) {
 
 }  // namespace
 
-std::optional<unsigned> distinguished_digits(std::string_view p) {
-  unsigned distinguished = 0;
+std::optional<DigitUse> digit_use(std::string_view p) {
+  DigitUse use;
+  // What the token before the current one was, as far as anchoring goes: a
+  // literal ASCII non-digit character (its value), an anchored digit
+  // literal, or anything else.
+  constexpr int k_other = -1;
+  constexpr int k_anchored_digit = -2;
+  int before = k_other;
   size_t i = 0;
   while (i < p.size()) {
     const char c = p[i];
+    int token = k_other;
     if (c == '\\') {
       if (i + 1 >= p.size()) {
         return std::nullopt;
@@ -258,9 +268,12 @@ std::optional<unsigned> distinguished_digits(std::string_view p) {
       if (!known) {
         return std::nullopt;
       }
+      if (!is_alnum(e) && static_cast<unsigned char>(e) < 0x80) {
+        token = static_cast<unsigned char>(e);  // \. is the character '.'
+      }
       i += 2;
     } else if (c == '[') {
-      i = class_end(p, i, distinguished);
+      i = class_end(p, i, use.anywhere);
       if (i == std::string_view::npos) {
         return std::nullopt;
       }
@@ -276,7 +289,9 @@ std::optional<unsigned> distinguished_digits(std::string_view p) {
           ++j;
         }
       }
-      i = j > i + 1 && j < p.size() && p[j] == '}' ? j + 1 : i + 1;
+      const bool count = j > i + 1 && j < p.size() && p[j] == '}';
+      token = count ? k_other : '{';
+      i = count ? j + 1 : i + 1;
     } else if (c == '(' && i + 1 < p.size() && p[i + 1] == '?') {
       size_t j = i + 2;
       if (j + 1 < p.size() && p[j] == 'P' && p[j + 1] == '<') {
@@ -285,6 +300,7 @@ std::optional<unsigned> distinguished_digits(std::string_view p) {
           return std::nullopt;
         }
         i = end + 1;
+        before = k_other;
         continue;
       }
       while (j < p.size()
@@ -297,13 +313,43 @@ std::optional<unsigned> distinguished_digits(std::string_view p) {
       }
       i = j + 1;
     } else if (is_digit(c)) {
-      distinguished |= 1U << static_cast<unsigned>(c - '0');
+      const unsigned bit = 1U << static_cast<unsigned>(c - '0');
+      if (before >= 0 || before == k_anchored_digit) {
+        // Right after a literal character: it matches only a digit that
+        // follows that character in the name.
+        use.anchored |= bit;
+        if (before >= 0) {
+          const auto a = static_cast<unsigned char>(before);
+          use.anchors[a] = true;
+          // (?i) would let a letter match its other case too.
+          if (is_alpha(before)) {
+            use.anchors[a ^ 0x20U] = true;
+          }
+        }
+        token = k_anchored_digit;
+      } else {
+        use.anywhere |= bit;
+      }
       ++i;
     } else {
-      ++i;  // . | ( ) * + ? ^ $ and literals other than digits
+      // . | ( ) * + ? ^ $ are not characters; the rest are literals.
+      const bool meta = std::string_view(".|()*+?^$").find(c) != std::string_view::npos;
+      if (!meta && static_cast<unsigned char>(c) < 0x80) {
+        token = static_cast<unsigned char>(c);
+      }
+      ++i;
     }
+    before = token;
   }
-  return distinguished;
+  return use;
+}
+
+std::optional<unsigned> distinguished_digits(std::string_view pattern) {
+  std::optional<DigitUse> use = digit_use(pattern);
+  if (!use) {
+    return std::nullopt;
+  }
+  return use->anywhere | use->anchored;
 }
 
 bool digit_oblivious(std::string_view pattern) {
@@ -533,12 +579,17 @@ class Engine {
   mutable std::vector<std::unique_ptr<RE2>> m_single;
   // The set indices of the patterns the last name matched.
   std::vector<int> m_matches;
-  // Classes by digit-normalised name (see detail::distinguished_digits),
-  // while the patterns leave at least two digits alike and it stays below
-  // k_memo_names names: m_digit_map maps each digit no pattern tells apart
-  // to the smallest of them, and the others to themselves.
+  // Classes by digit-normalised name (see detail::digit_use), while the
+  // patterns leave at least two digits alike and it stays below
+  // k_memo_names names. In a run of digits that follows one of m_anchors,
+  // m_anchored_map maps each digit no pattern tells apart to the smallest
+  // of them, and the others to themselves; in any other run, m_free_map
+  // does the same for the digits no pattern tells apart but right after an
+  // anchor.
   bool m_memo = false;
-  std::array<char, 10> m_digit_map{};
+  std::array<char, 10> m_anchored_map{};
+  std::array<char, 10> m_free_map{};
+  std::array<bool, 256> m_anchors{};
   std::string m_normalised;
   std::unordered_map<std::string, uint64_t, detail::StringHash, std::equal_to<>>
       m_memo_classes;
@@ -694,21 +745,36 @@ bool Engine::prepare() {
     m_set.reset();  // no patterns, or the set is too large: one at a time
   }
   // Digits that no pattern tells apart match alike: names that differ only
-  // in them share a class.
-  std::optional<unsigned> distinguished = 0U;
+  // in them share a class (detail::digit_use says where each applies).
+  std::optional<detail::DigitUse> use = detail::DigitUse{};
   for (const Rule& r : m_rules.rules) {
-    if (r.pattern && distinguished) {
-      std::optional<unsigned> d = detail::distinguished_digits(*r.pattern);
-      distinguished = d ? std::optional<unsigned>(*distinguished | *d) : std::nullopt;
+    if (r.pattern && use) {
+      std::optional<detail::DigitUse> u = detail::digit_use(*r.pattern);
+      if (!u) {
+        use.reset();
+        break;
+      }
+      use->anywhere |= u->anywhere;
+      use->anchored |= u->anchored;
+      for (size_t c = 0; c < u->anchors.size(); ++c) {
+        use->anchors[c] = use->anchors[c] || u->anchors[c];
+      }
     }
   }
-  const unsigned alike = distinguished ? ~*distinguished & 0x3FFU : 0U;
-  m_memo = !m_rule_of_pattern.empty() && std::popcount(alike) >= 2;
+  // Alike in a run of digits after an anchor, and in any other run.
+  const unsigned alike_anchored = use ? ~(use->anywhere | use->anchored) & 0x3FFU : 0U;
+  const unsigned alike_free = use ? ~use->anywhere & 0x3FFU : 0U;
+  m_memo = !m_rule_of_pattern.empty() && std::popcount(alike_free) >= 2;
   if (m_memo) {
-    const char first = static_cast<char>('0' + std::countr_zero(alike));
-    for (unsigned d = 0; d < 10; ++d) {
-      m_digit_map[d] = (alike >> d & 1U) != 0 ? first : static_cast<char>('0' + d);
-    }
+    auto fill = [](std::array<char, 10>& map, unsigned alike) {
+      const char first = static_cast<char>('0' + (alike == 0 ? 0 : std::countr_zero(alike)));
+      for (unsigned d = 0; d < 10; ++d) {
+        map[d] = (alike >> d & 1U) != 0 ? first : static_cast<char>('0' + d);
+      }
+    };
+    fill(m_anchored_map, alike_anchored);
+    fill(m_free_map, alike_free);
+    m_anchors = use->anchors;
   }
   return true;
 }
@@ -746,8 +812,18 @@ uint64_t Engine::classify(std::string_view name) {
     return scan(name);
   }
   m_normalised.assign(name);
-  for (char& c : m_normalised) {
-    c = c >= '0' && c <= '9' ? m_digit_map[static_cast<unsigned>(c - '0')] : c;
+  const std::array<char, 10>* map = &m_free_map;
+  for (size_t i = 0; i < m_normalised.size(); ++i) {
+    const char c = m_normalised[i];
+    if (c < '0' || c > '9') {
+      continue;
+    }
+    if (i == 0 || !detail::is_digit(m_normalised[i - 1])) {
+      // A run of digits starts: after an anchor, or after anything else.
+      map = i > 0 && m_anchors[static_cast<unsigned char>(name[i - 1])] ? &m_anchored_map
+                                                                         : &m_free_map;
+    }
+    m_normalised[i] = (*map)[static_cast<unsigned>(c - '0')];
   }
   if (auto it = m_memo_classes.find(std::string_view(m_normalised));
       it != m_memo_classes.end()) {

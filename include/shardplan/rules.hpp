@@ -33,6 +33,7 @@
 #include <shardplan/spec.hpp>
 #include <shardplan/tensor.hpp>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -462,6 +463,23 @@ namespace detail {
 // Examples: "layers\.[0-9]+\.mlp" and "experts\.\d+" give 0;
 // "layers\.1[0-9]" gives {1}, "[0-5]" {6,...,9}, "w1|w3" {1,3}.
 std::optional<unsigned> distinguished_digits(std::string_view pattern);
+
+// distinguished_digits, split by where a digit literal stands. A literal
+// right after a literal ASCII character c (or after such a literal, as the
+// "1" and "2" of "w12") matches only a digit that follows c in a name, so
+// it never matches inside a run of digits that follows anything else
+// ("model.layers.12" or a name's start). Such literals are `anchored`, and
+// their characters are `anchors` (both cases of a letter, for (?i)); every
+// other literal, and the classes' sides, are `anywhere`. Within a run of
+// digits not after an anchor, only `anywhere` digits are told apart: with
+// the fsdp-tp preset's "w1|w3", layer and expert numbers are all alike.
+// Conservative the same way (nullopt for what it does not know).
+struct DigitUse {
+  unsigned anywhere = 0;
+  unsigned anchored = 0;
+  std::array<bool, 256> anchors{};
+};
+std::optional<DigitUse> digit_use(std::string_view pattern);
 
 // Whether `pattern` treats the ten ASCII digits alike:
 // distinguished_digits(pattern) == 0.

@@ -1660,6 +1660,84 @@ TEST_CASE("rules: property: names that differ in digits no pattern tells apart s
   check_first_search_wins(patterns, static_cast<uint32_t>(seed), 80);
 }
 
+TEST_CASE("rules: where a pattern's digit literals stand", "[rules]") {
+  // Worked from the pattern texts: a literal right after a literal ASCII
+  // character (or after such a literal) is anchored to that character.
+  auto mask = [](std::initializer_list<unsigned> digits) {
+    unsigned m = 0;
+    for (unsigned d : digits) {
+      m |= 1U << d;
+    }
+    return m;
+  };
+  auto anchors = [](const detail::DigitUse& u) {
+    std::string out;
+    for (size_t c = 0; c < u.anchors.size(); ++c) {
+      if (u.anchors[c]) {
+        out += static_cast<char>(c);
+      }
+    }
+    return out;
+  };
+  struct Case {
+    std::string pattern;
+    unsigned anywhere;
+    unsigned anchored;
+    std::string anchors;
+  };
+  const std::vector<Case> cases = {
+      {"\\.experts\\.[0-9]+\\.(w1|w3|gate_proj)", 0, mask({1, 3}), "Ww"},
+      {"w12", 0, mask({1, 2}), "Ww"},        // the 2 follows an anchored 1
+      {"\\.1\\.", 0, mask({1}), "."},        // an escaped '.' is the character
+      {"layers\\.1[0-9]", 0, mask({1}), "."},  // the class holds all ten
+      {"_7$", 0, mask({7}), "_"},
+      {"{3", 0, mask({3}), "{"},             // a '{' that starts no count
+      {"(w)1", mask({1}), 0, ""},            // after a group
+      {"w|1", mask({1}), 0, ""},             // an alternative of its own
+      {"w?1", mask({1}), 0, ""},             // w may be absent
+      {"w*1", mask({1}), 0, ""},
+      {"w{2}1", mask({1}), 0, ""},           // after a count
+      {"[a-z]3", mask({3}), 0, ""},          // after a class
+      {"\\w5", mask({5}), 0, ""},             // after an escaped class
+      {"^7", mask({7}), 0, ""},
+      {".7", mask({7}), 0, ""},
+      {"(?i)w1", 0, mask({1}), "Ww"},
+      {"x[0-4]", mask({0, 1, 2, 3, 4}), 0, ""},  // classes are never anchored
+      {"\xc3\xa9" "1", mask({1}), 0, ""},       // after a non-ASCII character
+  };
+  for (const Case& c : cases) {
+    INFO(c.pattern);
+    std::optional<detail::DigitUse> use = detail::digit_use(c.pattern);
+    REQUIRE(use.has_value());
+    CHECK(use->anywhere == c.anywhere);
+    CHECK(use->anchored == c.anchored);
+    CHECK(anchors(*use) == c.anchors);
+    CHECK(detail::distinguished_digits(c.pattern) == (c.anywhere | c.anchored));
+  }
+  CHECK_FALSE(detail::digit_use("\\1").has_value());
+}
+
+TEST_CASE("rules: property: digits after an anchor and elsewhere are told apart as the patterns do",
+          "[rules][property]") {
+  // Literals anchored after w, x, b and '_' tell 1, 2, 3 and 7 apart only in
+  // runs of digits after those characters ("w17", "ax12"); 4, 5 and 9 stand
+  // where any run can meet them; 0, 6 and 8 are alike everywhere.
+  const std::vector<std::string> patterns = {"w1",       "ax12",    "b3$", "_7\\.",
+                                             "(w)5",     "w|9",     "w?4", "\\.experts\\.[0-9]+\\.w2",
+                                             "layers\\.[0-9]\\.", "mlp"};
+  detail::DigitUse all;
+  for (const std::string& p : patterns) {
+    std::optional<detail::DigitUse> u = detail::digit_use(p);
+    REQUIRE(u.has_value());
+    all.anywhere |= u->anywhere;
+    all.anchored |= u->anchored;
+  }
+  CHECK(all.anywhere == 0x230U);  // 4, 5, 9
+  CHECK(all.anchored == 0x8EU);   // 1, 2, 3, 7
+  const int seed = GENERATE(take(20, random(0, 1 << 30)));
+  check_first_search_wins(patterns, static_cast<uint32_t>(seed), 80);
+}
+
 TEST_CASE("rules: property: the RE2 set agrees with one search per pattern",
           "[rules][property]") {
   // apply_rules matches all patterns in one RE2::Set scan; the result must be
