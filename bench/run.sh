@@ -87,10 +87,17 @@ shardplan="$root/build/release/shardplan"
 echo "file: $(wc -c <"$native") bytes"
 base=$(median_run "$bin/parse_once" "$native")
 echo "parse_once:          $base (s, KiB)"
+# The issue's command as a user runs it (text on stdout, here /dev/null),
+# then each format written with -o (atomically: a temporary file, fsync,
+# rename over the last run's output).
+run=$(median_run "$shardplan" plan --devices 64 --mesh fsdp:16,tp:4 \
+  --manifest "$native" --rules fsdp-tp)
+echo "plan (text on stdout): $run (s, KiB): ratio $(ratio "${run%% *}" "${base%% *}")" \
+  "(target <= 3)"
 for format in json text; do
   run=$(median_run "$shardplan" plan --devices 64 --mesh fsdp:16,tp:4 \
     --manifest "$native" --rules fsdp-tp --format "$format" \
     -o "$tmp/shardplan-bench-plan.$format")
-  echo "plan --format $format: $run (s, KiB): ratio $(ratio "${run%% *}" "${base%% *}")" \
+  echo "plan --format $format -o FILE: $run (s, KiB): ratio $(ratio "${run%% *}" "${base%% *}")" \
     "(target <= 3)"
 done

@@ -127,7 +127,7 @@ std::vector<TensorSharding> validate_planned(const Manifest& manifest, const Mes
                                              const ValidateOptions& options,
                                              Diagnostics& diags);
 
-// Totals over validate_specs's result.
+// Totals over validate_specs's or validate_planned's result.
 struct ShardingTotals {
   int64_t replicated_bytes = 0;  // tensors every device holds whole
   int64_t invalid = 0;           // tensors without a valid spec
