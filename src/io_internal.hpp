@@ -75,9 +75,13 @@ class PaddedText {
   bool mapped() const { return m_map != nullptr; }
 
  private:
+  static constexpr size_t k_no_slot = static_cast<size_t>(-1);
+
   PaddedText() = default;
   bool map(const std::string& path);
-  void guard(const std::string& path);
+  // Makes the SIGBUS handler report the mapping; false when it already
+  // watches as many mappings as it can (8).
+  bool guard(const std::string& path);
   void release();
 
   std::string m_read;        // the text, when read
@@ -85,10 +89,7 @@ class PaddedText {
   size_t m_map_bytes = 0;
   std::string_view m_text;
   size_t m_padding = 0;
-  // The SIGBUS handler's target before this mapping's, put back on release.
-  const char* m_saved_begin = nullptr;
-  const char* m_saved_end = nullptr;
-  std::string m_saved_message;
+  size_t m_slot = k_no_slot;  // the handler's slot for the mapping
 };
 
 // A model.safetensors.index.json as written: weight_map's entries in file
