@@ -250,13 +250,11 @@ class Folder {
   }
 
   // The hash of a component's text when it is one number (printed as a
-  // number: equal texts, equal values), without hashing the text. A set's
-  // text is hashed (see rerender).
+  // number: equal texts, equal values): its value's 8 bytes hashed, not its
+  // digits. A set's text is hashed (see rerender).
   static uint64_t number_hash(int64_t value) {
-    uint64_t z = static_cast<uint64_t>(value) + 0x9E3779B97F4A7C15ULL;
-    z = (z ^ (z >> 30U)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27U)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31U);
+    return detail::hash_bytes(
+        std::string_view(reinterpret_cast<const char*>(&value), sizeof value));
   }
 
   // Prints `row`'s numbers as numbers ("-07" as "-7"), before any merge.

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <bitset>
 #include <cassert>
 #include <cmath>
 #include <memory>
@@ -589,7 +590,7 @@ class Engine {
   bool m_memo = false;
   std::array<char, 10> m_anchored_map{};
   std::array<char, 10> m_free_map{};
-  std::array<bool, 256> m_anchors{};
+  std::bitset<256> m_anchors;
   std::string m_normalised;
   std::unordered_map<std::string, uint64_t, detail::StringHash, std::equal_to<>>
       m_memo_classes;
@@ -748,17 +749,13 @@ bool Engine::prepare() {
   // in them share a class (detail::digit_use says where each applies).
   std::optional<detail::DigitUse> use = detail::DigitUse{};
   for (const Rule& r : m_rules.rules) {
-    if (r.pattern && use) {
+    if (r.pattern) {
       std::optional<detail::DigitUse> u = detail::digit_use(*r.pattern);
       if (!u) {
         use.reset();
         break;
       }
-      use->anywhere |= u->anywhere;
-      use->anchored |= u->anchored;
-      for (size_t c = 0; c < u->anchors.size(); ++c) {
-        use->anchors[c] = use->anchors[c] || u->anchors[c];
-      }
+      *use |= *u;
     }
   }
   // Alike in a run of digits after an anchor, and in any other run.

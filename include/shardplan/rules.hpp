@@ -33,7 +33,7 @@
 #include <shardplan/spec.hpp>
 #include <shardplan/tensor.hpp>
 
-#include <array>
+#include <bitset>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -477,7 +477,15 @@ std::optional<unsigned> distinguished_digits(std::string_view pattern);
 struct DigitUse {
   unsigned anywhere = 0;
   unsigned anchored = 0;
-  std::array<bool, 256> anchors{};
+  std::bitset<256> anchors;
+
+  // What a set of patterns tells apart: each one's, together.
+  DigitUse& operator|=(const DigitUse& other) {
+    anywhere |= other.anywhere;
+    anchored |= other.anchored;
+    anchors |= other.anchors;
+    return *this;
+  }
 };
 std::optional<DigitUse> digit_use(std::string_view pattern);
 

@@ -1535,6 +1535,15 @@ TEST_CASE("rules: which patterns treat all digits alike", "[rules]") {
 
 namespace {
 
+// The mask of `digits` (bit d for digit d), as distinguished_digits gives.
+unsigned digit_mask(std::initializer_list<unsigned> digits) {
+  unsigned m = 0;
+  for (unsigned d : digits) {
+    m |= 1U << d;
+  }
+  return m;
+}
+
 // A rules file of one `spec: []` rule per pattern, and a manifest of
 // `count` random dotted names of words and numbers (the seed's): every
 // tensor must get the first rule whose pattern std::regex_search finds in
@@ -1610,23 +1619,16 @@ TEST_CASE("rules: property: matching by digit-normalised name changes nothing",
 TEST_CASE("rules: the digits a pattern tells apart", "[rules]") {
   // Worked from the pattern text: literal digits, and a side of each class
   // that holds some digits but not all ten.
-  auto mask = [](std::initializer_list<unsigned> digits) {
-    unsigned m = 0;
-    for (unsigned d : digits) {
-      m |= 1U << d;
-    }
-    return m;
-  };
   CHECK(detail::distinguished_digits("layers\\.[0-9]+\\.mlp") == 0U);
-  CHECK(detail::distinguished_digits("layers\\.1[0-9]") == mask({1}));
+  CHECK(detail::distinguished_digits("layers\\.1[0-9]") == digit_mask({1}));
   // A class splits the digits in two; the smaller side is marked.
-  CHECK(detail::distinguished_digits("[0-5]") == mask({6, 7, 8, 9}));
-  CHECK(detail::distinguished_digits("[^1]") == mask({1}));
-  CHECK(detail::distinguished_digits("[0-4]") == mask({0, 1, 2, 3, 4}));
+  CHECK(detail::distinguished_digits("[0-5]") == digit_mask({6, 7, 8, 9}));
+  CHECK(detail::distinguished_digits("[^1]") == digit_mask({1}));
+  CHECK(detail::distinguished_digits("[0-4]") == digit_mask({0, 1, 2, 3, 4}));
   CHECK(detail::distinguished_digits("\\.experts\\.[0-9]+\\.(w1|w3|up_proj)")
-        == mask({1, 3}));
-  CHECK(detail::distinguished_digits("a{12,34}7") == mask({7}));   // counts are not literals
-  CHECK(detail::distinguished_digits("(?P<g9>x)[5-z]") == mask({5, 6, 7, 8, 9}));
+        == digit_mask({1, 3}));
+  CHECK(detail::distinguished_digits("a{12,34}7") == digit_mask({7}));   // counts are not literals
+  CHECK(detail::distinguished_digits("(?P<g9>x)[5-z]") == digit_mask({5, 6, 7, 8, 9}));
   CHECK(detail::distinguished_digits("[+-9]x\\d") == 0U);         // the range holds all ten
   CHECK_FALSE(detail::distinguished_digits("\\x30").has_value());
   CHECK_FALSE(detail::distinguished_digits("\\1").has_value());
@@ -1663,13 +1665,6 @@ TEST_CASE("rules: property: names that differ in digits no pattern tells apart s
 TEST_CASE("rules: where a pattern's digit literals stand", "[rules]") {
   // Worked from the pattern texts: a literal right after a literal ASCII
   // character (or after such a literal) is anchored to that character.
-  auto mask = [](std::initializer_list<unsigned> digits) {
-    unsigned m = 0;
-    for (unsigned d : digits) {
-      m |= 1U << d;
-    }
-    return m;
-  };
   auto anchors = [](const detail::DigitUse& u) {
     std::string out;
     for (size_t c = 0; c < u.anchors.size(); ++c) {
@@ -1686,24 +1681,24 @@ TEST_CASE("rules: where a pattern's digit literals stand", "[rules]") {
     std::string anchors;
   };
   const std::vector<Case> cases = {
-      {"\\.experts\\.[0-9]+\\.(w1|w3|gate_proj)", 0, mask({1, 3}), "Ww"},
-      {"w12", 0, mask({1, 2}), "Ww"},        // the 2 follows an anchored 1
-      {"\\.1\\.", 0, mask({1}), "."},        // an escaped '.' is the character
-      {"layers\\.1[0-9]", 0, mask({1}), "."},  // the class holds all ten
-      {"_7$", 0, mask({7}), "_"},
-      {"{3", 0, mask({3}), "{"},             // a '{' that starts no count
-      {"(w)1", mask({1}), 0, ""},            // after a group
-      {"w|1", mask({1}), 0, ""},             // an alternative of its own
-      {"w?1", mask({1}), 0, ""},             // w may be absent
-      {"w*1", mask({1}), 0, ""},
-      {"w{2}1", mask({1}), 0, ""},           // after a count
-      {"[a-z]3", mask({3}), 0, ""},          // after a class
-      {"\\w5", mask({5}), 0, ""},             // after an escaped class
-      {"^7", mask({7}), 0, ""},
-      {".7", mask({7}), 0, ""},
-      {"(?i)w1", 0, mask({1}), "Ww"},
-      {"x[0-4]", mask({0, 1, 2, 3, 4}), 0, ""},  // classes are never anchored
-      {"\xc3\xa9" "1", mask({1}), 0, ""},       // after a non-ASCII character
+      {"\\.experts\\.[0-9]+\\.(w1|w3|gate_proj)", 0, digit_mask({1, 3}), "Ww"},
+      {"w12", 0, digit_mask({1, 2}), "Ww"},        // the 2 follows an anchored 1
+      {"\\.1\\.", 0, digit_mask({1}), "."},        // an escaped '.' is the character
+      {"layers\\.1[0-9]", 0, digit_mask({1}), "."},  // the class holds all ten
+      {"_7$", 0, digit_mask({7}), "_"},
+      {"{3", 0, digit_mask({3}), "{"},             // a '{' that starts no count
+      {"(w)1", digit_mask({1}), 0, ""},            // after a group
+      {"w|1", digit_mask({1}), 0, ""},             // an alternative of its own
+      {"w?1", digit_mask({1}), 0, ""},             // w may be absent
+      {"w*1", digit_mask({1}), 0, ""},
+      {"w{2}1", digit_mask({1}), 0, ""},           // after a count
+      {"[a-z]3", digit_mask({3}), 0, ""},          // after a class
+      {"\\w5", digit_mask({5}), 0, ""},             // after an escaped class
+      {"^7", digit_mask({7}), 0, ""},
+      {".7", digit_mask({7}), 0, ""},
+      {"(?i)w1", 0, digit_mask({1}), "Ww"},
+      {"x[0-4]", digit_mask({0, 1, 2, 3, 4}), 0, ""},  // classes are never anchored
+      {"\xc3\xa9" "1", digit_mask({1}), 0, ""},       // after a non-ASCII character
   };
   for (const Case& c : cases) {
     INFO(c.pattern);
@@ -1729,8 +1724,7 @@ TEST_CASE("rules: property: digits after an anchor and elsewhere are told apart 
   for (const std::string& p : patterns) {
     std::optional<detail::DigitUse> u = detail::digit_use(p);
     REQUIRE(u.has_value());
-    all.anywhere |= u->anywhere;
-    all.anchored |= u->anchored;
+    all |= *u;
   }
   CHECK(all.anywhere == 0x230U);  // 4, 5, 9
   CHECK(all.anchored == 0x8EU);   // 1, 2, 3, 7
