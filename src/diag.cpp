@@ -168,7 +168,7 @@ Diagnostic& Diagnostics::warning(std::string code, std::string message,
   return add(std::move(d));
 }
 
-std::optional<int64_t> checked_product(const std::vector<int64_t>& values) {
+std::optional<int64_t> checked_product(std::span<const int64_t> values) {
   int64_t r = 1;
   for (int64_t v : values) {
     if (__builtin_mul_overflow(r, v, &r)) {

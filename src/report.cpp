@@ -865,31 +865,20 @@ void append_spec_json(std::string& out, const PartitionSpec& spec, size_t indent
   out += ']';
 }
 
-// What an entry of check_json's tensors[] holds after the name.
+// What an entry of check_json's tensors[] holds after the name follows from
+// the tensor's layout (its spec, shape and dtype, and all that follows from
+// them: tensors share a layout only when those are equal) and the rule that
+// decided it.
 struct TailKey {
-  ShapeView shape;
-  DType dtype;
-  const PartitionSpec* spec;
+  const ShardLayout* layout;
   uint32_t decision;  // a plan's; 0 for check
-  bool valid;
-  int64_t bytes;
-  int64_t bytes_per_device;
-  int64_t replicas;
 
-  bool operator==(const TailKey& o) const {
-    return spec == o.spec && decision == o.decision && dtype == o.dtype && valid == o.valid
-           && bytes == o.bytes && bytes_per_device == o.bytes_per_device
-           && replicas == o.replicas && shape == o.shape;
-  }
+  bool operator==(const TailKey&) const = default;
 };
 
 struct TailKeyHash {
   size_t operator()(const TailKey& k) const noexcept {
-    size_t h = std::hash<const void*>{}(k.spec) ^ (size_t{k.decision} << 8U);
-    for (int64_t d : k.shape) {
-      h = h * 1099511628211ULL ^ static_cast<size_t>(d);
-    }
-    return h ^ static_cast<size_t>(k.bytes_per_device);
+    return std::hash<const void*>{}(k.layout) ^ (size_t{k.decision} * 0x9E3779B97F4A7C15ULL);
   }
 };
 
@@ -948,8 +937,8 @@ void append_tensors_json(const CheckReport& r, size_t indent, std::string& out,
     append_int(text, s.replicas());
     text += '}';
   };
-  // Tensors of a shared layout (a plan's experts, its layers) have the same
-  // tail: each is written once, for the first few thousand tails met.
+  // Tensors of a shared layout and rule (a plan's experts, its layers) have
+  // the same tail: each is written once, for the first few thousand met.
   constexpr size_t k_max_tails = 4096;
   std::unordered_map<TailKey, std::string, TailKeyHash> tails;
   for (size_t i = 0; i < r.shardings.size(); ++i) {
@@ -963,14 +952,7 @@ void append_tensors_json(const CheckReport& r, size_t indent, std::string& out,
     if (s.layout.use_count() == 1) {
       append_tail(i, s, t, out);
     } else {
-      const TailKey key{t.shape,
-                        t.dtype,
-                        s.spec(),
-                        r.plan != nullptr ? r.plan->decision_of[i] : 0,
-                        s.valid(),
-                        t.num_bytes,
-                        s.bytes_per_device(),
-                        s.replicas()};
+      const TailKey key{s.layout.get(), r.plan != nullptr ? r.plan->decision_of[i] : 0};
       if (auto hit = tails.find(key); hit != tails.end()) {
         out += hit->second;
       } else if (tails.size() < k_max_tails) {

@@ -70,10 +70,6 @@ std::string indivisible_hint(int64_t size, int64_t shards, size_t dim,
   return out;
 }
 
-}  // namespace
-
-namespace {
-
 // The layout of `tensor` under `spec` (see shard_tensor), still open to the
 // checks that set `valid` and `spec`; null when a count overflows.
 std::shared_ptr<ShardLayout> lay_out(const Tensor& tensor, const PartitionSpec& spec,
@@ -85,7 +81,8 @@ std::shared_ptr<ShardLayout> lay_out(const Tensor& tensor, const PartitionSpec& 
   layout->dims.assign(2 * rank, 0);
   const std::span<int64_t> shards(layout->dims.data(), rank);
   const std::span<int64_t> shard_shape(layout->dims.data() + rank, rank);
-  std::vector<int64_t> min_shape(rank, 0);
+  // What the last device holds: per dim, what the other shards leave.
+  std::optional<int64_t> min_elements = 1;
   int64_t split = 1;
   for (size_t d = 0; d < rank; ++d) {
     shards[d] = 1;
@@ -100,13 +97,10 @@ std::shared_ptr<ShardLayout> lay_out(const Tensor& tensor, const PartitionSpec& 
     shard_shape[d] = largest;
     // The last shard holds what the others leave, or nothing.
     std::optional<int64_t> before = checked_mul(largest, shards[d] - 1);
-    min_shape[d] = before && *before < size ? size - *before : 0;
+    const int64_t last = before && *before < size ? size - *before : 0;
+    min_elements = min_elements ? checked_mul(*min_elements, last) : std::nullopt;
   }
-  std::optional<int64_t> elements = 1;
-  for (size_t d = 0; d < rank && elements; ++d) {
-    elements = checked_mul(*elements, shard_shape[d]);
-  }
-  std::optional<int64_t> min_elements = checked_product(min_shape);
+  std::optional<int64_t> elements = checked_product(shard_shape);
   if (!elements || !min_elements) {
     return nullptr;
   }

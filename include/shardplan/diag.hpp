@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <span>
 #include <string>
@@ -117,7 +118,10 @@ inline std::optional<int64_t> checked_mul(int64_t a, int64_t b) {
   return r;
 }
 // Product of `values`; 1 for an empty list; nullopt on overflow.
-std::optional<int64_t> checked_product(const std::vector<int64_t>& values);
+std::optional<int64_t> checked_product(std::span<const int64_t> values);
+inline std::optional<int64_t> checked_product(std::initializer_list<int64_t> values) {
+  return checked_product(std::span<const int64_t>(values.begin(), values.size()));
+}
 
 // Ceiling division for a >= 0, b > 0.
 constexpr int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }

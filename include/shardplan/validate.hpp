@@ -137,9 +137,11 @@ ShardingTotals sharding_totals(const Manifest& manifest, const Mesh& mesh,
 
 // The layout of one tensor under `spec` (at most the tensor's rank, every
 // axis in `mesh`, none used twice): shards, shard shape and bytes, in a
-// layout of its own.
-// nullopt when a count overflows (not possible for a manifest's tensor,
-// whose full size fits in int64).
+// layout of its own. Nothing is checked: valid() is true even when a dim
+// does not divide (validate_specs and validate_planned check and report).
+// The validators' layout arithmetic, for tests and callers that need one
+// tensor's shards. nullopt when a count overflows (not possible for a
+// manifest's tensor, whose full size fits in int64).
 std::optional<TensorSharding> shard_tensor(const Tensor& tensor,
                                            const PartitionSpec& spec,
                                            const Mesh& mesh);
