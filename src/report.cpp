@@ -1232,17 +1232,34 @@ std::string plan_text(const CheckReport& r, const Diagnostics& diags) {
   out += fmt::format("  {}\n", where_text(r));
 
   // Groups in order of the deciding rule (rules by index, then scalars,
-  // min_size and unmatched), each group's rows folded across layers.
-  std::map<std::pair<int, size_t>, std::vector<size_t>> groups;
+  // min_size and unmatched), each group's rows folded across layers. The
+  // group of each decision is found once, not per tensor.
+  const std::vector<RuleDecision>& decisions = r.plan->decisions;
+  std::map<std::pair<int, size_t>, size_t> group_of_rule;
+  for (const RuleDecision& d : decisions) {
+    group_of_rule.try_emplace({static_cast<int>(d.rule.decider), d.rule.index}, 0);
+  }
+  size_t next = 0;
+  for (auto& [rule, group] : group_of_rule) {
+    group = next++;
+  }
+  std::vector<size_t> group_of_decision(decisions.size());
+  for (size_t d = 0; d < decisions.size(); ++d) {
+    group_of_decision[d] =
+        group_of_rule.at({static_cast<int>(decisions[d].rule.decider), decisions[d].rule.index});
+  }
+  std::vector<std::vector<size_t>> groups(group_of_rule.size());
   for (size_t t = 0; t < r.shardings.size(); ++t) {
-    const RuleRef& rule = r.plan->rule(t);
-    groups[{static_cast<int>(rule.decider), rule.index}].push_back(t);
+    groups[group_of_decision[r.plan->decision_of[t]]].push_back(t);
   }
   constexpr char k_sep = '\x1f';
-  // The shape, dtype, spec and bytes columns of each layout (std::map: its
-  // strings stay where they are while rows view them).
-  std::map<const ShardLayout*, std::string> rests;
-  for (const auto& [key, members] : groups) {
+  // The shape, dtype, spec and bytes columns of each layout (its strings
+  // stay where they are while rows view them).
+  std::unordered_map<const ShardLayout*, std::string> rests;
+  for (const std::vector<size_t>& members : groups) {
+    if (members.empty()) {
+      continue;
+    }
     const RuleRef& rule = r.plan->rule(members.front());
     out += fmt::format("\n{}: {} tensor{}\n", rule.description, with_commas(static_cast<int64_t>(members.size())),
                        members.size() == 1 ? "" : "s");
