@@ -41,7 +41,9 @@ using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
 int usage(const char* why) {
-  std::fprintf(stderr, "bench_index: %s\nusage: bench_index [--shards S] [--reps R] [--dir DIR]\n",
+  std::fprintf(stderr,
+               "bench_index: %s\nusage: bench_index [--shards S] [--reps R] "
+               "[--dir DIR]\n",
                why);
   return 2;
 }
@@ -60,15 +62,22 @@ std::string dtype_tag(shardplan::DType dtype) {
 }
 
 // Writes one shard: the header of tensors [begin, end) and a data hole.
-bool write_shard(const std::string& path, const std::vector<shardplan::ModelTensor>& tensors,
-                 const std::vector<int64_t>& bytes, size_t begin, size_t end) {
+bool write_shard(const std::string& path,
+                 const std::vector<shardplan::ModelTensor>& tensors,
+                 const std::vector<int64_t>& bytes,
+                 size_t begin,
+                 size_t end) {
   // Built as text: nlohmann's ordered_json looks keys up linearly.
   std::string text = R"({"__metadata__":{"format":"pt"})";
   int64_t offset = 0;
   for (size_t i = begin; i < end; ++i) {
-    text += fmt::format(R"(,{}:{{"dtype":"{}","shape":[{}],"data_offsets":[{},{}]}})",
-                        nlohmann::json(tensors[i].name).dump(), dtype_tag(tensors[i].dtype),
-                        fmt::join(tensors[i].shape, ","), offset, offset + bytes[i]);
+    text += fmt::format(
+        R"(,{}:{{"dtype":"{}","shape":[{}],"data_offsets":[{},{}]}})",
+        nlohmann::json(tensors[i].name).dump(),
+        dtype_tag(tensors[i].dtype),
+        fmt::join(tensors[i].shape, ","),
+        offset,
+        offset + bytes[i]);
     offset += bytes[i];
   }
   text += "}";
@@ -86,7 +95,8 @@ bool write_shard(const std::string& path, const std::vector<shardplan::ModelTens
       return false;
     }
   }
-  return ::truncate(path.c_str(), static_cast<off_t>(8 + text.size()) + offset) == 0;
+  return ::truncate(path.c_str(), static_cast<off_t>(8 + text.size()) + offset)
+         == 0;
 }
 
 }  // namespace
@@ -94,7 +104,8 @@ bool write_shard(const std::string& path, const std::vector<shardplan::ModelTens
 int main(int argc, char** argv) {
   int shards = 163;
   int reps = 11;
-  std::string dir = (fs::temp_directory_path() / "shardplan-bench-index").string();
+  std::string dir =
+      (fs::temp_directory_path() / "shardplan-bench-index").string();
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
     if ((arg == "--shards" || arg == "--reps") && i + 1 < argc) {
@@ -109,7 +120,8 @@ int main(int argc, char** argv) {
   }
 
   shardplan::Diagnostics diags;
-  auto tensors = shardplan::tensors_for_builtin_model("deepseek-v3", "bench", diags);
+  auto tensors =
+      shardplan::tensors_for_builtin_model("deepseek-v3", "bench", diags);
   if (!tensors) {
     return usage("no built-in deepseek-v3");
   }
@@ -136,20 +148,27 @@ int main(int argc, char** argv) {
     while (end < tensors->size() && (last || filled < per_shard)) {
       filled += bytes[end++];
     }
-    std::string name = fmt::format("model-{:05}-of-{:06}.safetensors", s + 1, shards);
-    if (!write_shard((fs::path(dir) / name).string(), *tensors, bytes, begin, end)) {
+    std::string name =
+        fmt::format("model-{:05}-of-{:06}.safetensors", s + 1, shards);
+    if (!write_shard(
+            (fs::path(dir) / name).string(), *tensors, bytes, begin, end)) {
       return usage("cannot write a shard");
     }
     for (size_t i = begin; i < end; ++i) {
-      weight_map += fmt::format("{}\n    {}: \"{}\"", weight_map.empty() ? "" : ",",
-                                nlohmann::json((*tensors)[i].name).dump(), name);
+      weight_map += fmt::format("{}\n    {}: \"{}\"",
+                                weight_map.empty() ? "" : ",",
+                                nlohmann::json((*tensors)[i].name).dump(),
+                                name);
     }
     begin = end;
   }
-  const std::string index_path = (fs::path(dir) / "model.safetensors.index.json").string();
+  const std::string index_path =
+      (fs::path(dir) / "model.safetensors.index.json").string();
   std::ofstream(index_path) << fmt::format(
-      "{{\n  \"metadata\": {{\"total_size\": {}}},\n  \"weight_map\": {{{}\n  }}\n}}\n",
-      total, weight_map);
+      "{{\n  \"metadata\": {{\"total_size\": {}}},\n  \"weight_map\": {{{}\n  "
+      "}}\n}}\n",
+      total,
+      weight_map);
 
   std::vector<double> ms;
   size_t read_tensors = 0;
@@ -157,7 +176,8 @@ int main(int argc, char** argv) {
     shardplan::Diagnostics d;
     auto start = Clock::now();
     auto manifest = shardplan::read_manifest_path(index_path, d);
-    double elapsed = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    double elapsed =
+        std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     if (!manifest || d.has_errors()) {
       std::fprintf(stderr, "bench_index: the index did not read\n");
       return 1;
@@ -168,10 +188,18 @@ int main(int argc, char** argv) {
     }
   }
   std::sort(ms.begin(), ms.end());
-  fmt::print("index of {} shards, {} tensors, {} bytes of tensors ({}): median {:.1f} ms, "
-             "max {:.1f} ms over {} runs; {:.2f} ms per shard\n",
-             shards, read_tensors, total, index_path, ms[ms.size() / 2], ms.back(), reps,
-             ms[ms.size() / 2] / shards);
+  fmt::print(
+      "index of {} shards, {} tensors, {} bytes of tensors ({}): median {:.1f} "
+      "ms, "
+      "max {:.1f} ms over {} runs; {:.2f} ms per shard\n",
+      shards,
+      read_tensors,
+      total,
+      index_path,
+      ms[ms.size() / 2],
+      ms.back(),
+      reps,
+      ms[ms.size() / 2] / shards);
   fs::remove_all(dir);
   return 0;
 }

@@ -50,6 +50,7 @@
 #include <shardplan/io.hpp>
 
 #include <fmt/format.h>
+#include <simdjson.h>
 
 #include <algorithm>
 #include <charconv>
@@ -58,8 +59,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <simdjson.h>
 
 namespace {
 
@@ -101,7 +100,9 @@ int main(int argc, char** argv) {
 
   simdjson::padded_string text;
   if (auto error = simdjson::padded_string::load(path).get(text)) {
-    std::fprintf(stderr, "bench_read: cannot read \"%s\": %s\n", path.c_str(),
+    std::fprintf(stderr,
+                 "bench_read: cannot read \"%s\": %s\n",
+                 path.c_str(),
                  simdjson::error_message(error));
     return 1;
   }
@@ -121,8 +122,11 @@ int main(int argc, char** argv) {
     }
     tensors = manifest->size();
   }
-  fmt::print("file: {} ({:.1f} MB, {} tensors), simdjson {} kernel\n", path, mb,
-             tensors, simdjson::get_active_implementation()->name());
+  fmt::print("file: {} ({:.1f} MB, {} tensors), simdjson {} kernel\n",
+             path,
+             mb,
+             tensors,
+             simdjson::get_active_implementation()->name());
 
   double dom = 0;
   double dom_fresh = 0;
@@ -152,13 +156,21 @@ int main(int argc, char** argv) {
       std::fputs("bench_read: bare simdjson parse failed\n", stderr);
       return 1;
     }
-    fmt::print("bare DOM parse (reused parser):   median {:8.2f} ms ({:.0f} MB/s)\n",
-               dom, mb / dom * 1e3);
-    fmt::print("bare DOM parse (copy, fresh parser): median {:8.2f} ms ({:.0f} MB/s)\n",
-               dom_fresh, mb / dom_fresh * 1e3);
-    fmt::print("bare On-Demand walk (copy, fresh parser, {} values): median "
-               "{:8.2f} ms ({:.0f} MB/s)\n",
-               values, bare, mb / bare * 1e3);
+    fmt::print(
+        "bare DOM parse (reused parser):   median {:8.2f} ms ({:.0f} MB/s)\n",
+        dom,
+        mb / dom * 1e3);
+    fmt::print(
+        "bare DOM parse (copy, fresh parser): median {:8.2f} ms ({:.0f} "
+        "MB/s)\n",
+        dom_fresh,
+        mb / dom_fresh * 1e3);
+    fmt::print(
+        "bare On-Demand walk (copy, fresh parser, {} values): median "
+        "{:8.2f} ms ({:.0f} MB/s)\n",
+        values,
+        bare,
+        mb / bare * 1e3);
   }
   if (mode != "bare") {
     size_t count = 0;
@@ -173,16 +185,21 @@ int main(int argc, char** argv) {
                  stderr);
       return 1;
     }
-    fmt::print("read_manifest:                    median {:8.2f} ms ({:.0f} MB/s)\n",
-               reader, mb / reader * 1e3);
+    fmt::print(
+        "read_manifest:                    median {:8.2f} ms ({:.0f} MB/s)\n",
+        reader,
+        mb / reader * 1e3);
   }
   if (mode == "both") {
-    fmt::print("ratio reader / On-Demand walk: {:.2f} (in process; the target's "
-               "measure is run.sh's whole-process read_once / parse_once)\n",
-               reader / bare);
-    fmt::print("ratio reader / DOM parse:      {:.2f} (reused parser), {:.2f} "
-               "(copy, fresh parser)\n",
-               reader / dom, reader / dom_fresh);
+    fmt::print(
+        "ratio reader / On-Demand walk: {:.2f} (in process; the target's "
+        "measure is run.sh's whole-process read_once / parse_once)\n",
+        reader / bare);
+    fmt::print(
+        "ratio reader / DOM parse:      {:.2f} (reused parser), {:.2f} "
+        "(copy, fresh parser)\n",
+        reader / dom,
+        reader / dom_fresh);
   }
   fmt::print("({} repetitions each, median)\n", reps);
   return 0;

@@ -50,7 +50,8 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg == "--reps" && i + 1 < argc) {
       if (!bench::parse_int(argv[++i], reps)) {
-        std::fprintf(stderr, "bench_reshard: --reps takes a positive integer\n");
+        std::fprintf(stderr,
+                     "bench_reshard: --reps takes a positive integer\n");
         return 2;
       }
     } else if (arg == "--topology" && i + 1 < argc) {
@@ -62,11 +63,14 @@ int main(int argc, char** argv) {
     }
   }
   if (files.empty()) {
-    std::fprintf(stderr, "usage: bench_reshard FILE... [--reps R] [--topology T] [--mesh M]\n");
+    std::fprintf(
+        stderr,
+        "usage: bench_reshard FILE... [--reps R] [--topology T] [--mesh M]\n");
     return 2;
   }
   Diagnostics diags;
-  std::optional<Topology> topology = resolve_topology(topology_name, Location::of("--topology"), diags);
+  std::optional<Topology> topology =
+      resolve_topology(topology_name, Location::of("--topology"), diags);
   if (!topology) {
     return fail(diags);
   }
@@ -77,7 +81,8 @@ int main(int argc, char** argv) {
   if (!mesh) {
     return fail(diags);
   }
-  std::optional<MeshLayout> layout = layout_mesh(*topology, *mesh, false, diags);
+  std::optional<MeshLayout> layout =
+      layout_mesh(*topology, *mesh, false, diags);
   std::optional<RuleSet> fsdp = read_rules_preset("fsdp", diags);
   std::optional<RuleSet> fsdp_tp = read_rules_preset("fsdp-tp", diags);
   if (!layout || !fsdp || !fsdp_tp) {
@@ -90,12 +95,15 @@ int main(int argc, char** argv) {
       return fail(diags);
     }
     Diagnostics rule_diags;
-    std::optional<RulePlan> from_plan = apply_rules(*manifest, *mesh, *fsdp, rule_diags);
-    std::optional<RulePlan> to_plan = apply_rules(*manifest, *mesh, *fsdp_tp, rule_diags);
+    std::optional<RulePlan> from_plan =
+        apply_rules(*manifest, *mesh, *fsdp, rule_diags);
+    std::optional<RulePlan> to_plan =
+        apply_rules(*manifest, *mesh, *fsdp_tp, rule_diags);
     if (!from_plan || !to_plan) {
       return fail(rule_diags);
     }
-    std::vector<const PartitionSpec*> from(manifest->size()), to(manifest->size());
+    std::vector<const PartitionSpec*> from(manifest->size()),
+        to(manifest->size());
     for (size_t t = 0; t < manifest->size(); ++t) {
       from[t] = &from_plan->spec(t);
       to[t] = &to_plan->spec(t);
@@ -103,8 +111,8 @@ int main(int argc, char** argv) {
     size_t moved = 0;
     const double ms = bench::median_ms(reps, [&] {
       Diagnostics plan_diags;
-      std::optional<ReshardPlan> plan =
-          plan_reshard(*manifest, from, to, side, side, ReshardOptions{}, plan_diags);
+      std::optional<ReshardPlan> plan = plan_reshard(
+          *manifest, from, to, side, side, ReshardOptions{}, plan_diags);
       moved = 0;
       for (size_t t = 0; t < plan->size(); ++t) {
         moved += plan->tensor(t).steps[0].op != ReshardOp::noop;
@@ -112,9 +120,16 @@ int main(int argc, char** argv) {
       return plan;
     });
     const double n = static_cast<double>(manifest->size());
-    fmt::print("{}: {} tensors ({} moved), plan_reshard median {:.1f} ms over {} runs, "
-               "{:.2f} us/tensor\n",
-               file, manifest->size(), moved, ms, reps, ms * 1000 / n);
+    fmt::print(
+        "{}: {} tensors ({} moved), plan_reshard median {:.1f} ms over {} "
+        "runs, "
+        "{:.2f} us/tensor\n",
+        file,
+        manifest->size(),
+        moved,
+        ms,
+        reps,
+        ms * 1000 / n);
   }
   return 0;
 }

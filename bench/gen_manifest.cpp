@@ -96,7 +96,9 @@ class Generator {
   std::vector<Entry> run() {
     // Reserve room for the final norm and lm_head.
     const size_t tail = m_n >= 3 ? 2 : 0;
-    add("model.embed_tokens.weight", {m_c.vocab, m_c.hidden}, "bf16",
+    add("model.embed_tokens.weight",
+        {m_c.vocab, m_c.hidden},
+        "bf16",
         {"vocab", "embed"});
     for (int64_t layer = 0; m_out.size() + tail < m_n; ++layer) {
       add_layer(layer, m_n - tail);
@@ -104,26 +106,37 @@ class Generator {
     if (tail != 0) {
       m_out.resize(std::min(m_out.size(), m_n - tail));
       add("model.norm.weight", {m_c.hidden}, "f32", {"norm"});
-      add("lm_head.weight", {m_c.vocab, m_c.hidden}, "bf16", {"vocab", "embed"});
+      add("lm_head.weight",
+          {m_c.vocab, m_c.hidden},
+          "bf16",
+          {"vocab", "embed"});
     }
     m_out.resize(std::min(m_out.size(), m_n));
     return std::move(m_out);
   }
 
  private:
-  void add(std::string name, std::vector<int64_t> shape, std::string_view dtype,
+  void add(std::string name,
+           std::vector<int64_t> shape,
+           std::string_view dtype,
            std::vector<std::string_view> logical_axes = {}) {
-    m_out.push_back(Entry{std::move(name), std::move(shape), dtype,
-                          std::move(logical_axes)});
+    m_out.push_back(Entry{
+        std::move(name), std::move(shape), dtype, std::move(logical_axes)});
   }
 
   // A linear layer; FP8 weights get a block-scale tensor (128x128 blocks).
-  void linear(const std::string& prefix, int64_t out, int64_t in, bool fp8,
+  void linear(const std::string& prefix,
+              int64_t out,
+              int64_t in,
+              bool fp8,
               std::vector<std::string_view> logical_axes = {}) {
-    add(prefix + ".weight", {out, in}, fp8 ? "f8_e4m3" : "bf16",
+    add(prefix + ".weight",
+        {out, in},
+        fp8 ? "f8_e4m3" : "bf16",
         std::move(logical_axes));
     if (fp8) {
-      add(prefix + ".weight_scale_inv", {(out + 127) / 128, (in + 127) / 128},
+      add(prefix + ".weight_scale_inv",
+          {(out + 127) / 128, (in + 127) / 128},
           "f32");
     }
   }
@@ -138,29 +151,47 @@ class Generator {
       linear(a + ".q_a_proj", c.q_lora_rank, c.hidden, true);
       add(a + ".q_a_layernorm.weight", {c.q_lora_rank}, "bf16");
       linear(a + ".q_b_proj", c.heads * qk_head, c.q_lora_rank, true);
-      linear(a + ".kv_a_proj_with_mqa", c.kv_lora_rank + c.qk_rope_dim,
-             c.hidden, true);
+      linear(a + ".kv_a_proj_with_mqa",
+             c.kv_lora_rank + c.qk_rope_dim,
+             c.hidden,
+             true);
       add(a + ".kv_a_layernorm.weight", {c.kv_lora_rank}, "bf16");
-      linear(a + ".kv_b_proj", c.heads * (c.qk_nope_dim + c.v_head_dim),
-             c.kv_lora_rank, true);
+      linear(a + ".kv_b_proj",
+             c.heads * (c.qk_nope_dim + c.v_head_dim),
+             c.kv_lora_rank,
+             true);
       linear(a + ".o_proj", c.hidden, c.heads * c.v_head_dim, true);
     } else {
       const std::string a = p + ".self_attn";
-      linear(a + ".q_proj", c.heads * c.head_dim, c.hidden, false,
+      linear(a + ".q_proj",
+             c.heads * c.head_dim,
+             c.hidden,
+             false,
              {"q_heads", "embed"});
-      linear(a + ".k_proj", c.kv_heads * c.head_dim, c.hidden, false,
+      linear(a + ".k_proj",
+             c.kv_heads * c.head_dim,
+             c.hidden,
+             false,
              {"kv_heads", "embed"});
-      linear(a + ".v_proj", c.kv_heads * c.head_dim, c.hidden, false,
+      linear(a + ".v_proj",
+             c.kv_heads * c.head_dim,
+             c.hidden,
+             false,
              {"kv_heads", "embed"});
-      linear(a + ".o_proj", c.hidden, c.heads * c.head_dim, false,
+      linear(a + ".o_proj",
+             c.hidden,
+             c.heads * c.head_dim,
+             false,
              {"embed", "heads"});
     }
     add(p + ".post_attention_layernorm.weight", {c.hidden}, "bf16", {"norm"});
     const std::string m = p + ".mlp";
     if (!c.moe || layer < c.first_dense_layers) {
-      linear(m + ".gate_proj", c.intermediate, c.hidden, c.moe, {"mlp", "embed"});
+      linear(
+          m + ".gate_proj", c.intermediate, c.hidden, c.moe, {"mlp", "embed"});
       linear(m + ".up_proj", c.intermediate, c.hidden, c.moe, {"mlp", "embed"});
-      linear(m + ".down_proj", c.hidden, c.intermediate, c.moe, {"embed", "mlp"});
+      linear(
+          m + ".down_proj", c.hidden, c.intermediate, c.moe, {"embed", "mlp"});
       return;
     }
     add(m + ".gate.weight", {c.experts, c.hidden}, "bf16", {"exp", "embed"});
@@ -233,7 +264,8 @@ std::string render_safetensors(const std::vector<Entry>& entries) {
     for (int64_t d : e.shape) {
       bytes *= d;
     }
-    out += fmt::format(",\"{}\":{{\"dtype\":\"{}\",\"shape\":", e.name,
+    out += fmt::format(",\"{}\":{{\"dtype\":\"{}\",\"shape\":",
+                       e.name,
                        safetensors_dtype(e.dtype));
     append_shape(out, e.shape);
     out += fmt::format(",\"data_offsets\":[{},{}]}}", offset, offset + bytes);
@@ -254,7 +286,8 @@ std::optional<uint64_t> parse_u64(std::string_view s) {
 
 int usage() {
   std::fputs(
-      "usage: gen_manifest N [--seed S] [-o FILE] [--form native|safetensors]\n",
+      "usage: gen_manifest N [--seed S] [-o FILE] [--form "
+      "native|safetensors]\n",
       stderr);
   return 2;
 }
@@ -296,12 +329,14 @@ int main(int argc, char** argv) {
   }
   std::vector<Entry> entries =
       Generator(static_cast<size_t>(*n), make_config(seed)).run();
-  std::string text = form == "native" ? render_native(entries)
-                                      : render_safetensors(entries);
+  std::string text =
+      form == "native" ? render_native(entries) : render_safetensors(entries);
   std::FILE* f = output.empty() ? stdout : std::fopen(output.c_str(), "wb");
   if (f == nullptr) {
-    std::fprintf(stderr, "gen_manifest: cannot write \"%s\": %s\n",
-                 output.c_str(), std::strerror(errno));
+    std::fprintf(stderr,
+                 "gen_manifest: cannot write \"%s\": %s\n",
+                 output.c_str(),
+                 std::strerror(errno));
     return 1;
   }
   bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();

@@ -5,9 +5,9 @@
 //
 //   parse_once FILE
 
-#include <cstdio>
-
 #include <simdjson.h>
+
+#include <cstdio>
 
 int main(int argc, char** argv) {
   if (argc != 2) {

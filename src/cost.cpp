@@ -10,11 +10,11 @@ namespace {
 // One level of a collective: the axes of one link class.
 struct Level {
   LinkClass link = LinkClass::none;
-  bool torus = false;       // TPU ICI: rings and lines, per axis
-  double devices = 1;       // switched: devices in the group
+  bool torus = false;  // TPU ICI: rings and lines, per axis
+  double devices = 1;  // switched: devices in the group
   double min_bytes_per_s = 0;
   double ring_bytes_per_s = 0;  // torus: sum of the axes' effective bandwidths
-  bool all_wrap = true;     // torus: every axis a closed ring
+  bool all_wrap = true;         // torus: every axis a closed ring
   double hops = 0;
   double latency_s = 0;
 };
@@ -37,21 +37,26 @@ double all_to_all_seconds(const Level& level, double v) {
 
 }  // namespace
 
-CollectiveCost collective_cost(Collective op, double group_bytes,
+CollectiveCost collective_cost(Collective op,
+                               double group_bytes,
                                std::span<const AxisLink* const> axes) {
   // Levels in a fixed order so results never depend on the axes' order.
-  constexpr std::array<LinkClass, 5> k_order = {LinkClass::ici, LinkClass::nvlink,
-                                                LinkClass::mixed, LinkClass::dcn,
+  constexpr std::array<LinkClass, 5> k_order = {LinkClass::ici,
+                                                LinkClass::nvlink,
+                                                LinkClass::mixed,
+                                                LinkClass::dcn,
                                                 LinkClass::network};
   std::array<Level, k_order.size()> levels{};
   CollectiveCost cost;
   bool any = false;
   for (const AxisLink* axis : axes) {
-    if (axis->ring_size <= 1 || axis->bytes_per_s <= 0 || axis->link == LinkClass::none) {
+    if (axis->ring_size <= 1 || axis->bytes_per_s <= 0
+        || axis->link == LinkClass::none) {
       continue;
     }
     const size_t k = static_cast<size_t>(
-        std::find(k_order.begin(), k_order.end(), axis->link) - k_order.begin());
+        std::find(k_order.begin(), k_order.end(), axis->link)
+        - k_order.begin());
     if (k == k_order.size()) {
       continue;
     }
@@ -62,12 +67,13 @@ CollectiveCost collective_cost(Collective op, double group_bytes,
     level.link = axis->link;
     level.torus = axis->link == LinkClass::ici;
     level.devices *= n;
-    level.min_bytes_per_s = level.min_bytes_per_s == 0
-                                ? axis->bytes_per_s
-                                : std::min(level.min_bytes_per_s, axis->bytes_per_s);
+    level.min_bytes_per_s =
+        level.min_bytes_per_s == 0
+            ? axis->bytes_per_s
+            : std::min(level.min_bytes_per_s, axis->bytes_per_s);
     // A line of n devices moves (n-1)/n of the array at one-way bandwidth.
-    level.ring_bytes_per_s += axis->wraparound ? axis->bytes_per_s
-                                               : axis->bytes_per_s * n / (n - 1);
+    level.ring_bytes_per_s +=
+        axis->wraparound ? axis->bytes_per_s : axis->bytes_per_s * n / (n - 1);
     level.all_wrap = level.all_wrap && axis->wraparound;
     level.hops += level.torus ? (axis->wraparound ? n / 2 : n - 1) : 0;
     level.latency_s = std::max(level.latency_s, axis->latency_s);

@@ -37,7 +37,8 @@ int64_t count_code_points(std::string_view s) {
 
 }  // namespace
 
-Location location_in_text(std::string source, std::string_view text,
+Location location_in_text(std::string source,
+                          std::string_view text,
                           size_t offset) {
   offset = std::min(offset, text.size());
   Location loc;
@@ -55,7 +56,8 @@ Location location_in_text(std::string source, std::string_view text,
     line_end = text.size();
   }
   loc.line = line;
-  loc.column = count_code_points(text.substr(line_start, offset - line_start)) + 1;
+  loc.column =
+      count_code_points(text.substr(line_start, offset - line_start)) + 1;
 
   // Excerpt: at most ~40 bytes either side of the offset, cut on code point
   // boundaries, with "..." where cut.
@@ -148,7 +150,8 @@ Diagnostic& Diagnostics::add(Diagnostic diagnostic) {
   return m_items.back();
 }
 
-Diagnostic& Diagnostics::error(std::string code, std::string message,
+Diagnostic& Diagnostics::error(std::string code,
+                               std::string message,
                                Location location) {
   Diagnostic d;
   d.severity = Severity::error;
@@ -158,7 +161,8 @@ Diagnostic& Diagnostics::error(std::string code, std::string message,
   return add(std::move(d));
 }
 
-Diagnostic& Diagnostics::warning(std::string code, std::string message,
+Diagnostic& Diagnostics::warning(std::string code,
+                                 std::string message,
                                  Location location) {
   Diagnostic d;
   d.severity = Severity::warning;
@@ -178,7 +182,8 @@ std::optional<int64_t> checked_product(std::span<const int64_t> values) {
   return r;
 }
 
-size_t edit_distance(std::string_view a, std::string_view b,
+size_t edit_distance(std::string_view a,
+                     std::string_view b,
                      size_t max_distance) {
   // Classic two-row Levenshtein with an early exit once a whole row exceeds
   // the cap (ninja's EditDistance does the same).
@@ -254,7 +259,8 @@ std::string json_pointer_escape(std::string_view token) {
   return out;
 }
 
-std::string json_pointer_child(std::string_view parent, std::string_view token) {
+std::string json_pointer_child(std::string_view parent,
+                               std::string_view token) {
   std::string out;
   out.reserve(parent.size() + 1 + token.size());
   out.append(parent);

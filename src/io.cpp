@@ -1,9 +1,10 @@
-#include <shardplan/io.hpp>
-
 #include "io_internal.hpp"
+
+#include <shardplan/io.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <simdjson.h>
 
 #include <algorithm>
 #include <array>
@@ -13,19 +14,18 @@
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
-#include <type_traits>
 #include <limits>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
 #include <fcntl.h>
-#include <simdjson.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -59,7 +59,9 @@ bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 bool is_word_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c)
@@ -112,7 +114,8 @@ class SyntaxChecker final : public nlohmann::json_sax<nlohmann::json> {
   bool end_object() override { return true; }
   bool start_array(std::size_t /*size*/) override { return true; }
   bool end_array() override { return true; }
-  bool parse_error(std::size_t byte, const std::string& last_token,
+  bool parse_error(std::size_t byte,
+                   const std::string& last_token,
                    const nlohmann::detail::exception& error) override {
     failed = true;
     position = byte;
@@ -176,8 +179,8 @@ SyntaxError describe_syntax_error(std::string_view text,
   if (sax.id == 406) {  // out_of_range.406: number overflow
     std::string_view number = clip(sax.token, 40, clipped);
     out.offset = std::min(token_start, text.size());
-    out.message = fmt::format("number {}{} is out of range", number,
-                              clipped ? "..." : "");
+    out.message = fmt::format(
+        "number {}{} is out of range", number, clipped ? "..." : "");
     return out;
   }
 
@@ -187,9 +190,8 @@ SyntaxError describe_syntax_error(std::string_view text,
   if (at == std::string_view::npos) {
     // "parse error at line 1, column 2: <detail>"
     size_t colon = what.find(": ");
-    out.message = std::string(colon == std::string_view::npos
-                                  ? what
-                                  : what.substr(colon + 2));
+    out.message = std::string(
+        colon == std::string_view::npos ? what : what.substr(colon + 2));
     return out;
   }
   std::string_view rest = what.substr(at + k_syntax.size());
@@ -209,10 +211,10 @@ SyntaxError describe_syntax_error(std::string_view text,
   if (detail.starts_with(k_unexpected)) {
     size_t semi = detail.find(k_expected);
     std::string_view d = detail;
-    std::string_view got = d.substr(
-        k_unexpected.size(),
-        semi == std::string::npos ? std::string_view::npos
-                                  : semi - k_unexpected.size());
+    std::string_view got =
+        d.substr(k_unexpected.size(),
+                 semi == std::string::npos ? std::string_view::npos
+                                           : semi - k_unexpected.size());
     std::string_view expected = semi == std::string::npos
                                     ? std::string_view()
                                     : d.substr(semi + k_expected.size());
@@ -234,10 +236,11 @@ SyntaxError describe_syntax_error(std::string_view text,
     } else {
       expected_words = token_words(expected);
     }
-    out.message = expected.empty()
-                      ? fmt::format("unexpected {}", token_words(got))
-                      : fmt::format("expected {}, got {}", expected_words,
-                                    token_words(got));
+    out.message =
+        expected.empty()
+            ? fmt::format("unexpected {}", token_words(got))
+            : fmt::format(
+                "expected {}, got {}", expected_words, token_words(got));
     if (got == "'}'" || got == "']'") {
       size_t p = out.offset;
       while (p > 0 && is_space(text[p - 1])) {
@@ -287,9 +290,9 @@ SyntaxError describe_syntax_error(std::string_view text,
     }
     out.message = expects_end
                       ? fmt::format(
-                            "expected end of input after the top-level value, "
-                            "got {}",
-                            got)
+                          "expected end of input after the top-level value, "
+                          "got {}",
+                          got)
                       : (word.empty() ? fmt::format("unexpected {}", got)
                                       : fmt::format("invalid literal {}", got));
     return out;
@@ -324,8 +327,8 @@ std::optional<SyntaxError> io_detail::find_syntax_error(std::string_view text) {
   try {
     ok = nlohmann::json::sax_parse(text.begin(), text.end(), &sax);
   } catch (const std::exception& e) {
-    return SyntaxError{0, fmt::format("cannot check the JSON: {}", e.what()),
-                       ""};
+    return SyntaxError{
+        0, fmt::format("cannot check the JSON: {}", e.what()), ""};
   }
   // nlohmann stops at a NUL byte as if the input ended there; JSON allows
   // none outside strings (and none raw inside them).
@@ -333,7 +336,8 @@ std::optional<SyntaxError> io_detail::find_syntax_error(std::string_view text) {
   if (nul != std::string_view::npos
       && (ok || !sax.failed || sax.position > nul + 1
           || sax.what.find("end of input") != std::string::npos)) {
-    return SyntaxError{nul, "unexpected byte 0x00",
+    return SyntaxError{nul,
+                       "unexpected byte 0x00",
                        "JSON text has no NUL bytes; is this a binary file?"};
   }
   if (ok || !sax.failed) {
@@ -387,9 +391,15 @@ class JsonInput {
   // `padding`: how many bytes after `text` in its buffer may be read. With
   // simdjson's padding or more, the text is parsed where it is; else it is
   // copied into a padded buffer.
-  JsonInput(std::string_view text, std::string_view source,
-            std::string_view prefix, Diagnostics& diags, size_t padding = 0)
-      : m_text(text), m_source(source), m_prefix(prefix), m_diags(diags),
+  JsonInput(std::string_view text,
+            std::string_view source,
+            std::string_view prefix,
+            Diagnostics& diags,
+            size_t padding = 0)
+      : m_text(text),
+        m_source(source),
+        m_prefix(prefix),
+        m_diags(diags),
         m_padding(padding) {}
 
  protected:
@@ -404,23 +414,25 @@ class JsonInput {
     std::string_view body = m_text.substr(m_skip);
     size_t first = body.find_first_not_of(" \t\r\n");
     if (first == std::string_view::npos) {
-      Diagnostic& d = m_diags.error(
-          "json.syntax", "expected a JSON object, got end of input",
-          location_in_text(m_source, m_text, m_text.size()));
+      Diagnostic& d =
+          m_diags.error("json.syntax",
+                        "expected a JSON object, got end of input",
+                        location_in_text(m_source, m_text, m_text.size()));
       if (m_text.empty()) {
         d.hint = "the file is empty";
       }
       return false;
     }
     if (m_padding >= simdjson::SIMDJSON_PADDING) {
-      m_padded = simdjson::padded_string_view(body.data(), body.size(),
-                                              body.size() + m_padding);
+      m_padded = simdjson::padded_string_view(
+          body.data(), body.size(), body.size() + m_padding);
     } else {
       m_copy = simdjson::padded_string(body.data(), body.size());
       if (m_copy.size() != body.size()) {
-        m_diags.error("json.memory",
-                      fmt::format("out of memory reading {} bytes", body.size()),
-                      location(""));
+        m_diags.error(
+            "json.memory",
+            fmt::format("out of memory reading {} bytes", body.size()),
+            location(""));
         return false;
       }
       m_padded = m_copy;
@@ -437,7 +449,8 @@ class JsonInput {
       return fail(code("type"),
                   fmt::format("expected a JSON object at the top level, got {}",
                               describe(m_doc)),
-                  "", start);
+                  "",
+                  start);
     }
     if (auto e = m_doc.get_object().get(top)) {
       return fail_json(e, "", start);
@@ -481,7 +494,8 @@ class JsonInput {
       if (auto error = find_syntax_error(m_text.substr(m_skip))) {
         m_syntax_found = true;
         Diagnostic& d = m_diags.error(
-            "json.syntax", std::move(error->message),
+            "json.syntax",
+            std::move(error->message),
             location_in_text(m_source, m_text, error->offset + m_skip));
         d.hint = std::move(error->hint);
       }
@@ -491,18 +505,26 @@ class JsonInput {
 
   // Reports a problem with a value, unless the text is not valid JSON.
   // Returns false, for `return fail(...)`.
-  bool fail(std::string code_text, std::string message, std::string pointer,
-            const char* at = nullptr, std::string hint = {}) {
+  bool fail(std::string code_text,
+            std::string message,
+            std::string pointer,
+            const char* at = nullptr,
+            std::string hint = {}) {
     if (m_defer) {
-      m_pending = Pending{Pending::Kind::value, simdjson::SUCCESS,
-                          std::move(code_text), std::move(message),
-                          std::move(pointer), std::move(hint), at};
+      m_pending = Pending{Pending::Kind::value,
+                          simdjson::SUCCESS,
+                          std::move(code_text),
+                          std::move(message),
+                          std::move(pointer),
+                          std::move(hint),
+                          at};
       return false;
     }
     if (report_syntax_error()) {
       return false;
     }
-    Diagnostic& d = m_diags.error(std::move(code_text), std::move(message),
+    Diagnostic& d = m_diags.error(std::move(code_text),
+                                  std::move(message),
                                   location(std::move(pointer), at));
     d.hint = std::move(hint);
     return false;
@@ -512,7 +534,9 @@ class JsonInput {
   // visit returns false. A field simdjson cannot read is reported at
   // `pointer` (and `at`). Returns false when iteration stopped early.
   template <typename Visit>
-  bool for_each_field(od::object& object, std::string_view pointer, const char* at,
+  bool for_each_field(od::object& object,
+                      std::string_view pointer,
+                      const char* at,
                       Visit&& visit) {
     for (auto result : object) {
       od::field field;
@@ -552,7 +576,8 @@ class JsonInput {
     }
     std::string_view rest(begin, static_cast<size_t>(end - begin));
     std::string_view text = rest.substr(0, rest.find('"'));
-    if (text.size() == rest.size() || text.find('\\') != std::string_view::npos) {
+    if (text.size() == rest.size()
+        || text.find('\\') != std::string_view::npos) {
       return false;
     }
     out = text;
@@ -560,25 +585,28 @@ class JsonInput {
   }
 
   // Reports what simdjson refused, as a syntax error when the text has one.
-  bool fail_json(simdjson::error_code error, std::string pointer,
+  bool fail_json(simdjson::error_code error,
+                 std::string pointer,
                  const char* at = nullptr) {
     if (m_defer) {
-      m_pending = Pending{Pending::Kind::json, error, {}, {}, std::move(pointer),
-                          {}, at};
+      m_pending = Pending{
+          Pending::Kind::json, error, {}, {}, std::move(pointer), {}, at};
       return false;
     }
     if (error == simdjson::CAPACITY) {
       m_diags.error("json.too-large",
                     fmt::format("the file has {} bytes; JSON inputs are "
                                 "limited to {} bytes",
-                                m_text.size(), simdjson::SIMDJSON_MAXSIZE_BYTES),
+                                m_text.size(),
+                                simdjson::SIMDJSON_MAXSIZE_BYTES),
                     location(""));
       return false;
     }
     if (error == simdjson::MEMALLOC) {
-      m_diags.error("json.memory",
-                    fmt::format("out of memory parsing {} bytes", m_text.size()),
-                    location(""));
+      m_diags.error(
+          "json.memory",
+          fmt::format("out of memory parsing {} bytes", m_text.size()),
+          location(""));
       return false;
     }
     if (report_syntax_error()) {
@@ -623,7 +651,9 @@ class JsonInput {
     if (!clipped) {
       return fmt::format("{} {}", type_name(type), shown);
     }
-    return fmt::format("{} {}...{}", type_name(type), shown,
+    return fmt::format("{} {}...{}",
+                       type_name(type),
+                       shown,
                        type == od::json_type::string ? "\"" : "");
   }
 
@@ -636,8 +666,11 @@ class JsonInput {
   // or reports "expected <expected>, got <what it is>" under `code` at
   // pointer(). The pointer is built only when something is reported.
   template <typename Out, typename PointerFn>
-  bool get_as(od::value& value, Out& out, std::string_view code,
-              std::string_view expected, const PointerFn& pointer,
+  bool get_as(od::value& value,
+              Out& out,
+              std::string_view code,
+              std::string_view expected,
+              const PointerFn& pointer,
               const char* at) {
     constexpr od::json_type want =
         std::is_same_v<Out, od::array>    ? od::json_type::array
@@ -650,7 +683,8 @@ class JsonInput {
     if (type != want) {
       return fail(std::string(code),
                   fmt::format("expected {}, got {}", expected, describe(value)),
-                  pointer(), at);
+                  pointer(),
+                  at);
     }
     simdjson::error_code e = simdjson::SUCCESS;
     if constexpr (want == od::json_type::array) {
@@ -768,8 +802,11 @@ class JsonInput {
     m_pending = Pending{};
     switch (pending.kind) {
       case Pending::Kind::value:
-        fail(std::move(pending.code), std::move(pending.message),
-             std::move(pending.pointer), pending.at, std::move(pending.hint));
+        fail(std::move(pending.code),
+             std::move(pending.message),
+             std::move(pending.pointer),
+             pending.at,
+             std::move(pending.hint));
         break;
       case Pending::Kind::json:
         fail_json(pending.error, std::move(pending.pointer), pending.at);
@@ -803,7 +840,8 @@ class JsonInput {
   Diagnostics& m_diags;
   size_t m_padding = 0;
   size_t m_skip = 0;
-  simdjson::padded_string m_copy;  // the text, when it has no padding of its own
+  simdjson::padded_string
+      m_copy;  // the text, when it has no padding of its own
   simdjson::padded_string_view m_padded;  // the text parsed: m_copy or in place
   od::parser m_parser;
   od::document m_doc;
@@ -869,10 +907,12 @@ const std::vector<std::string>& dtype_suggestions() {
   static const std::vector<std::string> k_names = [] {
     std::vector<std::string> names = dtype_names();
     for (const char* extra :
-         {"float64", "float32", "float16", "bfloat16", "float8_e4m3fn",
-          "float8_e5m2", "float8_e8m0fnu", "int64", "int32", "int16", "int8",
-          "int4", "uint64", "uint32", "uint16", "uint8", "uint4", "complex64",
-          "complex128", "double", "float", "half"}) {
+         {"float64",       "float32",     "float16",        "bfloat16",
+          "float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu", "int64",
+          "int32",         "int16",       "int8",           "int4",
+          "uint64",        "uint32",      "uint16",         "uint8",
+          "uint4",         "complex64",   "complex128",     "double",
+          "float",         "half"}) {
       names.emplace_back(extra);
     }
     return names;
@@ -900,9 +940,10 @@ std::string dtype_hint(std::string_view text) {
       names += names.empty() ? "" : ", ";
       names += name;
     }
-    return fmt::format("expected one of {} (or a usual spelling such as "
-                       "\"float32\" or \"BF16\")",
-                       names);
+    return fmt::format(
+        "expected one of {} (or a usual spelling such as "
+        "\"float32\" or \"BF16\")",
+        names);
   }
   if (has_upper && !has_lower) {  // safetensors style: "BF61" -> "BF16"
     for (char& c : best) {
@@ -977,7 +1018,8 @@ std::string_view key_name(TensorKey key) {
 }
 
 // out = prefix + index without fmt, reusing out's buffer.
-void set_index_pointer(std::string& out, std::string_view prefix,
+void set_index_pointer(std::string& out,
+                       std::string_view prefix,
                        size_t index) {
   constexpr size_t k_max_digits = 20;
   out.assign(prefix);
@@ -1082,8 +1124,10 @@ void set_key_pointer(std::string& out, std::string_view key) {
 
 class ManifestReader : public JsonInput {
  public:
-  ManifestReader(std::string_view text, std::string_view source,
-                 Diagnostics& diags, size_t padding = 0)
+  ManifestReader(std::string_view text,
+                 std::string_view source,
+                 Diagnostics& diags,
+                 size_t padding = 0)
       : JsonInput(text, source, "manifest", diags, padding) {
     m_where.source = m_source;
   }
@@ -1156,7 +1200,9 @@ class ManifestReader : public JsonInput {
  private:
   std::optional<Manifest> finish_manifest(bool native) {
     if (m_manifest.empty()) {
-      fail("manifest.empty", "manifest has no tensors", native ? "/params" : "",
+      fail("manifest.empty",
+           "manifest has no tensors",
+           native ? "/params" : "",
            native ? m_params_at : m_padded.data());
       return std::nullopt;
     }
@@ -1170,7 +1216,9 @@ class ManifestReader : public JsonInput {
     bool at_start = false;
     od::object weight_map;
     return !top.reset().get(at_start)
-           && !top.find_field_unordered("weight_map").get_object().get(weight_map);
+           && !top.find_field_unordered("weight_map")
+                   .get_object()
+                   .get(weight_map);
   }
 
   // {"params": [...], other keys ignored}
@@ -1184,8 +1232,10 @@ class ManifestReader : public JsonInput {
       od::value& value = field.value();
       if (field.key() == "params") {
         if (seen) {
-          return fail("manifest.duplicate-key", "duplicate key \"params\"",
-                      "/params", start_of(value));
+          return fail("manifest.duplicate-key",
+                      "duplicate key \"params\"",
+                      "/params",
+                      start_of(value));
         }
         seen = true;
         if (!read_params(value)) {
@@ -1208,8 +1258,13 @@ class ManifestReader : public JsonInput {
   bool read_params(od::value& value) {
     m_params_at = start_of(value);
     od::array array;
-    if (!get_as(value, array, "manifest.type", "an array of tensor objects",
-                [] { return std::string("/params"); }, m_params_at)) {
+    if (!get_as(
+            value,
+            array,
+            "manifest.type",
+            "an array of tensor objects",
+            [] { return std::string("/params"); },
+            m_params_at)) {
       return false;
     }
     reserve_for_text(96);
@@ -1240,8 +1295,13 @@ class ManifestReader : public JsonInput {
     const std::string& pointer = m_where.pointer;
     const char* at = start_of(value);
     od::object object;
-    if (!get_as(value, object, "manifest.type", "a tensor object",
-                [&] { return pointer; }, at)) {
+    if (!get_as(
+            value,
+            object,
+            "manifest.type",
+            "a tensor object",
+            [&] { return pointer; },
+            at)) {
       return false;
     }
     TensorInput tensor;
@@ -1266,7 +1326,8 @@ class ManifestReader : public JsonInput {
         return fail("manifest.unknown-key",
                     fmt::format("unknown key {}", quote(unescaped)),
                     pointer + "/" + json_pointer_escape(unescaped),
-                    start_of(v), unknown_key_hint(unescaped, k_native_keys()));
+                    start_of(v),
+                    unknown_key_hint(unescaped, k_native_keys()));
       }
       if (!check_duplicate(seen, key, pointer, v)) {
         return false;
@@ -1298,12 +1359,14 @@ class ManifestReader : public JsonInput {
     for (TensorKey required :
          {TensorKey::name, TensorKey::shape, TensorKey::dtype}) {
       if ((seen & bit(required)) == 0) {
-        std::string who = tensor.name.empty() && (seen & bit(TensorKey::name)) == 0
-                              ? fmt::format("tensor {}", index)
-                              : fmt::format("tensor {}", quote(tensor.name));
+        std::string who =
+            tensor.name.empty() && (seen & bit(TensorKey::name)) == 0
+                ? fmt::format("tensor {}", index)
+                : fmt::format("tensor {}", quote(tensor.name));
         return fail("manifest.missing-key",
                     fmt::format("{} has no \"{}\"", who, key_name(required)),
-                    pointer, at);
+                    pointer,
+                    at);
       }
     }
     return add(std::move(tensor), at);
@@ -1312,43 +1375,55 @@ class ManifestReader : public JsonInput {
   // {"NAME": {"dtype", "shape", "data_offsets"}, "__metadata__": {...}}
   bool read_safetensors(od::object& top) {
     bool seen_metadata = false;
-    return for_each_field(top, "", nullptr, [&](std::string_view key, od::value& value) {
-      if (key == "params" && !m_header_only) {
-        m_saw_params = true;
-        return false;
-      }
-      if (key != "__metadata__") {
-        return read_safetensors_tensor(key, value);
-      }
-      if (seen_metadata) {
-        return fail("manifest.duplicate-key", "duplicate key \"__metadata__\"",
-                    "/__metadata__", start_of(value));
-      }
-      seen_metadata = true;
-      return read_metadata(value);
-    });
+    return for_each_field(
+        top, "", nullptr, [&](std::string_view key, od::value& value) {
+          if (key == "params" && !m_header_only) {
+            m_saw_params = true;
+            return false;
+          }
+          if (key != "__metadata__") {
+            return read_safetensors_tensor(key, value);
+          }
+          if (seen_metadata) {
+            return fail("manifest.duplicate-key",
+                        "duplicate key \"__metadata__\"",
+                        "/__metadata__",
+                        start_of(value));
+          }
+          seen_metadata = true;
+          return read_metadata(value);
+        });
   }
 
   // safetensors: "__metadata__" maps strings to strings.
   bool read_metadata(od::value& value) {
     const char* at = start_of(value);
     od::object object;
-    if (!get_as(value, object, "manifest.type", "an object of strings",
-                [] { return std::string("/__metadata__"); }, at)) {
+    if (!get_as(
+            value,
+            object,
+            "manifest.type",
+            "an object of strings",
+            [] { return std::string("/__metadata__"); },
+            at)) {
       return false;
     }
-    return for_each_field(object, "/__metadata__", at, [&](std::string_view key, od::value& v) {
-      std::string pointer = "/__metadata__/" + json_pointer_escape(key);
-      od::json_type type{};
-      if (auto e = v.type().get(type)) {
-        return fail_json(e, pointer, start_of(v));
-      }
-      if (type != od::json_type::string) {
-        return fail("manifest.type", fmt::format("expected a string, got {}", describe(v)),
-                    pointer, start_of(v), "safetensors metadata maps strings to strings");
-      }
-      return skip_value(v, [&] { return pointer; });
-    });
+    return for_each_field(
+        object, "/__metadata__", at, [&](std::string_view key, od::value& v) {
+          std::string pointer = "/__metadata__/" + json_pointer_escape(key);
+          od::json_type type{};
+          if (auto e = v.type().get(type)) {
+            return fail_json(e, pointer, start_of(v));
+          }
+          if (type != od::json_type::string) {
+            return fail("manifest.type",
+                        fmt::format("expected a string, got {}", describe(v)),
+                        pointer,
+                        start_of(v),
+                        "safetensors metadata maps strings to strings");
+          }
+          return skip_value(v, [&] { return pointer; });
+        });
   }
 
   // `name` is a key unescaped by the parser: it stays valid while the
@@ -1365,15 +1440,16 @@ class ManifestReader : public JsonInput {
     }
     if (type != od::json_type::object) {
       std::string hint;
-      if (!suggest(name, {"params"}).empty()
-          || type == od::json_type::array) {
+      if (!suggest(name, {"params"}).empty() || type == od::json_type::array) {
         hint = "a native manifest lists its tensors under \"params\"";
       }
       return fail("manifest.type",
                   fmt::format("expected a tensor object with \"dtype\", "
                               "\"shape\" and \"data_offsets\", got {}",
                               describe(value)),
-                  pointer, at, std::move(hint));
+                  pointer,
+                  at,
+                  std::move(hint));
     }
     od::object object;
     if (auto e = value.get_object().get(object)) {
@@ -1431,9 +1507,11 @@ class ManifestReader : public JsonInput {
          {TensorKey::dtype, TensorKey::shape, TensorKey::data_offsets}) {
       if ((seen & bit(required)) == 0) {
         return fail("manifest.missing-key",
-                    fmt::format("tensor {} has no \"{}\"", quote(tensor.name),
+                    fmt::format("tensor {} has no \"{}\"",
+                                quote(tensor.name),
                                 key_name(required)),
-                    pointer, at);
+                    pointer,
+                    at);
       }
     }
     if (!add(std::move(tensor), at)) {
@@ -1447,22 +1525,26 @@ class ManifestReader : public JsonInput {
       return fail("manifest.data-offsets",
                   fmt::format("data_offsets [{}, {}] span {} bytes, but a {} "
                               "tensor of shape {} has {} bytes",
-                              offsets[0], offsets[1], offsets[1] - offsets[0],
-                              to_string(added.dtype), shape_text(added.shape),
+                              offsets[0],
+                              offsets[1],
+                              offsets[1] - offsets[0],
+                              to_string(added.dtype),
+                              shape_text(added.shape),
                               added.num_bytes),
-                  added.pointer() + "/data_offsets", m_offsets_at);
+                  added.pointer() + "/data_offsets",
+                  m_offsets_at);
     }
     return true;
   }
 
   static const std::vector<std::string>& k_native_keys() {
-    static const std::vector<std::string> keys = {"name", "shape", "dtype",
-                                                  "logical_axes"};
+    static const std::vector<std::string> keys = {
+        "name", "shape", "dtype", "logical_axes"};
     return keys;
   }
   static const std::vector<std::string>& k_safetensors_keys() {
-    static const std::vector<std::string> keys = {"dtype", "shape",
-                                                  "data_offsets"};
+    static const std::vector<std::string> keys = {
+        "dtype", "shape", "data_offsets"};
     return keys;
   }
 
@@ -1483,7 +1565,9 @@ class ManifestReader : public JsonInput {
   }
 
   // Runs for every key of every tensor: the report is out of line.
-  bool check_duplicate(unsigned& seen, TensorKey key, const std::string& pointer,
+  bool check_duplicate(unsigned& seen,
+                       TensorKey key,
+                       const std::string& pointer,
                        od::value& value) {
     if ((seen & bit(key)) != 0) [[unlikely]] {
       return duplicate_key(key, pointer, value);
@@ -1492,11 +1576,13 @@ class ManifestReader : public JsonInput {
     return true;
   }
 
-  [[gnu::noinline]] bool duplicate_key(TensorKey key, const std::string& pointer,
+  [[gnu::noinline]] bool duplicate_key(TensorKey key,
+                                       const std::string& pointer,
                                        od::value& value) {
     return fail("manifest.duplicate-key",
                 fmt::format("duplicate key \"{}\"", key_name(key)),
-                fmt::format("{}/{}", pointer, key_name(key)), start_of(value));
+                fmt::format("{}/{}", pointer, key_name(key)),
+                start_of(value));
   }
 
   // Manifest::add checks names, dims and sizes; its reports (at m_where, the
@@ -1507,8 +1593,8 @@ class ManifestReader : public JsonInput {
       return true;
     }
     if (m_defer) {
-      m_pending = Pending{Pending::Kind::lower, simdjson::SUCCESS, {}, {}, {},
-                          {}, at};
+      m_pending =
+          Pending{Pending::Kind::lower, simdjson::SUCCESS, {}, {}, {}, {}, at};
     } else {
       forward_lower(at);
     }
@@ -1517,19 +1603,27 @@ class ManifestReader : public JsonInput {
 
   // `name` views the text or the parser's copy of it: valid while the
   // document is read.
-  bool read_name(od::value& value, const std::string& base,
+  bool read_name(od::value& value,
+                 const std::string& base,
                  std::string_view& name) {
     const char* at = start_of(value);
     if (*at == '"' && plain_string(at + 1, name)) {
       return true;  // the value is left unread: the parser steps over it
     }
-    return get_as(value, name, "manifest.type", "a tensor name string",
-                  [&] { return base + "/name"; }, start_of(value));
+    return get_as(
+        value,
+        name,
+        "manifest.type",
+        "a tensor name string",
+        [&] { return base + "/name"; },
+        start_of(value));
   }
 
   // A dim or an offset: an integer in int64.
   template <typename PointerFn>
-  bool read_integer(od::value& value, int64_t& out, std::string_view what,
+  bool read_integer(od::value& value,
+                    int64_t& out,
+                    std::string_view what,
                     const PointerFn& pointer) {
     if (value.get_int64().get(out) == simdjson::SUCCESS) {
       return true;
@@ -1541,29 +1635,37 @@ class ManifestReader : public JsonInput {
       return fail_json(e, pointer(), at);
     }
     if (type != od::json_type::number) {
-      return fail(code_for(what, "type"),
-                  fmt::format("expected an integer {}, got {}", what,
-                              describe(value)),
-                  pointer(), at);
+      return fail(
+          code_for(what, "type"),
+          fmt::format("expected an integer {}, got {}", what, describe(value)),
+          pointer(),
+          at);
     }
     std::string_view token = trim(value.raw_json_token());
     bool integral = !token.empty();
     for (size_t i = 0; i < token.size(); ++i) {
-      integral = integral && (is_digit(token[i]) || (i == 0 && token[i] == '-'));
+      integral =
+          integral && (is_digit(token[i]) || (i == 0 && token[i] == '-'));
     }
     bool clipped = false;
     std::string_view shown = clip(token, 48, clipped);
     if (integral) {
       return fail(code_for(what, "range"),
-                  fmt::format("{} {}{} does not fit in int64 (max {})", what,
-                              shown, clipped ? "..." : "",
+                  fmt::format("{} {}{} does not fit in int64 (max {})",
+                              what,
+                              shown,
+                              clipped ? "..." : "",
                               std::numeric_limits<int64_t>::max()),
-                  pointer(), at);
+                  pointer(),
+                  at);
     }
     return fail(code_for(what, "range"),
-                fmt::format("expected an integer {}, got {}{}", what, shown,
+                fmt::format("expected an integer {}, got {}{}",
+                            what,
+                            shown,
                             clipped ? "..." : ""),
-                pointer(), at);
+                pointer(),
+                at);
   }
 
   // Dims report manifest.type / manifest.bad-dim; offsets report
@@ -1582,8 +1684,13 @@ class ManifestReader : public JsonInput {
       return true;  // the value is left unread: the parser steps over it
     }
     od::array array;
-    if (!get_as(value, array, "manifest.type", "an array of integers",
-                [&] { return base + "/shape"; }, at)) {
+    if (!get_as(
+            value,
+            array,
+            "manifest.type",
+            "an array of integers",
+            [&] { return base + "/shape"; },
+            at)) {
       return false;
     }
     m_dims.clear();
@@ -1622,8 +1729,13 @@ class ManifestReader : public JsonInput {
       }
     }
     std::string_view text;
-    if (!get_as(value, text, "manifest.type", "a dtype string",
-                [&] { return base + "/dtype"; }, at)) {
+    if (!get_as(
+            value,
+            text,
+            "manifest.type",
+            "a dtype string",
+            [&] { return base + "/dtype"; },
+            at)) {
       return false;
     }
     std::optional<DType> parsed = parse_dtype(text);
@@ -1633,14 +1745,18 @@ class ManifestReader : public JsonInput {
       m_dtype_cache.emplace_back(fmt::format("\"{}\"", text), *parsed);
     }
     if (!parsed) {
-      return fail("manifest.dtype", fmt::format("unknown dtype {}", quote(text)),
-                  base + "/dtype", at, dtype_hint(text));
+      return fail("manifest.dtype",
+                  fmt::format("unknown dtype {}", quote(text)),
+                  base + "/dtype",
+                  at,
+                  dtype_hint(text));
     }
     dtype = *parsed;
     return true;
   }
 
-  bool read_logical_axes(od::value& value, const std::string& base,
+  bool read_logical_axes(od::value& value,
+                         const std::string& base,
                          std::optional<LogicalAxes>& axes) {
     const std::string pointer = base + "/logical_axes";
     const char* at = start_of(value);
@@ -1655,7 +1771,8 @@ class ManifestReader : public JsonInput {
       return fail("manifest.type",
                   fmt::format("expected an array of logical axis names, got {}",
                               describe(value)),
-                  pointer, at);
+                  pointer,
+                  at);
     }
     od::array array;
     if (auto e = value.get_array().get(array)) {
@@ -1686,14 +1803,16 @@ class ManifestReader : public JsonInput {
         if (text.empty()) {
           return fail("manifest.logical-axes",
                       "empty logical axis name; use null for a dim without one",
-                      fmt::format("{}/{}", pointer, index), entry_at);
+                      fmt::format("{}/{}", pointer, index),
+                      entry_at);
         }
         names.emplace_back(std::string(text));
       } else {
         return fail("manifest.logical-axes",
                     fmt::format("expected a logical axis name or null, got {}",
                                 describe(entry)),
-                    fmt::format("{}/{}", pointer, index), entry_at);
+                    fmt::format("{}/{}", pointer, index),
+                    entry_at);
       }
       ++index;
     }
@@ -1702,7 +1821,8 @@ class ManifestReader : public JsonInput {
   }
 
   // safetensors: [begin, end], 0 <= begin <= end.
-  bool read_data_offsets(od::value& value, const std::string& base,
+  bool read_data_offsets(od::value& value,
+                         const std::string& base,
                          std::array<int64_t, 2>& offsets) {
     // Built only when something is reported.
     auto pointer = [&] { return base + "/data_offsets"; };
@@ -1711,14 +1831,18 @@ class ManifestReader : public JsonInput {
     // generic array reading (as read_shape does); anything else is read
     // the full way below, which reports what is wrong.
     std::vector<int64_t>& plain = m_plain_offsets;
-    if (read_plain_dims(m_offsets_at, plain) && plain.size() == 2 && plain[0] >= 0
-        && plain[0] <= plain[1]) {
+    if (read_plain_dims(m_offsets_at, plain) && plain.size() == 2
+        && plain[0] >= 0 && plain[0] <= plain[1]) {
       offsets = {plain[0], plain[1]};
       return true;  // the value is left unread: the parser steps over it
     }
     od::array array;
-    if (!get_as(value, array, "manifest.data-offsets", "[begin, end] byte offsets",
-                pointer, m_offsets_at)) {
+    if (!get_as(value,
+                array,
+                "manifest.data-offsets",
+                "[begin, end] byte offsets",
+                pointer,
+                m_offsets_at)) {
       return false;
     }
     size_t index = 0;
@@ -1736,7 +1860,8 @@ class ManifestReader : public JsonInput {
         if (offset < 0) {
           return fail("manifest.data-offsets",
                       fmt::format("offset {} is negative", offset),
-                      entry_pointer(), start_of(entry));
+                      entry_pointer(),
+                      start_of(entry));
         }
         offsets[index] = offset;
       } else if (!skip_value(entry, entry_pointer)) {
@@ -1747,13 +1872,16 @@ class ManifestReader : public JsonInput {
     if (index != 2) {
       return fail("manifest.data-offsets",
                   fmt::format("expected 2 offsets [begin, end], got {}", index),
-                  pointer(), m_offsets_at);
+                  pointer(),
+                  m_offsets_at);
     }
     if (offsets[0] > offsets[1]) {
-      return fail("manifest.data-offsets",
-                  fmt::format("begin offset {} is after end offset {}",
-                              offsets[0], offsets[1]),
-                  pointer(), m_offsets_at);
+      return fail(
+          "manifest.data-offsets",
+          fmt::format(
+              "begin offset {} is after end offset {}", offsets[0], offsets[1]),
+          pointer(),
+          m_offsets_at);
     }
     return true;
   }
@@ -1769,7 +1897,8 @@ class ManifestReader : public JsonInput {
   // run_header(): the safetensors form only, offsets kept.
   bool m_header_only = false;
   std::vector<DataOffsets>* m_offsets = nullptr;
-  std::vector<int64_t> m_dims;  // the shape being read; a tensor's shape views it
+  std::vector<int64_t>
+      m_dims;  // the shape being read; a tensor's shape views it
   std::vector<int64_t> m_plain_offsets;  // read_data_offsets' fast path
   std::vector<std::pair<std::string, DType>> m_dtype_cache;
   const char* m_params_at = nullptr;
@@ -1782,7 +1911,9 @@ class ManifestReader : public JsonInput {
 // {"metadata": {"total_size": N, ...}, "weight_map": {"NAME": "SHARD", ...}}
 class IndexReader : public JsonInput {
  public:
-  IndexReader(std::string_view text, std::string_view source, Diagnostics& diags,
+  IndexReader(std::string_view text,
+              std::string_view source,
+              Diagnostics& diags,
               size_t padding)
       : JsonInput(text, source, "index", diags, padding) {}
 
@@ -1793,30 +1924,37 @@ class IndexReader : public JsonInput {
     }
     bool seen_map = false;
     bool seen_metadata = false;
-    const bool read = for_each_field(top, "", nullptr, [&](std::string_view key,
-                                                           od::value& value) {
-      std::string pointer = json_pointer_child("", key);
-      if (key == "weight_map" || key == "metadata") {
-        bool& seen = key == "weight_map" ? seen_map : seen_metadata;
-        if (seen) {
-          return fail("index.duplicate-key", fmt::format("duplicate key {}", quote(key)),
-                      pointer, start_of(value));
-        }
-        seen = true;
-        return key == "weight_map" ? read_weight_map(value) : read_metadata(value);
-      }
-      return skip_value(value, [&] { return pointer; });
-    });
+    const bool read = for_each_field(
+        top, "", nullptr, [&](std::string_view key, od::value& value) {
+          std::string pointer = json_pointer_child("", key);
+          if (key == "weight_map" || key == "metadata") {
+            bool& seen = key == "weight_map" ? seen_map : seen_metadata;
+            if (seen) {
+              return fail("index.duplicate-key",
+                          fmt::format("duplicate key {}", quote(key)),
+                          pointer,
+                          start_of(value));
+            }
+            seen = true;
+            return key == "weight_map" ? read_weight_map(value)
+                                       : read_metadata(value);
+          }
+          return skip_value(value, [&] { return pointer; });
+        });
     if (!read || !finish()) {
       return std::nullopt;
     }
     if (!seen_map) {
-      fail("index.missing-key", "a safetensors index needs \"weight_map\"", "",
-           m_padded.data(), "{\"weight_map\": {\"TENSOR\": \"SHARD.safetensors\", ...}}");
+      fail("index.missing-key",
+           "a safetensors index needs \"weight_map\"",
+           "",
+           m_padded.data(),
+           "{\"weight_map\": {\"TENSOR\": \"SHARD.safetensors\", ...}}");
       return std::nullopt;
     }
     if (m_index.entries.empty()) {
-      fail("index.empty", "weight_map maps no tensors", "/weight_map", m_map_at);
+      fail(
+          "index.empty", "weight_map maps no tensors", "/weight_map", m_map_at);
       return std::nullopt;
     }
     return std::move(m_index);
@@ -1826,56 +1964,80 @@ class IndexReader : public JsonInput {
   bool read_weight_map(od::value& value) {
     m_map_at = start_of(value);
     od::object map;
-    if (!get_as(value, map, "index.type", "an object mapping tensor names to shard files",
-                [] { return std::string("/weight_map"); }, m_map_at)) {
+    if (!get_as(
+            value,
+            map,
+            "index.type",
+            "an object mapping tensor names to shard files",
+            [] { return std::string("/weight_map"); },
+            m_map_at)) {
       return false;
     }
     std::unordered_map<std::string, uint32_t> shard_of_file;
-    return for_each_field(map, "/weight_map", m_map_at, [&](std::string_view name,
-                                                            od::value& file_value) {
-      auto pointer = [&] { return json_pointer_child("/weight_map", name); };
-      std::string_view file;
-      if (!get_as(file_value, file, "index.type", "a shard file name string", pointer,
-                  start_of(file_value))) {
-        return false;
-      }
-      if (file.empty()) {
-        return fail("index.shard", "shard file name is empty", pointer(),
-                    start_of(file_value));
-      }
-      auto [slot, inserted] = shard_of_file.try_emplace(
-          std::string(file), static_cast<uint32_t>(m_index.shards.size()));
-      if (inserted) {
-        m_index.shards.emplace_back(file);
-      }
-      // `name` views the parser's copy of the key, valid while the
-      // document is read.
-      if (!m_names.insert(name).second) {
-        return fail("index.duplicate-key", fmt::format("duplicate tensor {}", quote(name)),
-                    pointer(), start_of(file_value));
-      }
-      m_index.entries.push_back({std::string(name), slot->second});
-      return true;
-    });
+    return for_each_field(
+        map,
+        "/weight_map",
+        m_map_at,
+        [&](std::string_view name, od::value& file_value) {
+          auto pointer = [&] {
+            return json_pointer_child("/weight_map", name);
+          };
+          std::string_view file;
+          if (!get_as(file_value,
+                      file,
+                      "index.type",
+                      "a shard file name string",
+                      pointer,
+                      start_of(file_value))) {
+            return false;
+          }
+          if (file.empty()) {
+            return fail("index.shard",
+                        "shard file name is empty",
+                        pointer(),
+                        start_of(file_value));
+          }
+          auto [slot, inserted] = shard_of_file.try_emplace(
+              std::string(file), static_cast<uint32_t>(m_index.shards.size()));
+          if (inserted) {
+            m_index.shards.emplace_back(file);
+          }
+          // `name` views the parser's copy of the key, valid while the
+          // document is read.
+          if (!m_names.insert(name).second) {
+            return fail("index.duplicate-key",
+                        fmt::format("duplicate tensor {}", quote(name)),
+                        pointer(),
+                        start_of(file_value));
+          }
+          m_index.entries.push_back({std::string(name), slot->second});
+          return true;
+        });
   }
 
   bool read_metadata(od::value& value) {
     const char* at = start_of(value);
     od::object metadata;
-    if (!get_as(value, metadata, "index.type", "an object",
-                [] { return std::string("/metadata"); }, at)) {
+    if (!get_as(
+            value,
+            metadata,
+            "index.type",
+            "an object",
+            [] { return std::string("/metadata"); },
+            at)) {
       return false;
     }
-    return for_each_field(metadata, "/metadata", at, [&](std::string_view key,
-                                                         od::value& v) {
-      std::string pointer = json_pointer_child("/metadata", key);
-      int64_t total = 0;
-      if (key == "total_size" && v.get_int64().get(total) == simdjson::SUCCESS) {
-        m_index.total_size = total;
-        return true;
-      }
-      return skip_value(v, [&] { return pointer; });
-    });
+    return for_each_field(
+        metadata, "/metadata", at, [&](std::string_view key, od::value& v) {
+          std::string pointer = json_pointer_child("/metadata", key);
+          int64_t total = 0;
+          if (key == "total_size"
+              && v.get_int64().get(total) == simdjson::SUCCESS) {
+            m_index.total_size = total;
+            return true;
+          }
+          return skip_value(v, [&] { return pointer; });
+        });
   }
 
   io_detail::IndexFile m_index;
@@ -1888,7 +2050,8 @@ class IndexReader : public JsonInput {
 
 class SpecsReader : public JsonInput {
  public:
-  SpecsReader(std::string_view text, std::string_view source,
+  SpecsReader(std::string_view text,
+              std::string_view source,
               Diagnostics& diags)
       : JsonInput(text, source, "specs", diags) {}
 
@@ -1924,22 +2087,25 @@ class SpecsReader : public JsonInput {
     }
     std::vector<std::string> keys;
     bool seen = false;
-    const bool read = for_each_field(top, "", nullptr, [&](std::string_view key,
-                                                           od::value& value) {
-      std::string pointer = "/" + json_pointer_escape(key);
-      if (!missing && key == form) {
-        if (seen) {
-          return fail("specs.duplicate-key", fmt::format("duplicate key {}", quote(key)),
-                      pointer, start_of(value));
-        }
-        seen = true;
-        return form == "specs" ? read_specs_object(value) : read_tensors_array(value);
-      }
-      if (missing) {
-        keys.emplace_back(key);
-      }
-      return skip_value(value, [&] { return pointer; });
-    });
+    const bool read = for_each_field(
+        top, "", nullptr, [&](std::string_view key, od::value& value) {
+          std::string pointer = "/" + json_pointer_escape(key);
+          if (!missing && key == form) {
+            if (seen) {
+              return fail("specs.duplicate-key",
+                          fmt::format("duplicate key {}", quote(key)),
+                          pointer,
+                          start_of(value));
+            }
+            seen = true;
+            return form == "specs" ? read_specs_object(value)
+                                   : read_tensors_array(value);
+          }
+          if (missing) {
+            keys.emplace_back(key);
+          }
+          return skip_value(value, [&] { return pointer; });
+        });
     if (!read || !finish()) {
       return std::nullopt;
     }
@@ -1948,14 +2114,17 @@ class SpecsReader : public JsonInput {
       for (const std::string& key : keys) {
         std::string best = suggest(key, {"specs", "tensors"});
         if (!best.empty()) {
-          hint = fmt::format("did you mean {} instead of {}?", quote(best),
-                             quote(key));
+          hint = fmt::format(
+              "did you mean {} instead of {}?", quote(best), quote(key));
           break;
         }
       }
-      fail("specs.missing-key",
-           "expected a \"specs\" object or a \"tensors\" array at the top level",
-           "", m_padded.data(), std::move(hint));
+      fail(
+          "specs.missing-key",
+          "expected a \"specs\" object or a \"tensors\" array at the top level",
+          "",
+          m_padded.data(),
+          std::move(hint));
       return std::nullopt;
     }
     m_file.source = m_source;
@@ -1967,23 +2136,33 @@ class SpecsReader : public JsonInput {
   bool read_specs_object(od::value& value) {
     const char* at = start_of(value);
     od::object object;
-    if (!get_as(value, object, "specs.type",
-                "an object mapping tensor names to specs",
-                [] { return std::string("/specs"); }, at)) {
+    if (!get_as(
+            value,
+            object,
+            "specs.type",
+            "an object mapping tensor names to specs",
+            [] { return std::string("/specs"); },
+            at)) {
       return false;
     }
-    return for_each_field(object, "/specs", at, [&](std::string_view key, od::value& v) {
-      std::string pointer = "/specs/" + json_pointer_escape(key);
-      return add(std::string(key), v, std::move(pointer), start_of(v));
-    });
+    return for_each_field(
+        object, "/specs", at, [&](std::string_view key, od::value& v) {
+          std::string pointer = "/specs/" + json_pointer_escape(key);
+          return add(std::string(key), v, std::move(pointer), start_of(v));
+        });
   }
 
   // [{"name": ..., "spec": ..., other keys ignored}, ...]
   bool read_tensors_array(od::value& value) {
     const char* at = start_of(value);
     od::array array;
-    if (!get_as(value, array, "specs.type", "an array of tensor objects",
-                [] { return std::string("/tensors"); }, at)) {
+    if (!get_as(
+            value,
+            array,
+            "specs.type",
+            "an array of tensor objects",
+            [] { return std::string("/tensors"); },
+            at)) {
       return false;
     }
     size_t index = 0;
@@ -2001,13 +2180,18 @@ class SpecsReader : public JsonInput {
     return true;
   }
 
-  bool read_tensor_entry(od::value& value, size_t index,
+  bool read_tensor_entry(od::value& value,
+                         size_t index,
                          const std::string& pointer) {
     const char* at = start_of(value);
     od::object object;
-    if (!get_as(value, object, "specs.type",
-                "a tensor object with \"name\" and \"spec\"",
-                [&] { return pointer; }, at)) {
+    if (!get_as(
+            value,
+            object,
+            "specs.type",
+            "a tensor object with \"name\" and \"spec\"",
+            [&] { return pointer; },
+            at)) {
       return false;
     }
     std::optional<std::string> name;
@@ -2016,37 +2200,44 @@ class SpecsReader : public JsonInput {
     const char* name_at = nullptr;
     const char* spec_at = nullptr;
     bool spec_valid = true;
-    const bool read = for_each_field(object, pointer, at, [&](std::string_view key,
-                                                              od::value& v) {
-      const char* v_at = start_of(v);
-      if ((key == "name" && name) || (key == "spec" && spec)) {
-        return fail("specs.duplicate-key", fmt::format("duplicate key {}", quote(key)),
-                    fmt::format("{}/{}", pointer, key), v_at);
-      }
-      if (key == "name") {
-        std::string_view text;
-        if (!get_as(v, text, "specs.type", "a tensor name string",
-                    [&] { return pointer + "/name"; }, v_at)) {
-          return false;
-        }
-        name = std::string(text);
-        name_at = v_at;
-        return true;
-      }
-      if (key == "spec") {
-        PartitionSpec parsed;
-        if (!read_spec(v, spec_pointer, parsed) && !take_soft_failure()) {
-          return false;
-        }
-        spec = std::move(parsed);
-        spec_valid = !m_spec_invalid;
-        spec_at = v_at;
-        return true;
-      }
-      return skip_value(v, [&] {
-        return fmt::format("{}/{}", pointer, json_pointer_escape(key));
-      });
-    });
+    const bool read = for_each_field(
+        object, pointer, at, [&](std::string_view key, od::value& v) {
+          const char* v_at = start_of(v);
+          if ((key == "name" && name) || (key == "spec" && spec)) {
+            return fail("specs.duplicate-key",
+                        fmt::format("duplicate key {}", quote(key)),
+                        fmt::format("{}/{}", pointer, key),
+                        v_at);
+          }
+          if (key == "name") {
+            std::string_view text;
+            if (!get_as(
+                    v,
+                    text,
+                    "specs.type",
+                    "a tensor name string",
+                    [&] { return pointer + "/name"; },
+                    v_at)) {
+              return false;
+            }
+            name = std::string(text);
+            name_at = v_at;
+            return true;
+          }
+          if (key == "spec") {
+            PartitionSpec parsed;
+            if (!read_spec(v, spec_pointer, parsed) && !take_soft_failure()) {
+              return false;
+            }
+            spec = std::move(parsed);
+            spec_valid = !m_spec_invalid;
+            spec_at = v_at;
+            return true;
+          }
+          return skip_value(v, [&] {
+            return fmt::format("{}/{}", pointer, json_pointer_escape(key));
+          });
+        });
     if (!read) {
       return false;
     }
@@ -2055,16 +2246,24 @@ class SpecsReader : public JsonInput {
                              : fmt::format("tensor {}", index);
       return fail("specs.missing-key",
                   fmt::format("{} has no \"{}\"", who, name ? "spec" : "name"),
-                  pointer, at);
+                  pointer,
+                  at);
     }
     if (name->empty()) {
       return fail("specs.name", "tensor name is empty", pointer + "/name", at);
     }
-    return record(std::move(*name), std::move(*spec), std::move(spec_pointer),
-                  spec_valid, spec_at, pointer + "/name", name_at);
+    return record(std::move(*name),
+                  std::move(*spec),
+                  std::move(spec_pointer),
+                  spec_valid,
+                  spec_at,
+                  pointer + "/name",
+                  name_at);
   }
 
-  bool add(std::string name, od::value& value, std::string pointer,
+  bool add(std::string name,
+           od::value& value,
+           std::string pointer,
            const char* at) {
     if (name.empty()) {
       return fail("specs.name", "tensor name is empty", pointer, at);
@@ -2075,8 +2274,13 @@ class SpecsReader : public JsonInput {
     }
     const bool valid = !m_spec_invalid;
     std::string where = pointer;
-    return record(std::move(name), std::move(spec), std::move(pointer), valid,
-                  at, std::move(where), at);
+    return record(std::move(name),
+                  std::move(spec),
+                  std::move(pointer),
+                  valid,
+                  at,
+                  std::move(where),
+                  at);
   }
 
   // After read_spec failed: true when the failure was inside the spec only
@@ -2090,8 +2294,10 @@ class SpecsReader : public JsonInput {
 
   // A fault JAX reports for a well-formed spec (a nested tuple): an error of
   // that spec, not of the file. Returns false, for `return soft_fail(...)`.
-  bool soft_fail(std::string code_text, std::string message,
-                 std::string pointer, const char* at) {
+  bool soft_fail(std::string code_text,
+                 std::string message,
+                 std::string pointer,
+                 const char* at) {
     fail(std::move(code_text), std::move(message), std::move(pointer), at);
     m_soft_failure = !m_syntax_found;
     return false;
@@ -2117,25 +2323,36 @@ class SpecsReader : public JsonInput {
 
   // Appends a spec found at `spec_at`; a repeated name is reported at `where`
   // (the name).
-  bool record(std::string name, PartitionSpec spec, std::string pointer,
-              bool valid, const char* spec_at, std::string where,
+  bool record(std::string name,
+              PartitionSpec spec,
+              std::string pointer,
+              bool valid,
+              const char* spec_at,
+              std::string where,
               const char* at) {
     auto [it, inserted] = m_index.try_emplace(name, m_file.specs.size());
     if (!inserted) {
       return fail("specs.duplicate-name",
                   fmt::format("duplicate tensor name {} (first at {})",
-                              quote(name), m_file.specs[it->second].pointer),
-                  std::move(where), at);
+                              quote(name),
+                              m_file.specs[it->second].pointer),
+                  std::move(where),
+                  at);
     }
     auto [line, column] = advance_to(spec_at);
-    m_file.specs.push_back(NamedSpec{std::move(name), std::move(spec),
-                                     std::move(pointer), line, column, valid});
+    m_file.specs.push_back(NamedSpec{std::move(name),
+                                     std::move(spec),
+                                     std::move(pointer),
+                                     line,
+                                     column,
+                                     valid});
     m_spec_invalid = false;
     return true;
   }
 
   // SPEC: [null | "axis" | ["a", "b"], ...] or a string parse_spec accepts.
-  bool read_spec(od::value& value, const std::string& pointer,
+  bool read_spec(od::value& value,
+                 const std::string& pointer,
                  PartitionSpec& spec) {
     const char* at = start_of(value);
     od::json_type type{};
@@ -2168,7 +2385,8 @@ class SpecsReader : public JsonInput {
                   fmt::format("expected a partition spec (an array or a "
                               "string), got {}",
                               describe(value)),
-                  pointer, at);
+                  pointer,
+                  at);
     }
     od::array array;
     if (auto e = value.get_array().get(array)) {
@@ -2176,9 +2394,7 @@ class SpecsReader : public JsonInput {
     }
     size_t index = 0;
     for (auto result : array) {
-      auto entry_ptr = [&] {
-        return fmt::format("{}/{}", pointer, index);
-      };
+      auto entry_ptr = [&] { return fmt::format("{}/{}", pointer, index); };
       od::value entry;
       if (auto e = result.get(entry)) {
         return fail_json(e, entry_ptr(), at);
@@ -2194,15 +2410,16 @@ class SpecsReader : public JsonInput {
   }
 
   template <typename PointerFn>
-  bool read_axis_name(od::value& value, const PointerFn& pointer,
+  bool read_axis_name(od::value& value,
+                      const PointerFn& pointer,
                       std::string& out) {
     std::string_view text;
     if (auto e = value.get_string().get(text)) {
       return fail_json(e, pointer(), start_of(value));
     }
     if (text.empty()) {
-      return fail("spec.empty-axis", "axis name is empty", pointer(),
-                  start_of(value));
+      return fail(
+          "spec.empty-axis", "axis name is empty", pointer(), start_of(value));
     }
     out.assign(text);
     return true;
@@ -2230,7 +2447,8 @@ class SpecsReader : public JsonInput {
                   fmt::format("expected null, an axis name or an array of "
                               "axis names, got {}",
                               describe(value)),
-                  pointer(), at);
+                  pointer(),
+                  at);
     }
     od::array array;
     if (auto e = value.get_array().get(array)) {
@@ -2251,19 +2469,23 @@ class SpecsReader : public JsonInput {
         return fail("spec.none-in-tuple",
                     "null cannot be one of the axes of a tuple; a tuple lists "
                     "mesh axes; write null for the whole dim",
-                    inner_pointer(), entry_at);
+                    inner_pointer(),
+                    entry_at);
       }
       if (type == od::json_type::array) {
-        return soft_fail("spec.nested-tuple",
-                    "a tuple inside a PartitionSpec cannot contain a nested "
-                    "tuple",
-                    inner_pointer(), entry_at);
+        return soft_fail(
+            "spec.nested-tuple",
+            "a tuple inside a PartitionSpec cannot contain a nested "
+            "tuple",
+            inner_pointer(),
+            entry_at);
       }
       if (type != od::json_type::string) {
         return fail("specs.type",
                     fmt::format("expected an axis name inside a tuple, got {}",
                                 describe(entry)),
-                    inner_pointer(), entry_at);
+                    inner_pointer(),
+                    entry_at);
       }
       dim.axes.emplace_back();
       if (!read_axis_name(entry, inner_pointer, dim.axes.back())) {
@@ -2277,8 +2499,8 @@ class SpecsReader : public JsonInput {
   SpecsFile m_file;
   std::unordered_map<std::string, size_t, detail::StringHash, std::equal_to<>>
       m_index;
-  bool m_soft_failure = false;  // the last failure was inside a spec only
-  bool m_spec_invalid = false;  // the entry being read has a bad spec
+  bool m_soft_failure = false;     // the last failure was inside a spec only
+  bool m_spec_invalid = false;     // the entry being read has a bad spec
   const char* m_cursor = nullptr;  // advance_to's position, line and column
   int64_t m_line = 1;
   int64_t m_column = 1;
@@ -2303,13 +2525,16 @@ int write_all(int fd, std::string_view data) {
 }
 
 // The last line of defence: no exception leaves the readers.
-void report_exception(const std::exception& e, size_t size,
-                      std::string_view source, Diagnostics& diags) {
+void report_exception(const std::exception& e,
+                      size_t size,
+                      std::string_view source,
+                      Diagnostics& diags) {
   Location where;
   where.source = std::string(source);
   if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {
     diags.error("json.memory",
-                fmt::format("out of memory reading {} bytes", size), where);
+                fmt::format("out of memory reading {} bytes", size),
+                where);
   } else {
     diags.error("internal", fmt::format("internal error: {}", e.what()), where);
   }
@@ -2326,7 +2551,8 @@ mode_t current_umask() {
 std::optional<std::string> read_file(const std::string& path,
                                      Diagnostics& diags) {
   auto fail = [&](int error) -> std::optional<std::string> {
-    diags.error("io.read", fmt::format("cannot read file: {}", errno_message(error)),
+    diags.error("io.read",
+                fmt::format("cannot read file: {}", errno_message(error)),
                 Location::of(path));
     return std::nullopt;
   };
@@ -2399,7 +2625,8 @@ AtomicFile::~AtomicFile() {
 }
 
 bool AtomicFile::fail(int error, Diagnostics& diags) {
-  diags.error("io.write", fmt::format("cannot write file: {}", errno_message(error)),
+  diags.error("io.write",
+              fmt::format("cannot write file: {}", errno_message(error)),
               Location::of(m_path));
   if (m_fd >= 0) {
     ::close(m_fd);
@@ -2443,7 +2670,8 @@ bool AtomicFile::open(const std::string& path, Diagnostics& diags) {
   }
   m_temp = std::move(temp);
   // mkstemp creates 0600; give the file the mode it had, or the usual one.
-  const mode_t mode = exists ? (st.st_mode & 07777U) : (0666U & ~current_umask());
+  const mode_t mode =
+      exists ? (st.st_mode & 07777U) : (0666U & ~current_umask());
   if (::fchmod(m_fd, mode) != 0) {
     return fail(errno, diags);
   }
@@ -2461,9 +2689,12 @@ void AtomicFile::write(std::string_view data) {
   // the disk works while the rest is formatted, and commit's fsync waits
   // only for the tail (40 MB of plan JSON: about 20 ms less).
   constexpr size_t k_writeback_bytes = size_t{4} << 20U;
-  if (!m_temp.empty() && m_error == 0 && m_written - m_flushed >= k_writeback_bytes) {
-    ::sync_file_range(m_fd, static_cast<off_t>(m_flushed),
-                      static_cast<off_t>(m_written - m_flushed), SYNC_FILE_RANGE_WRITE);
+  if (!m_temp.empty() && m_error == 0
+      && m_written - m_flushed >= k_writeback_bytes) {
+    ::sync_file_range(m_fd,
+                      static_cast<off_t>(m_flushed),
+                      static_cast<off_t>(m_written - m_flushed),
+                      SYNC_FILE_RANGE_WRITE);
     m_flushed = m_written;
   }
 #endif
@@ -2493,18 +2724,20 @@ bool AtomicFile::commit(Diagnostics& diags) {
   m_committed = true;
   // Make the rename itself durable; a failure here loses nothing written.
   size_t slash = m_target.rfind('/');
-  std::string folder = slash == std::string::npos
-                           ? std::string(".")
-                           : (slash == 0 ? std::string("/")
-                                         : m_target.substr(0, slash));
-  FileDescriptor dir(open_retry(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  std::string folder =
+      slash == std::string::npos
+          ? std::string(".")
+          : (slash == 0 ? std::string("/") : m_target.substr(0, slash));
+  FileDescriptor dir(
+      open_retry(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir.get() >= 0) {
     ::fsync(dir.get());
   }
   return true;
 }
 
-bool write_file_atomic(const std::string& path, std::string_view contents,
+bool write_file_atomic(const std::string& path,
+                       std::string_view contents,
                        Diagnostics& diags) {
   AtomicFile file;
   if (!file.open(path, diags)) {
@@ -2521,17 +2754,22 @@ std::optional<Manifest> read_manifest(std::string_view json,
   std::optional<Manifest> manifest =
       io_detail::read_manifest_or_index(json, source, is_index, diags);
   if (is_index) {
-    diags.error("manifest.index",
-                "this is a safetensors index (it has \"weight_map\"), not a manifest",
-                Location::of(std::string(source)))
-        .hint = "give its path to --manifest or --from-safetensors: its shard files are read too";
+    diags
+        .error("manifest.index",
+               "this is a safetensors index (it has \"weight_map\"), not a "
+               "manifest",
+               Location::of(std::string(source)))
+        .hint =
+        "give its path to --manifest or --from-safetensors: its shard files "
+        "are read too";
   }
   return manifest;
 }
 
 namespace io_detail {
 
-std::optional<Manifest> read_header_text(std::string_view header, std::string_view source,
+std::optional<Manifest> read_header_text(std::string_view header,
+                                         std::string_view source,
                                          std::vector<DataOffsets>& offsets,
                                          Diagnostics& diags) {
   try {
@@ -2543,8 +2781,10 @@ std::optional<Manifest> read_header_text(std::string_view header, std::string_vi
   }
 }
 
-std::optional<Manifest> read_manifest_or_index(std::string_view json, std::string_view source,
-                                               bool& is_index, Diagnostics& diags,
+std::optional<Manifest> read_manifest_or_index(std::string_view json,
+                                               std::string_view source,
+                                               bool& is_index,
+                                               Diagnostics& diags,
                                                size_t padding) {
   is_index = false;
   try {
@@ -2558,8 +2798,10 @@ std::optional<Manifest> read_manifest_or_index(std::string_view json, std::strin
   }
 }
 
-std::optional<IndexFile> read_index_text(std::string_view json, std::string_view source,
-                                        Diagnostics& diags, size_t padding) {
+std::optional<IndexFile> read_index_text(std::string_view json,
+                                         std::string_view source,
+                                         Diagnostics& diags,
+                                         size_t padding) {
   try {
     IndexReader reader(json, source, diags, padding);
     return reader.run();
@@ -2583,8 +2825,10 @@ std::optional<SpecsFile> read_specs(std::string_view json,
   }
 }
 
-std::optional<Manifest> manifest_from_model(const std::vector<ModelTensor>& tensors,
-                                            std::string_view source, Diagnostics& diags) {
+std::optional<Manifest> manifest_from_model(
+    const std::vector<ModelTensor>& tensors,
+    std::string_view source,
+    Diagnostics& diags) {
   Manifest manifest;
   manifest.source = std::string(source);
   manifest.reserve(tensors.size());
@@ -2601,7 +2845,8 @@ std::optional<Manifest> manifest_from_model(const std::vector<ModelTensor>& tens
   return manifest;
 }
 
-std::optional<Manifest> read_builtin_model(std::string_view name, Diagnostics& diags) {
+std::optional<Manifest> read_builtin_model(std::string_view name,
+                                           Diagnostics& diags) {
   std::optional<std::vector<ModelTensor>> tensors =
       tensors_for_builtin_model(name, "--model", diags);
   if (!tensors) {

@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <system_error>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include <fcntl.h>
@@ -28,7 +28,8 @@ using DataOffsets = std::array<int64_t, 2>;
 // Reads a safetensors header (the JSON text) in the safetensors form only,
 // appending each tensor's data_offsets to `offsets` in header order. Checks
 // each tensor's offsets span its bytes; not where they lie.
-std::optional<Manifest> read_header_text(std::string_view header, std::string_view source,
+std::optional<Manifest> read_header_text(std::string_view header,
+                                         std::string_view source,
                                          std::vector<DataOffsets>& offsets,
                                          Diagnostics& diags);
 
@@ -36,8 +37,10 @@ std::optional<Manifest> read_header_text(std::string_view header, std::string_vi
 // `is_index` and returns nullopt with nothing reported. `padding` is
 // read_padding's figure for the buffer `json` is in (0: unknown): with
 // enough, the text is parsed in place instead of copied.
-std::optional<Manifest> read_manifest_or_index(std::string_view json, std::string_view source,
-                                               bool& is_index, Diagnostics& diags,
+std::optional<Manifest> read_manifest_or_index(std::string_view json,
+                                               std::string_view source,
+                                               bool& is_index,
+                                               Diagnostics& diags,
                                                size_t padding = 0);
 
 // How many bytes after `text`'s end its buffer holds, zeroed, when that is
@@ -60,7 +63,8 @@ size_t read_padding(std::string& text);
 class PaddedText {
  public:
   // The text of `path`, or nullopt with read_file's error reported.
-  static std::optional<PaddedText> load(const std::string& path, Diagnostics& diags);
+  static std::optional<PaddedText> load(const std::string& path,
+                                        Diagnostics& diags);
 
   PaddedText(PaddedText&& other) noexcept;
   PaddedText& operator=(PaddedText&&) = delete;
@@ -84,8 +88,8 @@ class PaddedText {
   bool guard(const std::string& path);
   void release();
 
-  std::string m_read;        // the text, when read
-  void* m_map = nullptr;     // the mapping, when mapped
+  std::string m_read;     // the text, when read
+  void* m_map = nullptr;  // the mapping, when mapped
   size_t m_map_bytes = 0;
   std::string_view m_text;
   size_t m_padding = 0;
@@ -107,8 +111,10 @@ struct IndexFile {
 // Reads an index's text; errors are located in `source` [index.*].
 // `padding` as for read_manifest_or_index: with room after the text it is
 // parsed in place.
-std::optional<IndexFile> read_index_text(std::string_view json, std::string_view source,
-                                         Diagnostics& diags, size_t padding = 0);
+std::optional<IndexFile> read_index_text(std::string_view json,
+                                         std::string_view source,
+                                         Diagnostics& diags,
+                                         size_t padding = 0);
 
 // The first JSON syntax error of a text, as every reader reports it: where
 // (a byte offset) and what, in words ("expected ':', got a string"), with a
@@ -155,7 +161,8 @@ class FileDescriptor {
 inline int open_retry(const char* path, int flags, mode_t mode = 0) {
   int fd = -1;
   do {
-    fd = ::open(path, flags, mode);  // NOLINT(cppcoreguidelines-pro-type-vararg)
+    fd =
+        ::open(path, flags, mode);  // NOLINT(cppcoreguidelines-pro-type-vararg)
   } while (fd < 0 && errno == EINTR);
   return fd;
 }

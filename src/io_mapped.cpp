@@ -3,15 +3,15 @@
 #include <shardplan/io.hpp>
 
 #include <fmt/format.h>
+#include <simdjson.h>
 
 #include <algorithm>
 #include <array>
-#include <limits>
 #include <cerrno>
 #include <csignal>
+#include <limits>
 #include <utility>
 
-#include <simdjson.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -48,13 +48,15 @@ void on_sigbus(int signal, siginfo_t* info, void* context) {
   for (const SigbusSlot& slot : g_slots) {
     if (slot.live != 0 && at >= slot.begin && at < slot.end) {
       // write(2) and _exit(2) are async-signal-safe; nothing else is done.
-      ssize_t ignored = ::write(STDERR_FILENO, slot.message.data(), slot.length);
+      ssize_t ignored =
+          ::write(STDERR_FILENO, slot.message.data(), slot.length);
       (void)ignored;
       ::_exit(2);
     }
   }
   // Not ours: what the process did before, or the default (a core dump).
-  if ((g_previous.sa_flags & SA_SIGINFO) != 0 && g_previous.sa_sigaction != nullptr) {
+  if ((g_previous.sa_flags & SA_SIGINFO) != 0
+      && g_previous.sa_sigaction != nullptr) {
     g_previous.sa_sigaction(signal, info, context);
     return;
   }
@@ -68,7 +70,8 @@ void on_sigbus(int signal, siginfo_t* info, void* context) {
 
 }  // namespace
 
-std::optional<PaddedText> PaddedText::load(const std::string& path, Diagnostics& diags) {
+std::optional<PaddedText> PaddedText::load(const std::string& path,
+                                           Diagnostics& diags) {
   PaddedText out;
   if (out.map(path)) {
     return out;
@@ -95,18 +98,26 @@ bool PaddedText::map(const std::string& path) {
   }
   const auto size = static_cast<size_t>(st.st_size);
   const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  if (size > std::numeric_limits<size_t>::max() - simdjson::SIMDJSON_PADDING - page) {
+  if (size > std::numeric_limits<size_t>::max() - simdjson::SIMDJSON_PADDING
+                 - page) {
     return false;
   }
   // Zeroed pages for the whole span, then the file over their start: the
   // rest of the file's last page reads as zeros too, so the text is followed
   // by at least the padding, all zero.
-  const size_t span = (size + simdjson::SIMDJSON_PADDING + page - 1) / page * page;
-  void* base = ::mmap(nullptr, span, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  const size_t span =
+      (size + simdjson::SIMDJSON_PADDING + page - 1) / page * page;
+  void* base =
+      ::mmap(nullptr, span, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (base == MAP_FAILED) {
     return false;
   }
-  if (::mmap(base, size, PROT_READ, MAP_PRIVATE | MAP_FIXED | MAP_POPULATE, fd.get(), 0)
+  if (::mmap(base,
+             size,
+             PROT_READ,
+             MAP_PRIVATE | MAP_FIXED | MAP_POPULATE,
+             fd.get(),
+             0)
       == MAP_FAILED) {
     ::munmap(base, span);
     return false;  // a file system that cannot map: read it
@@ -132,10 +143,12 @@ bool PaddedText::guard(const std::string& path) {
   }
   SigbusSlot& slot = g_slots[free];
   // The message as a diagnostic prints it (diag.cpp's format).
-  auto result = fmt::format_to_n(
-      slot.message.data(), slot.message.size(),
-      "{}: error: the file shrank while it was being read; nothing was written [io.changed]\n",
-      path);
+  auto result =
+      fmt::format_to_n(slot.message.data(),
+                       slot.message.size(),
+                       "{}: error: the file shrank while it was being read; "
+                       "nothing was written [io.changed]\n",
+                       path);
   slot.length = std::min(result.size, slot.message.size());
   if (result.size > slot.message.size()) {
     slot.message.back() = '\n';
@@ -182,6 +195,8 @@ PaddedText::PaddedText(PaddedText&& other) noexcept
   }
 }
 
-PaddedText::~PaddedText() { release(); }
+PaddedText::~PaddedText() {
+  release();
+}
 
 }  // namespace shardplan::io_detail

@@ -5,11 +5,11 @@
 // tracks where the parser is, to report a key given twice in one object,
 // which nlohmann itself would silently overwrite.
 
-#include <shardplan/io_rules.hpp>
-#include <shardplan/spec.hpp>
-
 #include "embedded.hpp"
 #include "io_internal.hpp"
+
+#include <shardplan/io_rules.hpp>
+#include <shardplan/spec.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -214,8 +214,10 @@ class RulesReader {
         if (ok) {
           out.description = value.get<std::string>();
         } else {
-          fail(pointer, "rules.type",
-               fmt::format("expected a description string, got {}", describe(value)));
+          fail(pointer,
+               "rules.type",
+               fmt::format("expected a description string, got {}",
+                           describe(value)));
         }
       } else {
         ok = unknown_key(key, pointer, top_keys(), "");
@@ -279,14 +281,19 @@ class RulesReader {
   // The text's first syntax error, worded and located as every JSON reader
   // of shardplan reports it (io_internal.hpp), under this reader's code.
   void syntax_error(std::string_view what) {
-    std::optional<io_detail::SyntaxError> error = io_detail::find_syntax_error(m_text);
+    std::optional<io_detail::SyntaxError> error =
+        io_detail::find_syntax_error(m_text);
     if (!error) {  // nlohmann's DOM parser refused what its SAX parser took
-      m_diags.error("rules.syntax", fmt::format("cannot read JSON: {}", what),
+      m_diags.error("rules.syntax",
+                    fmt::format("cannot read JSON: {}", what),
                     Location::of(m_source));
       return;
     }
-    m_diags.error("rules.syntax", "invalid JSON: " + error->message,
-                  location_in_text(m_source, m_text, std::min(error->offset, m_text.size())))
+    m_diags
+        .error("rules.syntax",
+               "invalid JSON: " + error->message,
+               location_in_text(
+                   m_source, m_text, std::min(error->offset, m_text.size())))
         .hint = std::move(error->hint);
   }
 
@@ -1030,13 +1037,15 @@ std::vector<RulePreset> rule_presets() {
   for (const auto& [name, text] : preset_files()) {
     Diagnostics diags;
     std::optional<RuleSet> rules = read_rules_preset(name, diags);
-    out.push_back({name, rules ? rules->description : std::string(),
+    out.push_back({name,
+                   rules ? rules->description : std::string(),
                    rules ? rules->rules.size() : 0});
   }
   return out;
 }
 
-std::optional<RuleSet> read_rules_preset(std::string_view name, Diagnostics& diags) {
+std::optional<RuleSet> read_rules_preset(std::string_view name,
+                                         Diagnostics& diags) {
   std::vector<std::string> names;
   for (const auto& [preset, text] : preset_files()) {
     if (preset == name) {
@@ -1049,11 +1058,12 @@ std::optional<RuleSet> read_rules_preset(std::string_view name, Diagnostics& dia
     }
     names.push_back(preset);
   }
-  Diagnostic& d = diags.error(
-      "rules.unknown-preset",
-      fmt::format("unknown rule preset {}; the presets are {}", quote(name),
-                  fmt::join(names, ", ")),
-      Location::of("--rules"));
+  Diagnostic& d =
+      diags.error("rules.unknown-preset",
+                  fmt::format("unknown rule preset {}; the presets are {}",
+                              quote(name),
+                              fmt::join(names, ", ")),
+                  Location::of("--rules"));
   if (std::string best = closest_match(name, names); !best.empty()) {
     d.hint = fmt::format("did you mean {}?", quote(best));
   } else {

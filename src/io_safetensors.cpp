@@ -1,6 +1,6 @@
-#include <shardplan/io.hpp>
-
 #include "io_internal.hpp"
+
+#include <shardplan/io.hpp>
 
 #include <fmt/format.h>
 
@@ -47,7 +47,8 @@ using io_detail::errno_message;
 int read_at(int fd, uint64_t offset, char* into, size_t size) {
   size_t done = 0;
   while (done < size) {
-    ssize_t n = ::pread(fd, into + done, size - done, static_cast<off_t>(offset + done));
+    ssize_t n = ::pread(
+        fd, into + done, size - done, static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) {
         continue;
@@ -69,20 +70,26 @@ Location offsets_location(const std::string& source, const Tensor& tensor) {
   return where;
 }
 
-std::string offsets_text(const DataOffsets& o) { return fmt::format("[{}, {}]", o[0], o[1]); }
+std::string offsets_text(const DataOffsets& o) {
+  return fmt::format("[{}, {}]", o[0], o[1]);
+}
 
 // safetensors' Metadata::validate, reporting every problem.
-bool check_data_offsets(const Manifest& manifest, const std::vector<DataOffsets>& offsets,
-                        uint64_t data_bytes, Diagnostics& diags) {
+bool check_data_offsets(const Manifest& manifest,
+                        const std::vector<DataOffsets>& offsets,
+                        uint64_t data_bytes,
+                        Diagnostics& diags) {
   const size_t errors_before = diags.error_count();
   const std::vector<Tensor>& tensors = manifest.tensors();
   const auto data_end = static_cast<int64_t>(
       std::min<uint64_t>(data_bytes, std::numeric_limits<int64_t>::max()));
   std::vector<size_t> order(tensors.size());
   std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return offsets[a] < offsets[b]; });
-  int64_t covered = 0;  // the data section's bytes [0, covered) belong to tensors
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return offsets[a] < offsets[b];
+  });
+  int64_t covered =
+      0;            // the data section's bytes [0, covered) belong to tensors
   size_t last = 0;  // the tensor that ends at `covered`
   bool out_of_bounds = false;
   for (size_t i : order) {
@@ -90,29 +97,37 @@ bool check_data_offsets(const Manifest& manifest, const std::vector<DataOffsets>
     const DataOffsets& o = offsets[i];
     if (o[1] > data_end) {
       out_of_bounds = true;
-      Diagnostic& d = diags.error(
-          "safetensors.out-of-bounds",
-          fmt::format("data_offsets {} run past the end of the data section, which has {} "
-                      "bytes",
-                      offsets_text(o), data_bytes),
-          offsets_location(manifest.source, tensor));
+      Diagnostic& d =
+          diags.error("safetensors.out-of-bounds",
+                      fmt::format("data_offsets {} run past the end of the "
+                                  "data section, which has {} "
+                                  "bytes",
+                                  offsets_text(o),
+                                  data_bytes),
+                      offsets_location(manifest.source, tensor));
       d.tensor = std::string(tensor.name);
       d.hint = "the file is truncated, or the header belongs to another file";
     } else if (o[0] < covered) {
-      Diagnostic& d = diags.error(
-          "safetensors.overlap",
-          fmt::format("data_offsets {} overlap those of {}, {}", offsets_text(o),
-                      quote(tensors[last].name), offsets_text(offsets[last])),
-          offsets_location(manifest.source, tensor));
+      Diagnostic& d =
+          diags.error("safetensors.overlap",
+                      fmt::format("data_offsets {} overlap those of {}, {}",
+                                  offsets_text(o),
+                                  quote(tensors[last].name),
+                                  offsets_text(offsets[last])),
+                      offsets_location(manifest.source, tensor));
       d.tensor = std::string(tensor.name);
     } else if (o[0] > covered) {
-      Diagnostic& d = diags.error(
-          "safetensors.gap",
-          fmt::format("data_offsets {} leave bytes [{}, {}) of the data section to no tensor",
-                      offsets_text(o), covered, o[0]),
-          offsets_location(manifest.source, tensor));
+      Diagnostic& d =
+          diags.error("safetensors.gap",
+                      fmt::format("data_offsets {} leave bytes [{}, {}) of the "
+                                  "data section to no tensor",
+                                  offsets_text(o),
+                                  covered,
+                                  o[0]),
+                      offsets_location(manifest.source, tensor));
       d.tensor = std::string(tensor.name);
-      d.hint = "safetensors' loader refuses a gap between tensors (InvalidOffset)";
+      d.hint =
+          "safetensors' loader refuses a gap between tensors (InvalidOffset)";
     }
     if (o[1] > covered) {
       covered = o[1];
@@ -120,12 +135,18 @@ bool check_data_offsets(const Manifest& manifest, const std::vector<DataOffsets>
     }
   }
   if (!out_of_bounds && covered < data_end) {
-    diags.error("safetensors.incomplete",
-                fmt::format("the tensors end at byte {} of the data section, but it has {} "
-                            "bytes: the last {} belong to no tensor",
-                            covered, data_bytes, data_end - covered),
-                Location::of(manifest.source))
-        .hint = "safetensors' loader refuses trailing bytes (MetadataIncompleteBuffer)";
+    diags
+        .error(
+            "safetensors.incomplete",
+            fmt::format(
+                "the tensors end at byte {} of the data section, but it has {} "
+                "bytes: the last {} belong to no tensor",
+                covered,
+                data_bytes,
+                data_end - covered),
+            Location::of(manifest.source))
+        .hint =
+        "safetensors' loader refuses trailing bytes (MetadataIncompleteBuffer)";
   }
   return diags.error_count() == errors_before;
 }
@@ -139,16 +160,22 @@ bool looks_like_text(const std::array<unsigned char, 8>& bytes) {
 
 // read_safetensors_file, with `io_where` the location of a read failure and
 // `io_what` its message's subject (the file itself, or a shard of an index).
-std::optional<Manifest> read_header_file(const std::string& path, const Location& io_where,
-                                         std::string_view io_what, Diagnostics& diags) {
+std::optional<Manifest> read_header_file(const std::string& path,
+                                         const Location& io_where,
+                                         std::string_view io_what,
+                                         Diagnostics& diags) {
   auto io_fail = [&](int error) -> std::optional<Manifest> {
-    diags.error("io.read", fmt::format("cannot read {}: {}", io_what, errno_message(error)),
-                io_where);
+    diags.error(
+        "io.read",
+        fmt::format("cannot read {}: {}", io_what, errno_message(error)),
+        io_where);
     return std::nullopt;
   };
-  auto fail = [&](std::string code, std::string message,
+  auto fail = [&](std::string code,
+                  std::string message,
                   std::string hint = {}) -> std::optional<Manifest> {
-    diags.error(std::move(code), std::move(message), Location::of(path)).hint = std::move(hint);
+    diags.error(std::move(code), std::move(message), Location::of(path)).hint =
+        std::move(hint);
     return std::nullopt;
   };
   FileDescriptor fd(open_retry(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -163,21 +190,27 @@ std::optional<Manifest> read_header_file(const std::string& path, const Location
     return io_fail(EISDIR);
   }
   if (!S_ISREG(st.st_mode)) {
-    return fail("safetensors.not-a-file",
-                "a safetensors file is read in place: this is not a regular file");
+    return fail(
+        "safetensors.not-a-file",
+        "a safetensors file is read in place: this is not a regular file");
   }
   const auto file_bytes = static_cast<uint64_t>(st.st_size);
   std::array<unsigned char, 8> length_bytes{};
   if (file_bytes < length_bytes.size()) {
-    return fail("safetensors.header-length",
-                fmt::format("the file has {} bytes; a safetensors file starts with an 8-byte "
-                            "header length",
-                            file_bytes),
-                file_bytes == 0 ? "the file is empty" : "");
+    return fail(
+        "safetensors.header-length",
+        fmt::format(
+            "the file has {} bytes; a safetensors file starts with an 8-byte "
+            "header length",
+            file_bytes),
+        file_bytes == 0 ? "the file is empty" : "");
   }
-  if (int e = read_at(fd.get(), 0, reinterpret_cast<char*>(length_bytes.data()),
+  if (int e = read_at(fd.get(),
+                      0,
+                      reinterpret_cast<char*>(length_bytes.data()),
                       length_bytes.size())) {
-    return e < 0 ? fail("safetensors.header-length", "the file ended while being read")
+    return e < 0 ? fail("safetensors.header-length",
+                        "the file ended while being read")
                  : io_fail(e);
   }
   uint64_t header_bytes = 0;
@@ -186,26 +219,34 @@ std::optional<Manifest> read_header_file(const std::string& path, const Location
   }
   const std::string text_hint =
       looks_like_text(length_bytes)
-          ? "the file starts with text, not a length: a JSON manifest or index is not a "
+          ? "the file starts with text, not a length: a JSON manifest or index "
+            "is not a "
             ".safetensors file"
           : "";
   if (header_bytes > k_safetensors_max_header_bytes) {
-    return fail("safetensors.header-too-large",
-                fmt::format("header length {} is over safetensors' limit of {} bytes",
-                            header_bytes, k_safetensors_max_header_bytes),
-                text_hint);
+    return fail(
+        "safetensors.header-too-large",
+        fmt::format("header length {} is over safetensors' limit of {} bytes",
+                    header_bytes,
+                    k_safetensors_max_header_bytes),
+        text_hint);
   }
   if (header_bytes > file_bytes - length_bytes.size()) {
-    return fail("safetensors.header-length",
-                fmt::format("header length {} runs past the end of the file, which has {} "
-                            "bytes after the length",
-                            header_bytes, file_bytes - length_bytes.size()),
-                text_hint.empty() ? "the file is truncated, or not a safetensors file"
-                                  : text_hint);
+    return fail(
+        "safetensors.header-length",
+        fmt::format(
+            "header length {} runs past the end of the file, which has {} "
+            "bytes after the length",
+            header_bytes,
+            file_bytes - length_bytes.size()),
+        text_hint.empty() ? "the file is truncated, or not a safetensors file"
+                          : text_hint);
   }
   std::string header(static_cast<size_t>(header_bytes), '\0');
-  if (int e = read_at(fd.get(), length_bytes.size(), header.data(), header.size())) {
-    return e < 0 ? fail("safetensors.header-length", "the file ended while being read")
+  if (int e = read_at(
+          fd.get(), length_bytes.size(), header.data(), header.size())) {
+    return e < 0 ? fail("safetensors.header-length",
+                        "the file ended while being read")
                  : io_fail(e);
   }
   const uint64_t data_bytes = file_bytes - length_bytes.size() - header_bytes;
@@ -224,17 +265,21 @@ bool exists(const std::string& path) {
 
 }  // namespace
 
-std::optional<Manifest> read_safetensors_header(std::string_view header, uint64_t data_bytes,
-                                                std::string_view source, Diagnostics& diags) {
+std::optional<Manifest> read_safetensors_header(std::string_view header,
+                                                uint64_t data_bytes,
+                                                std::string_view source,
+                                                Diagnostics& diags) {
   std::vector<DataOffsets> offsets;
-  std::optional<Manifest> manifest = io_detail::read_header_text(header, source, offsets, diags);
+  std::optional<Manifest> manifest =
+      io_detail::read_header_text(header, source, offsets, diags);
   if (!manifest || !check_data_offsets(*manifest, offsets, data_bytes, diags)) {
     return std::nullopt;
   }
   return manifest;
 }
 
-std::optional<Manifest> read_safetensors_file(const std::string& path, Diagnostics& diags) {
+std::optional<Manifest> read_safetensors_file(const std::string& path,
+                                              Diagnostics& diags) {
   return read_header_file(path, Location::of(path), "file", diags);
 }
 
@@ -242,14 +287,17 @@ namespace {
 
 // read_safetensors_index, with read_padding's figure for the buffer `json`
 // is in (0: unknown).
-std::optional<Manifest> read_index(std::string_view json, const std::string& path,
-                                   Diagnostics& diags, size_t padding) {
+std::optional<Manifest> read_index(std::string_view json,
+                                   const std::string& path,
+                                   Diagnostics& diags,
+                                   size_t padding) {
   std::optional<io_detail::IndexFile> index =
       io_detail::read_index_text(json, path, diags, padding);
   if (!index) {
     return std::nullopt;
   }
-  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  const std::filesystem::path folder =
+      std::filesystem::path(path).parent_path();
   auto entry_location = [&](std::string_view name) {
     Location where = Location::of(path);
     where.pointer = json_pointer_child("/weight_map", name);
@@ -269,9 +317,11 @@ std::optional<Manifest> read_index(std::string_view json, const std::string& pat
     read[entry.shard] = true;
     const std::string& file = index->shards[entry.shard];
     const std::string shard_path = (folder / file).string();
-    shards[entry.shard] = read_header_file(
-        shard_path, entry_location(entry.name),
-        fmt::format("shard {} ({})", quote(file), shard_path), diags);
+    shards[entry.shard] =
+        read_header_file(shard_path,
+                         entry_location(entry.name),
+                         fmt::format("shard {} ({})", quote(file), shard_path),
+                         diags);
     ok = ok && shards[entry.shard].has_value();
   }
   if (!ok) {
@@ -292,8 +342,10 @@ std::optional<Manifest> read_index(std::string_view json, const std::string& pat
       ok = false;
       Diagnostic& d = diags.error(
           "safetensors.missing-tensor",
-          fmt::format("weight_map puts {} in {}, whose header has no such tensor",
-                      quote(entry.name), quote(index->shards[entry.shard])),
+          fmt::format(
+              "weight_map puts {} in {}, whose header has no such tensor",
+              quote(entry.name),
+              quote(index->shards[entry.shard])),
           entry_location(entry.name));
       d.tensor = entry.name;
       if (hints++ >= k_max_hints) {
@@ -323,41 +375,50 @@ std::optional<Manifest> read_index(std::string_view json, const std::string& pat
   }
   for (size_t s = 0; s < shards.size(); ++s) {
     if (shards[s]->size() > mapped[s]) {
-      diags.warning("safetensors.unmapped",
-                    fmt::format("shard {} holds {} tensors the index does not map; they are "
-                                "left out",
-                                quote(index->shards[s]), shards[s]->size() - mapped[s]),
-                    Location::of((folder / index->shards[s]).string()));
+      diags.warning(
+          "safetensors.unmapped",
+          fmt::format(
+              "shard {} holds {} tensors the index does not map; they are "
+              "left out",
+              quote(index->shards[s]),
+              shards[s]->size() - mapped[s]),
+          Location::of((folder / index->shards[s]).string()));
     }
   }
   if (index->total_size && *index->total_size != manifest.total_bytes()) {
     Location where = Location::of(path);
     where.pointer = "/metadata/total_size";
-    diags.warning("safetensors.total-size",
-                  fmt::format("metadata.total_size is {} bytes, but the tensors have {}",
-                              *index->total_size, manifest.total_bytes()),
-                  where);
+    diags.warning(
+        "safetensors.total-size",
+        fmt::format("metadata.total_size is {} bytes, but the tensors have {}",
+                    *index->total_size,
+                    manifest.total_bytes()),
+        where);
   }
   return manifest;
 }
 
 }  // namespace
 
-std::optional<Manifest> read_safetensors_index(std::string_view json, const std::string& path,
+std::optional<Manifest> read_safetensors_index(std::string_view json,
+                                               const std::string& path,
                                                Diagnostics& diags) {
   return read_index(json, path, diags, 0);
 }
 
-std::optional<Manifest> read_manifest_path(const std::string& path, Diagnostics& diags) {
+std::optional<Manifest> read_manifest_path(const std::string& path,
+                                           Diagnostics& diags) {
   if (is_directory(path)) {
     const std::string slash = path.ends_with('/') ? path : path + "/";
-    for (const char* name : {"model.safetensors.index.json", "model.safetensors"}) {
+    for (const char* name :
+         {"model.safetensors.index.json", "model.safetensors"}) {
       if (exists(slash + name)) {
         return read_manifest_path(slash + name, diags);
       }
     }
     diags.error("io.read",
-                "cannot read a folder as a manifest: it has no model.safetensors.index.json "
+                "cannot read a folder as a manifest: it has no "
+                "model.safetensors.index.json "
                 "and no model.safetensors",
                 Location::of(path));
     return std::nullopt;
@@ -365,7 +426,8 @@ std::optional<Manifest> read_manifest_path(const std::string& path, Diagnostics&
   if (path.ends_with(".safetensors")) {
     return read_safetensors_file(path, diags);
   }
-  std::optional<io_detail::PaddedText> text = io_detail::PaddedText::load(path, diags);
+  std::optional<io_detail::PaddedText> text =
+      io_detail::PaddedText::load(path, diags);
   if (!text) {
     return std::nullopt;
   }

@@ -63,8 +63,11 @@ class Sum {
 
 // The training state of `elements_per_device` elements of one tensor, with
 // ZeRO sharding the state over `zero_shards` more devices.
-std::optional<StateBytes> state_of(int64_t elements, DType dtype, Recipe recipe,
-                                   int zero, int64_t zero_shards) {
+std::optional<StateBytes> state_of(int64_t elements,
+                                   DType dtype,
+                                   Recipe recipe,
+                                   int zero,
+                                   int64_t zero_shards) {
   const int64_t sharded = ceil_div(elements, zero_shards);
   const int64_t params_e = zero >= 3 ? sharded : elements;
   const int64_t grads_e = zero >= 2 ? sharded : elements;
@@ -148,8 +151,10 @@ std::vector<std::string> recipe_names() {
 }
 
 std::optional<MemoryEstimate> estimate_memory(
-    const Manifest& manifest, const Mesh& mesh,
-    const std::vector<TensorSharding>& shardings, const MemoryOptions& options,
+    const Manifest& manifest,
+    const Mesh& mesh,
+    const std::vector<TensorSharding>& shardings,
+    const MemoryOptions& options,
     Diagnostics& diags) {
   assert(shardings.size() == manifest.size());
   assert(options.zero >= 0 && options.zero <= 3);
@@ -174,7 +179,8 @@ std::optional<MemoryEstimate> estimate_memory(
         Diagnostic& d = diags.error(
             "memory.data-axis",
             fmt::format("data axis {} is not an axis of the mesh {}",
-                        quote(name), to_string(mesh)),
+                        quote(name),
+                        to_string(mesh)),
             Location::of("--data-axes"));
         std::string best = closest_match(name, names);
         d.hint = best.empty() ? fmt::format("the mesh's axes are {}",
@@ -197,10 +203,12 @@ std::optional<MemoryEstimate> estimate_memory(
         out.data_axes.empty()
             ? fmt::format("--zero {} shards nothing: the mesh {} has no axis "
                           "named dp, data or fsdp",
-                          options.zero, to_string(mesh))
+                          options.zero,
+                          to_string(mesh))
             : fmt::format("--zero {} shards nothing: the data axes ({}) have "
                           "size 1",
-                          options.zero, fmt::join(out.data_axes, ", ")),
+                          options.zero,
+                          fmt::join(out.data_axes, ", ")),
         Location::of("--zero"));
     d.hint = "name the data-parallel axes with --data-axes";
   }
@@ -217,7 +225,8 @@ std::optional<MemoryEstimate> estimate_memory(
     StateBytes min_state;
     std::optional<int64_t> gather_buffer;  // when used gathered
   };
-  auto cost_of = [&](const TensorSharding& s, const Tensor& tensor) -> std::optional<Cost> {
+  auto cost_of = [&](const TensorSharding& s,
+                     const Tensor& tensor) -> std::optional<Cost> {
     // ZeRO shards over the data axes the spec leaves free; the gather at use
     // undoes the data axes the spec (or ZeRO-3) shards over.
     int64_t free_data = out.zero_shards;
@@ -246,12 +255,16 @@ std::optional<MemoryEstimate> estimate_memory(
       }
       return shards;
     };
-    std::optional<StateBytes> state =
-        state_of(s.elements_per_device(), tensor.dtype, options.recipe,
-                 options.zero, free_data);
-    std::optional<StateBytes> min_state =
-        state_of(s.min_elements_per_device(), tensor.dtype, options.recipe,
-                 options.zero, free_data);
+    std::optional<StateBytes> state = state_of(s.elements_per_device(),
+                                               tensor.dtype,
+                                               options.recipe,
+                                               options.zero,
+                                               free_data);
+    std::optional<StateBytes> min_state = state_of(s.min_elements_per_device(),
+                                                   tensor.dtype,
+                                                   options.recipe,
+                                                   options.zero,
+                                                   free_data);
     if (!state || !min_state) {
       return std::nullopt;
     }
@@ -335,10 +348,10 @@ std::optional<MemoryEstimate> estimate_memory(
       out.gather_tensor = t;
     }
 
-    auto dtype_it = std::find_if(out.by_dtype.begin(), out.by_dtype.end(),
-                                 [&](const DtypeMemory& m) {
-                                   return m.dtype == tensor.dtype;
-                                 });
+    auto dtype_it = std::find_if(
+        out.by_dtype.begin(), out.by_dtype.end(), [&](const DtypeMemory& m) {
+          return m.dtype == tensor.dtype;
+        });
     if (dtype_it == out.by_dtype.end()) {
       out.by_dtype.push_back(DtypeMemory{tensor.dtype, 0, 0});
       dtype_it = out.by_dtype.end() - 1;
@@ -374,14 +387,17 @@ std::optional<MemoryEstimate> estimate_memory(
         "memory.uneven",
         fmt::format("devices hold different amounts: device 0 {} bytes, the "
                     "last device {} bytes ({} tensor{} with uneven shards)",
-                    out.max_device_total, out.min_device_total,
-                    out.uneven_tensors, out.uneven_tensors == 1 ? "" : "s"));
+                    out.max_device_total,
+                    out.min_device_total,
+                    out.uneven_tensors,
+                    out.uneven_tensors == 1 ? "" : "s"));
     d.hint = "the estimate is for the most loaded device";
   }
 
   if (out.hbm_bytes) {
     const double hbm = static_cast<double>(*out.hbm_bytes);
-    out.capacity_bytes = static_cast<int64_t>(std::floor(hbm * (1.0 - out.headroom)));
+    out.capacity_bytes =
+        static_cast<int64_t>(std::floor(hbm * (1.0 - out.headroom)));
     out.utilization = static_cast<double>(out.max_device_total) / hbm;
     out.fits = out.max_device_total <= *out.capacity_bytes;
     if (!*out.fits) {
@@ -389,7 +405,9 @@ std::optional<MemoryEstimate> estimate_memory(
           "memory.over-capacity",
           fmt::format("the most loaded device needs {} bytes, over the {} "
                       "bytes usable ({} bytes of HBM with {:g}% kept free)",
-                      out.max_device_total, *out.capacity_bytes, *out.hbm_bytes,
+                      out.max_device_total,
+                      *out.capacity_bytes,
+                      *out.hbm_bytes,
                       out.headroom * 100));
       d.hint = out.zero < 3 && has_grads(out.recipe)
                    ? "shard further: more fsdp, --zero 3, or a larger slice"

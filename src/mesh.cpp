@@ -111,25 +111,33 @@ std::string devices_hint(const MeshOptions& options) {
   if (options.devices_source.empty() || !options.num_devices) {
     return "";
   }
-  return fmt::format("{} has {} devices", options.devices_source, *options.num_devices);
+  return fmt::format(
+      "{} has {} devices", options.devices_source, *options.num_devices);
 }
 
 // The value -1 stands for "fill"; kept apart from real sizes.
 constexpr int64_t k_fill = -1;
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
 bool is_name_start(char c) {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
 }
-bool is_name_char(char c) { return is_name_start(c) || (c >= '0' && c <= '9'); }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_name_char(char c) {
+  return is_name_start(c) || (c >= '0' && c <= '9');
+}
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 // "1 name", "3 names", "2 axes".
 std::string count_noun(size_t n, std::string_view noun) {
   if (n == 1) {
     return fmt::format("1 {}", noun);
   }
-  return noun == "axis" ? fmt::format("{} axes", n) : fmt::format("{} {}s", n, noun);
+  return noun == "axis" ? fmt::format("{} axes", n)
+                        : fmt::format("{} {}s", n, noun);
 }
 
 // One "name:size:type" or "size:type" item of a mesh or --dcn string.
@@ -165,7 +173,9 @@ class Scanner {
       return "end of input";
     }
     size_t end = offset;
-    auto is_separator = [](char c) { return c == ',' || c == ':' || is_space(c); };
+    auto is_separator = [](char c) {
+      return c == ',' || c == ':' || is_space(c);
+    };
     if (is_separator(m_text[offset])) {
       end = offset + 1;
     } else {
@@ -185,7 +195,10 @@ class Scanner {
     if (lead < 0x80U) {
       return quote(m_text.substr(offset, 1));
     }
-    size_t length = lead >= 0xF0U ? 4 : lead >= 0xE0U ? 3 : lead >= 0xC0U ? 2 : 0;
+    size_t length = lead >= 0xF0U   ? 4
+                    : lead >= 0xE0U ? 3
+                    : lead >= 0xC0U ? 2
+                                    : 0;
     uint32_t code = lead & (length == 4 ? 0x07U : length == 3 ? 0x0FU : 0x1FU);
     bool valid = length > 0 && lead < 0xF8U && offset + length <= m_text.size();
     for (size_t i = 1; valid && i < length; ++i) {
@@ -195,12 +208,15 @@ class Scanner {
     if (!valid) {
       return fmt::format("byte 0x{:02x}", lead);
     }
-    return fmt::format("{} (U+{:04X})", quote(m_text.substr(offset, length)), code);
+    return fmt::format(
+        "{} (U+{:04X})", quote(m_text.substr(offset, length)), code);
   }
 
   Diagnostic& error(size_t offset, std::string code, std::string message) {
-    return m_diags.error(std::move(code), std::move(message),
-                         location_in_text(std::string(m_source), m_text, offset));
+    return m_diags.error(
+        std::move(code),
+        std::move(message),
+        location_in_text(std::string(m_source), m_text, offset));
   }
 
  private:
@@ -220,8 +236,10 @@ std::optional<int64_t> parse_size(Scanner& s) {
     s.advance();
   }
   if (!is_digit(s.peek())) {
-    s.error(start, "mesh.syntax",
-            fmt::format("expected an integer axis size, got {}", s.describe(start)));
+    s.error(start,
+            "mesh.syntax",
+            fmt::format("expected an integer axis size, got {}",
+                        s.describe(start)));
     return std::nullopt;
   }
   int64_t value = 0;
@@ -242,19 +260,23 @@ std::optional<int64_t> parse_size(Scanner& s) {
   // A size must end at a separator: "2.5", "4x" and "8tp" are not sizes.
   char c = s.peek();
   if (static_cast<unsigned char>(c) >= 0x80U) {
-    s.error(s.pos(), "mesh.syntax",
+    s.error(s.pos(),
+            "mesh.syntax",
             fmt::format("unexpected character {} after the axis size",
                         s.describe_char(s.pos())));
     return std::nullopt;
   }
   if (!s.at_end() && c != ',' && c != ':' && !is_space(c)) {
-    s.error(start, "mesh.syntax",
-            fmt::format("expected an integer axis size, got {}", s.describe(start)));
+    s.error(start,
+            "mesh.syntax",
+            fmt::format("expected an integer axis size, got {}",
+                        s.describe(start)));
     return std::nullopt;
   }
   std::string token(s.text().substr(start, s.pos() - start));
   if (overflow) {
-    s.error(start, "mesh.bad-size",
+    s.error(start,
+            "mesh.bad-size",
             fmt::format("axis size {} is too large", quote(token)));
     return std::nullopt;
   }
@@ -262,8 +284,10 @@ std::optional<int64_t> parse_size(Scanner& s) {
     if (value == 1) {
       return k_fill;
     }
-    s.error(start, "mesh.bad-size",
-            fmt::format("axis size must be at least 1, or -1 to fill, got {}", token));
+    s.error(start,
+            "mesh.bad-size",
+            fmt::format("axis size must be at least 1, or -1 to fill, got {}",
+                        token));
     return std::nullopt;
   }
   if (value == 0) {
@@ -281,8 +305,10 @@ std::optional<std::vector<Item>> parse_items(std::string_view text,
   std::vector<Item> items;
   s.skip_space();
   if (s.at_end()) {
-    s.error(0, "mesh.syntax",
-            "empty mesh; expected axes such as \"dp:2,tp:4\" or sizes such as \"2,4\"");
+    s.error(0,
+            "mesh.syntax",
+            "empty mesh; expected axes such as \"dp:2,tp:4\" or sizes such as "
+            "\"2,4\"");
     return std::nullopt;
   }
   while (true) {
@@ -297,7 +323,8 @@ std::optional<std::vector<Item>> parse_items(std::string_view text,
       }
       item.name = std::string(text.substr(start, s.pos() - start));
       if (static_cast<unsigned char>(s.peek()) >= 0x80U) {
-        s.error(s.pos(), "mesh.syntax",
+        s.error(s.pos(),
+                "mesh.syntax",
                 fmt::format("invalid character {} in axis name; names are "
                             "[A-Za-z_][A-Za-z0-9_]*",
                             s.describe_char(s.pos())));
@@ -305,19 +332,24 @@ std::optional<std::vector<Item>> parse_items(std::string_view text,
       }
       s.skip_space();
       if (s.peek() != ':') {
-        s.error(s.pos(), "mesh.syntax",
-                fmt::format("expected \":\" and a size after axis name {}, got {}",
-                            quote(item.name), s.describe(s.pos())));
+        s.error(
+            s.pos(),
+            "mesh.syntax",
+            fmt::format("expected \":\" and a size after axis name {}, got {}",
+                        quote(item.name),
+                        s.describe(s.pos())));
         return std::nullopt;
       }
       s.advance();
       s.skip_space();
     } else if (!is_digit(c) && c != '-') {
       if (c == ',' || s.at_end()) {
-        s.error(s.pos(), "mesh.syntax",
+        s.error(s.pos(),
+                "mesh.syntax",
                 fmt::format("expected an axis, got {}", s.describe(s.pos())));
       } else {
-        s.error(s.pos(), "mesh.syntax",
+        s.error(s.pos(),
+                "mesh.syntax",
                 fmt::format("expected an axis name or size, got {}",
                             s.describe_char(s.pos())));
       }
@@ -339,20 +371,25 @@ std::optional<std::vector<Item>> parse_items(std::string_view text,
       }
       std::string_view word = text.substr(start, s.pos() - start);
       if (word.empty()) {
-        s.error(start, "mesh.axis-type",
-                fmt::format("expected an axis type (auto, explicit or manual), got {}",
-                            s.describe(start)));
+        s.error(start,
+                "mesh.axis-type",
+                fmt::format(
+                    "expected an axis type (auto, explicit or manual), got {}",
+                    s.describe(start)));
         return std::nullopt;
       }
       item.type = parse_axis_type(word);
       if (!item.type) {
         Diagnostic& d = s.error(
-            start, "mesh.axis-type",
-            fmt::format("unknown axis type {}; expected auto, explicit or manual",
-                        quote(word)));
+            start,
+            "mesh.axis-type",
+            fmt::format(
+                "unknown axis type {}; expected auto, explicit or manual",
+                quote(word)));
         std::string lower(word);
         std::transform(lower.begin(), lower.end(), lower.begin(), [](char ch) {
-          return (ch >= 'A' && ch <= 'Z') ? static_cast<char>(ch - 'A' + 'a') : ch;
+          return (ch >= 'A' && ch <= 'Z') ? static_cast<char>(ch - 'A' + 'a')
+                                          : ch;
         });
         std::string near = closest_match(lower, {"auto", "explicit", "manual"});
         if (!near.empty()) {
@@ -363,7 +400,8 @@ std::optional<std::vector<Item>> parse_items(std::string_view text,
       s.skip_space();
     }
     if (items.size() == k_max_axes) {
-      s.error(item.offset, "mesh.too-many-axes",
+      s.error(item.offset,
+              "mesh.too-many-axes",
               fmt::format("a mesh has at most {} axes", k_max_axes));
       return std::nullopt;
     }
@@ -372,14 +410,18 @@ std::optional<std::vector<Item>> parse_items(std::string_view text,
       break;
     }
     if (s.peek() != ',') {
-      s.error(s.pos(), "mesh.syntax",
-              fmt::format("expected \",\" between axes, got {}", s.describe(s.pos())));
+      s.error(s.pos(),
+              "mesh.syntax",
+              fmt::format("expected \",\" between axes, got {}",
+                          s.describe(s.pos())));
       return std::nullopt;
     }
     s.advance();
     s.skip_space();
     if (s.at_end()) {
-      s.error(s.pos(), "mesh.syntax", "expected an axis after \",\", got end of input");
+      s.error(s.pos(),
+              "mesh.syntax",
+              "expected an axis after \",\", got end of input");
       return std::nullopt;
     }
   }
@@ -388,13 +430,15 @@ std::optional<std::vector<Item>> parse_items(std::string_view text,
   bool named = !items.front().name.empty();
   for (const Item& item : items) {
     if (item.name.empty() == named) {
-      s.error(item.offset, "mesh.syntax",
-              named ? fmt::format("expected a named axis such as \"tp:4\", got {}; "
-                                  "named and positional axes cannot be mixed",
-                                  s.describe(item.offset))
-                    : fmt::format("expected an axis size, got {}; named and "
-                                  "positional axes cannot be mixed",
-                                  s.describe(item.offset)));
+      s.error(
+          item.offset,
+          "mesh.syntax",
+          named ? fmt::format("expected a named axis such as \"tp:4\", got {}; "
+                              "named and positional axes cannot be mixed",
+                              s.describe(item.offset))
+                : fmt::format("expected an axis size, got {}; named and "
+                              "positional axes cannot be mixed",
+                              s.describe(item.offset)));
       return std::nullopt;
     }
   }
@@ -403,9 +447,11 @@ std::optional<std::vector<Item>> parse_items(std::string_view text,
     for (size_t j = 0; j < i && named; ++j) {
       if (items[i].name == items[j].name) {
         Location first = location_in_text("", text, items[j].offset);
-        s.error(items[i].offset, "mesh.duplicate-axis",
+        s.error(items[i].offset,
+                "mesh.duplicate-axis",
                 fmt::format("duplicate axis name {} (first at column {})",
-                            quote(items[i].name), first.column));
+                            quote(items[i].name),
+                            first.column));
         return std::nullopt;
       }
     }
@@ -450,9 +496,10 @@ std::optional<std::vector<std::string>> check_axis_names(
     }
     for (size_t j = 0; j < i; ++j) {
       if (names[j] == n) {
-        diags.error("mesh.duplicate-axis",
-                    fmt::format("duplicate axis name {} in --axis-names", quote(n)),
-                    location_in_text("--axis-names", text, offsets[i]));
+        diags.error(
+            "mesh.duplicate-axis",
+            fmt::format("duplicate axis name {} in --axis-names", quote(n)),
+            location_in_text("--axis-names", text, offsets[i]));
         return std::nullopt;
       }
     }
@@ -469,7 +516,9 @@ std::string join_sizes(const std::vector<int64_t>& sizes) {
 }
 
 // Resolves the --dcn factors of each mesh axis.
-bool apply_dcn(Mesh& mesh, std::string_view mesh_text, const MeshOptions& options,
+bool apply_dcn(Mesh& mesh,
+               std::string_view mesh_text,
+               const MeshOptions& options,
                Diagnostics& diags) {
   std::vector<int64_t> dcn(mesh.axes.size(), 1);
   if (!options.dcn.empty()) {
@@ -491,7 +540,8 @@ bool apply_dcn(Mesh& mesh, std::string_view mesh_text, const MeshOptions& option
     for (size_t i = 0; i < items->size(); ++i) {
       const Item& item = (*items)[i];
       if (item.type) {
-        diags.error("mesh.syntax", "--dcn takes no axis types; give them in --mesh",
+        diags.error("mesh.syntax",
+                    "--dcn takes no axis types; give them in --mesh",
                     location_in_text("--dcn", text, item.size_offset));
         return false;
       }
@@ -501,7 +551,8 @@ bool apply_dcn(Mesh& mesh, std::string_view mesh_text, const MeshOptions& option
         if (index < 0) {
           Diagnostic& d = diags.error(
               "mesh.unknown-axis",
-              fmt::format("--dcn names axis {}, which the mesh lacks", quote(item.name)),
+              fmt::format("--dcn names axis {}, which the mesh lacks",
+                          quote(item.name)),
               location_in_text("--dcn", text, item.offset));
           std::string near = closest_match(item.name, mesh.axis_names());
           if (!near.empty()) {
@@ -513,7 +564,8 @@ bool apply_dcn(Mesh& mesh, std::string_view mesh_text, const MeshOptions& option
       }
       if (item.size == k_fill) {
         if (fill) {
-          diags.error("mesh.multiple-fill", "only one --dcn factor may be -1",
+          diags.error("mesh.multiple-fill",
+                      "only one --dcn factor may be -1",
                       location_in_text("--dcn", text, item.size_offset));
           return false;
         }
@@ -532,48 +584,60 @@ bool apply_dcn(Mesh& mesh, std::string_view mesh_text, const MeshOptions& option
       }
       int64_t known = 1;
       for (size_t i = 0; i < dcn.size(); ++i) {
-        known = i == *fill ? known : known * dcn[i];  // <= num_devices, no overflow
+        known =
+            i == *fill ? known : known * dcn[i];  // <= num_devices, no overflow
       }
       if (*options.num_slices % known != 0) {
-        diags.error("mesh.fill-indivisible",
-                    fmt::format("cannot fill -1: {} slices are not divisible by {}, "
-                                "the product of the other DCN factors",
-                                *options.num_slices, known),
-                    location_in_text("--dcn", text, 0));
+        diags.error(
+            "mesh.fill-indivisible",
+            fmt::format("cannot fill -1: {} slices are not divisible by {}, "
+                        "the product of the other DCN factors",
+                        *options.num_slices,
+                        known),
+            location_in_text("--dcn", text, 0));
         return false;
       }
       dcn[*fill] = *options.num_slices / known;
     }
     for (size_t i = 0; i < dcn.size(); ++i) {
       if (mesh.axes[i].size % dcn[i] != 0) {
-        diags.error("mesh.dcn",
-                    fmt::format("DCN factor {} of axis {} does not divide its size {}",
-                                dcn[i], quote(mesh.axes[i].name), mesh.axes[i].size),
-                    location_in_text("--dcn", text, 0));
+        diags.error(
+            "mesh.dcn",
+            fmt::format("DCN factor {} of axis {} does not divide its size {}",
+                        dcn[i],
+                        quote(mesh.axes[i].name),
+                        mesh.axes[i].size),
+            location_in_text("--dcn", text, 0));
         return false;
       }
     }
     auto slices = checked_product(dcn);
     if (options.num_slices && slices != options.num_slices) {
-      diags.error("mesh.dcn",
-                  fmt::format("DCN factors multiply to {} ({}) but the topology has "
-                              "{} slices",
-                              slices ? std::to_string(*slices) : "more than 2^63",
-                              join_sizes(dcn), *options.num_slices),
-                  location_in_text("--dcn", text, 0));
+      diags.error(
+          "mesh.dcn",
+          fmt::format("DCN factors multiply to {} ({}) but the topology has "
+                      "{} slices",
+                      slices ? std::to_string(*slices) : "more than 2^63",
+                      join_sizes(dcn),
+                      *options.num_slices),
+          location_in_text("--dcn", text, 0));
       return false;
     }
   } else if (options.num_slices && *options.num_slices > 1) {
     // eformer's create_mesh: the first axis divisible by the slice count.
     int64_t slices = *options.num_slices;
-    auto it = std::find_if(mesh.axes.begin(), mesh.axes.end(),
-                           [&](const MeshAxis& a) { return a.size % slices == 0; });
+    auto it = std::find_if(
+        mesh.axes.begin(), mesh.axes.end(), [&](const MeshAxis& a) {
+          return a.size % slices == 0;
+        });
     if (it == mesh.axes.end()) {
-      diags.error("mesh.dcn",
-                  fmt::format("no mesh axis size is divisible by the {} slices of "
-                              "the topology ({}); give --dcn",
-                              slices, join_sizes(mesh.shape())),
-                  location_in_text("--mesh", mesh_text, 0));
+      diags.error(
+          "mesh.dcn",
+          fmt::format("no mesh axis size is divisible by the {} slices of "
+                      "the topology ({}); give --dcn",
+                      slices,
+                      join_sizes(mesh.shape())),
+          location_in_text("--mesh", mesh_text, 0));
       return false;
     }
     dcn[static_cast<size_t>(it - mesh.axes.begin())] = slices;
@@ -587,7 +651,8 @@ bool apply_dcn(Mesh& mesh, std::string_view mesh_text, const MeshOptions& option
 
 }  // namespace
 
-std::optional<Mesh> parse_mesh(std::string_view text, const MeshOptions& options,
+std::optional<Mesh> parse_mesh(std::string_view text,
+                               const MeshOptions& options,
                                Diagnostics& diags) {
   auto items = parse_items(text, "--mesh", diags);
   if (!items) {
@@ -612,7 +677,8 @@ std::optional<Mesh> parse_mesh(std::string_view text, const MeshOptions& options
         if (std::find(names.begin(), names.end(), item.name) == names.end()) {
           diags.error("mesh.unknown-axis",
                       fmt::format("axis {} is not in --axis-names ({})",
-                                  quote(item.name), fmt::join(names, ",")),
+                                  quote(item.name),
+                                  fmt::join(names, ",")),
                       location_in_text("--mesh", text, item.offset));
           return std::nullopt;
         }
@@ -656,22 +722,24 @@ std::optional<Mesh> parse_mesh(std::string_view text, const MeshOptions& options
     if (item.size == k_fill) {
       if (fill != nullptr) {
         Location first = location_in_text("", text, fill->size_offset);
-        diags.error("mesh.multiple-fill",
-                    fmt::format("only one axis size may be -1; the size at column {} "
-                                "is -1 already",
-                                first.column),
-                    location_in_text("--mesh", text, item.size_offset));
+        diags.error(
+            "mesh.multiple-fill",
+            fmt::format("only one axis size may be -1; the size at column {} "
+                        "is -1 already",
+                        first.column),
+            location_in_text("--mesh", text, item.size_offset));
         return std::nullopt;
       }
       fill = &item;
     } else {
       auto product = checked_mul(known, item.size);
       if (!product || *product > k_max_devices) {
-        diags.error("mesh.bad-size",
-                    fmt::format("axis sizes multiply to more than {} devices, the "
-                                "most shardplan accepts",
-                                k_max_devices),
-                    location_in_text("--mesh", text, item.size_offset));
+        diags.error(
+            "mesh.bad-size",
+            fmt::format("axis sizes multiply to more than {} devices, the "
+                        "most shardplan accepts",
+                        k_max_devices),
+            location_in_text("--mesh", text, item.size_offset));
         return std::nullopt;
       }
       known = *product;
@@ -679,11 +747,12 @@ std::optional<Mesh> parse_mesh(std::string_view text, const MeshOptions& options
     mesh.axes.push_back(std::move(axis));
   }
 
-  if (options.num_devices && (*options.num_devices < 1
-                              || *options.num_devices > k_max_devices)) {
+  if (options.num_devices
+      && (*options.num_devices < 1 || *options.num_devices > k_max_devices)) {
     diags.error("mesh.device-count",
                 fmt::format("the device count must be between 1 and {}, got {}",
-                            k_max_devices, *options.num_devices),
+                            k_max_devices,
+                            *options.num_devices),
                 Location::of("--devices"));
     return std::nullopt;
   }
@@ -697,12 +766,13 @@ std::optional<Mesh> parse_mesh(std::string_view text, const MeshOptions& options
       return std::nullopt;
     }
     if (*options.num_devices % known != 0) {
-      Diagnostic& d =
-          diags.error("mesh.fill-indivisible",
-                      fmt::format("cannot fill -1: {} devices are not divisible by {}, "
-                                  "the product of the other axes",
-                                  *options.num_devices, known),
-                      location_in_text("--mesh", text, fill->size_offset));
+      Diagnostic& d = diags.error(
+          "mesh.fill-indivisible",
+          fmt::format("cannot fill -1: {} devices are not divisible by {}, "
+                      "the product of the other axes",
+                      *options.num_devices,
+                      known),
+          location_in_text("--mesh", text, fill->size_offset));
       d.hint = devices_hint(options);
       return std::nullopt;
     }
@@ -710,11 +780,13 @@ std::optional<Mesh> parse_mesh(std::string_view text, const MeshOptions& options
     mesh.axes[index].size = *options.num_devices / known;
   } else if (options.num_devices && known != *options.num_devices
              && !options.count_may_differ) {
-    Diagnostic& d =
-        diags.error("mesh.device-count",
-                    fmt::format("the mesh needs {} devices ({}) but there are {}", known,
-                                join_sizes(mesh.shape()), *options.num_devices),
-                    location_in_text("--mesh", text, items->front().offset));
+    Diagnostic& d = diags.error(
+        "mesh.device-count",
+        fmt::format("the mesh needs {} devices ({}) but there are {}",
+                    known,
+                    join_sizes(mesh.shape()),
+                    *options.num_devices),
+        location_in_text("--mesh", text, items->front().offset));
     d.hint = devices_hint(options);
     return std::nullopt;
   }

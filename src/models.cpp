@@ -162,11 +162,18 @@ class Builder {
   int64_t add(int64_t a, int64_t b, std::string_view key) {
     return checked(checked_add(a, b), a, '+', b, key);
   }
-  int64_t checked(std::optional<int64_t> r, int64_t a, char op, int64_t b,
+  int64_t checked(std::optional<int64_t> r,
+                  int64_t a,
+                  char op,
+                  int64_t b,
                   std::string_view key) {
     if (!r) {
       fail("model.overflow",
-           fmt::format("a dim computed from this value overflows int64: {} {} {}", a, op, b),
+           fmt::format(
+               "a dim computed from this value overflows int64: {} {} {}",
+               a,
+               op,
+               b),
            pointer(key));
       return 1;
     }

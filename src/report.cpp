@@ -1,15 +1,15 @@
-#include <shardplan/report.hpp>
-
 #include "report_internal.hpp"
+
+#include <shardplan/report.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cassert>
-#include <iterator>
-#include <cmath>
 #include <array>
+#include <cassert>
+#include <cmath>
+#include <iterator>
 #include <map>
 #include <numeric>
 #include <span>
@@ -19,7 +19,9 @@ namespace shardplan {
 
 using nlohmann::ordered_json;
 
-std::string_view shardplan_version() { return SHARDPLAN_VERSION; }
+std::string_view shardplan_version() {
+  return SHARDPLAN_VERSION;
+}
 
 namespace {
 
@@ -37,7 +39,9 @@ std::string dump_scalar(const ordered_json& j) {
   return j.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
 }
 
-bool is_scalar(const ordered_json& j) { return !j.is_array() && !j.is_object(); }
+bool is_scalar(const ordered_json& j) {
+  return !j.is_array() && !j.is_object();
+}
 
 // Pretty JSON with two-space indents, except that an array of scalars stays
 // on one line ("shape": [4096, 14336]), which keeps shapes and device grids
@@ -73,7 +77,8 @@ void dump_to(const ordered_json& j, size_t indent, std::string& out) {
     out += "{\n";
     size_t i = 0;
     for (const auto& [key, value] : j.items()) {
-      out += std::string(indent + 2, ' ') + dump_scalar(ordered_json(key)) + ": ";
+      out +=
+          std::string(indent + 2, ' ') + dump_scalar(ordered_json(key)) + ": ";
       dump_to(value, indent + 2, out);
       out += ++i < j.size() ? ",\n" : "\n";
     }
@@ -140,7 +145,9 @@ ordered_json mesh_object(const Mesh& mesh) {
 
 // Nested arrays shaped like `shape` from the row-major `ids`.
 ordered_json nested(const std::vector<int64_t>& shape,
-                    const std::vector<int64_t>& ids, size_t axis, size_t& next) {
+                    const std::vector<int64_t>& ids,
+                    size_t axis,
+                    size_t& next) {
   if (axis == shape.size()) {
     return ids[next++];
   }
@@ -166,7 +173,8 @@ std::string with_commas(int64_t value) {
 
 // Binary units, as HBM capacities are quoted: "14.96 GiB".
 std::string human_bytes(int64_t bytes) {
-  constexpr std::array<const char*, 6> k_units = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  constexpr std::array<const char*, 6> k_units = {
+      "B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   auto value = static_cast<double>(bytes);
   size_t unit = 0;
   while (value >= 1024.0 && unit + 1 < k_units.size()) {
@@ -192,7 +200,8 @@ std::string table(const std::vector<std::vector<std::string>>& rows) {
     for (size_t c = 0; c < cols; ++c) {
       width[c] = std::max(width[c], rows[r][c].size());
       if (r > 0 && !rows[r][c].empty()
-          && rows[r][c].find_first_not_of("0123456789,.") != std::string::npos) {
+          && rows[r][c].find_first_not_of("0123456789,.")
+                 != std::string::npos) {
         numeric[c] = false;
       }
     }
@@ -218,7 +227,6 @@ std::string shape_text(std::span<const int64_t> shape) {
   }
   return out + "]";
 }
-
 
 // HBM as vendors quote it: "80 GB" for a whole number of 1e9 bytes, else
 // binary units ("95.00 GiB").
@@ -248,7 +256,8 @@ std::string seconds_text(double seconds) {
 }
 
 // The figures that apply to `t` (its kind's, and DCN only where it has some).
-std::vector<std::pair<std::string_view, const Figure*>> figure_list(const Topology& t) {
+std::vector<std::pair<std::string_view, const Figure*>> figure_list(
+    const Topology& t) {
   std::vector<std::pair<std::string_view, const Figure*>> out;
   for (const FigureField& field : figure_fields()) {
     const Figure* figure = &(t.figures.*field.member);
@@ -289,7 +298,8 @@ ordered_json topology_object(const Topology& t) {
   }
   j["hosts"] = t.num_hosts();
   j["devices_per_host"] = t.devices_per_host();
-  j["hbm_bytes_per_device"] = static_cast<int64_t>(t.figures.hbm_bytes_per_device.value);
+  j["hbm_bytes_per_device"] =
+      static_cast<int64_t>(t.figures.hbm_bytes_per_device.value);
   const TopologyFigures& f = t.figures;
   ordered_json links;
   if (t.kind == TopologyKind::tpu) {
@@ -297,14 +307,17 @@ ordered_json topology_object(const Topology& t) {
                     {"links_per_chip", number_json(f.ici_links_per_chip.value)},
                     {"latency_s", f.ici_latency_s.value}};
     if (!f.dcn_bytes_per_s_per_chip.source.empty()) {
-      links["dcn"] = {{"bytes_per_s_per_chip", f.dcn_bytes_per_s_per_chip.value},
-                      {"latency_s", f.dcn_latency_s.value}};
+      links["dcn"] = {
+          {"bytes_per_s_per_chip", f.dcn_bytes_per_s_per_chip.value},
+          {"latency_s", f.dcn_latency_s.value}};
     }
   } else {
-    links["nvlink"] = {{"bytes_per_s_per_gpu", f.nvlink_bytes_per_s_per_gpu.value},
-                       {"latency_s", f.nvlink_latency_s.value}};
-    links["network"] = {{"bytes_per_s_per_gpu", f.network_bytes_per_s_per_gpu.value},
-                        {"latency_s", f.network_latency_s.value}};
+    links["nvlink"] = {
+        {"bytes_per_s_per_gpu", f.nvlink_bytes_per_s_per_gpu.value},
+        {"latency_s", f.nvlink_latency_s.value}};
+    links["network"] = {
+        {"bytes_per_s_per_gpu", f.network_bytes_per_s_per_gpu.value},
+        {"latency_s", f.network_latency_s.value}};
   }
   j["links"] = std::move(links);
   ordered_json figures;
@@ -322,18 +335,22 @@ std::string topology_shape_text(const Topology& t) {
     return fmt::format("{} x {} GPUs", hosts, t.devices_per_host());
   }
   const auto& c = t.tpu.chips;
-  std::string shape = is_2d(t.tpu.chip) ? fmt::format("{}x{}", c[0], c[1])
+  std::string shape = is_2d(t.tpu.chip)
+                          ? fmt::format("{}x{}", c[0], c[1])
                           : fmt::format("{}x{}x{}", c[0], c[1], c[2]);
-  return t.num_slices() > 1 ? fmt::format("{} x {}", t.num_slices(), shape) : shape;
+  return t.num_slices() > 1 ? fmt::format("{} x {}", t.num_slices(), shape)
+                            : shape;
 }
 
 std::string links_text(const Topology& t) {
   const TopologyFigures& f = t.figures;
   if (t.kind == TopologyKind::gpu) {
-    return fmt::format("nvlink {}, network {}", rate_text(f.nvlink_bytes_per_s_per_gpu.value),
+    return fmt::format("nvlink {}, network {}",
+                       rate_text(f.nvlink_bytes_per_s_per_gpu.value),
                        rate_text(f.network_bytes_per_s_per_gpu.value));
   }
-  std::string out = fmt::format("ici {} x {}", rate_text(f.ici_bytes_per_s_per_link.value),
+  std::string out = fmt::format("ici {} x {}",
+                                rate_text(f.ici_bytes_per_s_per_link.value),
                                 f.ici_links_per_chip.value);
   if (!f.dcn_bytes_per_s_per_chip.source.empty()) {
     out += fmt::format(", dcn {}", rate_text(f.dcn_bytes_per_s_per_chip.value));
@@ -342,21 +359,27 @@ std::string links_text(const Topology& t) {
 }
 
 std::string topology_summary(const Topology& t) {
-  return fmt::format("{}: {} {} devices ({}), {} of HBM each", t.name, t.devices(),
-                     t.device_kind, topology_shape_text(t),
+  return fmt::format("{}: {} {} devices ({}), {} of HBM each",
+                     t.name,
+                     t.devices(),
+                     t.device_kind,
+                     topology_shape_text(t),
                      capacity_text(t.figures.hbm_bytes_per_device.value));
 }
 
 }  // namespace
 
-std::string diagnostics_json(std::string_view command, const Diagnostics& diags) {
+std::string diagnostics_json(std::string_view command,
+                             const Diagnostics& diags) {
   ordered_json j = header(command);
   j["diagnostics"] = diagnostics_array(diags);
   return dump(j);
 }
 
-std::string mesh_json(const Mesh& mesh, const MeshLayout& layout,
-                      const Topology* topology, const Diagnostics& diags) {
+std::string mesh_json(const Mesh& mesh,
+                      const MeshLayout& layout,
+                      const Topology* topology,
+                      const Diagnostics& diags) {
   ordered_json j = header("mesh");
   j["mesh"] = mesh_object(mesh);
   if (topology != nullptr) {
@@ -388,8 +411,9 @@ std::string mesh_json(const Mesh& mesh, const MeshLayout& layout,
     ordered_json hosts;
     hosts["count"] = h.count;
     hosts["devices_per_host"] = h.devices_per_host;
-    hosts["local_mesh_shape"] =
-        h.local_mesh_shape.empty() ? ordered_json(nullptr) : ordered_json(h.local_mesh_shape);
+    hosts["local_mesh_shape"] = h.local_mesh_shape.empty()
+                                    ? ordered_json(nullptr)
+                                    : ordered_json(h.local_mesh_shape);
     hosts["device_ids"] = h.device_ids;
     j["hosts"] = std::move(hosts);
   }
@@ -397,64 +421,85 @@ std::string mesh_json(const Mesh& mesh, const MeshLayout& layout,
   return dump(j);
 }
 
-std::string mesh_text(const Mesh& mesh, const MeshLayout& layout,
+std::string mesh_text(const Mesh& mesh,
+                      const MeshLayout& layout,
                       const Topology* topology) {
   const DeviceGrid& grid = layout.grid;
   std::string out;
   int64_t slices = mesh.num_slices();
-  out += fmt::format("mesh {} on {} devices{}\n", to_string(mesh), mesh.num_devices(),
-                     slices > 1 ? fmt::format(" in {} slices (--dcn {})", slices,
-                                              dcn_string(mesh))
+  out += fmt::format("mesh {} on {} devices{}\n",
+                     to_string(mesh),
+                     mesh.num_devices(),
+                     slices > 1 ? fmt::format(
+                         " in {} slices (--dcn {})", slices, dcn_string(mesh))
                                 : std::string());
   if (topology != nullptr) {
     out += fmt::format("topology {}\n", topology_summary(*topology));
   }
   out += "\n";
-  std::vector<std::vector<std::string>> rows = {{"axis", "size", "ici", "dcn", "type"}};
+  std::vector<std::vector<std::string>> rows = {
+      {"axis", "size", "ici", "dcn", "type"}};
   for (const MeshAxis& a : mesh.axes) {
-    rows.push_back({a.name, std::to_string(a.size), std::to_string(a.ici),
-                    std::to_string(a.dcn), std::string(to_string(a.type))});
+    rows.push_back({a.name,
+                    std::to_string(a.size),
+                    std::to_string(a.ici),
+                    std::to_string(a.dcn),
+                    std::string(to_string(a.type))});
   }
   out += table(rows);
 
   if (topology != nullptr) {
-    out += "\nlinks per axis (bandwidth: what one device sends per second along it):\n";
+    out +=
+        "\nlinks per axis (bandwidth: what one device sends per second along "
+        "it):\n";
     std::vector<std::vector<std::string>> links = {
         {"axis", "size", "link", "ring", "physical", "bandwidth", "latency"}};
     for (const AxisLink& l : layout.links) {
-      links.push_back({l.axis, std::to_string(l.ring_size), std::string(to_string(l.link)),
-                       l.link == LinkClass::none ? "-" : (l.wraparound ? "yes" : "no"),
-                       l.physical_axes.empty() ? "-" : fmt::format("{}", fmt::join(l.physical_axes, "+")),
-                       l.link == LinkClass::none ? "-" : rate_text(l.bytes_per_s),
-                       l.link == LinkClass::none ? "-" : seconds_text(l.latency_s)});
+      links.push_back(
+          {l.axis,
+           std::to_string(l.ring_size),
+           std::string(to_string(l.link)),
+           l.link == LinkClass::none ? "-" : (l.wraparound ? "yes" : "no"),
+           l.physical_axes.empty()
+               ? "-"
+               : fmt::format("{}", fmt::join(l.physical_axes, "+")),
+           l.link == LinkClass::none ? "-" : rate_text(l.bytes_per_s),
+           l.link == LinkClass::none ? "-" : seconds_text(l.latency_s)});
     }
     out += table(links);
     if (!layout.physical_assignment.empty()) {
-      out += "\nphysical assignment (physical axis: part given to each mesh axis):\n";
+      out +=
+          "\nphysical assignment (physical axis: part given to each mesh "
+          "axis):\n";
       for (size_t p = 0; p < layout.physical_assignment.size(); ++p) {
-        out += fmt::format("  {:<4} {}\n", layout.physical_axis_names[p],
+        out += fmt::format("  {:<4} {}\n",
+                           layout.physical_axis_names[p],
                            shape_text(layout.physical_assignment[p]));
       }
     }
     const HostLayout& h = layout.hosts;
-    out += fmt::format("\nhosts: {} of {} devices; each host's local mesh: {}\n", h.count,
-                       h.devices_per_host,
-                       h.local_mesh_shape.empty() ? "none (see the diagnostics)"
-                                                  : shape_text(h.local_mesh_shape));
+    out += fmt::format(
+        "\nhosts: {} of {} devices; each host's local mesh: {}\n",
+        h.count,
+        h.devices_per_host,
+        h.local_mesh_shape.empty() ? "none (see the diagnostics)"
+                                   : shape_text(h.local_mesh_shape));
   }
 
   // The device grid: the last axis across, the one before it down, and one
   // block per index of the leading axes.
   constexpr int64_t k_max_drawn = 512;
   if (mesh.num_devices() > k_max_drawn) {
-    out += fmt::format("\ndevice ids: {} devices, too many to draw; see --format json\n",
-                       mesh.num_devices());
+    out += fmt::format(
+        "\ndevice ids: {} devices, too many to draw; see --format json\n",
+        mesh.num_devices());
     return out;
   }
   const size_t rank = grid.shape.size();
   int64_t cols = rank >= 1 ? grid.shape[rank - 1] : 1;
   int64_t rows_per_block = rank >= 2 ? grid.shape[rank - 2] : 1;
-  int64_t blocks = static_cast<int64_t>(grid.ids.size()) / (cols * rows_per_block);
+  int64_t blocks =
+      static_cast<int64_t>(grid.ids.size()) / (cols * rows_per_block);
   size_t id_width = std::to_string(mesh.num_devices() - 1).size();
   std::vector<std::string> names = mesh.axis_names();
   out += fmt::format("\ndevice ids ({}):\n", fmt::join(names, " x "));
@@ -464,7 +509,9 @@ std::string mesh_text(const Mesh& mesh, const MeshLayout& layout,
       std::string label;
       int64_t rest = b;
       for (size_t k = rank - 2; k-- > 0;) {
-        label = fmt::format("{}={}{}", names[k], rest % grid.shape[k],
+        label = fmt::format("{}={}{}",
+                            names[k],
+                            rest % grid.shape[k],
                             label.empty() ? "" : ", " + label);
         rest /= grid.shape[k];
       }
@@ -493,12 +540,19 @@ std::string topology_list_json(const std::vector<Topology>& topologies) {
 }
 
 std::string topology_list_text(const std::vector<Topology>& topologies) {
-  std::vector<std::vector<std::string>> rows = {
-      {"name", "kind", "devices", "shape", "hbm/device", "link bandwidth (one way)"}};
+  std::vector<std::vector<std::string>> rows = {{"name",
+                                                 "kind",
+                                                 "devices",
+                                                 "shape",
+                                                 "hbm/device",
+                                                 "link bandwidth (one way)"}};
   for (const Topology& t : topologies) {
-    rows.push_back({t.name, std::string(to_string(t.kind)), std::to_string(t.devices()),
+    rows.push_back({t.name,
+                    std::string(to_string(t.kind)),
+                    std::to_string(t.devices()),
                     topology_shape_text(t),
-                    capacity_text(t.figures.hbm_bytes_per_device.value), links_text(t)});
+                    capacity_text(t.figures.hbm_bytes_per_device.value),
+                    links_text(t)});
   }
   return table(rows)
          + "\nAny size of these families also works by shape (v5p:4x4x12), and Kx "
@@ -522,18 +576,22 @@ std::string topology_show_text(const Topology& topology) {
     rows.push_back({"slice shape (chips)", topology_shape_text(t)});
     rows.push_back({"slices", std::to_string(t.num_slices())});
     rows.push_back({"devices per chip", std::to_string(t.tpu.cores_per_chip)});
-    rows.push_back({"wraparound (x, y, z)",
-                    fmt::format("{}, {}, {}", t.wraparound[0], t.wraparound[1],
-                                t.wraparound[2])});
+    rows.push_back(
+        {"wraparound (x, y, z)",
+         fmt::format(
+             "{}, {}, {}", t.wraparound[0], t.wraparound[1], t.wraparound[2])});
     rows.push_back({"host bounds (chips)",
-                    fmt::format("{}x{}x{}", t.tpu.host_bounds[0], t.tpu.host_bounds[1],
+                    fmt::format("{}x{}x{}",
+                                t.tpu.host_bounds[0],
+                                t.tpu.host_bounds[1],
                                 t.tpu.host_bounds[2])});
   } else {
     rows.push_back({"GPUs per host", std::to_string(t.gpus_per_host)});
     rows.push_back({"NVLink domain", std::to_string(t.nvlink_domain)});
   }
-  rows.push_back({"hosts", fmt::format("{} of {} devices", t.num_hosts(),
-                                       t.devices_per_host())});
+  rows.push_back(
+      {"hosts",
+       fmt::format("{} of {} devices", t.num_hosts(), t.devices_per_host())});
   out += table(rows);
   out += "\nfigures:\n";
   std::vector<std::vector<std::string>> figs = {{"figure", "value", "source"}};
@@ -576,11 +634,13 @@ std::string manifest_json(const Manifest& manifest, const Diagnostics& diags) {
 }
 
 std::string manifest_text(const Manifest& manifest) {
-  std::string out = fmt::format(
-      "manifest {}: {} tensors, {} parameters, {} bytes ({})\n\n", manifest.source,
-      with_commas(static_cast<int64_t>(manifest.size())),
-      with_commas(manifest.total_elements()), with_commas(manifest.total_bytes()),
-      human_bytes(manifest.total_bytes()));
+  std::string out =
+      fmt::format("manifest {}: {} tensors, {} parameters, {} bytes ({})\n\n",
+                  manifest.source,
+                  with_commas(static_cast<int64_t>(manifest.size())),
+                  with_commas(manifest.total_elements()),
+                  with_commas(manifest.total_bytes()),
+                  human_bytes(manifest.total_bytes()));
 
   struct Totals {
     int64_t tensors = 0;
@@ -594,10 +654,14 @@ std::string manifest_text(const Manifest& manifest) {
     s.elements += t.num_elements;  // sums bounded by the manifest totals
     s.bytes += t.num_bytes;
   }
-  std::vector<std::vector<std::string>> rows = {{"dtype", "tensors", "parameters", "bytes", ""}};
+  std::vector<std::vector<std::string>> rows = {
+      {"dtype", "tensors", "parameters", "bytes", ""}};
   for (const auto& [dtype, s] : by_dtype) {
-    rows.push_back({dtype, with_commas(s.tensors), with_commas(s.elements),
-                    with_commas(s.bytes), human_bytes(s.bytes)});
+    rows.push_back({dtype,
+                    with_commas(s.tensors),
+                    with_commas(s.elements),
+                    with_commas(s.bytes),
+                    human_bytes(s.bytes)});
   }
   out += table(rows);
 
@@ -605,19 +669,25 @@ std::string manifest_text(const Manifest& manifest) {
   std::iota(order.begin(), order.end(), size_t{0});
   size_t top = std::min<size_t>(10, order.size());
   const auto& tensors = manifest.tensors();
-  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top),
-                    order.end(), [&](size_t a, size_t b) {
+  std::partial_sort(order.begin(),
+                    order.begin() + static_cast<std::ptrdiff_t>(top),
+                    order.end(),
+                    [&](size_t a, size_t b) {
                       if (tensors[a].num_bytes != tensors[b].num_bytes) {
                         return tensors[a].num_bytes > tensors[b].num_bytes;
                       }
                       return a < b;
                     });
   out += fmt::format("\nlargest tensors:\n");
-  std::vector<std::vector<std::string>> big = {{"tensor", "shape", "dtype", "bytes", ""}};
+  std::vector<std::vector<std::string>> big = {
+      {"tensor", "shape", "dtype", "bytes", ""}};
   for (size_t i = 0; i < top; ++i) {
     const Tensor& t = tensors[order[i]];
-    big.push_back({std::string(t.name), shape_text(t.shape), std::string(to_string(t.dtype)),
-                   with_commas(t.num_bytes), human_bytes(t.num_bytes)});
+    big.push_back({std::string(t.name),
+                   shape_text(t.shape),
+                   std::string(to_string(t.dtype)),
+                   with_commas(t.num_bytes),
+                   human_bytes(t.num_bytes)});
   }
   out += table(big);
   return out;
@@ -658,15 +728,16 @@ ordered_json memory_object(const CheckReport& r) {
                      {"optimizer", m.per_device.optimizer},
                      {"gather_buffer", m.gather_buffer},
                      {"total", m.max_device_total}};
-  j["gather_tensor"] = m.gather_buffer > 0
-                           ? ordered_json(std::string(r.manifest.tensors()[m.gather_tensor].name))
-                           : ordered_json(nullptr);
+  j["gather_tensor"] = m.gather_buffer > 0 ? ordered_json(std::string(
+                           r.manifest.tensors()[m.gather_tensor].name))
+                                           : ordered_json(nullptr);
   j["max_device_total"] = m.max_device_total;
   j["min_device_total"] = m.min_device_total;
   j["hbm_bytes"] = optional_json(m.hbm_bytes);
   j["headroom"] = m.headroom;
   j["capacity_bytes"] = optional_json(m.capacity_bytes);
-  j["utilization"] = m.utilization ? ordered_json(*m.utilization) : ordered_json(nullptr);
+  j["utilization"] =
+      m.utilization ? ordered_json(*m.utilization) : ordered_json(nullptr);
   j["fits"] = m.fits ? ordered_json(*m.fits) : ordered_json(nullptr);
   if (r.command == "memory") {
     ordered_json dtypes = ordered_json::array();
@@ -680,14 +751,15 @@ ordered_json memory_object(const CheckReport& r) {
     for (const TensorMemory& t : m.largest) {
       const Tensor& tensor = r.manifest.tensors()[t.tensor];
       const TensorSharding& s = r.shardings[t.tensor];
-      largest.push_back({{"name", std::string(tensor.name)},
-                         {"shape", tensor.shape},
-                         {"dtype", std::string(to_string(tensor.dtype))},
-                         {"spec", s.spec() ? spec_json(*s.spec()) : ordered_json(nullptr)},
-                         {"params", t.per_device.params},
-                         {"grads", t.per_device.grads},
-                         {"optimizer", t.per_device.optimizer},
-                         {"total", t.per_device.model_states()}});
+      largest.push_back(
+          {{"name", std::string(tensor.name)},
+           {"shape", tensor.shape},
+           {"dtype", std::string(to_string(tensor.dtype))},
+           {"spec", s.spec() ? spec_json(*s.spec()) : ordered_json(nullptr)},
+           {"params", t.per_device.params},
+           {"grads", t.per_device.grads},
+           {"optimizer", t.per_device.optimizer},
+           {"total", t.per_device.model_states()}});
     }
     j["largest"] = std::move(largest);
   }
@@ -698,31 +770,39 @@ std::string verdict(const Diagnostics& diags) {
   if (diags.error_count() == 0) {
     return diags.warning_count() == 0
                ? "ok"
-               : fmt::format("ok, {} warning{}", diags.warning_count(),
+               : fmt::format("ok, {} warning{}",
+                             diags.warning_count(),
                              diags.warning_count() == 1 ? "" : "s");
   }
-  return fmt::format("{} error{}, {} warning{}", diags.error_count(),
-                     diags.error_count() == 1 ? "" : "s", diags.warning_count(),
+  return fmt::format("{} error{}, {} warning{}",
+                     diags.error_count(),
+                     diags.error_count() == 1 ? "" : "s",
+                     diags.warning_count(),
                      diags.warning_count() == 1 ? "" : "s");
 }
 
 // "mesh fsdp:16,tp:4 (64 devices) on v5p-128".
 std::string mesh_line(const Mesh& mesh, const Topology* topology) {
-  std::string out = fmt::format("mesh {} ({} devices)", to_string(mesh), mesh.num_devices());
+  std::string out =
+      fmt::format("mesh {} ({} devices)", to_string(mesh), mesh.num_devices());
   if (topology != nullptr) {
     out += fmt::format(" on {}", topology->name);
   }
   return out;
 }
 
-std::string where_text(const CheckReport& r) { return mesh_line(r.mesh, r.topology); }
+std::string where_text(const CheckReport& r) {
+  return mesh_line(r.mesh, r.topology);
+}
 
 std::string recipe_text(const MemoryEstimate& m) {
   std::string out = fmt::format("recipe {}", to_string(m.recipe));
   if (m.zero > 0) {
-    out += fmt::format(" with ZeRO-{} over {} ({} devices)", m.zero,
-                       m.data_axes.empty() ? std::string("no data axes")
-                                           : fmt::format("{}", fmt::join(m.data_axes, ",")),
+    out += fmt::format(" with ZeRO-{} over {} ({} devices)",
+                       m.zero,
+                       m.data_axes.empty()
+                           ? std::string("no data axes")
+                           : fmt::format("{}", fmt::join(m.data_axes, ",")),
                        m.zero_shards);
   }
   return out;
@@ -730,14 +810,19 @@ std::string recipe_text(const MemoryEstimate& m) {
 
 std::string capacity_line(const MemoryEstimate& m) {
   if (!m.hbm_bytes) {
-    return fmt::format("total {} per device (HBM unknown: give --topology or --hbm)",
-                       human_bytes(m.max_device_total));
+    return fmt::format(
+        "total {} per device (HBM unknown: give --topology or --hbm)",
+        human_bytes(m.max_device_total));
   }
-  return fmt::format("total {} per device of {} usable ({} HBM, {:g}% kept free): {:.1f}% of "
-                     "HBM, {}",
-                     human_bytes(m.max_device_total), human_bytes(*m.capacity_bytes),
-                     human_bytes(*m.hbm_bytes), m.headroom * 100, *m.utilization * 100,
-                     *m.fits ? "fits" : "DOES NOT FIT");
+  return fmt::format(
+      "total {} per device of {} usable ({} HBM, {:g}% kept free): {:.1f}% of "
+      "HBM, {}",
+      human_bytes(m.max_device_total),
+      human_bytes(*m.capacity_bytes),
+      human_bytes(*m.hbm_bytes),
+      m.headroom * 100,
+      *m.utilization * 100,
+      *m.fits ? "fits" : "DOES NOT FIT");
 }
 
 struct Category {
@@ -757,10 +842,17 @@ std::string github_data(std::string_view s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '%': out += "%25"; break;
-      case '\r': out += "%0D"; break;
-      case '\n': out += "%0A"; break;
-      default: out += c;
+      case '%':
+        out += "%25";
+        break;
+      case '\r':
+        out += "%0D";
+        break;
+      case '\n':
+        out += "%0A";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -770,9 +862,14 @@ std::string github_property(std::string_view s) {
   std::string out;
   for (char c : github_data(s)) {
     switch (c) {
-      case ':': out += "%3A"; break;
-      case ',': out += "%2C"; break;
-      default: out += c;
+      case ':':
+        out += "%3A";
+        break;
+      case ',':
+        out += "%2C";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -825,13 +922,17 @@ void append_int(std::string& out, int64_t value) {
 
 // dump_to(spec_json(spec), indent, out), written directly: this runs once
 // per tensor.
-void append_spec_json(std::string& out, const PartitionSpec& spec, size_t indent) {
+void append_spec_json(std::string& out,
+                      const PartitionSpec& spec,
+                      size_t indent) {
   if (spec.dims.empty()) {
     out += "[]";
     return;
   }
-  const bool flat = std::none_of(spec.dims.begin(), spec.dims.end(),
-                                 [](const DimSharding& d) { return d.axes.size() > 1; });
+  const bool flat = std::none_of(
+      spec.dims.begin(), spec.dims.end(), [](const DimSharding& d) {
+        return d.axes.size() > 1;
+      });
   auto append_dim = [&](const DimSharding& dim) {
     if (dim.axes.empty()) {
       out += "null";
@@ -878,7 +979,8 @@ struct TailKey {
 
 struct TailKeyHash {
   size_t operator()(const TailKey& k) const noexcept {
-    return std::hash<const void*>{}(k.layout) ^ (size_t{k.decision} * 0x9E3779B97F4A7C15ULL);
+    return std::hash<const void*>{}(k.layout)
+           ^ (size_t{k.decision} * 0x9E3779B97F4A7C15ULL);
   }
 };
 
@@ -887,7 +989,9 @@ struct TailKeyHash {
 // per changed tensor), calling flush() after each tensor (it may empty
 // `out`).
 template <typename Flush>
-void append_tensors_json(const CheckReport& r, size_t indent, std::string& out,
+void append_tensors_json(const CheckReport& r,
+                         size_t indent,
+                         std::string& out,
                          const Flush& flush) {
   if (r.shardings.empty()) {
     out += "[]";
@@ -911,7 +1015,10 @@ void append_tensors_json(const CheckReport& r, size_t indent, std::string& out,
   }
   // Everything of an entry after its name, from the tensor's shape, dtype and
   // sharding and the deciding rule.
-  auto append_tail = [&](size_t i, const TensorSharding& s, const Tensor& t, std::string& text) {
+  auto append_tail = [&](size_t i,
+                         const TensorSharding& s,
+                         const Tensor& t,
+                         std::string& text) {
     text += ", \"shape\": [";
     for (size_t d = 0; d < t.shape.size(); ++d) {
       text += d == 0 ? "" : ", ";
@@ -926,7 +1033,8 @@ void append_tensors_json(const CheckReport& r, size_t indent, std::string& out,
       text += "null";
     }
     text += ", \"rule\": ";
-    text += r.plan != nullptr ? rules[r.plan->decision_of[i]] : std::string("null");
+    text +=
+        r.plan != nullptr ? rules[r.plan->decision_of[i]] : std::string("null");
     text += ", \"valid\": ";
     text += s.valid() ? "true" : "false";
     text += ", \"bytes\": ";
@@ -952,7 +1060,8 @@ void append_tensors_json(const CheckReport& r, size_t indent, std::string& out,
     if (s.layout.use_count() == 1) {
       append_tail(i, s, t, out);
     } else {
-      const TailKey key{s.layout.get(), r.plan != nullptr ? r.plan->decision_of[i] : 0};
+      const TailKey key{s.layout.get(),
+                        r.plan != nullptr ? r.plan->decision_of[i] : 0};
       if (auto hit = tails.find(key); hit != tails.end()) {
         out += hit->second;
       } else if (tails.size() < k_max_tails) {
@@ -981,16 +1090,21 @@ std::string summary_text(const CheckReport& r, const Diagnostics& diags) {
   const ShardingTotals s = sharding_totals(r.manifest, r.mesh, r.shardings);
   const MemoryEstimate& m = r.memory;
   std::string out;
-  out += fmt::format("  specs: {} valid, {} with problems; {} of {} replicated on "
-                     "every device\n",
-                     with_commas(static_cast<int64_t>(r.manifest.size()) - s.invalid),
-                     with_commas(s.invalid), human_bytes(s.replicated_bytes),
-                     human_bytes(r.manifest.total_bytes()));
-  out += fmt::format("  memory per device, {}: params {}, grads {}, optimizer {}, gather "
-                     "buffer {}\n",
-                     recipe_text(m), human_bytes(m.per_device.params),
-                     human_bytes(m.per_device.grads), human_bytes(m.per_device.optimizer),
-                     human_bytes(m.gather_buffer));
+  out += fmt::format(
+      "  specs: {} valid, {} with problems; {} of {} replicated on "
+      "every device\n",
+      with_commas(static_cast<int64_t>(r.manifest.size()) - s.invalid),
+      with_commas(s.invalid),
+      human_bytes(s.replicated_bytes),
+      human_bytes(r.manifest.total_bytes()));
+  out += fmt::format(
+      "  memory per device, {}: params {}, grads {}, optimizer {}, gather "
+      "buffer {}\n",
+      recipe_text(m),
+      human_bytes(m.per_device.params),
+      human_bytes(m.per_device.grads),
+      human_bytes(m.per_device.optimizer),
+      human_bytes(m.gather_buffer));
   out += fmt::format("  {}\n", capacity_line(m));
   out += fmt::format("result: {}\n", verdict(diags));
   return out;
@@ -1000,7 +1114,8 @@ std::string summary_text(const CheckReport& r, const Diagnostics& diags) {
 
 namespace {
 
-void write_spliced(const std::string& doc, const WriteText& write,
+void write_spliced(const std::string& doc,
+                   const WriteText& write,
                    const report_detail::FillPieces& fill) {
   const std::string marker = dump_scalar(ordered_json(k_raw_marker));
   const size_t at = doc.find(marker);
@@ -1021,7 +1136,8 @@ void write_spliced(const std::string& doc, const WriteText& write,
 
 }  // namespace
 
-void write_check_json(const CheckReport& r, const Diagnostics& diags,
+void write_check_json(const CheckReport& r,
+                      const Diagnostics& diags,
                       const WriteText& write) {
   ordered_json j = header(r.command);
   j["mesh"] = mesh_object(r.mesh);
@@ -1032,7 +1148,8 @@ void write_check_json(const CheckReport& r, const Diagnostics& diags,
   if (r.plan != nullptr && r.rules != nullptr) {
     j["rules"] = {{"source", r.rules->source}, {"preset", r.rules->preset}};
   } else {
-    j["specs_file"] = std::string(r.specs_source);  // not "specs": that key makes a specs file
+    j["specs_file"] = std::string(
+        r.specs_source);  // not "specs": that key makes a specs file
   }
   // One entry per tensor: written directly (nlohmann's objects cost a few
   // microseconds each, most of a 100k-tensor plan), in dump()'s layout.
@@ -1049,15 +1166,20 @@ void write_check_json(const CheckReport& r, const Diagnostics& diags,
                   {"replicated_bytes", s.replicated_bytes},
                   {"params_bytes_per_device", r.memory.per_device.params}};
   // A 100k-tensor plan is ~40 MB of text: handed over in pieces.
-  write_spliced(dump(j), write, [&](std::string& piece, const std::function<void()>& flush) {
-    append_tensors_json(r, 2, piece, flush);
-  });
+  write_spliced(dump(j),
+                write,
+                [&](std::string& piece, const std::function<void()>& flush) {
+                  append_tensors_json(r, 2, piece, flush);
+                });
 }
 
 std::string check_text(const CheckReport& r, const Diagnostics& diags) {
-  std::string out = fmt::format("{}: {} tensors of {} against {}\n", r.command,
-                                with_commas(static_cast<int64_t>(r.manifest.size())),
-                                r.manifest.source, r.specs_source);
+  std::string out =
+      fmt::format("{}: {} tensors of {} against {}\n",
+                  r.command,
+                  with_commas(static_cast<int64_t>(r.manifest.size())),
+                  r.manifest.source,
+                  r.specs_source);
   out += fmt::format("  {}\n", where_text(r));
   out += summary_text(r, diags);
   return out;
@@ -1066,31 +1188,47 @@ std::string check_text(const CheckReport& r, const Diagnostics& diags) {
 std::string check_markdown(const CheckReport& r, const Diagnostics& diags) {
   const MemoryEstimate& m = r.memory;
   const bool ok = diags.error_count() == 0;
-  std::string out = fmt::format("## shardplan {}: {} {}\n\n", r.command,
-                                ok ? ":white_check_mark:" : ":x:", verdict(diags));
+  std::string out = fmt::format("## shardplan {}: {} {}\n\n",
+                                r.command,
+                                ok ? ":white_check_mark:" : ":x:",
+                                verdict(diags));
   out += fmt::format("{} tensors of `{}` with specs `{}`; {}.\n\n",
-                     with_commas(static_cast<int64_t>(r.manifest.size())), r.manifest.source,
-                     r.specs_source, where_text(r));
-  out += fmt::format("| memory per device, {} | bytes | |\n|---|---:|---:|\n", recipe_text(m));
+                     with_commas(static_cast<int64_t>(r.manifest.size())),
+                     r.manifest.source,
+                     r.specs_source,
+                     where_text(r));
+  out += fmt::format("| memory per device, {} | bytes | |\n|---|---:|---:|\n",
+                     recipe_text(m));
   for (const Category& c : categories(m)) {
-    out += fmt::format("| {} | {} | {} |\n", c.name, with_commas(c.bytes), human_bytes(c.bytes));
+    out += fmt::format("| {} | {} | {} |\n",
+                       c.name,
+                       with_commas(c.bytes),
+                       human_bytes(c.bytes));
   }
-  out += fmt::format("| **total** | **{}** | **{}** |\n", with_commas(m.max_device_total),
+  out += fmt::format("| **total** | **{}** | **{}** |\n",
+                     with_commas(m.max_device_total),
                      human_bytes(m.max_device_total));
   if (m.hbm_bytes) {
-    out += fmt::format("| usable HBM ({:g}% kept free) | {} | {} |\n", m.headroom * 100,
-                       with_commas(*m.capacity_bytes), human_bytes(*m.capacity_bytes));
-    out += fmt::format("\n{}: {:.1f}% of HBM.\n", *m.fits ? "Fits" : "**Does not fit**",
+    out += fmt::format("| usable HBM ({:g}% kept free) | {} | {} |\n",
+                       m.headroom * 100,
+                       with_commas(*m.capacity_bytes),
+                       human_bytes(*m.capacity_bytes));
+    out += fmt::format("\n{}: {:.1f}% of HBM.\n",
+                       *m.fits ? "Fits" : "**Does not fit**",
                        *m.utilization * 100);
   }
   constexpr size_t k_max_rows = 50;
   for (Severity severity : {Severity::error, Severity::warning}) {
-    size_t count = severity == Severity::error ? diags.error_count() : diags.warning_count();
+    size_t count = severity == Severity::error ? diags.error_count()
+                                               : diags.warning_count();
     if (count == 0) {
       continue;
     }
-    out += fmt::format("\n### {} ({})\n\n| code | tensor | where | message |\n|---|---|---|---|\n",
-                       severity == Severity::error ? "Errors" : "Warnings", count);
+    out += fmt::format(
+        "\n### {} ({})\n\n| code | tensor | where | message "
+        "|\n|---|---|---|---|\n",
+        severity == Severity::error ? "Errors" : "Warnings",
+        count);
     size_t shown = 0;
     for (const Diagnostic& d : diags.items()) {
       if (d.severity != severity || shown == k_max_rows) {
@@ -1101,10 +1239,12 @@ std::string check_markdown(const CheckReport& r, const Diagnostics& diags) {
       if (!d.location.pointer.empty()) {
         where += ":" + d.location.pointer;
       }
-      out += fmt::format("| `{}` | {} | {} | {} |\n", d.code,
-                         d.tensor ? fmt::format("`{}`", md_cell(*d.tensor)) : "",
-                         where.empty() ? "" : fmt::format("`{}`", md_cell(where)),
-                         md_cell(message_with_hint(d)));
+      out +=
+          fmt::format("| `{}` | {} | {} | {} |\n",
+                      d.code,
+                      d.tensor ? fmt::format("`{}`", md_cell(*d.tensor)) : "",
+                      where.empty() ? "" : fmt::format("`{}`", md_cell(where)),
+                      md_cell(message_with_hint(d)));
     }
     if (count > shown) {
       out += fmt::format("\n... and {} more.\n", count - shown);
@@ -1133,44 +1273,63 @@ std::string check_github(const CheckReport& r, const Diagnostics& diags) {
     if (d.tensor && message.find(*d.tensor) == std::string::npos) {
       message = fmt::format("tensor {}: {}", quote(*d.tensor), message);
     }
-    out += fmt::format("::{} {}::{}\n", kind, fmt::join(props, ","), github_data(message));
+    out += fmt::format(
+        "::{} {}::{}\n", kind, fmt::join(props, ","), github_data(message));
   }
-  out += fmt::format("shardplan {}: {}; {}\n", r.command, verdict(diags),
+  out += fmt::format("shardplan {}: {}; {}\n",
+                     r.command,
+                     verdict(diags),
                      capacity_line(r.memory));
   return out;
 }
 
 std::string memory_text(const CheckReport& r) {
   const MemoryEstimate& m = r.memory;
-  std::string out = fmt::format("memory per device: {} tensors of {}, {}\n",
-                                with_commas(static_cast<int64_t>(r.manifest.size())),
-                                r.manifest.source, where_text(r));
+  std::string out =
+      fmt::format("memory per device: {} tensors of {}, {}\n",
+                  with_commas(static_cast<int64_t>(r.manifest.size())),
+                  r.manifest.source,
+                  where_text(r));
   out += fmt::format("{}\n\n", recipe_text(m));
   // Bars against HBM when known, else against the total.
-  const int64_t scale = m.hbm_bytes ? *m.hbm_bytes : std::max<int64_t>(m.max_device_total, 1);
+  const int64_t scale =
+      m.hbm_bytes ? *m.hbm_bytes : std::max<int64_t>(m.max_device_total, 1);
   constexpr int k_bar = 40;
   auto bar = [&](int64_t bytes) {
-    const double f = std::clamp(static_cast<double>(bytes) / static_cast<double>(scale), 0.0, 1.0);
+    const double f = std::clamp(
+        static_cast<double>(bytes) / static_cast<double>(scale), 0.0, 1.0);
     const int filled = static_cast<int>(std::lround(f * k_bar));
-    return fmt::format("[{}{}] {:5.1f}%", std::string(static_cast<size_t>(filled), '#'),
-                       std::string(static_cast<size_t>(k_bar - filled), '.'), f * 100);
+    return fmt::format("[{}{}] {:5.1f}%",
+                       std::string(static_cast<size_t>(filled), '#'),
+                       std::string(static_cast<size_t>(k_bar - filled), '.'),
+                       f * 100);
   };
   std::vector<std::vector<std::string>> rows = {
-      {"category", "bytes", "", m.hbm_bytes ? "share of HBM" : "share of total"}};
+      {"category",
+       "bytes",
+       "",
+       m.hbm_bytes ? "share of HBM" : "share of total"}};
   for (const Category& c : categories(m)) {
-    rows.push_back({c.name, with_commas(c.bytes), human_bytes(c.bytes), bar(c.bytes)});
+    rows.push_back(
+        {c.name, with_commas(c.bytes), human_bytes(c.bytes), bar(c.bytes)});
   }
-  rows.push_back({"total", with_commas(m.max_device_total), human_bytes(m.max_device_total),
+  rows.push_back({"total",
+                  with_commas(m.max_device_total),
+                  human_bytes(m.max_device_total),
                   bar(m.max_device_total)});
   if (m.capacity_bytes) {
-    rows.push_back({"usable", with_commas(*m.capacity_bytes), human_bytes(*m.capacity_bytes),
+    rows.push_back({"usable",
+                    with_commas(*m.capacity_bytes),
+                    human_bytes(*m.capacity_bytes),
                     bar(*m.capacity_bytes)});
   }
   out += table(rows);
   out += fmt::format("{}\n", capacity_line(m));
   if (m.min_device_total != m.max_device_total) {
-    out += fmt::format("the least loaded device holds {} ({} tensors have uneven shards)\n",
-                       human_bytes(m.min_device_total), m.uneven_tensors);
+    out += fmt::format(
+        "the least loaded device holds {} ({} tensors have uneven shards)\n",
+        human_bytes(m.min_device_total),
+        m.uneven_tensors);
   }
   if (m.gather_buffer > 0) {
     out += fmt::format("gather buffer: {} gathered at use\n",
@@ -1178,10 +1337,13 @@ std::string memory_text(const CheckReport& r) {
   }
 
   out += "\nparams per device by dtype:\n";
-  std::vector<std::vector<std::string>> dtypes = {{"dtype", "tensors", "bytes", ""}};
+  std::vector<std::vector<std::string>> dtypes = {
+      {"dtype", "tensors", "bytes", ""}};
   for (const DtypeMemory& d : m.by_dtype) {
-    dtypes.push_back({std::string(to_string(d.dtype)), with_commas(d.tensors),
-                      with_commas(d.params_per_device), human_bytes(d.params_per_device)});
+    dtypes.push_back({std::string(to_string(d.dtype)),
+                      with_commas(d.tensors),
+                      with_commas(d.params_per_device),
+                      human_bytes(d.params_per_device)});
   }
   out += table(dtypes);
 
@@ -1191,9 +1353,12 @@ std::string memory_text(const CheckReport& r) {
   for (const TensorMemory& t : m.largest) {
     const Tensor& tensor = r.manifest.tensors()[t.tensor];
     const TensorSharding& s = r.shardings[t.tensor];
-    big.push_back({std::string(tensor.name), shape_text(tensor.shape),
-                   std::string(to_string(tensor.dtype)), s.spec() ? to_short(*s.spec()) : "-",
-                   human_bytes(t.per_device.params), human_bytes(t.per_device.model_states())});
+    big.push_back({std::string(tensor.name),
+                   shape_text(tensor.shape),
+                   std::string(to_string(tensor.dtype)),
+                   s.spec() ? to_short(*s.spec()) : "-",
+                   human_bytes(t.per_device.params),
+                   human_bytes(t.per_device.model_states())});
   }
   out += table(big);
   return out;
@@ -1214,9 +1379,13 @@ std::string models_list_json(const std::vector<BuiltinModel>& models) {
 }
 
 std::string models_list_text(const std::vector<BuiltinModel>& models) {
-  std::vector<std::vector<std::string>> rows = {{"model", "architecture", "parameters", "tensors"}};
+  std::vector<std::vector<std::string>> rows = {
+      {"model", "architecture", "parameters", "tensors"}};
   for (const BuiltinModel& m : models) {
-    rows.push_back({m.name, m.architecture, with_commas(m.parameters), with_commas(m.tensors)});
+    rows.push_back({m.name,
+                    m.architecture,
+                    with_commas(m.parameters),
+                    with_commas(m.tensors)});
   }
   return table(rows);
 }
@@ -1226,9 +1395,11 @@ std::string models_list_text(const std::vector<BuiltinModel>& models) {
 namespace shardplan {
 
 std::string plan_text(const CheckReport& r, const Diagnostics& diags) {
-  std::string out = fmt::format("plan: {} tensors of {} with rules {}\n",
-                                with_commas(static_cast<int64_t>(r.manifest.size())),
-                                r.manifest.source, r.rules != nullptr ? r.rules->source : "");
+  std::string out =
+      fmt::format("plan: {} tensors of {} with rules {}\n",
+                  with_commas(static_cast<int64_t>(r.manifest.size())),
+                  r.manifest.source,
+                  r.rules != nullptr ? r.rules->source : "");
   out += fmt::format("  {}\n", where_text(r));
 
   // Groups in order of the deciding rule (rules by index, then scalars,
@@ -1237,7 +1408,8 @@ std::string plan_text(const CheckReport& r, const Diagnostics& diags) {
   const std::vector<RuleDecision>& decisions = r.plan->decisions;
   std::map<std::pair<int, size_t>, size_t> group_of_rule;
   for (const RuleDecision& d : decisions) {
-    group_of_rule.try_emplace({static_cast<int>(d.rule.decider), d.rule.index}, 0);
+    group_of_rule.try_emplace({static_cast<int>(d.rule.decider), d.rule.index},
+                              0);
   }
   size_t next = 0;
   for (auto& [rule, group] : group_of_rule) {
@@ -1245,8 +1417,8 @@ std::string plan_text(const CheckReport& r, const Diagnostics& diags) {
   }
   std::vector<size_t> group_of_decision(decisions.size());
   for (size_t d = 0; d < decisions.size(); ++d) {
-    group_of_decision[d] =
-        group_of_rule.at({static_cast<int>(decisions[d].rule.decider), decisions[d].rule.index});
+    group_of_decision[d] = group_of_rule.at(
+        {static_cast<int>(decisions[d].rule.decider), decisions[d].rule.index});
   }
   std::vector<std::vector<size_t>> groups(group_of_rule.size());
   for (size_t t = 0; t < r.shardings.size(); ++t) {
@@ -1261,7 +1433,9 @@ std::string plan_text(const CheckReport& r, const Diagnostics& diags) {
       continue;
     }
     const RuleRef& rule = r.plan->rule(members.front());
-    out += fmt::format("\n{}: {} tensor{}\n", rule.description, with_commas(static_cast<int64_t>(members.size())),
+    out += fmt::format("\n{}: {} tensor{}\n",
+                       rule.description,
+                       with_commas(static_cast<int64_t>(members.size())),
                        members.size() == 1 ? "" : "s");
     std::vector<NameRowRef> rows;
     rows.reserve(members.size());
@@ -1273,22 +1447,29 @@ std::string plan_text(const CheckReport& r, const Diagnostics& diags) {
       auto [cached, inserted] = rests.try_emplace(sh.layout.get());
       if (inserted) {
         const PartitionSpec* spec = sh.spec();
-        cached->second = fmt::format("{}{}{}{}{}{}{}", shape_text(tensor.shape), k_sep,
-                                     to_string(tensor.dtype), k_sep,
-                                     spec ? to_short(*spec) : std::string("(invalid)"),
-                                     k_sep, human_bytes(sh.bytes_per_device()));
+        cached->second =
+            fmt::format("{}{}{}{}{}{}{}",
+                        shape_text(tensor.shape),
+                        k_sep,
+                        to_string(tensor.dtype),
+                        k_sep,
+                        spec ? to_short(*spec) : std::string("(invalid)"),
+                        k_sep,
+                        human_bytes(sh.bytes_per_device()));
       }
       rows.push_back({tensor.name, cached->second});
     }
     std::vector<std::vector<std::string>> cells = {
         {"  tensor", "count", "shape", "dtype", "spec", "per device"}};
     for (const FoldedRow& row : fold_row_refs(rows)) {
-      std::vector<std::string> line = {"  " + row.name,
-                                       row.count == 1 ? std::string() : fmt::format("x{}", row.count)};
+      std::vector<std::string> line = {
+          "  " + row.name,
+          row.count == 1 ? std::string() : fmt::format("x{}", row.count)};
       size_t start = 0;
       for (;;) {
         size_t sep = row.rest.find(k_sep, start);
-        line.push_back(row.rest.substr(start, sep == std::string::npos ? sep : sep - start));
+        line.push_back(row.rest.substr(
+            start, sep == std::string::npos ? sep : sep - start));
         if (sep == std::string::npos) {
           break;
         }
@@ -1322,7 +1503,9 @@ ordered_json trace_json(const Trace& trace) {
 
 }  // namespace
 
-std::string explain_json(const RuleTrace& trace, const RuleSet& rules, const Mesh& mesh) {
+std::string explain_json(const RuleTrace& trace,
+                         const RuleSet& rules,
+                         const Mesh& mesh) {
   ordered_json j = header("plan");
   j["mesh"] = mesh_object(mesh);
   j["rules"] = {{"source", rules.source}, {"preset", rules.preset}};
@@ -1357,17 +1540,23 @@ std::string explain_json(const RuleTrace& trace, const RuleSet& rules, const Mes
   }
   j["rules_tried"] = std::move(steps);
   std::optional<size_t> index = trace.result.rule.rule_index();
-  j["result"] = {{"spec", spec_json(trace.result.spec)},
-                 {"rule",
-                  {{"index", index ? ordered_json(*index) : ordered_json(nullptr)},
-                   {"description", trace.result.rule.description}}}};
+  j["result"] = {
+      {"spec", spec_json(trace.result.spec)},
+      {"rule",
+       {{"index", index ? ordered_json(*index) : ordered_json(nullptr)},
+        {"description", trace.result.rule.description}}}};
   return dump(j);
 }
 
-std::string explain_text(const RuleTrace& trace, const RuleSet& rules, const Mesh& mesh) {
-  std::string out = fmt::format("{}: {} {}, {} elements, {}\n", trace.tensor,
-                                shape_text(trace.shape), to_string(trace.dtype),
-                                with_commas(trace.num_elements), human_bytes(trace.num_bytes));
+std::string explain_text(const RuleTrace& trace,
+                         const RuleSet& rules,
+                         const Mesh& mesh) {
+  std::string out = fmt::format("{}: {} {}, {} elements, {}\n",
+                                trace.tensor,
+                                shape_text(trace.shape),
+                                to_string(trace.dtype),
+                                with_commas(trace.num_elements),
+                                human_bytes(trace.num_bytes));
   if (trace.logical_axes) {
     std::vector<std::string> names;
     for (const auto& name : *trace.logical_axes) {
@@ -1389,10 +1578,12 @@ std::string explain_text(const RuleTrace& trace, const RuleSet& rules, const Mes
     }
     out += "\n";
     for (const TraceStep& t : step.steps) {
-      out += fmt::format("  {} {}\n", t.chosen ? "*" : (t.ok && !*t.ok ? "x" : "-"), t.text);
+      out += fmt::format(
+          "  {} {}\n", t.chosen ? "*" : (t.ok && !*t.ok ? "x" : "-"), t.text);
     }
   }
-  out += fmt::format("\nresult: {} ({})\n", to_short(trace.result.spec),
+  out += fmt::format("\nresult: {} ({})\n",
+                     to_short(trace.result.spec),
                      trace.result.rule.description);
   return out;
 }
@@ -1401,7 +1592,8 @@ std::string presets_list_json(const std::vector<RulePreset>& presets) {
   ordered_json j = header("plan");
   ordered_json list = ordered_json::array();
   for (const RulePreset& p : presets) {
-    list.push_back({{"name", p.name}, {"rules", p.rules}, {"description", p.description}});
+    list.push_back(
+        {{"name", p.name}, {"rules", p.rules}, {"description", p.description}});
   }
   j["presets"] = std::move(list);
   return dump(j);
@@ -1416,8 +1608,11 @@ std::string presets_list_text(const std::vector<RulePreset>& presets) {
     size_t start = 0;
     while (start < p.description.size()) {
       size_t end = p.description.find(' ', start);
-      std::string_view word = std::string_view(p.description).substr(
-          start, end == std::string::npos ? std::string::npos : end - start);
+      std::string_view word =
+          std::string_view(p.description)
+              .substr(
+                  start,
+                  end == std::string::npos ? std::string::npos : end - start);
       if (!line.empty() && line.size() + 1 + word.size() > 76) {
         out += fmt::format("  {}\n", line);
         line.clear();
@@ -1441,38 +1636,64 @@ std::string presets_list_text(const std::vector<RulePreset>& presets) {
 
 namespace shardplan::report_detail {
 
-ordered_json header(std::string_view command) { return shardplan::header(command); }
-std::string dump(const ordered_json& j) { return shardplan::dump(j); }
-std::string dump_scalar(const ordered_json& j) { return shardplan::dump_scalar(j); }
+ordered_json header(std::string_view command) {
+  return shardplan::header(command);
+}
+std::string dump(const ordered_json& j) {
+  return shardplan::dump(j);
+}
+std::string dump_scalar(const ordered_json& j) {
+  return shardplan::dump_scalar(j);
+}
 ordered_json diagnostics_array(const Diagnostics& diags) {
   return shardplan::diagnostics_array(diags);
 }
-ordered_json mesh_object(const Mesh& mesh) { return shardplan::mesh_object(mesh); }
+ordered_json mesh_object(const Mesh& mesh) {
+  return shardplan::mesh_object(mesh);
+}
 ordered_json topology_object(const Topology& topology) {
   return shardplan::topology_object(topology);
 }
-ordered_json spec_json(const PartitionSpec& spec) { return shardplan::spec_json(spec); }
+ordered_json spec_json(const PartitionSpec& spec) {
+  return shardplan::spec_json(spec);
+}
 void append_json_string(std::string& out, std::string_view s) {
   shardplan::append_json_string(out, s);
 }
-ordered_json raw_marker() { return shardplan::k_raw_marker; }
-void append_spec_json(std::string& out, const PartitionSpec& spec, size_t indent) {
+ordered_json raw_marker() {
+  return shardplan::k_raw_marker;
+}
+void append_spec_json(std::string& out,
+                      const PartitionSpec& spec,
+                      size_t indent) {
   shardplan::append_spec_json(out, spec, indent);
 }
-void write_spliced(const std::string& doc, const WriteText& write, const FillPieces& fill) {
+void write_spliced(const std::string& doc,
+                   const WriteText& write,
+                   const FillPieces& fill) {
   shardplan::write_spliced(doc, write, fill);
 }
-std::string with_commas(int64_t value) { return shardplan::with_commas(value); }
-std::string human_bytes(int64_t bytes) { return shardplan::human_bytes(bytes); }
-std::string seconds_text(double seconds) { return shardplan::seconds_text(seconds); }
-std::string rate_text(double bytes_per_s) { return shardplan::rate_text(bytes_per_s); }
+std::string with_commas(int64_t value) {
+  return shardplan::with_commas(value);
+}
+std::string human_bytes(int64_t bytes) {
+  return shardplan::human_bytes(bytes);
+}
+std::string seconds_text(double seconds) {
+  return shardplan::seconds_text(seconds);
+}
+std::string rate_text(double bytes_per_s) {
+  return shardplan::rate_text(bytes_per_s);
+}
 std::string shape_text(std::span<const int64_t> shape) {
   return shardplan::shape_text(shape);
 }
 std::string table(const std::vector<std::vector<std::string>>& rows) {
   return shardplan::table(rows);
 }
-std::string verdict(const Diagnostics& diags) { return shardplan::verdict(diags); }
+std::string verdict(const Diagnostics& diags) {
+  return shardplan::verdict(diags);
+}
 std::string mesh_line(const Mesh& mesh, const Topology* topology) {
   return shardplan::mesh_line(mesh, topology);
 }

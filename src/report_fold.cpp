@@ -32,7 +32,8 @@ bool parse_number(std::string_view text, int64_t& value) {
   if (text.empty() || text.size() > 18 || (text.size() > 1 && text[0] == '0')) {
     return false;
   }
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  auto [end, ec] =
+      std::from_chars(text.data(), text.data() + text.size(), value);
   return ec == std::errc() && end == text.data() + text.size();
 }
 
@@ -83,7 +84,8 @@ struct Row {
   uint64_t skeleton = 0;
   uint32_t rest = 0;  // an id: rows with equal rest text have equal ids
   size_t count = 1;
-  // The row's numeric components, left to right: m_spans[spans, spans + numerics).
+  // The row's numeric components, left to right: m_spans[spans, spans +
+  // numerics).
   size_t spans = 0;
   size_t numerics = 0;
   // Once the row has absorbed another: m_values[values, values + numerics),
@@ -107,11 +109,13 @@ class Folder {
       Row row;
       row.text = r.name;
       auto seen = rest_at.find(r.rest.data());
-      if (seen != rest_at.end() && m_rests[seen->second].size() == r.rest.size()) {
+      if (seen != rest_at.end()
+          && m_rests[seen->second].size() == r.rest.size()) {
         row.rest = seen->second;
       } else {
         row.rest =
-            rest_ids.try_emplace(r.rest, static_cast<uint32_t>(m_rests.size())).first->second;
+            rest_ids.try_emplace(r.rest, static_cast<uint32_t>(m_rests.size()))
+                .first->second;
         if (row.rest == m_rests.size()) {
           m_rests.push_back(r.rest);
         }
@@ -126,11 +130,13 @@ class Folder {
         end = end == std::string_view::npos ? r.name.size() : end;
         const std::string_view part = r.name.substr(start, end - start);
         int64_t value = 0;
-        if (!part.empty() && ((part[0] >= '0' && part[0] <= '9') || part[0] == '-')
+        if (!part.empty()
+            && ((part[0] >= '0' && part[0] <= '9') || part[0] == '-')
             && parse_number(part, value)) {
           m_spans.push_back({start, end, 0, value});
           // "-07" is the number -7, and prints so.
-          canonical = canonical && (part[0] != '-' || part == std::to_string(value));
+          canonical =
+              canonical && (part[0] != '-' || part == std::to_string(value));
         }
         start = end + 1;
       }
@@ -141,7 +147,8 @@ class Folder {
       hash_row(row);
       m_passes = std::max(m_passes, row.numerics);
       if (place(row, 0, m_rows, first)) {
-        m_spans.resize(row.spans);  // its own spans, the last ones, are not needed
+        m_spans.resize(
+            row.spans);  // its own spans, the last ones, are not needed
       }
     }
     finish(0, m_rows, first);
@@ -154,7 +161,8 @@ class Folder {
     std::vector<FoldedRow> out;
     out.reserve(m_rows.size());
     for (const Row& row : m_rows) {
-      out.push_back({std::string(row.text), std::string(m_rests[row.rest]), row.count});
+      out.push_back(
+          {std::string(row.text), std::string(m_rests[row.rest]), row.count});
     }
     return out;
   }
@@ -218,7 +226,8 @@ class Folder {
       materialize(g);
     }
     std::vector<int64_t>& values = m_values[*g.values + g.numerics - 1 - k];
-    if (m_touched_pass[*g.values] != k + 1) {  // the first merge into g in this pass
+    if (m_touched_pass[*g.values]
+        != k + 1) {  // the first merge into g in this pass
       m_touched_pass[*g.values] = k + 1;
       state.touched.push_back(into);
     }
@@ -243,7 +252,9 @@ class Folder {
     for (size_t i = 0; i < row.numerics; ++i) {
       Span& span = m_spans[row.spans + i];
       span.hash = number_hash(span.value);
-      skeleton = combine(skeleton, detail::hash_bytes(row.text.substr(from, span.begin - from)));
+      skeleton =
+          combine(skeleton,
+                  detail::hash_bytes(row.text.substr(from, span.begin - from)));
       from = span.end;
     }
     row.skeleton = combine(skeleton, detail::hash_bytes(row.text.substr(from)));
@@ -317,7 +328,8 @@ class Folder {
         // prints as a number: hashed as one.
         s.hash = values.size() == 1
                      ? number_hash(values[0])
-                     : detail::hash_bytes(std::string_view(text).substr(at.begin, end - at.begin));
+                     : detail::hash_bytes(std::string_view(text).substr(
+                         at.begin, end - at.begin));
       } else if (i > j) {
         s.begin = s.begin + end - at.end;
         s.end = s.end + end - at.end;
@@ -333,8 +345,9 @@ class Folder {
   std::vector<std::string_view> m_rests;  // by id
   std::vector<Span> m_spans;
   std::vector<std::vector<int64_t>> m_values;
-  std::vector<size_t> m_touched_pass;  // per m_values entry: last pass + 1 that merged into it
-  std::deque<std::string> m_texts;     // texts of rows that absorbed others
+  std::vector<size_t>
+      m_touched_pass;  // per m_values entry: last pass + 1 that merged into it
+  std::deque<std::string> m_texts;  // texts of rows that absorbed others
   size_t m_passes = 0;
 };
 

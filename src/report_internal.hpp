@@ -4,8 +4,8 @@
 // report_*.cpp files share (report_reshard.cpp). Defined in report.cpp.
 
 #include <shardplan/diag.hpp>
-#include <shardplan/report.hpp>
 #include <shardplan/mesh.hpp>
+#include <shardplan/report.hpp>
 #include <shardplan/spec.hpp>
 #include <shardplan/topology.hpp>
 
@@ -41,7 +41,9 @@ void append_json_string(std::string& out, std::string_view s);
 // written directly (it runs once per tensor); on one line when `indent` is
 // k_one_line.
 inline constexpr size_t k_one_line = static_cast<size_t>(-1);
-void append_spec_json(std::string& out, const PartitionSpec& spec, size_t indent);
+void append_spec_json(std::string& out,
+                      const PartitionSpec& spec,
+                      size_t indent);
 // A value to put where text written directly goes (arrays too large for
 // ordered_json): dump() writes it as dump_scalar(raw_marker()), which the
 // caller then replaces.
@@ -49,8 +51,11 @@ ordered_json raw_marker();
 // Hands `doc` to `write` with its raw_marker() replaced by what
 // fill(piece, flush) appends to `piece`; `fill` calls flush() after each
 // entry, and the text goes out in pieces of about a megabyte, never whole.
-using FillPieces = std::function<void(std::string& piece, const std::function<void()>& flush)>;
-void write_spliced(const std::string& doc, const WriteText& write, const FillPieces& fill);
+using FillPieces =
+    std::function<void(std::string& piece, const std::function<void()>& flush)>;
+void write_spliced(const std::string& doc,
+                   const WriteText& write,
+                   const FillPieces& fill);
 
 // Text: "16,060,522,496", "14.96 GiB", "0.56 ms", "[4096, 14336]", and a
 // table whose first row is the header (numeric columns right-aligned).

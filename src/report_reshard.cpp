@@ -1,6 +1,6 @@
-#include <shardplan/report.hpp>
-
 #include "report_internal.hpp"
+
+#include <shardplan/report.hpp>
 
 #include <fmt/format.h>
 
@@ -52,16 +52,24 @@ void append_optional(std::string& out, const std::optional<int64_t>& value) {
 // {"bytes_per_device": .., "seconds": .., "peak_bytes_per_device": ..} on
 // one line.
 void append_cost(std::string& out, const PlanCost& cost) {
-  fmt::format_to(std::back_inserter(out), "{{\"bytes_per_device\": {}, \"seconds\": ",
+  fmt::format_to(std::back_inserter(out),
+                 "{{\"bytes_per_device\": {}, \"seconds\": ",
                  cost.bytes_per_device);
   append_number(out, cost.seconds);
-  fmt::format_to(std::back_inserter(out), ", \"peak_bytes_per_device\": {}}}",
+  fmt::format_to(std::back_inserter(out),
+                 ", \"peak_bytes_per_device\": {}}}",
                  cost.peak_bytes_per_device);
 }
 
-void append_step(std::string& out, const ReshardStep& step, const std::string& in) {
+void append_step(std::string& out,
+                 const ReshardStep& step,
+                 const std::string& in) {
   const auto o = std::back_inserter(out);
-  fmt::format_to(o, "{{\n{}  \"op\": \"{}\",\n{}  \"mesh_axes\": ", in, to_string(step.op), in);
+  fmt::format_to(o,
+                 "{{\n{}  \"op\": \"{}\",\n{}  \"mesh_axes\": ",
+                 in,
+                 to_string(step.op),
+                 in);
   append_strings(out, step.mesh_axes);
   fmt::format_to(o, ",\n{}  \"dim\": ", in);
   append_optional(out, step.dim);
@@ -69,17 +77,27 @@ void append_step(std::string& out, const ReshardStep& step, const std::string& i
     fmt::format_to(o, ",\n{}  \"to_dim\": ", in);
     append_optional(out, step.to_dim);
   }
-  fmt::format_to(o, ",\n{0}  \"bytes_per_device\": {1},\n{0}  \"link\": \"{2}\",\n{0}  \"seconds\": ",
-                 in, step.bytes_per_device, to_string(step.link));
+  fmt::format_to(o,
+                 ",\n{0}  \"bytes_per_device\": {1},\n{0}  \"link\": "
+                 "\"{2}\",\n{0}  \"seconds\": ",
+                 in,
+                 step.bytes_per_device,
+                 to_string(step.link));
   append_number(out, step.seconds);
   if (!step.transfers.empty()) {
     fmt::format_to(o, ",\n{}  \"transfers\": [\n", in);
     for (size_t i = 0; i < step.transfers.size(); ++i) {
       const Transfer& t = step.transfers[i];
-      fmt::format_to(o, "{}    {{\"to_device\": {}, \"from_device\": {}, \"bytes\": {}, \"box\": [",
-                     in, t.to_device, t.from_device, t.bytes);
+      fmt::format_to(o,
+                     "{}    {{\"to_device\": {}, \"from_device\": {}, "
+                     "\"bytes\": {}, \"box\": [",
+                     in,
+                     t.to_device,
+                     t.from_device,
+                     t.bytes);
       for (size_t d = 0; d < t.box.size(); ++d) {
-        fmt::format_to(o, "{}[{}, {}]", d > 0 ? ", " : "", t.box[d][0], t.box[d][1]);
+        fmt::format_to(
+            o, "{}[{}, {}]", d > 0 ? ", " : "", t.box[d][0], t.box[d][1]);
       }
       out += i + 1 < step.transfers.size() ? "]},\n" : "]}\n";
     }
@@ -88,7 +106,8 @@ void append_step(std::string& out, const ReshardStep& step, const std::string& i
   fmt::format_to(o, "\n{}}}", in);
 }
 
-void append_intermediate(std::string& out, const IntermediateSharding& im,
+void append_intermediate(std::string& out,
+                         const IntermediateSharding& im,
                          const std::string& in) {
   const auto o = std::back_inserter(out);
   fmt::format_to(o, "{{\n{}  \"mesh\": {{\"axes\": [", in);
@@ -129,13 +148,18 @@ std::string plan_tail(const TensorReshard& tr) {
   } else {
     out += "null";
   }
-  fmt::format_to(o,
-                 ",\n{0}\"from_bytes_per_device\": {1},\n{0}\"to_bytes_per_device\": {2},"
-                 "\n{0}\"bytes_per_device\": {3},\n{0}\"seconds\": ",
-                 in2, tr.from_bytes_per_device, tr.to_bytes_per_device,
-                 tr.cost.bytes_per_device);
+  fmt::format_to(
+      o,
+      ",\n{0}\"from_bytes_per_device\": {1},\n{0}\"to_bytes_per_device\": {2},"
+      "\n{0}\"bytes_per_device\": {3},\n{0}\"seconds\": ",
+      in2,
+      tr.from_bytes_per_device,
+      tr.to_bytes_per_device,
+      tr.cost.bytes_per_device);
   append_number(out, tr.cost.seconds);
-  fmt::format_to(o, ",\n{0}\"peak_bytes_per_device\": {1},\n{0}\"naive\": ", in2,
+  fmt::format_to(o,
+                 ",\n{0}\"peak_bytes_per_device\": {1},\n{0}\"naive\": ",
+                 in2,
                  tr.cost.peak_bytes_per_device);
   append_cost(out, tr.naive);
   fmt::format_to(o, "\n{}}}", in1);
@@ -143,7 +167,9 @@ std::string plan_tail(const TensorReshard& tr) {
 }
 
 // tensors[] at indent 2, in dump()'s layout; flush() after each tensor.
-void append_tensors(const ReshardReport& r, std::string& out, const std::function<void()>& flush) {
+void append_tensors(const ReshardReport& r,
+                    std::string& out,
+                    const std::function<void()>& flush) {
   const size_t count = r.plan.size();
   if (count == 0) {
     out += "[]";
@@ -165,8 +191,11 @@ void append_tensors(const ReshardReport& r, std::string& out, const std::functio
     out += in2;
     out += "\"name\": ";
     append_json_string(out, t.name);
-    fmt::format_to(o, ",\n{0}\"shape\": [{1}],\n{0}\"dtype\": \"{2}\"", in2,
-                   fmt::join(t.shape, ", "), to_string(t.dtype));
+    fmt::format_to(o,
+                   ",\n{0}\"shape\": [{1}],\n{0}\"dtype\": \"{2}\"",
+                   in2,
+                   fmt::join(t.shape, ", "),
+                   to_string(t.dtype));
     out += tail;
     out += i + 1 < count ? ",\n" : "\n";
     flush();
@@ -204,11 +233,14 @@ std::string steps_text(const TensorReshard& tr) {
     }
     out += to_string(step.op);
     if (!step.mesh_axes.empty()) {
-      fmt::format_to(std::back_inserter(out), " over {}", fmt::join(step.mesh_axes, ","));
+      fmt::format_to(
+          std::back_inserter(out), " over {}", fmt::join(step.mesh_axes, ","));
     }
   }
   if (tr.intermediate) {
-    fmt::format_to(std::back_inserter(out), " (via {} on {})", to_short(tr.intermediate->spec),
+    fmt::format_to(std::back_inserter(out),
+                   " (via {} on {})",
+                   to_short(tr.intermediate->spec),
                    to_string(tr.intermediate->mesh));
   }
   return out;
@@ -223,10 +255,10 @@ std::string cost_text(const ReshardReport& r, const PlanCost& c) {
   return out;
 }
 
-
 }  // namespace
 
-void write_reshard_json(const ReshardReport& r, const Diagnostics& diags,
+void write_reshard_json(const ReshardReport& r,
+                        const Diagnostics& diags,
                         const WriteText& write) {
   ordered_json j = header("reshard");
   j["from"] = side_object(r.from_mesh, r.from_topology);
@@ -249,7 +281,8 @@ void write_reshard_json(const ReshardReport& r, const Diagnostics& diags,
   j["naive_totals"] = cost_object(r.plan.naive_totals);
   const PlanCost& p = r.plan.totals;
   const PlanCost& n = r.plan.naive_totals;
-  j["saved"] = cost_object({n.bytes_per_device - p.bytes_per_device, n.seconds - p.seconds,
+  j["saved"] = cost_object({n.bytes_per_device - p.bytes_per_device,
+                            n.seconds - p.seconds,
                             n.peak_bytes_per_device - p.peak_bytes_per_device});
   j["summary"] = {{"tensors", r.manifest.size()},
                   {"errors", diags.error_count()},
@@ -257,28 +290,36 @@ void write_reshard_json(const ReshardReport& r, const Diagnostics& diags,
   j["diagnostics"] = diagnostics_array(diags);
 
   // 100k tensors are ~70 MB of text: handed over in pieces.
-  write_spliced(dump(j), write, [&](std::string& piece, const std::function<void()>& flush) {
-    append_tensors(r, piece, flush);
-  });
+  write_spliced(dump(j),
+                write,
+                [&](std::string& piece, const std::function<void()>& flush) {
+                  append_tensors(r, piece, flush);
+                });
 }
 
 std::string reshard_text(const ReshardReport& r, const Diagnostics& diags) {
   const auto& tensors = r.manifest.tensors();
-  std::string out = fmt::format("reshard: {} tensor{} of {}\n",
-                                with_commas(static_cast<int64_t>(r.manifest.size())),
-                                r.manifest.size() == 1 ? "" : "s", r.manifest.source);
+  std::string out =
+      fmt::format("reshard: {} tensor{} of {}\n",
+                  with_commas(static_cast<int64_t>(r.manifest.size())),
+                  r.manifest.size() == 1 ? "" : "s",
+                  r.manifest.source);
   out += fmt::format("  from {}\n", mesh_line(r.from_mesh, r.from_topology));
   out += fmt::format("  to   {}\n", mesh_line(r.to_mesh, r.to_topology));
   std::vector<std::string> notes;
   notes.emplace_back(r.plan.same_mesh ? "collectives on one mesh"
-                                      : (r.options.same_devices ? "between meshes, same devices"
-                                                                : "between device sets"));
+                                      : (r.options.same_devices
+                                             ? "between meshes, same devices"
+                                             : "between device sets"));
   if (r.options.transfer_link.link != LinkClass::none && !r.plan.same_mesh) {
-    notes.push_back(fmt::format("transfers over {} at {}", to_string(r.options.transfer_link.link),
-                                rate_text(r.options.transfer_link.bytes_per_s)));
+    notes.push_back(
+        fmt::format("transfers over {} at {}",
+                    to_string(r.options.transfer_link.link),
+                    rate_text(r.options.transfer_link.bytes_per_s)));
   }
   if (!r.options.partial.empty()) {
-    notes.push_back(fmt::format("pending sums over {}", fmt::join(r.options.partial, ",")));
+    notes.push_back(
+        fmt::format("pending sums over {}", fmt::join(r.options.partial, ",")));
   }
   if (r.options.donate) {
     notes.emplace_back("source buffers donated");
@@ -293,8 +334,11 @@ std::string reshard_text(const ReshardReport& r, const Diagnostics& diags) {
   std::vector<std::string> rests(r.plan.plans.size());
   for (size_t p = 0; p < rests.size(); ++p) {
     const TensorReshard& tr = r.plan.plans[p];
-    rests[p] = fmt::format("{} -> {}: {}, {}", to_short(tr.from), to_short(tr.to),
-                           steps_text(tr), cost_text(r, tr.cost));
+    rests[p] = fmt::format("{} -> {}: {}, {}",
+                           to_short(tr.from),
+                           to_short(tr.to),
+                           steps_text(tr),
+                           cost_text(r, tr.cost));
   }
   std::vector<NameRowRef> rows;
   rows.reserve(r.plan.size());
@@ -302,8 +346,11 @@ std::string reshard_text(const ReshardReport& r, const Diagnostics& diags) {
     rows.push_back({tensors[t].name, rests[r.plan.plan_of[t]]});
   }
   for (const FoldedRow& row : fold_row_refs(rows)) {
-    out += fmt::format("  {}: {}{}\n", row.name, row.rest,
-                       row.count > 1 ? fmt::format(" (x{})", row.count) : std::string());
+    out += fmt::format(
+        "  {}: {}{}\n",
+        row.name,
+        row.rest,
+        row.count > 1 ? fmt::format(" (x{})", row.count) : std::string());
   }
 
   const PlanCost& p = r.plan.totals;
@@ -311,14 +358,19 @@ std::string reshard_text(const ReshardReport& r, const Diagnostics& diags) {
   std::vector<std::vector<std::string>> totals = {
       {"", "moved/device", "", "time", "peak/device", ""}};
   auto total_row = [&](const char* label, const PlanCost& c) {
-    totals.push_back({label, with_commas(c.bytes_per_device), human_bytes(c.bytes_per_device),
+    totals.push_back({label,
+                      with_commas(c.bytes_per_device),
+                      human_bytes(c.bytes_per_device),
                       timed(r) ? seconds_text(c.seconds) : "-",
-                      with_commas(c.peak_bytes_per_device), human_bytes(c.peak_bytes_per_device)});
+                      with_commas(c.peak_bytes_per_device),
+                      human_bytes(c.peak_bytes_per_device)});
   };
   total_row("plan", p);
   total_row("naive", n);
-  total_row("saved", {n.bytes_per_device - p.bytes_per_device, n.seconds - p.seconds,
-                      n.peak_bytes_per_device - p.peak_bytes_per_device});
+  total_row("saved",
+            {n.bytes_per_device - p.bytes_per_device,
+             n.seconds - p.seconds,
+             n.peak_bytes_per_device - p.peak_bytes_per_device});
   out += "\ntotals (naive: all_gather to replicated, then slice):\n";
   out += table(totals);
 
@@ -326,14 +378,21 @@ std::string reshard_text(const ReshardReport& r, const Diagnostics& diags) {
   std::vector<size_t> order(r.plan.size());
   std::iota(order.begin(), order.end(), size_t{0});
   const size_t top = std::min<size_t>(10, order.size());
-  auto planned = [&](size_t t) -> const TensorReshard& { return r.plan.tensor(t); };
-  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top), order.end(),
+  auto planned = [&](size_t t) -> const TensorReshard& {
+    return r.plan.tensor(t);
+  };
+  std::partial_sort(order.begin(),
+                    order.begin() + static_cast<std::ptrdiff_t>(top),
+                    order.end(),
                     [&](size_t a, size_t b) {
                       if (planned(a).cost.seconds != planned(b).cost.seconds) {
-                        return planned(a).cost.seconds > planned(b).cost.seconds;
+                        return planned(a).cost.seconds
+                               > planned(b).cost.seconds;
                       }
-                      if (planned(a).cost.bytes_per_device != planned(b).cost.bytes_per_device) {
-                        return planned(a).cost.bytes_per_device > planned(b).cost.bytes_per_device;
+                      if (planned(a).cost.bytes_per_device
+                          != planned(b).cost.bytes_per_device) {
+                        return planned(a).cost.bytes_per_device
+                               > planned(b).cost.bytes_per_device;
                       }
                       return a < b;
                     });
@@ -343,7 +402,8 @@ std::string reshard_text(const ReshardReport& r, const Diagnostics& diags) {
         {"tensor", "steps", "moved/device", "time", "peak/device"}};
     for (size_t i = 0; i < top; ++i) {
       const TensorReshard& tr = planned(order[i]);
-      big.push_back({std::string(tensors[order[i]].name), steps_text(tr),
+      big.push_back({std::string(tensors[order[i]].name),
+                     steps_text(tr),
                      human_bytes(tr.cost.bytes_per_device),
                      timed(r) ? seconds_text(tr.cost.seconds) : "-",
                      human_bytes(tr.cost.peak_bytes_per_device)});

@@ -13,14 +13,22 @@ namespace shardplan {
 
 std::string_view to_string(ReshardOp op) {
   switch (op) {
-    case ReshardOp::noop: return "noop";
-    case ReshardOp::dynamic_slice: return "dynamic_slice";
-    case ReshardOp::all_gather: return "all_gather";
-    case ReshardOp::all_to_all: return "all_to_all";
-    case ReshardOp::collective_permute: return "collective_permute";
-    case ReshardOp::reduce_scatter: return "reduce_scatter";
-    case ReshardOp::all_reduce: return "all_reduce";
-    case ReshardOp::send_recv: return "send_recv";
+    case ReshardOp::noop:
+      return "noop";
+    case ReshardOp::dynamic_slice:
+      return "dynamic_slice";
+    case ReshardOp::all_gather:
+      return "all_gather";
+    case ReshardOp::all_to_all:
+      return "all_to_all";
+    case ReshardOp::collective_permute:
+      return "collective_permute";
+    case ReshardOp::reduce_scatter:
+      return "reduce_scatter";
+    case ReshardOp::all_reduce:
+      return "all_reduce";
+    case ReshardOp::send_recv:
+      return "send_recv";
   }
   return "?";
 }
@@ -47,7 +55,8 @@ std::string key_of(const Layout& layout) {
     }
     key.push_back('\x7f');
   }
-  key.append(reinterpret_cast<const char*>(&layout.partial), sizeof layout.partial);
+  key.append(reinterpret_cast<const char*>(&layout.partial),
+             sizeof layout.partial);
   return key;
 }
 
@@ -144,7 +153,10 @@ struct Move {
 
 // What a step does to the bytes a device holds, and its step record.
 // `in` is the buffer before the step.
-ReshardStep make_step(const Context& c, const Move& m, int64_t in, int64_t* out) {
+ReshardStep make_step(const Context& c,
+                      const Move& m,
+                      int64_t in,
+                      int64_t* out) {
   ReshardStep step;
   step.op = m.op;
   step.mesh_axes = c.names(m.axes);
@@ -162,7 +174,8 @@ ReshardStep make_step(const Context& c, const Move& m, int64_t in, int64_t* out)
     case ReshardOp::all_gather:
       *out = c.overflow->mul(in, n);
       step.bytes_per_device = *out - in;
-      cost = collective_cost(Collective::all_gather, static_cast<double>(*out), links);
+      cost = collective_cost(
+          Collective::all_gather, static_cast<double>(*out), links);
       break;
     case ReshardOp::dynamic_slice:
       *out = in / n;
@@ -170,17 +183,20 @@ ReshardStep make_step(const Context& c, const Move& m, int64_t in, int64_t* out)
     case ReshardOp::all_to_all:
       step.bytes_per_device = in - in / n;
       cost = collective_cost(Collective::all_to_all,
-                             static_cast<double>(in) * static_cast<double>(n), links);
+                             static_cast<double>(in) * static_cast<double>(n),
+                             links);
       break;
     case ReshardOp::reduce_scatter:
       *out = in / n;
       step.bytes_per_device = in - in / n;
-      cost = collective_cost(Collective::reduce_scatter, static_cast<double>(in), links);
+      cost = collective_cost(
+          Collective::reduce_scatter, static_cast<double>(in), links);
       break;
     case ReshardOp::all_reduce:
       // A ring all-reduce: a reduce-scatter, then an all-gather.
       step.bytes_per_device = c.overflow->mul(in - in / n, 2);
-      cost = collective_cost(Collective::all_reduce, static_cast<double>(in), links);
+      cost = collective_cost(
+          Collective::all_reduce, static_cast<double>(in), links);
       break;
     case ReshardOp::collective_permute:
     case ReshardOp::send_recv:
@@ -197,7 +213,9 @@ ReshardStep make_step(const Context& c, const Move& m, int64_t in, int64_t* out)
 // until the end unless donated. `disjoint_from` is the first step whose
 // output lives on other devices than its input (a move to another device
 // set), or b.size() when there is none.
-int64_t peak_of(const std::vector<int64_t>& b, bool donate, size_t disjoint_from,
+int64_t peak_of(const std::vector<int64_t>& b,
+                bool donate,
+                size_t disjoint_from,
                 Overflow& overflow) {
   int64_t peak = b[0];
   for (size_t i = 1; i < b.size(); ++i) {
@@ -217,13 +235,15 @@ int64_t peak_of(const std::vector<int64_t>& b, bool donate, size_t disjoint_from
 // Runs the moves from `in` bytes, merging consecutive all_gathers (or
 // dynamic_slices) of one dim into one step over their axes, as XLA emits one
 // collective for them.
-std::vector<ReshardStep> steps_of(const Context& c, const std::vector<Move>& moves,
+std::vector<ReshardStep> steps_of(const Context& c,
+                                  const std::vector<Move>& moves,
                                   std::vector<int64_t>& buffers) {
   std::vector<Move> merged;
   for (const Move& m : moves) {
     Move* last = merged.empty() ? nullptr : &merged.back();
-    if (last != nullptr && last->op == m.op && last->dim == m.dim &&
-        (m.op == ReshardOp::all_gather || m.op == ReshardOp::dynamic_slice)) {
+    if (last != nullptr && last->op == m.op && last->dim == m.dim
+        && (m.op == ReshardOp::all_gather
+            || m.op == ReshardOp::dynamic_slice)) {
       // Gathers drop minor axes first: a later one is more major.
       if (m.op == ReshardOp::all_gather) {
         last->axes.insert(last->axes.begin(), m.axes.begin(), m.axes.end());
@@ -249,7 +269,8 @@ std::vector<ReshardStep> steps_of(const Context& c, const std::vector<Move>& mov
 // For every device of a mesh (row-major, as DeviceGrid::ids), the linear
 // index of the block it holds under `layout` (dims row-major, each dim's
 // index mixed-radix over its axes, first axis major).
-std::vector<int64_t> blocks_per_device(const Mesh& mesh, const std::vector<AxisList>& dims) {
+std::vector<int64_t> blocks_per_device(const Mesh& mesh,
+                                       const std::vector<AxisList>& dims) {
   const size_t rank = mesh.axes.size();
   std::vector<int64_t> coords(rank, 0);
   const int64_t devices = mesh.num_devices();
@@ -277,7 +298,8 @@ std::vector<int64_t> blocks_per_device(const Mesh& mesh, const std::vector<AxisL
   return out;
 }
 
-std::vector<int64_t> counts_of(const Context& c, const std::vector<AxisList>& dims) {
+std::vector<int64_t> counts_of(const Context& c,
+                               const std::vector<AxisList>& dims) {
   std::vector<int64_t> counts;
   for (const AxisList& axes : dims) {
     counts.push_back(c.shards(axes));
@@ -308,7 +330,10 @@ struct PathCost {
 constexpr size_t k_max_states = 20000;
 
 template <typename F>
-void for_each_move(const Context& c, const Layout& s, uint64_t relevant, F&& emit) {
+void for_each_move(const Context& c,
+                   const Layout& s,
+                   uint64_t relevant,
+                   F&& emit) {
   const size_t rank = s.dims.size();
   const int axes = static_cast<int>(c.mesh->axes.size());
   // Pending sums: reduce-scatter onto a dim, or all-reduce.
@@ -321,7 +346,8 @@ void for_each_move(const Context& c, const Layout& s, uint64_t relevant, F&& emi
       next.partial &= ~(uint64_t{1} << p);
       next.dims[e].push_back(p);
       if (c.divides(next, e)) {
-        emit(Move{ReshardOp::reduce_scatter, {p}, static_cast<int>(e), -1}, next);
+        emit(Move{ReshardOp::reduce_scatter, {p}, static_cast<int>(e), -1},
+             next);
       }
     }
     Layout next = s;
@@ -342,7 +368,11 @@ void for_each_move(const Context& c, const Layout& s, uint64_t relevant, F&& emi
       next.dims[d].pop_back();
       next.dims[e].push_back(a);
       if (c.divides(next, e)) {
-        emit(Move{ReshardOp::all_to_all, {a}, static_cast<int>(d), static_cast<int>(e)}, next);
+        emit(Move{ReshardOp::all_to_all,
+                  {a},
+                  static_cast<int>(d),
+                  static_cast<int>(e)},
+             next);
       }
     }
     Layout next = s;
@@ -364,7 +394,8 @@ void for_each_move(const Context& c, const Layout& s, uint64_t relevant, F&& emi
       Layout next = s;
       next.dims[e].push_back(a);
       if (c.divides(next, e)) {
-        emit(Move{ReshardOp::dynamic_slice, {a}, static_cast<int>(e), -1}, next);
+        emit(Move{ReshardOp::dynamic_slice, {a}, static_cast<int>(e), -1},
+             next);
       }
     }
   }
@@ -372,7 +403,8 @@ void for_each_move(const Context& c, const Layout& s, uint64_t relevant, F&& emi
 
 // The cheapest sequence of moves from `from` to `to`; nullopt when the search
 // passes k_max_states.
-std::optional<std::vector<Move>> search_moves(const Context& c, const Layout& from,
+std::optional<std::vector<Move>> search_moves(const Context& c,
+                                              const Layout& from,
                                               const Layout& to) {
   uint64_t relevant = from.partial;
   for (const Layout* l : {&from, &to}) {
@@ -410,7 +442,8 @@ std::optional<std::vector<Move>> search_moves(const Context& c, const Layout& fr
     nodes[i].settled = true;
     if (nodes[i].layout == to) {
       std::vector<Move> moves;
-      for (int k = static_cast<int>(i); nodes[static_cast<size_t>(k)].parent >= 0;
+      for (int k = static_cast<int>(i);
+           nodes[static_cast<size_t>(k)].parent >= 0;
            k = nodes[static_cast<size_t>(k)].parent) {
         moves.push_back(nodes[static_cast<size_t>(k)].move);
       }
@@ -436,7 +469,8 @@ std::optional<std::vector<Move>> search_moves(const Context& c, const Layout& fr
           full = true;
           return;
         }
-        nodes.push_back(Node{next, next_cost, out, static_cast<int>(i), m, false});
+        nodes.push_back(
+            Node{next, next_cost, out, static_cast<int>(i), m, false});
       } else {
         Node& node = nodes[it->second];
         if (node.settled || !(next_cost < node.cost)) {
@@ -460,7 +494,9 @@ bool is_prefix(const AxisList& a, const AxisList& b) {
 }
 
 // The naive plan: sum what is pending, gather everything, slice the target.
-std::vector<Move> naive_moves(const Context& c, const Layout& from, const Layout& to) {
+std::vector<Move> naive_moves(const Context& c,
+                              const Layout& from,
+                              const Layout& to) {
   std::vector<Move> moves;
   for (int p = 0; p < static_cast<int>(c.mesh->axes.size()); ++p) {
     if ((from.partial >> p & 1) != 0) {
@@ -476,7 +512,8 @@ std::vector<Move> naive_moves(const Context& c, const Layout& from, const Layout
   }
   for (size_t d = 0; d < to.dims.size(); ++d) {
     if (!to.dims[d].empty()) {
-      moves.push_back(Move{ReshardOp::dynamic_slice, to.dims[d], static_cast<int>(d), -1});
+      moves.push_back(
+          Move{ReshardOp::dynamic_slice, to.dims[d], static_cast<int>(d), -1});
     }
   }
   return moves;
@@ -489,26 +526,36 @@ struct TensorPlan {
   int64_t source_extra = 0;
 };
 
-PlanCost cost_of(const std::vector<ReshardStep>& steps, const std::vector<int64_t>& buffers,
-                 bool donate, size_t disjoint_from, Overflow& overflow) {
+PlanCost cost_of(const std::vector<ReshardStep>& steps,
+                 const std::vector<int64_t>& buffers,
+                 bool donate,
+                 size_t disjoint_from,
+                 Overflow& overflow) {
   PlanCost cost;
   for (const ReshardStep& s : steps) {
-    cost.bytes_per_device = overflow.add(cost.bytes_per_device, s.bytes_per_device);
+    cost.bytes_per_device =
+        overflow.add(cost.bytes_per_device, s.bytes_per_device);
     cost.seconds += s.seconds;
   }
-  cost.peak_bytes_per_device = peak_of(buffers, donate, disjoint_from, overflow);
+  cost.peak_bytes_per_device =
+      peak_of(buffers, donate, disjoint_from, overflow);
   return cost;
 }
 
 // The bytes a device receives when the same mesh's blocks move between
 // devices (collective_permute): its whole buffer unless it keeps its block.
-int64_t permute_bytes(const Context& c, const Layout& from, const Layout& to, int64_t in) {
+int64_t permute_bytes(const Context& c,
+                      const Layout& from,
+                      const Layout& to,
+                      int64_t in) {
   const std::vector<int64_t> a = blocks_per_device(*c.mesh, from.dims);
   const std::vector<int64_t> b = blocks_per_device(*c.mesh, to.dims);
   return a == b ? 0 : in;
 }
 
-TensorPlan plan_one_mesh(const Context& c, const Layout& from, const Layout& to,
+TensorPlan plan_one_mesh(const Context& c,
+                         const Layout& from,
+                         const Layout& to,
                          const ReshardOptions& options) {
   TensorPlan plan;
   TensorReshard& r = plan.result;
@@ -516,7 +563,8 @@ TensorPlan plan_one_mesh(const Context& c, const Layout& from, const Layout& to,
   std::vector<Move> moves;
   if (from.partial == 0 && counts_of(c, from.dims) == counts_of(c, to.dims)) {
     // No-op, or the same tile counts on other devices.
-    const int64_t bytes = from == to ? 0 : permute_bytes(c, from, to, buffers[0]);
+    const int64_t bytes =
+        from == to ? 0 : permute_bytes(c, from, to, buffers[0]);
     ReshardStep& step = r.steps.emplace_back();
     if (bytes > 0) {
       AxisList axes;
@@ -531,8 +579,10 @@ TensorPlan plan_one_mesh(const Context& c, const Layout& from, const Layout& to,
       step.op = ReshardOp::collective_permute;
       step.mesh_axes = c.names(axes);
       step.bytes_per_device = bytes;
-      const CollectiveCost cost = collective_cost(
-          Collective::collective_permute, static_cast<double>(bytes), c.links_of(axes));
+      const CollectiveCost cost =
+          collective_cost(Collective::collective_permute,
+                          static_cast<double>(bytes),
+                          c.links_of(axes));
       step.seconds = cost.seconds;
       step.link = cost.link;
       buffers.push_back(buffers[0]);
@@ -550,10 +600,12 @@ TensorPlan plan_one_mesh(const Context& c, const Layout& from, const Layout& to,
         const AxisList& longer = gathers ? from.dims[d] : to.dims[d];
         const size_t keep = gathers ? to.dims[d].size() : from.dims[d].size();
         if (longer.size() > keep) {
-          moves.push_back(Move{gathers ? ReshardOp::all_gather : ReshardOp::dynamic_slice,
-                               AxisList(longer.begin() + static_cast<std::ptrdiff_t>(keep),
-                                        longer.end()),
-                               static_cast<int>(d), -1});
+          moves.push_back(
+              Move{gathers ? ReshardOp::all_gather : ReshardOp::dynamic_slice,
+                   AxisList(longer.begin() + static_cast<std::ptrdiff_t>(keep),
+                            longer.end()),
+                   static_cast<int>(d),
+                   -1});
         }
       }
     } else {
@@ -562,10 +614,13 @@ TensorPlan plan_one_mesh(const Context& c, const Layout& from, const Layout& to,
     }
     r.steps = steps_of(c, moves, buffers);
   }
-  r.cost = cost_of(r.steps, buffers, options.donate, buffers.size(), *c.overflow);
+  r.cost =
+      cost_of(r.steps, buffers, options.donate, buffers.size(), *c.overflow);
   std::vector<int64_t> naive_buffers{buffers[0]};
-  const std::vector<ReshardStep> naive = steps_of(c, naive_moves(c, from, to), naive_buffers);
-  r.naive = cost_of(naive, naive_buffers, options.donate, naive_buffers.size(), *c.overflow);
+  const std::vector<ReshardStep> naive =
+      steps_of(c, naive_moves(c, from, to), naive_buffers);
+  r.naive = cost_of(
+      naive, naive_buffers, options.donate, naive_buffers.size(), *c.overflow);
   plan.source_extra = r.cost.peak_bytes_per_device - buffers[0];
   return plan;
 }
@@ -587,15 +642,21 @@ struct OverlapResult {
   std::vector<Transfer> transfers;
 };
 
-OverlapResult overlap(const Context& src_c, const Placement& src, const Context& dst_c,
-                      const Placement& dst, bool same_devices, bool record) {
+OverlapResult overlap(const Context& src_c,
+                      const Placement& src,
+                      const Context& dst_c,
+                      const Placement& dst,
+                      bool same_devices,
+                      bool record) {
   OverlapResult result;
   const std::vector<int64_t>& shape = src_c.shape;
   const size_t rank = shape.size();
   const std::vector<int64_t> src_counts = counts_of(src_c, src.dims);
   const std::vector<int64_t> dst_counts = counts_of(dst_c, dst.dims);
-  const std::vector<int64_t> src_blocks = blocks_per_device(*src.mesh, src.dims);
-  const std::vector<int64_t> dst_blocks = blocks_per_device(*dst.mesh, dst.dims);
+  const std::vector<int64_t> src_blocks =
+      blocks_per_device(*src.mesh, src.dims);
+  const std::vector<int64_t> dst_blocks =
+      blocks_per_device(*dst.mesh, dst.dims);
 
   // Holders of every source block, in device order.
   int64_t n_src_blocks = 1;
@@ -605,18 +666,23 @@ OverlapResult overlap(const Context& src_c, const Placement& src, const Context&
   std::vector<std::vector<size_t>> holders(static_cast<size_t>(n_src_blocks));
   int64_t replica_stride = 1;
   if (src.replica_axis >= 0) {
-    for (size_t k = static_cast<size_t>(src.replica_axis) + 1; k < src.mesh->axes.size(); ++k) {
+    for (size_t k = static_cast<size_t>(src.replica_axis) + 1;
+         k < src.mesh->axes.size();
+         ++k) {
       replica_stride *= src.mesh->axes[k].size;
     }
   }
   const int64_t replica_size =
-      src.replica_axis >= 0 ? src.mesh->axes[static_cast<size_t>(src.replica_axis)].size : 1;
+      src.replica_axis >= 0
+          ? src.mesh->axes[static_cast<size_t>(src.replica_axis)].size
+          : 1;
   std::unordered_map<int64_t, size_t> src_position;
   for (size_t p = 0; p < src_blocks.size(); ++p) {
     if (same_devices) {
       src_position.emplace((*src.ids)[p], p);
     }
-    const int64_t replica = (static_cast<int64_t>(p) / replica_stride) % replica_size;
+    const int64_t replica =
+        (static_cast<int64_t>(p) / replica_stride) % replica_size;
     if (replica == 0) {
       holders[static_cast<size_t>(src_blocks[p])].push_back(p);
     }
@@ -642,7 +708,8 @@ OverlapResult overlap(const Context& src_c, const Placement& src, const Context&
       i[d] = first[d];
     }
     const int64_t target_id = (*dst.ids)[q];
-    const auto here = same_devices ? src_position.find(target_id) : src_position.end();
+    const auto here =
+        same_devices ? src_position.find(target_id) : src_position.end();
     int64_t received = 0;
     while (true) {
       int64_t block = 0;
@@ -651,13 +718,14 @@ OverlapResult overlap(const Context& src_c, const Placement& src, const Context&
       for (size_t d = 0; d < rank; ++d) {
         block = block * src_counts[d] + i[d];
         const int64_t b = std::max(lo[d], i[d] * src_size[d]);
-        const int64_t e = std::min(lo[d] + dst_size[d], (i[d] + 1) * src_size[d]);
+        const int64_t e =
+            std::min(lo[d] + dst_size[d], (i[d] + 1) * src_size[d]);
         box[d] = {b, e};
         elements *= e - b;
         result.whole_blocks = result.whole_blocks && e - b == src_size[d];
       }
-      const bool local = here != src_position.end() &&
-                         src_blocks[here->second] == block;
+      const bool local =
+          here != src_position.end() && src_blocks[here->second] == block;
       if (!local && elements > 0) {
         const std::vector<size_t>& h = holders[static_cast<size_t>(block)];
         assert(!h.empty());
@@ -666,7 +734,8 @@ OverlapResult overlap(const Context& src_c, const Placement& src, const Context&
         received = src_c.overflow->add(received, bytes);
         sent[from] = src_c.overflow->add(sent[from], bytes);
         if (record) {
-          result.transfers.push_back(Transfer{target_id, (*src.ids)[from], bytes, box});
+          result.transfers.push_back(
+              Transfer{target_id, (*src.ids)[from], bytes, box});
         }
       }
       size_t d = rank;
@@ -694,15 +763,20 @@ AxisLink replica_link(const AxisLink& link, int64_t replicas) {
   AxisLink out = link;
   out.ring_size = replicas;
   if (link.link == LinkClass::ici && replicas != link.ring_size) {
-    const double one_way = link.wraparound ? link.bytes_per_s / 2 : link.bytes_per_s;
+    const double one_way =
+        link.wraparound ? link.bytes_per_s / 2 : link.bytes_per_s;
     out.wraparound = replicas <= 2;
     out.bytes_per_s = out.wraparound ? one_way * 2 : one_way;
   }
   return out;
 }
 
-TensorPlan plan_two_meshes(const Context& src_c, const ReshardSide& source, Layout from,
-                           const Context& dst_c, const ReshardSide& target, const Layout& to,
+TensorPlan plan_two_meshes(const Context& src_c,
+                           const ReshardSide& source,
+                           Layout from,
+                           const Context& dst_c,
+                           const ReshardSide& target,
+                           const Layout& to,
                            const ReshardOptions& options) {
   TensorPlan plan;
   TensorReshard& r = plan.result;
@@ -743,8 +817,11 @@ TensorPlan plan_two_meshes(const Context& src_c, const ReshardSide& source, Layo
   std::vector<AxisLink> intermediate_links;
   Context int_c = src_c;
   const PartitionSpec from_spec = spec_of(from, *source.mesh);
-  r.intermediate = find_intermediate_sharding(*source.mesh, *source.grid, from_spec,
-                                              *target.mesh, spec_of(to, *target.mesh));
+  r.intermediate = find_intermediate_sharding(*source.mesh,
+                                              *source.grid,
+                                              from_spec,
+                                              *target.mesh,
+                                              spec_of(to, *target.mesh));
   if (r.intermediate) {
     const IntermediateSharding& im = *r.intermediate;
     const Mesh& mesh = im.mesh;
@@ -756,7 +833,8 @@ TensorPlan plan_two_meshes(const Context& src_c, const ReshardSide& source, Layo
           AxisLink split = source.links[k];
           split.axis = mesh.axes[k].name;
           intermediate_links.push_back(split);
-          AxisLink replica = replica_link(source.links[k], mesh.axes[k + 1].size);
+          AxisLink replica =
+              replica_link(source.links[k], mesh.axes[k + 1].size);
           replica.axis = mesh.axes[k + 1].name;
           intermediate_links.push_back(replica);
         } else {
@@ -770,22 +848,29 @@ TensorPlan plan_two_meshes(const Context& src_c, const ReshardSide& source, Layo
     const int replica = static_cast<int>(mesh.index_of(im.replicated_axes[0]));
     // Gathering the replica part: every replica group holds the split block.
     int64_t out = 0;
-    r.steps.push_back(make_step(
-        int_c, Move{ReshardOp::all_gather, {replica}, static_cast<int>(im.split_dim), -1},
-        buffers.back(), &out));
+    r.steps.push_back(make_step(int_c,
+                                Move{ReshardOp::all_gather,
+                                     {replica},
+                                     static_cast<int>(im.split_dim),
+                                     -1},
+                                buffers.back(),
+                                &out));
     buffers.push_back(out);
-    src = Placement{&r.intermediate->mesh, &r.intermediate->grid.ids, in.dims, replica};
+    src = Placement{
+        &r.intermediate->mesh, &r.intermediate->grid.ids, in.dims, replica};
   }
 
   Placement dst{target.mesh, &target.grid->ids, to.dims, -1};
-  OverlapResult moved = overlap(int_c, src, dst_c, dst, options.same_devices,
-                                options.transfers);
+  OverlapResult moved =
+      overlap(int_c, src, dst_c, dst, options.same_devices, options.transfers);
   ReshardStep& step = r.steps.emplace_back();
-  const size_t disjoint_from = options.same_devices ? buffers.size() + 1 : buffers.size();
+  const size_t disjoint_from =
+      options.same_devices ? buffers.size() + 1 : buffers.size();
   buffers.push_back(target_bytes);
   if (moved.max_received > 0) {
-    const bool permute = options.same_devices && moved.whole_blocks &&
-                         counts_of(int_c, src.dims) == dst_counts && src.replica_axis < 0;
+    const bool permute = options.same_devices && moved.whole_blocks
+                         && counts_of(int_c, src.dims) == dst_counts
+                         && src.replica_axis < 0;
     step.op = permute ? ReshardOp::collective_permute : ReshardOp::send_recv;
     step.bytes_per_device = moved.max_received;
     step.link = options.transfer_link.link;
@@ -805,7 +890,8 @@ TensorPlan plan_two_meshes(const Context& src_c, const ReshardSide& source, Layo
   } else if (r.steps.size() > 1) {
     r.steps.pop_back();  // everything already in place after the reductions
   }
-  r.cost = cost_of(r.steps, buffers, options.donate, disjoint_from, *src_c.overflow);
+  r.cost =
+      cost_of(r.steps, buffers, options.donate, disjoint_from, *src_c.overflow);
 
   // The naive plan: gather on the source, each target device copies its block
   // from one source device.
@@ -813,35 +899,45 @@ TensorPlan plan_two_meshes(const Context& src_c, const ReshardSide& source, Layo
   const Layout replicated{std::vector<AxisList>(to.dims.size()), 0};
   std::vector<ReshardStep> naive =
       steps_of(src_c, naive_moves(src_c, given, replicated), naive_buffers);
-  Placement full{source.mesh, &source.grid->ids, std::vector<AxisList>(from.dims.size()), -1};
-  OverlapResult naive_moved = overlap(src_c, full, dst_c, dst, options.same_devices, false);
+  Placement full{source.mesh,
+                 &source.grid->ids,
+                 std::vector<AxisList>(from.dims.size()),
+                 -1};
+  OverlapResult naive_moved =
+      overlap(src_c, full, dst_c, dst, options.same_devices, false);
   ReshardStep& copy = naive.emplace_back();
   copy.op = ReshardOp::send_recv;
   copy.bytes_per_device = naive_moved.max_received;
-  copy.seconds = transfer_seconds(
-      static_cast<double>(std::max(naive_moved.max_received, naive_moved.max_sent)),
-      options.transfer_link);
+  copy.seconds =
+      transfer_seconds(static_cast<double>(std::max(naive_moved.max_received,
+                                                    naive_moved.max_sent)),
+                       options.transfer_link);
   const size_t naive_disjoint =
       options.same_devices ? naive_buffers.size() + 1 : naive_buffers.size();
   naive_buffers.push_back(target_bytes);
-  r.naive = cost_of(naive, naive_buffers, options.donate, naive_disjoint, *src_c.overflow);
+  r.naive = cost_of(
+      naive, naive_buffers, options.donate, naive_disjoint, *src_c.overflow);
   int64_t source_peak = buffers[0];
   for (size_t k = 1; k + 1 < buffers.size(); ++k) {
-    source_peak = std::max(source_peak, src_c.overflow->add(buffers[k - 1], buffers[k]));
+    source_peak =
+        std::max(source_peak, src_c.overflow->add(buffers[k - 1], buffers[k]));
   }
-  plan.source_extra = options.same_devices ? r.cost.peak_bytes_per_device - source_bytes
-                                           : source_peak - source_bytes;
+  plan.source_extra = options.same_devices
+                          ? r.cost.peak_bytes_per_device - source_bytes
+                          : source_peak - source_bytes;
   return plan;
 }
 
-bool same_mesh(const ReshardSide& a, const ReshardSide& b, const ReshardOptions& options) {
-  if (!options.same_devices || a.mesh->axes.size() != b.mesh->axes.size() ||
-      a.grid->ids != b.grid->ids) {
+bool same_mesh(const ReshardSide& a,
+               const ReshardSide& b,
+               const ReshardOptions& options) {
+  if (!options.same_devices || a.mesh->axes.size() != b.mesh->axes.size()
+      || a.grid->ids != b.grid->ids) {
     return false;
   }
   for (size_t k = 0; k < a.mesh->axes.size(); ++k) {
-    if (a.mesh->axes[k].name != b.mesh->axes[k].name ||
-        a.mesh->axes[k].size != b.mesh->axes[k].size) {
+    if (a.mesh->axes[k].name != b.mesh->axes[k].name
+        || a.mesh->axes[k].size != b.mesh->axes[k].size) {
       return false;
     }
   }
@@ -851,8 +947,11 @@ bool same_mesh(const ReshardSide& a, const ReshardSide& b, const ReshardOptions&
 }  // namespace
 
 std::optional<IntermediateSharding> find_intermediate_sharding(
-    const Mesh& source_mesh, const DeviceGrid& source_grid, const PartitionSpec& from,
-    const Mesh& target_mesh, const PartitionSpec& to) {
+    const Mesh& source_mesh,
+    const DeviceGrid& source_grid,
+    const PartitionSpec& from,
+    const Mesh& target_mesh,
+    const PartitionSpec& to) {
   if (from.size() != to.size()) {
     return std::nullopt;
   }
@@ -868,24 +967,29 @@ std::optional<IntermediateSharding> find_intermediate_sharding(
     src.push_back(shards(source_mesh, from.dims[d]));
     dst.push_back(shards(target_mesh, to.dims[d]));
   }
-  const int64_t src_largest = src.empty() ? 1 : *std::max_element(src.begin(), src.end());
-  const int64_t dst_largest = dst.empty() ? 1 : *std::max_element(dst.begin(), dst.end());
-  const int64_t src_total = std::accumulate(src.begin(), src.end(), int64_t{1},
-                                            std::multiplies<>());
-  const int64_t dst_total = std::accumulate(dst.begin(), dst.end(), int64_t{1},
-                                            std::multiplies<>());
-  if (src_largest % dst_largest != 0 || src_total <= dst_total || src_total % dst_total != 0) {
+  const int64_t src_largest =
+      src.empty() ? 1 : *std::max_element(src.begin(), src.end());
+  const int64_t dst_largest =
+      dst.empty() ? 1 : *std::max_element(dst.begin(), dst.end());
+  const int64_t src_total =
+      std::accumulate(src.begin(), src.end(), int64_t{1}, std::multiplies<>());
+  const int64_t dst_total =
+      std::accumulate(dst.begin(), dst.end(), int64_t{1}, std::multiplies<>());
+  if (src_largest % dst_largest != 0 || src_total <= dst_total
+      || src_total % dst_total != 0) {
     return std::nullopt;
   }
   const int64_t replicas = src_largest / dst_largest;
   std::optional<size_t> split_dim;
   for (size_t d = 0; d < src.size(); ++d) {
     if (std::gcd(src[d], dst[d]) != 1) {
-      return std::nullopt;  // a dim is already compatible: no intermediate needed
+      return std::nullopt;  // a dim is already compatible: no intermediate
+                            // needed
     }
     // MaxText keeps the last such dim; a dim on several axes is not split
     // (the pathways TODO b/473889684).
-    if (src[d] > dst[d] && src[d] == src_largest && from.dims[d].axes.size() == 1) {
+    if (src[d] > dst[d] && src[d] == src_largest
+        && from.dims[d].axes.size() == 1) {
       split_dim = d;
     }
   }
@@ -925,11 +1029,14 @@ std::optional<IntermediateSharding> find_intermediate_sharding(
   return out;
 }
 
-std::optional<ReshardPlan> plan_reshard(const Manifest& manifest,
-                                        std::span<const PartitionSpec* const> from,
-                                        std::span<const PartitionSpec* const> to,
-                                        const ReshardSide& source, const ReshardSide& target,
-                                        const ReshardOptions& options, Diagnostics& diags) {
+std::optional<ReshardPlan> plan_reshard(
+    const Manifest& manifest,
+    std::span<const PartitionSpec* const> from,
+    std::span<const PartitionSpec* const> to,
+    const ReshardSide& source,
+    const ReshardSide& target,
+    const ReshardOptions& options,
+    Diagnostics& diags) {
   assert(from.size() == manifest.size() && to.size() == manifest.size());
   ReshardPlan plan;
   plan.same_mesh = same_mesh(source, target, options);
@@ -941,7 +1048,10 @@ std::optional<ReshardPlan> plan_reshard(const Manifest& manifest,
   }
   Overflow overflow;
   // Plans by (shape, dtype, from, to); a manifest repeats a few hundred.
-  std::map<std::tuple<std::vector<int64_t>, DType, const PartitionSpec*, const PartitionSpec*>,
+  std::map<std::tuple<std::vector<int64_t>,
+                      DType,
+                      const PartitionSpec*,
+                      const PartitionSpec*>,
            size_t>
       memo;
   // Equal specs given as different objects (a specs file has one per
@@ -949,8 +1059,13 @@ std::optional<ReshardPlan> plan_reshard(const Manifest& manifest,
   using SpecPair = std::pair<const PartitionSpec*, const PartitionSpec*>;
   auto spec_less = [](const PartitionSpec* a, const PartitionSpec* b) {
     return std::lexicographical_compare(
-        a->dims.begin(), a->dims.end(), b->dims.begin(), b->dims.end(),
-        [](const DimSharding& x, const DimSharding& y) { return x.axes < y.axes; });
+        a->dims.begin(),
+        a->dims.end(),
+        b->dims.begin(),
+        b->dims.end(),
+        [](const DimSharding& x, const DimSharding& y) {
+          return x.axes < y.axes;
+        });
   };
   auto pair_less = [&](const SpecPair& a, const SpecPair& b) {
     if (spec_less(a.first, b.first) || spec_less(b.first, a.first)) {
@@ -965,17 +1080,24 @@ std::optional<ReshardPlan> plan_reshard(const Manifest& manifest,
     const Tensor& tensor = manifest.tensors()[t];
     const SpecPair specs{from[t], to[t]};
     const auto it = canonical.try_emplace(specs, specs).first;
-    const auto key = std::tuple{std::vector<int64_t>(tensor.shape.begin(), tensor.shape.end()),
-                                tensor.dtype, it->second.first, it->second.second};
+    const auto key = std::tuple{
+        std::vector<int64_t>(tensor.shape.begin(), tensor.shape.end()),
+        tensor.dtype,
+        it->second.first,
+        it->second.second};
     auto [m, fresh] = memo.try_emplace(key, plan.plans.size());
     plan.plan_of.push_back(static_cast<uint32_t>(m->second));
     if (!fresh) {
       continue;
     }
-    Context src_c{source.mesh, source.links, std::get<0>(key), tensor.dtype, &overflow};
-    Context dst_c{target.mesh, target.links, std::get<0>(key), tensor.dtype, &overflow};
-    const PartitionSpec from_spec = from[t]->padded(static_cast<size_t>(tensor.rank()));
-    const PartitionSpec to_spec = to[t]->padded(static_cast<size_t>(tensor.rank()));
+    Context src_c{
+        source.mesh, source.links, std::get<0>(key), tensor.dtype, &overflow};
+    Context dst_c{
+        target.mesh, target.links, std::get<0>(key), tensor.dtype, &overflow};
+    const PartitionSpec from_spec =
+        from[t]->padded(static_cast<size_t>(tensor.rank()));
+    const PartitionSpec to_spec =
+        to[t]->padded(static_cast<size_t>(tensor.rank()));
     Layout from_layout = layout_of(from_spec, *source.mesh);
     from_layout.partial = partial;
     const Layout to_layout = layout_of(to_spec, *target.mesh);
@@ -985,7 +1107,8 @@ std::optional<ReshardPlan> plan_reshard(const Manifest& manifest,
     } else if (plan.same_mesh) {
       one = plan_one_mesh(src_c, from_layout, to_layout, options);
     } else {
-      one = plan_two_meshes(src_c, source, from_layout, dst_c, target, to_layout, options);
+      one = plan_two_meshes(
+          src_c, source, from_layout, dst_c, target, to_layout, options);
     }
     one.result.from = from_spec;
     one.result.to = to_spec;
@@ -1001,28 +1124,34 @@ std::optional<ReshardPlan> plan_reshard(const Manifest& manifest,
   // Totals: tensors one after another.
   int64_t all_sources = 0;
   for (size_t t = 0; t < plan.size(); ++t) {
-    all_sources = overflow.add(all_sources, plan.tensor(t).from_bytes_per_device);
+    all_sources =
+        overflow.add(all_sources, plan.tensor(t).from_bytes_per_device);
   }
-  for (PlanCost ReshardPlan::*total : {&ReshardPlan::totals, &ReshardPlan::naive_totals}) {
+  for (PlanCost ReshardPlan::*total :
+       {&ReshardPlan::totals, &ReshardPlan::naive_totals}) {
     const bool naive = total == &ReshardPlan::naive_totals;
     PlanCost& sum = plan.*total;
-    int64_t done = 0;                    // targets already made
-    int64_t waiting = all_sources;       // sources not yet moved (with donate)
+    int64_t done = 0;               // targets already made
+    int64_t waiting = all_sources;  // sources not yet moved (with donate)
     int64_t peak = 0;
     for (size_t k = 0; k < plan.size(); ++k) {
       const TensorReshard& r = plan.tensor(k);
       const PlanCost& c = naive ? r.naive : r.cost;
-      sum.bytes_per_device = overflow.add(sum.bytes_per_device, c.bytes_per_device);
+      sum.bytes_per_device =
+          overflow.add(sum.bytes_per_device, c.bytes_per_device);
       sum.seconds += c.seconds;
-      const int64_t others = options.donate ? waiting - r.from_bytes_per_device
-                                            : all_sources - r.from_bytes_per_device;
+      const int64_t others = options.donate
+                                 ? waiting - r.from_bytes_per_device
+                                 : all_sources - r.from_bytes_per_device;
       int64_t during = 0;
       if (options.same_devices) {
-        during = overflow.add(overflow.add(others, done), c.peak_bytes_per_device);
+        during =
+            overflow.add(overflow.add(others, done), c.peak_bytes_per_device);
       } else {
         // Two device sets: the sources' devices and the targets'.
-        const int64_t extra = naive ? c.peak_bytes_per_device - r.from_bytes_per_device
-                                    : source_extra[plan.plan_of[k]];
+        const int64_t extra =
+            naive ? c.peak_bytes_per_device - r.from_bytes_per_device
+                  : source_extra[plan.plan_of[k]];
         const int64_t source_side =
             overflow.add(r.from_bytes_per_device, std::max<int64_t>(extra, 0));
         during = std::max(overflow.add(others, source_side),

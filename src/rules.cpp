@@ -238,7 +238,8 @@ size_t class_end(std::string_view p, size_t at, unsigned& distinguished) {
   // marking the smaller side leaves the rest alike (all inside the class, or
   // all outside it).
   if (digits != 0 && digits != k_all_digits) {
-    distinguished |= std::popcount(digits) <= 5 ? digits : k_all_digits & ~digits;
+    distinguished |=
+        std::popcount(digits) <= 5 ? digits : k_all_digits & ~digits;
   }
   return j;
 }
@@ -334,7 +335,8 @@ std::optional<DigitUse> digit_use(std::string_view p) {
       ++i;
     } else {
       // . | ( ) * + ? ^ $ are not characters; the rest are literals.
-      const bool meta = std::string_view(".|()*+?^$").find(c) != std::string_view::npos;
+      const bool meta =
+          std::string_view(".|()*+?^$").find(c) != std::string_view::npos;
       if (!meta && static_cast<unsigned char>(c) < 0x80) {
         token = static_cast<unsigned char>(c);
       }
@@ -759,12 +761,14 @@ bool Engine::prepare() {
     }
   }
   // Alike in a run of digits after an anchor, and in any other run.
-  const unsigned alike_anchored = use ? ~(use->anywhere | use->anchored) & 0x3FFU : 0U;
+  const unsigned alike_anchored =
+      use ? ~(use->anywhere | use->anchored) & 0x3FFU : 0U;
   const unsigned alike_free = use ? ~use->anywhere & 0x3FFU : 0U;
   m_memo = !m_rule_of_pattern.empty() && std::popcount(alike_free) >= 2;
   if (m_memo) {
     auto fill = [](std::array<char, 10>& map, unsigned alike) {
-      const char first = static_cast<char>('0' + (alike == 0 ? 0 : std::countr_zero(alike)));
+      const char first =
+          static_cast<char>('0' + (alike == 0 ? 0 : std::countr_zero(alike)));
       for (unsigned d = 0; d < 10; ++d) {
         map[d] = (alike >> d & 1U) != 0 ? first : static_cast<char>('0' + d);
       }
@@ -817,8 +821,9 @@ uint64_t Engine::classify(std::string_view name) {
     }
     if (i == 0 || !detail::is_digit(m_normalised[i - 1])) {
       // A run of digits starts: after an anchor, or after anything else.
-      map = i > 0 && m_anchors[static_cast<unsigned char>(name[i - 1])] ? &m_anchored_map
-                                                                         : &m_free_map;
+      map = i > 0 && m_anchors[static_cast<unsigned char>(name[i - 1])]
+                ? &m_anchored_map
+                : &m_free_map;
     }
     m_normalised[i] = (*map)[static_cast<unsigned>(c - '0')];
   }
@@ -1270,7 +1275,8 @@ Outcome Engine::decide(const TensorFacts& t,
     // Only fallthrough rules matched, each leaving the tensor replicated:
     // replicated, as eformer's CompositeShardingRule gives P() when every
     // rule does; the last of them decided.
-    out.decision = RuleDecision{PartitionSpec::replicated_of(rank), ref(*last_fallthrough)};
+    out.decision = RuleDecision{PartitionSpec::replicated_of(rank),
+                                ref(*last_fallthrough)};
     if (trace != nullptr) {
       RuleStep& step = trace->rules[*last_fallthrough];
       step.outcome = RuleOutcome::decided;

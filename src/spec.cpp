@@ -633,7 +633,8 @@ namespace {
 // The entries of `spec` joined by `separator`: None for a replicated dim, a
 // name, or a parenthesised tuple of names, each name printed by `name_text`.
 template <typename NameText>
-std::string join_entries(const PartitionSpec& spec, std::string_view separator,
+std::string join_entries(const PartitionSpec& spec,
+                         std::string_view separator,
                          const NameText& name_text) {
   std::string out;
   for (size_t i = 0; i < spec.dims.size(); ++i) {

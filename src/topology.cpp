@@ -14,9 +14,10 @@ int64_t DeviceGrid::at(const std::vector<int64_t>& coords) const {
   return ids[static_cast<size_t>(flat)];
 }
 
-DeviceGrid assemble_hybrid_grid(const std::vector<int64_t>& ici_shape,
-                                const std::vector<int64_t>& dcn_shape,
-                                const std::vector<std::vector<int64_t>>& slice_ids) {
+DeviceGrid assemble_hybrid_grid(
+    const std::vector<int64_t>& ici_shape,
+    const std::vector<int64_t>& dcn_shape,
+    const std::vector<std::vector<int64_t>>& slice_ids) {
   assert(ici_shape.size() == dcn_shape.size());
   const size_t rank = ici_shape.size();
   DeviceGrid grid;

@@ -1,9 +1,9 @@
 // The topology catalogue (configs/topologies/*.json, compiled in), topology
 // names (DESIGN.md 2.2) and user topology files.
 
-#include <shardplan/topology.hpp>
-
 #include "embedded.hpp"
+
+#include <shardplan/topology.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -51,15 +51,16 @@ struct Family {
 
   // The number in "v5p-N": TensorCores or chips.
   int64_t name_count(const Shape3& shape) const {
-    return shape[0] * shape[1] * shape[2] * (counts_cores ? tensorcores_per_chip : 1);
+    return shape[0] * shape[1] * shape[2]
+           * (counts_cores ? tensorcores_per_chip : 1);
   }
 };
 
 // The catalogue files are ours: a malformed one is a bug, caught by the
 // tests; it throws (exit 3), never reaches a user as an input error.
-[[noreturn]] void bad_catalogue(const std::string& file, const std::string& what) {
-  throw std::logic_error(
-      fmt::format("configs/topologies/{}: {}", file, what));
+[[noreturn]] void bad_catalogue(const std::string& file,
+                                const std::string& what) {
+  throw std::logic_error(fmt::format("configs/topologies/{}: {}", file, what));
 }
 
 // Parses a positive decimal; nullopt on anything else (or above 2^31).
@@ -137,8 +138,13 @@ Family parse_family(const embedded::EmbeddedFile& file) {
     }
     f.kind = TopologyKind::tpu;
     bool known = false;
-    for (TpuChip chip : {TpuChip::v2, TpuChip::v3, TpuChip::v4, TpuChip::v5e,
-                         TpuChip::v5p, TpuChip::v6e, TpuChip::tpu7x}) {
+    for (TpuChip chip : {TpuChip::v2,
+                         TpuChip::v3,
+                         TpuChip::v4,
+                         TpuChip::v5e,
+                         TpuChip::v5p,
+                         TpuChip::v6e,
+                         TpuChip::tpu7x}) {
       if (to_string(chip) == f.name) {
         f.chip = chip;
         known = true;
@@ -157,7 +163,8 @@ Family parse_family(const embedded::EmbeddedFile& file) {
     if (f.wrap_rule == "pod-axes") {
       f.pod_shape = read_shape3(wrap.at("pod_shape"));
     } else if (f.wrap_rule != "full-cubes" && f.wrap_rule != "axis-16") {
-      bad_catalogue(name, fmt::format("unknown wraparound rule \"{}\"", f.wrap_rule));
+      bad_catalogue(name,
+                    fmt::format("unknown wraparound rule \"{}\"", f.wrap_rule));
     }
     f.max_shape = read_shape3(j.at("max_shape"));
     f.multislice = j.at("multislice").get<bool>();
@@ -184,15 +191,25 @@ const std::vector<Family>& families() {
     }
     // TPUs first, by generation, then GPUs, as `topology list` shows them.
     auto rank = [](const Family& f) {
-      static const std::vector<std::string> order = {
-          "v2", "v3", "v4", "v5e", "v5p", "v6e", "tpu7x",
-          "a100", "h100", "h200", "b200", "gb200"};
+      static const std::vector<std::string> order = {"v2",
+                                                     "v3",
+                                                     "v4",
+                                                     "v5e",
+                                                     "v5p",
+                                                     "v6e",
+                                                     "tpu7x",
+                                                     "a100",
+                                                     "h100",
+                                                     "h200",
+                                                     "b200",
+                                                     "gb200"};
       auto it = std::find(order.begin(), order.end(), f.name);
       return it - order.begin();
     };
-    std::stable_sort(out.begin(), out.end(), [&](const Family& a, const Family& b) {
-      return rank(a) < rank(b);
-    });
+    std::stable_sort(
+        out.begin(), out.end(), [&](const Family& a, const Family& b) {
+          return rank(a) < rank(b);
+        });
     return out;
   }();
   return all;
@@ -201,7 +218,8 @@ const std::vector<Family>& families() {
 const Family* find_family(std::string_view name) {
   for (const Family& f : families()) {
     if (f.name == name
-        || std::find(f.aliases.begin(), f.aliases.end(), name) != f.aliases.end()) {
+        || std::find(f.aliases.begin(), f.aliases.end(), name)
+               != f.aliases.end()) {
       return &f;
     }
   }
@@ -213,7 +231,8 @@ std::array<bool, 3> wraparound_for(const Family& f, const Shape3& shape) {
   if (f.wrap_rule == "full-cubes") {
     // v4/v5p: tori only in whole 4x4x4 cubes (hardware-and-costs.md B.1:
     // 4x4x8 wraps on every axis, 2x2x4 on none).
-    const bool cubes = shape[0] % 4 == 0 && shape[1] % 4 == 0 && shape[2] % 4 == 0;
+    const bool cubes =
+        shape[0] % 4 == 0 && shape[1] % 4 == 0 && shape[2] % 4 == 0;
     wrap = {cubes, cubes, cubes};
   } else if (f.wrap_rule == "axis-16") {
     // v5e/v6e: only an axis of 16 chips closes (8x16 wraps on the 16).
@@ -240,7 +259,9 @@ std::string standard_name(const Family& f, const Shape3& shape) {
   return fmt::format("{}-{}", f.name, f.name_count(shape));
 }
 
-Topology make_tpu(const Family& f, const Shape3& shape, int64_t slices,
+Topology make_tpu(const Family& f,
+                  const Shape3& shape,
+                  int64_t slices,
                   std::string name) {
   Topology t;
   t.name = std::move(name);
@@ -287,7 +308,6 @@ constexpr std::string_view k_name_hint =
     "for K slices (2xv5p-256), and GPUs like h100x64, a100x8, h200x16, "
     "b200x64, gb200x72; `shardplan topology list` shows the catalogue";
 
-
 bool valid_host_tiling(const Shape3& shape, const Shape3& bounds) {
   for (size_t k = 0; k < 3; ++k) {
     if (shape[k] % std::min(bounds[k], shape[k]) != 0) {
@@ -322,11 +342,13 @@ class NameResolver {
     }
     if (digits > 0 && digits + 1 < name.size() && name[digits] == 'x'
         && name[digits + 1] >= 'a' && name[digits + 1] <= 'z') {
-      std::optional<int64_t> k = parse_count(std::string_view(name).substr(0, digits));
+      std::optional<int64_t> k =
+          parse_count(std::string_view(name).substr(0, digits));
       if (!k) {
-        return fail("topology.slices",
-                    fmt::format("bad slice count in topology {}", quote(m_original)),
-                    "the slice count is a positive integer: 2xv5p-256");
+        return fail(
+            "topology.slices",
+            fmt::format("bad slice count in topology {}", quote(m_original)),
+            "the slice count is a positive integer: 2xv5p-256");
       }
       slices = *k;
       sliced = true;
@@ -334,7 +356,8 @@ class NameResolver {
     }
 
     if (size_t colon = name.find(':'); colon != std::string::npos) {
-      return explicit_shape(name.substr(0, colon), name.substr(colon + 1), slices);
+      return explicit_shape(
+          name.substr(0, colon), name.substr(colon + 1), slices);
     }
     if (size_t dash = name.rfind('-'); dash != std::string::npos) {
       if (const Family* f = find_family(name.substr(0, dash));
@@ -349,7 +372,8 @@ class NameResolver {
           return fail("topology.slices",
                       fmt::format("{}: slices are a TPU notion; a GPU topology "
                                   "is a GPU count like {}x64",
-                                  quote(m_original), f.name),
+                                  quote(m_original),
+                                  f.name),
                       "");
         }
         return counted_gpu(f, name.substr(f.name.size() + 1));
@@ -359,7 +383,8 @@ class NameResolver {
   }
 
  private:
-  std::optional<Topology> fail(std::string code, std::string message,
+  std::optional<Topology> fail(std::string code,
+                               std::string message,
                                std::string hint) {
     Diagnostic& d = m_diags.error(std::move(code), std::move(message), m_where);
     d.hint = std::move(hint);
@@ -383,14 +408,16 @@ class NameResolver {
       }
       hint = fmt::format("did you mean {}? ", fmt::join(near, " or "));
     }
-    return fail("topology.unknown", fmt::format("unknown topology {}", quote(m_original)),
+    return fail("topology.unknown",
+                fmt::format("unknown topology {}", quote(m_original)),
                 hint + std::string(k_name_hint));
   }
 
   bool check_slices(const Family& f, int64_t slices) {
     if (slices > 1 && !f.multislice) {
       fail("topology.slices",
-           fmt::format("{}: TPU {} has no multi-slice (DCN) support", quote(m_original),
+           fmt::format("{}: TPU {} has no multi-slice (DCN) support",
+                       quote(m_original),
                        f.name),
            "multi-slice training runs on v4, v5e, v5p, v6e and tpu7x");
       return false;
@@ -400,19 +427,25 @@ class NameResolver {
 
   // K slices of a shape stay within k_max_devices (the count is at most 2^31
   // and a slice at most 16x24x24x2, so the product fits in int64).
-  bool within_cap(const Shape3& shape, int64_t devices_per_chip, int64_t slices) {
-    const int64_t devices = shape[0] * shape[1] * shape[2] * devices_per_chip * slices;
+  bool within_cap(const Shape3& shape,
+                  int64_t devices_per_chip,
+                  int64_t slices) {
+    const int64_t devices =
+        shape[0] * shape[1] * shape[2] * devices_per_chip * slices;
     if (devices > k_max_devices) {
       fail("topology.size",
            fmt::format("{} has {} devices, more than the {} shardplan handles",
-                       quote(m_original), devices, k_max_devices),
+                       quote(m_original),
+                       devices,
+                       k_max_devices),
            "");
       return false;
     }
     return true;
   }
 
-  std::optional<Topology> counted_tpu(const Family& f, std::string_view count_text,
+  std::optional<Topology> counted_tpu(const Family& f,
+                                      std::string_view count_text,
                                       int64_t slices) {
     if (!check_slices(f, slices)) {
       return std::nullopt;
@@ -420,11 +453,14 @@ class NameResolver {
     std::optional<int64_t> count = parse_count(count_text);
     const std::string unit = f.counts_cores ? "TensorCores" : "chips";
     if (!count) {
-      return fail("topology.size",
-                  fmt::format("bad size {} in topology {}: expected the number of "
-                              "{}",
-                              quote(count_text), quote(m_original), unit),
-                  fmt::format("for example {}", standard_name(f, f.slices[1])));
+      return fail(
+          "topology.size",
+          fmt::format("bad size {} in topology {}: expected the number of "
+                      "{}",
+                      quote(count_text),
+                      quote(m_original),
+                      unit),
+          fmt::format("for example {}", standard_name(f, f.slices[1])));
     }
     for (const Shape3& shape : f.slices) {
       if (f.name_count(shape) == *count) {
@@ -445,27 +481,36 @@ class NameResolver {
       const bool below = n < *count
                          && (i + 1 == f.slices.size()
                              || f.name_count(f.slices[i + 1]) > *count);
-      const bool above = n > *count && (i == 0 || f.name_count(f.slices[i - 1]) < *count);
+      const bool above =
+          n > *count && (i == 0 || f.name_count(f.slices[i - 1]) < *count);
       if (below || above) {
-        near.push_back(fmt::format("{} ({})", standard_name(f, f.slices[i]),
+        near.push_back(fmt::format("{} ({})",
+                                   standard_name(f, f.slices[i]),
                                    shape_text(f.slices[i], f.two_d)));
       }
     }
-    std::string message = fmt::format(
-        "{}-{} is not a standard {} slice ({}-N counts {}", f.name, *count, f.name,
-        f.name, unit);
+    std::string message =
+        fmt::format("{}-{} is not a standard {} slice ({}-N counts {}",
+                    f.name,
+                    *count,
+                    f.name,
+                    f.name,
+                    unit);
     if (f.counts_cores && f.tensorcores_per_chip > 1) {
       message += fmt::format(", {} per chip", f.tensorcores_per_chip);
     }
     message += ")";
-    return fail("topology.size", std::move(message),
+    return fail("topology.size",
+                std::move(message),
                 fmt::format("nearest: {}; any other shape is {}:{}",
-                            fmt::join(near, ", "), f.name,
+                            fmt::join(near, ", "),
+                            f.name,
                             f.two_d ? "AxB" : "XxYxZ"));
   }
 
   std::optional<Topology> explicit_shape(const std::string& family_name,
-                                         std::string_view text, int64_t slices) {
+                                         std::string_view text,
+                                         int64_t slices) {
     const Family* f = find_family(family_name);
     if (f == nullptr || f->kind != TopologyKind::tpu) {
       return unknown(family_name);
@@ -474,12 +519,15 @@ class NameResolver {
       return std::nullopt;
     }
     const std::string expected =
-        f->two_d ? "AxB chips (x, y)" : "XxYxZ chips (x, y, z; 2D shapes AxB mean z = 1)";
+        f->two_d ? "AxB chips (x, y)"
+                 : "XxYxZ chips (x, y, z; 2D shapes AxB mean z = 1)";
     std::optional<Shape3> parsed = parse_chips(text, f->two_d ? 2 : 3);
     if (!parsed) {
       return fail("topology.shape",
-                  fmt::format("bad shape {} in topology {}: expected {}", quote(text),
-                              quote(m_original), expected),
+                  fmt::format("bad shape {} in topology {}: expected {}",
+                              quote(text),
+                              quote(m_original),
+                              expected),
                   "");
     }
     const Shape3 shape = *parsed;
@@ -487,7 +535,10 @@ class NameResolver {
       if (shape[i] > f->max_shape[i]) {
         return fail("topology.shape",
                     fmt::format("{}: axis {} has {} chips; {} slices reach {}",
-                                quote(m_original), "xyz"[i], shape[i], f->name,
+                                quote(m_original),
+                                "xyz"[i],
+                                shape[i],
+                                f -> name,
                                 shape_text(f->max_shape, f->two_d)),
                     "");
       }
@@ -497,12 +548,15 @@ class NameResolver {
     }
     Topology t = make_tpu(*f, shape, slices, "");
     if (!valid_host_tiling(shape, t.tpu.host_bounds)) {
-      return fail("topology.shape",
-                  fmt::format("{}: a {} slice of {} is not made of whole hosts of {} "
-                              "chips",
-                              quote(m_original), shape_text(shape, f->two_d), f->name,
-                              shape_text(f->host_bounds, f->two_d)),
-                  "");
+      return fail(
+          "topology.shape",
+          fmt::format("{}: a {} slice of {} is not made of whole hosts of {} "
+                      "chips",
+                      quote(m_original),
+                      shape_text(shape, f->two_d),
+                      f->name,
+                      shape_text(f->host_bounds, f->two_d)),
+          "");
     }
     t.name = fmt::format("{}:{}", f->name, shape_text(shape, f->two_d));
     if (slices > 1) {
@@ -511,29 +565,37 @@ class NameResolver {
     return t;
   }
 
-  std::optional<Topology> counted_gpu(const Family& f, std::string_view count_text) {
+  std::optional<Topology> counted_gpu(const Family& f,
+                                      std::string_view count_text) {
     std::optional<int64_t> count = parse_count(count_text);
     if (!count) {
       return fail("topology.size",
-                  fmt::format("bad GPU count {} in topology {}", quote(count_text),
+                  fmt::format("bad GPU count {} in topology {}",
+                              quote(count_text),
                               quote(m_original)),
                   fmt::format("for example {}x64", f.name));
     }
     // Whole hosts, and NVLink domains filled before the next one starts.
-    const int64_t unit = *count > f.nvlink_domain ? f.nvlink_domain : f.gpus_per_host;
+    const int64_t unit =
+        *count > f.nvlink_domain ? f.nvlink_domain : f.gpus_per_host;
     if (*count > f.gpus_per_host && *count % unit != 0) {
-      return fail("topology.size",
-                  fmt::format("{}x{} is not a whole number of {}: {} GPUs per {}",
-                              f.name, *count,
-                              unit == f.nvlink_domain && unit != f.gpus_per_host
-                                  ? "NVLink domains"
-                                  : "nodes",
-                              unit,
-                              unit == f.nvlink_domain && unit != f.gpus_per_host
-                                  ? "NVL72 domain"
-                                  : "node"),
-                  fmt::format("nearest: {}x{}, {}x{}", f.name, *count / unit * unit,
-                              f.name, (*count / unit + 1) * unit));
+      return fail(
+          "topology.size",
+          fmt::format("{}x{} is not a whole number of {}: {} GPUs per {}",
+                      f.name,
+                      *count,
+                      unit == f.nvlink_domain && unit != f.gpus_per_host
+                          ? "NVLink domains"
+                          : "nodes",
+                      unit,
+                      unit == f.nvlink_domain && unit != f.gpus_per_host
+                          ? "NVL72 domain"
+                          : "node"),
+          fmt::format("nearest: {}x{}, {}x{}",
+                      f.name,
+                      *count / unit * unit,
+                      f.name,
+                      (*count / unit + 1) * unit));
     }
     return make_gpu(f, *count, fmt::format("{}x{}", f.name, *count));
   }
@@ -574,7 +636,8 @@ class FileReader {
       base = "/topology";
     }
     if (!object->is_object()) {
-      return fail(base, "expected a topology object, got " + type_name(*object));
+      return fail(base,
+                  "expected a topology object, got " + type_name(*object));
     }
     return read(*object, base);
   }
@@ -599,7 +662,8 @@ class FileReader {
     }
   }
 
-  std::optional<Topology> fail(const std::string& pointer, std::string message,
+  std::optional<Topology> fail(const std::string& pointer,
+                               std::string message,
                                std::string hint = {}) {
     Location where;
     where.source = m_source;
@@ -609,10 +673,15 @@ class FileReader {
     return std::nullopt;
   }
 
-  bool get_int(const Json& j, const std::string& pointer, int64_t& out, int64_t min) {
+  bool get_int(const Json& j,
+               const std::string& pointer,
+               int64_t& out,
+               int64_t min) {
     if (!j.is_number_integer() || j.get<int64_t>() < min) {
-      fail(pointer, fmt::format("expected an integer >= {}, got {}", min,
-                                j.is_number_integer() ? j.dump() : type_name(j)));
+      fail(pointer,
+           fmt::format("expected an integer >= {}, got {}",
+                       min,
+                       j.is_number_integer() ? j.dump() : type_name(j)));
       return false;
     }
     out = j.get<int64_t>();
@@ -621,10 +690,11 @@ class FileReader {
 
   bool get_shape(const Json& j, const std::string& pointer, Shape3& out) {
     if (!j.is_array() || j.size() < 2 || j.size() > 3) {
-      fail(pointer, "expected [x, y] or [x, y, z] chip counts, got "
-                        + (j.is_array() ? fmt::format("{} entr{}", j.size(),
-                                                      j.size() == 1 ? "y" : "ies")
-                                        : type_name(j)));
+      fail(pointer,
+           "expected [x, y] or [x, y, z] chip counts, got "
+               + (j.is_array() ? fmt::format(
+                      "{} entr{}", j.size(), j.size() == 1 ? "y" : "ies")
+                               : type_name(j)));
       return false;
     }
     out = {1, 1, 1};
@@ -636,7 +706,9 @@ class FileReader {
     return true;
   }
 
-  bool read_figures(const Json& j, const std::string& pointer, TopologyKind kind,
+  bool read_figures(const Json& j,
+                    const std::string& pointer,
+                    TopologyKind kind,
                     TopologyFigures& f) {
     if (!j.is_object()) {
       fail(pointer, "expected an object of figures, got " + type_name(j));
@@ -645,21 +717,27 @@ class FileReader {
     const std::span<const FigureField> known = figure_fields();
     for (const auto& [key, value] : j.items()) {
       const std::string at = pointer + "/" + json_pointer_escape(key);
-      auto it = std::find_if(known.begin(), known.end(),
-                             [&](const FigureField& k) { return k.name == key; });
+      auto it =
+          std::find_if(known.begin(), known.end(), [&](const FigureField& k) {
+            return k.name == key;
+          });
       if (it == known.end()) {
         std::vector<std::string> names;
         for (const FigureField& k : known) {
           names.emplace_back(k.name);
         }
         std::string near = closest_match(key, names);
-        fail(at, fmt::format("unknown figure {}", quote(key)),
+        fail(at,
+             fmt::format("unknown figure {}", quote(key)),
              near.empty() ? "" : fmt::format("did you mean {}?", quote(near)));
         return false;
       }
       if (it->kind && *it->kind != kind) {
-        fail(at, fmt::format("figure {} is for {} topologies, not {}", quote(key),
-                             to_string(*it->kind), to_string(kind)));
+        fail(at,
+             fmt::format("figure {} is for {} topologies, not {}",
+                         quote(key),
+                         to_string(*it->kind),
+                         to_string(kind)));
         return false;
       }
       // A number, or {"value": number, "source": "..."}.
@@ -673,16 +751,18 @@ class FileReader {
         for (const auto& [inner, ignored] : value.items()) {
           if (inner != "value" && inner != "source") {
             fail(at + "/" + json_pointer_escape(inner),
-                 fmt::format("unknown key {} in a figure; expected \"value\" and "
-                             "\"source\"",
-                             quote(inner)));
+                 fmt::format(
+                     "unknown key {} in a figure; expected \"value\" and "
+                     "\"source\"",
+                     quote(inner)));
             return false;
           }
         }
         number = &value.at("value");
         if (value.contains("source")) {
           if (!value.at("source").is_string()) {
-            fail(at + "/source", "expected a string, got " + type_name(value.at("source")));
+            fail(at + "/source",
+                 "expected a string, got " + type_name(value.at("source")));
             return false;
           }
           source = value.at("source").get<std::string>();
@@ -691,8 +771,8 @@ class FileReader {
       if (!number->is_number() || number->get<double>() < 0
           || !std::isfinite(number->get<double>())) {
         fail(value.is_object() ? at + "/value" : at,
-             "expected a number >= 0, got " + (number->is_number() ? number->dump()
-                                                                   : type_name(*number)));
+             "expected a number >= 0, got "
+                 + (number->is_number() ? number->dump() : type_name(*number)));
         return false;
       }
       f.*(it->member) = Figure{number->get<double>(), std::move(source)};
@@ -702,49 +782,60 @@ class FileReader {
 
   std::optional<Topology> read(const Json& j, const std::string& base) {
     if (!j.contains("chip") || !j.at("chip").is_string()) {
-      return fail(base, "a topology file needs \"chip\": a catalogue family",
+      return fail(base,
+                  "a topology file needs \"chip\": a catalogue family",
                   families_hint());
     }
     const std::string chip = j.at("chip").get<std::string>();
     const Family* f = find_family(chip);
     if (f == nullptr) {
       std::string near = closest_match(chip, catalogue_families());
-      return fail(base + "/chip", fmt::format("unknown chip {}", quote(chip)),
-                  (near.empty() ? "" : fmt::format("did you mean {}? ", quote(near)))
-                      + families_hint());
+      return fail(
+          base + "/chip",
+          fmt::format("unknown chip {}", quote(chip)),
+          (near.empty() ? "" : fmt::format("did you mean {}? ", quote(near)))
+              + families_hint());
     }
     Topology t;
     Shape3 shape{0, 0, 0};
     if (f->kind == TopologyKind::tpu) {
       if (!j.contains("shape")) {
-        return fail(base, fmt::format("a {} topology needs \"shape\": [x, y, z] in chips",
-                                      f->name));
+        return fail(
+            base,
+            fmt::format("a {} topology needs \"shape\": [x, y, z] in chips",
+                        f->name));
       }
       if (!get_shape(j.at("shape"), base + "/shape", shape)) {
         return std::nullopt;
       }
       for (size_t k = 0; k < 3; ++k) {
         if (shape[k] > k_max_devices) {
-          return fail(fmt::format("{}/shape/{}", base, k),
-                      fmt::format("{} chips on one axis is more than the {} devices "
-                                  "shardplan handles",
-                                  shape[k], k_max_devices));
+          return fail(
+              fmt::format("{}/shape/{}", base, k),
+              fmt::format("{} chips on one axis is more than the {} devices "
+                          "shardplan handles",
+                          shape[k],
+                          k_max_devices));
         }
       }
       t = make_tpu(*f, shape, 1, "");
     } else {
       if (!j.contains("devices")) {
-        return fail(base, fmt::format("a {} topology needs \"devices\": the GPU count",
-                                      f->name));
+        return fail(
+            base,
+            fmt::format("a {} topology needs \"devices\": the GPU count",
+                        f->name));
       }
       int64_t gpus = 0;
       if (!get_int(j.at("devices"), base + "/devices", gpus, 1)) {
         return std::nullopt;
       }
       if (gpus > k_max_devices) {
-        return fail(base + "/devices",
-                    fmt::format("{} GPUs is more than the {} devices shardplan handles",
-                                gpus, k_max_devices));
+        return fail(
+            base + "/devices",
+            fmt::format("{} GPUs is more than the {} devices shardplan handles",
+                        gpus,
+                        k_max_devices));
       }
       t = make_gpu(*f, gpus, "");
     }
@@ -756,20 +847,25 @@ class FileReader {
     int64_t declared_devices = -1;
     for (const auto& [key, value] : j.items()) {
       const std::string at = base + "/" + json_pointer_escape(key);
-      if (key == "chip" || (key == "shape" && f->kind == TopologyKind::tpu) || key == "chips"
-          || key == "hosts"
-          || key == "devices_per_host" || key == "source" || key == "links") {
+      if (key == "chip" || (key == "shape" && f->kind == TopologyKind::tpu)
+          || key == "chips" || key == "hosts" || key == "devices_per_host"
+          || key == "source" || key == "links") {
         continue;
       }
       if (key == "name") {
         if (!value.is_string() || value.get<std::string>().empty()) {
-          return fail(at, "expected a non-empty string, got " + type_name(value));
+          return fail(at,
+                      "expected a non-empty string, got " + type_name(value));
         }
         t.name = value.get<std::string>();
       } else if (key == "kind") {
-        if (!value.is_string() || value.get<std::string>() != to_string(f->kind)) {
-          return fail(at, fmt::format("{} is a {} chip; kind must be \"{}\"", f->name,
-                                      to_string(f->kind), to_string(f->kind)));
+        if (!value.is_string()
+            || value.get<std::string>() != to_string(f->kind)) {
+          return fail(at,
+                      fmt::format("{} is a {} chip; kind must be \"{}\"",
+                                  f->name,
+                                  to_string(f->kind),
+                                  to_string(f->kind)));
         }
       } else if (key == "device_kind") {
         if (!value.is_string()) {
@@ -785,20 +881,26 @@ class FileReader {
           return std::nullopt;
         }
         if (t.tpu.num_slices > k_max_devices) {
-          return fail(at, fmt::format("{} slices is more than the {} devices shardplan "
-                                      "handles",
-                                      t.tpu.num_slices, k_max_devices));
+          return fail(
+              at,
+              fmt::format("{} slices is more than the {} devices shardplan "
+                          "handles",
+                          t.tpu.num_slices,
+                          k_max_devices));
         }
         if (t.tpu.num_slices > 1 && !f->multislice) {
-          return fail(at, fmt::format("TPU {} has no multi-slice (DCN) support", f->name));
+          return fail(
+              at,
+              fmt::format("TPU {} has no multi-slice (DCN) support", f->name));
         }
       } else if (key == "devices_per_chip" && f->kind == TopologyKind::tpu) {
         if (!get_int(value, at, t.tpu.cores_per_chip, 1)) {
           return std::nullopt;
         }
         if (t.tpu.cores_per_chip > 8) {
-          return fail(at, fmt::format("{} devices per chip; TPUs have 1 or 2",
-                                      t.tpu.cores_per_chip));
+          return fail(at,
+                      fmt::format("{} devices per chip; TPUs have 1 or 2",
+                                  t.tpu.cores_per_chip));
         }
       } else if (key == "host_bounds" && f->kind == TopologyKind::tpu) {
         if (!get_shape(value, at, t.tpu.host_bounds)) {
@@ -806,8 +908,9 @@ class FileReader {
         }
       } else if (key == "wraparound" && f->kind == TopologyKind::tpu) {
         if (!value.is_array() || value.empty() || value.size() > 3) {
-          return fail(at, "expected [bool, bool, bool] per physical axis, got "
-                              + type_name(value));
+          return fail(at,
+                      "expected [bool, bool, bool] per physical axis, got "
+                          + type_name(value));
         }
         t.wraparound = {false, false, false};
         for (size_t k = 0; k < value.size(); ++k) {
@@ -819,73 +922,101 @@ class FileReader {
         }
       } else if ((key == "gpus_per_host" || key == "nvlink_domain")
                  && f->kind == TopologyKind::gpu) {
-        if (!get_int(value, at, key == "gpus_per_host" ? t.gpus_per_host : t.nvlink_domain,
+        if (!get_int(value,
+                     at,
+                     key == "gpus_per_host" ? t.gpus_per_host : t.nvlink_domain,
                      1)) {
           return std::nullopt;
         }
       } else if (key == "hbm_bytes_per_device") {
         if (!value.is_number() || value.get<double>() <= 0) {
-          return fail(at, "expected a number of bytes > 0, got " + type_name(value));
+          return fail(
+              at, "expected a number of bytes > 0, got " + type_name(value));
         }
         if (value.get<double>() != t.figures.hbm_bytes_per_device.value) {
-          t.figures.hbm_bytes_per_device = {value.get<double>(),
-                                            fmt::format("{}: {}", m_source, at)};
+          t.figures.hbm_bytes_per_device = {
+              value.get<double>(), fmt::format("{}: {}", m_source, at)};
         }
       } else if (key == "figures") {
         if (!read_figures(value, at, f->kind, t.figures)) {
           return std::nullopt;
         }
       } else {
-        std::vector<std::string> keys = {
-            "name", "kind", "chip", "device_kind", "devices", "hbm_bytes_per_device",
-            "figures"};
+        std::vector<std::string> keys = {"name",
+                                         "kind",
+                                         "chip",
+                                         "device_kind",
+                                         "devices",
+                                         "hbm_bytes_per_device",
+                                         "figures"};
         if (f->kind == TopologyKind::tpu) {
-          keys.insert(keys.end(), {"shape", "slices", "devices_per_chip", "host_bounds",
-                                   "wraparound"});
+          keys.insert(keys.end(),
+                      {"shape",
+                       "slices",
+                       "devices_per_chip",
+                       "host_bounds",
+                       "wraparound"});
         } else {
           keys.insert(keys.end(), {"gpus_per_host", "nvlink_domain"});
         }
         std::string near = closest_match(key, keys);
-        return fail(at, fmt::format("unknown key {} for a {} topology", quote(key),
-                                    to_string(f->kind)),
-                    near.empty() ? fmt::format("known keys: {}", fmt::join(keys, ", "))
-                                 : fmt::format("did you mean {}?", quote(near)));
+        return fail(at,
+                    fmt::format("unknown key {} for a {} topology",
+                                quote(key),
+                                to_string(f->kind)),
+                    near.empty()
+                        ? fmt::format("known keys: {}", fmt::join(keys, ", "))
+                        : fmt::format("did you mean {}?", quote(near)));
       }
     }
     if (f->kind == TopologyKind::tpu) {
       if (!valid_host_tiling(shape, t.tpu.host_bounds)) {
-        return fail(base + (j.contains("host_bounds") ? "/host_bounds" : "/shape"),
-                    fmt::format("a {}x{}x{} slice is not made of whole hosts of {}x{}x{} "
-                                "chips",
-                                shape[0], shape[1], shape[2], t.tpu.host_bounds[0],
-                                t.tpu.host_bounds[1], t.tpu.host_bounds[2]));
+        return fail(
+            base + (j.contains("host_bounds") ? "/host_bounds" : "/shape"),
+            fmt::format(
+                "a {}x{}x{} slice is not made of whole hosts of {}x{}x{} "
+                "chips",
+                shape[0],
+                shape[1],
+                shape[2],
+                t.tpu.host_bounds[0],
+                t.tpu.host_bounds[1],
+                t.tpu.host_bounds[2]));
       }
       if (t.tpu.chip == TpuChip::v2 || t.tpu.chip == TpuChip::v3) {
         if (shape[2] != 1) {
-          return fail(base + "/shape", fmt::format("TPU {} slices are 2D: z must be 1",
-                                                   f->name));
+          return fail(
+              base + "/shape",
+              fmt::format("TPU {} slices are 2D: z must be 1", f->name));
         }
       }
     }
     // Each factor is at most k_max_devices (2^22) and there are at most four,
     // but their product can still pass 2^63: multiply with checks.
-    std::optional<int64_t> devices = checked_product(
-        f->kind == TopologyKind::gpu
-            ? std::vector<int64_t>{t.gpus}
-            : std::vector<int64_t>{shape[0], shape[1], shape[2], t.tpu.cores_per_chip,
-                                   t.tpu.num_slices});
+    std::optional<int64_t> devices =
+        checked_product(f->kind == TopologyKind::gpu
+                            ? std::vector<int64_t>{t.gpus}
+                            : std::vector<int64_t>{shape[0],
+                                                   shape[1],
+                                                   shape[2],
+                                                   t.tpu.cores_per_chip,
+                                                   t.tpu.num_slices});
     if (!devices || *devices > k_max_devices) {
-      return fail(base, fmt::format("the topology has more than the {} devices shardplan "
-                                    "handles",
-                                    k_max_devices));
+      return fail(
+          base,
+          fmt::format("the topology has more than the {} devices shardplan "
+                      "handles",
+                      k_max_devices));
     }
     if (declared_devices >= 0 && declared_devices != t.devices()) {
-      return fail(base + "/devices",
-                  fmt::format("\"devices\" is {} but the topology has {} devices",
-                              declared_devices, t.devices()),
-                  f->kind == TopologyKind::tpu
-                      ? "devices = chips x devices_per_chip x slices"
-                      : "");
+      return fail(
+          base + "/devices",
+          fmt::format("\"devices\" is {} but the topology has {} devices",
+                      declared_devices,
+                      t.devices()),
+          f->kind == TopologyKind::tpu
+              ? "devices = chips x devices_per_chip x slices"
+              : "");
     }
     return t;
   }

@@ -531,8 +531,10 @@ std::optional<TorusLayout> assign_torus_axes(
         Diagnostic& d = diags.error("topology.no-assignment",
                                     no_assignment_message(l, size, remaining));
         d.hint = fmt::format(
-            "pass --allow-split-physical-axes (jax.make_mesh sets it by itself on "
-            "v5e), or choose axis sizes that are products of the physical axes {}",
+            "pass --allow-split-physical-axes (jax.make_mesh sets it by itself "
+            "on "
+            "v5e), or choose axis sizes that are products of the physical axes "
+            "{}",
             python_tuple(physical_shape));
         return std::nullopt;
       }
@@ -904,7 +906,8 @@ std::optional<std::vector<int64_t>> calculate_host_mesh_shape(
     diags.error("topology.host-mesh",
                 fmt::format("Mesh size {} doesn't match available devices {} "
                             "(local x processes)",
-                            total, devices_per_host * num_processes));
+                            total,
+                            devices_per_host * num_processes));
     return std::nullopt;
   }
   std::vector<int64_t> host_mesh = global_mesh_shape;
@@ -925,7 +928,9 @@ std::optional<std::vector<int64_t>> calculate_host_mesh_shape(
         "topology.host-mesh",
         fmt::format("Host mesh shape {} uses {} devices instead of {}. Ensure "
                     "that num_processes factors the global mesh shape.",
-                    python_tuple(host_mesh), host_total, devices_per_host));
+                    python_tuple(host_mesh),
+                    host_total,
+                    devices_per_host));
     d.hint = fmt::format(
         "eformer's create_mesh gives each of the {} processes a block of the "
         "leading mesh axes; order the axes so that the first ones multiply to "

@@ -31,7 +31,9 @@ int64_t axis_stride(const DeviceGrid& grid, size_t axis) {
 
 // The first `count` devices of the collective group along mesh axis `axis`
 // that starts at row-major position `first` (all other coordinates fixed).
-std::vector<int64_t> axis_group(const DeviceGrid& grid, size_t axis, int64_t first,
+std::vector<int64_t> axis_group(const DeviceGrid& grid,
+                                size_t axis,
+                                int64_t first,
                                 int64_t count) {
   const int64_t stride = axis_stride(grid, axis);
   std::vector<int64_t> ids;
@@ -64,7 +66,8 @@ struct TpuPhysical {
   std::vector<Coord> coords;  // indexed by device id (ids are 0..N-1)
 };
 
-TpuPhysical tpu_physical(const Topology& t, const std::vector<TpuDevice>& devices) {
+TpuPhysical tpu_physical(const Topology& t,
+                         const std::vector<TpuDevice>& devices) {
   TpuPhysical p;
   for (size_t k = 0; k < 3; ++k) {
     p.size[k] = t.tpu.chips[k];
@@ -73,7 +76,8 @@ TpuPhysical tpu_physical(const Topology& t, const std::vector<TpuDevice>& device
   p.size[3] = t.tpu.cores_per_chip;
   p.coords.resize(devices.size());
   for (const TpuDevice& d : devices) {
-    p.coords[to_size(d.id)] = {d.coords[0], d.coords[1], d.coords[2], d.core_on_chip};
+    p.coords[to_size(d.id)] = {
+        d.coords[0], d.coords[1], d.coords[2], d.core_on_chip};
   }
   return p;
 }
@@ -104,7 +108,9 @@ struct IciLink {
 
 // The ICI part of a mesh axis: `group` holds its first `ici` devices (the DCN
 // index is major within an axis, so they share a slice).
-IciLink ici_link(const TpuPhysical& p, const std::vector<int64_t>& group, int64_t ici) {
+IciLink ici_link(const TpuPhysical& p,
+                 const std::vector<int64_t>& group,
+                 int64_t ici) {
   IciLink link;
   std::array<std::set<int64_t>, 4> values;
   std::vector<Coord> coords;
@@ -140,13 +146,14 @@ IciLink ici_link(const TpuPhysical& p, const std::vector<int64_t>& group, int64_
   int64_t covered = 1;
   for (size_t k : spanned) {
     const bool whole = to_size(p.size[k]) == values[k].size();
-    whole_rings = whole_rings && whole && (k == 3 || p.wrap[k] || p.size[k] <= 2);
+    whole_rings =
+        whole_rings && whole && (k == 3 || p.wrap[k] || p.size[k] <= 2);
     covered *= static_cast<int64_t>(values[k].size());
   }
   link.wraparound = whole_rings && covered == ici;
   // Rings over chip axes; the cores of a chip add no ICI link.
-  link.rings = static_cast<int64_t>(
-      std::count_if(spanned.begin(), spanned.end(), [](size_t k) { return k < 3; }));
+  link.rings = static_cast<int64_t>(std::count_if(
+      spanned.begin(), spanned.end(), [](size_t k) { return k < 3; }));
   return link;
 }
 
@@ -167,41 +174,46 @@ std::vector<AxisLink> links_per_axis(const Mesh& mesh, const Fill& fill) {
   return links;
 }
 
-std::vector<AxisLink> tpu_links(const Topology& t, const std::vector<TpuDevice>& devices,
-                                const Mesh& mesh, const DeviceGrid& grid) {
+std::vector<AxisLink> tpu_links(const Topology& t,
+                                const std::vector<TpuDevice>& devices,
+                                const Mesh& mesh,
+                                const DeviceGrid& grid) {
   const TpuPhysical p = tpu_physical(t, devices);
   const TopologyFigures& f = t.figures;
-  return links_per_axis(mesh, [&](size_t l, const MeshAxis& axis, AxisLink& link) {
-    double ici_bw = 0;
-    if (axis.ici > 1) {
-      IciLink ici = ici_link(p, axis_group(grid, l, 0, axis.ici), axis.ici);
-      link.wraparound = ici.wraparound;
-      link.physical_axes = std::move(ici.physical_axes);
-      // A ring uses both directions of its links; a line, one (~2x slower).
-      ici_bw = f.ici_bytes_per_s_per_link.value * (ici.wraparound ? 2.0 : 1.0)
-               * static_cast<double>(std::max<int64_t>(ici.rings, 1));
-      link.link = LinkClass::ici;
-      link.bytes_per_s = ici_bw;
-      link.latency_s = f.ici_latency_s.value;
-    }
-    if (axis.dcn > 1) {
-      // The chip's DCN share, split among its devices.
-      const double dcn_bw = f.dcn_bytes_per_s_per_chip.value
-                            / static_cast<double>(t.tpu.cores_per_chip);
-      if (axis.ici > 1) {
-        link.link = LinkClass::mixed;
-        link.bytes_per_s = std::min(ici_bw, dcn_bw);
-      } else {
-        link.link = LinkClass::dcn;
-        link.bytes_per_s = dcn_bw;
-        link.wraparound = true;  // a switched network: the ring closes
-      }
-      link.latency_s = std::max(link.latency_s, f.dcn_latency_s.value);
-    }
-  });
+  return links_per_axis(
+      mesh, [&](size_t l, const MeshAxis& axis, AxisLink& link) {
+        double ici_bw = 0;
+        if (axis.ici > 1) {
+          IciLink ici = ici_link(p, axis_group(grid, l, 0, axis.ici), axis.ici);
+          link.wraparound = ici.wraparound;
+          link.physical_axes = std::move(ici.physical_axes);
+          // A ring uses both directions of its links; a line, one (~2x slower).
+          ici_bw = f.ici_bytes_per_s_per_link.value
+                   * (ici.wraparound ? 2.0 : 1.0)
+                   * static_cast<double>(std::max<int64_t>(ici.rings, 1));
+          link.link = LinkClass::ici;
+          link.bytes_per_s = ici_bw;
+          link.latency_s = f.ici_latency_s.value;
+        }
+        if (axis.dcn > 1) {
+          // The chip's DCN share, split among its devices.
+          const double dcn_bw = f.dcn_bytes_per_s_per_chip.value
+                                / static_cast<double>(t.tpu.cores_per_chip);
+          if (axis.ici > 1) {
+            link.link = LinkClass::mixed;
+            link.bytes_per_s = std::min(ici_bw, dcn_bw);
+          } else {
+            link.link = LinkClass::dcn;
+            link.bytes_per_s = dcn_bw;
+            link.wraparound = true;  // a switched network: the ring closes
+          }
+          link.latency_s = std::max(link.latency_s, f.dcn_latency_s.value);
+        }
+      });
 }
 
-std::vector<AxisLink> gpu_links(const Topology& t, const Mesh& mesh,
+std::vector<AxisLink> gpu_links(const Topology& t,
+                                const Mesh& mesh,
                                 const DeviceGrid& grid) {
   const TopologyFigures& f = t.figures;
   return links_per_axis(mesh, [&](size_t l, const MeshAxis&, AxisLink& link) {
@@ -215,7 +227,8 @@ std::vector<AxisLink> gpu_links(const Topology& t, const Mesh& mesh,
       all_inside = all_inside && domains.size() == 1;
       all_distinct = all_distinct && domains.size() == g.size();
     });
-    link.wraparound = true;  // NVSwitch and a fat tree are switched: rings close
+    link.wraparound =
+        true;  // NVSwitch and a fat tree are switched: rings close
     if (all_inside) {
       link.link = LinkClass::nvlink;
       link.bytes_per_s = f.nvlink_bytes_per_s_per_gpu.value;
@@ -229,8 +242,10 @@ std::vector<AxisLink> gpu_links(const Topology& t, const Mesh& mesh,
 }
 
 // `devices`: the TPU devices in jax.devices() order (empty on GPU).
-HostLayout host_layout(const Topology& t, const std::vector<TpuDevice>& devices,
-                       const Mesh& mesh, Diagnostics& diags) {
+HostLayout host_layout(const Topology& t,
+                       const std::vector<TpuDevice>& devices,
+                       const Mesh& mesh,
+                       Diagnostics& diags) {
   HostLayout hosts;
   hosts.devices_per_host = t.devices_per_host();
   hosts.count = t.num_hosts();
@@ -260,8 +275,9 @@ HostLayout host_layout(const Topology& t, const std::vector<TpuDevice>& devices,
     d.location.source = "--mesh";
     if (t.num_slices() > 1) {
       d.severity = Severity::warning;
-      d.hint = "eformer's create_mesh builds multi-slice meshes without it, so "
-               "only code that calls calculate_host_mesh_shape itself is affected";
+      d.hint =
+          "eformer's create_mesh builds multi-slice meshes without it, so "
+          "only code that calls calculate_host_mesh_shape itself is affected";
     }
     diags.add(std::move(d));
   }
@@ -295,21 +311,27 @@ std::optional<MeshLayout> layout_mesh(const Topology& topology,
   Location at_mesh;
   at_mesh.source = "--mesh";
   if (mesh.num_devices() != topology.devices()) {
-    Diagnostic& d = diags.error(
-        "topology.device-count",
-        fmt::format("mesh {} has {} devices but {} has {}", to_string(mesh),
-                    mesh.num_devices(), topology.name, topology.devices()),
-        at_mesh);
-    d.hint = fmt::format("the mesh's sizes must multiply to {}; one -1 fills the "
-                         "rest (fsdp:-1)",
-                         topology.devices());
+    Diagnostic& d =
+        diags.error("topology.device-count",
+                    fmt::format("mesh {} has {} devices but {} has {}",
+                                to_string(mesh),
+                                mesh.num_devices(),
+                                topology.name,
+                                topology.devices()),
+                    at_mesh);
+    d.hint = fmt::format(
+        "the mesh's sizes must multiply to {}; one -1 fills the "
+        "rest (fsdp:-1)",
+        topology.devices());
     return std::nullopt;
   }
   if (mesh.num_slices() != topology.num_slices()) {
     Diagnostic& d = diags.error(
         "topology.slice-count",
         fmt::format("the mesh's DCN factors ({}) make {} slices but {} has {}",
-                    dcn_string(mesh), mesh.num_slices(), topology.name,
+                    dcn_string(mesh),
+                    mesh.num_slices(),
+                    topology.name,
                     topology.num_slices()),
         Location::of("--dcn"));
     d.hint = fmt::format("--dcn factors multiply to the slice count, {}",
@@ -317,9 +339,9 @@ std::optional<MeshLayout> layout_mesh(const Topology& topology,
     return std::nullopt;
   }
   MeshLayout layout;
-  const std::vector<TpuDevice> devices =
-      topology.kind == TopologyKind::tpu ? tpu_devices(topology.tpu)
-                                         : std::vector<TpuDevice>();
+  const std::vector<TpuDevice> devices = topology.kind == TopologyKind::tpu
+                                             ? tpu_devices(topology.tpu)
+                                             : std::vector<TpuDevice>();
   if (topology.kind == TopologyKind::tpu) {
     std::optional<TpuGrid> grid =
         tpu_device_grid(topology.tpu, mesh, allow_split_physical_axes, diags);
@@ -330,7 +352,8 @@ std::optional<MeshLayout> layout_mesh(const Topology& topology,
     layout.physical_assignment = std::move(grid->physical_assignment);
     const size_t rows = layout.physical_assignment.size();
     // v2/v3 physical meshes are (x, y, core) (sharding-anchors.md b2).
-    const bool two_d = topology.tpu.chip == TpuChip::v2 || topology.tpu.chip == TpuChip::v3;
+    const bool two_d =
+        topology.tpu.chip == TpuChip::v2 || topology.tpu.chip == TpuChip::v3;
     for (size_t p = 0; p < rows; ++p) {
       layout.physical_axis_names.emplace_back(
           two_d && p == 2 ? "core" : k_physical_names[p]);

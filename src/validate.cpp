@@ -41,8 +41,11 @@ constexpr size_t k_max_name_hints = 20;
 // The hint of an indivisible dim: the mesh axes whose size divides it (those
 // free in this spec, or already on this dim) and the padded size that the
 // requested split would accept.
-std::string indivisible_hint(int64_t size, int64_t shards, size_t dim,
-                             const PartitionSpec& spec, const Mesh& mesh) {
+std::string indivisible_hint(int64_t size,
+                             int64_t shards,
+                             size_t dim,
+                             const PartitionSpec& spec,
+                             const Mesh& mesh) {
   std::vector<std::string> dividing;
   for (const MeshAxis& axis : mesh.axes) {
     if (axis.size <= 1 || size % axis.size != 0) {
@@ -51,8 +54,9 @@ std::string indivisible_hint(int64_t size, int64_t shards, size_t dim,
     bool used_elsewhere = false;
     for (size_t d = 0; d < spec.dims.size(); ++d) {
       if (d != dim
-          && std::find(spec.dims[d].axes.begin(), spec.dims[d].axes.end(),
-                       axis.name) != spec.dims[d].axes.end()) {
+          && std::find(
+                 spec.dims[d].axes.begin(), spec.dims[d].axes.end(), axis.name)
+                 != spec.dims[d].axes.end()) {
         used_elsewhere = true;
       }
     }
@@ -63,16 +67,20 @@ std::string indivisible_hint(int64_t size, int64_t shards, size_t dim,
   std::string out =
       dividing.empty()
           ? fmt::format("no free mesh axis divides {}", size)
-          : fmt::format("mesh axes that divide {}: {}", size, fmt::join(dividing, ", "));
-  if (std::optional<int64_t> padded = checked_mul(ceil_div(size, shards), shards)) {
-    out += fmt::format("; or pad the dim to {} (a multiple of {})", *padded, shards);
+          : fmt::format(
+              "mesh axes that divide {}: {}", size, fmt::join(dividing, ", "));
+  if (std::optional<int64_t> padded =
+          checked_mul(ceil_div(size, shards), shards)) {
+    out += fmt::format(
+        "; or pad the dim to {} (a multiple of {})", *padded, shards);
   }
   return out;
 }
 
 // The layout of `tensor` under `spec` (see shard_tensor), still open to the
 // checks that set `valid` and `spec`; null when a count overflows.
-std::shared_ptr<ShardLayout> lay_out(const Tensor& tensor, const PartitionSpec& spec,
+std::shared_ptr<ShardLayout> lay_out(const Tensor& tensor,
+                                     const PartitionSpec& spec,
                                      const Mesh& mesh) {
   assert(spec.size() <= static_cast<size_t>(tensor.rank()));
   const size_t rank = static_cast<size_t>(tensor.rank());
@@ -98,7 +106,8 @@ std::shared_ptr<ShardLayout> lay_out(const Tensor& tensor, const PartitionSpec& 
     // The last shard holds what the others leave, or nothing.
     std::optional<int64_t> before = checked_mul(largest, shards[d] - 1);
     const int64_t last = before && *before < size ? size - *before : 0;
-    min_elements = min_elements ? checked_mul(*min_elements, last) : std::nullopt;
+    min_elements =
+        min_elements ? checked_mul(*min_elements, last) : std::nullopt;
   }
   std::optional<int64_t> elements = checked_product(shard_shape);
   if (!elements || !min_elements) {
@@ -135,28 +144,35 @@ namespace {
 // Axes of size 1 named in specs: how many tensors name each, and the first.
 using TrivialAxes = std::map<std::string, std::pair<size_t, std::string>>;
 
-void check_device_count(const Mesh& mesh, const ValidateOptions& options, Diagnostics& diags) {
-  if (options.topology_devices && *options.topology_devices != mesh.num_devices()) {
+void check_device_count(const Mesh& mesh,
+                        const ValidateOptions& options,
+                        Diagnostics& diags) {
+  if (options.topology_devices
+      && *options.topology_devices != mesh.num_devices()) {
     Diagnostic& d = diags.error(
         "mesh.device-count",
         fmt::format("number of devices {} must equal the product of mesh_shape "
                     "{} = {}",
-                    *options.topology_devices, python_tuple(mesh.shape()),
+                    *options.topology_devices,
+                    python_tuple(mesh.shape()),
                     mesh.num_devices()),
         Location::of("--mesh"));
-    d.hint = fmt::format("--topology {} has {} devices", options.topology_name,
+    d.hint = fmt::format("--topology {} has {} devices",
+                         options.topology_name,
                          *options.topology_devices);
   }
 }
 
-void report_trivial_axes(const TrivialAxes& trivial, const std::string& source,
+void report_trivial_axes(const TrivialAxes& trivial,
+                         const std::string& source,
                          Diagnostics& diags) {
   for (const auto& [axis, use] : trivial) {
     Diagnostic& d = diags.warning(
         "spec.trivial-axis",
         fmt::format("mesh axis {} has size 1, yet {} {} it (first: {}); it "
                     "splits nothing",
-                    quote(axis, '\''), use.first,
+                    quote(axis, '\''),
+                    use.first,
                     use.first == 1 ? "spec names" : "specs name",
                     quote(use.second)),
         Location::of(source));
@@ -181,14 +197,21 @@ TensorSharding unusable(const Tensor& tensor, const Mesh& mesh) {
 // warnings do not change it), so a caller may share it between tensors of
 // the same spec, shape and dtype.
 template <typename WhereFn>
-TensorSharding check_tensor(const Manifest& manifest, size_t t, const PartitionSpec& spec,
-                            const Mesh& mesh, const std::vector<std::string>& mesh_names,
-                            const ValidateOptions& options, TrivialAxes& trivial,
-                            const WhereFn& where, Diagnostics& diags) {
+TensorSharding check_tensor(const Manifest& manifest,
+                            size_t t,
+                            const PartitionSpec& spec,
+                            const Mesh& mesh,
+                            const std::vector<std::string>& mesh_names,
+                            const ValidateOptions& options,
+                            TrivialAxes& trivial,
+                            const WhereFn& where,
+                            Diagnostics& diags) {
   const Tensor& tensor = manifest.tensors()[t];
   // The spec's text and the location are built only when there is
   // something to report: this runs once per tensor.
-  auto report = [&](Severity severity, const char* code, std::string message,
+  auto report = [&](Severity severity,
+                    const char* code,
+                    std::string message,
                     std::optional<size_t> dim = std::nullopt) -> Diagnostic& {
     Diagnostic d;
     d.severity = severity;
@@ -210,8 +233,11 @@ TensorSharding check_tensor(const Manifest& manifest, size_t t, const PartitionS
       const MeshAxis* mesh_axis = mesh.find(axis);
       if (mesh_axis == nullptr) {
         Diagnostic& diag = report(
-            Severity::error, "spec.unknown-axis",
-            fmt::format("resource axis: {} of {} is not found in mesh: {}", axis, shown(),
+            Severity::error,
+            "spec.unknown-axis",
+            fmt::format("resource axis: {} of {} is not found in mesh: {}",
+                        axis,
+                        shown(),
                         python_names(mesh_names)),
             d);
         std::string best = closest_match(axis, mesh_names);
@@ -222,12 +248,17 @@ TensorSharding check_tensor(const Manifest& manifest, size_t t, const PartitionS
         continue;
       }
       if (std::find(seen.begin(), seen.end(), axis) != seen.end()) {
-        report(Severity::error, "spec.duplicate-axis",
-               fmt::format("a single NamedSharding spec specification can map every mesh "
-                           "axis to at most one positional dimension, but {} has duplicate "
-                           "entries for `{}`",
-                           shown(), axis),
-               d);
+        report(
+            Severity::error,
+            "spec.duplicate-axis",
+            fmt::format(
+                "a single NamedSharding spec specification can map every mesh "
+                "axis to at most one positional dimension, but {} has "
+                "duplicate "
+                "entries for `{}`",
+                shown(),
+                axis),
+            d);
         ok = false;
         continue;
       }
@@ -239,13 +270,19 @@ TensorSharding check_tensor(const Manifest& manifest, size_t t, const PartitionS
     }
   }
   if (spec.size() > static_cast<size_t>(tensor.rank())) {
-    report(Severity::error, "spec.rank",
-           fmt::format("sharding {} is only valid for values of rank at least {}, but was "
-                       "applied to a value of rank {}",
-                       shown(), spec.size(), tensor.rank()))
+    report(
+        Severity::error,
+        "spec.rank",
+        fmt::format(
+            "sharding {} is only valid for values of rank at least {}, but was "
+            "applied to a value of rank {}",
+            shown(),
+            spec.size(),
+            tensor.rank()))
         .hint = tensor.rank() == 0
                     ? "for scalars the PartitionSpec should be P()"
-                    : fmt::format("the tensor's shape is {}", python_tuple(tensor.shape));
+                    : fmt::format("the tensor's shape is {}",
+                                  python_tuple(tensor.shape));
     ok = false;
   }
   if (!ok) {
@@ -260,24 +297,35 @@ TensorSharding check_tensor(const Manifest& manifest, size_t t, const PartitionS
     if (size % shards[d] == 0) {
       continue;
     }
-    report(Severity::error, "spec.indivisible",
-           fmt::format("{} implies that array axis {} is partitioned {} times, but the "
-                       "dimension size is {} (full shape: {}, per-dimension tiling "
-                       "factors: {} should evenly divide the shape)",
-                       shown(), d, shards[d], size, python_tuple(tensor.shape),
-                       python_tuple(shards)),
+    report(Severity::error,
+           "spec.indivisible",
+           fmt::format(
+               "{} implies that array axis {} is partitioned {} times, but the "
+               "dimension size is {} (full shape: {}, per-dimension tiling "
+               "factors: {} should evenly divide the shape)",
+               shown(),
+               d,
+               shards[d],
+               size,
+               python_tuple(tensor.shape),
+               python_tuple(shards)),
            d)
         .hint = indivisible_hint(size, shards[d], d, *laid->spec, mesh);
     laid->valid = false;
   }
-  if (laid->valid && options.replicated_warning_bytes > 0 && mesh.num_devices() > 1
-      && laid->replicas == mesh.num_devices()
+  if (laid->valid && options.replicated_warning_bytes > 0
+      && mesh.num_devices() > 1 && laid->replicas == mesh.num_devices()
       && tensor.num_bytes >= options.replicated_warning_bytes) {
-    report(Severity::warning, "spec.replicated-large",
-           fmt::format("tensor {} ({} bytes) is fully replicated on all {} devices",
-                       quote(tensor.name), tensor.num_bytes, mesh.num_devices()))
-        .hint = fmt::format("the warning starts at {} bytes (--warn-replicated)",
-                            options.replicated_warning_bytes);
+    report(Severity::warning,
+           "spec.replicated-large",
+           fmt::format(
+               "tensor {} ({} bytes) is fully replicated on all {} devices",
+               quote(tensor.name),
+               tensor.num_bytes,
+               mesh.num_devices()))
+        .hint =
+        fmt::format("the warning starts at {} bytes (--warn-replicated)",
+                    options.replicated_warning_bytes);
   }
   return TensorSharding{std::move(laid)};
 }
@@ -295,7 +343,8 @@ struct PlannedKey {
 
 struct PlannedKeyHash {
   size_t operator()(const PlannedKey& k) const noexcept {
-    size_t h = std::hash<const void*>{}(k.spec) ^ (static_cast<size_t>(k.dtype) << 1U);
+    size_t h =
+        std::hash<const void*>{}(k.spec) ^ (static_cast<size_t>(k.dtype) << 1U);
     for (int64_t d : k.shape) {
       h = h * 1099511628211ULL ^ static_cast<size_t>(d);
     }
@@ -329,7 +378,8 @@ std::vector<TensorSharding> validate_specs(const Manifest& manifest,
     Diagnostic& d = diags.error(
         "spec.unknown-tensor",
         fmt::format("spec for tensor {}, which the manifest {} does not have",
-                    quote(entry.name), manifest.source),
+                    quote(entry.name),
+                    manifest.source),
         spec_location(specs, entry));
     d.tensor = entry.name;
     if (hints_given < k_max_name_hints) {
@@ -356,7 +406,8 @@ std::vector<TensorSharding> validate_specs(const Manifest& manifest,
     if (spec_of[t] == none) {
       Diagnostic& d = diags.error(
           "spec.missing",
-          fmt::format("tensor {} has no spec in {}", quote(tensor.name), specs.source),
+          fmt::format(
+              "tensor {} has no spec in {}", quote(tensor.name), specs.source),
           Location::of(specs.source));
       d.tensor = std::string(tensor.name);
       d.hint = "add it to the specs file; P() replicates it";
@@ -368,18 +419,28 @@ std::vector<TensorSharding> validate_specs(const Manifest& manifest,
       out.push_back(unusable(tensor, mesh));  // the reader reported it
       continue;
     }
-    out.push_back(check_tensor(manifest, t, entry.spec, mesh, mesh_names, options, trivial,
-                               [&] { return spec_location(specs, entry); }, diags));
+    out.push_back(check_tensor(
+        manifest,
+        t,
+        entry.spec,
+        mesh,
+        mesh_names,
+        options,
+        trivial,
+        [&] { return spec_location(specs, entry); },
+        diags));
   }
   report_trivial_axes(trivial, specs.source, diags);
   return out;
 }
 
-std::vector<TensorSharding> validate_planned(const Manifest& manifest, const Mesh& mesh,
-                                             std::span<const PartitionSpec* const> specs,
-                                             std::string_view plan_source,
-                                             const ValidateOptions& options,
-                                             Diagnostics& diags) {
+std::vector<TensorSharding> validate_planned(
+    const Manifest& manifest,
+    const Mesh& mesh,
+    std::span<const PartitionSpec* const> specs,
+    std::string_view plan_source,
+    const ValidateOptions& options,
+    Diagnostics& diags) {
   assert(specs.size() == manifest.size());
   check_device_count(mesh, options, diags);
   const std::vector<std::string> mesh_names = mesh.axis_names();
@@ -398,20 +459,28 @@ std::vector<TensorSharding> validate_planned(const Manifest& manifest, const Mes
       continue;
     }
     const size_t items = diags.items().size();
-    out.push_back(check_tensor(manifest, t, *specs[t], mesh, mesh_names, options, trivial,
-                               [&] {
-                                 Location where = Location::of(manifest.source);
-                                 where.pointer = tensor.pointer();
-                                 return where;
-                               },
-                               diags));
+    out.push_back(check_tensor(
+        manifest,
+        t,
+        *specs[t],
+        mesh,
+        mesh_names,
+        options,
+        trivial,
+        [&] {
+          Location where = Location::of(manifest.source);
+          where.pointer = tensor.pointer();
+          return where;
+        },
+        diags));
     // Reused only when the check reported nothing and named no size-1 axis
     // (each use of one is counted).
     const std::vector<std::string> axes = specs[t]->axes();
-    const bool trivial_use = std::any_of(axes.begin(), axes.end(), [&](const std::string& a) {
-      const MeshAxis* axis = mesh.find(a);
-      return axis != nullptr && axis->size == 1;
-    });
+    const bool trivial_use =
+        std::any_of(axes.begin(), axes.end(), [&](const std::string& a) {
+          const MeshAxis* axis = mesh.find(a);
+          return axis != nullptr && axis->size == 1;
+        });
     if (diags.items().size() == items && !trivial_use) {
       quiet.emplace(key, t);
     }
@@ -420,7 +489,8 @@ std::vector<TensorSharding> validate_planned(const Manifest& manifest, const Mes
   return out;
 }
 
-ShardingTotals sharding_totals(const Manifest& manifest, const Mesh& mesh,
+ShardingTotals sharding_totals(const Manifest& manifest,
+                               const Mesh& mesh,
                                const std::vector<TensorSharding>& shardings) {
   ShardingTotals totals;
   const int64_t devices = mesh.num_devices();

@@ -14,9 +14,9 @@
 // (bidirectional on a TPU ring with wraparound, one way otherwise):
 //   TPU ICI ring with wraparound    all_gather V / B              (|X|/2 hops)
 //   TPU ICI line, no wraparound     all_gather V (n-1) / (n B)    (n-1 hops)
-//   several ICI axes at once        V / sum of their B            (book: V / (W n_axes))
-//   switched (NVLink, scale-out, DCN)  all_gather V (n-1) / (n B)   (gpus.md)
-//   reduce_scatter = all_gather; all_reduce = 2 x all_gather
+//   several ICI axes at once        V / sum of their B            (book: V / (W
+//   n_axes)) switched (NVLink, scale-out, DCN)  all_gather V (n-1) / (n B)
+//   (gpus.md) reduce_scatter = all_gather; all_reduce = 2 x all_gather
 //   all_to_all: V / (4 B) on a ring with wraparound, half an all_gather on a
 //               line, V (n-1) / (n^2 B) switched
 // Each is floored by the per-hop latency times the hops (the book's
@@ -48,7 +48,8 @@ struct CollectiveCost {
 // bandwidth, as with --devices, add nothing). For collective_permute and
 // send_recv, `group_bytes` is what one device receives and the slowest of
 // the axes' links carries it, one hop.
-CollectiveCost collective_cost(Collective op, double group_bytes,
+CollectiveCost collective_cost(Collective op,
+                               double group_bytes,
                                std::span<const AxisLink* const> axes);
 
 // A point-to-point transfer of `bytes` over one link (send_recv between

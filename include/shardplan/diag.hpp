@@ -34,8 +34,9 @@ std::string_view to_string(Severity severity);
 // Where a diagnostic points. Any part may be empty or zero.
 struct Location {
   std::string source;  // a file path, or a flag name such as "--mesh"
-  std::string pointer; // RFC 6901 JSON pointer inside `source`, e.g. "/params/3"
-  int64_t line = 0;    // 1-based; 0 when unknown
+  std::string
+      pointer;       // RFC 6901 JSON pointer inside `source`, e.g. "/params/3"
+  int64_t line = 0;  // 1-based; 0 when unknown
   int64_t column = 0;  // 1-based, in characters (UTF-8 code points)
   // The text of the line (or an excerpt of it) for the caret display.
   std::string excerpt;
@@ -54,7 +55,8 @@ struct Location {
 // Builds the location of `offset` (a byte offset) inside `text`: line, column
 // in code points, and an excerpt of at most ~80 characters around it.
 // REQUIRES: offset <= text.size().
-Location location_in_text(std::string source, std::string_view text,
+Location location_in_text(std::string source,
+                          std::string_view text,
                           size_t offset);
 
 struct Diagnostic {
@@ -64,7 +66,7 @@ struct Diagnostic {
   Location location;
   std::optional<std::string> tensor;
   std::optional<int64_t> dim;
-  std::string hint;     // optional extra sentence, e.g. "did you mean ..."
+  std::string hint;  // optional extra sentence, e.g. "did you mean ..."
 };
 
 // Renders one diagnostic the way compilers do:
@@ -80,8 +82,12 @@ class Diagnostics {
   explicit Diagnostics(size_t max_errors = 0) : m_max_errors(max_errors) {}
 
   Diagnostic& add(Diagnostic diagnostic);
-  Diagnostic& error(std::string code, std::string message, Location location = {});
-  Diagnostic& warning(std::string code, std::string message, Location location = {});
+  Diagnostic& error(std::string code,
+                    std::string message,
+                    Location location = {});
+  Diagnostic& warning(std::string code,
+                      std::string message,
+                      Location location = {});
 
   const std::vector<Diagnostic>& items() const { return m_items; }
   size_t error_count() const { return m_errors; }
@@ -119,15 +125,20 @@ inline std::optional<int64_t> checked_mul(int64_t a, int64_t b) {
 }
 // Product of `values`; 1 for an empty list; nullopt on overflow.
 std::optional<int64_t> checked_product(std::span<const int64_t> values);
-inline std::optional<int64_t> checked_product(std::initializer_list<int64_t> values) {
-  return checked_product(std::span<const int64_t>(values.begin(), values.size()));
+inline std::optional<int64_t> checked_product(
+    std::initializer_list<int64_t> values) {
+  return checked_product(
+      std::span<const int64_t>(values.begin(), values.size()));
 }
 
 // Ceiling division for a >= 0, b > 0.
-constexpr int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
+constexpr int64_t ceil_div(int64_t a, int64_t b) {
+  return a / b + (a % b != 0);
+}
 
 // Levenshtein distance, capped: returns max_distance + 1 when larger.
-size_t edit_distance(std::string_view a, std::string_view b,
+size_t edit_distance(std::string_view a,
+                     std::string_view b,
                      size_t max_distance = 3);
 // The candidate closest to `word` within a distance scaled to its length
 // (like ninja's SpellcheckString), or empty when none is close.

@@ -22,12 +22,14 @@ namespace shardplan {
 
 // Reads a whole file. A missing or unreadable file is an error naming `path`
 // and the system's reason [io.read].
-std::optional<std::string> read_file(const std::string& path, Diagnostics& diags);
+std::optional<std::string> read_file(const std::string& path,
+                                     Diagnostics& diags);
 
 // Writes `contents` to `path` atomically: a temporary file in the same folder,
 // flushed, then renamed over `path`. On failure nothing is left behind and an
 // error names the path [io.write].
-bool write_file_atomic(const std::string& path, std::string_view contents,
+bool write_file_atomic(const std::string& path,
+                       std::string_view contents,
                        Diagnostics& diags);
 
 // write_file_atomic in pieces, for output too large to hold whole: open(),
@@ -67,7 +69,8 @@ std::string dtype_hint(std::string_view text);
 
 // Reads a manifest given as JSON text, in either form (DESIGN.md 2.3):
 //   native:      {"params": [{"name", "shape", "dtype", "logical_axes"?}, ...]}
-//   safetensors: {"NAME": {"dtype", "shape", "data_offsets"}, "__metadata__": {...}}
+//   safetensors: {"NAME": {"dtype", "shape", "data_offsets"}, "__metadata__":
+//   {...}}
 // Tensor order is the file's order. Stops at the first problem.
 std::optional<Manifest> read_manifest(std::string_view json,
                                       std::string_view source,
@@ -82,15 +85,18 @@ inline constexpr uint64_t k_safetensors_max_header_bytes = 100'000'000;
 // checked as safetensors' loader checks them: each pair spans its tensor's
 // bytes and lies within the data section, and sorted by offset the tensors
 // cover the data section exactly, with no overlap and no gap.
-std::optional<Manifest> read_safetensors_header(std::string_view header, uint64_t data_bytes,
-                                                std::string_view source, Diagnostics& diags);
+std::optional<Manifest> read_safetensors_header(std::string_view header,
+                                                uint64_t data_bytes,
+                                                std::string_view source,
+                                                Diagnostics& diags);
 
 // A .safetensors file: its 8-byte little-endian header length, then the
 // header, never the tensor data. A header over 100,000,000 bytes, a length
 // that runs past the end of the file, and everything read_safetensors_header
 // refuses are errors [safetensors.*]. JSON positions (line:column) count
 // from the header's first byte, which is byte 8 of the file.
-std::optional<Manifest> read_safetensors_file(const std::string& path, Diagnostics& diags);
+std::optional<Manifest> read_safetensors_file(const std::string& path,
+                                              Diagnostics& diags);
 
 // A model.safetensors.index.json (`json`, read from `path`): {"metadata":
 // {"total_size": N}, "weight_map": {"NAME": "SHARD.safetensors", ...}}.
@@ -100,22 +106,27 @@ std::optional<Manifest> read_safetensors_file(const std::string& path, Diagnosti
 // are errors at the index's /weight_map/NAME; tensors a shard holds but the
 // index does not map, and a total_size other than the tensors' bytes, are
 // warnings.
-std::optional<Manifest> read_safetensors_index(std::string_view json, const std::string& path,
+std::optional<Manifest> read_safetensors_index(std::string_view json,
+                                               const std::string& path,
                                                Diagnostics& diags);
 
 // What --manifest accepts: a folder (its model.safetensors.index.json, else
 // its model.safetensors), a file ending in ".safetensors", or a JSON file: a
 // manifest in either form of read_manifest, or a safetensors index.
-std::optional<Manifest> read_manifest_path(const std::string& path, Diagnostics& diags);
+std::optional<Manifest> read_manifest_path(const std::string& path,
+                                           Diagnostics& diags);
 
 // A manifest of generated tensors (a Hugging Face config.json or a built-in
 // model, shardplan/models.hpp), named `source` in diagnostics.
-std::optional<Manifest> manifest_from_model(const std::vector<ModelTensor>& tensors,
-                                            std::string_view source, Diagnostics& diags);
+std::optional<Manifest> manifest_from_model(
+    const std::vector<ModelTensor>& tensors,
+    std::string_view source,
+    Diagnostics& diags);
 
 // `--model NAME`: the built-in model's manifest, with "--model NAME" as its
 // source; an unknown name is reported at --model with the nearest name.
-std::optional<Manifest> read_builtin_model(std::string_view name, Diagnostics& diags);
+std::optional<Manifest> read_builtin_model(std::string_view name,
+                                           Diagnostics& diags);
 
 // Reads a specs file: {"specs": {"NAME": SPEC, ...}} or the JSON written by
 // `plan` ({"tensors": [{"name": ..., "spec": SPEC}, ...]}). A SPEC is a JSON

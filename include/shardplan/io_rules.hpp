@@ -35,8 +35,8 @@
 #include <cstddef>
 #include <optional>
 #include <string>
-#include <vector>
 #include <string_view>
+#include <vector>
 
 namespace shardplan {
 
@@ -60,6 +60,7 @@ std::vector<RulePreset> rule_presets();
 // The preset `name`, as a RuleSet with preset == true and source
 // "configs/rules/NAME.json". An unknown name is an error at --rules that
 // lists the presets, with the nearest as hint [rules.unknown-preset].
-std::optional<RuleSet> read_rules_preset(std::string_view name, Diagnostics& diags);
+std::optional<RuleSet> read_rules_preset(std::string_view name,
+                                         Diagnostics& diags);
 
 }  // namespace shardplan

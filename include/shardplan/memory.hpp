@@ -30,11 +30,18 @@ namespace shardplan {
 //   adam-fp32-grads  2 + 4 + 4 + 8 = 18       fp32 grads (Megatron, DeepSpeed;
 //                                             alias megatron)
 //   adam-fp32-accum  2 + 2+4 + 4 + 8 = 20     bf16 grads plus an fp32 grad
-//                                             accumulation buffer (playbook 20N)
+//                                             accumulation buffer (playbook
+//                                             20N)
 //   scaling-book     2 + 8 = 10               m and v; grads not counted
 // The master copy exists only for parameters narrower than fp32. Integer and
 // bool tensors are not trained: they hold their weights only.
-enum class Recipe { params_only, adam, adam_fp32_grads, adam_fp32_accum, scaling_book };
+enum class Recipe {
+  params_only,
+  adam,
+  adam_fp32_grads,
+  adam_fp32_accum,
+  scaling_book
+};
 
 std::string_view to_string(Recipe recipe);
 // Accepts the names above and "megatron".
@@ -65,7 +72,7 @@ struct StateBytes {
 };
 
 struct TensorMemory {
-  size_t tensor = 0;     // index in the manifest
+  size_t tensor = 0;      // index in the manifest
   StateBytes per_device;  // on the most loaded device
 };
 
@@ -87,7 +94,7 @@ struct MemoryEstimate {
   // (DeepSpeed's largest_layer_memory, 4 x Lmax for fp16). 0 when no
   // parameter is sharded over a data axis.
   int64_t gather_buffer = 0;
-  size_t gather_tensor = 0;  // which tensor, when gather_buffer > 0
+  size_t gather_tensor = 0;      // which tensor, when gather_buffer > 0
   int64_t max_device_total = 0;  // per_device model states + gather_buffer
   int64_t min_device_total = 0;  // the last device (smallest shards)
   std::optional<int64_t> hbm_bytes;
@@ -107,8 +114,10 @@ struct MemoryEstimate {
 // REQUIRES: shardings.size() == manifest.size(); 0 <= options.zero <= 3;
 // 0 <= options.headroom < 1.
 std::optional<MemoryEstimate> estimate_memory(
-    const Manifest& manifest, const Mesh& mesh,
-    const std::vector<TensorSharding>& shardings, const MemoryOptions& options,
+    const Manifest& manifest,
+    const Mesh& mesh,
+    const std::vector<TensorSharding>& shardings,
+    const MemoryOptions& options,
     Diagnostics& diags);
 
 }  // namespace shardplan

@@ -32,8 +32,8 @@ struct MeshAxis {
   std::string name;
   int64_t size = 1;  // global size = ici * dcn, >= 1
   AxisType type = AxisType::automatic;
-  int64_t ici = 1;   // part inside a slice
-  int64_t dcn = 1;   // part across slices
+  int64_t ici = 1;  // part inside a slice
+  int64_t dcn = 1;  // part across slices
 
   bool operator==(const MeshAxis&) const = default;
 };
@@ -86,7 +86,8 @@ struct MeshOptions {
 // which is reported with the flag ("--mesh", "--dcn" or "--axis-names") as
 // source, line 1, the column and a caret line. The device count is capped at
 // k_max_devices.
-std::optional<Mesh> parse_mesh(std::string_view text, const MeshOptions& options,
+std::optional<Mesh> parse_mesh(std::string_view text,
+                               const MeshOptions& options,
                                Diagnostics& diags);
 
 // Canonical form: "dp:2,fsdp:8,tp:4:explicit" (the type only when not auto).

@@ -29,9 +29,12 @@ std::string_view shardplan_version();
 // `shardplan mesh`: the mesh object, device_ids and diagnostics; with a
 // topology also the topology object, physical_assignment, axes_links and
 // hosts (DESIGN.md section 3). `topology` is null for --devices.
-std::string mesh_json(const Mesh& mesh, const MeshLayout& layout,
-                      const Topology* topology, const Diagnostics& diags);
-std::string mesh_text(const Mesh& mesh, const MeshLayout& layout,
+std::string mesh_json(const Mesh& mesh,
+                      const MeshLayout& layout,
+                      const Topology* topology,
+                      const Diagnostics& diags);
+std::string mesh_text(const Mesh& mesh,
+                      const MeshLayout& layout,
                       const Topology* topology);
 
 // `shardplan topology list` and `show`.
@@ -52,7 +55,8 @@ struct CheckReport {
   const Topology* topology;  // null with --devices
   const Manifest& manifest;
   std::string_view specs_source;
-  const std::vector<TensorSharding>& shardings;  // shardings[t]: manifest tensor t's
+  const std::vector<TensorSharding>&
+      shardings;  // shardings[t]: manifest tensor t's
   const MemoryEstimate& memory;
   // `plan` only: the rules applied and what each tensor got from them.
   const RuleSet* rules = nullptr;
@@ -68,7 +72,8 @@ using WriteText = std::function<void(std::string_view)>;
 // `rule`: {index, description}, so that it is itself a valid --specs file.
 // Handed to `write` in pieces of about a megabyte, so that a large plan is
 // never held whole (`plan --format json` on 100k tensors writes ~32 MB).
-void write_check_json(const CheckReport& report, const Diagnostics& diags,
+void write_check_json(const CheckReport& report,
+                      const Diagnostics& diags,
                       const WriteText& write);
 // A short summary: what was checked, memory per device, the verdict.
 std::string check_text(const CheckReport& report, const Diagnostics& diags);
@@ -85,8 +90,12 @@ std::string memory_text(const CheckReport& report);
 std::string plan_text(const CheckReport& report, const Diagnostics& diags);
 // `plan --explain NAME`: every rule, whether it matched, what its algorithm
 // considered, and the result.
-std::string explain_json(const RuleTrace& trace, const RuleSet& rules, const Mesh& mesh);
-std::string explain_text(const RuleTrace& trace, const RuleSet& rules, const Mesh& mesh);
+std::string explain_json(const RuleTrace& trace,
+                         const RuleSet& rules,
+                         const Mesh& mesh);
+std::string explain_text(const RuleTrace& trace,
+                         const RuleSet& rules,
+                         const Mesh& mesh);
 // `plan --rules list`: the built-in presets.
 std::string presets_list_json(const std::vector<RulePreset>& presets);
 std::string presets_list_text(const std::vector<RulePreset>& presets);
@@ -122,7 +131,8 @@ std::vector<FoldedRow> fold_row_refs(std::span<const NameRowRef> rows);
 
 // The document written with --format json when the input was bad: the header
 // keys and `diagnostics`.
-std::string diagnostics_json(std::string_view command, const Diagnostics& diags);
+std::string diagnostics_json(std::string_view command,
+                             const Diagnostics& diags);
 
 // `reshard` (src/report_reshard.cpp): a plan moving a manifest's tensors from
 // one mesh (and topology) to another.
@@ -140,7 +150,8 @@ struct ReshardReport {
 // same_devices, transfer_link, tensors (written directly, not as a DOM),
 // totals, naive_totals, saved, summary, diagnostics. Handed to `write` in
 // pieces (never held whole).
-void write_reshard_json(const ReshardReport& report, const Diagnostics& diags,
+void write_reshard_json(const ReshardReport& report,
+                        const Diagnostics& diags,
                         const WriteText& write);
 // The two sides, one line per tensor (folded across layers), the totals
 // next to the naive plan's, and the ten most expensive tensors.

@@ -11,10 +11,10 @@
 // cheapest sequence of single moves found by Dijkstra over specs (DTensor's
 // planner, sharding-anchors.md b10):
 //   all_gather      drop the minor-most axis of a dim
-//   all_to_all      move the minor-most axis of a dim to the minor end of another
-//   dynamic_slice   add an unused axis at the minor end of a dim (no traffic)
-//   reduce_scatter  a pending sum over an axis becomes a split of a dim
-//   all_reduce      a pending sum over an axis is summed, replicated
+//   all_to_all      move the minor-most axis of a dim to the minor end of
+//   another dynamic_slice   add an unused axis at the minor end of a dim (no
+//   traffic) reduce_scatter  a pending sum over an axis becomes a split of a
+//   dim all_reduce      a pending sum over an axis is summed, replicated
 // Consecutive all_gathers (or dynamic_slices) of one dim merge into one step
 // over several axes, as XLA emits them.
 //
@@ -104,11 +104,14 @@ struct IntermediateSharding {
 // keeps max(dst) shards; the replica axis takes max(src) / max(dst).
 // REQUIRES: both specs have the tensor's rank and name axes of their mesh.
 std::optional<IntermediateSharding> find_intermediate_sharding(
-    const Mesh& source_mesh, const DeviceGrid& source_grid,
-    const PartitionSpec& from, const Mesh& target_mesh, const PartitionSpec& to);
+    const Mesh& source_mesh,
+    const DeviceGrid& source_grid,
+    const PartitionSpec& from,
+    const Mesh& target_mesh,
+    const PartitionSpec& to);
 
 struct PlanCost {
-  int64_t bytes_per_device = 0;       // summed over steps
+  int64_t bytes_per_device = 0;  // summed over steps
   double seconds = 0;
   int64_t peak_bytes_per_device = 0;  // the most one device holds at once
 };
@@ -116,9 +119,10 @@ struct PlanCost {
 // The plan of one tensor (shared by every tensor of the same shape, dtype
 // and specs).
 struct TensorReshard {
-  PartitionSpec from;   // full rank
+  PartitionSpec from;  // full rank
   PartitionSpec to;
-  std::vector<ReshardStep> steps;  // never empty: a single noop when nothing moves
+  std::vector<ReshardStep>
+      steps;  // never empty: a single noop when nothing moves
   std::optional<IntermediateSharding> intermediate;
   int64_t from_bytes_per_device = 0;
   int64_t to_bytes_per_device = 0;
@@ -170,12 +174,13 @@ struct ReshardPlan {
 // REQUIRES: from/to have manifest.size() entries, each valid for its mesh
 // (rank, axes, divisibility: validate_planned reports nothing); partial
 // axes are axes of the source mesh that from[t] does not use.
-std::optional<ReshardPlan> plan_reshard(const Manifest& manifest,
-                                        std::span<const PartitionSpec* const> from,
-                                        std::span<const PartitionSpec* const> to,
-                                        const ReshardSide& source,
-                                        const ReshardSide& target,
-                                        const ReshardOptions& options,
-                                        Diagnostics& diags);
+std::optional<ReshardPlan> plan_reshard(
+    const Manifest& manifest,
+    std::span<const PartitionSpec* const> from,
+    std::span<const PartitionSpec* const> to,
+    const ReshardSide& source,
+    const ReshardSide& target,
+    const ReshardOptions& options,
+    Diagnostics& diags);
 
 }  // namespace shardplan

@@ -174,8 +174,8 @@ struct LogicalAxisRule {
 enum class Unmatched { error, replicate };
 
 struct RuleSet {
-  std::string source;   // the file, or the preset's name, for diagnostics
-  bool preset = false;  // adaptive (see the top of this file)
+  std::string source;       // the file, or the preset's name, for diagnostics
+  bool preset = false;      // adaptive (see the top of this file)
   std::string description;  // optional, for `--rules list` and docs
   std::vector<Rule> rules;
   std::vector<LogicalAxisRule> logical_axis_rules;

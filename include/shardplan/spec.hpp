@@ -51,11 +51,11 @@ struct PartitionSpec {
 // it was found.
 struct NamedSpec {
   std::string name;
-  PartitionSpec spec;    // as written: not padded to the tensor's rank
-  std::string pointer;   // JSON pointer of the spec value
-  int64_t line = 0;      // where the spec value starts, 1-based; 0 unknown
+  PartitionSpec spec;   // as written: not padded to the tensor's rank
+  std::string pointer;  // JSON pointer of the spec value
+  int64_t line = 0;     // where the spec value starts, 1-based; 0 unknown
   int64_t column = 0;
-  bool valid = true;     // false: the spec could not be read (reported)
+  bool valid = true;  // false: the spec could not be read (reported)
 };
 
 struct SpecsFile {

@@ -27,11 +27,11 @@ enum class DType : uint8_t {
   f32,
   f16,
   bf16,
-  f8_e4m3,      // float8_e4m3fn (safetensors F8_E4M3)
-  f8_e5m2,      // float8_e5m2 (safetensors F8_E5M2)
+  f8_e4m3,  // float8_e4m3fn (safetensors F8_E4M3)
+  f8_e5m2,  // float8_e5m2 (safetensors F8_E5M2)
   f8_e4m3fnuz,
   f8_e5m2fnuz,
-  f8_e8m0,      // float8_e8m0fnu (safetensors F8_E8M0), MX scales
+  f8_e8m0,  // float8_e8m0fnu (safetensors F8_E8M0), MX scales
   i64,
   i32,
   i16,
@@ -81,9 +81,9 @@ class ShapeView : public std::span<const int64_t> {
 // is formed. Readers give the form; Tensor::pointer() derives the text, so no
 // tensor stores one.
 enum class PointerForm : uint8_t {
-  none,    // no pointer: the tensor was not read from JSON
-  params,  // a native manifest's entry: "/params/<params_index>"
-  key,     // a safetensors header's key: "/" + json_pointer_escape(name)
+  none,        // no pointer: the tensor was not read from JSON
+  params,      // a native manifest's entry: "/params/<params_index>"
+  key,         // a safetensors header's key: "/" + json_pointer_escape(name)
   weight_map,  // a safetensors index's entry: "/weight_map/" + escaped name
 };
 

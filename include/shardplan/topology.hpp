@@ -45,9 +45,10 @@ DeviceGrid generic_device_grid(const Mesh& mesh);
 // dcn_k * ici_shape[k] + ici_k (the DCN index is major within each axis).
 // REQUIRES: ici_shape.size() == dcn_shape.size(); slice_ids.size() ==
 // prod(dcn_shape); each slice_ids[s].size() == prod(ici_shape).
-DeviceGrid assemble_hybrid_grid(const std::vector<int64_t>& ici_shape,
-                                const std::vector<int64_t>& dcn_shape,
-                                const std::vector<std::vector<int64_t>>& slice_ids);
+DeviceGrid assemble_hybrid_grid(
+    const std::vector<int64_t>& ici_shape,
+    const std::vector<int64_t>& dcn_shape,
+    const std::vector<std::vector<int64_t>>& slice_ids);
 
 // ---------------------------------------------------------------------------
 // TPU device grids: JAX's jax.experimental.mesh_utils (create_device_mesh,
@@ -242,11 +243,13 @@ struct FigureField {
 std::span<const FigureField> figure_fields();
 
 struct Topology {
-  std::string name;          // canonical: "v5p-128", "2xv5p-256", "v5p:4x4x8", "h100x64"
+  std::string
+      name;  // canonical: "v5p-128", "2xv5p-256", "v5p:4x4x8", "h100x64"
   TopologyKind kind = TopologyKind::tpu;
-  std::string chip;          // catalogue family: "v5p", "h100", ...
-  std::string device_kind;   // what JAX reports: "TPU v5p", "NVIDIA H100 80GB HBM3"
-  std::string source;        // "catalogue" or the file it was read from
+  std::string chip;  // catalogue family: "v5p", "h100", ...
+  std::string
+      device_kind;     // what JAX reports: "TPU v5p", "NVIDIA H100 80GB HBM3"
+  std::string source;  // "catalogue" or the file it was read from
 
   // TPU: one slice's shape in chips (x, y, z), devices per chip, chips per
   // host, slice count; wraparound per physical axis (x, y, z).
@@ -260,7 +263,9 @@ struct Topology {
 
   TopologyFigures figures;
 
-  int64_t num_slices() const { return kind == TopologyKind::tpu ? tpu.num_slices : 1; }
+  int64_t num_slices() const {
+    return kind == TopologyKind::tpu ? tpu.num_slices : 1;
+  }
   int64_t devices() const;
   int64_t devices_per_host() const;
   int64_t num_hosts() const;
@@ -298,16 +303,17 @@ struct AxisLink {
   std::string axis;
   LinkClass link = LinkClass::none;  // none: an axis of size 1
   bool wraparound = false;           // the axis's devices form a closed ring
-  int64_t ring_size = 1;             // devices in one collective group (the axis size)
+  int64_t ring_size = 1;  // devices in one collective group (the axis size)
   std::vector<std::string> physical_axes;  // TPU ICI: "x", "y", "z", "core"
-  double bytes_per_s = 0;   // what one device sends per second along the axis
-  double latency_s = 0;     // per hop
+  double bytes_per_s = 0;  // what one device sends per second along the axis
+  double latency_s = 0;    // per hop
 };
 
 struct HostLayout {
   int64_t count = 1;
   int64_t devices_per_host = 1;
-  std::vector<std::vector<int64_t>> device_ids;  // per host, jax.devices() order
+  std::vector<std::vector<int64_t>>
+      device_ids;  // per host, jax.devices() order
   // eformer's calculate_host_mesh_shape(mesh.shape, devices_per_host, count);
   // empty when it fails (a diagnostic says why).
   std::vector<int64_t> local_mesh_shape;

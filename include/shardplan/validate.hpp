@@ -6,17 +6,18 @@
 //
 // Errors (exit 1 from `check`):
 //   spec.unknown-axis     an axis the mesh lacks (JAX: "Resource axis: ...")
-//   spec.duplicate-axis   a mesh axis used twice in one spec (DuplicateSpecError)
-//   spec.rank             a spec longer than the tensor's rank
-//   spec.indivisible      a dim not divisible by the product of its axes
-//                         (IndivisibleError), with the axes or sizes that divide
+//   spec.duplicate-axis   a mesh axis used twice in one spec
+//   (DuplicateSpecError) spec.rank             a spec longer than the tensor's
+//   rank spec.indivisible      a dim not divisible by the product of its axes
+//                         (IndivisibleError), with the axes or sizes that
+//                         divide
 //   spec.nested-tuple     (reported by the specs reader; the tensor is skipped)
 //   spec.unknown-tensor   a spec for a tensor the manifest lacks
 //   spec.missing          a manifest tensor with no spec
 //   mesh.device-count     the mesh does not cover the topology's devices
 // Warnings:
-//   spec.replicated-large a large tensor fully replicated on a mesh of > 1 device
-//   spec.trivial-axis     a spec names a mesh axis of size 1
+//   spec.replicated-large a large tensor fully replicated on a mesh of > 1
+//   device spec.trivial-axis     a spec names a mesh axis of size 1
 
 #include <shardplan/diag.hpp>
 #include <shardplan/mesh.hpp>
@@ -62,7 +63,9 @@ struct ShardLayout {
   // Per dim: the product of its axis sizes.
   ShapeView shards() const { return std::span(dims).first(dims.size() / 2); }
   // Per dim, the largest shard: ceil(dim / shards). Device 0 holds it.
-  ShapeView shard_shape() const { return std::span(dims).last(dims.size() / 2); }
+  ShapeView shard_shape() const {
+    return std::span(dims).last(dims.size() / 2);
+  }
 };
 
 // How one tensor is laid out on the mesh: its shared layout, read through
@@ -82,19 +85,24 @@ struct TensorSharding {
   std::shared_ptr<const ShardLayout> layout;
 
   // The padded spec; null when the tensor has no usable spec.
-  const PartitionSpec* spec() const { return layout->spec ? &*layout->spec : nullptr; }
+  const PartitionSpec* spec() const {
+    return layout->spec ? &*layout->spec : nullptr;
+  }
   bool valid() const { return layout->valid; }
   ShapeView shards() const { return layout->shards(); }
   ShapeView shard_shape() const { return layout->shard_shape(); }
   int64_t elements_per_device() const { return layout->elements_per_device; }
   int64_t bytes_per_device() const { return layout->bytes_per_device; }
-  int64_t min_elements_per_device() const { return layout->min_elements_per_device; }
+  int64_t min_elements_per_device() const {
+    return layout->min_elements_per_device;
+  }
   int64_t min_bytes_per_device() const { return layout->min_bytes_per_device; }
   int64_t replicas() const { return layout->replicas; }
 };
 // One per manifest tensor: at 112 bytes, a million-tensor manifest's vector
 // (112 MB) was mmapped and faulted in fresh, doubling validate's time.
-static_assert(sizeof(TensorSharding) <= 16, "TensorSharding must stay one shared pointer");
+static_assert(sizeof(TensorSharding) <= 16,
+              "TensorSharding must stay one shared pointer");
 
 struct ValidateOptions {
   // Warn when a fully replicated tensor is at least this large (bytes) on a
@@ -121,18 +129,21 @@ std::vector<TensorSharding> validate_specs(const Manifest& manifest,
 // the tensor in the manifest; size-1 axes are reported at `plan_source`.
 // The check of a spec, shape and dtype that reported nothing is done once.
 // REQUIRES: specs.size() == manifest.size(); mesh.num_devices() >= 1.
-std::vector<TensorSharding> validate_planned(const Manifest& manifest, const Mesh& mesh,
-                                             std::span<const PartitionSpec* const> specs,
-                                             std::string_view plan_source,
-                                             const ValidateOptions& options,
-                                             Diagnostics& diags);
+std::vector<TensorSharding> validate_planned(
+    const Manifest& manifest,
+    const Mesh& mesh,
+    std::span<const PartitionSpec* const> specs,
+    std::string_view plan_source,
+    const ValidateOptions& options,
+    Diagnostics& diags);
 
 // Totals over validate_specs's or validate_planned's result.
 struct ShardingTotals {
   int64_t replicated_bytes = 0;  // tensors every device holds whole
   int64_t invalid = 0;           // tensors without a valid spec
 };
-ShardingTotals sharding_totals(const Manifest& manifest, const Mesh& mesh,
+ShardingTotals sharding_totals(const Manifest& manifest,
+                               const Mesh& mesh,
                                const std::vector<TensorSharding>& shardings);
 
 // The layout of one tensor under `spec` (at most the tensor's rank, every

@@ -77,30 +77,37 @@ struct PlanCommand {
 
 }  // namespace
 
-void add_common(CLI::App& app, CommonOptions& common,
+void add_common(CLI::App& app,
+                CommonOptions& common,
                 const std::vector<std::string>& formats) {
-  app.add_option("--format", common.format,
+  app.add_option("--format",
+                 common.format,
                  fmt::format("output format: {}", fmt::join(formats, ", ")))
       ->check(CLI::IsMember(formats))
       ->default_str("text");
-  app.add_option("-o,--output", common.output,
+  app.add_option("-o,--output",
+                 common.output,
                  "write the result to FILE (atomically) instead of stdout")
       ->type_name("FILE");
   app.add_flag("-v,--verbose", common.verbose, "debug logs on stderr");
   app.add_flag("-q,--quiet", common.quiet, "only errors on stderr");
-  app.add_option("--color", common.color, "colour diagnostics: auto, always, never")
+  app.add_option(
+         "--color", common.color, "colour diagnostics: auto, always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}))
       ->default_str("auto");
 }
 
-std::optional<Manifest> load_manifest(const std::string& manifest, const std::string& model,
+std::optional<Manifest> load_manifest(const std::string& manifest,
+                                      const std::string& model,
                                       Diagnostics& diags) {
   if (!model.empty()) {
     return read_builtin_model(model, diags);
   }
   if (manifest.empty()) {
-    diags.error("cli.no-manifest", "no parameters to read: give --manifest FILE or --model NAME",
-                Location::of("shardplan"))
+    diags
+        .error("cli.no-manifest",
+               "no parameters to read: give --manifest FILE or --model NAME",
+               Location::of("shardplan"))
         .hint = "shardplan manifest --model list shows the built-in models";
     return std::nullopt;
   }
@@ -115,7 +122,8 @@ bool names_a_file(const std::string& arg) {
 }
 
 // --topology NAME|FILE: a user topology file, or a catalogue name.
-std::optional<Topology> load_topology(const std::string& arg, Diagnostics& diags) {
+std::optional<Topology> load_topology(const std::string& arg,
+                                      Diagnostics& diags) {
   if (names_a_file(arg)) {
     return read_path(arg, diags, parse_topology_json);
   }
@@ -134,7 +142,8 @@ int run_mesh(const MeshCommand& cmd, Session& session) {
   }
   MeshOptions options;
   options.axis_names = cmd.axis_names;
-  options.num_devices = topology ? std::optional<int64_t>(topology->devices()) : cmd.devices;
+  options.num_devices =
+      topology ? std::optional<int64_t>(topology->devices()) : cmd.devices;
   if (topology) {
     options.num_slices = topology->num_slices();
     options.devices_source = "--topology " + topology->name;
@@ -144,11 +153,12 @@ int run_mesh(const MeshCommand& cmd, Session& session) {
   if (!mesh) {
     return session.fail_input();
   }
-  spdlog::debug("mesh {} resolved to {} devices", cmd.mesh, mesh->num_devices());
+  spdlog::debug(
+      "mesh {} resolved to {} devices", cmd.mesh, mesh->num_devices());
   MeshLayout layout;
   if (topology) {
-    std::optional<MeshLayout> laid =
-        layout_mesh(*topology, *mesh, cmd.allow_split_physical_axes, session.diags());
+    std::optional<MeshLayout> laid = layout_mesh(
+        *topology, *mesh, cmd.allow_split_physical_axes, session.diags());
     if (!laid || session.diags().has_errors()) {
       return session.fail_input();
     }
@@ -157,15 +167,17 @@ int run_mesh(const MeshCommand& cmd, Session& session) {
     layout.grid = generic_device_grid(*mesh);
   }
   const Topology* t = topology ? &*topology : nullptr;
-  std::string doc = session.json() ? mesh_json(*mesh, layout, t, session.diags())
-                                   : mesh_text(*mesh, layout, t);
+  std::string doc = session.json()
+                        ? mesh_json(*mesh, layout, t, session.diags())
+                        : mesh_text(*mesh, layout, t);
   return session.finish(doc, ExitCode::ok);
 }
 
 // A byte size: "1073741824", "80GB", "95GiB", "64 MiB", "1.5e9". Decimal
 // units (kB, MB, GB, TB) are powers of 1000, binary ones (KiB, MiB, GiB,
 // TiB) of 1024; case does not matter. Reports at `flag`.
-std::optional<int64_t> parse_size(std::string_view text, std::string_view flag,
+std::optional<int64_t> parse_size(std::string_view text,
+                                  std::string_view flag,
                                   Diagnostics& diags) {
   std::string trimmed;
   for (char c : text) {
@@ -196,14 +208,18 @@ std::optional<int64_t> parse_size(std::string_view text, std::string_view flag,
     }
   }
   double value = 0;
-  auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
+  auto [end, ec] =
+      std::from_chars(number.data(), number.data() + number.size(), value);
   const double bytes = value * factor;
-  if (number.empty() || ec != std::errc() || end != number.data() + number.size()
-      || !(bytes >= 0) || bytes >= 9.2e18) {
-    diags.error("cli.size",
-                fmt::format("expected a byte size such as 80GB, 95GiB or 1073741824, got {}",
-                            quote(text)),
-                Location::of(std::string(flag)));
+  if (number.empty() || ec != std::errc()
+      || end != number.data() + number.size() || !(bytes >= 0)
+      || bytes >= 9.2e18) {
+    diags.error(
+        "cli.size",
+        fmt::format(
+            "expected a byte size such as 80GB, 95GiB or 1073741824, got {}",
+            quote(text)),
+        Location::of(std::string(flag)));
     return std::nullopt;
   }
   return static_cast<int64_t>(std::llround(bytes));
@@ -254,9 +270,11 @@ bool load_inputs(const CheckCommand& cmd, Diagnostics& diags, Inputs& in) {
   if (!cmd.hbm.empty()) {
     in.memory.hbm_bytes = parse_size(cmd.hbm, "--hbm", diags);
   } else if (topology) {
-    in.memory.hbm_bytes = static_cast<int64_t>(topology->figures.hbm_bytes_per_device.value);
+    in.memory.hbm_bytes =
+        static_cast<int64_t>(topology->figures.hbm_bytes_per_device.value);
   }
-  std::optional<int64_t> warn = parse_size(cmd.warn_replicated, "--warn-replicated", diags);
+  std::optional<int64_t> warn =
+      parse_size(cmd.warn_replicated, "--warn-replicated", diags);
   if (diags.has_errors()) {
     return false;
   }
@@ -273,14 +291,18 @@ bool load_inputs(const CheckCommand& cmd, Diagnostics& diags, Inputs& in) {
 
 // Estimates memory for `shardings` and writes the document; `rules` and
 // `plan` for plan.
-int finish_check(std::string_view command, const Inputs& in,
-                 const std::vector<TensorSharding>& shardings, std::string_view specs_source,
-                 const RuleSet* rules, const RulePlan* plan, Session& session) {
+int finish_check(std::string_view command,
+                 const Inputs& in,
+                 const std::vector<TensorSharding>& shardings,
+                 std::string_view specs_source,
+                 const RuleSet* rules,
+                 const RulePlan* plan,
+                 Session& session) {
   Diagnostics& diags = session.diags();
   Stopwatch watch;
   Diagnostics memory_diags;
-  std::optional<MemoryEstimate> memory =
-      estimate_memory(*in.manifest, *in.mesh, shardings, in.memory, memory_diags);
+  std::optional<MemoryEstimate> memory = estimate_memory(
+      *in.manifest, *in.mesh, shardings, in.memory, memory_diags);
   watch.lap("estimate memory");
   for (const Diagnostic& d : memory_diags.items()) {
     diags.add(d);
@@ -288,29 +310,39 @@ int finish_check(std::string_view command, const Inputs& in,
   if (!memory) {
     return session.fail_input();
   }
-  const CheckReport report{command,    *in.mesh,  in.topology ? &*in.topology : nullptr,
-                           *in.manifest, specs_source, shardings,
-                           *memory,    rules,     plan};
-  const ExitCode code = diags.has_errors() ? ExitCode::plan_errors : ExitCode::ok;
+  const CheckReport report{command,
+                           *in.mesh,
+                           in.topology ? &*in.topology : nullptr,
+                           *in.manifest,
+                           specs_source,
+                           shardings,
+                           *memory,
+                           rules,
+                           plan};
+  const ExitCode code =
+      diags.has_errors() ? ExitCode::plan_errors : ExitCode::ok;
   const std::string& format = session.format();
   if (format == "json") {
     const int exit_code = session.finish_written(
-        [&](const WriteText& write) { write_check_json(report, diags, write); }, code);
+        [&](const WriteText& write) { write_check_json(report, diags, write); },
+        code);
     watch.lap("write the report");
     return exit_code;
   }
-  std::string doc = format == "markdown"   ? check_markdown(report, diags)
-                    : format == "github"   ? check_github(report, diags)
-                    : command == "memory"  ? memory_text(report)
-                    : command == "plan"    ? plan_text(report, diags)
-                                           : check_text(report, diags);
+  std::string doc = format == "markdown"  ? check_markdown(report, diags)
+                    : format == "github"  ? check_github(report, diags)
+                    : command == "memory" ? memory_text(report)
+                    : command == "plan"   ? plan_text(report, diags)
+                                          : check_text(report, diags);
   watch.lap("format the report");
   const int exit_code = session.finish(doc, code);
   watch.lap("write the report");
   return exit_code;
 }
 
-int run_check(const CheckCommand& cmd, std::string_view command, Session& session) {
+int run_check(const CheckCommand& cmd,
+              std::string_view command,
+              Session& session) {
   Diagnostics& diags = session.diags();
   Inputs in;
   if (!load_inputs(cmd, diags, in)) {
@@ -320,13 +352,16 @@ int run_check(const CheckCommand& cmd, std::string_view command, Session& sessio
   if (!specs) {
     return session.fail_input();
   }
-  spdlog::debug("{} tensors, {} specs, mesh {}", in.manifest->size(), specs->specs.size(),
+  spdlog::debug("{} tensors, {} specs, mesh {}",
+                in.manifest->size(),
+                specs->specs.size(),
                 to_string(*in.mesh));
   Stopwatch watch;
   std::vector<TensorSharding> shardings =
       validate_specs(*in.manifest, *in.mesh, *specs, in.validate, diags);
   watch.lap("validate");
-  return finish_check(command, in, shardings, specs->source, nullptr, nullptr, session);
+  return finish_check(
+      command, in, shardings, specs->source, nullptr, nullptr, session);
 }
 
 }  // namespace
@@ -351,7 +386,9 @@ int run_plan(const PlanCommand& cmd, Session& session) {
   }
   if (cmd.check.mesh.empty()) {
     diags.error("cli.usage", "--mesh is required", Location::of("--mesh"))
-        .hint = "shardplan plan --topology v5p-128 --mesh fsdp:-1,tp:4 --model llama-3-8b";
+        .hint =
+        "shardplan plan --topology v5p-128 --mesh fsdp:-1,tp:4 --model "
+        "llama-3-8b";
     return session.fail_input();
   }
   Inputs in;
@@ -368,26 +405,30 @@ int run_plan(const PlanCommand& cmd, Session& session) {
     if (!trace) {
       return session.fail_input();
     }
-    return session.finish(session.json() ? explain_json(*trace, *rules, *in.mesh)
-                                         : explain_text(*trace, *rules, *in.mesh),
+    return session.finish(session.json()
+                              ? explain_json(*trace, *rules, *in.mesh)
+                              : explain_text(*trace, *rules, *in.mesh),
                           ExitCode::ok);
   }
   Stopwatch watch;
-  std::optional<RulePlan> plan = apply_rules(*in.manifest, *in.mesh, *rules, diags);
+  std::optional<RulePlan> plan =
+      apply_rules(*in.manifest, *in.mesh, *rules, diags);
   if (!plan) {
     return session.fail_input();
   }
   watch.lap("apply the rules");
   const std::vector<const PartitionSpec*> specs = plan->specs();
-  std::vector<TensorSharding> shardings =
-      validate_planned(*in.manifest, *in.mesh, specs, rules->source, in.validate, diags);
+  std::vector<TensorSharding> shardings = validate_planned(
+      *in.manifest, *in.mesh, specs, rules->source, in.validate, diags);
   watch.lap("validate");
-  return finish_check("plan", in, shardings, rules->source, &*rules, &*plan, session);
+  return finish_check(
+      "plan", in, shardings, rules->source, &*rules, &*plan, session);
 }
 
 int run_topology_list(Session& session) {
   std::vector<Topology> all = catalogue_topologies();
-  std::string doc = session.json() ? topology_list_json(all) : topology_list_text(all);
+  std::string doc =
+      session.json() ? topology_list_json(all) : topology_list_text(all);
   return session.finish(doc, ExitCode::ok);
 }
 
@@ -414,7 +455,8 @@ int run_manifest(const ManifestCommand& cmd, Session& session) {
     std::optional<std::vector<ModelTensor>> tensors =
         read_path(cmd.from_hf_config, session.diags(), tensors_from_hf_config);
     if (tensors) {
-      manifest = manifest_from_model(*tensors, cmd.from_hf_config, session.diags());
+      manifest =
+          manifest_from_model(*tensors, cmd.from_hf_config, session.diags());
     }
   } else {
     manifest = load_manifest(cmd.manifest, cmd.model, session.diags());
@@ -430,68 +472,96 @@ int run_manifest(const ManifestCommand& cmd, Session& session) {
 // The options `check` and `memory` share; `plan` has no --specs, and its
 // --mesh is checked by run_plan (`plan --rules list` needs none).
 void add_check_options(CLI::App& app, CheckCommand& cmd, bool plan = false) {
-  app.add_option("--mesh", cmd.mesh,
-                 "axes major to minor: \"dp:2,fsdp:-1,tp:4\", or sizes with --axis-names")
+  app.add_option("--mesh",
+                 cmd.mesh,
+                 "axes major to minor: \"dp:2,fsdp:-1,tp:4\", or sizes with "
+                 "--axis-names")
       ->required(!plan)
       ->type_name("STR");
-  CLI::Option* devices =
-      app.add_option("--devices", cmd.devices,
-                     "number of devices, when no topology is known (no HBM: give --hbm)")
-          ->type_name("N");
+  CLI::Option* devices = app.add_option("--devices",
+                                        cmd.devices,
+                                        "number of devices, when no topology "
+                                        "is known (no HBM: give --hbm)")
+                             ->type_name("N");
   CLI::Option* topology =
-      app.add_option("--topology", cmd.topology,
-                     "the hardware: a catalogue name (v5p-128, 2xv5e-256, h100x64) or a "
+      app.add_option("--topology",
+                     cmd.topology,
+                     "the hardware: a catalogue name (v5p-128, 2xv5e-256, "
+                     "h100x64) or a "
                      "topology JSON file; gives the device count and HBM")
           ->type_name("NAME|FILE")
           ->excludes(devices);
   devices->excludes(topology);
-  app.add_option("--axis-names", cmd.axis_names, "names for a positional mesh, e.g. dp,fsdp,tp")
+  app.add_option("--axis-names",
+                 cmd.axis_names,
+                 "names for a positional mesh, e.g. dp,fsdp,tp")
       ->delimiter(',')
       ->type_name("A,B,..");
-  app.add_option("--dcn", cmd.dcn, "the multi-slice (DCN) factor of each axis, e.g. \"dp:2\"")
+  app.add_option("--dcn",
+                 cmd.dcn,
+                 "the multi-slice (DCN) factor of each axis, e.g. \"dp:2\"")
       ->type_name("STR");
   CLI::Option* manifest =
-      app.add_option("--manifest", cmd.manifest,
-                     "the manifest: {\"params\": [...]}, a safetensors header JSON object, "
-                     "a .safetensors file, a model.safetensors.index.json or a checkpoint "
+      app.add_option("--manifest",
+                     cmd.manifest,
+                     "the manifest: {\"params\": [...]}, a safetensors header "
+                     "JSON object, "
+                     "a .safetensors file, a model.safetensors.index.json or a "
+                     "checkpoint "
                      "folder")
           ->type_name("PATH");
-  app.add_option("--model", cmd.model,
-                 "a built-in model instead of --manifest (shardplan manifest --model list)")
+  app.add_option("--model",
+                 cmd.model,
+                 "a built-in model instead of --manifest (shardplan manifest "
+                 "--model list)")
       ->type_name("NAME")
       ->excludes(manifest);
   if (!plan) {
-    app.add_option("--specs", cmd.specs,
-                   "the specs: {\"specs\": {NAME: SPEC}} or the JSON `plan` writes")
+    app.add_option(
+           "--specs",
+           cmd.specs,
+           "the specs: {\"specs\": {NAME: SPEC}} or the JSON `plan` writes")
         ->required()
         ->type_name("FILE");
   }
-  app.add_option("--recipe", cmd.recipe,
-                 "training state per parameter: params-only (default), adam (16 B/param "
-                 "for bf16), adam-fp32-grads or megatron (18), adam-fp32-accum (20), "
-                 "scaling-book (10)")
+  app.add_option(
+         "--recipe",
+         cmd.recipe,
+         "training state per parameter: params-only (default), adam (16 "
+         "B/param "
+         "for bf16), adam-fp32-grads or megatron (18), adam-fp32-accum (20), "
+         "scaling-book (10)")
       ->check(CLI::IsMember(recipe_names()))
       ->type_name("NAME")
       ->default_str("params-only");
-  app.add_option("--zero", cmd.zero,
-                 "ZeRO stage: 1 shards optimizer state, 2 also grads, 3 also params over "
+  app.add_option("--zero",
+                 cmd.zero,
+                 "ZeRO stage: 1 shards optimizer state, 2 also grads, 3 also "
+                 "params over "
                  "the data axes")
       ->check(CLI::Range(0, 3))
       ->type_name("0-3")
       ->default_str("0");
-  app.add_option("--data-axes", cmd.data_axes,
-                 "mesh axes ZeRO shards over (default: those named dp, data, fsdp)")
+  app.add_option(
+         "--data-axes",
+         cmd.data_axes,
+         "mesh axes ZeRO shards over (default: those named dp, data, fsdp)")
       ->delimiter(',')
       ->type_name("A,B,..");
-  app.add_option("--headroom", cmd.headroom,
+  app.add_option("--headroom",
+                 cmd.headroom,
                  "fraction of HBM kept free for XLA buffers and activations")
       ->check(CLI::Range(0.0, 0.99))
       ->type_name("F")
       ->default_str("0.1");
-  app.add_option("--hbm", cmd.hbm, "HBM per device, overriding the topology's (80GB, 95GiB)")
+  app.add_option("--hbm",
+                 cmd.hbm,
+                 "HBM per device, overriding the topology's (80GB, 95GiB)")
       ->type_name("SIZE");
-  app.add_option("--warn-replicated", cmd.warn_replicated,
-                 "warn about fully replicated tensors of at least SIZE (0: never)")
+  app.add_option(
+         "--warn-replicated",
+         cmd.warn_replicated,
+         "warn about fully replicated tensors of at least SIZE (0: never)")
       ->type_name("SIZE")
       ->default_str("64MiB");
 }
@@ -542,42 +612,54 @@ Docs: docs/cli.md, docs/mesh-syntax.md, docs/topologies.md, docs/manifest-format
 
 }  // namespace
 
-int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+int run(const std::vector<std::string>& args,
+        std::ostream& out,
+        std::ostream& err,
         const Environment& env) {
-  CLI::App app{"shardplan: plan how model parameters shard over a TPU or GPU mesh",
-               "shardplan"};
-  app.set_version_flag("--version", fmt::format("shardplan {}", shardplan_version()));
+  CLI::App app{
+      "shardplan: plan how model parameters shard over a TPU or GPU mesh",
+      "shardplan"};
+  app.set_version_flag("--version",
+                       fmt::format("shardplan {}", shardplan_version()));
   app.require_subcommand(1);
   app.footer(k_examples);
 
   CommonOptions common;
 
   MeshCommand mesh_cmd;
-  CLI::App* mesh = app.add_subcommand(
-      "mesh", "resolve a mesh string: axis sizes (-1 filled), ICI/DCN split, device ids");
-  mesh->add_option("--mesh", mesh_cmd.mesh,
+  CLI::App* mesh = app.add_subcommand("mesh",
+                                      "resolve a mesh string: axis sizes (-1 "
+                                      "filled), ICI/DCN split, device ids");
+  mesh->add_option("--mesh",
+                   mesh_cmd.mesh,
                    "axes major to minor: \"dp:2,fsdp:-1,tp:4\", or sizes with "
                    "--axis-names; an axis may carry a type: \"tp:4:explicit\"")
       ->required()
       ->type_name("STR");
   CLI::Option* devices_opt =
-      mesh->add_option("--devices", mesh_cmd.devices,
+      mesh->add_option("--devices",
+                       mesh_cmd.devices,
                        "number of devices the mesh covers (fills -1), when no "
                        "topology is known")
           ->type_name("N");
-  mesh->add_option("--topology", mesh_cmd.topology,
-                   "the hardware: a catalogue name (v5p-128, 2xv5e-256, v5p:4x4x8, "
-                   "h100x64) or a topology JSON file")
+  mesh->add_option(
+          "--topology",
+          mesh_cmd.topology,
+          "the hardware: a catalogue name (v5p-128, 2xv5e-256, v5p:4x4x8, "
+          "h100x64) or a topology JSON file")
       ->type_name("NAME|FILE")
       ->excludes(devices_opt);
-  mesh->add_flag("--allow-split-physical-axes", mesh_cmd.allow_split_physical_axes,
+  mesh->add_flag("--allow-split-physical-axes",
+                 mesh_cmd.allow_split_physical_axes,
                  "let a mesh axis take part of a physical torus axis (JAX's "
                  "allow_split_physical_axes)");
-  mesh->add_option("--axis-names", mesh_cmd.axis_names,
+  mesh->add_option("--axis-names",
+                   mesh_cmd.axis_names,
                    "names for a positional mesh, e.g. dp,fsdp,tp")
       ->delimiter(',')
       ->type_name("A,B,..");
-  mesh->add_option("--dcn", mesh_cmd.dcn,
+  mesh->add_option("--dcn",
+                   mesh_cmd.dcn,
                    "the multi-slice (DCN) factor of each axis, e.g. \"dp:2\"")
       ->type_name("STR");
   add_common(*mesh, common, {"text", "json"});
@@ -590,16 +672,19 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
 
   TopologyCommand topology_cmd;
   CLI::App* topology = app.add_subcommand(
-      "topology", "the built-in topology catalogue: TPU slices and GPU clusters");
+      "topology",
+      "the built-in topology catalogue: TPU slices and GPU clusters");
   topology->require_subcommand(1);
   CLI::App* topology_list = topology->add_subcommand(
       "list", "a table of the catalogue: devices, shape, HBM, link bandwidths");
   add_common(*topology_list, common, {"text", "json"});
   CLI::App* topology_show = topology->add_subcommand(
       "show", "one topology with every figure and its source");
-  topology_show->add_option("name", topology_cmd.name,
-                            "a catalogue name (v5p-128, 2xv5e-256, v5p:4x4x8, "
-                            "h100x64) or a topology JSON file")
+  topology_show
+      ->add_option("name",
+                   topology_cmd.name,
+                   "a catalogue name (v5p-128, 2xv5e-256, v5p:4x4x8, "
+                   "h100x64) or a topology JSON file")
       ->required()
       ->type_name("NAME|FILE");
   add_common(*topology_show, common, {"text", "json"});
@@ -611,29 +696,40 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
 
   ManifestCommand manifest_cmd;
   CLI::App* manifest = app.add_subcommand(
-      "manifest", "read a manifest (native JSON, safetensors headers, a Hugging Face "
-                  "config.json or a built-in model) and summarise it, or write it in the "
-                  "native form");
+      "manifest",
+      "read a manifest (native JSON, safetensors headers, a Hugging Face "
+      "config.json or a built-in model) and summarise it, or write it in the "
+      "native form");
   CLI::Option* manifest_file =
-      manifest->add_option("--manifest", manifest_cmd.manifest,
-                           "the manifest: {\"params\": [...]}, a safetensors header JSON "
-                           "object, a .safetensors file, an index or a checkpoint folder")
+      manifest
+          ->add_option(
+              "--manifest",
+              manifest_cmd.manifest,
+              "the manifest: {\"params\": [...]}, a safetensors header JSON "
+              "object, a .safetensors file, an index or a checkpoint folder")
           ->type_name("PATH");
   CLI::Option* manifest_model =
-      manifest->add_option("--model", manifest_cmd.model,
-                           "a built-in model (gpt2, llama-3-8b, deepseek-v3, ...); "
-                           "\"list\" lists them with their parameter counts")
+      manifest
+          ->add_option("--model",
+                       manifest_cmd.model,
+                       "a built-in model (gpt2, llama-3-8b, deepseek-v3, ...); "
+                       "\"list\" lists them with their parameter counts")
           ->type_name("NAME")
           ->excludes(manifest_file);
   CLI::Option* manifest_hf =
-      manifest->add_option("--from-hf-config", manifest_cmd.from_hf_config,
-                           "a Hugging Face config.json: the tensors of its checkpoint")
+      manifest
+          ->add_option(
+              "--from-hf-config",
+              manifest_cmd.from_hf_config,
+              "a Hugging Face config.json: the tensors of its checkpoint")
           ->type_name("FILE")
           ->excludes(manifest_file)
           ->excludes(manifest_model);
-  manifest->add_option("--from-safetensors", manifest_cmd.from_safetensors,
-                       "a .safetensors file, a model.safetensors.index.json, or a "
-                       "checkpoint folder: only headers are read")
+  manifest
+      ->add_option("--from-safetensors",
+                   manifest_cmd.from_safetensors,
+                   "a .safetensors file, a model.safetensors.index.json, or a "
+                   "checkpoint folder: only headers are read")
       ->type_name("PATH")
       ->excludes(manifest_file)
       ->excludes(manifest_model)
@@ -649,21 +745,27 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   shardplan manifest --from-safetensors ./Llama-3-8B/    (the folder's index or file))");
 
   PlanCommand plan_cmd;
-  CLI::App* plan = app.add_subcommand(
-      "plan", "apply sharding rules to a manifest on a mesh: a spec per tensor, validated, "
-              "with per-device memory");
+  CLI::App* plan = app.add_subcommand("plan",
+                                      "apply sharding rules to a manifest on a "
+                                      "mesh: a spec per tensor, validated, "
+                                      "with per-device memory");
   add_check_options(*plan, plan_cmd.check, true);
-  plan->add_option("--rules", plan_cmd.rules,
-                   "a rules file (docs/rules.md) or a built-in preset: fsdp, fsdp-tp, "
-                   "maxtext; \"list\" lists the presets")
+  plan->add_option(
+          "--rules",
+          plan_cmd.rules,
+          "a rules file (docs/rules.md) or a built-in preset: fsdp, fsdp-tp, "
+          "maxtext; \"list\" lists the presets")
       ->type_name("FILE|PRESET")
       ->default_str("fsdp-tp");
-  plan->add_option("--explain", plan_cmd.explain,
-                   "for one tensor: every rule, whether it matched, and what its "
-                   "algorithm considered")
+  plan->add_option(
+          "--explain",
+          plan_cmd.explain,
+          "for one tensor: every rule, whether it matched, and what its "
+          "algorithm considered")
       ->type_name("NAME");
   add_common(*plan, common, {"text", "json", "markdown", "github"});
-  plan->footer(R"(Exit codes: 0 no errors (warnings allowed), 1 unmatched tensors, invalid
+  plan->footer(
+      R"(Exit codes: 0 no errors (warnings allowed), 1 unmatched tensors, invalid
 specs or over HBM capacity, 2 unreadable or malformed input.
 
 Examples:
@@ -675,11 +777,13 @@ Examples:
   shardplan plan --rules list)");
 
   CheckCommand check_cmd;
-  CLI::App* check = app.add_subcommand(
-      "check", "validate given specs for a manifest on a mesh, and estimate memory (for CI)");
+  CLI::App* check = app.add_subcommand("check",
+                                       "validate given specs for a manifest on "
+                                       "a mesh, and estimate memory (for CI)");
   add_check_options(*check, check_cmd);
   add_common(*check, common, {"text", "json", "markdown", "github"});
-  check->footer(R"(Exit codes: 0 no errors (warnings allowed), 1 invalid specs or over HBM
+  check->footer(
+      R"(Exit codes: 0 no errors (warnings allowed), 1 invalid specs or over HBM
 capacity, 2 unreadable or malformed input.
 
 Examples:
@@ -689,10 +793,15 @@ Examples:
   shardplan check ... --format markdown -o summary.md)");
 
   CheckCommand memory_cmd;
-  CLI::App* memory = app.add_subcommand(
-      "memory", "per-device memory: per category against HBM, per dtype, largest tensors");
+  CLI::App* memory =
+      app.add_subcommand("memory",
+                         "per-device memory: per category against HBM, per "
+                         "dtype, largest tensors");
   add_check_options(*memory, memory_cmd);
-  memory->add_option("--largest", memory_cmd.largest, "how many of the largest tensors to list")
+  memory
+      ->add_option("--largest",
+                   memory_cmd.largest,
+                   "how many of the largest tensors to list")
       ->type_name("N")
       ->default_str("20");
   add_common(*memory, common, {"text", "json"});

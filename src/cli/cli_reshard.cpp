@@ -30,10 +30,10 @@ namespace {
 
 // One side of the reshard: the flags that name its inputs, and what was read.
 struct Side {
-  std::string_view name;           // "source" or "target"
-  std::string mesh_flag;           // "--from-mesh"
-  std::string dcn_flag;            // "--from-dcn"
-  std::string topology_flag;       // the flag its topology came from
+  std::string_view name;      // "source" or "target"
+  std::string mesh_flag;      // "--from-mesh"
+  std::string dcn_flag;       // "--from-dcn"
+  std::string topology_flag;  // the flag its topology came from
   std::optional<Topology> topology;
   std::optional<Mesh> mesh;
   MeshLayout layout;
@@ -41,7 +41,8 @@ struct Side {
   std::vector<const PartitionSpec*> specs;  // full rank, one per tensor
 };
 
-using Renames = std::initializer_list<std::pair<std::string_view, std::string_view>>;
+using Renames =
+    std::initializer_list<std::pair<std::string_view, std::string_view>>;
 
 // Adds what `scratch` holds to `diags`, with the location sources the
 // shared readers use ("--mesh", "--topology", ...) renamed to the flags of
@@ -58,8 +59,11 @@ void relocate(const Diagnostics& scratch, Diagnostics& diags, Renames renames) {
 }
 
 // The side's topology: --from-topology/--to-topology, else --topology.
-bool load_side_topology(const std::string& own_arg, const std::string& own_flag,
-                        const std::string& shared_arg, Side& side, Diagnostics& diags) {
+bool load_side_topology(const std::string& own_arg,
+                        const std::string& own_flag,
+                        const std::string& shared_arg,
+                        Side& side,
+                        Diagnostics& diags) {
   const std::string& arg = own_arg.empty() ? shared_arg : own_arg;
   side.topology_flag = own_arg.empty() ? "--topology" : own_flag;
   if (arg.empty()) {
@@ -73,34 +77,43 @@ bool load_side_topology(const std::string& own_arg, const std::string& own_flag,
 
 // The side's mesh and its device grid and links on the topology (or the
 // plain grid of --devices).
-bool load_side_mesh(const std::string& text, const std::string& dcn,
-                    std::optional<int64_t> devices, bool allow_split, Side& side,
+bool load_side_mesh(const std::string& text,
+                    const std::string& dcn,
+                    std::optional<int64_t> devices,
+                    bool allow_split,
+                    Side& side,
                     Diagnostics& diags) {
   const Topology* topology = side.topology ? &*side.topology : nullptr;
   MeshOptions options;
-  options.num_devices = topology != nullptr ? std::optional<int64_t>(topology->devices()) : devices;
+  options.num_devices = topology != nullptr
+                            ? std::optional<int64_t>(topology->devices())
+                            : devices;
   if (topology != nullptr) {
     options.num_slices = topology->num_slices();
-    options.devices_source = fmt::format("{} {}", side.topology_flag, topology->name);
+    options.devices_source =
+        fmt::format("{} {}", side.topology_flag, topology->name);
   }
   options.dcn = dcn;
   Diagnostics scratch;
   side.mesh = parse_mesh(text, options, scratch);
   if (side.mesh && topology != nullptr) {
-    std::optional<MeshLayout> laid = layout_mesh(*topology, *side.mesh, allow_split, scratch);
+    std::optional<MeshLayout> laid =
+        layout_mesh(*topology, *side.mesh, allow_split, scratch);
     if (laid) {
       side.layout = std::move(*laid);
     }
   } else if (side.mesh) {
     side.layout.grid = generic_device_grid(*side.mesh);
   }
-  relocate(scratch, diags, {{"--mesh", side.mesh_flag}, {"--dcn", side.dcn_flag}});
+  relocate(
+      scratch, diags, {{"--mesh", side.mesh_flag}, {"--dcn", side.dcn_flag}});
   return side.mesh.has_value() && !scratch.has_errors();
 }
 
 // --shape "1024,4096" (also "[1024, 4096]", "(1024, 4096)"; "" or "[]" is a
 // scalar). Errors carry the column and a caret [cli.shape].
-std::optional<std::vector<int64_t>> parse_shape(std::string_view text, Diagnostics& diags) {
+std::optional<std::vector<int64_t>> parse_shape(std::string_view text,
+                                                Diagnostics& diags) {
   std::vector<int64_t> shape;
   size_t begin = 0;
   size_t end = text.size();
@@ -116,7 +129,8 @@ std::optional<std::vector<int64_t>> parse_shape(std::string_view text, Diagnosti
   if (end > begin && (text[begin] == '[' || text[begin] == '(')) {
     const char close = text[begin] == '[' ? ']' : ')';
     if (text[end - 1] != close) {
-      diags.error("cli.shape", fmt::format("expected \"{}\" at the end of the shape", close),
+      diags.error("cli.shape",
+                  fmt::format("expected \"{}\" at the end of the shape", close),
                   location_in_text("--shape", text, end));
       return std::nullopt;
     }
@@ -143,10 +157,13 @@ std::optional<std::vector<int64_t>> parse_shape(std::string_view text, Diagnosti
     }
     std::string_view token = text.substr(start, stop - start);
     int64_t value = 0;
-    auto [ptr, ec] = std::from_chars(token.data(), token.data() + token.size(), value);
-    if (token.empty() || ec != std::errc() || ptr != token.data() + token.size() || value < 0) {
+    auto [ptr, ec] =
+        std::from_chars(token.data(), token.data() + token.size(), value);
+    if (token.empty() || ec != std::errc() || ptr != token.data() + token.size()
+        || value < 0) {
       diags.error("cli.shape",
-                  fmt::format("expected a dim size (an integer >= 0), got {}", quote(token)),
+                  fmt::format("expected a dim size (an integer >= 0), got {}",
+                              quote(token)),
                   location_in_text("--shape", text, start));
       return std::nullopt;
     }
@@ -159,20 +176,26 @@ std::optional<std::vector<int64_t>> parse_shape(std::string_view text, Diagnosti
 }
 
 // The manifest of one tensor given by --shape, --dtype and --name.
-std::optional<Manifest> single_tensor_manifest(const ReshardCommand& cmd, Diagnostics& diags) {
+std::optional<Manifest> single_tensor_manifest(const ReshardCommand& cmd,
+                                               Diagnostics& diags) {
   std::optional<std::vector<int64_t>> shape = parse_shape(cmd.shape, diags);
   if (!shape) {
     return std::nullopt;
   }
   if (cmd.dtype.empty()) {
-    diags.error("cli.usage", "--dtype is required with --shape", Location::of("--dtype"))
+    diags
+        .error("cli.usage",
+               "--dtype is required with --shape",
+               Location::of("--dtype"))
         .hint = "e.g. --dtype bf16";
     return std::nullopt;
   }
   std::optional<DType> dtype = parse_dtype(cmd.dtype);
   if (!dtype) {
-    diags.error("cli.dtype", fmt::format("unknown dtype {}", quote(cmd.dtype)),
-                Location::of("--dtype"))
+    diags
+        .error("cli.dtype",
+               fmt::format("unknown dtype {}", quote(cmd.dtype)),
+               Location::of("--dtype"))
         .hint = dtype_hint(cmd.dtype);
     return std::nullopt;
   }
@@ -191,12 +214,18 @@ std::optional<Manifest> single_tensor_manifest(const ReshardCommand& cmd, Diagno
 // The side's specs: from --from-spec (single tensor), a specs file or a
 // rules file/preset; validated against the side's mesh. Every problem is
 // an input error here.
-bool load_side_specs(const Manifest& manifest, bool single, const std::string& spec_text,
-                     const std::string& spec_flag, const std::string& specs_file,
-                     const std::string& rules_arg, const std::string& rules_flag, Side& side,
+bool load_side_specs(const Manifest& manifest,
+                     bool single,
+                     const std::string& spec_text,
+                     const std::string& spec_flag,
+                     const std::string& specs_file,
+                     const std::string& rules_arg,
+                     const std::string& rules_flag,
+                     Side& side,
                      Diagnostics& diags) {
   ValidateOptions validate;
-  validate.replicated_warning_bytes = 0;  // replicated is a layout like any other here
+  validate.replicated_warning_bytes =
+      0;  // replicated is a layout like any other here
   const Mesh& mesh = *side.mesh;
   if (single) {
     std::optional<PartitionSpec> spec = parse_spec(spec_text, spec_flag, diags);
@@ -207,7 +236,8 @@ bool load_side_specs(const Manifest& manifest, bool single, const std::string& s
     Manifest named = manifest;
     named.source = spec_flag;
     const PartitionSpec* specs[] = {&*spec};
-    side.shardings = validate_planned(named, mesh, specs, spec_flag, validate, diags);
+    side.shardings =
+        validate_planned(named, mesh, specs, spec_flag, validate, diags);
   } else if (!specs_file.empty()) {
     std::optional<SpecsFile> specs = read_path(specs_file, diags, read_specs);
     if (!specs) {
@@ -226,13 +256,18 @@ bool load_side_specs(const Manifest& manifest, bool single, const std::string& s
       return false;
     }
     const std::vector<const PartitionSpec*> specs = plan->specs();
-    side.shardings = validate_planned(manifest, mesh, specs, rules->source, validate, diags);
+    side.shardings =
+        validate_planned(manifest, mesh, specs, rules->source, validate, diags);
   } else {
-    diags.error("cli.usage",
-                fmt::format("no specs for the {}: give {} FILE or {} FILE|PRESET", side.name,
-                            spec_flag == "--from-spec" ? "--from-specs" : "--to-specs",
-                            rules_flag),
-                Location::of(spec_flag == "--from-spec" ? "--from-specs" : "--to-specs"))
+    diags
+        .error("cli.usage",
+               fmt::format(
+                   "no specs for the {}: give {} FILE or {} FILE|PRESET",
+                   side.name,
+                   spec_flag == "--from-spec" ? "--from-specs" : "--to-specs",
+                   rules_flag),
+               Location::of(spec_flag == "--from-spec" ? "--from-specs"
+                                                       : "--to-specs"))
         .hint = "a plan's --format json output is also a specs file";
     return false;
   }
@@ -248,7 +283,8 @@ bool load_side_specs(const Manifest& manifest, bool single, const std::string& s
 
 // --partial "fsdp,dp": axes of the source mesh over which every tensor holds
 // pending sums; none may be used by a source spec.
-std::optional<std::vector<std::string>> parse_partial(std::string_view text, const Side& source,
+std::optional<std::vector<std::string>> parse_partial(std::string_view text,
+                                                      const Side& source,
                                                       const Manifest& manifest,
                                                       Diagnostics& diags) {
   std::vector<std::string> axes;
@@ -275,7 +311,8 @@ std::optional<std::vector<std::string>> parse_partial(std::string_view text, con
     if (source.mesh->find(axis) == nullptr) {
       Diagnostic& d = diags.error(
           "reshard.partial-axis",
-          fmt::format("unknown axis {}: the source mesh {} has no such axis", quote(axis),
+          fmt::format("unknown axis {}: the source mesh {} has no such axis",
+                      quote(axis),
                       quote(to_string(*source.mesh))),
           where);
       std::string near = closest_match(axis, source.mesh->axis_names());
@@ -285,21 +322,27 @@ std::optional<std::vector<std::string>> parse_partial(std::string_view text, con
       return std::nullopt;
     }
     if (std::find(axes.begin(), axes.end(), axis) != axes.end()) {
-      diags.error("reshard.partial-axis", fmt::format("axis {} given twice", quote(axis)), where);
+      diags.error("reshard.partial-axis",
+                  fmt::format("axis {} given twice", quote(axis)),
+                  where);
       return std::nullopt;
     }
     for (size_t t = 0; t < source.specs.size(); ++t) {
       const PartitionSpec& spec = *source.specs[t];
       for (size_t d = 0; d < spec.dims.size(); ++d) {
         const auto& dim_axes = spec.dims[d].axes;
-        if (std::find(dim_axes.begin(), dim_axes.end(), axis) != dim_axes.end()) {
-          Diagnostic& e = diags.error(
-              "reshard.partial-axis",
-              fmt::format("axis {} holds pending sums, but the source spec {} of {} splits dim "
-                          "{} over it",
-                          quote(axis), quote(to_short(spec)),
-                          quote(manifest.tensors()[t].name), d),
-              where);
+        if (std::find(dim_axes.begin(), dim_axes.end(), axis)
+            != dim_axes.end()) {
+          Diagnostic& e =
+              diags.error("reshard.partial-axis",
+                          fmt::format("axis {} holds pending sums, but the "
+                                      "source spec {} of {} splits dim "
+                                      "{} over it",
+                                      quote(axis),
+                                      quote(to_short(spec)),
+                                      quote(manifest.tensors()[t].name),
+                                      d),
+                          where);
           e.tensor = std::string(manifest.tensors()[t].name);
           e.hint = "a partial axis must be unused by every source spec";
           return std::nullopt;
@@ -323,7 +366,8 @@ AxisLink transfer_link(const Topology& from, const Topology& to) {
   if (from.name == to.name) {
     if (from.kind == TopologyKind::tpu) {
       link.link = LinkClass::ici;
-      link.bytes_per_s = f.ici_bytes_per_s_per_link.value * f.ici_links_per_chip.value
+      link.bytes_per_s = f.ici_bytes_per_s_per_link.value
+                         * f.ici_links_per_chip.value
                          / static_cast<double>(from.tpu.cores_per_chip);
       link.latency_s = f.ici_latency_s.value;
     } else if (from.gpus <= from.nvlink_domain) {
@@ -349,7 +393,8 @@ AxisLink transfer_link(const Topology& from, const Topology& to) {
   };
   const auto [from_rate, from_latency] = per_device(from);
   const auto [to_rate, to_latency] = per_device(to);
-  link.link = from.kind == TopologyKind::tpu ? LinkClass::dcn : LinkClass::network;
+  link.link =
+      from.kind == TopologyKind::tpu ? LinkClass::dcn : LinkClass::network;
   link.bytes_per_s = std::min(from_rate, to_rate);
   link.latency_s = std::max(from_latency, to_latency);
   return link;
@@ -369,107 +414,151 @@ bool same_devices(const Topology* from, const Topology* to) {
   if (from->kind == TopologyKind::tpu) {
     // Slices of one shape: ids run slice by slice, so the slices both have
     // keep their ids.
-    return from->tpu.chips == to->tpu.chips && from->tpu.cores_per_chip == to->tpu.cores_per_chip;
+    return from->tpu.chips == to->tpu.chips
+           && from->tpu.cores_per_chip == to->tpu.cores_per_chip;
   }
-  return from->gpus_per_host == to->gpus_per_host;  // whole nodes, ids node by node
+  return from->gpus_per_host
+         == to->gpus_per_host;  // whole nodes, ids node by node
 }
 
 }  // namespace
 
-CLI::App* add_reshard_command(CLI::App& app, ReshardCommand& cmd, CommonOptions& common) {
+CLI::App* add_reshard_command(CLI::App& app,
+                              ReshardCommand& cmd,
+                              CommonOptions& common) {
   CLI::App* sub = app.add_subcommand(
-      "reshard", "plan moving tensors from one mesh and specs to another: steps, "
-                 "collectives, bytes, time and peak memory per device");
-  sub->add_option("--from-mesh", cmd.from_mesh, "the source mesh, e.g. \"fsdp:64\"")
+      "reshard",
+      "plan moving tensors from one mesh and specs to another: steps, "
+      "collectives, bytes, time and peak memory per device");
+  sub->add_option(
+         "--from-mesh", cmd.from_mesh, "the source mesh, e.g. \"fsdp:64\"")
       ->required()
       ->type_name("STR");
-  sub->add_option("--to-mesh", cmd.to_mesh, "the target mesh, e.g. \"fsdp:16,tp:4\"")
+  sub->add_option(
+         "--to-mesh", cmd.to_mesh, "the target mesh, e.g. \"fsdp:16,tp:4\"")
       ->required()
       ->type_name("STR");
-  CLI::Option* devices =
-      sub->add_option("--devices", cmd.devices,
-                      "number of devices of both meshes, when no topology is known (no times)")
-          ->type_name("N");
-  sub->add_option("--topology", cmd.topology,
-                  "the hardware of both sides: a catalogue name (v5p-128, 2xv5e-256, h100x64) "
+  CLI::Option* devices = sub->add_option("--devices",
+                                         cmd.devices,
+                                         "number of devices of both meshes, "
+                                         "when no topology is known (no times)")
+                             ->type_name("N");
+  sub->add_option("--topology",
+                  cmd.topology,
+                  "the hardware of both sides: a catalogue name (v5p-128, "
+                  "2xv5e-256, h100x64) "
                   "or a topology JSON file")
       ->type_name("NAME|FILE")
       ->excludes(devices);
-  sub->add_option("--from-topology", cmd.from_topology,
+  sub->add_option("--from-topology",
+                  cmd.from_topology,
                   "the source's hardware, when it differs from --topology")
       ->type_name("NAME|FILE")
       ->excludes(devices);
-  sub->add_option("--to-topology", cmd.to_topology,
-                  "the target's hardware (another slice size, fewer slices, another GPU count)")
+  sub->add_option("--to-topology",
+                  cmd.to_topology,
+                  "the target's hardware (another slice size, fewer slices, "
+                  "another GPU count)")
       ->type_name("NAME|FILE")
       ->excludes(devices);
-  sub->add_option("--from-dcn", cmd.from_dcn, "the source mesh's DCN factor per axis, e.g. dp:2")
+  sub->add_option("--from-dcn",
+                  cmd.from_dcn,
+                  "the source mesh's DCN factor per axis, e.g. dp:2")
       ->type_name("STR");
-  sub->add_option("--to-dcn", cmd.to_dcn, "the target mesh's DCN factor per axis")
+  sub->add_option(
+         "--to-dcn", cmd.to_dcn, "the target mesh's DCN factor per axis")
       ->type_name("STR");
   CLI::Option* manifest =
-      sub->add_option("--manifest", cmd.manifest,
-                      "the tensors: a manifest, a safetensors file or index, or a checkpoint "
+      sub->add_option("--manifest",
+                      cmd.manifest,
+                      "the tensors: a manifest, a safetensors file or index, "
+                      "or a checkpoint "
                       "folder")
           ->type_name("PATH");
   CLI::Option* model =
-      sub->add_option("--model", cmd.model, "a built-in model instead of --manifest")
+      sub->add_option(
+             "--model", cmd.model, "a built-in model instead of --manifest")
           ->type_name("NAME")
           ->excludes(manifest);
   CLI::Option* from_specs =
-      sub->add_option("--from-specs", cmd.from_specs,
-                      "the source specs: {\"specs\": {NAME: SPEC}} or a plan's JSON")
+      sub->add_option(
+             "--from-specs",
+             cmd.from_specs,
+             "the source specs: {\"specs\": {NAME: SPEC}} or a plan's JSON")
           ->type_name("FILE");
   CLI::Option* to_specs =
-      sub->add_option("--to-specs", cmd.to_specs, "the target specs (same forms)")
+      sub->add_option(
+             "--to-specs", cmd.to_specs, "the target specs (same forms)")
           ->type_name("FILE");
   CLI::Option* from_rules =
-      sub->add_option("--from-rules", cmd.from_rules,
-                      "source specs from rules, as plan --rules: a file or a preset")
+      sub->add_option(
+             "--from-rules",
+             cmd.from_rules,
+             "source specs from rules, as plan --rules: a file or a preset")
           ->type_name("FILE|PRESET")
           ->excludes(from_specs);
   CLI::Option* to_rules =
-      sub->add_option("--to-rules", cmd.to_rules, "target specs from rules (same forms)")
+      sub->add_option(
+             "--to-rules", cmd.to_rules, "target specs from rules (same forms)")
           ->type_name("FILE|PRESET")
           ->excludes(to_specs);
   CLI::Option* shape =
-      sub->add_option("--shape", cmd.shape,
-                      "one tensor instead of a manifest: its shape, e.g. 1024,4096")
+      sub->add_option(
+             "--shape",
+             cmd.shape,
+             "one tensor instead of a manifest: its shape, e.g. 1024,4096")
           ->type_name("DIMS");
-  sub->add_option("--dtype", cmd.dtype, "the tensor's dtype (with --shape), e.g. bf16")
+  sub->add_option(
+         "--dtype", cmd.dtype, "the tensor's dtype (with --shape), e.g. bf16")
       ->type_name("DTYPE")
       ->needs(shape);
-  sub->add_option("--name", cmd.name, "the tensor's name (with --shape; default \"tensor\")")
+  sub->add_option("--name",
+                  cmd.name,
+                  "the tensor's name (with --shape; default \"tensor\")")
       ->type_name("NAME")
       ->needs(shape);
   CLI::Option* from_spec =
-      sub->add_option("--from-spec", cmd.from_spec,
-                      "the tensor's source spec (with --shape): 'fsdp,None', \"P('fsdp', None)\"")
+      sub->add_option("--from-spec",
+                      cmd.from_spec,
+                      "the tensor's source spec (with --shape): 'fsdp,None', "
+                      "\"P('fsdp', None)\"")
           ->type_name("SPEC")
           ->needs(shape);
-  CLI::Option* to_spec = sub->add_option("--to-spec", cmd.to_spec,
-                                         "the tensor's target spec (with --shape)")
-                             ->type_name("SPEC")
-                             ->needs(shape);
-  for (CLI::Option* many : {manifest, model, from_specs, to_specs, from_rules, to_rules}) {
+  CLI::Option* to_spec =
+      sub->add_option("--to-spec",
+                      cmd.to_spec,
+                      "the tensor's target spec (with --shape)")
+          ->type_name("SPEC")
+          ->needs(shape);
+  for (CLI::Option* many :
+       {manifest, model, from_specs, to_specs, from_rules, to_rules}) {
     shape->excludes(many);
   }
   shape->needs(from_spec);
   shape->needs(to_spec);
-  sub->parse_complete_callback([shape, &cmd] { cmd.single = shape->count() > 0; });
-  sub->add_option("--partial", cmd.partial,
+  sub->parse_complete_callback(
+      [shape, &cmd] { cmd.single = shape->count() > 0; });
+  sub->add_option("--partial",
+                  cmd.partial,
                   "source mesh axes over which every tensor holds pending sums "
                   "(reduce_scatter / all_reduce), e.g. tp")
       ->type_name("A,B,..");
-  sub->add_flag("--allow-split-physical-axes", cmd.allow_split_physical_axes,
-                "let a mesh axis take part of a physical TPU axis on either side (JAX's "
-                "allow_split_physical_axes)");
-  sub->add_flag("--donate", cmd.donate,
-                "free each source buffer once a step no longer needs it (peak memory)");
-  sub->add_flag("--transfers", cmd.transfers,
-                "list every piece a device receives between meshes (always with --shape)");
+  sub->add_flag(
+      "--allow-split-physical-axes",
+      cmd.allow_split_physical_axes,
+      "let a mesh axis take part of a physical TPU axis on either side (JAX's "
+      "allow_split_physical_axes)");
+  sub->add_flag(
+      "--donate",
+      cmd.donate,
+      "free each source buffer once a step no longer needs it (peak memory)");
+  sub->add_flag("--transfers",
+                cmd.transfers,
+                "list every piece a device receives between meshes (always "
+                "with --shape)");
   add_common(*sub, common, {"text", "json"});
-  sub->footer(R"(Exit codes: 0 planned, 2 bad input (a spec that does not fit its mesh, a
+  sub->footer(
+      R"(Exit codes: 0 planned, 2 bad input (a spec that does not fit its mesh, a
 tensor without a spec, an unknown --partial axis, topologies of different kinds).
 
 Examples:
@@ -484,46 +573,79 @@ int run_reshard(const ReshardCommand& cmd, Session& session) {
   Diagnostics& diags = session.diags();
   Side source{"source", "--from-mesh", "--from-dcn", "", {}, {}, {}, {}, {}};
   Side target{"target", "--to-mesh", "--to-dcn", "", {}, {}, {}, {}, {}};
-  if (!load_side_topology(cmd.from_topology, "--from-topology", cmd.topology, source, diags)
-      || !load_side_topology(cmd.to_topology, "--to-topology", cmd.topology, target, diags)) {
+  if (!load_side_topology(
+          cmd.from_topology, "--from-topology", cmd.topology, source, diags)
+      || !load_side_topology(
+          cmd.to_topology, "--to-topology", cmd.topology, target, diags)) {
     return session.fail_input();
   }
   if (source.topology.has_value() != target.topology.has_value()) {
     const bool to_missing = !target.topology.has_value();
-    diags.error("cli.usage",
-                fmt::format("the {} has a topology ({}) but the {} has none", to_missing ? "source" : "target",
-                            to_missing ? source.topology->name : target.topology->name,
-                            to_missing ? "target" : "source"),
-                Location::of(to_missing ? "--to-topology" : "--from-topology"))
-        .hint = "give both --from-topology and --to-topology, or --topology for both";
+    diags
+        .error("cli.usage",
+               fmt::format(
+                   "the {} has a topology ({}) but the {} has none",
+                   to_missing ? "source" : "target",
+                   to_missing ? source.topology->name : target.topology->name,
+                   to_missing ? "target" : "source"),
+               Location::of(to_missing ? "--to-topology" : "--from-topology"))
+        .hint =
+        "give both --from-topology and --to-topology, or --topology for both";
     return session.fail_input();
   }
   if (source.topology && source.topology->kind != target.topology->kind) {
-    diags.error("reshard.kind",
-                fmt::format("cannot reshard from {} topology {} to {} topology {}",
-                            to_string(source.topology->kind), quote(source.topology->name),
-                            to_string(target.topology->kind), quote(target.topology->name)),
-                Location::of(target.topology_flag))
+    diags
+        .error(
+            "reshard.kind",
+            fmt::format("cannot reshard from {} topology {} to {} topology {}",
+                        to_string(source.topology->kind),
+                        quote(source.topology->name),
+                        to_string(target.topology->kind),
+                        quote(target.topology->name)),
+            Location::of(target.topology_flag))
         .hint = "both sides must be TPU slices or both GPU clusters";
     return session.fail_input();
   }
-  if (!load_side_mesh(cmd.from_mesh, cmd.from_dcn, cmd.devices, cmd.allow_split_physical_axes,
-                      source, diags)
-      || !load_side_mesh(cmd.to_mesh, cmd.to_dcn, cmd.devices, cmd.allow_split_physical_axes,
-                         target, diags)) {
+  if (!load_side_mesh(cmd.from_mesh,
+                      cmd.from_dcn,
+                      cmd.devices,
+                      cmd.allow_split_physical_axes,
+                      source,
+                      diags)
+      || !load_side_mesh(cmd.to_mesh,
+                         cmd.to_dcn,
+                         cmd.devices,
+                         cmd.allow_split_physical_axes,
+                         target,
+                         diags)) {
     return session.fail_input();
   }
 
   const bool single = cmd.single;
-  std::optional<Manifest> manifest = single ? single_tensor_manifest(cmd, diags)
-                                            : load_manifest(cmd.manifest, cmd.model, diags);
+  std::optional<Manifest> manifest =
+      single ? single_tensor_manifest(cmd, diags)
+             : load_manifest(cmd.manifest, cmd.model, diags);
   if (!manifest) {
     return session.fail_input();
   }
-  if (!load_side_specs(*manifest, single, cmd.from_spec, "--from-spec", cmd.from_specs, cmd.from_rules,
-                       "--from-rules", source, diags)
-      || !load_side_specs(*manifest, single, cmd.to_spec, "--to-spec", cmd.to_specs, cmd.to_rules,
-                          "--to-rules", target, diags)) {
+  if (!load_side_specs(*manifest,
+                       single,
+                       cmd.from_spec,
+                       "--from-spec",
+                       cmd.from_specs,
+                       cmd.from_rules,
+                       "--from-rules",
+                       source,
+                       diags)
+      || !load_side_specs(*manifest,
+                          single,
+                          cmd.to_spec,
+                          "--to-spec",
+                          cmd.to_specs,
+                          cmd.to_rules,
+                          "--to-rules",
+                          target,
+                          diags)) {
     return session.fail_input();
   }
 
@@ -545,21 +667,40 @@ int run_reshard(const ReshardCommand& cmd, Session& session) {
     options.partial = std::move(*partial);
   }
 
-  spdlog::debug("reshard {} tensors: {} -> {}, same devices {}", manifest->size(),
-                to_string(*source.mesh), to_string(*target.mesh), options.same_devices);
-  const ReshardSide from_side{&*source.mesh, &source.layout.grid, source.layout.links};
-  const ReshardSide to_side{&*target.mesh, &target.layout.grid, target.layout.links};
-  std::optional<ReshardPlan> plan = plan_reshard(*manifest, source.specs, target.specs, from_side,
-                                                 to_side, options, diags);
+  spdlog::debug("reshard {} tensors: {} -> {}, same devices {}",
+                manifest->size(),
+                to_string(*source.mesh),
+                to_string(*target.mesh),
+                options.same_devices);
+  const ReshardSide from_side{
+      &*source.mesh, &source.layout.grid, source.layout.links};
+  const ReshardSide to_side{
+      &*target.mesh, &target.layout.grid, target.layout.links};
+  std::optional<ReshardPlan> plan = plan_reshard(*manifest,
+                                                 source.specs,
+                                                 target.specs,
+                                                 from_side,
+                                                 to_side,
+                                                 options,
+                                                 diags);
   if (!plan) {
     return session.fail_input();
   }
-  const ReshardReport report{*manifest, *source.mesh, from_topology, *target.mesh,
-                             to_topology, options,      *plan};
-  const ExitCode code = diags.has_errors() ? ExitCode::plan_errors : ExitCode::ok;
+  const ReshardReport report{*manifest,
+                             *source.mesh,
+                             from_topology,
+                             *target.mesh,
+                             to_topology,
+                             options,
+                             *plan};
+  const ExitCode code =
+      diags.has_errors() ? ExitCode::plan_errors : ExitCode::ok;
   if (session.json()) {
     return session.finish_written(
-        [&](const WriteText& write) { write_reshard_json(report, diags, write); }, code);
+        [&](const WriteText& write) {
+          write_reshard_json(report, diags, write);
+        },
+        code);
   }
   return session.finish(reshard_text(report, diags), code);
 }

@@ -51,7 +51,10 @@ class Stopwatch {
     const auto now = std::chrono::steady_clock::now();
     const std::chrono::duration<double, std::milli> elapsed = now - m_last;
     const long faults = page_faults();
-    spdlog::debug("{}: {:.1f} ms, {} page faults", phase, elapsed.count(), faults - m_faults);
+    spdlog::debug("{}: {:.1f} ms, {} page faults",
+                  phase,
+                  elapsed.count(),
+                  faults - m_faults);
     m_last = now;
     m_faults = faults;
   }
@@ -59,19 +62,28 @@ class Stopwatch {
  private:
   static long page_faults() {
     struct rusage usage {};
-    return ::getrusage(RUSAGE_SELF, &usage) == 0 ? usage.ru_minflt + usage.ru_majflt : 0;
+    return ::getrusage(RUSAGE_SELF, &usage) == 0
+               ? usage.ru_minflt + usage.ru_majflt
+               : 0;
   }
 
-  std::chrono::steady_clock::time_point m_last = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point m_last =
+      std::chrono::steady_clock::now();
   long m_faults = page_faults();
 };
 
 // Where the command writes: its result, then diagnostics, then the exit code.
 class Session {
  public:
-  Session(std::string command, const CommonOptions& common, std::ostream& out,
-          std::ostream& err, const Environment& env)
-      : m_command(std::move(command)), m_common(common), m_out(out), m_err(err) {
+  Session(std::string command,
+          const CommonOptions& common,
+          std::ostream& out,
+          std::ostream& err,
+          const Environment& env)
+      : m_command(std::move(command)),
+        m_common(common),
+        m_out(out),
+        m_err(err) {
     m_color = common.color == "always"
               || (common.color == "auto" && env.stderr_is_tty && !env.no_color);
   }
@@ -92,7 +104,8 @@ class Session {
 
   // Writes the result to stdout or -o, then the diagnostics to stderr.
   int finish(const std::string& document, ExitCode code) {
-    return finish_written([&](const WriteText& write) { write(document); }, code);
+    return finish_written([&](const WriteText& write) { write(document); },
+                          code);
   }
 
   // finish() for a document that write_document(write) hands over in pieces.
@@ -130,7 +143,8 @@ class Session {
       m_err << render(d, m_color) << "\n";
     }
     if (m_diags.dropped() > 0) {
-      m_err << fmt::format("shardplan: {} more errors not shown\n", m_diags.dropped());
+      m_err << fmt::format("shardplan: {} more errors not shown\n",
+                           m_diags.dropped());
     }
   }
 
@@ -155,10 +169,13 @@ auto read_path(const std::string& path, Diagnostics& diags, Reader read)
 
 // --format, -o, -v, -q and --color on `app`; `formats` lists what --format
 // takes.
-void add_common(CLI::App& app, CommonOptions& common, const std::vector<std::string>& formats);
+void add_common(CLI::App& app,
+                CommonOptions& common,
+                const std::vector<std::string>& formats);
 
 // --manifest FILE or --model NAME, whichever was given.
-std::optional<Manifest> load_manifest(const std::string& manifest, const std::string& model,
+std::optional<Manifest> load_manifest(const std::string& manifest,
+                                      const std::string& model,
                                       Diagnostics& diags);
 
 // For options taking NAME|FILE (--topology, --rules): a path to an existing
@@ -167,7 +184,8 @@ bool names_a_file(const std::string& arg);
 
 // --topology NAME|FILE: a user topology file, or a catalogue name (errors
 // located at "--topology").
-std::optional<Topology> load_topology(const std::string& arg, Diagnostics& diags);
+std::optional<Topology> load_topology(const std::string& arg,
+                                      Diagnostics& diags);
 
 // --rules FILE|PRESET: a user's rules file, or a preset name.
 std::optional<RuleSet> load_rules(const std::string& arg, Diagnostics& diags);
@@ -189,7 +207,8 @@ struct ReshardCommand {
   std::string from_rules;
   std::string to_rules;
   std::string shape;
-  bool single = false;  // --shape was given (one tensor by flags; "" is a scalar)
+  bool single =
+      false;  // --shape was given (one tensor by flags; "" is a scalar)
   std::string dtype;
   std::string name = "tensor";
   std::string from_spec;
@@ -201,7 +220,9 @@ struct ReshardCommand {
 };
 
 // Adds the `reshard` subcommand to `app`, filling `cmd` and `common`.
-CLI::App* add_reshard_command(CLI::App& app, ReshardCommand& cmd, CommonOptions& common);
+CLI::App* add_reshard_command(CLI::App& app,
+                              ReshardCommand& cmd,
+                              CommonOptions& common);
 int run_reshard(const ReshardCommand& cmd, Session& session);
 
 }  // namespace shardplan::cli

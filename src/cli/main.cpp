@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <exception>
 #include <iostream>
+
 #include <unistd.h>
 
 #ifdef __GLIBC__
@@ -33,8 +34,8 @@ int main(int argc, char** argv) {
     shardplan::cli::Environment env;
     env.stderr_is_tty = isatty(STDERR_FILENO) != 0;
     env.no_color = std::getenv("NO_COLOR") != nullptr;
-    return shardplan::cli::run(std::vector<std::string>(argv, argv + argc), std::cout,
-                               std::cerr, env);
+    return shardplan::cli::run(
+        std::vector<std::string>(argv, argv + argc), std::cout, std::cerr, env);
   } catch (const std::exception& e) {
     std::cerr << "shardplan: internal error: " << e.what() << "\n";
   } catch (...) {

@@ -20,8 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   // As a .safetensors header with a data section of `size % 97` bytes.
   shardplan::Diagnostics header_diags;
-  auto header = shardplan::read_safetensors_header(text, size % 97, "fuzz.safetensors",
-                                                   header_diags);
+  auto header = shardplan::read_safetensors_header(
+      text, size % 97, "fuzz.safetensors", header_diags);
   if (header.has_value() == header_diags.has_errors()) {
     std::abort();
   }

@@ -15,7 +15,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (spec) {
     shardplan::Diagnostics again;
-    auto back = shardplan::parse_spec(shardplan::to_python(*spec), "fuzz", again);
+    auto back =
+        shardplan::parse_spec(shardplan::to_python(*spec), "fuzz", again);
     if (!back || !(*back == *spec)) {
       std::abort();
     }

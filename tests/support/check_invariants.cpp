@@ -23,7 +23,8 @@ void flatten(const json& j, std::vector<int64_t>& out) {
   }
 }
 
-void check_mesh(const json& mesh, std::map<std::string, int64_t>& sizes,
+void check_mesh(const json& mesh,
+                std::map<std::string, int64_t>& sizes,
                 std::vector<std::string>& bad) {
   int64_t product = 1;
   for (const json& axis : mesh.at("axes")) {
@@ -31,16 +32,20 @@ void check_mesh(const json& mesh, std::map<std::string, int64_t>& sizes,
     product *= size;
     sizes[axis.at("name").get<std::string>()] = size;
     if (axis.at("ici").get<int64_t>() * axis.at("dcn").get<int64_t>() != size) {
-      bad.push_back(fmt::format("mesh axis {}: ici x dcn != size", axis.at("name").dump()));
+      bad.push_back(fmt::format("mesh axis {}: ici x dcn != size",
+                                axis.at("name").dump()));
     }
   }
   if (product != mesh.at("devices").get<int64_t>()) {
-    bad.push_back(fmt::format("mesh: product of sizes {} != devices {}", product,
+    bad.push_back(fmt::format("mesh: product of sizes {} != devices {}",
+                              product,
                               mesh.at("devices").dump()));
   }
 }
 
-void check_tensor(const json& t, const std::map<std::string, int64_t>& sizes, int64_t devices,
+void check_tensor(const json& t,
+                  const std::map<std::string, int64_t>& sizes,
+                  int64_t devices,
                   std::vector<std::string>& bad) {
   const std::string name = t.at("name").get<std::string>();
   const json& spec = t.at("spec");
@@ -52,8 +57,8 @@ void check_tensor(const json& t, const std::map<std::string, int64_t>& sizes, in
   }
   const json& shape = t.at("shape");
   if (spec.size() != shape.size()) {
-    bad.push_back(fmt::format("{}: spec of {} entries for rank {}", name, spec.size(),
-                              shape.size()));
+    bad.push_back(fmt::format(
+        "{}: spec of {} entries for rank {}", name, spec.size(), shape.size()));
     return;
   }
   std::set<std::string> used;
@@ -83,12 +88,17 @@ void check_tensor(const json& t, const std::map<std::string, int64_t>& sizes, in
   }
   const int64_t replicas = t.at("replicas").get<int64_t>();
   if (replicas * split != devices) {
-    bad.push_back(fmt::format("{}: replicas {} x shards {} != devices {}", name, replicas, split,
+    bad.push_back(fmt::format("{}: replicas {} x shards {} != devices {}",
+                              name,
+                              replicas,
+                              split,
                               devices));
   }
-  if (even && t.at("bytes_per_device").get<int64_t>() * devices
-                  != t.at("bytes").get<int64_t>() * replicas) {
-    bad.push_back(fmt::format("{}: bytes per device x devices != bytes x replicas", name));
+  if (even
+      && t.at("bytes_per_device").get<int64_t>() * devices
+             != t.at("bytes").get<int64_t>() * replicas) {
+    bad.push_back(fmt::format(
+        "{}: bytes per device x devices != bytes x replicas", name));
   }
 }
 
@@ -96,7 +106,8 @@ void check_memory(const json& m, std::vector<std::string>& bad) {
   const json& p = m.at("per_device");
   const int64_t total = p.at("total").get<int64_t>();
   if (p.at("params").get<int64_t>() + p.at("grads").get<int64_t>()
-          + p.at("optimizer").get<int64_t>() + p.at("gather_buffer").get<int64_t>()
+          + p.at("optimizer").get<int64_t>()
+          + p.at("gather_buffer").get<int64_t>()
       != total) {
     bad.push_back("memory: per_device parts do not sum to total");
   }
@@ -114,13 +125,17 @@ void check_memory(const json& m, std::vector<std::string>& bad) {
   }
   const auto hbm = static_cast<double>(m.at("hbm_bytes").get<int64_t>());
   const int64_t capacity = m.at("capacity_bytes").get<int64_t>();
-  if (capacity != static_cast<int64_t>(std::floor(hbm * (1 - m.at("headroom").get<double>())))) {
+  if (capacity
+      != static_cast<int64_t>(
+          std::floor(hbm * (1 - m.at("headroom").get<double>())))) {
     bad.push_back("memory: capacity_bytes != floor(hbm x (1 - headroom))");
   }
   if (m.at("fits").get<bool>() != (total <= capacity)) {
     bad.push_back("memory: fits disagrees with total and capacity");
   }
-  if (std::abs(m.at("utilization").get<double>() - static_cast<double>(total) / hbm) > 1e-12) {
+  if (std::abs(m.at("utilization").get<double>()
+               - static_cast<double>(total) / hbm)
+      > 1e-12) {
     bad.push_back("memory: utilization != total / hbm");
   }
 }
@@ -149,7 +164,8 @@ std::vector<std::string> check_invariants(const json& doc) {
       bad.push_back("device_ids: an id appears twice");
     }
     if (static_cast<int64_t>(ids.size()) != devices) {
-      bad.push_back(fmt::format("device_ids: {} ids for {} devices", ids.size(), devices));
+      bad.push_back(fmt::format(
+          "device_ids: {} ids for {} devices", ids.size(), devices));
     }
   }
   if (doc.contains("tensors") && doc.contains("mesh")) {
@@ -160,7 +176,8 @@ std::vector<std::string> check_invariants(const json& doc) {
   if (doc.contains("memory")) {
     check_memory(doc.at("memory"), bad);
   }
-  if (doc.contains("summary") && doc.contains("tensors") && doc.contains("diagnostics")) {
+  if (doc.contains("summary") && doc.contains("tensors")
+      && doc.contains("diagnostics")) {
     const json& s = doc.at("summary");
     size_t errors = 0;
     size_t warnings = 0;
@@ -169,7 +186,8 @@ std::vector<std::string> check_invariants(const json& doc) {
       warnings += d.at("severity") == "warning" ? 1U : 0U;
     }
     if (s.at("tensors").get<size_t>() != doc.at("tensors").size()
-        || s.at("errors").get<size_t>() != errors || s.at("warnings").get<size_t>() != warnings) {
+        || s.at("errors").get<size_t>() != errors
+        || s.at("warnings").get<size_t>() != warnings) {
       bad.push_back("summary: counts differ from tensors[] and diagnostics[]");
     }
   }

@@ -17,7 +17,8 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr std::string_view k_draft = "https://json-schema.org/draft/2020-12/schema";
+constexpr std::string_view k_draft =
+    "https://json-schema.org/draft/2020-12/schema";
 // Deeper than any real schema nests; stops a $ref cycle that makes no
 // progress ({"$ref": "#"}).
 constexpr int k_max_depth = 200;
@@ -35,8 +36,8 @@ struct Where {
 };
 
 bool is_type_name(const Json& j) {
-  static const std::set<std::string> names = {"null",   "boolean", "object", "array",
-                                              "number", "string",  "integer"};
+  static const std::set<std::string> names = {
+      "null", "boolean", "object", "array", "number", "string", "integer"};
   return j.is_string() && names.count(j.get<std::string>()) > 0;
 }
 
@@ -92,7 +93,9 @@ size_t code_points(const std::string& s) {
 // Checks the value of one keyword; returns an empty string when it is well
 // formed, else what is wrong. Unknown keywords are reported here.
 std::string keyword_problem(const std::string& key, const Json& value) {
-  auto is_schema = [](const Json& j) { return j.is_object() || j.is_boolean(); };
+  auto is_schema = [](const Json& j) {
+    return j.is_object() || j.is_boolean();
+  };
   auto non_negative_integer = [](const Json& j) {
     return j.is_number_integer() && j.get<int64_t>() >= 0;
   };
@@ -125,8 +128,9 @@ std::string keyword_problem(const std::string& key, const Json& value) {
   }
   if (key == "required") {
     if (value.is_array()
-        && std::all_of(value.begin(), value.end(),
-                       [](const Json& j) { return j.is_string(); })) {
+        && std::all_of(value.begin(), value.end(), [](const Json& j) {
+             return j.is_string();
+           })) {
       return "";
     }
     return "expected an array of strings";
@@ -157,8 +161,11 @@ class Evaluator {
  public:
   explicit Evaluator(SchemaValidator& validator) : m_validator(validator) {}
 
-  void run(const Json& schema, const Where& where, const Json& instance,
-           const std::string& at, std::vector<SchemaError>& out) {
+  void run(const Json& schema,
+           const Where& where,
+           const Json& instance,
+           const std::string& at,
+           std::vector<SchemaError>& out) {
     if (m_depth >= k_max_depth) {
       schema_error(out, where, "$ref", "schemas nest too deep (a $ref cycle?)");
       return;
@@ -169,18 +176,25 @@ class Evaluator {
   }
 
   // Resolves "FILE#POINTER" or "#POINTER" seen in document `doc`.
-  const Json* resolve(const std::string& ref, const std::string& doc, Where& target,
-                      std::vector<SchemaError>& errors, const Where& where) {
+  const Json* resolve(const std::string& ref,
+                      const std::string& doc,
+                      Where& target,
+                      std::vector<SchemaError>& errors,
+                      const Where& where) {
     size_t hash = ref.find('#');
     std::string file = ref.substr(0, hash);
-    std::string fragment = hash == std::string::npos ? "" : ref.substr(hash + 1);
+    std::string fragment =
+        hash == std::string::npos ? "" : ref.substr(hash + 1);
     if (file.empty()) {
       file = doc;
     }
-    if (file.find('/') != std::string::npos || file.find(':') != std::string::npos
+    if (file.find('/') != std::string::npos
+        || file.find(':') != std::string::npos
         || fragment.find('%') != std::string::npos
         || (!fragment.empty() && fragment[0] != '/')) {
-      schema_error(errors, where, "$ref",
+      schema_error(errors,
+                   where,
+                   "$ref",
                    fmt::format("unsupported $ref \"{}\": only \"#/...\" and "
                                "\"FILE#/...\" for a file beside this one",
                                ref));
@@ -195,26 +209,38 @@ class Evaluator {
       target = {file, fragment};
       return &found;
     } catch (const Json::exception&) {
-      schema_error(errors, where, "$ref", fmt::format("$ref \"{}\" does not resolve", ref));
+      schema_error(errors,
+                   where,
+                   "$ref",
+                   fmt::format("$ref \"{}\" does not resolve", ref));
       return nullptr;
     }
   }
 
-  static void schema_error(std::vector<SchemaError>& out, const Where& where,
-                           std::string keyword, std::string message) {
-    out.push_back({"", std::move(keyword), where.path(), std::move(message), true});
+  static void schema_error(std::vector<SchemaError>& out,
+                           const Where& where,
+                           std::string keyword,
+                           std::string message) {
+    out.push_back(
+        {"", std::move(keyword), where.path(), std::move(message), true});
   }
 
  private:
-  static void fail(std::vector<SchemaError>& out, const std::string& at,
-                   std::string keyword, const Where& where, std::string message) {
-    out.push_back({at, std::move(keyword), where.path(), std::move(message), false});
+  static void fail(std::vector<SchemaError>& out,
+                   const std::string& at,
+                   std::string keyword,
+                   const Where& where,
+                   std::string message) {
+    out.push_back(
+        {at, std::move(keyword), where.path(), std::move(message), false});
   }
 
   // Runs `schema` on `instance` into a list of its own; schema errors still
   // go to `out`, so a broken branch of anyOf is not mistaken for a miss.
-  std::vector<SchemaError> trial(const Json& schema, const Where& where,
-                                 const Json& instance, const std::string& at,
+  std::vector<SchemaError> trial(const Json& schema,
+                                 const Where& where,
+                                 const Json& instance,
+                                 const std::string& at,
                                  std::vector<SchemaError>& out) {
     std::vector<SchemaError> local;
     run(schema, where, instance, at, local);
@@ -225,15 +251,19 @@ class Evaluator {
     return value_errors;
   }
 
-  static std::string summary(const std::vector<std::vector<SchemaError>>& branches) {
+  static std::string summary(
+      const std::vector<std::vector<SchemaError>>& branches) {
     std::string text;
     for (size_t i = 0; i < branches.size(); ++i) {
       if (branches[i].empty()) {
         continue;
       }
       const SchemaError& first = branches[i].front();
-      text += fmt::format("; [{}] {}: {}: {}", i, first.pointer.empty() ? "(root)" : first.pointer,
-                          first.keyword, first.message);
+      text += fmt::format("; [{}] {}: {}: {}",
+                          i,
+                          first.pointer.empty() ? "(root)" : first.pointer,
+                          first.keyword,
+                          first.message);
       if (branches[i].size() > 1) {
         text += fmt::format(" (+{} more)", branches[i].size() - 1);
       }
@@ -241,8 +271,11 @@ class Evaluator {
     return text;
   }
 
-  void evaluate(const Json& schema, const Where& where, const Json& instance,
-                const std::string& at, std::vector<SchemaError>& out) {
+  void evaluate(const Json& schema,
+                const Where& where,
+                const Json& instance,
+                const std::string& at,
+                std::vector<SchemaError>& out) {
     if (schema.is_boolean()) {
       if (!schema.get<bool>()) {
         fail(out, at, "false", where, "no value is allowed here");
@@ -256,16 +289,22 @@ class Evaluator {
     for (const auto& [key, value] : schema.items()) {
       const Where here = where.child(key);
       if (std::string problem = keyword_problem(key, value); !problem.empty()) {
-        schema_error(out, here, key, fmt::format("keyword \"{}\": {}", key, problem));
+        schema_error(
+            out, here, key, fmt::format("keyword \"{}\": {}", key, problem));
         continue;
       }
       apply(key, value, schema, where, here, instance, at, out);
     }
   }
 
-  void apply(const std::string& key, const Json& value, const Json& schema,
-             const Where& where, const Where& here, const Json& instance,
-             const std::string& at, std::vector<SchemaError>& out) {
+  void apply(const std::string& key,
+             const Json& value,
+             const Json& schema,
+             const Where& where,
+             const Where& here,
+             const Json& instance,
+             const std::string& at,
+             std::vector<SchemaError>& out) {
     if (key == "type") {
       std::vector<std::string> types;
       if (value.is_string()) {
@@ -273,30 +312,51 @@ class Evaluator {
       } else {
         types = value.get<std::vector<std::string>>();
       }
-      if (std::none_of(types.begin(), types.end(),
-                       [&](const std::string& t) { return has_type(instance, t); })) {
-        fail(out, at, key, here,
-             fmt::format("expected {}, got {} {}", fmt::join(types, " or "),
-                         type_of(instance), show(instance)));
+      if (std::none_of(types.begin(), types.end(), [&](const std::string& t) {
+            return has_type(instance, t);
+          })) {
+        fail(out,
+             at,
+             key,
+             here,
+             fmt::format("expected {}, got {} {}",
+                         fmt::join(types, " or "),
+                         type_of(instance),
+                         show(instance)));
       }
     } else if (key == "enum") {
       if (std::find(value.begin(), value.end(), instance) == value.end()) {
-        fail(out, at, key, here,
-             fmt::format("got {}, expected one of {}", show(instance), show(value)));
+        fail(out,
+             at,
+             key,
+             here,
+             fmt::format(
+                 "got {}, expected one of {}", show(instance), show(value)));
       }
     } else if (key == "const") {
       if (instance != value) {
-        fail(out, at, key, here, fmt::format("got {}, expected {}", show(instance), show(value)));
+        fail(out,
+             at,
+             key,
+             here,
+             fmt::format("got {}, expected {}", show(instance), show(value)));
       }
-    } else if (key == "minimum" || key == "maximum" || key == "exclusiveMinimum") {
+    } else if (key == "minimum" || key == "maximum"
+               || key == "exclusiveMinimum") {
       if (!instance.is_number()) {
         return;
       }
       const bool ok = compare(key, instance, value);
       if (!ok) {
-        fail(out, at, key, here,
-             fmt::format("got {}, expected {} {}", show(instance),
-                         key == "minimum" ? ">=" : key == "maximum" ? "<=" : ">",
+        fail(out,
+             at,
+             key,
+             here,
+             fmt::format("got {}, expected {} {}",
+                         show(instance),
+                         key == "minimum"   ? ">="
+                         : key == "maximum" ? "<="
+                                            : ">",
                          show(value)));
       }
     } else if (key == "minItems" || key == "maxItems") {
@@ -304,16 +364,27 @@ class Evaluator {
         return;
       }
       const auto limit = value.get<size_t>();
-      if (key == "minItems" ? instance.size() < limit : instance.size() > limit) {
-        fail(out, at, key, here,
-             fmt::format("{} items, expected {} {}", instance.size(),
-                         key == "minItems" ? "at least" : "at most", limit));
+      if (key == "minItems" ? instance.size() < limit
+                            : instance.size() > limit) {
+        fail(out,
+             at,
+             key,
+             here,
+             fmt::format("{} items, expected {} {}",
+                         instance.size(),
+                         key == "minItems" ? "at least" : "at most",
+                         limit));
       }
     } else if (key == "minLength") {
       if (instance.is_string()
           && code_points(instance.get<std::string>()) < value.get<size_t>()) {
-        fail(out, at, key, here,
-             fmt::format("string {} is shorter than {}", show(instance), value.get<size_t>()));
+        fail(out,
+             at,
+             key,
+             here,
+             fmt::format("string {} is shorter than {}",
+                         show(instance),
+                         value.get<size_t>()));
       }
     } else if (key == "required") {
       if (!instance.is_object()) {
@@ -330,21 +401,30 @@ class Evaluator {
       }
       for (const auto& [name, sub] : value.items()) {
         if (instance.contains(name)) {
-          run(sub, here.child(name), instance.at(name), json_pointer_child(at, name), out);
+          run(sub,
+              here.child(name),
+              instance.at(name),
+              json_pointer_child(at, name),
+              out);
         }
       }
     } else if (key == "additionalProperties") {
       if (!instance.is_object()) {
         return;
       }
-      const Json* known = schema.contains("properties") ? &schema.at("properties") : nullptr;
+      const Json* known =
+          schema.contains("properties") ? &schema.at("properties") : nullptr;
       for (const auto& [name, sub] : instance.items()) {
         if (known != nullptr && known->contains(name)) {
           continue;
         }
         const std::string child = json_pointer_child(at, name);
         if (value.is_boolean() && !value.get<bool>()) {
-          fail(out, child, key, here, fmt::format("unexpected key {}", show(Json(name))));
+          fail(out,
+               child,
+               key,
+               here,
+               fmt::format("unexpected key {}", show(Json(name))));
         } else {
           run(value, here, sub, child, out);
         }
@@ -354,7 +434,10 @@ class Evaluator {
         return;
       }
       for (size_t i = 0; i < std::min(instance.size(), value.size()); ++i) {
-        run(value[i], here.child(i), instance[i], json_pointer_child(at, std::to_string(i)),
+        run(value[i],
+            here.child(i),
+            instance[i],
+            json_pointer_child(at, std::to_string(i)),
             out);
       }
     } else if (key == "items") {
@@ -362,11 +445,16 @@ class Evaluator {
         return;
       }
       size_t start = 0;
-      if (schema.contains("prefixItems") && schema.at("prefixItems").is_array()) {
+      if (schema.contains("prefixItems")
+          && schema.at("prefixItems").is_array()) {
         start = schema.at("prefixItems").size();
       }
       for (size_t i = start; i < instance.size(); ++i) {
-        run(value, here, instance[i], json_pointer_child(at, std::to_string(i)), out);
+        run(value,
+            here,
+            instance[i],
+            json_pointer_child(at, std::to_string(i)),
+            out);
       }
     } else if (key == "allOf") {
       for (size_t i = 0; i < value.size(); ++i) {
@@ -382,11 +470,18 @@ class Evaluator {
         }
       }
       if (matched.empty()) {
-        fail(out, at, key, here,
-             fmt::format("matches none of the {} subschemas{}", value.size(),
+        fail(out,
+             at,
+             key,
+             here,
+             fmt::format("matches none of the {} subschemas{}",
+                         value.size(),
                          summary(branches)));
       } else if (key == "oneOf" && matched.size() > 1) {
-        fail(out, at, key, here,
+        fail(out,
+             at,
+             key,
+             here,
              fmt::format("matches subschemas {}; exactly one must match",
                          fmt::join(matched, " and ")));
       }
@@ -396,7 +491,8 @@ class Evaluator {
       }
     } else if (key == "$ref") {
       Where target;
-      if (const Json* sub = resolve(value.get<std::string>(), where.doc, target, out, here)) {
+      if (const Json* sub =
+              resolve(value.get<std::string>(), where.doc, target, out, here)) {
         run(*sub, target, instance, at, out);
       }
     }
@@ -415,7 +511,9 @@ class Evaluator {
     return static_cast<long double>(j.get<double>());
   }
 
-  static bool compare(const std::string& key, const Json& instance, const Json& limit) {
+  static bool compare(const std::string& key,
+                      const Json& instance,
+                      const Json& limit) {
     const long double a = number(instance);
     const long double b = number(limit);
     return key == "minimum" ? a >= b : key == "maximum" ? a <= b : a > b;
@@ -427,28 +525,34 @@ class Evaluator {
 
 // Every subschema of `schema`, checked for well-formed keywords and $refs
 // that resolve.
-void walk(Evaluator& evaluator, const Json& schema, const Where& where,
+void walk(Evaluator& evaluator,
+          const Json& schema,
+          const Where& where,
           std::vector<SchemaError>& out) {
   if (schema.is_boolean()) {
     return;
   }
   if (!schema.is_object()) {
-    Evaluator::schema_error(out, where, "$schema", "a schema is an object or a boolean");
+    Evaluator::schema_error(
+        out, where, "$schema", "a schema is an object or a boolean");
     return;
   }
   for (const auto& [key, value] : schema.items()) {
     const Where here = where.child(key);
     if (std::string problem = keyword_problem(key, value); !problem.empty()) {
-      Evaluator::schema_error(out, here, key, fmt::format("keyword \"{}\": {}", key, problem));
+      Evaluator::schema_error(
+          out, here, key, fmt::format("keyword \"{}\": {}", key, problem));
       continue;
     }
     if (key == "properties" || key == "$defs") {
       for (const auto& [name, sub] : value.items()) {
         walk(evaluator, sub, here.child(name), out);
       }
-    } else if (key == "additionalProperties" || key == "items" || key == "not") {
+    } else if (key == "additionalProperties" || key == "items"
+               || key == "not") {
       walk(evaluator, value, here, out);
-    } else if (key == "prefixItems" || key == "allOf" || key == "anyOf" || key == "oneOf") {
+    } else if (key == "prefixItems" || key == "allOf" || key == "anyOf"
+               || key == "oneOf") {
       for (size_t i = 0; i < value.size(); ++i) {
         walk(evaluator, value[i], here.child(i), out);
       }
@@ -462,8 +566,11 @@ void walk(Evaluator& evaluator, const Json& schema, const Where& where,
 }  // namespace
 
 std::string to_string(const SchemaError& error) {
-  return fmt::format("{}: {}: {} (at {})", error.pointer.empty() ? "(root)" : error.pointer,
-                     error.keyword, error.message, error.schema_path);
+  return fmt::format("{}: {}: {} (at {})",
+                     error.pointer.empty() ? "(root)" : error.pointer,
+                     error.keyword,
+                     error.message,
+                     error.schema_path);
 }
 
 std::string to_string(const std::vector<SchemaError>& errors) {
@@ -474,21 +581,23 @@ std::string to_string(const std::vector<SchemaError>& errors) {
   return out;
 }
 
-SchemaValidator::SchemaValidator(std::string directory) : m_directory(std::move(directory)) {}
+SchemaValidator::SchemaValidator(std::string directory)
+    : m_directory(std::move(directory)) {}
 
 void SchemaValidator::add(const std::string& name, nlohmann::json schema) {
   m_documents[name] = std::move(schema);
 }
 
-const nlohmann::json* SchemaValidator::document(const std::string& name,
-                                                std::vector<SchemaError>& errors) {
+const nlohmann::json* SchemaValidator::document(
+    const std::string& name, std::vector<SchemaError>& errors) {
   if (auto it = m_documents.find(name); it != m_documents.end()) {
     return &it->second;
   }
   const std::string path = m_directory + "/" + name;
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    errors.push_back({"", "$ref", name, "cannot read schema file " + path, true});
+    errors.push_back(
+        {"", "$ref", name, "cannot read schema file " + path, true});
     return nullptr;
   }
   std::ostringstream text;
@@ -496,34 +605,40 @@ const nlohmann::json* SchemaValidator::document(const std::string& name,
   try {
     return &(m_documents[name] = Json::parse(text.str()));
   } catch (const Json::exception& e) {
-    errors.push_back({"", "$ref", name, fmt::format("{}: {}", path, e.what()), true});
+    errors.push_back(
+        {"", "$ref", name, fmt::format("{}: {}", path, e.what()), true});
     return nullptr;
   }
 }
 
-std::vector<SchemaError> SchemaValidator::validate(const nlohmann::json& instance,
-                                                   const std::string& ref) {
+std::vector<SchemaError> SchemaValidator::validate(
+    const nlohmann::json& instance, const std::string& ref) {
   std::vector<SchemaError> errors;
   Evaluator evaluator(*this);
   Where target;
   const std::string full = ref.find('#') == std::string::npos ? ref + "#" : ref;
   const Where origin{full.substr(0, full.find('#')), ""};
-  if (const Json* schema = evaluator.resolve(full, origin.doc, target, errors, origin)) {
+  if (const Json* schema =
+          evaluator.resolve(full, origin.doc, target, errors, origin)) {
     evaluator.run(*schema, target, instance, "", errors);
   }
   return errors;
 }
 
-std::vector<SchemaError> SchemaValidator::check_schema(const std::string& name) {
+std::vector<SchemaError> SchemaValidator::check_schema(
+    const std::string& name) {
   std::vector<SchemaError> errors;
   const Json* root = document(name, errors);
   if (root == nullptr) {
     return errors;
   }
   if (!root->is_object() || !root->contains("$schema")) {
-    errors.push_back({"", "$schema", name + "#",
-                      fmt::format("a schema file starts with \"$schema\": \"{}\"", k_draft),
-                      true});
+    errors.push_back(
+        {"",
+         "$schema",
+         name + "#",
+         fmt::format("a schema file starts with \"$schema\": \"{}\"", k_draft),
+         true});
   }
   Evaluator evaluator(*this);
   walk(evaluator, *root, Where{name, ""}, errors);

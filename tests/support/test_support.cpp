@@ -1,10 +1,10 @@
 #include "support/test_support.hpp"
 
+#include "cli/cli.hpp"
+
 #include <shardplan/io.hpp>
 
 #include <catch2/catch.hpp>
-
-#include "cli/cli.hpp"
 
 #include <fstream>
 #include <sstream>
@@ -85,7 +85,8 @@ std::vector<NegativeCase> load_cases(std::string_view relative) {
       rest.erase(0, rest.find_first_not_of(' '));
       auto space = rest.find(' ');
       current.expect_code = rest.substr(0, space);
-      current.expect_message = space == std::string::npos ? "" : rest.substr(space + 1);
+      current.expect_message =
+          space == std::string::npos ? "" : rest.substr(space + 1);
       any = true;
     } else if (line.rfind("#", 0) == 0 && !any && input_lines.empty()) {
       // a comment before the case starts

@@ -1,14 +1,14 @@
 // End-to-end tests through cli::run(), the code main() calls: exit codes,
 // output documents, golden cases and the bad-input replay.
 
+#include "support/check_invariants.hpp"
+#include "support/test_support.hpp"
+
 #include <shardplan/io.hpp>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
-
-#include "support/check_invariants.hpp"
-#include "support/test_support.hpp"
 
 #include <cstdlib>
 #include <filesystem>
@@ -107,8 +107,15 @@ TEST_CASE("cli: mesh text output is a table and the device grid", "[cli]") {
 }
 
 TEST_CASE("cli: mesh JSON has the DESIGN keys and nested device ids", "[cli]") {
-  Result r = run_cli({"mesh", "--mesh", "dp:4,tp:2:explicit", "--devices", "8",
-                      "--dcn", "dp:2", "--format", "json"});
+  Result r = run_cli({"mesh",
+                      "--mesh",
+                      "dp:4,tp:2:explicit",
+                      "--devices",
+                      "8",
+                      "--dcn",
+                      "dp:2",
+                      "--format",
+                      "json"});
   REQUIRE(r.code == 0);
   json j = parse_json(r.out);
   CHECK(j["schema_version"] == 1);
@@ -124,8 +131,9 @@ TEST_CASE("cli: mesh JSON has the DESIGN keys and nested device ids", "[cli]") {
   CHECK(j["diagnostics"] == json::array());
 }
 
-TEST_CASE("cli: bad mesh exits 2 with caret on stderr and JSON diagnostics on stdout",
-          "[cli]") {
+TEST_CASE(
+    "cli: bad mesh exits 2 with caret on stderr and JSON diagnostics on stdout",
+    "[cli]") {
   Result text = run_cli({"mesh", "--mesh", "dp:2,tp:x", "--devices", "8"});
   CHECK(text.code == 2);
   CHECK(text.out.empty());
@@ -134,7 +142,8 @@ TEST_CASE("cli: bad mesh exits 2 with caret on stderr and JSON diagnostics on st
            "  dp:2,tp:x\n"
            "          ^\n");
 
-  Result js = run_cli({"mesh", "--mesh", "dp:2,tp:x", "--devices", "8", "--format", "json"});
+  Result js = run_cli(
+      {"mesh", "--mesh", "dp:2,tp:x", "--devices", "8", "--format", "json"});
   CHECK(js.code == 2);
   json j = parse_json(js.out);
   CHECK(j["schema_version"] == 1);
@@ -160,14 +169,15 @@ TEST_CASE("cli: -o writes the result atomically and prints nothing", "[cli]") {
     std::ofstream old(file);
     old << "old contents";
   }
-  Result r = run_cli({"mesh", "--mesh", "dp:2,tp:4", "--format", "json", "-o",
-                      file.string()});
+  Result r = run_cli(
+      {"mesh", "--mesh", "dp:2,tp:4", "--format", "json", "-o", file.string()});
   CHECK(r.code == 0);
   CHECK(r.out.empty());
   json j = parse_json(test::slurp(file.string()));
   CHECK(j["mesh"]["devices"] == 8);
   // No temporary file is left beside it.
-  CHECK(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}) == 1);
+  CHECK(std::distance(fs::directory_iterator(dir), fs::directory_iterator{})
+        == 1);
 
   // A bad input leaves the old output untouched.
   Result bad = run_cli({"mesh", "--mesh", "dp:0", "-o", file.string()});
@@ -186,11 +196,13 @@ TEST_CASE("cli: a missing manifest names its path", "[cli]") {
   Result r = run_cli({"manifest", "--manifest", "/nonexistent/dir/model.json"});
   CHECK(r.code == 2);
   CHECK(r.out.empty());
-  CHECK(r.err.rfind("/nonexistent/dir/model.json: error: cannot read file", 0) == 0);
+  CHECK(r.err.rfind("/nonexistent/dir/model.json: error: cannot read file", 0)
+        == 0);
   CHECK(r.err.find("[io.read]") != std::string::npos);
 }
 
-TEST_CASE("cli: manifest JSON output reads back as the same manifest", "[cli]") {
+TEST_CASE("cli: manifest JSON output reads back as the same manifest",
+          "[cli]") {
   fs::path dir = temp_dir("manifest");
   fs::path in = dir / "in.json";
   {
@@ -200,13 +212,18 @@ TEST_CASE("cli: manifest JSON output reads back as the same manifest", "[cli]") 
       {"name": "h.0.ln.weight", "shape": [768], "dtype": "BF16", "logical_axes": ["embed"]},
       {"name": "step", "shape": [], "dtype": "int32"}]})";
   }
-  Result r = run_cli({"manifest", "--manifest", in.string(), "--format", "json"});
+  Result r =
+      run_cli({"manifest", "--manifest", in.string(), "--format", "json"});
   REQUIRE(r.code == 0);
   json j = parse_json(r.out);
   CHECK(j["command"] == "manifest");
   // 50257*768 + 768 + 1 elements; 4*50257*768 + 2*768 + 4 bytes.
-  CHECK(j["summary"] == json::parse(R"({"tensors":3,"parameters":38598145,"bytes":154391044})"));
-  CHECK(j["params"][0] == json::parse(R"({"name":"embed","shape":[50257,768],"dtype":"f32"})"));
+  CHECK(j["summary"]
+        == json::parse(
+            R"({"tensors":3,"parameters":38598145,"bytes":154391044})"));
+  CHECK(
+      j["params"][0]
+      == json::parse(R"({"name":"embed","shape":[50257,768],"dtype":"f32"})"));
   CHECK(j["params"][1]["logical_axes"] == json::parse(R"(["embed"])"));
   CHECK(j["params"][2]["shape"] == json::array());
 
@@ -250,7 +267,8 @@ TEST_CASE("cli: golden cases", "[cli][golden]") {
       }
       int expected_code = 0;
       if (fs::exists(dir / "exit_code.txt")) {
-        expected_code = std::stoi(test::slurp((dir / "exit_code.txt").string()));
+        expected_code =
+            std::stoi(test::slurp((dir / "exit_code.txt").string()));
       }
       Result r = run_cli(args);
       INFO(r.err);
@@ -274,7 +292,9 @@ TEST_CASE("cli: golden cases", "[cli][golden]") {
       }
       json expected = parse_json(test::slurp(expected_path.string()));
       if (actual != expected) {
-        FAIL_CHECK("expected:\n" << expected.dump(2) << "\nactual:\n" << actual.dump(2));
+        FAIL_CHECK("expected:\n"
+                   << expected.dump(2) << "\nactual:\n"
+                   << actual.dump(2));
       }
     }
   }
@@ -284,7 +304,8 @@ TEST_CASE("cli: golden cases", "[cli][golden]") {
 // message, never a crash. mesh/*.txt hold mesh strings; manifest/* are
 // manifest files; topology/* are topology files; specs/* are specs files,
 // given to `check`.
-TEST_CASE("cli: bad-input corpus replays to located errors", "[cli][bad-inputs]") {
+TEST_CASE("cli: bad-input corpus replays to located errors",
+          "[cli][bad-inputs]") {
   fs::path root = test::data_path("bad_inputs");
   size_t replayed = 0;
   for (const auto& entry : fs::recursive_directory_iterator(root)) {
@@ -309,9 +330,16 @@ TEST_CASE("cli: bad-input corpus replays to located errors", "[cli][bad-inputs]"
         CHECK(r.code == 2);
         CHECK(r.err.rfind(path + ":", 0) == 0);
       } else if (kind == "specs") {
-        Result r = run_cli({"check", "--mesh", "fsdp:2,tp:4", "--devices", "8", "--manifest",
-                            std::string(SHARDPLAN_SOURCE_DIR) + "/configs/examples/tiny-llama.json",
-                            "--specs", path});
+        Result r = run_cli({"check",
+                            "--mesh",
+                            "fsdp:2,tp:4",
+                            "--devices",
+                            "8",
+                            "--manifest",
+                            std::string(SHARDPLAN_SOURCE_DIR)
+                                + "/configs/examples/tiny-llama.json",
+                            "--specs",
+                            path});
         INFO(r.err);
         CHECK(r.code == 2);
         // A spec written as a string is located as "FILE:/specs/NAME".
@@ -398,7 +426,8 @@ TEST_CASE("cli: console examples in the docs match the binary", "[cli][docs]") {
       size_t command_end = text.find('\n', command_start);
       size_t end = text.find("```\n", command_end);
       REQUIRE(end != std::string::npos);
-      std::string command = text.substr(command_start, command_end - command_start);
+      std::string command =
+          text.substr(command_start, command_end - command_start);
       std::string shown = text.substr(command_end + 1, end - command_end - 1);
       std::vector<std::string> args = shell_split(command);
       args.erase(args.begin());  // "shardplan"
@@ -421,7 +450,8 @@ TEST_CASE("cli: topology list and show", "[cli][topology]") {
   Result list = run_cli({"topology", "list"});
   CHECK(list.code == 0);
   CHECK_THAT(list.out, Catch::Contains("v5p-128      tpu        64  4x4x4"));
-  CHECK_THAT(list.out, Catch::Contains("h100x64      gpu        64  8 x 8 GPUs"));
+  CHECK_THAT(list.out,
+             Catch::Contains("h100x64      gpu        64  8 x 8 GPUs"));
 
   Result all = run_cli({"topology", "list", "--format", "json"});
   REQUIRE(all.code == 0);
@@ -450,29 +480,43 @@ TEST_CASE("cli: topology list and show", "[cli][topology]") {
 
   Result unknown = run_cli({"topology", "show", "v9-8"});
   CHECK(unknown.code == 2);
-  CHECK_THAT(unknown.err, Catch::StartsWith("--topology: error: unknown topology \"v9-8\""));
+  CHECK_THAT(unknown.err,
+             Catch::StartsWith("--topology: error: unknown topology \"v9-8\""));
 }
 
 TEST_CASE("cli: mesh --topology", "[cli][topology]") {
-  Result r = run_cli({"mesh", "--topology", "v5p-128", "--mesh", "fsdp:-1,tp:4"});
+  Result r =
+      run_cli({"mesh", "--topology", "v5p-128", "--mesh", "fsdp:-1,tp:4"});
   CHECK(r.code == 0);
-  CHECK_THAT(r.out, Catch::Contains("tp       4  ici   yes   x         180 GB/s   1 us"));
-  CHECK_THAT(r.out, Catch::Contains("hosts: 16 of 4 devices; each host's local mesh: [1, 4]"));
+  CHECK_THAT(
+      r.out,
+      Catch::Contains("tp       4  ici   yes   x         180 GB/s   1 us"));
+  CHECK_THAT(r.out,
+             Catch::Contains(
+                 "hosts: 16 of 4 devices; each host's local mesh: [1, 4]"));
 
   // A topology fixes the device count: --devices is a usage error with it.
-  Result both = run_cli({"mesh", "--topology", "v5p-128", "--devices", "64", "--mesh", "a:64"});
+  Result both = run_cli(
+      {"mesh", "--topology", "v5p-128", "--devices", "64", "--mesh", "a:64"});
   CHECK(both.code == 2);
 
-  Result count = run_cli({"mesh", "--topology", "v5p-128", "--mesh", "dp:2,tp:4"});
+  Result count =
+      run_cli({"mesh", "--topology", "v5p-128", "--mesh", "dp:2,tp:4"});
   CHECK(count.code == 2);
   CHECK_THAT(count.err, Catch::Contains("--topology v5p-128 has 64 devices"));
 
-  Result torus = run_cli({"mesh", "--topology", "v5p-128", "--mesh", "a:2,b:32"});
+  Result torus =
+      run_cli({"mesh", "--topology", "v5p-128", "--mesh", "a:2,b:32"});
   CHECK(torus.code == 2);
   CHECK_THAT(torus.err, Catch::Contains("[topology.no-assignment]"));
-  CHECK(run_cli({"mesh", "--topology", "v5p-128", "--mesh", "a:2,b:32",
+  CHECK(run_cli({"mesh",
+                 "--topology",
+                 "v5p-128",
+                 "--mesh",
+                 "a:2,b:32",
                  "--allow-split-physical-axes"})
-            .code == 0);
+            .code
+        == 0);
 
   // A topology file works wherever a name does.
   fs::path file = fs::temp_directory_path() / "shardplan-test-topology.json";
@@ -480,8 +524,13 @@ TEST_CASE("cli: mesh --topology", "[cli][topology]") {
     std::ofstream f(file);
     f << R"({"name": "lab", "chip": "v5e", "shape": [4, 4]})";
   }
-  Result from_file = run_cli({"mesh", "--topology", file.string(), "--mesh", "a:16",
-                              "--format", "json"});
+  Result from_file = run_cli({"mesh",
+                              "--topology",
+                              file.string(),
+                              "--mesh",
+                              "a:16",
+                              "--format",
+                              "json"});
   fs::remove(file);
   REQUIRE(from_file.code == 0);
   json doc = json::parse(from_file.out);
@@ -499,45 +548,67 @@ std::string examples(const std::string& file) {
   return std::string(SHARDPLAN_SOURCE_DIR) + "/configs/examples/" + file;
 }
 
-std::vector<std::string> check_args(const std::string& specs, std::vector<std::string> more) {
-  std::vector<std::string> args = {"check", "--mesh", "fsdp:2,tp:4", "--manifest",
-                                   examples("tiny-llama.json"), "--specs", specs};
+std::vector<std::string> check_args(const std::string& specs,
+                                    std::vector<std::string> more) {
+  std::vector<std::string> args = {"check",
+                                   "--mesh",
+                                   "fsdp:2,tp:4",
+                                   "--manifest",
+                                   examples("tiny-llama.json"),
+                                   "--specs",
+                                   specs};
   args.insert(args.end(), more.begin(), more.end());
   return args;
 }
 
 }  // namespace
 
-TEST_CASE("cli: check reports every fault, located, and exits 1", "[cli][check]") {
+TEST_CASE("cli: check reports every fault, located, and exits 1",
+          "[cli][check]") {
   const std::string bad = test::data_path("check/tiny-llama.bad-specs.json");
   Result r = run_cli(check_args(bad, {"--topology", "v5e-8"}));
   CHECK(r.code == 1);
   CHECK(r.out.find("result: 6 errors, 0 warnings\n") != std::string::npos);
   CHECK(r.out.find("specs: 16 valid, 5 with problems") != std::string::npos);
-  CHECK(r.err.find(bad + ":/specs/model.layers.0.self_attn.q_proj.weight: error: resource "
-                         "axis: tpp of P('tpp', 'fsdp') is not found in mesh: ('fsdp', 'tp'); "
-                         "did you mean 'tp'? [spec.unknown-axis]\n")
+  CHECK(r.err.find(
+            bad
+            + ":/specs/model.layers.0.self_attn.q_proj.weight: error: resource "
+              "axis: tpp of P('tpp', 'fsdp') is not found in mesh: ('fsdp', "
+              "'tp'); "
+              "did you mean 'tp'? [spec.unknown-axis]\n")
         != std::string::npos);
-  CHECK(r.err.find(bad + ": error: tensor \"model.layers.1.self_attn.o_proj.weight\" has no "
-                         "spec in " + bad)
-        != std::string::npos);
+  CHECK(
+      r.err.find(
+          bad
+          + ": error: tensor \"model.layers.1.self_attn.o_proj.weight\" has no "
+            "spec in "
+          + bad)
+      != std::string::npos);
   // -q keeps the errors; warnings would go.
   Result quiet = run_cli(check_args(bad, {"--topology", "v5e-8", "-q"}));
   CHECK(quiet.err == r.err);
 }
 
-TEST_CASE("cli: check --format github annotates the specs file", "[cli][check]") {
+TEST_CASE("cli: check --format github annotates the specs file",
+          "[cli][check]") {
   const std::string bad = test::data_path("check/tiny-llama.bad-specs.json");
-  Result r = run_cli(check_args(bad, {"--topology", "v5e-8", "--format", "github"}));
+  Result r =
+      run_cli(check_args(bad, {"--topology", "v5e-8", "--format", "github"}));
   CHECK(r.code == 1);
   // Line 4 of the file, the '[' of the spec at column 45 (counted by hand).
-  CHECK(r.out.find("::error file=" + bad + ",line=4,col=45,title=shardplan spec.unknown-axis::"
-                   "tensor \"model.layers.0.self_attn.q_proj.weight\": resource axis: tpp of "
-                   "P('tpp', 'fsdp') is not found in mesh: ('fsdp', 'tp'); did you mean 'tp'?\n")
+  CHECK(r.out.find("::error file=" + bad
+                   + ",line=4,col=45,title=shardplan spec.unknown-axis::"
+                     "tensor \"model.layers.0.self_attn.q_proj.weight\": "
+                     "resource axis: tpp of "
+                     "P('tpp', 'fsdp') is not found in mesh: ('fsdp', 'tp'); "
+                     "did you mean 'tp'?\n")
         != std::string::npos);
-  CHECK(r.out.find("::error file=" + bad + ",title=shardplan spec.missing::") != std::string::npos);
-  const std::string last_line = r.out.substr(r.out.rfind('\n', r.out.size() - 2) + 1);
-  CHECK(last_line.rfind("shardplan check: 6 errors, 0 warnings; total ", 0) == 0);
+  CHECK(r.out.find("::error file=" + bad + ",title=shardplan spec.missing::")
+        != std::string::npos);
+  const std::string last_line =
+      r.out.substr(r.out.rfind('\n', r.out.size() - 2) + 1);
+  CHECK(last_line.rfind("shardplan check: 6 errors, 0 warnings; total ", 0)
+        == 0);
 
   // Workflow-command escaping: %, CR and LF in data; also ':' and ',' in
   // properties (actions/toolkit command.ts).
@@ -545,109 +616,161 @@ TEST_CASE("cli: check --format github annotates the specs file", "[cli][check]")
   const std::string specs = (dir / "s.json").string();
   std::ofstream(specs) << R"({"specs": {"w%1": []}})";
   const std::string manifest = (dir / "m.json").string();
-  std::ofstream(manifest) << R"({"params": [{"name": "w", "shape": [4], "dtype": "f32"}]})";
-  Result e = run_cli({"check", "--mesh", "a:2", "--manifest", manifest, "--specs", specs,
-                      "--format", "github"});
+  std::ofstream(manifest)
+      << R"({"params": [{"name": "w", "shape": [4], "dtype": "f32"}]})";
+  Result e = run_cli({"check",
+                      "--mesh",
+                      "a:2",
+                      "--manifest",
+                      manifest,
+                      "--specs",
+                      specs,
+                      "--format",
+                      "github"});
   CHECK(e.code == 1);
   std::string escaped_dir = dir.string();
-  for (auto [from, to] : {std::pair<std::string, std::string>{",", "%2C"}, {":", "%3A"}}) {
+  for (auto [from, to] :
+       {std::pair<std::string, std::string>{",", "%2C"}, {":", "%3A"}}) {
     for (size_t at = escaped_dir.find(from); at != std::string::npos;
          at = escaped_dir.find(from, at + to.size())) {
       escaped_dir.replace(at, from.size(), to);
     }
   }
-  CHECK(e.out.find("::error file=" + escaped_dir + "/s.json,line=1,col=19,title=shardplan "
-                   "spec.unknown-tensor::spec for tensor \"w%251\"")
+  CHECK(e.out.find("::error file=" + escaped_dir
+                   + "/s.json,line=1,col=19,title=shardplan "
+                     "spec.unknown-tensor::spec for tensor \"w%251\"")
         != std::string::npos);
   fs::remove_all(dir);
 }
 
 TEST_CASE("cli: check --format markdown", "[cli][check]") {
-  Result ok = run_cli(check_args(examples("tiny-llama.specs.json"),
-                                 {"--topology", "v5e-8", "--format", "markdown"}));
+  Result ok =
+      run_cli(check_args(examples("tiny-llama.specs.json"),
+                         {"--topology", "v5e-8", "--format", "markdown"}));
   CHECK(ok.code == 0);
   CHECK(ok.out.rfind("## shardplan check: :white_check_mark: ok\n", 0) == 0);
-  CHECK(ok.out.find("| **total** | **621,056** | **606.50 KiB** |") != std::string::npos);
+  CHECK(ok.out.find("| **total** | **621,056** | **606.50 KiB** |")
+        != std::string::npos);
   CHECK(ok.out.find("### Errors") == std::string::npos);
-  Result bad = run_cli(check_args(test::data_path("check/tiny-llama.bad-specs.json"),
-                                  {"--topology", "v5e-8", "--format", "markdown"}));
+  Result bad =
+      run_cli(check_args(test::data_path("check/tiny-llama.bad-specs.json"),
+                         {"--topology", "v5e-8", "--format", "markdown"}));
   CHECK(bad.code == 1);
-  CHECK(bad.out.rfind("## shardplan check: :x: 6 errors, 0 warnings\n", 0) == 0);
-  CHECK(bad.out.find("### Errors (6)\n\n| code | tensor | where | message |\n") != std::string::npos);
+  CHECK(bad.out.rfind("## shardplan check: :x: 6 errors, 0 warnings\n", 0)
+        == 0);
+  CHECK(bad.out.find("### Errors (6)\n\n| code | tensor | where | message |\n")
+        != std::string::npos);
 }
 
 TEST_CASE("cli: check over capacity, and the device count", "[cli][check]") {
   // 4,192,768 bytes per device with adam and ZeRO-1 (the check_tiny_llama
   // golden); 4,000,000 bytes of HBM leave 3,600,000 usable.
-  Result r = run_cli(check_args(examples("tiny-llama.specs.json"),
-                                {"--devices", "8", "--recipe", "adam", "--zero", "1", "--hbm",
-                                 "4MB"}));
+  Result r = run_cli(check_args(
+      examples("tiny-llama.specs.json"),
+      {"--devices", "8", "--recipe", "adam", "--zero", "1", "--hbm", "4MB"}));
   CHECK(r.code == 1);
-  CHECK(r.err.find("error: the most loaded device needs 4192768 bytes, over the 3600000 bytes "
+  CHECK(r.err.find("error: the most loaded device needs 4192768 bytes, over "
+                   "the 3600000 bytes "
                    "usable (4000000 bytes of HBM with 10% kept free)")
         != std::string::npos);
   CHECK(r.out.find("DOES NOT FIT") != std::string::npos);
   Result headroom = run_cli(check_args(examples("tiny-llama.specs.json"),
-                                       {"--devices", "8", "--recipe", "adam", "--zero", "1",
-                                        "--hbm", "4MB", "--headroom", "0"}));
+                                       {"--devices",
+                                        "8",
+                                        "--recipe",
+                                        "adam",
+                                        "--zero",
+                                        "1",
+                                        "--hbm",
+                                        "4MB",
+                                        "--headroom",
+                                        "0"}));
   CHECK(headroom.code == 1);  // 4,192,768 > 4,000,000 still
   Result fits = run_cli(check_args(examples("tiny-llama.specs.json"),
-                                   {"--devices", "8", "--recipe", "adam", "--zero", "1",
-                                    "--hbm", "4192768B", "--headroom", "0"}));
+                                   {"--devices",
+                                    "8",
+                                    "--recipe",
+                                    "adam",
+                                    "--zero",
+                                    "1",
+                                    "--hbm",
+                                    "4192768B",
+                                    "--headroom",
+                                    "0"}));
   CHECK(fits.code == 0);
 
-  Result count = run_cli(check_args(examples("tiny-llama.specs.json"), {"--topology", "v5e-16"}));
+  Result count = run_cli(
+      check_args(examples("tiny-llama.specs.json"), {"--topology", "v5e-16"}));
   CHECK(count.code == 1);
-  CHECK(count.err.find("--mesh: error: number of devices 16 must equal the product of "
-                       "mesh_shape (2, 4) = 8; --topology v5e-16 has 16 devices "
-                       "[mesh.device-count]")
+  CHECK(count.err.find(
+            "--mesh: error: number of devices 16 must equal the product of "
+            "mesh_shape (2, 4) = 8; --topology v5e-16 has 16 devices "
+            "[mesh.device-count]")
         != std::string::npos);
 
-  Result size = run_cli(check_args(examples("tiny-llama.specs.json"), {"--hbm", "12XB"}));
+  Result size =
+      run_cli(check_args(examples("tiny-llama.specs.json"), {"--hbm", "12XB"}));
   CHECK(size.code == 2);
-  CHECK(size.err.rfind("--hbm: error: expected a byte size such as 80GB, 95GiB or 1073741824, "
-                       "got \"12XB\" [cli.size]", 0) == 0);
+  CHECK(size.err.rfind("--hbm: error: expected a byte size such as 80GB, 95GiB "
+                       "or 1073741824, "
+                       "got \"12XB\" [cli.size]",
+                       0)
+        == 0);
 }
 
 TEST_CASE("cli: memory draws each category against HBM", "[cli][memory]") {
   // Total 4,192,768 bytes against 8,385,536 of HBM: 50%, 20 of 40 marks.
   std::vector<std::string> args = check_args(examples("tiny-llama.specs.json"),
-                                             {"--devices", "8", "--recipe", "adam", "--zero",
-                                              "1", "--hbm", "8385536"});
+                                             {"--devices",
+                                              "8",
+                                              "--recipe",
+                                              "adam",
+                                              "--zero",
+                                              "1",
+                                              "--hbm",
+                                              "8385536"});
   args[0] = "memory";
   Result r = run_cli(args);
   CHECK(r.code == 0);
   CHECK(r.out.find("total          4,192,768  4.00 MiB    [####################"
                    "....................]  50.0%\n")
         != std::string::npos);
-  CHECK(r.out.find("recipe adam with ZeRO-1 over fsdp (2 devices)\n") != std::string::npos);
+  CHECK(r.out.find("recipe adam with ZeRO-1 over fsdp (2 devices)\n")
+        != std::string::npos);
   CHECK(r.out.find("largest tensors per device (20):") != std::string::npos);
   // The first of the largest: embed_tokens, 64,000 bytes and 500 KiB with
   // grads (64,000) and optimizer (12 x 32,000).
-  CHECK(r.out.find("model.embed_tokens.weight                       [1000, 256]  bf16   "
-                   "tp,fsdp  62.50 KiB  500.00 KiB\n")
-        != std::string::npos);
+  CHECK(
+      r.out.find(
+          "model.embed_tokens.weight                       [1000, 256]  bf16   "
+          "tp,fsdp  62.50 KiB  500.00 KiB\n")
+      != std::string::npos);
 }
 
-TEST_CASE("cli: check -o writes the result atomically, even with errors", "[cli][check]") {
+TEST_CASE("cli: check -o writes the result atomically, even with errors",
+          "[cli][check]") {
   fs::path dir = temp_dir("check_output");
   const std::string out = (dir / "check.json").string();
-  Result r = run_cli(check_args(test::data_path("check/tiny-llama.bad-specs.json"),
-                                {"--topology", "v5e-8", "--format", "json", "-o", out}));
+  Result r = run_cli(
+      check_args(test::data_path("check/tiny-llama.bad-specs.json"),
+                 {"--topology", "v5e-8", "--format", "json", "-o", out}));
   CHECK(r.code == 1);
   CHECK(r.out.empty());
   json doc = parse_json(test::slurp(out));
   CHECK(doc["summary"]["errors"] == 6);
   CHECK(doc["command"] == "check");
   CHECK(fs::directory_iterator(dir) != fs::directory_iterator());
-  CHECK(std::distance(fs::directory_iterator(dir), fs::directory_iterator()) == 1);
+  CHECK(std::distance(fs::directory_iterator(dir), fs::directory_iterator())
+        == 1);
 
   // The JSON written by check is itself a specs file (tensors[].spec): check
   // it again and get the same result.
-  Result good = run_cli(check_args(examples("tiny-llama.specs.json"),
-                                   {"--topology", "v5e-8", "--format", "json", "-o", out}));
+  Result good = run_cli(
+      check_args(examples("tiny-llama.specs.json"),
+                 {"--topology", "v5e-8", "--format", "json", "-o", out}));
   CHECK(good.code == 0);
-  Result again = run_cli(check_args(out, {"--topology", "v5e-8", "--format", "json"}));
+  Result again =
+      run_cli(check_args(out, {"--topology", "v5e-8", "--format", "json"}));
   CHECK(again.code == 0);
   json first = parse_json(test::slurp(out));
   json second = parse_json(again.out);
@@ -656,16 +779,24 @@ TEST_CASE("cli: check -o writes the result atomically, even with errors", "[cli]
   fs::remove_all(dir);
 }
 
-TEST_CASE("cli: specs JAX refuses but that read are plan errors (exit 1)", "[cli][check]") {
+TEST_CASE("cli: specs JAX refuses but that read are plan errors (exit 1)",
+          "[cli][check]") {
   fs::path dir = temp_dir("invalid_specs");
   const std::string manifest = (dir / "m.json").string();
-  std::ofstream(manifest) << R"({"params": [{"name": "w", "shape": [64, 64], "dtype": "f32"}]})";
+  std::ofstream(manifest)
+      << R"({"params": [{"name": "w", "shape": [64, 64], "dtype": "f32"}]})";
   size_t seen = 0;
-  for (const auto& entry : fs::directory_iterator(test::data_path("invalid_specs"))) {
+  for (const auto& entry :
+       fs::directory_iterator(test::data_path("invalid_specs"))) {
     const std::string path = entry.path().string();
     DYNAMIC_SECTION(entry.path().filename().string()) {
       ++seen;
-      Result r = run_cli({"check", "--mesh", "dp:2,fsdp:4", "--manifest", manifest, "--specs",
+      Result r = run_cli({"check",
+                          "--mesh",
+                          "dp:2,fsdp:4",
+                          "--manifest",
+                          manifest,
+                          "--specs",
                           path});
       INFO(r.err);
       CHECK(r.code == 1);
@@ -683,9 +814,12 @@ TEST_CASE("cli: specs JAX refuses but that read are plan errors (exit 1)", "[cli
 TEST_CASE("cli: check on random disagreeing inputs", "[cli][check][property]") {
   const int seed = GENERATE(take(60, random(0, 1 << 30)));
   std::mt19937 rng(static_cast<unsigned>(seed));
-  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  auto pick = [&](int lo, int hi) {
+    return std::uniform_int_distribution<int>(lo, hi)(rng);
+  };
   const std::vector<std::string> axes = {"dp", "fsdp", "tp", "zz"};
-  const std::vector<std::string> dtypes = {"bf16", "f32", "i4", "bool", "f8_e4m3"};
+  const std::vector<std::string> dtypes = {
+      "bf16", "f32", "i4", "bool", "f8_e4m3"};
   json manifest = {{"params", json::array()}};
   json specs = {{"specs", json::object()}};
   const int tensors = pick(1, 6);
@@ -697,7 +831,9 @@ TEST_CASE("cli: check on random disagreeing inputs", "[cli][check][property]") {
     }
     const std::string name = fmt::format("t{}", i);
     manifest["params"].push_back(
-        {{"name", name}, {"shape", shape}, {"dtype", dtypes[static_cast<size_t>(pick(0, 4))]}});
+        {{"name", name},
+         {"shape", shape},
+         {"dtype", dtypes[static_cast<size_t>(pick(0, 4))]}});
     if (pick(0, 5) == 0) {
       continue;  // no spec
     }
@@ -710,7 +846,8 @@ TEST_CASE("cli: check on random disagreeing inputs", "[cli][check][property]") {
       } else if (kind == 1) {
         spec.push_back(axes[static_cast<size_t>(pick(0, 3))]);
       } else {
-        spec.push_back({axes[static_cast<size_t>(pick(0, 3))], axes[static_cast<size_t>(pick(0, 3))]});
+        spec.push_back({axes[static_cast<size_t>(pick(0, 3))],
+                        axes[static_cast<size_t>(pick(0, 3))]});
       }
     }
     specs["specs"][pick(0, 7) == 0 ? name + "_x" : name] = spec;
@@ -720,10 +857,25 @@ TEST_CASE("cli: check on random disagreeing inputs", "[cli][check][property]") {
   const std::string s = (dir / "s.json").string();
   std::ofstream(m) << manifest.dump();
   std::ofstream(s) << specs.dump();
-  const std::vector<std::string> recipes = {"params-only", "adam", "megatron", "scaling-book"};
-  Result r = run_cli({"check", "--mesh", "dp:2,fsdp:4,tp:2", "--devices", "16", "--manifest", m,
-                      "--specs", s, "--recipe", recipes[static_cast<size_t>(pick(0, 3))],
-                      "--zero", std::to_string(pick(0, 3)), "--hbm", "1MB", "--format", "json"});
+  const std::vector<std::string> recipes = {
+      "params-only", "adam", "megatron", "scaling-book"};
+  Result r = run_cli({"check",
+                      "--mesh",
+                      "dp:2,fsdp:4,tp:2",
+                      "--devices",
+                      "16",
+                      "--manifest",
+                      m,
+                      "--specs",
+                      s,
+                      "--recipe",
+                      recipes[static_cast<size_t>(pick(0, 3))],
+                      "--zero",
+                      std::to_string(pick(0, 3)),
+                      "--hbm",
+                      "1MB",
+                      "--format",
+                      "json"});
   INFO(manifest.dump() << "\n" << specs.dump() << "\n" << r.err);
   CHECK((r.code == 0 || r.code == 1));
   json doc = parse_json(r.out);
@@ -733,40 +885,47 @@ TEST_CASE("cli: check on random disagreeing inputs", "[cli][check][property]") {
   fs::remove_all(dir);
 }
 
-TEST_CASE("cli: the invariant checker catches broken documents", "[cli][golden]") {
-  json doc = parse_json(test::slurp(std::string(SHARDPLAN_SOURCE_DIR)
-                                    + "/tests/golden/check_tiny_llama/expected.json"));
+TEST_CASE("cli: the invariant checker catches broken documents",
+          "[cli][golden]") {
+  json doc =
+      parse_json(test::slurp(std::string(SHARDPLAN_SOURCE_DIR)
+                             + "/tests/golden/check_tiny_llama/expected.json"));
   doc["schema_version"] = 1;
   REQUIRE(test::check_invariants(doc).empty());
   json parts = doc;
   parts["memory"]["per_device"]["grads"] = 1;
   CHECK(test::check_invariants(parts)
-        == std::vector<std::string>{"memory: per_device parts do not sum to total"});
+        == std::vector<std::string>{
+            "memory: per_device parts do not sum to total"});
   json twice = doc;
   twice["tensors"][0]["spec"] = {"tp", "tp"};
-  CHECK(test::check_invariants(twice).at(0) == "model.embed_tokens.weight: axis tp used twice");
+  CHECK(test::check_invariants(twice).at(0)
+        == "model.embed_tokens.weight: axis tp used twice");
   json bytes = doc;
   bytes["tensors"][2]["bytes_per_device"] = 1;
   CHECK(test::check_invariants(bytes)
-        == std::vector<std::string>{
-            "model.layers.0.self_attn.q_proj.weight: bytes per device x devices != bytes x "
-            "replicas"});
+        == std::vector<std::string>{"model.layers.0.self_attn.q_proj.weight: "
+                                    "bytes per device x devices != bytes x "
+                                    "replicas"});
   json counts = doc;
   counts["summary"]["errors"] = 1;
   CHECK(test::check_invariants(counts)
-        == std::vector<std::string>{"summary: counts differ from tensors[] and diagnostics[]"});
+        == std::vector<std::string>{
+            "summary: counts differ from tensors[] and diagnostics[]"});
   json mesh = doc;
   mesh["mesh"]["devices"] = 16;
   CHECK_FALSE(test::check_invariants(mesh).empty());
 }
 
-TEST_CASE("cli: built-in models and Hugging Face configs as manifests", "[cli][models]") {
+TEST_CASE("cli: built-in models and Hugging Face configs as manifests",
+          "[cli][models]") {
   Result list = run_cli({"manifest", "--model", "list", "--format", "json"});
   CHECK(list.code == 0);
   json models = parse_json(list.out)["models"];
   REQUIRE(models.size() >= 10);
   // The issue's acceptance figures, through the command line.
-  Result llama = run_cli({"manifest", "--model", "llama-3-8b", "--format", "json"});
+  Result llama =
+      run_cli({"manifest", "--model", "llama-3-8b", "--format", "json"});
   CHECK(llama.code == 0);
   json summary = parse_json(llama.out)["summary"];
   CHECK(summary["tensors"] == 291);
@@ -775,16 +934,19 @@ TEST_CASE("cli: built-in models and Hugging Face configs as manifests", "[cli][m
 
   Result unknown = run_cli({"manifest", "--model", "lama-3-8b"});
   CHECK(unknown.code == 2);
-  CHECK(unknown.err.rfind("--model: error: unknown model \"lama-3-8b\"", 0) == 0);
+  CHECK(unknown.err.rfind("--model: error: unknown model \"lama-3-8b\"", 0)
+        == 0);
   CHECK(unknown.err.find("did you mean \"llama-3-8b\"?") != std::string::npos);
 
   // --from-hf-config: GPT-2's published config gives its 124,439,808.
   fs::path dir = temp_dir("hf_config");
   const std::string config = (dir / "config.json").string();
-  std::ofstream(config) << R"({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
+  std::ofstream(config)
+      << R"({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
     "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_layer": 12, "n_positions": 1024,
     "vocab_size": 50257, "layer_norm_epsilon": 1e-05})";
-  Result gpt2 = run_cli({"manifest", "--from-hf-config", config, "--format", "json"});
+  Result gpt2 =
+      run_cli({"manifest", "--from-hf-config", config, "--format", "json"});
   INFO(gpt2.err);
   CHECK(gpt2.code == 0);
   CHECK(parse_json(gpt2.out)["summary"]["parameters"] == 124439808);
@@ -795,44 +957,80 @@ TEST_CASE("cli: built-in models and Hugging Face configs as manifests", "[cli][m
   fs::remove_all(dir);
 
   // check and memory take --model wherever --manifest goes.
-  Result check = run_cli({"check", "--model", "gpt2", "--devices", "4", "--mesh", "dp:4",
-                          "--specs", examples("tiny-llama.specs.json"), "--format", "json"});
+  Result check = run_cli({"check",
+                          "--model",
+                          "gpt2",
+                          "--devices",
+                          "4",
+                          "--mesh",
+                          "dp:4",
+                          "--specs",
+                          examples("tiny-llama.specs.json"),
+                          "--format",
+                          "json"});
   CHECK(check.code == 1);  // tiny-llama's specs name none of gpt2's tensors
   json doc = parse_json(check.out);
   CHECK(doc["manifest"] == "--model gpt2");
   CHECK(doc["summary"]["parameters"] == 124439808);
-  Result none = run_cli({"check", "--devices", "4", "--mesh", "dp:4", "--specs",
+  Result none = run_cli({"check",
+                         "--devices",
+                         "4",
+                         "--mesh",
+                         "dp:4",
+                         "--specs",
                          examples("tiny-llama.specs.json")});
   CHECK(none.code == 2);
-  CHECK(none.err.find("give --manifest FILE or --model NAME") != std::string::npos);
+  CHECK(none.err.find("give --manifest FILE or --model NAME")
+        != std::string::npos);
 }
 
 // ---------------------------------------------------------------------------
 // plan
 
 TEST_CASE("cli: plan groups tensors by rule and folds layers", "[cli][plan]") {
-  Result r = run_cli({"plan", "--topology", "v5p-128", "--mesh", "fsdp:-1,tp:4", "--model",
+  Result r = run_cli({"plan",
+                      "--topology",
+                      "v5p-128",
+                      "--mesh",
+                      "fsdp:-1,tp:4",
+                      "--model",
                       "llama-3-8b"});
   INFO(r.err);
   CHECK(r.code == 0);
   CHECK(r.err.empty());
-  CHECK_THAT(r.out, Catch::StartsWith("plan: 291 tensors of --model llama-3-8b with rules "
-                                      "configs/rules/fsdp-tp.json\n"));
+  CHECK_THAT(
+      r.out,
+      Catch::StartsWith("plan: 291 tensors of --model llama-3-8b with rules "
+                        "configs/rules/fsdp-tp.json\n"));
   // q_proj [4096, 4096] bf16 as tp,fsdp on tp:4, fsdp:16: 1024 x 256 x 2 B.
-  CHECK_THAT(r.out, Catch::Contains("model.layers.{0..31}.self_attn.q_proj.weight  x32    "
-                                    "[4096, 4096]   bf16   tp,fsdp  512.00 KiB"));
+  CHECK_THAT(
+      r.out,
+      Catch::Contains("model.layers.{0..31}.self_attn.q_proj.weight  x32    "
+                      "[4096, 4096]   bf16   tp,fsdp  512.00 KiB"));
   // down_proj is row-parallel: [4096, 14336] as fsdp,tp: 256 x 3584 x 2 B.
-  CHECK_THAT(r.out, Catch::Contains("model.layers.{0..31}.mlp.down_proj.weight     x32    "
-                                    "[4096, 14336]  bf16   fsdp,tp  1.75 MiB"));
+  CHECK_THAT(
+      r.out,
+      Catch::Contains("model.layers.{0..31}.mlp.down_proj.weight     x32    "
+                      "[4096, 14336]  bf16   fsdp,tp  1.75 MiB"));
   CHECK_THAT(r.out, Catch::EndsWith("result: ok\n"));
 }
 
 TEST_CASE("cli: plan JSON is a specs file check accepts", "[cli][plan]") {
   fs::path dir = temp_dir("plan_roundtrip");
   const std::string plan_file = (dir / "plan.json").string();
-  Result plan = run_cli({"plan", "--topology", "v5e-8", "--mesh", "fsdp:2,tp:4", "--manifest",
-                         examples("tiny-llama.json"), "--rules", "fsdp-tp", "--format",
-                         "json", "-o", plan_file});
+  Result plan = run_cli({"plan",
+                         "--topology",
+                         "v5e-8",
+                         "--mesh",
+                         "fsdp:2,tp:4",
+                         "--manifest",
+                         examples("tiny-llama.json"),
+                         "--rules",
+                         "fsdp-tp",
+                         "--format",
+                         "json",
+                         "-o",
+                         plan_file});
   INFO(plan.err);
   REQUIRE(plan.code == 0);
   json doc = json::parse(test::slurp(plan_file));
@@ -847,27 +1045,45 @@ TEST_CASE("cli: plan JSON is a specs file check accepts", "[cli][plan]") {
   CHECK(doc["tensors"][1]["spec"] == json::parse("[null]"));
   CHECK(doc["tensors"][1]["rule"]["index"] == 0);
 
-  Result check = run_cli({"check", "--topology", "v5e-8", "--mesh", "fsdp:2,tp:4",
-                          "--manifest", examples("tiny-llama.json"), "--specs", plan_file,
-                          "--format", "json"});
+  Result check = run_cli({"check",
+                          "--topology",
+                          "v5e-8",
+                          "--mesh",
+                          "fsdp:2,tp:4",
+                          "--manifest",
+                          examples("tiny-llama.json"),
+                          "--specs",
+                          plan_file,
+                          "--format",
+                          "json"});
   INFO(check.err);
   CHECK(check.code == 0);
   json checked = json::parse(check.out);
   for (size_t t = 0; t < 21; ++t) {
     CHECK(checked["tensors"][t]["spec"] == doc["tensors"][t]["spec"]);
-    CHECK(checked["tensors"][t]["bytes_per_device"] == doc["tensors"][t]["bytes_per_device"]);
+    CHECK(checked["tensors"][t]["bytes_per_device"]
+          == doc["tensors"][t]["bytes_per_device"]);
   }
   CHECK(checked["memory"] == doc["memory"]);
   fs::remove_all(dir);
 }
 
-TEST_CASE("cli: plan JSON writes each tensor on a line of its own", "[cli][plan]") {
+TEST_CASE("cli: plan JSON writes each tensor on a line of its own",
+          "[cli][plan]") {
   // One line per entry, tuple specs included (fsdp-tp puts ("fsdp", "ep")
   // on a dim when the mesh has ep), each line the entry itself: grep finds a
   // whole entry and a diff of two plans shows one line per changed tensor.
-  Result plan = run_cli({"plan", "--topology", "v5e-8", "--mesh", "fsdp:2,ep:2,tp:2",
-                         "--manifest", examples("tiny-llama.json"), "--rules", "fsdp-tp",
-                         "--format", "json"});
+  Result plan = run_cli({"plan",
+                         "--topology",
+                         "v5e-8",
+                         "--mesh",
+                         "fsdp:2,ep:2,tp:2",
+                         "--manifest",
+                         examples("tiny-llama.json"),
+                         "--rules",
+                         "fsdp-tp",
+                         "--format",
+                         "json"});
   INFO(plan.err);
   REQUIRE(plan.code == 0);
   const json doc = json::parse(plan.out);
@@ -893,8 +1109,14 @@ TEST_CASE("cli: plan JSON writes each tensor on a line of its own", "[cli][plan]
 }
 
 TEST_CASE("cli: plan -v logs each phase's time on stderr only", "[cli][plan]") {
-  const std::vector<std::string> args = {"plan", "--topology", "v5e-8", "--mesh", "fsdp:2,tp:4",
-                                         "--manifest", examples("tiny-llama.json"), "--rules",
+  const std::vector<std::string> args = {"plan",
+                                         "--topology",
+                                         "v5e-8",
+                                         "--mesh",
+                                         "fsdp:2,tp:4",
+                                         "--manifest",
+                                         examples("tiny-llama.json"),
+                                         "--rules",
                                          "fsdp-tp"};
   std::vector<std::string> verbose = args;
   verbose.push_back("-v");
@@ -903,8 +1125,12 @@ TEST_CASE("cli: plan -v logs each phase's time on stderr only", "[cli][plan]") {
   REQUIRE(quiet.code == 0);
   REQUIRE(loud.code == 0);
   CHECK(loud.out == quiet.out);  // stdout carries the result only
-  for (const char* phase : {"read the manifest: ", "apply the rules: ", "validate: ",
-                            "estimate memory: ", "format the report: ", "write the report: "}) {
+  for (const char* phase : {"read the manifest: ",
+                            "apply the rules: ",
+                            "validate: ",
+                            "estimate memory: ",
+                            "format the report: ",
+                            "write the report: "}) {
     INFO(phase);
     CHECK(loud.err.find(std::string("debug: ") + phase) != std::string::npos);
     CHECK(quiet.err.find(phase) == std::string::npos);
@@ -918,52 +1144,89 @@ TEST_CASE("cli: plan --rules list and --explain", "[cli][plan]") {
   CHECK_THAT(list.out, Catch::Contains("\nfsdp-tp  ("));
   CHECK_THAT(list.out, Catch::Contains("\nmaxtext  ("));
 
-  Result explain = run_cli({"plan", "--devices", "8", "--mesh", "fsdp:8", "--manifest",
-                            examples("tiny-llama.json"), "--rules", "fsdp", "--explain",
+  Result explain = run_cli({"plan",
+                            "--devices",
+                            "8",
+                            "--mesh",
+                            "fsdp:8",
+                            "--manifest",
+                            examples("tiny-llama.json"),
+                            "--rules",
+                            "fsdp",
+                            "--explain",
                             "model.layers.0.mlp.up_proj.weight"});
   INFO(explain.err);
   CHECK(explain.code == 0);
-  CHECK_THAT(explain.out, Catch::StartsWith("model.layers.0.mlp.up_proj.weight: [688, 256] bf16"));
+  CHECK_THAT(
+      explain.out,
+      Catch::StartsWith("model.layers.0.mlp.up_proj.weight: [688, 256] bf16"));
   CHECK_THAT(explain.out, Catch::Contains("result: "));
 
-  Result json_explain = run_cli({"plan", "--devices", "8", "--mesh", "fsdp:8", "--manifest",
-                                 examples("tiny-llama.json"), "--explain",
-                                 "model.norm.weight", "--format", "json"});
+  Result json_explain = run_cli({"plan",
+                                 "--devices",
+                                 "8",
+                                 "--mesh",
+                                 "fsdp:8",
+                                 "--manifest",
+                                 examples("tiny-llama.json"),
+                                 "--explain",
+                                 "model.norm.weight",
+                                 "--format",
+                                 "json"});
   CHECK(json_explain.code == 0);
   json e = json::parse(json_explain.out);
   CHECK(e["tensor"]["name"] == "model.norm.weight");
   CHECK(e["result"]["spec"] == json::parse("[null]"));
 
-  Result unknown = run_cli({"plan", "--devices", "8", "--mesh", "fsdp:8", "--manifest",
-                            examples("tiny-llama.json"), "--explain", "model.norm.weigth"});
+  Result unknown = run_cli({"plan",
+                            "--devices",
+                            "8",
+                            "--mesh",
+                            "fsdp:8",
+                            "--manifest",
+                            examples("tiny-llama.json"),
+                            "--explain",
+                            "model.norm.weigth"});
   CHECK(unknown.code == 2);
-  CHECK_THAT(unknown.err, Catch::Contains("model.norm.weight"));  // the nearest name
+  CHECK_THAT(unknown.err,
+             Catch::Contains("model.norm.weight"));  // the nearest name
 }
 
 TEST_CASE("cli: plan input errors exit 2 with a location", "[cli][plan]") {
   fs::path dir = temp_dir("plan_errors");
   const std::string rules = (dir / "rules.json").string();
   auto plan = [&](std::vector<std::string> more) {
-    std::vector<std::string> args = {"plan", "--devices", "8", "--mesh", "fsdp:8",
-                                     "--manifest", examples("tiny-llama.json")};
+    std::vector<std::string> args = {"plan",
+                                     "--devices",
+                                     "8",
+                                     "--mesh",
+                                     "fsdp:8",
+                                     "--manifest",
+                                     examples("tiny-llama.json")};
     args.insert(args.end(), more.begin(), more.end());
     return run_cli(args);
   };
   Result preset = plan({"--rules", "fsdp_tp"});
   CHECK(preset.code == 2);
-  CHECK_THAT(preset.err, Catch::StartsWith("--rules: error: unknown rule preset \"fsdp_tp\""));
+  CHECK_THAT(
+      preset.err,
+      Catch::StartsWith("--rules: error: unknown rule preset \"fsdp_tp\""));
 
-  std::ofstream(rules) << R"({"rules": [{"pattern": "mlp", "spec": ["tp", null]}]})";
+  std::ofstream(rules)
+      << R"({"rules": [{"pattern": "mlp", "spec": ["tp", null]}]})";
   Result axis = plan({"--rules", rules});
   CHECK(axis.code == 2);
   CHECK_THAT(axis.err, Catch::StartsWith(rules + ":/rules/0/spec/0: error:"));
 
-  std::ofstream(rules) << R"({"rules": [{"pattern": "(?<=a)b", "replicate": true}]})";
+  std::ofstream(rules)
+      << R"({"rules": [{"pattern": "(?<=a)b", "replicate": true}]})";
   Result pattern = plan({"--rules", rules});
   CHECK(pattern.code == 2);
-  CHECK_THAT(pattern.err, Catch::StartsWith(rules + ":/rules/0/pattern: error:"));
+  CHECK_THAT(pattern.err,
+             Catch::StartsWith(rules + ":/rules/0/pattern: error:"));
 
-  std::ofstream(rules) << R"({"rules": [{"pattern": "mlp", "spec": ["fsdp"]}]})";
+  std::ofstream(rules)
+      << R"({"rules": [{"pattern": "mlp", "spec": ["fsdp"]}]})";
   Result unmatched = plan({"--rules", rules});
   CHECK(unmatched.code == 1);  // unmatched tensors are plan errors
   CHECK_THAT(unmatched.err, Catch::Contains("[rules.unmatched]"));

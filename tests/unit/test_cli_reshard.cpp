@@ -1,10 +1,10 @@
 // `shardplan reshard` through cli::run(): inputs, located input errors (exit
 // 2), the JSON document and the text report.
 
+#include "support/test_support.hpp"
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
-
-#include "support/test_support.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -41,12 +41,21 @@ json parse_json(const std::string& text) {
 // The scaling book's tensor: a bf16[2048, 8192] on v5e 8x4; `more` replaces
 // the value of a flag already given, or is appended.
 Strings one_tensor(Strings more) {
-  Strings args = {"reshard",   "--topology", "v5e-32",   "--from-mesh", "X:8,Y:4",
-                  "--to-mesh", "X:8,Y:4",    "--shape",  "2048,8192",   "--dtype",
+  Strings args = {"reshard",
+                  "--topology",
+                  "v5e-32",
+                  "--from-mesh",
+                  "X:8,Y:4",
+                  "--to-mesh",
+                  "X:8,Y:4",
+                  "--shape",
+                  "2048,8192",
+                  "--dtype",
                   "bf16"};
   for (size_t i = 0; i < more.size(); ++i) {
     auto given = std::find(args.begin(), args.end(), more[i]);
-    if (more[i].starts_with("--") && given != args.end() && i + 1 < more.size()) {
+    if (more[i].starts_with("--") && given != args.end()
+        && i + 1 < more.size()) {
       *(given + 1) = more[++i];
     } else {
       args.push_back(more[i]);
@@ -58,17 +67,25 @@ Strings one_tensor(Strings more) {
 // tiny-llama from its specs file on fsdp:2,tp:4 (v5e-8) to fsdp-tp rules on
 // the same mesh; `more` is appended.
 Strings tiny(Strings more) {
-  Strings args = {"reshard",      "--topology", "v5e-8",
-                  "--from-mesh",  "fsdp:2,tp:4", "--to-mesh",
-                  "fsdp:2,tp:4",  "--manifest", examples("tiny-llama.json"),
-                  "--from-specs", examples("tiny-llama.specs.json")};
+  Strings args = {"reshard",
+                  "--topology",
+                  "v5e-8",
+                  "--from-mesh",
+                  "fsdp:2,tp:4",
+                  "--to-mesh",
+                  "fsdp:2,tp:4",
+                  "--manifest",
+                  examples("tiny-llama.json"),
+                  "--from-specs",
+                  examples("tiny-llama.specs.json")};
   args.insert(args.end(), more.begin(), more.end());
   return args;
 }
 
 }  // namespace
 
-TEST_CASE("reshard: every bad input exits 2 with a located message", "[cli][reshard]") {
+TEST_CASE("reshard: every bad input exits 2 with a located message",
+          "[cli][reshard]") {
   fs::path dir = temp_dir("reshard_errors");
   const std::string specs = (dir / "to.json").string();
   std::ofstream(specs) << R"({"specs": {"model.norm.weight": ["zz"]}})";
@@ -80,65 +97,159 @@ TEST_CASE("reshard: every bad input exits 2 with a located message", "[cli][resh
   const std::vector<Case> cases = {
       {"source spec longer than the rank",
        one_tensor({"--from-spec", "Y,None,None", "--to-spec", "None"}),
-       "--from-spec: error: sharding P('Y', None, None) is only valid for values of rank at "
+       "--from-spec: error: sharding P('Y', None, None) is only valid for "
+       "values of rank at "
        "least 3"},
-      {"unknown axis in the target spec", one_tensor({"--from-spec", "Y", "--to-spec", "None,Z"}),
-       "--to-spec: error: resource axis: Z of P(None, 'Z') is not found in mesh"},
-      {"duplicate axis", one_tensor({"--from-spec", "Y,Y", "--to-spec", "None"}),
-       "--from-spec: error: a single NamedSharding spec specification can map every mesh axis"},
+      {"unknown axis in the target spec",
+       one_tensor({"--from-spec", "Y", "--to-spec", "None,Z"}),
+       "--to-spec: error: resource axis: Z of P(None, 'Z') is not found in "
+       "mesh"},
+      {"duplicate axis",
+       one_tensor({"--from-spec", "Y,Y", "--to-spec", "None"}),
+       "--from-spec: error: a single NamedSharding spec specification can map "
+       "every mesh axis"},
       {"a dim that does not divide",
-       {"reshard", "--topology", "v5e-32", "--from-mesh", "X:8,Y:4", "--to-mesh", "X:8,Y:4",
-        "--shape", "2047,8192", "--dtype", "bf16", "--from-spec", "Y", "--to-spec", "None"},
-       "--from-spec: error: P('Y') implies that array axis 0 is partitioned 4 times"},
-      {"spec syntax: column and caret", one_tensor({"--from-spec", "Y", "--to-spec", "None,(X"}),
+       {"reshard",
+        "--topology",
+        "v5e-32",
+        "--from-mesh",
+        "X:8,Y:4",
+        "--to-mesh",
+        "X:8,Y:4",
+        "--shape",
+        "2047,8192",
+        "--dtype",
+        "bf16",
+        "--from-spec",
+        "Y",
+        "--to-spec",
+        "None"},
+       "--from-spec: error: P('Y') implies that array axis 0 is partitioned 4 "
+       "times"},
+      {"spec syntax: column and caret",
+       one_tensor({"--from-spec", "Y", "--to-spec", "None,(X"}),
        "--to-spec:1:8: error: expected \")\" to close \"(\""},
-      {"bad shape", one_tensor({"--shape", "2048,8x", "--from-spec", "Y", "--to-spec", "X"}),
-       "--shape:1:6: error: expected a dim size (an integer >= 0), got \"8x\" [cli.shape]\n"
+      {"bad shape",
+       one_tensor({"--shape", "2048,8x", "--from-spec", "Y", "--to-spec", "X"}),
+       "--shape:1:6: error: expected a dim size (an integer >= 0), got \"8x\" "
+       "[cli.shape]\n"
        "  2048,8x\n"
        "       ^\n"},
-      {"unknown dtype", one_tensor({"--dtype", "bf17", "--from-spec", "Y", "--to-spec", "X"}),
-       "--dtype: error: unknown dtype \"bf17\"; did you mean \"bf16\"? [cli.dtype]"},
+      {"unknown dtype",
+       one_tensor({"--dtype", "bf17", "--from-spec", "Y", "--to-spec", "X"}),
+       "--dtype: error: unknown dtype \"bf17\"; did you mean \"bf16\"? "
+       "[cli.dtype]"},
       {"unknown dtype in safetensors case",
        one_tensor({"--dtype", "BF61", "--from-spec", "Y", "--to-spec", "X"}),
-       "--dtype: error: unknown dtype \"BF61\"; did you mean \"BF16\"? [cli.dtype]"},
+       "--dtype: error: unknown dtype \"BF61\"; did you mean \"BF16\"? "
+       "[cli.dtype]"},
       {"unknown partial axis",
        one_tensor({"--from-spec", "Y", "--to-spec", "X", "--partial", "Q"}),
-       "--partial:1:1: error: unknown axis \"Q\": the source mesh \"X:8,Y:4\" has no such axis"},
+       "--partial:1:1: error: unknown axis \"Q\": the source mesh \"X:8,Y:4\" "
+       "has no such axis"},
       {"partial axis the source spec uses",
        one_tensor({"--from-spec", "Y", "--to-spec", "X", "--partial", "X,Y"}),
-       "--partial:1:3: error: axis \"Y\" holds pending sums, but the source spec \"Y,None\" of "
+       "--partial:1:3: error: axis \"Y\" holds pending sums, but the source "
+       "spec \"Y,None\" of "
        "\"tensor\" splits dim 0 over it"},
       {"topologies of different kinds",
-       {"reshard", "--from-topology", "v5e-32", "--to-topology", "h100x32", "--from-mesh",
-        "X:8,Y:4", "--to-mesh", "X:8,Y:4", "--shape", "8,8", "--dtype", "bf16", "--from-spec",
-        "X", "--to-spec", "Y"},
-       "--to-topology: error: cannot reshard from tpu topology \"v5e-32\" to gpu topology "
-       "\"h100x32\"; both sides must be TPU slices or both GPU clusters [reshard.kind]"},
+       {"reshard",
+        "--from-topology",
+        "v5e-32",
+        "--to-topology",
+        "h100x32",
+        "--from-mesh",
+        "X:8,Y:4",
+        "--to-mesh",
+        "X:8,Y:4",
+        "--shape",
+        "8,8",
+        "--dtype",
+        "bf16",
+        "--from-spec",
+        "X",
+        "--to-spec",
+        "Y"},
+       "--to-topology: error: cannot reshard from tpu topology \"v5e-32\" to "
+       "gpu topology "
+       "\"h100x32\"; both sides must be TPU slices or both GPU clusters "
+       "[reshard.kind]"},
       {"source mesh does not cover its topology",
-       one_tensor({"--from-mesh", "X:8,Y:2", "--from-spec", "Y", "--to-spec", "X"}),
-       "--from-mesh:1:1: error: the mesh needs 16 devices (8 x 2) but there are 32"},
+       one_tensor(
+           {"--from-mesh", "X:8,Y:2", "--from-spec", "Y", "--to-spec", "X"}),
+       "--from-mesh:1:1: error: the mesh needs 16 devices (8 x 2) but there "
+       "are 32"},
       {"target mesh does not cover its topology",
-       {"reshard", "--from-topology", "v5e-32", "--to-topology", "v5e-16", "--from-mesh",
-        "X:8,Y:4", "--to-mesh", "X:8,Y:4", "--shape", "8,8", "--dtype", "bf16", "--from-spec",
-        "X", "--to-spec", "Y"},
-       "--to-mesh:1:1: error: the mesh needs 32 devices (8 x 4) but there are 16; "
+       {"reshard",
+        "--from-topology",
+        "v5e-32",
+        "--to-topology",
+        "v5e-16",
+        "--from-mesh",
+        "X:8,Y:4",
+        "--to-mesh",
+        "X:8,Y:4",
+        "--shape",
+        "8,8",
+        "--dtype",
+        "bf16",
+        "--from-spec",
+        "X",
+        "--to-spec",
+        "Y"},
+       "--to-mesh:1:1: error: the mesh needs 32 devices (8 x 4) but there are "
+       "16; "
        "--to-topology v5e-16 has 16 devices"},
       {"unknown target topology",
-       {"reshard", "--topology", "v5e-32", "--to-topology", "v5e-17", "--from-mesh", "X:8,Y:4",
-        "--to-mesh", "X:4,Y:4", "--shape", "8,8", "--dtype", "bf16", "--from-spec", "X",
-        "--to-spec", "Y"},
+       {"reshard",
+        "--topology",
+        "v5e-32",
+        "--to-topology",
+        "v5e-17",
+        "--from-mesh",
+        "X:8,Y:4",
+        "--to-mesh",
+        "X:4,Y:4",
+        "--shape",
+        "8,8",
+        "--dtype",
+        "bf16",
+        "--from-spec",
+        "X",
+        "--to-spec",
+        "Y"},
        "--to-topology: error: v5e-17 is not a standard v5e slice"},
-      {"bad DCN string", one_tensor({"--from-dcn", "X:2", "--from-spec", "Y", "--to-spec", "X"}),
+      {"bad DCN string",
+       one_tensor({"--from-dcn", "X:2", "--from-spec", "Y", "--to-spec", "X"}),
        "--from-dcn:1:1: error: DCN factors multiply to 2"},
-      {"a tensor without a spec", tiny({"--to-specs", specs}),
-       specs + ": error: tensor \"model.embed_tokens.weight\" has no spec in " + specs},
-      {"no specs for the target", tiny({}), "--to-specs: error: no specs for the target"},
-      {"unknown rules preset", tiny({"--to-rules", "fsdp_tp"}),
+      {"a tensor without a spec",
+       tiny({"--to-specs", specs}),
+       specs + ": error: tensor \"model.embed_tokens.weight\" has no spec in "
+           + specs},
+      {"no specs for the target",
+       tiny({}),
+       "--to-specs: error: no specs for the target"},
+      {"unknown rules preset",
+       tiny({"--to-rules", "fsdp_tp"}),
        "--to-rules: error: unknown rule preset \"fsdp_tp\""},
       {"no topology on one side",
-       {"reshard", "--from-topology", "v5e-8", "--from-mesh", "a:8", "--to-mesh", "a:8",
-        "--shape", "8", "--dtype", "f32", "--from-spec", "a", "--to-spec", "None"},
-       "--to-topology: error: the source has a topology (v5e-8) but the target has none"},
+       {"reshard",
+        "--from-topology",
+        "v5e-8",
+        "--from-mesh",
+        "a:8",
+        "--to-mesh",
+        "a:8",
+        "--shape",
+        "8",
+        "--dtype",
+        "f32",
+        "--from-spec",
+        "a",
+        "--to-spec",
+        "None"},
+       "--to-topology: error: the source has a topology (v5e-8) but the target "
+       "has none"},
   };
   for (const Case& c : cases) {
     DYNAMIC_SECTION(c.what) {
@@ -153,12 +264,21 @@ TEST_CASE("reshard: every bad input exits 2 with a located message", "[cli][resh
     std::ofstream(specs) << R"({"specs": {"model.norm.weight": ["zz"]}})";
     CliResult r = run_cli(tiny({"--to-specs", specs}));
     CHECK(r.code == 2);
-    CHECK_THAT(r.err, Catch::Contains(specs + ":/specs/model.norm.weight: error: resource axis: "
-                                              "zz"));
+    CHECK_THAT(
+        r.err,
+        Catch::Contains(specs
+                        + ":/specs/model.norm.weight: error: resource axis: "
+                          "zz"));
   }
   SECTION("--format json: a diagnostics document") {
-    CliResult r = run_cli(one_tensor({"--from-spec", "Y", "--to-spec", "X", "--partial", "Q",
-                                      "--format", "json"}));
+    CliResult r = run_cli(one_tensor({"--from-spec",
+                                      "Y",
+                                      "--to-spec",
+                                      "X",
+                                      "--partial",
+                                      "Q",
+                                      "--format",
+                                      "json"}));
     CHECK(r.code == 2);
     json j = parse_json(r.out);
     CHECK(j["command"] == "reshard");
@@ -170,9 +290,22 @@ TEST_CASE("reshard: every bad input exits 2 with a located message", "[cli][resh
     for (const Strings& args : std::vector<Strings>{
              {"reshard", "--from-mesh", "a:8"},
              one_tensor({"--from-spec", "Y"}),
-             one_tensor({"--from-spec", "Y", "--to-spec", "X", "--model", "gpt2"}),
-             {"reshard", "--devices", "8", "--topology", "v5e-8", "--from-mesh", "a:8",
-              "--to-mesh", "a:8", "--model", "gpt2", "--from-rules", "fsdp", "--to-rules",
+             one_tensor(
+                 {"--from-spec", "Y", "--to-spec", "X", "--model", "gpt2"}),
+             {"reshard",
+              "--devices",
+              "8",
+              "--topology",
+              "v5e-8",
+              "--from-mesh",
+              "a:8",
+              "--to-mesh",
+              "a:8",
+              "--model",
+              "gpt2",
+              "--from-rules",
+              "fsdp",
+              "--to-rules",
               "fsdp"},
          }) {
       CliResult r = run_cli(args);
@@ -186,16 +319,41 @@ TEST_CASE("reshard: every bad input exits 2 with a located message", "[cli][resh
 }
 
 TEST_CASE("reshard: JSON has the DESIGN keys", "[cli][reshard]") {
-  CliResult r = run_cli({"reshard", "--topology", "v5p-128", "--model", "llama-3-8b",
-                         "--from-mesh", "fsdp:64", "--from-rules", "fsdp", "--to-mesh",
-                         "fsdp:16,tp:4", "--to-rules", "fsdp-tp", "--format", "json"});
+  CliResult r = run_cli({"reshard",
+                         "--topology",
+                         "v5p-128",
+                         "--model",
+                         "llama-3-8b",
+                         "--from-mesh",
+                         "fsdp:64",
+                         "--from-rules",
+                         "fsdp",
+                         "--to-mesh",
+                         "fsdp:16,tp:4",
+                         "--to-rules",
+                         "fsdp-tp",
+                         "--format",
+                         "json"});
   INFO(r.err);
   REQUIRE(r.code == 0);
   json j = parse_json(r.out);
-  for (const char* key : {"schema_version", "shardplan_version", "command", "from", "to",
-                          "manifest", "donate", "partial", "same_mesh", "same_devices",
-                          "transfer_link", "tensors", "totals", "naive_totals", "saved",
-                          "summary", "diagnostics"}) {
+  for (const char* key : {"schema_version",
+                          "shardplan_version",
+                          "command",
+                          "from",
+                          "to",
+                          "manifest",
+                          "donate",
+                          "partial",
+                          "same_mesh",
+                          "same_devices",
+                          "transfer_link",
+                          "tensors",
+                          "totals",
+                          "naive_totals",
+                          "saved",
+                          "summary",
+                          "diagnostics"}) {
     CHECK(j.contains(key));
   }
   CHECK(j["command"] == "reshard");
@@ -210,17 +368,22 @@ TEST_CASE("reshard: JSON has the DESIGN keys", "[cli][reshard]") {
   CHECK(up["to_spec"] == json::parse(R"(["tp", "fsdp"])"));
   CHECK(up["shape"] == json::parse("[14336, 4096]"));
   CHECK(up["steps"].size() >= 1);
-  for (const char* key : {"op", "mesh_axes", "dim", "bytes_per_device", "link", "seconds"}) {
+  for (const char* key :
+       {"op", "mesh_axes", "dim", "bytes_per_device", "link", "seconds"}) {
     CHECK(up["steps"][0].contains(key));
   }
-  for (const char* key : {"intermediate", "bytes_per_device", "seconds", "peak_bytes_per_device",
+  for (const char* key : {"intermediate",
+                          "bytes_per_device",
+                          "seconds",
+                          "peak_bytes_per_device",
                           "naive"}) {
     CHECK(up.contains(key));
   }
   // Same topology, TPU: ICI, all links of a chip.
   CHECK(j["same_devices"] == true);
   CHECK(j["transfer_link"]
-        == json::parse(R"({"link": "ici", "bytes_per_s": 5.4e11, "latency_s": 1e-6})"));
+        == json::parse(
+            R"({"link": "ici", "bytes_per_s": 5.4e11, "latency_s": 1e-6})"));
   for (const char* key : {"totals", "naive_totals", "saved"}) {
     CHECK(j[key].contains("bytes_per_device"));
     CHECK(j[key].contains("seconds"));
@@ -232,9 +395,15 @@ TEST_CASE("reshard: a plan's JSON output is a specs file", "[cli][reshard]") {
   fs::path dir = temp_dir("reshard_plan_specs");
   const std::string from = (dir / "from.json").string();
   const std::string to = (dir / "to.json").string();
-  const Strings common = {"--devices", "8", "--manifest", examples("tiny-llama.json"),
-                          "--format", "json"};
-  auto plan = [&](const std::string& mesh, const std::string& rules, const std::string& out) {
+  const Strings common = {"--devices",
+                          "8",
+                          "--manifest",
+                          examples("tiny-llama.json"),
+                          "--format",
+                          "json"};
+  auto plan = [&](const std::string& mesh,
+                  const std::string& rules,
+                  const std::string& out) {
     Strings args = {"plan", "--mesh", mesh, "--rules", rules, "-o", out};
     args.insert(args.end(), common.begin(), common.end());
     CliResult r = run_cli(args);
@@ -243,8 +412,15 @@ TEST_CASE("reshard: a plan's JSON output is a specs file", "[cli][reshard]") {
   };
   plan("fsdp:8", "fsdp", from);
   plan("fsdp:2,tp:4", "fsdp-tp", to);
-  Strings args = {"reshard", "--from-mesh", "fsdp:8", "--to-mesh", "fsdp:2,tp:4",
-                  "--from-specs", from, "--to-specs", to};
+  Strings args = {"reshard",
+                  "--from-mesh",
+                  "fsdp:8",
+                  "--to-mesh",
+                  "fsdp:2,tp:4",
+                  "--from-specs",
+                  from,
+                  "--to-specs",
+                  to};
   args.insert(args.end(), common.begin(), common.end());
   CliResult r = run_cli(args);
   INFO(r.err);
@@ -255,8 +431,15 @@ TEST_CASE("reshard: a plan's JSON output is a specs file", "[cli][reshard]") {
   CHECK(j["same_devices"] == true);
   CHECK(j["tensors"].size() == 21);
   // The same as the rules give directly.
-  Strings direct = {"reshard", "--from-mesh", "fsdp:8", "--to-mesh", "fsdp:2,tp:4",
-                    "--from-rules", "fsdp", "--to-rules", "fsdp-tp"};
+  Strings direct = {"reshard",
+                    "--from-mesh",
+                    "fsdp:8",
+                    "--to-mesh",
+                    "fsdp:2,tp:4",
+                    "--from-rules",
+                    "fsdp",
+                    "--to-rules",
+                    "fsdp-tp"};
   direct.insert(direct.end(), common.begin(), common.end());
   json k = parse_json(run_cli(direct).out);
   CHECK(j["tensors"] == k["tensors"]);
@@ -264,16 +447,24 @@ TEST_CASE("reshard: a plan's JSON output is a specs file", "[cli][reshard]") {
 }
 
 TEST_CASE("reshard: one tensor by flags", "[cli][reshard]") {
-  CliResult text = run_cli(one_tensor({"--from-spec", "P('Y', None)", "--to-spec", "None,None"}));
+  CliResult text = run_cli(
+      one_tensor({"--from-spec", "P('Y', None)", "--to-spec", "None,None"}));
   INFO(text.err);
   REQUIRE(text.code == 0);
-  CHECK_THAT(text.out, Catch::StartsWith("reshard: 1 tensor of --shape\n"
-                                         "  from mesh X:8,Y:4 (32 devices) on v5e-32\n"
-                                         "  to   mesh X:8,Y:4 (32 devices) on v5e-32\n"));
+  CHECK_THAT(text.out,
+             Catch::StartsWith("reshard: 1 tensor of --shape\n"
+                               "  from mesh X:8,Y:4 (32 devices) on v5e-32\n"
+                               "  to   mesh X:8,Y:4 (32 devices) on v5e-32\n"));
   CHECK_THAT(text.out, Catch::Contains("\n  tensor: Y,None -> None,None: "));
 
-  CliResult named = run_cli(one_tensor({"--name", "w", "--from-spec", "Y", "--to-spec", "None",
-                                        "--format", "json"}));
+  CliResult named = run_cli(one_tensor({"--name",
+                                        "w",
+                                        "--from-spec",
+                                        "Y",
+                                        "--to-spec",
+                                        "None",
+                                        "--format",
+                                        "json"}));
   REQUIRE(named.code == 0);
   json j = parse_json(named.out);
   CHECK(j["manifest"] == "--shape");
@@ -281,22 +472,36 @@ TEST_CASE("reshard: one tensor by flags", "[cli][reshard]") {
   CHECK(j["tensors"][0]["name"] == "w");
   CHECK(j["tensors"][0]["dtype"] == "bf16");
   CHECK(j["tensors"][0]["shape"] == json::parse("[2048, 8192]"));
-  CHECK(j["tensors"][0]["from_spec"] == json::parse(R"(["Y", null])"));  // full rank
+  CHECK(j["tensors"][0]["from_spec"]
+        == json::parse(R"(["Y", null])"));  // full rank
   CHECK(j["tensors"][0]["to_spec"] == json::parse("[null, null]"));
 
   SECTION("a shape in brackets, and a scalar") {
-    CliResult brackets = run_cli(one_tensor({"--shape", "[2048, 8192]", "--from-spec", "Y",
-                                             "--to-spec", "X"}));
+    CliResult brackets = run_cli(one_tensor(
+        {"--shape", "[2048, 8192]", "--from-spec", "Y", "--to-spec", "X"}));
     CHECK(brackets.code == 0);
-    CliResult scalar = run_cli(one_tensor({"--shape", "", "--from-spec", "P()", "--to-spec",
-                                           "P()", "--format", "json"}));
+    CliResult scalar = run_cli(one_tensor({"--shape",
+                                           "",
+                                           "--from-spec",
+                                           "P()",
+                                           "--to-spec",
+                                           "P()",
+                                           "--format",
+                                           "json"}));
     INFO(scalar.err);
     REQUIRE(scalar.code == 0);
     CHECK(parse_json(scalar.out)["tensors"][0]["shape"] == json::array());
   }
   SECTION("--partial, --donate") {
-    CliResult r = run_cli(one_tensor({"--from-spec", "None", "--to-spec", "Y", "--partial", "Y",
-                                      "--donate", "--format", "json"}));
+    CliResult r = run_cli(one_tensor({"--from-spec",
+                                      "None",
+                                      "--to-spec",
+                                      "Y",
+                                      "--partial",
+                                      "Y",
+                                      "--donate",
+                                      "--format",
+                                      "json"}));
     INFO(r.err);
     REQUIRE(r.code == 0);
     json p = parse_json(r.out);
@@ -306,9 +511,23 @@ TEST_CASE("reshard: one tensor by flags", "[cli][reshard]") {
 }
 
 TEST_CASE("reshard: same_devices and the transfer link", "[cli][reshard]") {
-  auto doc = [](Strings topologies, const std::string& from_mesh, const std::string& to_mesh) {
-    Strings args = {"reshard", "--from-mesh", from_mesh, "--to-mesh", to_mesh, "--shape", "64,64",
-                    "--dtype", "f32", "--from-spec", "None", "--to-spec", "None", "--format",
+  auto doc = [](Strings topologies,
+                const std::string& from_mesh,
+                const std::string& to_mesh) {
+    Strings args = {"reshard",
+                    "--from-mesh",
+                    from_mesh,
+                    "--to-mesh",
+                    to_mesh,
+                    "--shape",
+                    "64,64",
+                    "--dtype",
+                    "f32",
+                    "--from-spec",
+                    "None",
+                    "--to-spec",
+                    "None",
+                    "--format",
                     "json"};
     args.insert(args.end(), topologies.begin(), topologies.end());
     CliResult r = run_cli(args);
@@ -319,30 +538,42 @@ TEST_CASE("reshard: same_devices and the transfer link", "[cli][reshard]") {
   SECTION("one GPU node: NVLink") {
     json j = doc({"--topology", "h100x8"}, "a:8", "a:2,b:4");
     CHECK(j["same_devices"] == true);
-    CHECK(j["transfer_link"]
-          == json::parse(R"({"link": "nvlink", "bytes_per_s": 4.5e11, "latency_s": 6e-7})"));
+    CHECK(
+        j["transfer_link"]
+        == json::parse(
+            R"({"link": "nvlink", "bytes_per_s": 4.5e11, "latency_s": 6e-7})"));
   }
   SECTION("several GPU nodes: the network per GPU") {
     json j = doc({"--topology", "h100x64"}, "a:64", "a:8,b:8");
-    CHECK(j["transfer_link"]
-          == json::parse(R"({"link": "network", "bytes_per_s": 5e10, "latency_s": 2.7e-6})"));
+    CHECK(
+        j["transfer_link"]
+        == json::parse(
+            R"({"link": "network", "bytes_per_s": 5e10, "latency_s": 2.7e-6})"));
   }
   SECTION("fewer GPU nodes: the same devices") {
-    json j = doc({"--from-topology", "h100x64", "--to-topology", "h100x32"}, "a:64", "a:32");
+    json j = doc({"--from-topology", "h100x64", "--to-topology", "h100x32"},
+                 "a:64",
+                 "a:32");
     CHECK(j["same_devices"] == true);
     CHECK(j["transfer_link"]["link"] == "network");
   }
   SECTION("fewer TPU slices: the same devices, over DCN") {
-    json j = doc({"--from-topology", "2xv5e-16", "--to-topology", "v5e-16"}, "dp:2,a:16", "a:16");
+    json j = doc({"--from-topology", "2xv5e-16", "--to-topology", "v5e-16"},
+                 "dp:2,a:16",
+                 "a:16");
     CHECK(j["same_devices"] == true);
     CHECK(j["transfer_link"]
-          == json::parse(R"({"link": "dcn", "bytes_per_s": 3.125e9, "latency_s": 1e-5})"));
+          == json::parse(
+              R"({"link": "dcn", "bytes_per_s": 3.125e9, "latency_s": 1e-5})"));
   }
   SECTION("another TPU slice shape: other devices; the slower side's DCN") {
-    json j = doc({"--from-topology", "v5p-128", "--to-topology", "v5e-64"}, "a:64", "a:64");
+    json j = doc({"--from-topology", "v5p-128", "--to-topology", "v5e-64"},
+                 "a:64",
+                 "a:64");
     CHECK(j["same_devices"] == false);
     CHECK(j["transfer_link"]
-          == json::parse(R"({"link": "dcn", "bytes_per_s": 3.125e9, "latency_s": 1e-5})"));
+          == json::parse(
+              R"({"link": "dcn", "bytes_per_s": 3.125e9, "latency_s": 1e-5})"));
   }
   SECTION("--devices: no link, no times") {
     json j = doc({"--devices", "8"}, "a:8", "a:2,b:4");
@@ -351,33 +582,50 @@ TEST_CASE("reshard: same_devices and the transfer link", "[cli][reshard]") {
   }
 }
 
-TEST_CASE("reshard: text folds layers and lists the most expensive tensors", "[cli][reshard]") {
-  CliResult r = run_cli({"reshard", "--topology", "v5p-128", "--model", "llama-3-8b",
-                         "--from-mesh", "fsdp:64", "--from-rules", "fsdp", "--to-mesh",
-                         "fsdp:16,tp:4", "--to-rules", "fsdp-tp"});
+TEST_CASE("reshard: text folds layers and lists the most expensive tensors",
+          "[cli][reshard]") {
+  CliResult r = run_cli({"reshard",
+                         "--topology",
+                         "v5p-128",
+                         "--model",
+                         "llama-3-8b",
+                         "--from-mesh",
+                         "fsdp:64",
+                         "--from-rules",
+                         "fsdp",
+                         "--to-mesh",
+                         "fsdp:16,tp:4",
+                         "--to-rules",
+                         "fsdp-tp"});
   INFO(r.err);
   REQUIRE(r.code == 0);
-  CHECK_THAT(r.out, Catch::StartsWith("reshard: 291 tensors of --model llama-3-8b\n"));
   CHECK_THAT(r.out,
-             Catch::Contains("\n  model.layers.{0..31}.mlp.up_proj.weight: fsdp,None -> tp,fsdp: "));
+             Catch::StartsWith("reshard: 291 tensors of --model llama-3-8b\n"));
+  CHECK_THAT(r.out,
+             Catch::Contains("\n  model.layers.{0..31}.mlp.up_proj.weight: "
+                             "fsdp,None -> tp,fsdp: "));
   CHECK(r.out.find("model.layers.1.mlp.up_proj.weight:") == std::string::npos);
-  CHECK_THAT(r.out, Catch::Contains("\ntotals (naive: all_gather to replicated, then slice):\n"));
+  CHECK_THAT(r.out,
+             Catch::Contains(
+                 "\ntotals (naive: all_gather to replicated, then slice):\n"));
   CHECK_THAT(r.out, Catch::Contains("\nmost expensive tensors (10):\n"));
   CHECK_THAT(r.out, Catch::EndsWith("result: ok\n"));
 }
 
-TEST_CASE("reshard: -o writes the result atomically and prints nothing", "[cli][reshard]") {
+TEST_CASE("reshard: -o writes the result atomically and prints nothing",
+          "[cli][reshard]") {
   fs::path dir = temp_dir("reshard_output");
   const std::string out = (dir / "plan.json").string();
-  CliResult r = run_cli(one_tensor({"--from-spec", "Y", "--to-spec", "X", "--format", "json",
-                                    "-o", out}));
+  CliResult r = run_cli(one_tensor(
+      {"--from-spec", "Y", "--to-spec", "X", "--format", "json", "-o", out}));
   INFO(r.err);
   CHECK(r.code == 0);
   CHECK(r.out.empty());
   json j = parse_json(shardplan::test::slurp(out));
   CHECK(j["command"] == "reshard");
   // Bad input leaves the file as it was.
-  CliResult bad = run_cli(one_tensor({"--from-spec", "Q", "--to-spec", "X", "-o", out}));
+  CliResult bad =
+      run_cli(one_tensor({"--from-spec", "Q", "--to-spec", "X", "-o", out}));
   CHECK(bad.code == 2);
   CHECK(parse_json(shardplan::test::slurp(out)) == j);
   std::vector<fs::path> left;
@@ -391,11 +639,12 @@ TEST_CASE("reshard: -o writes the result atomically and prints nothing", "[cli][
 // ---------------------------------------------------------------------------
 // Values from the planner, end to end.
 
-TEST_CASE("reshard: the scaling book's all_gather on v5e 8x4", "[cli][reshard]") {
+TEST_CASE("reshard: the scaling book's all_gather on v5e 8x4",
+          "[cli][reshard]") {
   // bf16[2048, 8192] sharded over Y (4) gathered on a 4x8 v5e with no
   // wraparound: 3 x 8 MiB received at 4.5e10 B/s one way ("560 us").
-  CliResult r = run_cli(one_tensor({"--from-spec", "Y,None", "--to-spec", "None,None",
-                                    "--format", "json"}));
+  CliResult r = run_cli(one_tensor(
+      {"--from-spec", "Y,None", "--to-spec", "None,None", "--format", "json"}));
   INFO(r.err);
   REQUIRE(r.code == 0);
   json j = parse_json(r.out);
@@ -417,16 +666,33 @@ TEST_CASE("reshard: the scaling book's all_gather on v5e 8x4", "[cli][reshard]")
   // The naive plan is the same gather here: nothing saved.
   CHECK(j["saved"]["bytes_per_device"] == 0);
 
-  CliResult text = run_cli(one_tensor({"--from-spec", "Y,None", "--to-spec", "None,None"}));
+  CliResult text =
+      run_cli(one_tensor({"--from-spec", "Y,None", "--to-spec", "None,None"}));
   CHECK_THAT(text.out,
-             Catch::Contains("\n  tensor: Y,None -> None,None: all_gather over Y, 24.00 MiB/device, "
+             Catch::Contains("\n  tensor: Y,None -> None,None: all_gather over "
+                             "Y, 24.00 MiB/device, "
                              "559.241 us\n"));
 }
 
-TEST_CASE("reshard: an all_to_all carries to_dim; totals and saved add up", "[cli][reshard]") {
-  CliResult r = run_cli({"reshard", "--devices", "32", "--from-mesh", "fsdp:8,tp:4", "--to-mesh",
-                         "fsdp:8,tp:4", "--shape", "1024,4096", "--dtype", "bf16", "--from-spec",
-                         "fsdp,None", "--to-spec", "None,fsdp", "--format", "json"});
+TEST_CASE("reshard: an all_to_all carries to_dim; totals and saved add up",
+          "[cli][reshard]") {
+  CliResult r = run_cli({"reshard",
+                         "--devices",
+                         "32",
+                         "--from-mesh",
+                         "fsdp:8,tp:4",
+                         "--to-mesh",
+                         "fsdp:8,tp:4",
+                         "--shape",
+                         "1024,4096",
+                         "--dtype",
+                         "bf16",
+                         "--from-spec",
+                         "fsdp,None",
+                         "--to-spec",
+                         "None,fsdp",
+                         "--format",
+                         "json"});
   INFO(r.err);
   REQUIRE(r.code == 0);
   json j = parse_json(r.out);
@@ -445,9 +711,21 @@ TEST_CASE("reshard: an all_to_all carries to_dim; totals and saved add up", "[cl
                - j["totals"]["peak_bytes_per_device"].get<int64_t>());
 
   // A whole model: the totals are the sums over tensors.
-  CliResult model = run_cli({"reshard", "--topology", "v5p-128", "--model", "llama-3-8b",
-                             "--from-mesh", "fsdp:64", "--from-rules", "fsdp", "--to-mesh",
-                             "fsdp:16,tp:4", "--to-rules", "fsdp-tp", "--format", "json"});
+  CliResult model = run_cli({"reshard",
+                             "--topology",
+                             "v5p-128",
+                             "--model",
+                             "llama-3-8b",
+                             "--from-mesh",
+                             "fsdp:64",
+                             "--from-rules",
+                             "fsdp",
+                             "--to-mesh",
+                             "fsdp:16,tp:4",
+                             "--to-rules",
+                             "fsdp-tp",
+                             "--format",
+                             "json"});
   REQUIRE(model.code == 0);
   json m = parse_json(model.out);
   int64_t bytes = 0;
@@ -462,27 +740,46 @@ TEST_CASE("reshard: an all_to_all carries to_dim; totals and saved add up", "[cl
   CHECK(m["saved"]["bytes_per_device"].get<int64_t>() > 0);
 }
 
-TEST_CASE("reshard: the pathways intermediate sharding, end to end", "[cli][reshard]") {
+TEST_CASE("reshard: the pathways intermediate sharding, end to end",
+          "[cli][reshard]") {
   // [fsdp:8, tp:1] -> [fsdp:1, tp:4]: through [split:4, replica:2, tp:1].
-  CliResult r = run_cli({"reshard", "--from-topology", "v5e-8", "--to-topology", "v5e-4",
-                         "--from-mesh", "fsdp:8,tp:1", "--to-mesh", "fsdp:1,tp:4", "--shape",
-                         "64,64", "--dtype", "f32", "--from-spec", "fsdp,tp", "--to-spec",
-                         "fsdp,tp", "--format", "json"});
+  CliResult r = run_cli({"reshard",
+                         "--from-topology",
+                         "v5e-8",
+                         "--to-topology",
+                         "v5e-4",
+                         "--from-mesh",
+                         "fsdp:8,tp:1",
+                         "--to-mesh",
+                         "fsdp:1,tp:4",
+                         "--shape",
+                         "64,64",
+                         "--dtype",
+                         "f32",
+                         "--from-spec",
+                         "fsdp,tp",
+                         "--to-spec",
+                         "fsdp,tp",
+                         "--format",
+                         "json"});
   INFO(r.err);
   REQUIRE(r.code == 0);
   json j = parse_json(r.out);
   CHECK(j["same_mesh"] == false);
   CHECK(j["same_devices"] == false);  // 2x4 and 2x2 chips: other slices
   const json& t = j["tensors"][0];
-  CHECK(t["intermediate"]
-        == json::parse(R"({"mesh": {"axes": [{"name": "fsdp_intermediate_split", "size": 4},
+  CHECK(
+      t["intermediate"]
+      == json::parse(
+          R"({"mesh": {"axes": [{"name": "fsdp_intermediate_split", "size": 4},
                                              {"name": "fsdp_intermediate_replica", "size": 2},
                                              {"name": "tp", "size": 1}]},
                            "spec": ["fsdp_intermediate_split", "tp"],
                            "replicated_axes": ["fsdp_intermediate_replica"]})"));
   REQUIRE(t["steps"].size() == 2);
   CHECK(t["steps"][0]["op"] == "all_gather");
-  CHECK(t["steps"][0]["mesh_axes"] == json::parse(R"(["fsdp_intermediate_replica"])"));
+  CHECK(t["steps"][0]["mesh_axes"]
+        == json::parse(R"(["fsdp_intermediate_replica"])"));
   CHECK(t["steps"][0]["bytes_per_device"] == 2048);
   const json& send = t["steps"][1];
   CHECK(send["op"] == "send_recv");
@@ -504,14 +801,27 @@ TEST_CASE("reshard: the pathways intermediate sharding, end to end", "[cli][resh
   CHECK(received == 64 * 64 * 4);
 }
 
-TEST_CASE("reshard: --allow-split-physical-axes reaches both sides", "[cli][reshard]") {
+TEST_CASE("reshard: --allow-split-physical-axes reaches both sides",
+          "[cli][reshard]") {
   // dp:2,fsdp:64,tp:2 on two v5p-256 slices (4x4x8 chips): tp:2 fits no
   // physical axis unless one is split, as JAX's mesh_utils says.
-  const std::vector<std::string> args{
-      "reshard",       "--from-topology", "2xv5p-256", "--to-topology", "v5p-256",
-      "--from-mesh",   "dp:2,fsdp:64,tp:2", "--to-mesh", "fsdp:64,tp:2",
-      "--shape",       "4096,4096",       "--dtype",     "bf16",
-      "--from-spec",   "fsdp,tp",         "--to-spec",   "fsdp,tp"};
+  const std::vector<std::string> args{"reshard",
+                                      "--from-topology",
+                                      "2xv5p-256",
+                                      "--to-topology",
+                                      "v5p-256",
+                                      "--from-mesh",
+                                      "dp:2,fsdp:64,tp:2",
+                                      "--to-mesh",
+                                      "fsdp:64,tp:2",
+                                      "--shape",
+                                      "4096,4096",
+                                      "--dtype",
+                                      "bf16",
+                                      "--from-spec",
+                                      "fsdp,tp",
+                                      "--to-spec",
+                                      "fsdp,tp"};
   const CliResult refused = run_cli(args);
   CHECK(refused.code == 2);
   CHECK(refused.err.find("[topology.no-assignment]") != std::string::npos);

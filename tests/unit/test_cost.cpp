@@ -4,12 +4,12 @@
 // its bytes (34e6 for 33,554,432); the expectations below redo its
 // arithmetic with exact bytes, and the book's figure is in the comment.
 
+#include "support/test_support.hpp"
+
 #include <shardplan/cost.hpp>
 #include <shardplan/topology.hpp>
 
 #include <catch2/catch.hpp>
-
-#include "support/test_support.hpp"
 
 #include <vector>
 
@@ -40,38 +40,46 @@ constexpr double k_quiz2_bytes = 2048.0 * 8192 * 2;  // 33,554,432
 
 }  // namespace
 
-TEST_CASE("cost: all_gather over a v5e axis of 4 without wraparound (book: 560 us)") {
+TEST_CASE(
+    "cost: all_gather over a v5e axis of 4 without wraparound (book: 560 us)") {
   // 3 hops x 8,388,608 B / 4.5e10 B/s one way.
-  const double t = cost(Collective::all_gather, k_quiz2_bytes, {ici(4, false, 4.5e10)});
+  const double t =
+      cost(Collective::all_gather, k_quiz2_bytes, {ici(4, false, 4.5e10)});
   CHECK(t == Approx(3 * 8388608.0 / 4.5e10));
   CHECK(t == Approx(560e-6).epsilon(0.01));
 }
 
-TEST_CASE("cost: all_gather over a v5e axis of 4 with wraparound (book: 377 us)") {
+TEST_CASE(
+    "cost: all_gather over a v5e axis of 4 with wraparound (book: 377 us)") {
   // V / W with W the bidirectional 9e10 B/s.
-  const double t = cost(Collective::all_gather, k_quiz2_bytes, {ici(4, true, 9e10)});
+  const double t =
+      cost(Collective::all_gather, k_quiz2_bytes, {ici(4, true, 9e10)});
   CHECK(t == Approx(k_quiz2_bytes / 9e10));
   CHECK(t == Approx(377e-6).epsilon(0.015));
 }
 
 TEST_CASE("cost: a small all_gather is latency-bound (book: 3 hops x 1 us)") {
   // bf16[256, 256]: 32 kB shards, 0.7 us per hop of bandwidth; 3 hops of 1 us.
-  const double t = cost(Collective::all_gather, 256.0 * 256 * 2, {ici(4, false, 4.5e10)});
+  const double t =
+      cost(Collective::all_gather, 256.0 * 256 * 2, {ici(4, false, 4.5e10)});
   CHECK(t == Approx(3e-6));
 }
 
-TEST_CASE("cost: all_gather over two wraparound axes of a v4p 4x4x4 (book: 46 us)") {
+TEST_CASE(
+    "cost: all_gather over two wraparound axes of a v4p 4x4x4 (book: 46 us)") {
   // AllGather_XY([B_X, D_Y]) with B=1024, D=4096 bf16: 2BD / (2 W_ICI).
   const double v = 2.0 * 1024 * 4096;
-  const double t = cost(Collective::all_gather, v, {ici(4, true, 9e10), ici(4, true, 9e10)});
+  const double t =
+      cost(Collective::all_gather, v, {ici(4, true, 9e10), ici(4, true, 9e10)});
   CHECK(t == Approx(v / 1.8e11));
   CHECK(t == Approx(46.6e-6).epsilon(0.01));
   // One of the axes alone gathers a quarter of the array (book: 23 us).
-  CHECK(cost(Collective::all_gather, v / 4, {ici(4, true, 9e10)}) ==
-        Approx(23.3e-6).epsilon(0.01));
+  CHECK(cost(Collective::all_gather, v / 4, {ici(4, true, 9e10)})
+        == Approx(23.3e-6).epsilon(0.01));
 }
 
-TEST_CASE("cost: reduce_scatter all_reduce and all_to_all follow the book's ratios") {
+TEST_CASE(
+    "cost: reduce_scatter all_reduce and all_to_all follow the book's ratios") {
   const std::vector<AxisLink> ring{ici(8, true, 9e10)};
   const std::vector<AxisLink> line{ici(8, false, 4.5e10)};
   const double v = 64.0 * 1024 * 1024;
@@ -80,8 +88,8 @@ TEST_CASE("cost: reduce_scatter all_reduce and all_to_all follow the book's rati
   CHECK(cost(Collective::all_reduce, v, ring) == Approx(2 * ag_ring));
   // "AllGather / 4 for a bidirectional ring", half of it on a line.
   CHECK(cost(Collective::all_to_all, v, ring) == Approx(ag_ring / 4));
-  CHECK(cost(Collective::all_to_all, v, line) ==
-        Approx(cost(Collective::all_gather, v, line) / 2));
+  CHECK(cost(Collective::all_to_all, v, line)
+        == Approx(cost(Collective::all_gather, v, line) / 2));
 }
 
 TEST_CASE("cost: all_gather on 8xH100 over NVLink (book: 1.04 ms and 65 us)") {
@@ -93,13 +101,16 @@ TEST_CASE("cost: all_gather on 8xH100 over NVLink (book: 1.04 ms and 65 us)") {
   nvlink.latency_s = 1e-6;
   // bf16[4096, 65536]: B (N-1) / (N W) = 536,870,912 x 7 / 3.6e12.
   const double big = 4096.0 * 65536 * 2;
-  CHECK(cost(Collective::all_gather, big, {nvlink}) == Approx(big * 7 / 3.6e12));
-  CHECK(cost(Collective::all_gather, big, {nvlink}) == Approx(1.04e-3).epsilon(0.01));
+  CHECK(cost(Collective::all_gather, big, {nvlink})
+        == Approx(big * 7 / 3.6e12));
+  CHECK(cost(Collective::all_gather, big, {nvlink})
+        == Approx(1.04e-3).epsilon(0.01));
   // bf16[1024, 16384]: "more precisely" 65 us with the 7/8.
-  CHECK(cost(Collective::all_gather, 2.0 * 1024 * 16384, {nvlink}) ==
-        Approx(65e-6).epsilon(0.01));
+  CHECK(cost(Collective::all_gather, 2.0 * 1024 * 16384, {nvlink})
+        == Approx(65e-6).epsilon(0.01));
   // AllToAll inside a node: B (N-1) / (W N^2).
-  CHECK(cost(Collective::all_to_all, big, {nvlink}) == Approx(big * 7 / (450e9 * 64)));
+  CHECK(cost(Collective::all_to_all, big, {nvlink})
+        == Approx(big * 7 / (450e9 * 64)));
 }
 
 TEST_CASE("cost: the links of a real v5e-32 mesh give the book's 560 us") {
@@ -113,9 +124,10 @@ TEST_CASE("cost: the links of a real v5e-32 mesh give the book's 560 us") {
   REQUIRE(y.axis == "Y");
   CHECK_FALSE(y.wraparound);
   const AxisLink* axes[] = {&y};
-  CHECK(collective_cost(Collective::all_gather, k_quiz2_bytes, axes).seconds ==
-        Approx(3 * 8388608.0 / 4.5e10));
-  CHECK(collective_cost(Collective::all_gather, k_quiz2_bytes, axes).link == LinkClass::ici);
+  CHECK(collective_cost(Collective::all_gather, k_quiz2_bytes, axes).seconds
+        == Approx(3 * 8388608.0 / 4.5e10));
+  CHECK(collective_cost(Collective::all_gather, k_quiz2_bytes, axes).link
+        == LinkClass::ici);
 }
 
 TEST_CASE("cost: axes without links or of size 1 cost nothing") {

@@ -18,8 +18,10 @@ TEST_CASE("diag: checked arithmetic catches overflow at the edges", "[diag]") {
   CHECK(checked_product({}) == 1);
   CHECK(checked_product({2, 3, 7}) == 42);
   CHECK(checked_product({0, max, max}) == 0);  // 0 first: no overflow
-  CHECK_FALSE(checked_product({3037000500, 3037000500}));  // just above sqrt(2^63)
-  CHECK(checked_product({3037000499, 3037000499}) == int64_t{9223372030926249001});
+  CHECK_FALSE(
+      checked_product({3037000500, 3037000500}));  // just above sqrt(2^63)
+  CHECK(checked_product({3037000499, 3037000499})
+        == int64_t{9223372030926249001});
 }
 
 TEST_CASE("diag: ceil_div", "[diag]") {
@@ -57,7 +59,8 @@ TEST_CASE("diag: rendering with a pointer, with line and caret, without source",
   CHECK(render(c) == "f.json:3:1: error: unexpected end [json.syntax]");
 }
 
-TEST_CASE("diag: location_in_text counts code points and clips long lines", "[diag]") {
+TEST_CASE("diag: location_in_text counts code points and clips long lines",
+          "[diag]") {
   // "é" is two bytes; byte offset 3 is the character after "aé".
   Location loc = location_in_text("s", "aéb", 3);
   CHECK(loc.line == 1);
@@ -71,7 +74,8 @@ TEST_CASE("diag: location_in_text counts code points and clips long lines", "[di
   CHECK(clipped.column == 101);
   CHECK(clipped.excerpt.substr(0, 3) == "...");
   CHECK(clipped.excerpt.substr(clipped.excerpt.size() - 3) == "...");
-  CHECK(clipped.excerpt[static_cast<size_t>(clipped.excerpt_column - 1)] == 'Y');
+  CHECK(clipped.excerpt[static_cast<size_t>(clipped.excerpt_column - 1)]
+        == 'Y');
   // Offsets past the end clamp to the end.
   CHECK(location_in_text("s", "ab", 99).column == 3);
 }
@@ -104,7 +108,8 @@ TEST_CASE("diag: edit distance and suggestions", "[diag]") {
   CHECK(edit_distance("kitten", "sitting") == 3);
   CHECK(edit_distance("a", "abcdefgh", 3) == 4);  // capped
   CHECK(closest_match("tpp", {"dp", "fsdp", "tp"}) == "tp");
-  CHECK(closest_match("explicitt", {"auto", "explicit", "manual"}) == "explicit");
+  CHECK(closest_match("explicitt", {"auto", "explicit", "manual"})
+        == "explicit");
   CHECK(closest_match("zzzz", {"dp", "tp"}).empty());
   CHECK(closest_match("", {"dp"}).empty());
 }

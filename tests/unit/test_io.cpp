@@ -1,21 +1,19 @@
+#include "io_internal.hpp"
 #include "support/test_support.hpp"
 
 #include <shardplan/io.hpp>
-
-#include "io_internal.hpp"
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <csignal>
 
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -60,7 +58,8 @@ SpecsFile specs_ok(std::string_view text) {
 // of the file), or a file it refuses.
 bool refused(const std::optional<SpecsFile>& specs) {
   return !specs
-         || std::any_of(specs->specs.begin(), specs->specs.end(),
+         || std::any_of(specs->specs.begin(),
+                        specs->specs.end(),
                         [](const NamedSpec& s) { return !s.valid; });
 }
 
@@ -123,8 +122,8 @@ TEST_CASE("io: reads a native manifest in file order", "[io]") {
   CHECK(up.dtype == DType::bf16);
   REQUIRE(up.logical_axes.has_value());
   CHECK(*up.logical_axes == LogicalAxes{"mlp", "embed"});
-  CHECK(up.num_elements == 58720256);   // 14336 * 4096
-  CHECK(up.num_bytes == 117440512);     // x 2 bytes
+  CHECK(up.num_elements == 58720256);  // 14336 * 4096
+  CHECK(up.num_bytes == 117440512);    // x 2 bytes
   CHECK(up.pointer() == "/params/0");
   // Order is the file's, not sorted: "b" before "a".
   CHECK(m.tensors()[1].name == "b");
@@ -179,7 +178,8 @@ TEST_CASE("io: dims in every spelling JSON allows", "[io]") {
       "{\"name\": \"a\", \"shape\": [], \"dtype\": \"f32\"},\n"
       "{\"name\": \"b\", \"shape\": [ ], \"dtype\": \"f32\"},\n"
       "{\"name\": \"c\", \"shape\":[1,2,3], \"dtype\": \"f32\"},\n"
-      "{\"name\": \"d\", \"shape\": [ 0 ,\t\n 7168\r\n ], \"dtype\": \"f32\"},\n"
+      "{\"name\": \"d\", \"shape\": [ 0 ,\t\n 7168\r\n ], \"dtype\": "
+      "\"f32\"},\n"
       "{\"name\": \"e\", \"shape\": [999999999999999999], \"dtype\": \"u8\"},\n"
       "{\"name\": \"g\", \"shape\": [0, 9223372036854775807], "
       "\"dtype\": \"f32\"}]}");
@@ -195,7 +195,8 @@ TEST_CASE("io: dims in every spelling JSON allows", "[io]") {
   CHECK(m.tensors()[0].shape == std::vector<int64_t>{9223372036854775807});
 
   // "-0" is 0; a negative dim is read, then refused by Manifest::add.
-  m = manifest_ok(R"({"params": [{"name": "z", "shape": [-0], "dtype": "f32"}]})");
+  m = manifest_ok(
+      R"({"params": [{"name": "z", "shape": [-0], "dtype": "f32"}]})");
   CHECK(m.tensors()[0].shape == std::vector<int64_t>{0});
   Diagnostic d = manifest_error(
       R"({"params": [{"name": "n", "shape": [4, -3], "dtype": "f32"}]})");
@@ -203,8 +204,14 @@ TEST_CASE("io: dims in every spelling JSON allows", "[io]") {
   CHECK(d.code == "manifest.bad-dim");
 
   // Not plain: the full reader reports, at the dim.
-  for (const char* shape : {"[1.0]", "[1e3]", "[2, 1.5]", "[true]", "[\"4\"]",
-                            "[[4]]", "[9223372036854775808]", "[4, null]"}) {
+  for (const char* shape : {"[1.0]",
+                            "[1e3]",
+                            "[2, 1.5]",
+                            "[true]",
+                            "[\"4\"]",
+                            "[[4]]",
+                            "[9223372036854775808]",
+                            "[4, null]"}) {
     d = manifest_error(fmt::format(
         R"({{"params": [{{"name": "x", "shape": {}, "dtype": "f32"}}]}})",
         shape));
@@ -257,8 +264,7 @@ TEST_CASE("io: the pointer of the 13th tensor's 2nd dim", "[io]") {
            "got 1e3");
   // The value's line and column come along, for the caret.
   CHECK(d.location.line == 1);
-  CHECK(d.location.column
-        == static_cast<int64_t>(text.find("1e3")) + 1);
+  CHECK(d.location.column == static_cast<int64_t>(text.find("1e3")) + 1);
 }
 
 TEST_CASE("io: pointers of entries 9, 99 and 100 and beyond", "[io]") {
@@ -267,8 +273,11 @@ TEST_CASE("io: pointers of entries 9, 99 and 100 and beyond", "[io]") {
   for (int bad : {9, 10, 99, 100, 1000}) {
     std::string text = R"({"params": [)";
     for (int i = 0; i <= bad; ++i) {
-      text += fmt::format(R"({}{{"name": "t{}", "shape": [{}], "dtype": "f32"}})",
-                          i == 0 ? "" : ",", i, i == bad ? -1 : 1);
+      text +=
+          fmt::format(R"({}{{"name": "t{}", "shape": [{}], "dtype": "f32"}})",
+                      i == 0 ? "" : ",",
+                      i,
+                      i == bad ? -1 : 1);
     }
     text += "]}";
     Diagnostic d = manifest_error(text);
@@ -278,7 +287,8 @@ TEST_CASE("io: pointers of entries 9, 99 and 100 and beyond", "[io]") {
   std::string text = R"({"params": [)";
   for (int i = 0; i < 120; ++i) {
     text += fmt::format(R"({}{{"name": "t{}", "shape": [1], "dtype": "f32"}})",
-                        i == 0 ? "" : ",", i == 119 ? 99 : i);
+                        i == 0 ? "" : ",",
+                        i == 119 ? 99 : i);
   }
   text += "]}";
   CHECK(first_line(manifest_error(text))
@@ -325,7 +335,8 @@ TEST_CASE("io: unknown keys, dtypes and missing keys", "[io]") {
 
   d = manifest_error(R"({"params": [{"name": "w", "dtype": "bf16"}]})");
   CHECK(d.code == "manifest.missing-key");
-  CHECK(first_line(d) == "m.json:/params/0: error: tensor \"w\" has no \"shape\"");
+  CHECK(first_line(d)
+        == "m.json:/params/0: error: tensor \"w\" has no \"shape\"");
 
   d = manifest_error(R"({"params": [{"shape": [1], "dtype": "bf16"}]})");
   CHECK(first_line(d) == "m.json:/params/0: error: tensor 0 has no \"name\"");
@@ -382,7 +393,8 @@ TEST_CASE("io: duplicate keys and duplicate names", "[io]") {
 
   // In a safetensors header the names are keys: a repeated key is a
   // repeated name.
-  d = manifest_error(R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+  d = manifest_error(
+      R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
     "w": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})");
   CHECK(d.code == "manifest.duplicate-name");
 }
@@ -429,8 +441,9 @@ TEST_CASE("io: safetensors data_offsets", "[io]") {
            "bytes, but a bf16 tensor of shape [2, 3] has 12 bytes");
   d = manifest_error(
       R"({"w": {"dtype": "BF16", "shape": [1], "data_offsets": [8, 6]}})");
-  CHECK(first_line(d)
-        == "m.json:/w/data_offsets: error: begin offset 8 is after end offset 6");
+  CHECK(
+      first_line(d)
+      == "m.json:/w/data_offsets: error: begin offset 8 is after end offset 6");
   d = manifest_error(
       R"({"w": {"dtype": "BF16", "shape": [1], "data_offsets": [0, 2, 4]}})");
   CHECK(first_line(d)
@@ -438,7 +451,8 @@ TEST_CASE("io: safetensors data_offsets", "[io]") {
            "got 3");
   d = manifest_error(
       R"({"w": {"dtype": "BF16", "shape": [1], "data_offsets": [-2, 0]}})");
-  CHECK(first_line(d) == "m.json:/w/data_offsets/0: error: offset -2 is negative");
+  CHECK(first_line(d)
+        == "m.json:/w/data_offsets/0: error: offset -2 is negative");
   d = manifest_error(R"({"w": {"dtype": "BF16", "shape": [1]}})");
   CHECK(first_line(d)
         == "m.json:/w: error: tensor \"w\" has no \"data_offsets\"");
@@ -466,8 +480,7 @@ TEST_CASE("io: unicode and escaped names", "[io]") {
   CHECK(m.tensors()[0].name == "\xE6\xA8\xA1\xE5\x9E\x8B.w\xC3\xA9ight");
   CHECK(m.tensors()[1].name == "caf\xC3\xA9 \"q\" \xF0\x9F\x98\x80");
   // Columns count code points: the error is after 3 two-byte characters.
-  Diagnostic d = manifest_error(
-      "{\"\xC3\xA9\xC3\xA9\xC3\xA9\": 1,}");
+  Diagnostic d = manifest_error("{\"\xC3\xA9\xC3\xA9\xC3\xA9\": 1,}");
   CHECK(d.code == "json.syntax");
   CHECK(d.location.line == 1);
   CHECK(d.location.column == 11);  // {"ééé": 1,} : the '}' is character 11
@@ -551,7 +564,8 @@ TEST_CASE("io: the top level must be an object", "[io]") {
 
 TEST_CASE("io: invalid UTF-8", "[io]") {
   Diagnostic d = manifest_error(
-      "{\"params\": [{\"name\": \"w\xFF\", \"shape\": [1], \"dtype\": \"f32\"}]}");
+      "{\"params\": [{\"name\": \"w\xFF\", \"shape\": [1], \"dtype\": "
+      "\"f32\"}]}");
   CHECK(d.code == "json.syntax");
   CHECK(first_line(d)
         == "m.json:1:24: error: invalid string: ill-formed UTF-8 byte");
@@ -577,9 +591,13 @@ TEST_CASE("io: deep nesting neither crashes nor recurses", "[io]") {
 TEST_CASE("io: ignored values must still be valid JSON", "[io]") {
   const std::string tensor =
       R"({"params": [{"name": "w", "shape": [1], "dtype": "f32"}], )";
-  for (std::string bad : {R"("x": {"a": tru})", R"("x": [1, 2,])",
-                          R"("x": 01)", R"("x": "\q")", R"("x": -)",
-                          R"("x": [1 2])", R"("x": nul)"}) {
+  for (std::string bad : {R"("x": {"a": tru})",
+                          R"("x": [1, 2,])",
+                          R"("x": 01)",
+                          R"("x": "\q")",
+                          R"("x": -)",
+                          R"("x": [1 2])",
+                          R"("x": nul)"}) {
     Diagnostic d = manifest_error(tensor + bad + "}");
     INFO(bad);
     CHECK(d.code == "json.syntax");
@@ -599,7 +617,8 @@ TEST_CASE("io: Python habits get a hint", "[io]") {
   CHECK(first_line(d)
         == "m.json:1:14: error: unexpected \"'\"; JSON strings use double "
            "quotes");
-  d = manifest_error(R"({"params": [{"name": "w", "shape": [1], "dtype": None}]})");
+  d = manifest_error(
+      R"({"params": [{"name": "w", "shape": [1], "dtype": None}]})");
   CHECK(d.hint == "JSON spells these true, false and null");
 }
 
@@ -682,11 +701,13 @@ TEST_CASE("io: manifest negative cases", "[io]") {
   for (const test::NegativeCase& c : test::load_cases("manifest_errors.txt")) {
     DYNAMIC_SECTION(c.name << " (line " << c.line << ")") {
       Diagnostics diags;
-      std::optional<Manifest> manifest = read_manifest(c.input, "m.json", diags);
+      std::optional<Manifest> manifest =
+          read_manifest(c.input, "m.json", diags);
       CHECK_FALSE(manifest.has_value());
       REQUIRE(diags.error_count() >= 1);
       CHECK(diags.items()[0].code == c.expect_code);
-      CHECK(test::first_line_without_code(diags.items()[0]) == c.expect_message);
+      CHECK(test::first_line_without_code(diags.items()[0])
+            == c.expect_message);
     }
   }
 }
@@ -700,7 +721,8 @@ TEST_CASE("io: specs negative cases", "[io]") {
       CHECK(specs.has_value() == (c.expect_code == "spec.nested-tuple"));
       REQUIRE(diags.error_count() >= 1);
       CHECK(diags.items()[0].code == c.expect_code);
-      CHECK(test::first_line_without_code(diags.items()[0]) == c.expect_message);
+      CHECK(test::first_line_without_code(diags.items()[0])
+            == c.expect_message);
     }
   }
 }
@@ -849,7 +871,8 @@ TEST_CASE("io: write_file_atomic", "[io]") {
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("io: AtomicFile writes in pieces and leaves nothing until commit", "[io]") {
+TEST_CASE("io: AtomicFile writes in pieces and leaves nothing until commit",
+          "[io]") {
   const std::string dir = temp_dir();
   const std::string path = dir + "/out.json";
   Diagnostics diags;
@@ -888,7 +911,12 @@ TEST_CASE("io: PaddedText maps a regular file and pads it with zeros", "[io]") {
   const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   // Sizes around a page's end: the padding is the rest of the file's last
   // page, or runs on into the zeroed page after it.
-  for (size_t size : {size_t{1}, page - 64, page - 63, page - 1, page, page + 1,
+  for (size_t size : {size_t{1},
+                      page - 64,
+                      page - 63,
+                      page - 1,
+                      page,
+                      page + 1,
                       3 * page + 100}) {
     DYNAMIC_SECTION("size " << size) {
       std::string bytes(size, 'x');
@@ -898,13 +926,15 @@ TEST_CASE("io: PaddedText maps a regular file and pads it with zeros", "[io]") {
       const std::string path = dir + "/in.json";
       Diagnostics diags;
       REQUIRE(write_file_atomic(path, bytes, diags));
-      std::optional<io_detail::PaddedText> text = io_detail::PaddedText::load(path, diags);
+      std::optional<io_detail::PaddedText> text =
+          io_detail::PaddedText::load(path, diags);
       REQUIRE(text.has_value());
       CHECK(text->mapped());
       CHECK(text->text() == bytes);
       REQUIRE(text->padding() >= 64);
       const char* end = text->text().data() + size;
-      CHECK(std::all_of(end, end + text->padding(), [](char c) { return c == 0; }));
+      CHECK(std::all_of(
+          end, end + text->padding(), [](char c) { return c == 0; }));
       // A move keeps the mapping and its views.
       const char* data = text->text().data();
       io_detail::PaddedText moved(std::move(*text));
@@ -919,27 +949,31 @@ TEST_CASE("io: PaddedText maps a regular file and pads it with zeros", "[io]") {
 TEST_CASE("io: PaddedText reads what it cannot map", "[io]") {
   Diagnostics diags;
   // /proc files say st_size 0: read to their end.
-  std::optional<io_detail::PaddedText> proc = io_detail::PaddedText::load("/proc/self/status", diags);
+  std::optional<io_detail::PaddedText> proc =
+      io_detail::PaddedText::load("/proc/self/status", diags);
   REQUIRE(proc.has_value());
   CHECK_FALSE(proc->mapped());
   CHECK(proc->text().starts_with("Name:"));
   // An empty file maps to nothing: an empty text.
   const std::string dir = temp_dir();
   REQUIRE(write_file_atomic(dir + "/empty.json", "", diags));
-  std::optional<io_detail::PaddedText> empty = io_detail::PaddedText::load(dir + "/empty.json", diags);
+  std::optional<io_detail::PaddedText> empty =
+      io_detail::PaddedText::load(dir + "/empty.json", diags);
   REQUIRE(empty.has_value());
   CHECK_FALSE(empty->mapped());
   CHECK(empty->text().empty());
   CHECK(diags.items().empty());
   // A missing file: read_file's error.
-  CHECK_FALSE(io_detail::PaddedText::load(dir + "/nope.json", diags).has_value());
+  CHECK_FALSE(
+      io_detail::PaddedText::load(dir + "/nope.json", diags).has_value());
   REQUIRE(diags.error_count() == 1);
   CHECK(render(diags.items()[0])
         == dir + "/nope.json: error: cannot read file: No such file or directory [io.read]");
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("io: PaddedText puts the SIGBUS handler back when its mappings end", "[io]") {
+TEST_CASE("io: PaddedText puts the SIGBUS handler back when its mappings end",
+          "[io]") {
   const std::string dir = temp_dir();
   Diagnostics diags;
   REQUIRE(write_file_atomic(dir + "/a.json", "{}", diags));
@@ -947,8 +981,10 @@ TEST_CASE("io: PaddedText puts the SIGBUS handler back when its mappings end", "
   struct sigaction before {};
   REQUIRE(::sigaction(SIGBUS, nullptr, &before) == 0);
   {
-    std::optional<io_detail::PaddedText> a = io_detail::PaddedText::load(dir + "/a.json", diags);
-    std::optional<io_detail::PaddedText> b = io_detail::PaddedText::load(dir + "/b.json", diags);
+    std::optional<io_detail::PaddedText> a =
+        io_detail::PaddedText::load(dir + "/a.json", diags);
+    std::optional<io_detail::PaddedText> b =
+        io_detail::PaddedText::load(dir + "/b.json", diags);
     REQUIRE((a && b && a->mapped() && b->mapped()));
     struct sigaction during {};
     REQUIRE(::sigaction(SIGBUS, nullptr, &during) == 0);
@@ -966,7 +1002,10 @@ TEST_CASE("io: PaddedText puts the SIGBUS handler back when its mappings end", "
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("io: a mapped file that shrinks while read ends the process with exit code 2", "[io]") {
+TEST_CASE(
+    "io: a mapped file that shrinks while read ends the process with exit code "
+    "2",
+    "[io]") {
   // Truncating a mapped file makes its pages past the new end raise SIGBUS
   // on the next touch. In a child process: the handler reports the file and
   // exits 2, where it would otherwise dump core.
@@ -983,8 +1022,10 @@ TEST_CASE("io: a mapped file that shrinks while read ends the process with exit 
     Diagnostics child_diags;
     // Another mapping made first and ended first: the handler still knows
     // this one.
-    std::optional<io_detail::PaddedText> other = io_detail::PaddedText::load(path, child_diags);
-    std::optional<io_detail::PaddedText> text = io_detail::PaddedText::load(path, child_diags);
+    std::optional<io_detail::PaddedText> other =
+        io_detail::PaddedText::load(path, child_diags);
+    std::optional<io_detail::PaddedText> text =
+        io_detail::PaddedText::load(path, child_diags);
     other.reset();
     if (!text || !text->mapped() || ::truncate(path.c_str(), 0) != 0) {
       ::_exit(10);
@@ -1014,9 +1055,10 @@ TEST_CASE("io: a mapped file that shrinks while read ends the process with exit 
 TEST_CASE("io: NUL bytes", "[io]") {
   // nlohmann would stop at the NUL as if the text ended there; the reader
   // does not.
-  Diagnostic d = manifest_error(std::string(
-      "{\"params\": [{\"name\": \"w\", \"shape\": [1], \"dtype\": \"f32\"}]}\0x",
-      59));
+  Diagnostic d =
+      manifest_error(std::string("{\"params\": [{\"name\": \"w\", \"shape\": "
+                                 "[1], \"dtype\": \"f32\"}]}\0x",
+                                 59));
   CHECK(d.code == "json.syntax");
   CHECK(first_line(d)
         == "m.json:1:58: error: unexpected byte 0x00; JSON text has no NUL "

@@ -1,12 +1,12 @@
 // safetensors files and indexes: files written here (a length, a header and
 // zero bytes for the data), read back through io and through the CLI.
 
+#include "support/test_support.hpp"
+
 #include <shardplan/io.hpp>
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
-
-#include "support/test_support.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -33,7 +33,9 @@ class TempDir {
     std::error_code ec;
     fs::remove_all(m_path, ec);
   }
-  std::string file(const std::string& name) const { return (m_path / name).string(); }
+  std::string file(const std::string& name) const {
+    return (m_path / name).string();
+  }
 
  private:
   fs::path m_path;
@@ -51,7 +53,9 @@ std::string le64(uint64_t n) {
 
 // Writes `length` (the header's own length unless given), the header, and
 // `data_bytes` zero bytes.
-void write_raw(const std::string& path, const std::string& header, uint64_t data_bytes,
+void write_raw(const std::string& path,
+               const std::string& header,
+               uint64_t data_bytes,
                std::optional<uint64_t> length = std::nullopt) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << le64(length.value_or(header.size())) << header
@@ -82,14 +86,16 @@ const std::string k_two_tensors =
 
 }  // namespace
 
-TEST_CASE("safetensors: a written file reads back in header order", "[io][safetensors]") {
+TEST_CASE("safetensors: a written file reads back in header order",
+          "[io][safetensors]") {
   TempDir dir("roundtrip");
   // safetensors pads the header with spaces to a multiple of 8 bytes.
   std::string header = k_two_tensors;
   header.append((8 - header.size() % 8) % 8, ' ');
   write_raw(dir.file("m.safetensors"), header, 28);
   Diagnostics diags;
-  std::optional<Manifest> m = read_safetensors_file(dir.file("m.safetensors"), diags);
+  std::optional<Manifest> m =
+      read_safetensors_file(dir.file("m.safetensors"), diags);
   INFO(test::first_error(diags));
   REQUIRE(m);
   REQUIRE(m->size() == 2);
@@ -113,7 +119,8 @@ TEST_CASE("safetensors: a written file reads back in header order", "[io][safete
   REQUIRE(m);
   REQUIRE(m->size() == 3);
   CHECK(m->tensors()[0].name == "late");
-  CHECK(m->tensors()[2].name == "params");  // a tensor name in a file, not the native form
+  CHECK(m->tensors()[2].name
+        == "params");  // a tensor name in a file, not the native form
 }
 
 TEST_CASE("safetensors: bad files are located errors", "[io][safetensors]") {
@@ -144,9 +151,11 @@ TEST_CASE("safetensors: bad files are located errors", "[io][safetensors]") {
     Diagnostic d = error_of();
     CHECK(d.code == "safetensors.header-length");
     CHECK(message_of(d)
-          == path + ": error: header length " + std::to_string(k_two_tensors.size() + 100)
+          == path + ": error: header length "
+                 + std::to_string(k_two_tensors.size() + 100)
                  + " runs past the end of the file, which has "
-                 + std::to_string(k_two_tensors.size()) + " bytes after the length");
+                 + std::to_string(k_two_tensors.size())
+                 + " bytes after the length");
   }
   SECTION("a length that cuts the header short") {
     write_raw(path, k_two_tensors, 28, k_two_tensors.size() - 10);
@@ -210,16 +219,21 @@ TEST_CASE("safetensors: bad files are located errors", "[io][safetensors]") {
                     "30 bytes: the last 2 belong to no tensor");
   }
   SECTION("offsets that do not span the tensor's bytes") {
-    write_raw(path, R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", 4);
+    write_raw(
+        path, R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", 4);
     Diagnostic d = error_of();
     CHECK(d.code == "manifest.data-offsets");
     CHECK(d.location.pointer == "/a/data_offsets");
   }
   SECTION("invalid UTF-8 in the header") {
-    write_raw(path, "{\"a\xff\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4);
+    write_raw(
+        path,
+        "{\"a\xff\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+        4);
     Diagnostic d = error_of();
     CHECK(d.code == "json.syntax");
-    CHECK(message_of(d) == path + ":1:4: error: invalid string: ill-formed UTF-8 byte");
+    CHECK(message_of(d)
+          == path + ":1:4: error: invalid string: ill-formed UTF-8 byte");
   }
   SECTION("a header that is not an object") {
     write_raw(path, "[1, 2]", 0);
@@ -240,7 +254,8 @@ TEST_CASE("safetensors: bad files are located errors", "[io][safetensors]") {
 TEST_CASE("safetensors: read_safetensors_header checks offsets without a file",
           "[io][safetensors]") {
   Diagnostics diags;
-  std::optional<Manifest> m = read_safetensors_header(k_two_tensors, 28, "h.json", diags);
+  std::optional<Manifest> m =
+      read_safetensors_header(k_two_tensors, 28, "h.json", diags);
   REQUIRE(m);
   CHECK(m->size() == 2);
   // Every offset problem of a header in one run.
@@ -249,21 +264,25 @@ TEST_CASE("safetensors: read_safetensors_header checks offsets without a file",
       R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]},)"
       R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]},)"
       R"("c":{"dtype":"F32","shape":[1],"data_offsets":[96,100]}})",
-      64, "h.json", all));
+      64,
+      "h.json",
+      all));
   REQUIRE(all.error_count() == 3);
-  CHECK(all.items()[0].code == "safetensors.gap");       // a starts at 4
-  CHECK(all.items()[1].code == "safetensors.overlap");   // b on a
+  CHECK(all.items()[0].code == "safetensors.gap");            // a starts at 4
+  CHECK(all.items()[1].code == "safetensors.overlap");        // b on a
   CHECK(all.items()[2].code == "safetensors.out-of-bounds");  // c past 64
 }
 
-TEST_CASE("safetensors: an index reads each shard's header", "[io][safetensors]") {
+TEST_CASE("safetensors: an index reads each shard's header",
+          "[io][safetensors]") {
   TempDir dir("index");
   write_raw(dir.file("model-00001-of-00002.safetensors"),
             R"({"embed":{"dtype":"BF16","shape":[8,4],"data_offsets":[0,64]},)"
             R"("norm":{"dtype":"F32","shape":[4],"data_offsets":[64,80]}})",
             80);
   write_raw(dir.file("model-00002-of-00002.safetensors"),
-            R"({"head":{"dtype":"BF16","shape":[8,4],"data_offsets":[0,64]}})", 64);
+            R"({"head":{"dtype":"BF16","shape":[8,4],"data_offsets":[0,64]}})",
+            64);
   const std::string index = dir.file("model.safetensors.index.json");
   // weight_map order is the manifest's order, across shards.
   std::ofstream(index) << R"({"metadata": {"total_size": 144}, "weight_map": {
@@ -322,7 +341,8 @@ TEST_CASE("safetensors: an index reads each shard's header", "[io][safetensors]"
     // costs a pass over the shard's names, so they stop after 20.
     std::string map = R"({"weight_map": {)";
     for (int i = 0; i < 25; ++i) {
-      map += fmt::format(R"({}"norm{}": "model-00001-of-00002.safetensors")", i ? "," : "", i);
+      map += fmt::format(
+          R"({}"norm{}": "model-00001-of-00002.safetensors")", i ? "," : "", i);
     }
     std::ofstream(index) << map + "}}";
     Diagnostics d2;
@@ -353,13 +373,15 @@ TEST_CASE("safetensors: an index reads each shard's header", "[io][safetensors]"
           == "shard \"model-00001-of-00002.safetensors\" holds 1 tensors the index does not "
              "map; they are left out");
     CHECK(d2.items()[1].code == "safetensors.total-size");
-    CHECK(d2.items()[1].message == "metadata.total_size is 100 bytes, but the tensors have 64");
+    CHECK(d2.items()[1].message
+          == "metadata.total_size is 100 bytes, but the tensors have 64");
   }
   SECTION("a bad shard header is reported in the shard") {
     write_raw(dir.file("model-00002-of-00002.safetensors"), "[]", 0);
     Diagnostics d2;
     CHECK_FALSE(read_manifest_path(index, d2));
-    CHECK(only_error(d2).location.source == dir.file("model-00002-of-00002.safetensors"));
+    CHECK(only_error(d2).location.source
+          == dir.file("model-00002-of-00002.safetensors"));
   }
   SECTION("index value errors carry a pointer") {
     std::ofstream(index) << R"({"weight_map": {"embed": 3}})";
@@ -376,8 +398,10 @@ TEST_CASE("safetensors: an index reads each shard's header", "[io][safetensors]"
   }
 }
 
-TEST_CASE("safetensors: every bad file exits 2 with a located message on each command",
-          "[io][safetensors][cli]") {
+TEST_CASE(
+    "safetensors: every bad file exits 2 with a located message on each "
+    "command",
+    "[io][safetensors][cli]") {
   TempDir dir("cli");
   struct Bad {
     std::string name;
@@ -392,11 +416,17 @@ TEST_CASE("safetensors: every bad file exits 2 with a located message on each co
       {"overlap",
        R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
        R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
-       16, std::nullopt},
-      {"out-of-bounds", R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8,
+       16,
        std::nullopt},
-      {"invalid-utf8", "{\"\xc3\x28\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
-       4, std::nullopt},
+      {"out-of-bounds",
+       R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})",
+       8,
+       std::nullopt},
+      {"invalid-utf8",
+       "{\"\xc3\x28\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}"
+       "}",
+       4,
+       std::nullopt},
       {"not-an-object", "\"text\"", 0, std::nullopt},
   };
   for (const Bad& b : bad) {
@@ -406,46 +436,65 @@ TEST_CASE("safetensors: every bad file exits 2 with a located message on each co
       for (std::vector<std::string> args :
            {std::vector<std::string>{"manifest", "--from-safetensors", path},
             std::vector<std::string>{"manifest", "--manifest", path},
-            std::vector<std::string>{"check", "--devices", "1", "--mesh", "dp:1",
-                                     "--manifest", path, "--specs", path}}) {
+            std::vector<std::string>{"check",
+                                     "--devices",
+                                     "1",
+                                     "--mesh",
+                                     "dp:1",
+                                     "--manifest",
+                                     path,
+                                     "--specs",
+                                     path}}) {
         test::CliResult r = test::run_cli(args);
         INFO(r.err);
         CHECK(r.code == 2);
         CHECK(r.out.empty());
-        CHECK(r.err.rfind(path + ":", 0) == 0);  // the first line names the file
+        CHECK(r.err.rfind(path + ":", 0)
+              == 0);  // the first line names the file
       }
     }
   }
 }
 
-TEST_CASE("safetensors: --manifest takes an index on check", "[io][safetensors][cli]") {
+TEST_CASE("safetensors: --manifest takes an index on check",
+          "[io][safetensors][cli]") {
   TempDir dir("cli_index");
   write_raw(dir.file("s1.safetensors"),
-            R"({"w":{"dtype":"BF16","shape":[8,4],"data_offsets":[0,64]}})", 64);
+            R"({"w":{"dtype":"BF16","shape":[8,4],"data_offsets":[0,64]}})",
+            64);
   std::ofstream(dir.file("model.safetensors.index.json"))
       << R"({"weight_map": {"w": "s1.safetensors"}})";
   std::ofstream(dir.file("specs.json")) << R"({"specs": {"w": ["dp", null]}})";
-  test::CliResult r = test::run_cli(
-      {"check", "--devices", "2", "--mesh", "dp:2", "--manifest",
-       dir.file("model.safetensors.index.json"), "--specs", dir.file("specs.json"),
-       "--format", "json"});
+  test::CliResult r = test::run_cli({"check",
+                                     "--devices",
+                                     "2",
+                                     "--mesh",
+                                     "dp:2",
+                                     "--manifest",
+                                     dir.file("model.safetensors.index.json"),
+                                     "--specs",
+                                     dir.file("specs.json"),
+                                     "--format",
+                                     "json"});
   INFO(r.err);
   CHECK(r.code == 0);
   // 8x4 bf16 = 64 bytes, split in two over dp.
   CHECK(r.out.find("\"bytes_per_device\": 32") != std::string::npos);
 }
 
-TEST_CASE("safetensors: mutated headers and indexes never crash", "[io][safetensors][property]") {
+TEST_CASE("safetensors: mutated headers and indexes never crash",
+          "[io][safetensors][property]") {
   const std::string index =
       R"({"metadata": {"total_size": 28}, "weight_map": {"a.weight": "s.safetensors"}})";
-  auto check = [](const Diagnostics& diags, bool read, const std::string& text) {
-    INFO("text: " << text);
-    INFO(test::first_error(diags));
-    CHECK(read == !diags.has_errors());
-    for (const Diagnostic& d : diags.items()) {
-      CHECK_FALSE(d.location.source.empty());
-    }
-  };
+  auto check =
+      [](const Diagnostics& diags, bool read, const std::string& text) {
+        INFO("text: " << text);
+        INFO(test::first_error(diags));
+        CHECK(read == !diags.has_errors());
+        for (const Diagnostic& d : diags.items()) {
+          CHECK_FALSE(d.location.source.empty());
+        }
+      };
   for (const std::string* valid : {&k_two_tensors, &index}) {
     for (size_t i = 0; i < valid->size(); ++i) {
       for (char c : {'"', ',', '[', '}', '\xff', '\0', '9', ' '}) {
@@ -453,12 +502,15 @@ TEST_CASE("safetensors: mutated headers and indexes never crash", "[io][safetens
         mutated[i] = c;
         Diagnostics header_diags;
         check(header_diags,
-              read_safetensors_header(mutated, 28, "h.json", header_diags).has_value(),
+              read_safetensors_header(mutated, 28, "h.json", header_diags)
+                  .has_value(),
               mutated);
         // As text, a (mutated) index is refused with manifest.index or read
         // as a header; never a crash.
         Diagnostics text_diags;
-        check(text_diags, read_manifest(mutated, "m.json", text_diags).has_value(), mutated);
+        check(text_diags,
+              read_manifest(mutated, "m.json", text_diags).has_value(),
+              mutated);
       }
     }
   }

@@ -1,13 +1,13 @@
 // The memory estimator against published figures (shared/reference/
 // hardware-and-costs.md A.1, A.6, A.8, A.9): one test per source.
 
+#include "support/test_support.hpp"
+
 #include <shardplan/memory.hpp>
 #include <shardplan/validate.hpp>
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
-
-#include "support/test_support.hpp"
 
 #include <cmath>
 
@@ -17,52 +17,69 @@ namespace {
 
 // A manifest of `count` tensors of `elements` elements each (one dim) plus,
 // when `rest` > 0, one tensor of `rest` elements, all of `dtype`.
-Manifest model(int64_t count, int64_t elements, int64_t rest, std::string_view dtype) {
+Manifest model(int64_t count,
+               int64_t elements,
+               int64_t rest,
+               std::string_view dtype) {
   std::string json = R"({"params": [)";
   for (int64_t i = 0; i < count; ++i) {
-    json += fmt::format(R"({}{{"name": "layer.{}", "shape": [{}], "dtype": "{}"}})",
-                        i == 0 ? "" : ",", i, elements, dtype);
+    json +=
+        fmt::format(R"({}{{"name": "layer.{}", "shape": [{}], "dtype": "{}"}})",
+                    i == 0 ? "" : ",",
+                    i,
+                    elements,
+                    dtype);
   }
   if (rest > 0) {
-    json += fmt::format(R"(,{{"name": "rest", "shape": [{}], "dtype": "{}"}})", rest, dtype);
+    json += fmt::format(
+        R"(,{{"name": "rest", "shape": [{}], "dtype": "{}"}})", rest, dtype);
   }
   json += "]}";
   return test::manifest_of(json);
 }
 
 // Every tensor with the spec `spec` (a text form).
-std::vector<TensorSharding> all_with(const Manifest& manifest, const Mesh& mesh,
+std::vector<TensorSharding> all_with(const Manifest& manifest,
+                                     const Mesh& mesh,
                                      std::string_view spec) {
   std::string json = R"({"specs": {)";
   for (size_t i = 0; i < manifest.size(); ++i) {
-    json += fmt::format(R"({}"{}": "{}")", i == 0 ? "" : ",",
-                        manifest.tensors()[i].name, spec);
+    json += fmt::format(
+        R"({}"{}": "{}")", i == 0 ? "" : ",", manifest.tensors()[i].name, spec);
   }
   json += "}}";
   Diagnostics diags;
-  std::vector<TensorSharding> out =
-      validate_specs(manifest, mesh, test::specs_of(json), ValidateOptions{}, diags);
+  std::vector<TensorSharding> out = validate_specs(
+      manifest, mesh, test::specs_of(json), ValidateOptions{}, diags);
   INFO(test::first_error(diags));
   REQUIRE_FALSE(diags.has_errors());
   return out;
 }
 
-MemoryEstimate estimate(const Manifest& manifest, const Mesh& mesh,
-                        const std::vector<TensorSharding>& shardings, Recipe recipe,
-                        int zero, std::optional<int64_t> hbm = std::nullopt) {
+MemoryEstimate estimate(const Manifest& manifest,
+                        const Mesh& mesh,
+                        const std::vector<TensorSharding>& shardings,
+                        Recipe recipe,
+                        int zero,
+                        std::optional<int64_t> hbm = std::nullopt) {
   MemoryOptions options;
   options.recipe = recipe;
   options.zero = zero;
   options.hbm_bytes = hbm;
   Diagnostics diags;
-  std::optional<MemoryEstimate> e = estimate_memory(manifest, mesh, shardings, options, diags);
+  std::optional<MemoryEstimate> e =
+      estimate_memory(manifest, mesh, shardings, options, diags);
   INFO(test::first_error(diags));
   REQUIRE(e);
   return *e;
 }
 
-double gb(int64_t bytes) { return static_cast<double>(bytes) / 1e9; }
-double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024 * 1024); }
+double gb(int64_t bytes) {
+  return static_cast<double>(bytes) / 1e9;
+}
+double gib(int64_t bytes) {
+  return static_cast<double>(bytes) / (1024.0 * 1024 * 1024);
+}
 double round_to(double v, int digits) {
   const double f = std::pow(10.0, digits);
   return std::round(v * f) / f;
@@ -70,7 +87,8 @@ double round_to(double v, int digits) {
 
 }  // namespace
 
-TEST_CASE("memory: ZeRO paper Figure 1 (7.5B parameters, 64 devices, K=12)", "[memory]") {
+TEST_CASE("memory: ZeRO paper Figure 1 (7.5B parameters, 64 devices, K=12)",
+          "[memory]") {
   // Rajbhandari et al., arXiv 1910.02054, Figure 1: baseline 120 GB, P_os
   // 31.4 GB, P_os+g 16.6 GB, P_os+g+p 1.9 GB per device (decimal GB, model
   // states only: fp16 params and grads, K = 12 bytes of fp32 Adam state).
@@ -80,8 +98,10 @@ TEST_CASE("memory: ZeRO paper Figure 1 (7.5B parameters, 64 devices, K=12)", "[m
   const double expected[] = {120.0, 31.4, 16.6, 1.9};
   // Exactly (2 + 2 + 12) x 7.5e9 split as the paper's formulas say.
   const int64_t psi = 7'500'000'000;
-  const int64_t exact[] = {16 * psi, 2 * psi + 2 * psi + 12 * psi / 64,
-                           2 * psi + 14 * psi / 64, 16 * psi / 64};
+  const int64_t exact[] = {16 * psi,
+                           2 * psi + 2 * psi + 12 * psi / 64,
+                           2 * psi + 14 * psi / 64,
+                           16 * psi / 64};
   for (int zero = 0; zero <= 3; ++zero) {
     DYNAMIC_SECTION("stage " << zero) {
       MemoryEstimate e = estimate(m, mesh, shardings, Recipe::adam, zero);
@@ -102,7 +122,8 @@ TEST_CASE("memory: DeepSpeed's documented ZeRO-3 per-GPU figures", "[memory]") {
     const Manifest m = model(89, 32'000'000, 3'000'000, "f16");
     REQUIRE(m.total_elements() == 2'851'000'000);
     const Mesh mesh = test::mesh_of("dp:8", 8);
-    MemoryEstimate e = estimate(m, mesh, all_with(m, mesh, "P()"), Recipe::adam_fp32_grads, 3);
+    MemoryEstimate e =
+        estimate(m, mesh, all_with(m, mesh, "P()"), Recipe::adam_fp32_grads, 3);
     CHECK(e.gather_buffer == 4 * 32'000'000);
     CHECK(e.max_device_total == 4 * 32'000'000 + 18 * 2'851'000'000 / 8);
     CHECK(round_to(gib(e.max_device_total), 2) == 6.09);
@@ -112,8 +133,10 @@ TEST_CASE("memory: DeepSpeed's documented ZeRO-3 per-GPU figures", "[memory]") {
     const Manifest m = model(22, 32'900'000, 13'870'000, "f16");
     REQUIRE(m.total_elements() == 737'670'000);
     const Mesh mesh = test::mesh_of("dp:4", 4);
-    MemoryEstimate e = estimate(m, mesh, all_with(m, mesh, "P()"), *parse_recipe("megatron"), 3);
-    CHECK(std::floor(static_cast<double>(e.max_device_total) / (1 << 20)) == 3291);
+    MemoryEstimate e = estimate(
+        m, mesh, all_with(m, mesh, "P()"), *parse_recipe("megatron"), 3);
+    CHECK(std::floor(static_cast<double>(e.max_device_total) / (1 << 20))
+          == 3291);
   }
 }
 
@@ -126,25 +149,31 @@ TEST_CASE("memory: Ultra-Scale Playbook model-state table", "[memory]") {
     double without, with;
   };
   const Mesh mesh = test::mesh_of("dp:1", 1);
-  for (Row row : {Row{1, 16, 20}, Row{7, 112, 140}, Row{70, 1120, 1400}, Row{405, 6480, 8100}}) {
+  for (Row row : {Row{1, 16, 20},
+                  Row{7, 112, 140},
+                  Row{70, 1120, 1400},
+                  Row{405, 6480, 8100}}) {
     DYNAMIC_SECTION(row.billions << "B") {
       const Manifest m = model(row.billions, 1'000'000'000, 0, "bf16");
       const auto shardings = all_with(m, mesh, "P()");
-      CHECK(gb(estimate(m, mesh, shardings, Recipe::adam, 0).max_device_total) == row.without);
-      CHECK(gb(estimate(m, mesh, shardings, Recipe::adam_fp32_accum, 0).max_device_total)
+      CHECK(gb(estimate(m, mesh, shardings, Recipe::adam, 0).max_device_total)
+            == row.without);
+      CHECK(gb(estimate(m, mesh, shardings, Recipe::adam_fp32_accum, 0)
+                   .max_device_total)
             == row.with);
     }
   }
 }
 
-TEST_CASE("memory: scaling book, 10 bytes per parameter sharded over FSDP x TP", "[memory]") {
+TEST_CASE("memory: scaling book, 10 bytes per parameter sharded over FSDP x TP",
+          "[memory]") {
   // hardware-and-costs.md A.8: bf16 params + fp32 Adam m and v, grads not
   // counted: 10 P / (X Y) per device with FSDP over X and TP over Y.
   // LLaMA-3-70B-sized: params 140 GB and optimizer 560 GB in all.
   const Manifest m = model(70, 1'000'000'000, 0, "bf16");
   const Mesh mesh = test::mesh_of("fsdp:64,tp:4", 256);
-  MemoryEstimate e = estimate(m, mesh, all_with(m, mesh, "P(('fsdp','tp'))"),
-                              Recipe::scaling_book, 0);
+  MemoryEstimate e = estimate(
+      m, mesh, all_with(m, mesh, "P(('fsdp','tp'))"), Recipe::scaling_book, 0);
   CHECK(e.per_device.params * 256 == 140'000'000'000);
   CHECK(e.per_device.optimizer * 256 == 560'000'000'000);
   CHECK(e.per_device.grads == 0);
@@ -154,12 +183,14 @@ TEST_CASE("memory: scaling book, 10 bytes per parameter sharded over FSDP x TP",
   CHECK(e.gather_buffer == 2 * 1'000'000'000 / 4);
 }
 
-TEST_CASE("memory: Megatron's distributed optimizer is 6 + 12/DP bytes", "[memory]") {
+TEST_CASE("memory: Megatron's distributed optimizer is 6 + 12/DP bytes",
+          "[memory]") {
   // hardware-and-costs.md A.0/A.3: bf16 weights and fp32 grads stay, the fp32
   // master copy and Adam state (12 bytes) are split over DP.
   const Manifest m = model(8, 1'000'000, 0, "bf16");
   const Mesh mesh = test::mesh_of("dp:8", 8);
-  MemoryEstimate e = estimate(m, mesh, all_with(m, mesh, "P()"), *parse_recipe("megatron"), 1);
+  MemoryEstimate e =
+      estimate(m, mesh, all_with(m, mesh, "P()"), *parse_recipe("megatron"), 1);
   CHECK(e.per_device.params == 2 * 8'000'000);
   CHECK(e.per_device.grads == 4 * 8'000'000);
   CHECK(e.per_device.optimizer == 12 * 8'000'000 / 8);
@@ -184,7 +215,8 @@ TEST_CASE("memory: recipes per parameter dtype", "[memory]") {
                  Case{"bool", Recipe::adam_fp32_grads, 1, 0, 0}}) {
     DYNAMIC_SECTION(c.dtype << " " << to_string(c.recipe)) {
       const Manifest m = model(1, 1000, 0, c.dtype);
-      MemoryEstimate e = estimate(m, mesh, all_with(m, mesh, "P()"), c.recipe, 0);
+      MemoryEstimate e =
+          estimate(m, mesh, all_with(m, mesh, "P()"), c.recipe, 0);
       CHECK(e.per_device.params == c.params * 1000);
       CHECK(e.per_device.grads == c.grads * 1000);
       CHECK(e.per_device.optimizer == c.optimizer * 1000);
@@ -226,15 +258,20 @@ TEST_CASE("memory: capacity with headroom decides fits", "[memory]") {
   CHECK_FALSE(e->capacity_bytes);
 }
 
-TEST_CASE("memory: uneven shards, the most and least loaded device", "[memory]") {
+TEST_CASE("memory: uneven shards, the most and least loaded device",
+          "[memory]") {
   // 10 rows over 4 devices: device 0 holds ceil(10/4) = 3 rows, the last 1.
   const Manifest m = test::manifest_of(R"({"params": [
     {"name": "w", "shape": [10, 100], "dtype": "f32"},
     {"name": "b", "shape": [100], "dtype": "f32"}]})");
   const Mesh mesh = test::mesh_of("tp:4", 4);
   Diagnostics diags;
-  auto shardings = validate_specs(m, mesh, test::specs_of(R"({"specs": {"w": ["tp"], "b": []}})"),
-                                  {}, diags);
+  auto shardings =
+      validate_specs(m,
+                     mesh,
+                     test::specs_of(R"({"specs": {"w": ["tp"], "b": []}})"),
+                     {},
+                     diags);
   REQUIRE(diags.error_count() == 1);  // spec.indivisible
   Diagnostics mem;
   auto e = estimate_memory(m, mesh, shardings, MemoryOptions{}, mem);
@@ -275,7 +312,8 @@ TEST_CASE("memory: data axes", "[memory]") {
   const Mesh no_data = test::mesh_of("tp:2", 2);
   options.data_axes.clear();
   Diagnostics warn;
-  auto e2 = estimate_memory(m, no_data, all_with(m, no_data, "P()"), options, warn);
+  auto e2 =
+      estimate_memory(m, no_data, all_with(m, no_data, "P()"), options, warn);
   REQUIRE(e2);
   REQUIRE(warn.items().size() == 1);
   CHECK(warn.items()[0].code == "memory.zero-no-effect");
@@ -294,24 +332,32 @@ TEST_CASE("memory: the largest tensors, ties in manifest order", "[memory]") {
   const Mesh mesh = test::mesh_of("x:1", 1);
   Diagnostics diags;
   std::vector<TensorSharding> shardings = validate_specs(
-      manifest, mesh, test::specs_of(R"({"specs": {"a": "None", "b": "None", "c": "None",
-          "d": "None", "e": "None", "f": "None,None"}})"), ValidateOptions{}, diags);
+      manifest,
+      mesh,
+      test::specs_of(R"({"specs": {"a": "None", "b": "None", "c": "None",
+          "d": "None", "e": "None", "f": "None,None"}})"),
+      ValidateOptions{},
+      diags);
   REQUIRE_FALSE(diags.has_errors());
   auto names = [&](size_t keep) {
     MemoryOptions options;
     options.recipe = Recipe::params_only;
     options.largest = keep;
-    std::optional<MemoryEstimate> e = estimate_memory(manifest, mesh, shardings, options, diags);
+    std::optional<MemoryEstimate> e =
+        estimate_memory(manifest, mesh, shardings, options, diags);
     REQUIRE(e);
     std::vector<std::string> out;
     for (const TensorMemory& m : e->largest) {
-      out.push_back(fmt::format("{}:{}", manifest.tensors()[m.tensor].name,
+      out.push_back(fmt::format("{}:{}",
+                                manifest.tensors()[m.tensor].name,
                                 m.per_device.model_states()));
     }
     return out;
   };
   CHECK(names(4) == std::vector<std::string>{"b:64", "d:64", "f:64", "c:32"});
   CHECK(names(2) == std::vector<std::string>{"b:64", "d:64"});
-  CHECK(names(10) == std::vector<std::string>{"b:64", "d:64", "f:64", "c:32", "a:16", "e:16"});
+  CHECK(names(10)
+        == std::vector<std::string>{
+            "b:64", "d:64", "f:64", "c:32", "a:16", "e:16"});
   CHECK(names(0).empty());
 }

@@ -1,8 +1,8 @@
+#include "support/test_support.hpp"
+
 #include <shardplan/mesh.hpp>
 
 #include <catch2/catch.hpp>
-
-#include "support/test_support.hpp"
 
 #include <random>
 
@@ -76,7 +76,8 @@ TEST_CASE("mesh: the caret sits under the offending character", "[mesh]") {
            "          ^");
 }
 
-TEST_CASE("mesh: the caret counts characters after multi-byte UTF-8", "[mesh]") {
+TEST_CASE("mesh: the caret counts characters after multi-byte UTF-8",
+          "[mesh]") {
   Diagnostics diags;
   CHECK_FALSE(parse_mesh("données:2", {}, diags));
   // "donn" is 4 characters; the caret goes under the 5th, "é".
@@ -103,12 +104,14 @@ TEST_CASE("mesh: named form keeps the string's order", "[mesh]") {
 TEST_CASE("mesh: -1 is filled against the device count", "[mesh]") {
   Mesh m = must_parse("dp:2,fsdp:-1,tp:4", with_devices(64));
   CHECK(m.shape() == std::vector<int64_t>{2, 8, 4});
-  CHECK(must_parse("fsdp:-1", with_devices(1)).shape() == std::vector<int64_t>{1});
+  CHECK(must_parse("fsdp:-1", with_devices(1)).shape()
+        == std::vector<int64_t>{1});
   CHECK(must_parse("dp:8,fsdp:-1", with_devices(8)).shape()
         == std::vector<int64_t>{8, 1});
 }
 
-TEST_CASE("mesh: without a device count the mesh's product is its size", "[mesh]") {
+TEST_CASE("mesh: without a device count the mesh's product is its size",
+          "[mesh]") {
   Mesh m = must_parse("dp:3,tp:5");
   CHECK(m.num_devices() == 15);
 }
@@ -131,7 +134,8 @@ TEST_CASE("mesh: named form with --axis-names must use exactly those names",
 }
 
 TEST_CASE("mesh: whitespace around tokens is ignored", "[mesh]") {
-  Mesh m = must_parse("  dp : 2 ,\tfsdp:-1 , tp:4 : Explicit  ", with_devices(16));
+  Mesh m =
+      must_parse("  dp : 2 ,\tfsdp:-1 , tp:4 : Explicit  ", with_devices(16));
   CHECK(to_string(m) == "dp:2,fsdp:2,tp:4:explicit");
 }
 
@@ -143,13 +147,15 @@ TEST_CASE("mesh: axis types, any case", "[mesh]") {
   CHECK(to_string(m) == "a:1,b:2:explicit,c:2:manual");
 }
 
-TEST_CASE("mesh: leading zeros read as decimal, as Python's int() does", "[mesh]") {
+TEST_CASE("mesh: leading zeros read as decimal, as Python's int() does",
+          "[mesh]") {
   CHECK(must_parse("dp:08,tp:01").shape() == std::vector<int64_t>{8, 1});
 }
 
 TEST_CASE("mesh: names may use underscores and digits", "[mesh]") {
   Mesh m = must_parse("_x:2,fsdp_transpose:2,tp2:1");
-  CHECK(m.axis_names() == std::vector<std::string>{"_x", "fsdp_transpose", "tp2"});
+  CHECK(m.axis_names()
+        == std::vector<std::string>{"_x", "fsdp_transpose", "tp2"});
 }
 
 TEST_CASE("mesh: --dcn splits each axis into ICI x DCN", "[mesh]") {
@@ -174,9 +180,12 @@ TEST_CASE("mesh: positional --dcn and -1 against the slice count", "[mesh]") {
   CHECK(m.ici_shape() == std::vector<int64_t>{1, 4, 4});
 }
 
-TEST_CASE("mesh: multi-slice without --dcn puts the slices on the first divisible "
-          "axis", "[mesh]") {
-  // eformer's create_mesh: next(i for i, dim in enumerate(shape) if dim % n == 0).
+TEST_CASE(
+    "mesh: multi-slice without --dcn puts the slices on the first divisible "
+    "axis",
+    "[mesh]") {
+  // eformer's create_mesh: next(i for i, dim in enumerate(shape) if dim % n ==
+  // 0).
   MeshOptions o = with_devices(24);
   o.num_slices = 2;
   Mesh m = must_parse("dp:1,fsdp:3,tp:8", o);
@@ -194,7 +203,8 @@ TEST_CASE("mesh: the largest accepted device count", "[mesh]") {
   CHECK(m.num_devices() == k_max_devices);
 }
 
-TEST_CASE("mesh: canonical printing parses back to an equal mesh", "[mesh][property]") {
+TEST_CASE("mesh: canonical printing parses back to an equal mesh",
+          "[mesh][property]") {
   std::mt19937_64 rng(Catch::rngSeed());
   const std::vector<int64_t> sizes = {1, 2, 3, 4, 5, 8, 16};
   for (int round = 0; round < 300; ++round) {
@@ -231,7 +241,8 @@ TEST_CASE("mesh: canonical printing parses back to an equal mesh", "[mesh][prope
   }
 }
 
-TEST_CASE("mesh: random mutations of a mesh string never crash", "[mesh][property]") {
+TEST_CASE("mesh: random mutations of a mesh string never crash",
+          "[mesh][property]") {
   std::mt19937_64 rng(Catch::rngSeed());
   const std::string alphabet = "dpt:,-1 09x\t_:,é\xff";
   for (int round = 0; round < 2000; ++round) {

@@ -71,7 +71,9 @@ struct Planned {
   std::vector<TensorSharding> shardings;
 };
 
-Planned plan_ok(const Manifest& manifest, const Mesh& mesh, const RuleSet& rules) {
+Planned plan_ok(const Manifest& manifest,
+                const Mesh& mesh,
+                const RuleSet& rules) {
   Diagnostics diags;
   std::optional<RulePlan> plan = apply_rules(manifest, mesh, rules, diags);
   INFO(test::first_error(diags));
@@ -88,7 +90,8 @@ Planned plan_ok(const Manifest& manifest, const Mesh& mesh, const RuleSet& rules
 
 }  // namespace
 
-TEST_CASE("presets: --rules list names fsdp, fsdp-tp and maxtext", "[presets]") {
+TEST_CASE("presets: --rules list names fsdp, fsdp-tp and maxtext",
+          "[presets]") {
   std::vector<std::string> names;
   for (const RulePreset& p : rule_presets()) {
     names.push_back(p.name);
@@ -103,25 +106,31 @@ TEST_CASE("presets: --rules list names fsdp, fsdp-tp and maxtext", "[presets]") 
            "maxtext; did you mean \"fsdp-tp\"? [rules.unknown-preset]");
 }
 
-TEST_CASE("presets: the specs worked by hand in presets_expected.json", "[presets]") {
-  const json expected = json::parse(test::slurp(test::data_path("presets_expected.json")));
+TEST_CASE("presets: the specs worked by hand in presets_expected.json",
+          "[presets]") {
+  const json expected =
+      json::parse(test::slurp(test::data_path("presets_expected.json")));
   REQUIRE(expected["cases"].size() >= 20);
   for (const json& c : expected["cases"]) {
-    const std::string title = fmt::format("{} on {} with {}", c["preset"].get<std::string>(),
+    const std::string title = fmt::format("{} on {} with {}",
+                                          c["preset"].get<std::string>(),
                                           c["model"].get<std::string>(),
                                           c["mesh"].get<std::string>());
     DYNAMIC_SECTION(title) {
       const Manifest& manifest = model(c["model"]);
-      const Mesh mesh = test::mesh_of(c["mesh"].get<std::string>(), c["devices"].get<int64_t>());
+      const Mesh mesh = test::mesh_of(c["mesh"].get<std::string>(),
+                                      c["devices"].get<int64_t>());
       const RuleSet rules = preset(c["preset"]);
       Planned p = plan_ok(manifest, mesh, rules);
       for (const auto& [name, dims] : c["specs"].items()) {
         const Tensor* tensor = manifest.find(name);
         INFO(name);
         REQUIRE(tensor != nullptr);
-        const size_t t = static_cast<size_t>(tensor - manifest.tensors().data());
+        const size_t t =
+            static_cast<size_t>(tensor - manifest.tensors().data());
         CHECK(to_short(p.plan.spec(t))
-              == to_short(spec_of_json(dims, static_cast<size_t>(tensor->rank()))));
+              == to_short(
+                  spec_of_json(dims, static_cast<size_t>(tensor->rank()))));
         if (c.contains("rules") && c["rules"].contains(name)) {
           CHECK(p.plan.rule(t).rule_index() == c["rules"][name].get<size_t>());
         }
@@ -135,17 +144,25 @@ TEST_CASE("presets: every preset plans every built-in model without an error",
   // Meshes of the usual shapes, with odd and even sizes; axes a preset does
   // not know are held as replicas.
   const std::vector<std::pair<std::string, int64_t>> meshes = {
-      {"fsdp:8", 8},         {"fsdp:16,tp:4", 64},  {"fsdp:4,ep:8,tp:2", 64},
-      {"dp:2,fsdp:-1,tp:8", 256}, {"fsdp:3", 3},       {"tp:6", 6},
-      {"fsdp:16,tensor:4", 64},  {"fsdp:8,expert:8,tensor:2", 128},
-      {"data:2,fsdp:32,tensor:4", 256}, {"fsdp:512", 512}};
+      {"fsdp:8", 8},
+      {"fsdp:16,tp:4", 64},
+      {"fsdp:4,ep:8,tp:2", 64},
+      {"dp:2,fsdp:-1,tp:8", 256},
+      {"fsdp:3", 3},
+      {"tp:6", 6},
+      {"fsdp:16,tensor:4", 64},
+      {"fsdp:8,expert:8,tensor:2", 128},
+      {"data:2,fsdp:32,tensor:4", 256},
+      {"fsdp:512", 512}};
   for (const RulePreset& p : rule_presets()) {
     const RuleSet rules = preset(p.name);
     for (const BuiltinModel& m : builtin_models()) {
       for (const auto& [text, devices] : meshes) {
         DYNAMIC_SECTION(p.name << " on " << m.name << " with " << text) {
-          Planned planned = plan_ok(model(m.name), test::mesh_of(text, devices), rules);
-          CHECK(std::all_of(planned.shardings.begin(), planned.shardings.end(),
+          Planned planned =
+              plan_ok(model(m.name), test::mesh_of(text, devices), rules);
+          CHECK(std::all_of(planned.shardings.begin(),
+                            planned.shardings.end(),
                             [](const TensorSharding& s) { return s.valid(); }));
         }
       }
@@ -153,7 +170,8 @@ TEST_CASE("presets: every preset plans every built-in model without an error",
   }
 }
 
-TEST_CASE("presets: fsdp-tp on gpt2 leaves the odd vocabulary unsplit", "[presets]") {
+TEST_CASE("presets: fsdp-tp on gpt2 leaves the odd vocabulary unsplit",
+          "[presets]") {
   // wte is [50257, 768]: 50257 = 29 x 1733 is odd, so no axis of size 2 or 4
   // splits it; the embedding dim 768 takes fsdp (768 / 4 = 192).
   const Manifest& gpt2 = model("gpt2");

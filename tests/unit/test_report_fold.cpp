@@ -42,22 +42,27 @@ std::vector<std::string> folded_names(const std::vector<NameRow>& rows) {
 
 }  // namespace
 
-TEST_CASE("report: rows fold across layers when all but the index agree", "[report][fold]") {
+TEST_CASE("report: rows fold across layers when all but the index agree",
+          "[report][fold]") {
   std::vector<NameRow> rows = {{"model.embed_tokens.weight", "tp,fsdp"}};
   for (int layer = 0; layer < 32; ++layer) {
-    rows.push_back({fmt::format("model.layers.{}.self_attn.q_proj.weight", layer), "tp,fsdp"});
-    rows.push_back({fmt::format("model.layers.{}.input_layernorm.weight", layer), "None"});
+    rows.push_back(
+        {fmt::format("model.layers.{}.self_attn.q_proj.weight", layer),
+         "tp,fsdp"});
+    rows.push_back(
+        {fmt::format("model.layers.{}.input_layernorm.weight", layer), "None"});
   }
   rows.push_back({"lm_head.weight", "tp,fsdp"});
   CHECK(folded_names(rows)
         == std::vector<std::string>{
-               "model.embed_tokens.weight | tp,fsdp | 1",
-               "model.layers.{0..31}.self_attn.q_proj.weight | tp,fsdp | 32",
-               "model.layers.{0..31}.input_layernorm.weight | None | 32",
-               "lm_head.weight | tp,fsdp | 1"});
+            "model.embed_tokens.weight | tp,fsdp | 1",
+            "model.layers.{0..31}.self_attn.q_proj.weight | tp,fsdp | 32",
+            "model.layers.{0..31}.input_layernorm.weight | None | 32",
+            "lm_head.weight | tp,fsdp | 1"});
 }
 
-TEST_CASE("report: folding keeps rows apart that differ elsewhere", "[report][fold]") {
+TEST_CASE("report: folding keeps rows apart that differ elsewhere",
+          "[report][fold]") {
   // Layers 0..2 and 5 have one spec, 3 and 4 another; the sets print as runs.
   std::vector<NameRow> rows;
   for (int layer = 0; layer < 6; ++layer) {
@@ -68,8 +73,9 @@ TEST_CASE("report: folding keeps rows apart that differ elsewhere", "[report][fo
   rows.push_back({"h.8.mlp.c_fc.weight", "None,tp"});
   rows.push_back({"h.9.mlp.c_fc.weight", "None,tp"});
   CHECK(folded_names(rows)
-        == std::vector<std::string>{"h.{0..2,5,7..9}.mlp.c_fc.weight | None,tp | 7",
-                                    "h.{3..4}.mlp.c_fc.weight | fsdp,tp | 2"});
+        == std::vector<std::string>{
+            "h.{0..2,5,7..9}.mlp.c_fc.weight | None,tp | 7",
+            "h.{3..4}.mlp.c_fc.weight | fsdp,tp | 2"});
 }
 
 TEST_CASE("report: experts fold inside layers", "[report][fold]") {
@@ -77,7 +83,10 @@ TEST_CASE("report: experts fold inside layers", "[report][fold]") {
   for (int layer = 3; layer < 5; ++layer) {
     for (int expert = 0; expert < 3; ++expert) {
       rows.push_back(
-          {fmt::format("model.layers.{}.mlp.experts.{}.down_proj.weight", layer, expert), "x"});
+          {fmt::format("model.layers.{}.mlp.experts.{}.down_proj.weight",
+                       layer,
+                       expert),
+           "x"});
     }
   }
   // Layer 5 has only two experts: its set differs, so it stays apart.
@@ -85,22 +94,34 @@ TEST_CASE("report: experts fold inside layers", "[report][fold]") {
   rows.push_back({"model.layers.5.mlp.experts.1.down_proj.weight", "x"});
   CHECK(folded_names(rows)
         == std::vector<std::string>{
-               "model.layers.{3..4}.mlp.experts.{0..2}.down_proj.weight | x | 6",
-               "model.layers.5.mlp.experts.{0..1}.down_proj.weight | x | 2"});
+            "model.layers.{3..4}.mlp.experts.{0..2}.down_proj.weight | x | 6",
+            "model.layers.5.mlp.experts.{0..1}.down_proj.weight | x | 2"});
 }
 
-TEST_CASE("report: words that look like numbers do not fold", "[report][fold]") {
-  CHECK(folded_names({{"a.07.b", "x"}, {"a.08.b", "x"}, {"a.7b", "x"}, {"a.8b", "x"},
-                      {"w", "x"}, {"", "x"}})
-        == std::vector<std::string>{"a.07.b | x | 1", "a.08.b | x | 1", "a.7b | x | 1",
-                                    "a.8b | x | 1", "w | x | 1", " | x | 1"});
+TEST_CASE("report: words that look like numbers do not fold",
+          "[report][fold]") {
+  CHECK(folded_names({{"a.07.b", "x"},
+                      {"a.08.b", "x"},
+                      {"a.7b", "x"},
+                      {"a.8b", "x"},
+                      {"w", "x"},
+                      {"", "x"}})
+        == std::vector<std::string>{"a.07.b | x | 1",
+                                    "a.08.b | x | 1",
+                                    "a.7b | x | 1",
+                                    "a.8b | x | 1",
+                                    "w | x | 1",
+                                    " | x | 1"});
   // A number of 19 digits is a word too (it would not fit the fold's sets).
-  CHECK(folded_names({{"a.1234567890123456789", "x"}, {"a.1234567890123456788", "x"}}).size()
+  CHECK(folded_names(
+            {{"a.1234567890123456789", "x"}, {"a.1234567890123456788", "x"}})
+            .size()
         == 2);
   CHECK(fold_row_refs({}).empty());
 }
 
-TEST_CASE("report: a number prints as a number, folded or not", "[report][fold]") {
+TEST_CASE("report: a number prints as a number, folded or not",
+          "[report][fold]") {
   CHECK(folded_names({{"a.-07.b", "x"}, {"a.-7.b", "x"}, {"c.-0", "y"}})
         == std::vector<std::string>{"a.-7.b | x | 2", "c.0 | y | 1"});
 }
@@ -146,7 +167,8 @@ struct RefRow {
 
 bool ref_number(const std::string& s, int64_t& value) {
   const bool shape = !s.empty() && s.size() <= 18
-                     && s.find_first_not_of("0123456789", s[0] == '-' ? 1 : 0) == std::string::npos
+                     && s.find_first_not_of("0123456789", s[0] == '-' ? 1 : 0)
+                            == std::string::npos
                      && s != "-" && !(s.size() > 1 && s[0] == '0');
   if (!shape) {
     return false;
@@ -184,7 +206,8 @@ std::vector<std::string> reference_fold(const std::vector<NameRow>& input) {
     size_t numerics = 0;
     for (;;) {
       const size_t dot = r.name.find('.', start);
-      row.parts.push_back(r.name.substr(start, dot == std::string::npos ? dot : dot - start));
+      row.parts.push_back(
+          r.name.substr(start, dot == std::string::npos ? dot : dot - start));
       int64_t value = 0;
       row.values.emplace_back();
       if (ref_number(row.parts.back(), value)) {
@@ -241,18 +264,30 @@ std::vector<std::string> reference_fold(const std::vector<NameRow>& input) {
   }
   std::vector<std::string> out;
   for (const RefRow& row : rows) {
-    out.push_back(fmt::format("{} | {} | {}", fmt::join(row.parts, "."), row.rest, row.count));
+    out.push_back(fmt::format(
+        "{} | {} | {}", fmt::join(row.parts, "."), row.rest, row.count));
   }
   return out;
 }
 
 }  // namespace
 
-TEST_CASE("report: property: folding agrees with the plain fold", "[report][fold][property]") {
+TEST_CASE("report: property: folding agrees with the plain fold",
+          "[report][fold][property]") {
   const int seed = GENERATE(take(40, random(0, 1 << 30)));
   std::mt19937 rng(static_cast<uint32_t>(seed));
-  const std::vector<std::string> words = {"model", "layers", "experts", "w", "07", "-07", "-3",
-                                          "0",     "x1",     "",        "-",  "1e3"};
+  const std::vector<std::string> words = {"model",
+                                          "layers",
+                                          "experts",
+                                          "w",
+                                          "07",
+                                          "-07",
+                                          "-3",
+                                          "0",
+                                          "x1",
+                                          "",
+                                          "-",
+                                          "1e3"};
   std::vector<NameRow> rows;
   const size_t n = 1 + rng() % 300;
   for (size_t i = 0; i < n; ++i) {
@@ -260,9 +295,11 @@ TEST_CASE("report: property: folding agrees with the plain fold", "[report][fold
     std::vector<std::string> name;
     for (size_t p = 0; p < parts; ++p) {
       // Mostly small numbers, so that rows share all but one of them.
-      name.push_back(rng() % 2 == 0 ? std::to_string(rng() % 6) : words[rng() % words.size()]);
+      name.push_back(rng() % 2 == 0 ? std::to_string(rng() % 6)
+                                    : words[rng() % words.size()]);
     }
-    rows.push_back({fmt::format("{}", fmt::join(name, ".")), rng() % 4 == 0 ? "b" : "a"});
+    rows.push_back(
+        {fmt::format("{}", fmt::join(name, ".")), rng() % 4 == 0 ? "b" : "a"});
   }
   INFO(fmt::format("{}", fmt::join(folded_names(rows), "\n")));
   CHECK(folded_names(rows) == reference_fold(rows));

@@ -10,13 +10,13 @@
 // hold exactly its target block, and each step's bytes_per_device must equal
 // the most bytes a device received in the simulation.
 
+#include "support/test_support.hpp"
+
 #include <shardplan/reshard.hpp>
 #include <shardplan/topology.hpp>
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
-
-#include "support/test_support.hpp"
 
 #include <map>
 #include <random>
@@ -46,17 +46,25 @@ Side side(std::string_view mesh, int64_t devices) {
   return s;
 }
 
-Manifest one_tensor(const std::vector<int64_t>& shape, std::string_view dtype = "bf16") {
-  return test::manifest_of(fmt::format(R"({{"params": [{{"name": "w", "shape": [{}], "dtype": "{}"}}]}})",
-                                       fmt::join(shape, ","), dtype));
+Manifest one_tensor(const std::vector<int64_t>& shape,
+                    std::string_view dtype = "bf16") {
+  return test::manifest_of(fmt::format(
+      R"({{"params": [{{"name": "w", "shape": [{}], "dtype": "{}"}}]}})",
+      fmt::join(shape, ","),
+      dtype));
 }
 
-TensorReshard plan_one(const Manifest& m, const PartitionSpec& from, const PartitionSpec& to,
-                       const Side& a, const Side& b, ReshardOptions options = {}) {
+TensorReshard plan_one(const Manifest& m,
+                       const PartitionSpec& from,
+                       const PartitionSpec& to,
+                       const Side& a,
+                       const Side& b,
+                       ReshardOptions options = {}) {
   const PartitionSpec* f[] = {&from};
   const PartitionSpec* t[] = {&to};
   Diagnostics diags;
-  std::optional<ReshardPlan> plan = plan_reshard(m, f, t, a.view(), b.view(), options, diags);
+  std::optional<ReshardPlan> plan =
+      plan_reshard(m, f, t, a.view(), b.view(), options, diags);
   INFO(test::first_error(diags));
   REQUIRE(plan);
   REQUIRE(plan->size() == 1);
@@ -126,7 +134,8 @@ void for_each_in(const Box& outer, const Box& sub, F&& f) {
 std::vector<int64_t> extract(const Buffer& buf, const Box& sub) {
   std::vector<int64_t> out;
   out.reserve(static_cast<size_t>(volume(sub)));
-  for_each_in(buf.box, sub, [&](size_t flat) { out.push_back(buf.data[flat]); });
+  for_each_in(
+      buf.box, sub, [&](size_t flat) { out.push_back(buf.data[flat]); });
   return out;
 }
 
@@ -149,7 +158,8 @@ Buffer concat(const std::vector<const Buffer*>& parts, size_t dim) {
   out.data.assign(static_cast<size_t>(volume(out.box)), 0);
   for (const Buffer* p : parts) {
     size_t n = 0;
-    for_each_in(out.box, p->box, [&](size_t flat) { out.data[flat] = p->data[n++]; });
+    for_each_in(
+        out.box, p->box, [&](size_t flat) { out.data[flat] = p->data[n++]; });
   }
   return out;
 }
@@ -179,13 +189,16 @@ struct Grid {
   size_t position(const std::vector<int64_t>& c) const {
     size_t p = 0;
     for (size_t k = 0; k < c.size(); ++k) {
-      p = p * static_cast<size_t>(mesh->axes[k].size) + static_cast<size_t>(c[k]);
+      p = p * static_cast<size_t>(mesh->axes[k].size)
+          + static_cast<size_t>(c[k]);
     }
     return p;
   }
   // The devices of p's group over `axes` (major to minor), in group order,
   // and p's index in it.
-  std::vector<size_t> group(size_t p, const std::vector<size_t>& axes, int64_t* index) const {
+  std::vector<size_t> group(size_t p,
+                            const std::vector<size_t>& axes,
+                            int64_t* index) const {
     const std::vector<int64_t> c = coords_of(p);
     int64_t n = 1;
     *index = 0;
@@ -205,7 +218,8 @@ struct Grid {
     }
     return members;
   }
-  std::vector<size_t> axis_indices(const std::vector<std::string>& names) const {
+  std::vector<size_t> axis_indices(
+      const std::vector<std::string>& names) const {
     std::vector<size_t> out;
     for (const std::string& n : names) {
       const int64_t a = mesh->index_of(n);
@@ -217,7 +231,10 @@ struct Grid {
 };
 
 // The block device p holds under `s` (full rank).
-Box block_of(const Grid& g, size_t p, const PartitionSpec& s, const std::vector<int64_t>& shape) {
+Box block_of(const Grid& g,
+             size_t p,
+             const PartitionSpec& s,
+             const std::vector<int64_t>& shape) {
   const std::vector<int64_t> c = g.coords_of(p);
   Box box(shape.size());
   for (size_t d = 0; d < shape.size(); ++d) {
@@ -234,7 +251,8 @@ Box block_of(const Grid& g, size_t p, const PartitionSpec& s, const std::vector<
   return box;
 }
 
-std::vector<int64_t> iota_values(const Box& box, const std::vector<int64_t>& shape) {
+std::vector<int64_t> iota_values(const Box& box,
+                                 const std::vector<int64_t>& shape) {
   Buffer whole;
   for (int64_t n : shape) {
     whole.box.push_back({0, n});
@@ -287,9 +305,9 @@ void simulate(const SimCase& sc, const TensorReshard& plan, int64_t itemsize) {
     int64_t most = 0;
     std::vector<Buffer> next = bufs;
     const bool uses_intermediate =
-        plan.intermediate && !step.mesh_axes.empty() &&
-        plan.intermediate->mesh.index_of(step.mesh_axes[0]) >= 0 &&
-        sc.from->mesh.index_of(step.mesh_axes[0]) < 0;
+        plan.intermediate && !step.mesh_axes.empty()
+        && plan.intermediate->mesh.index_of(step.mesh_axes[0]) >= 0
+        && sc.from->mesh.index_of(step.mesh_axes[0]) < 0;
     const Grid& g = uses_intermediate ? intermediate : cur;
     switch (step.op) {
       case ReshardOp::noop:
@@ -321,7 +339,10 @@ void simulate(const SimCase& sc, const TensorReshard& plan, int64_t itemsize) {
         for (size_t p = 0; p < bufs.size(); ++p) {
           int64_t index = 0;
           const size_t n = g.group(p, axes, &index).size();
-          next[p] = slice(bufs[p], static_cast<size_t>(*step.dim), static_cast<int64_t>(n), index);
+          next[p] = slice(bufs[p],
+                          static_cast<size_t>(*step.dim),
+                          static_cast<int64_t>(n),
+                          index);
         }
         break;
       }
@@ -336,7 +357,8 @@ void simulate(const SimCase& sc, const TensorReshard& plan, int64_t itemsize) {
           std::vector<Buffer> pieces;
           int64_t received = 0;
           for (size_t m : members) {
-            pieces.push_back(slice(bufs[m], static_cast<size_t>(*step.to_dim), n, index));
+            pieces.push_back(
+                slice(bufs[m], static_cast<size_t>(*step.to_dim), n, index));
             received += m == p ? 0 : volume(pieces.back().box) * itemsize;
           }
           std::vector<const Buffer*> parts;
@@ -355,9 +377,9 @@ void simulate(const SimCase& sc, const TensorReshard& plan, int64_t itemsize) {
           int64_t index = 0;
           const std::vector<size_t> members = g.group(p, axes, &index);
           const int64_t n = static_cast<int64_t>(members.size());
-          Buffer sum = step.op == ReshardOp::reduce_scatter
-                           ? slice(bufs[p], static_cast<size_t>(*step.dim), n, index)
-                           : bufs[p];
+          Buffer sum = step.op == ReshardOp::reduce_scatter ? slice(
+                           bufs[p], static_cast<size_t>(*step.dim), n, index)
+                                                            : bufs[p];
           for (size_t m : members) {
             if (m == p) {
               continue;
@@ -369,8 +391,8 @@ void simulate(const SimCase& sc, const TensorReshard& plan, int64_t itemsize) {
           }
           const int64_t buffer = volume(bufs[p].box) * itemsize;
           // Ring algorithms: (n-1)/n of the buffer, twice for an all-reduce.
-          const int64_t received = (buffer - buffer / n) *
-                                   (step.op == ReshardOp::all_reduce ? 2 : 1);
+          const int64_t received = (buffer - buffer / n)
+                                   * (step.op == ReshardOp::all_reduce ? 2 : 1);
           next[p] = std::move(sum);
           most = std::max(most, received);
         }
@@ -490,7 +512,9 @@ void simulate(const SimCase& sc, const TensorReshard& plan, int64_t itemsize) {
 
 // A random spec for `shape` on `mesh`: each axis goes to a random dim or
 // nowhere, in a random order, keeping every dim divisible.
-PartitionSpec random_spec(std::mt19937& rng, const Mesh& mesh, const std::vector<int64_t>& shape,
+PartitionSpec random_spec(std::mt19937& rng,
+                          const Mesh& mesh,
+                          const std::vector<int64_t>& shape,
                           const std::vector<std::string>& exclude = {}) {
   PartitionSpec s;
   s.dims.resize(shape.size());
@@ -503,7 +527,8 @@ PartitionSpec random_spec(std::mt19937& rng, const Mesh& mesh, const std::vector
     if (std::find(exclude.begin(), exclude.end(), axis.name) != exclude.end()) {
       continue;
     }
-    const size_t d = std::uniform_int_distribution<size_t>(0, shape.size())(rng);
+    const size_t d =
+        std::uniform_int_distribution<size_t>(0, shape.size())(rng);
     if (d == shape.size() || shape[d] % (shards[d] * axis.size) != 0) {
       continue;
     }
@@ -513,13 +538,16 @@ PartitionSpec random_spec(std::mt19937& rng, const Mesh& mesh, const std::vector
   return s;
 }
 
-std::string mesh_text(std::mt19937& rng, const std::vector<std::string>& names, int64_t devices) {
+std::string mesh_text(std::mt19937& rng,
+                      const std::vector<std::string>& names,
+                      int64_t devices) {
   // Factor `devices` over the axes at random.
   std::vector<int64_t> sizes(names.size(), 1);
   int64_t rest = devices;
   for (int64_t f = 2; rest > 1;) {
     if (rest % f == 0) {
-      sizes[std::uniform_int_distribution<size_t>(0, names.size() - 1)(rng)] *= f;
+      sizes[std::uniform_int_distribution<size_t>(0, names.size() - 1)(rng)] *=
+          f;
       rest /= f;
     } else {
       ++f;
@@ -537,7 +565,8 @@ std::string mesh_text(std::mt19937& rng, const std::vector<std::string>& names, 
 TEST_CASE("reshard: moving fsdp to another dim is one all_to_all") {
   const Side s = side("fsdp:8,tp:4", 32);
   const Manifest m = one_tensor({1024, 4096});
-  const TensorReshard r = plan_one(m, spec("fsdp,None"), spec("None,fsdp"), s, s);
+  const TensorReshard r =
+      plan_one(m, spec("fsdp,None"), spec("None,fsdp"), s, s);
   REQUIRE(ops(r) == std::vector<std::string>{"all_to_all"});
   CHECK(r.steps[0].mesh_axes == std::vector<std::string>{"fsdp"});
   CHECK(r.steps[0].dim == 0);
@@ -552,33 +581,42 @@ TEST_CASE("reshard: moving fsdp to another dim is one all_to_all") {
   CHECK(r.naive.peak_bytes_per_device == 1048576 + 8 * 1048576 + 1048576);
 }
 
-TEST_CASE("reshard: dropping minor axes is an all_gather and adding them a dynamic_slice") {
+TEST_CASE(
+    "reshard: dropping minor axes is an all_gather and adding them a "
+    "dynamic_slice") {
   const Side s = side("fsdp:8,tp:4", 32);
   const Manifest m = one_tensor({1024, 4096});
-  const TensorReshard gather = plan_one(m, spec("(fsdp,tp),None"), spec("fsdp,None"), s, s);
+  const TensorReshard gather =
+      plan_one(m, spec("(fsdp,tp),None"), spec("fsdp,None"), s, s);
   REQUIRE(ops(gather) == std::vector<std::string>{"all_gather"});
   CHECK(gather.steps[0].mesh_axes == std::vector<std::string>{"tp"});
   CHECK(gather.steps[0].dim == 0);
   // 32 x 4096 x 2 = 256 KiB per device, three more of them gathered.
   CHECK(gather.steps[0].bytes_per_device == 3 * 262144);
 
-  const TensorReshard sliced = plan_one(m, spec("None,None"), spec("fsdp,tp"), s, s);
-  REQUIRE(ops(sliced) == std::vector<std::string>{"dynamic_slice", "dynamic_slice"});
+  const TensorReshard sliced =
+      plan_one(m, spec("None,None"), spec("fsdp,tp"), s, s);
+  REQUIRE(ops(sliced)
+          == std::vector<std::string>{"dynamic_slice", "dynamic_slice"});
   CHECK(sliced.steps[0].mesh_axes == std::vector<std::string>{"fsdp"});
   CHECK(sliced.steps[1].mesh_axes == std::vector<std::string>{"tp"});
   CHECK(sliced.cost.bytes_per_device == 0);
   CHECK(sliced.cost.seconds == 0);
 }
 
-TEST_CASE("reshard: the same spec is a noop and reordered axes a collective_permute") {
+TEST_CASE(
+    "reshard: the same spec is a noop and reordered axes a "
+    "collective_permute") {
   const Side s = side("fsdp:8,tp:4", 32);
   const Manifest m = one_tensor({1024, 4096});
-  const TensorReshard same = plan_one(m, spec("fsdp,tp"), spec("fsdp,tp"), s, s);
+  const TensorReshard same =
+      plan_one(m, spec("fsdp,tp"), spec("fsdp,tp"), s, s);
   REQUIRE(ops(same) == std::vector<std::string>{"noop"});
   CHECK(same.cost.bytes_per_device == 0);
   CHECK(same.cost.peak_bytes_per_device == same.from_bytes_per_device);
 
-  const TensorReshard swapped = plan_one(m, spec("(fsdp,tp),None"), spec("(tp,fsdp),None"), s, s);
+  const TensorReshard swapped =
+      plan_one(m, spec("(fsdp,tp),None"), spec("(tp,fsdp),None"), s, s);
   REQUIRE(ops(swapped) == std::vector<std::string>{"collective_permute"});
   CHECK(swapped.steps[0].bytes_per_device == swapped.from_bytes_per_device);
 }
@@ -588,12 +626,14 @@ TEST_CASE("reshard: pending sums become a reduce_scatter") {
   const Manifest m = one_tensor({1024, 4096});
   ReshardOptions options;
   options.partial = {"tp"};
-  const TensorReshard r = plan_one(m, spec("fsdp,None"), spec("fsdp,tp"), s, s, options);
+  const TensorReshard r =
+      plan_one(m, spec("fsdp,None"), spec("fsdp,tp"), s, s, options);
   REQUIRE(ops(r) == std::vector<std::string>{"reduce_scatter"});
   CHECK(r.steps[0].dim == 1);
   // 1 MiB summed over 4 devices: 3/4 of it received.
   CHECK(r.steps[0].bytes_per_device == 786432);
-  const TensorReshard ar = plan_one(m, spec("fsdp,None"), spec("fsdp,None"), s, s, options);
+  const TensorReshard ar =
+      plan_one(m, spec("fsdp,None"), spec("fsdp,None"), s, s, options);
   REQUIRE(ops(ar) == std::vector<std::string>{"all_reduce"});
   CHECK(ar.steps[0].bytes_per_device == 2 * 786432);
 }
@@ -604,8 +644,10 @@ TEST_CASE("reshard: donate frees the source as the first step consumes it") {
   ReshardOptions donate;
   donate.donate = true;
   // fsdp,None -> None,tp: the cheapest plan slices tp then gathers fsdp.
-  const TensorReshard kept = plan_one(m, spec("fsdp,None"), spec("None,tp"), s, s);
-  const TensorReshard freed = plan_one(m, spec("fsdp,None"), spec("None,tp"), s, s, donate);
+  const TensorReshard kept =
+      plan_one(m, spec("fsdp,None"), spec("None,tp"), s, s);
+  const TensorReshard freed =
+      plan_one(m, spec("fsdp,None"), spec("None,tp"), s, s, donate);
   REQUIRE(ops(kept) == ops(freed));
   REQUIRE(ops(kept) == std::vector<std::string>{"dynamic_slice", "all_gather"});
   // 1 MiB source; 256 KiB after the slice; 2 MiB after the gather.
@@ -618,8 +660,8 @@ TEST_CASE("reshard: the intermediate sharding of the pathways docstring") {
   // [fsdp_split:4, fsdp_replica:2, tp:1] (DESIGN.md 5; MaxText's variant).
   const Side a = side("fsdp:8,tp:1", 8);
   const Side b = side("fsdp:1,tp:4", 4);
-  std::optional<IntermediateSharding> im =
-      find_intermediate_sharding(a.mesh, a.grid, spec("fsdp,tp"), b.mesh, spec("fsdp,tp"));
+  std::optional<IntermediateSharding> im = find_intermediate_sharding(
+      a.mesh, a.grid, spec("fsdp,tp"), b.mesh, spec("fsdp,tp"));
   REQUIRE(im);
   REQUIRE(im->mesh.axes.size() == 3);
   CHECK(im->mesh.axes[0].name == "fsdp_intermediate_split");
@@ -628,32 +670,39 @@ TEST_CASE("reshard: the intermediate sharding of the pathways docstring") {
   CHECK(im->mesh.axes[1].size == 2);
   CHECK(im->mesh.axes[2].name == "tp");
   CHECK(to_short(im->spec) == "fsdp_intermediate_split,tp");
-  CHECK(im->replicated_axes == std::vector<std::string>{"fsdp_intermediate_replica"});
+  CHECK(im->replicated_axes
+        == std::vector<std::string>{"fsdp_intermediate_replica"});
   // Split major, replica minor: replica groups are neighbours {0,1}, {2,3}...
   CHECK(im->grid.ids == a.grid.ids);
 
   // Not when a dim is already compatible, or the target has more shards.
-  CHECK_FALSE(find_intermediate_sharding(a.mesh, a.grid, spec("fsdp,None"),
-                                         side("fsdp:4", 4).mesh, spec("fsdp,None")));
-  CHECK_FALSE(find_intermediate_sharding(b.mesh, b.grid, spec("None,tp"), a.mesh,
+  CHECK_FALSE(find_intermediate_sharding(a.mesh,
+                                         a.grid,
+                                         spec("fsdp,None"),
+                                         side("fsdp:4", 4).mesh,
                                          spec("fsdp,None")));
+  CHECK_FALSE(find_intermediate_sharding(
+      b.mesh, b.grid, spec("None,tp"), a.mesh, spec("fsdp,None")));
   // Nor on a tuple of axes (the pathways TODO).
   const Side c = side("x:2,y:4", 8);
-  CHECK_FALSE(find_intermediate_sharding(c.mesh, c.grid, spec("(x,y),None"), b.mesh,
-                                         spec("None,tp")));
+  CHECK_FALSE(find_intermediate_sharding(
+      c.mesh, c.grid, spec("(x,y),None"), b.mesh, spec("None,tp")));
 }
 
-TEST_CASE("reshard: a plan through the intermediate gathers neighbours then sends") {
+TEST_CASE(
+    "reshard: a plan through the intermediate gathers neighbours then sends") {
   const Side a = side("fsdp:8,tp:1", 8);
   const Side b = side("fsdp:1,tp:4", 4);
   const Manifest m = one_tensor({64, 64}, "f32");
   ReshardOptions options;
   options.transfers = true;
   options.same_devices = false;
-  const TensorReshard r = plan_one(m, spec("fsdp,tp"), spec("fsdp,tp"), a, b, options);
+  const TensorReshard r =
+      plan_one(m, spec("fsdp,tp"), spec("fsdp,tp"), a, b, options);
   REQUIRE(r.intermediate);
   REQUIRE(ops(r) == std::vector<std::string>{"all_gather", "send_recv"});
-  CHECK(r.steps[0].mesh_axes == std::vector<std::string>{"fsdp_intermediate_replica"});
+  CHECK(r.steps[0].mesh_axes
+        == std::vector<std::string>{"fsdp_intermediate_replica"});
   // 8 x 64 x 4 = 2 KiB per source device, one neighbour's received.
   CHECK(r.steps[0].bytes_per_device == 2048);
   // Each target device receives its 64 x 16 column block: 4 KiB, from the
@@ -666,7 +715,9 @@ TEST_CASE("reshard: a plan through the intermediate gathers neighbours then send
   simulate(sc, r, 4);
 }
 
-TEST_CASE("reshard: a mesh change that only narrows shards is a local dynamic_slice") {
+TEST_CASE(
+    "reshard: a mesh change that only narrows shards is a local "
+    "dynamic_slice") {
   // Replicated on 8 devices to tp:4,dp:2 over the same devices: no traffic.
   const Side a = side("x:8", 8);
   const Side b = side("dp:2,tp:4", 8);
@@ -687,7 +738,8 @@ TEST_CASE("reshard: a cross-mesh plan sends exactly the overlap") {
   ReshardOptions options;
   options.transfers = true;
   options.same_devices = false;
-  const TensorReshard r = plan_one(m, spec("x,None"), spec("y,None"), a, b, options);
+  const TensorReshard r =
+      plan_one(m, spec("x,None"), spec("y,None"), a, b, options);
   REQUIRE(ops(r) == std::vector<std::string>{"send_recv"});
   // Rows 0-3 to the first: 4 x 6 x 4 B = 96 B, from devices 0 and 1.
   CHECK(r.steps[0].bytes_per_device == 96);
@@ -718,12 +770,15 @@ TEST_CASE("reshard: the book's all_gather on a v5e-32 mesh X:8,Y:4") {
 
 TEST_CASE("reshard: random plans on one mesh survive the simulation") {
   std::mt19937 rng(20261121);
-  const std::vector<std::vector<int64_t>> shapes{{12}, {8, 6}, {4, 6, 8}, {16, 4}, {6, 12, 2}};
+  const std::vector<std::vector<int64_t>> shapes{
+      {12}, {8, 6}, {4, 6, 8}, {16, 4}, {6, 12, 2}};
   int checked = 0;
   for (int trial = 0; trial < 300; ++trial) {
-    const int64_t devices = std::vector<int64_t>{4, 6, 8, 12, 16}[static_cast<size_t>(trial % 5)];
+    const int64_t devices =
+        std::vector<int64_t>{4, 6, 8, 12, 16}[static_cast<size_t>(trial % 5)];
     const Side s = side(mesh_text(rng, {"a", "b", "c"}, devices), devices);
-    const std::vector<int64_t>& shape = shapes[static_cast<size_t>(trial) % shapes.size()];
+    const std::vector<int64_t>& shape =
+        shapes[static_cast<size_t>(trial) % shapes.size()];
     std::vector<std::string> partial;
     if (trial % 4 == 0) {
       partial.push_back(s.mesh.axes[static_cast<size_t>(trial / 4) % 3].name);
@@ -734,7 +789,8 @@ TEST_CASE("reshard: random plans on one mesh survive the simulation") {
     options.partial = partial;
     const Manifest m = one_tensor(shape, "i32");
     INFO(to_string(s.mesh) << " " << to_short(from) << " -> " << to_short(to)
-                           << " partial " << fmt::format("{}", fmt::join(partial, ",")));
+                           << " partial "
+                           << fmt::format("{}", fmt::join(partial, ",")));
     const TensorReshard r = plan_one(m, from, to, s, s, options);
     SimCase sc{shape, &s, &s, r.from, r.to, partial, true};
     simulate(sc, r, 4);
@@ -745,15 +801,22 @@ TEST_CASE("reshard: random plans on one mesh survive the simulation") {
   CHECK(checked == 300);
 }
 
-TEST_CASE("reshard: random plans between meshes and device sets survive the simulation") {
+TEST_CASE(
+    "reshard: random plans between meshes and device sets survive the "
+    "simulation") {
   std::mt19937 rng(20261122);
-  const std::vector<std::vector<int64_t>> shapes{{24}, {8, 12}, {4, 6, 8}, {48, 2}};
+  const std::vector<std::vector<int64_t>> shapes{
+      {24}, {8, 12}, {4, 6, 8}, {48, 2}};
   for (int trial = 0; trial < 200; ++trial) {
-    const int64_t from_devices = std::vector<int64_t>{4, 8, 12, 16}[static_cast<size_t>(trial % 4)];
-    const int64_t to_devices = std::vector<int64_t>{2, 4, 6, 8}[static_cast<size_t>(trial / 4 % 4)];
+    const int64_t from_devices =
+        std::vector<int64_t>{4, 8, 12, 16}[static_cast<size_t>(trial % 4)];
+    const int64_t to_devices =
+        std::vector<int64_t>{2, 4, 6, 8}[static_cast<size_t>(trial / 4 % 4)];
     const Side a = side(mesh_text(rng, {"a", "b"}, from_devices), from_devices);
-    const Side b = side(mesh_text(rng, {"c", "d", "e"}, to_devices), to_devices);
-    const std::vector<int64_t>& shape = shapes[static_cast<size_t>(trial) % shapes.size()];
+    const Side b =
+        side(mesh_text(rng, {"c", "d", "e"}, to_devices), to_devices);
+    const std::vector<int64_t>& shape =
+        shapes[static_cast<size_t>(trial) % shapes.size()];
     std::vector<std::string> partial;
     if (trial % 5 == 0) {
       partial.push_back("b");
@@ -765,8 +828,9 @@ TEST_CASE("reshard: random plans between meshes and device sets survive the simu
     options.transfers = true;
     options.same_devices = trial % 2 == 0;  // ids 0..N-1 shared, or disjoint
     const Manifest m = one_tensor(shape, "i32");
-    INFO(to_string(a.mesh) << " " << to_short(from) << " -> " << to_string(b.mesh) << " "
-                           << to_short(to) << " same devices " << options.same_devices);
+    INFO(to_string(a.mesh) << " " << to_short(from) << " -> "
+                           << to_string(b.mesh) << " " << to_short(to)
+                           << " same devices " << options.same_devices);
     const TensorReshard r = plan_one(m, from, to, a, b, options);
     SimCase sc{shape, &a, &b, r.from, r.to, partial, options.same_devices};
     simulate(sc, r, 4);
@@ -777,8 +841,10 @@ TEST_CASE("reshard: identical tensors are planned once and totals add up") {
   const Side s = side("fsdp:8,tp:4", 32);
   std::string json = R"({"params": [)";
   for (int i = 0; i < 6; ++i) {
-    json += fmt::format(R"({}{{"name": "l{}", "shape": [1024, 4096], "dtype": "bf16"}})",
-                        i == 0 ? "" : ",", i);
+    json += fmt::format(
+        R"({}{{"name": "l{}", "shape": [1024, 4096], "dtype": "bf16"}})",
+        i == 0 ? "" : ",",
+        i);
   }
   json += "]}";
   const Manifest m = test::manifest_of(json);
@@ -786,7 +852,8 @@ TEST_CASE("reshard: identical tensors are planned once and totals add up") {
   const PartitionSpec to = spec("None,fsdp");
   std::vector<const PartitionSpec*> f(6, &from), t(6, &to);
   Diagnostics diags;
-  std::optional<ReshardPlan> plan = plan_reshard(m, f, t, s.view(), s.view(), {}, diags);
+  std::optional<ReshardPlan> plan =
+      plan_reshard(m, f, t, s.view(), s.view(), {}, diags);
   REQUIRE(plan);
   REQUIRE(plan->size() == 6);
   CHECK(plan->plans.size() == 1);
@@ -798,7 +865,8 @@ TEST_CASE("reshard: identical tensors are planned once and totals add up") {
     f[i] = &froms[i];
     t[i] = &tos[i];
   }
-  std::optional<ReshardPlan> copies = plan_reshard(m, f, t, s.view(), s.view(), {}, diags);
+  std::optional<ReshardPlan> copies =
+      plan_reshard(m, f, t, s.view(), s.view(), {}, diags);
   REQUIRE(copies);
   CHECK(copies->plans.size() == 1);
   CHECK(copies->totals.bytes_per_device == plan->totals.bytes_per_device);
@@ -810,13 +878,15 @@ TEST_CASE("reshard: identical tensors are planned once and totals add up") {
   CHECK(plan->totals.peak_bytes_per_device == 12 * 1048576);
   ReshardOptions donate;
   donate.donate = true;
-  std::optional<ReshardPlan> freed = plan_reshard(m, f, t, s.view(), s.view(), donate, diags);
+  std::optional<ReshardPlan> freed =
+      plan_reshard(m, f, t, s.view(), s.view(), donate, diags);
   REQUIRE(freed);
   // With donation a tensor's source goes as its target comes: 7 MiB at most.
   CHECK(freed->totals.peak_bytes_per_device == 7 * 1048576);
 }
 
-TEST_CASE("reshard: byte counts past int64 are an error that names the manifest") {
+TEST_CASE(
+    "reshard: byte counts past int64 are an error that names the manifest") {
   // 1.5 x 2^62 bytes summed over 4 devices: the source and the all_reduce's
   // output together pass 2^63.
   const Side s = side("a:4", 4);

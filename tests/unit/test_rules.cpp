@@ -1548,7 +1548,8 @@ unsigned digit_mask(std::initializer_list<unsigned> digits) {
 // `count` random dotted names of words and numbers (the seed's): every
 // tensor must get the first rule whose pattern std::regex_search finds in
 // its own name, whatever shortcut the engine takes.
-void check_first_search_wins(const std::vector<std::string>& patterns, uint32_t seed,
+void check_first_search_wins(const std::vector<std::string>& patterns,
+                             uint32_t seed,
                              size_t count) {
   std::string json = "{\"rules\": [";
   for (size_t i = 0; i < patterns.size(); ++i) {
@@ -1627,16 +1628,21 @@ TEST_CASE("rules: the digits a pattern tells apart", "[rules]") {
   CHECK(detail::distinguished_digits("[0-4]") == digit_mask({0, 1, 2, 3, 4}));
   CHECK(detail::distinguished_digits("\\.experts\\.[0-9]+\\.(w1|w3|up_proj)")
         == digit_mask({1, 3}));
-  CHECK(detail::distinguished_digits("a{12,34}7") == digit_mask({7}));   // counts are not literals
-  CHECK(detail::distinguished_digits("(?P<g9>x)[5-z]") == digit_mask({5, 6, 7, 8, 9}));
-  CHECK(detail::distinguished_digits("[+-9]x\\d") == 0U);         // the range holds all ten
+  CHECK(detail::distinguished_digits("a{12,34}7")
+        == digit_mask({7}));  // counts are not literals
+  CHECK(detail::distinguished_digits("(?P<g9>x)[5-z]")
+        == digit_mask({5, 6, 7, 8, 9}));
+  CHECK(detail::distinguished_digits("[+-9]x\\d")
+        == 0U);  // the range holds all ten
   CHECK_FALSE(detail::distinguished_digits("\\x30").has_value());
   CHECK_FALSE(detail::distinguished_digits("\\1").has_value());
   CHECK_FALSE(detail::distinguished_digits("[[:foo:]]").has_value());
 }
 
-TEST_CASE("rules: property: names that differ in digits no pattern tells apart share a match",
-          "[rules][property]") {
+TEST_CASE(
+    "rules: property: names that differ in digits no pattern tells apart share "
+    "a match",
+    "[rules][property]") {
   // Patterns with digit literals and partial classes (the fsdp-tp preset's
   // "w1|w3" among them): the engine matches one name per class of digits
   // the patterns treat alike.
@@ -1682,23 +1688,30 @@ TEST_CASE("rules: where a pattern's digit literals stand", "[rules]") {
   };
   const std::vector<Case> cases = {
       {"\\.experts\\.[0-9]+\\.(w1|w3|gate_proj)", 0, digit_mask({1, 3}), "Ww"},
-      {"w12", 0, digit_mask({1, 2}), "Ww"},        // the 2 follows an anchored 1
-      {"\\.1\\.", 0, digit_mask({1}), "."},        // an escaped '.' is the character
+      {"w12", 0, digit_mask({1, 2}), "Ww"},  // the 2 follows an anchored 1
+      {"\\.1\\.", 0, digit_mask({1}), "."},  // an escaped '.' is the character
       {"layers\\.1[0-9]", 0, digit_mask({1}), "."},  // the class holds all ten
       {"_7$", 0, digit_mask({7}), "_"},
-      {"{3", 0, digit_mask({3}), "{"},             // a '{' that starts no count
-      {"(w)1", digit_mask({1}), 0, ""},            // after a group
-      {"w|1", digit_mask({1}), 0, ""},             // an alternative of its own
-      {"w?1", digit_mask({1}), 0, ""},             // w may be absent
+      {"{3", 0, digit_mask({3}), "{"},   // a '{' that starts no count
+      {"(w)1", digit_mask({1}), 0, ""},  // after a group
+      {"w|1", digit_mask({1}), 0, ""},   // an alternative of its own
+      {"w?1", digit_mask({1}), 0, ""},   // w may be absent
       {"w*1", digit_mask({1}), 0, ""},
-      {"w{2}1", digit_mask({1}), 0, ""},           // after a count
-      {"[a-z]3", digit_mask({3}), 0, ""},          // after a class
-      {"\\w5", digit_mask({5}), 0, ""},             // after an escaped class
+      {"w{2}1", digit_mask({1}), 0, ""},   // after a count
+      {"[a-z]3", digit_mask({3}), 0, ""},  // after a class
+      {"\\w5", digit_mask({5}), 0, ""},    // after an escaped class
       {"^7", digit_mask({7}), 0, ""},
       {".7", digit_mask({7}), 0, ""},
       {"(?i)w1", 0, digit_mask({1}), "Ww"},
-      {"x[0-4]", digit_mask({0, 1, 2, 3, 4}), 0, ""},  // classes are never anchored
-      {"\xc3\xa9" "1", digit_mask({1}), 0, ""},       // after a non-ASCII character
+      {"x[0-4]",
+       digit_mask({0, 1, 2, 3, 4}),
+       0,
+       ""},  // classes are never anchored
+      {"\xc3\xa9"
+       "1",
+       digit_mask({1}),
+       0,
+       ""},  // after a non-ASCII character
   };
   for (const Case& c : cases) {
     INFO(c.pattern);
@@ -1712,14 +1725,23 @@ TEST_CASE("rules: where a pattern's digit literals stand", "[rules]") {
   CHECK_FALSE(detail::digit_use("\\1").has_value());
 }
 
-TEST_CASE("rules: property: digits after an anchor and elsewhere are told apart as the patterns do",
-          "[rules][property]") {
+TEST_CASE(
+    "rules: property: digits after an anchor and elsewhere are told apart as "
+    "the patterns do",
+    "[rules][property]") {
   // Literals anchored after w, x, b and '_' tell 1, 2, 3 and 7 apart only in
   // runs of digits after those characters ("w17", "ax12"); 4, 5 and 9 stand
   // where any run can meet them; 0, 6 and 8 are alike everywhere.
-  const std::vector<std::string> patterns = {"w1",       "ax12",    "b3$", "_7\\.",
-                                             "(w)5",     "w|9",     "w?4", "\\.experts\\.[0-9]+\\.w2",
-                                             "layers\\.[0-9]\\.", "mlp"};
+  const std::vector<std::string> patterns = {"w1",
+                                             "ax12",
+                                             "b3$",
+                                             "_7\\.",
+                                             "(w)5",
+                                             "w|9",
+                                             "w?4",
+                                             "\\.experts\\.[0-9]+\\.w2",
+                                             "layers\\.[0-9]\\.",
+                                             "mlp"};
   detail::DigitUse all;
   for (const std::string& p : patterns) {
     std::optional<detail::DigitUse> u = detail::digit_use(p);

@@ -2,13 +2,13 @@
 // itself, the topology files, and real output of every command checked
 // against its schema.
 
+#include "support/json_schema.hpp"
+#include "support/test_support.hpp"
+
 #include <shardplan/topology.hpp>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
-
-#include "support/json_schema.hpp"
-#include "support/test_support.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -21,10 +21,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string k_schema_dir = std::string(SHARDPLAN_SOURCE_DIR) + "/docs/schema";
+const std::string k_schema_dir =
+    std::string(SHARDPLAN_SOURCE_DIR) + "/docs/schema";
 
 // "POINTER KEYWORD" for each error, to compare in one line.
-std::vector<std::string> failures(const std::vector<test::SchemaError>& errors) {
+std::vector<std::string> failures(
+    const std::vector<test::SchemaError>& errors) {
   std::vector<std::string> out;
   for (const test::SchemaError& e : errors) {
     out.push_back(e.pointer + " " + e.keyword);
@@ -108,9 +110,11 @@ TEST_CASE("schema: properties, required and additionalProperties", "[schema]") {
   CHECK(s.check(R"({"a": "x", "b": {"c": 1}})") == Strings{});
   CHECK(s.check(R"({"a": "x"})") == Strings{" required"});
   CHECK(s.check(R"({"b": {}})") == Strings{" required"});
-  CHECK(s.check(R"({"a": "x", "b": {}, "extra": 1})") == Strings{"/extra additionalProperties"});
+  CHECK(s.check(R"({"a": "x", "b": {}, "extra": 1})")
+        == Strings{"/extra additionalProperties"});
   CHECK(s.check(R"({"a": "x", "b": {"c": 1.5}})") == Strings{"/b/c type"});
-  CHECK(s.check(R"({"a": "x", "b": {"d/e": 1}})") == Strings{"/b/d~1e additionalProperties"});
+  CHECK(s.check(R"({"a": "x", "b": {"d/e": 1}})")
+        == Strings{"/b/d~1e additionalProperties"});
   CHECK(s.check(R"({"a": "x", "b": {}, "gone": 1})") == Strings{"/gone false"});
   CHECK(s.check(R"({"a": 1, "b": []})") == (Strings{"/a type", "/b type"}));
   CHECK(s.check("[]") == Strings{" type"});
@@ -138,7 +142,8 @@ TEST_CASE("schema: enum, const and number bounds", "[schema]") {
   CHECK(b.check("8") == Strings{});
   CHECK(b.check("0") == Strings{" minimum"});
   CHECK(b.check("8.5") == Strings{" maximum"});
-  CHECK(b.check(R"("not a number")") == Strings{});  // bounds apply to numbers only
+  CHECK(b.check(R"("not a number")")
+        == Strings{});  // bounds apply to numbers only
   Scratch x(R"({"exclusiveMinimum": 0})");
   CHECK(x.check("1e-9") == Strings{});
   CHECK(x.check("0") == Strings{" exclusiveMinimum"});
@@ -160,14 +165,15 @@ TEST_CASE("schema: arrays and strings", "[schema]") {
 
   Scratch str(R"({"type": "string", "minLength": 2})");
   CHECK(str.check(R"("ab")") == Strings{});
-  CHECK(str.check(R"("é")") == Strings{" minLength"});  // one character, two bytes
+  CHECK(str.check(R"("é")")
+        == Strings{" minLength"});  // one character, two bytes
 }
 
 TEST_CASE("schema: allOf, anyOf, oneOf and not", "[schema]") {
   Scratch one(R"({"oneOf": [{"type": "integer"}, {"minimum": 0}]})");
   CHECK(one.check("-1") == Strings{});
   CHECK(one.check("0.5") == Strings{});
-  CHECK(one.check("1") == Strings{" oneOf"});   // both match
+  CHECK(one.check("1") == Strings{" oneOf"});     // both match
   CHECK(one.check("-0.5") == Strings{" oneOf"});  // neither
   Scratch any(R"({"anyOf": [{"type": "integer"}, {"minimum": 0}]})");
   CHECK(any.check("1") == Strings{});
@@ -181,8 +187,10 @@ TEST_CASE("schema: allOf, anyOf, oneOf and not", "[schema]") {
 
   // The message names what each branch missed.
   test::SchemaValidator v(k_schema_dir);
-  v.add("t.schema.json", json::parse(R"({"oneOf": [{"type": "integer"}, {"const": "x"}]})"));
-  std::vector<test::SchemaError> errors = v.validate(json::parse("1.5"), "t.schema.json");
+  v.add("t.schema.json",
+        json::parse(R"({"oneOf": [{"type": "integer"}, {"const": "x"}]})"));
+  std::vector<test::SchemaError> errors =
+      v.validate(json::parse("1.5"), "t.schema.json");
   REQUIRE(errors.size() == 1);
   CHECK(test::to_string(errors[0])
         == "(root): oneOf: matches none of the 2 subschemas; [0] (root): type: expected "
@@ -216,17 +224,21 @@ TEST_CASE("schema: $ref within a file and to another file", "[schema]") {
   // A recursive schema: nested arrays of integers.
   v.add("grid.schema.json", json::parse(R"({"$ref": "#/$defs/g", "$defs": {"g":
     {"oneOf": [{"type": "integer"}, {"type": "array", "items": {"$ref": "#/$defs/g"}}]}}})"));
-  CHECK(failures(v.validate(json::parse("[[0, 1], [2, [3]]]"), "grid.schema.json")) == Strings{});
+  CHECK(failures(
+            v.validate(json::parse("[[0, 1], [2, [3]]]"), "grid.schema.json"))
+        == Strings{});
   // The outermost oneOf fails; its message leads to the value at fault.
   errors = v.validate(json::parse("[[0, 1], [2, \"x\"]]"), "grid.schema.json");
   REQUIRE(failures(errors) == Strings{" oneOf"});
-  CHECK_THAT(errors[0].message, Catch::Contains("[1] /1/1: oneOf: matches none"));
+  CHECK_THAT(errors[0].message,
+             Catch::Contains("[1] /1/1: oneOf: matches none"));
 }
 
 TEST_CASE("schema: schema problems are errors, never skipped", "[schema]") {
   test::SchemaValidator v(k_schema_dir);
   // An unsupported keyword fails even when the value would pass.
-  v.add("pattern.schema.json", json::parse(R"({"type": "string", "pattern": "^a"})"));
+  v.add("pattern.schema.json",
+        json::parse(R"({"type": "string", "pattern": "^a"})"));
   std::vector<test::SchemaError> errors =
       v.validate(json::parse(R"("abc")"), "pattern.schema.json");
   REQUIRE(errors.size() == 1);
@@ -237,7 +249,8 @@ TEST_CASE("schema: schema problems are errors, never skipped", "[schema]") {
   // ... and inside a branch of anyOf, where a miss would otherwise hide it.
   v.add("branch.schema.json",
         json::parse(R"({"anyOf": [{"format": "uri"}, {"type": "integer"}]})"));
-  CHECK(failures(v.validate(json::parse("1"), "branch.schema.json")) == Strings{" format"});
+  CHECK(failures(v.validate(json::parse("1"), "branch.schema.json"))
+        == Strings{" format"});
 
   // check_schema walks subschemas no instance reaches.
   v.add("unused.schema.json", json::parse(R"({
@@ -246,15 +259,19 @@ TEST_CASE("schema: schema problems are errors, never skipped", "[schema]") {
               "typo": {"type": "integr"},
               "dangling": {"$ref": "#/$defs/nowhere"},
               "elsewhere": {"$ref": "missing.schema.json#/$defs/x"}}})"));
-  CHECK(failures(v.validate(json::parse("1"), "unused.schema.json")) == Strings{});
+  CHECK(failures(v.validate(json::parse("1"), "unused.schema.json"))
+        == Strings{});
   CHECK(failures(v.check_schema("unused.schema.json"))
         == (Strings{" $ref", " $ref", " type", " uniqueItems"}));
 
   // Refs outside the schema folder are not followed; a cycle is caught.
-  v.add("far.schema.json", json::parse(R"({"$ref": "https://example.com/x.json"})"));
-  CHECK(failures(v.validate(json::parse("1"), "far.schema.json")) == Strings{" $ref"});
+  v.add("far.schema.json",
+        json::parse(R"({"$ref": "https://example.com/x.json"})"));
+  CHECK(failures(v.validate(json::parse("1"), "far.schema.json"))
+        == Strings{" $ref"});
   v.add("cycle.schema.json", json::parse(R"({"$ref": "#"})"));
-  CHECK(failures(v.validate(json::parse("1"), "cycle.schema.json")) == Strings{" $ref"});
+  CHECK(failures(v.validate(json::parse("1"), "cycle.schema.json"))
+        == Strings{" $ref"});
 }
 
 // ---------------------------------------------------------------------------
@@ -267,9 +284,15 @@ TEST_CASE("schema: docs/schema files use only supported keywords", "[schema]") {
   }
   std::sort(names.begin(), names.end());
   CHECK(names
-        == Strings{"check.schema.json", "common.schema.json", "diagnostics.schema.json", "manifest.schema.json",
-                   "mesh.schema.json", "reshard.schema.json", "topology-list.schema.json",
-                   "topology-show.schema.json", "topology.schema.json"});
+        == Strings{"check.schema.json",
+                   "common.schema.json",
+                   "diagnostics.schema.json",
+                   "manifest.schema.json",
+                   "mesh.schema.json",
+                   "reshard.schema.json",
+                   "topology-list.schema.json",
+                   "topology-show.schema.json",
+                   "topology.schema.json"});
   for (const std::string& name : names) {
     test::SchemaValidator validator(k_schema_dir);
     std::vector<test::SchemaError> errors = validator.check_schema(name);
@@ -293,7 +316,8 @@ TEST_CASE("schema: the catalogue files validate against topology.schema.json",
   CHECK(files == catalogue_families().size());
 }
 
-TEST_CASE("schema: broken catalogue files fail topology.schema.json", "[schema][topology]") {
+TEST_CASE("schema: broken catalogue files fail topology.schema.json",
+          "[schema][topology]") {
   const std::string ref = "topology.schema.json#/$defs/catalogue_family";
   json v5p = json::parse(test::slurp(std::string(SHARDPLAN_SOURCE_DIR)
                                      + "/configs/topologies/v5p.json"));
@@ -336,7 +360,8 @@ TEST_CASE("schema: broken catalogue files fail topology.schema.json", "[schema][
         == Strings{"/gpus_per_node additionalProperties"});
 
   json unknown_figure = h100;
-  unknown_figure["figures"]["ici_latency_s"] = h100["figures"]["nvlink_latency_s"];
+  unknown_figure["figures"]["ici_latency_s"] =
+      h100["figures"]["nvlink_latency_s"];
   CHECK(errors_for(unknown_figure, "topology.schema.json#/$defs/gpu_family")
         == Strings{"/figures/ici_latency_s additionalProperties"});
 }
@@ -358,12 +383,14 @@ TEST_CASE("schema: user topology files", "[schema][topology]") {
   for (const std::string& text : valid) {
     INFO(text);
     require_valid(json::parse(text), "topology.schema.json");
-    require_valid(json::parse(text), "topology.schema.json#/$defs/topology_file");
+    require_valid(json::parse(text),
+                  "topology.schema.json#/$defs/topology_file");
     Diagnostics diags;
     CHECK(parse_topology_json(text, "user.json", diags));
     CHECK(test::first_error(diags).empty());
   }
-  for (const char* name : {"v5p-128", "2xv5e-256", "v2-8", "h100x64", "gb200x144"}) {
+  for (const char* name :
+       {"v5p-128", "2xv5e-256", "v2-8", "h100x64", "gb200x144"}) {
     INFO(name);
     json shown = run_json({"topology", "show", name, "--format", "json"});
     require_valid(shown, "topology.schema.json");
@@ -374,18 +401,25 @@ TEST_CASE("schema: user topology files", "[schema][topology]") {
   }
 
   const std::string ref = "topology.schema.json#/$defs/tpu_file";
-  CHECK(errors_for(json::parse(R"({"shape": [4, 4]})"), ref) == Strings{" required"});
+  CHECK(errors_for(json::parse(R"({"shape": [4, 4]})"), ref)
+        == Strings{" required"});
   CHECK(errors_for(json::parse(R"({"chip": "v5e", "shape": [4.0, 4]})"), ref)
         == Strings{"/shape/0 type"});
-  CHECK(errors_for(json::parse(R"({"chip": "v5e", "shape": [4, 4], "kind": "gpu"})"), ref)
+  CHECK(errors_for(
+            json::parse(R"({"chip": "v5e", "shape": [4, 4], "kind": "gpu"})"),
+            ref)
         == Strings{"/kind const"});
-  CHECK(errors_for(json::parse(R"({"chip": "v5e", "shape": [4, 4], "nvlink_domain": 8})"), ref)
-        == Strings{"/nvlink_domain additionalProperties"});
+  CHECK(
+      errors_for(json::parse(
+                     R"({"chip": "v5e", "shape": [4, 4], "nvlink_domain": 8})"),
+                 ref)
+      == Strings{"/nvlink_domain additionalProperties"});
   CHECK(errors_for(json::parse(R"({"chip": "v5e", "shape": [4, 4],
                                    "figures": {"ici_latency_s": {"source": "x"}}})"),
                    ref)
         == Strings{"/figures/ici_latency_s oneOf"});
-  CHECK(errors_for(json::parse(R"({"chip": "h100", "shape": [4, 4]})"), "topology.schema.json")
+  CHECK(errors_for(json::parse(R"({"chip": "h100", "shape": [4, 4]})"),
+                   "topology.schema.json")
         == Strings{" oneOf"});
 }
 
@@ -394,40 +428,70 @@ TEST_CASE("schema: user topology files", "[schema][topology]") {
 
 TEST_CASE("schema: mesh output validates", "[schema][cli]") {
   SECTION("--devices") {
-    json doc = run_json({"mesh", "--mesh", "dp:4,tp:2:explicit", "--devices", "8", "--dcn",
-                         "dp:2", "--format", "json"});
+    json doc = run_json({"mesh",
+                         "--mesh",
+                         "dp:4,tp:2:explicit",
+                         "--devices",
+                         "8",
+                         "--dcn",
+                         "dp:2",
+                         "--format",
+                         "json"});
     CHECK_FALSE(doc.contains("topology"));
     require_valid(doc, "mesh.schema.json");
-    json one_axis = run_json({"mesh", "--mesh", "fsdp:-1", "--devices", "4", "--format", "json"});
+    json one_axis = run_json(
+        {"mesh", "--mesh", "fsdp:-1", "--devices", "4", "--format", "json"});
     require_valid(one_axis, "mesh.schema.json");
   }
   SECTION("--topology v5p-128: a torus assignment") {
-    json doc = run_json({"mesh", "--topology", "v5p-128", "--mesh", "fsdp:-1,tp:4", "--format",
+    json doc = run_json({"mesh",
+                         "--topology",
+                         "v5p-128",
+                         "--mesh",
+                         "fsdp:-1,tp:4",
+                         "--format",
                          "json"});
     CHECK(doc["physical_assignment"].is_array());
     require_valid(doc, "mesh.schema.json");
   }
   SECTION("--topology v5e-16: a ring order, no assignment") {
-    json doc = run_json({"mesh", "--topology", "v5e-16", "--mesh", "a:16", "--format", "json"});
+    json doc = run_json(
+        {"mesh", "--topology", "v5e-16", "--mesh", "a:16", "--format", "json"});
     CHECK(doc["physical_assignment"].is_null());
     require_valid(doc, "mesh.schema.json");
   }
   SECTION("--topology h100x64") {
-    json doc = run_json({"mesh", "--topology", "h100x64", "--mesh", "dp:2,fsdp:4,tp:8",
-                         "--format", "json"});
+    json doc = run_json({"mesh",
+                         "--topology",
+                         "h100x64",
+                         "--mesh",
+                         "dp:2,fsdp:4,tp:8",
+                         "--format",
+                         "json"});
     CHECK(doc["topology"]["kind"] == "gpu");
     require_valid(doc, "mesh.schema.json");
   }
   SECTION("--topology 2xv5e-256: two slices") {
-    json doc = run_json({"mesh", "--topology", "2xv5e-256", "--mesh", "dp:2,fsdp:16,tp:16",
-                         "--format", "json"});
+    json doc = run_json({"mesh",
+                         "--topology",
+                         "2xv5e-256",
+                         "--mesh",
+                         "dp:2,fsdp:16,tp:16",
+                         "--format",
+                         "json"});
     CHECK(doc["axes_links"][0]["link"] == "dcn");
     require_valid(doc, "mesh.schema.json");
   }
 }
 
-TEST_CASE("schema: a renamed, dropped or retyped output key fails", "[schema][cli]") {
-  json doc = run_json({"mesh", "--topology", "v5p-128", "--mesh", "fsdp:-1,tp:4", "--format",
+TEST_CASE("schema: a renamed, dropped or retyped output key fails",
+          "[schema][cli]") {
+  json doc = run_json({"mesh",
+                       "--topology",
+                       "v5p-128",
+                       "--mesh",
+                       "fsdp:-1,tp:4",
+                       "--format",
                        "json"});
   require_valid(doc, "mesh.schema.json");
 
@@ -435,7 +499,8 @@ TEST_CASE("schema: a renamed, dropped or retyped output key fails", "[schema][cl
   renamed["axes_links"][1]["ring"] = renamed["axes_links"][1]["ring_size"];
   renamed["axes_links"][1].erase("ring_size");
   CHECK(errors_for(renamed, "mesh.schema.json")
-        == (Strings{"/axes_links/1 required", "/axes_links/1/ring additionalProperties"}));
+        == (Strings{"/axes_links/1 required",
+                    "/axes_links/1/ring additionalProperties"}));
 
   json dropped = doc;
   dropped.erase("hosts");
@@ -443,23 +508,28 @@ TEST_CASE("schema: a renamed, dropped or retyped output key fails", "[schema][cl
 
   json float_bytes = doc;
   float_bytes["topology"]["hbm_bytes_per_device"] = 102005473280.0;
-  CHECK(errors_for(float_bytes["topology"], "common.schema.json#/$defs/tpu_topology")
+  CHECK(errors_for(float_bytes["topology"],
+                   "common.schema.json#/$defs/tpu_topology")
         == Strings{"/hbm_bytes_per_device type"});
 
   json wrong_link = doc;
   wrong_link["axes_links"][0]["link"] = "torus";
-  CHECK(errors_for(wrong_link, "mesh.schema.json") == Strings{"/axes_links/0/link enum"});
+  CHECK(errors_for(wrong_link, "mesh.schema.json")
+        == Strings{"/axes_links/0/link enum"});
 
   json ragged = doc;
   ragged["device_ids"][0][0] = "0";
-  CHECK(errors_for(ragged, "mesh.schema.json") == Strings{"/device_ids/0 oneOf"});
+  CHECK(errors_for(ragged, "mesh.schema.json")
+        == Strings{"/device_ids/0 oneOf"});
 }
 
-TEST_CASE("schema: topology list and show output validates", "[schema][cli][topology]") {
+TEST_CASE("schema: topology list and show output validates",
+          "[schema][cli][topology]") {
   json list = run_json({"topology", "list", "--format", "json"});
   CHECK(list["topologies"].size() > 60);
   require_valid(list, "topology-list.schema.json");
-  for (const char* name : {"v5p-128", "v2-8", "2xv5e-256", "h100x64", "gb200x144"}) {
+  for (const char* name :
+       {"v5p-128", "v2-8", "2xv5e-256", "h100x64", "gb200x144"}) {
     INFO(name);
     require_valid(run_json({"topology", "show", name, "--format", "json"}),
                   "topology-show.schema.json");
@@ -467,21 +537,35 @@ TEST_CASE("schema: topology list and show output validates", "[schema][cli][topo
 }
 
 TEST_CASE("schema: manifest output validates", "[schema][cli]") {
-  json doc = run_json({"manifest", "--manifest", test::data_path("manifests/small.json"),
-                       "--format", "json"});
+  json doc = run_json({"manifest",
+                       "--manifest",
+                       test::data_path("manifests/small.json"),
+                       "--format",
+                       "json"});
   CHECK(doc["params"][1]["logical_axes"][0].is_null());
   CHECK(doc["params"][4]["shape"] == json::array());
   require_valid(doc, "manifest.schema.json");
-  require_valid(run_json({"manifest", "--manifest",
-                          std::string(SHARDPLAN_SOURCE_DIR) + "/configs/examples/tiny-llama.json",
-                          "--format", "json"}),
+  require_valid(run_json({"manifest",
+                          "--manifest",
+                          std::string(SHARDPLAN_SOURCE_DIR)
+                              + "/configs/examples/tiny-llama.json",
+                          "--format",
+                          "json"}),
                 "manifest.schema.json");
 }
 
 TEST_CASE("schema: plan output validates", "[schema][cli]") {
-  const std::string examples = std::string(SHARDPLAN_SOURCE_DIR) + "/configs/examples/";
-  json doc = run_json({"plan", "--manifest", examples + "tiny-llama.json", "--topology", "v5e-8",
-                       "--mesh", "fsdp:2,tp:4", "--format", "json"});
+  const std::string examples =
+      std::string(SHARDPLAN_SOURCE_DIR) + "/configs/examples/";
+  json doc = run_json({"plan",
+                       "--manifest",
+                       examples + "tiny-llama.json",
+                       "--topology",
+                       "v5e-8",
+                       "--mesh",
+                       "fsdp:2,tp:4",
+                       "--format",
+                       "json"});
   CHECK(doc["rules"]["source"] == "configs/rules/fsdp-tp.json");
   CHECK(doc["tensors"][0]["rule"]["index"].is_number_integer());
   require_valid(doc, "check.schema.json");
@@ -491,29 +575,47 @@ TEST_CASE("schema: plan output validates", "[schema][cli]") {
 }
 
 TEST_CASE("schema: check and memory output validates", "[schema][cli]") {
-  const std::string examples = std::string(SHARDPLAN_SOURCE_DIR) + "/configs/examples/";
-  auto args = [&](std::string command, std::string specs, std::vector<std::string> more) {
-    std::vector<std::string> out = {std::move(command), "--manifest",
-                                    examples + "tiny-llama.json", "--specs", std::move(specs),
-                                    "--format", "json"};
+  const std::string examples =
+      std::string(SHARDPLAN_SOURCE_DIR) + "/configs/examples/";
+  auto args = [&](std::string command,
+                  std::string specs,
+                  std::vector<std::string> more) {
+    std::vector<std::string> out = {std::move(command),
+                                    "--manifest",
+                                    examples + "tiny-llama.json",
+                                    "--specs",
+                                    std::move(specs),
+                                    "--format",
+                                    "json"};
     out.insert(out.end(), more.begin(), more.end());
     return out;
   };
   const std::string good = examples + "tiny-llama.specs.json";
   const std::string bad = test::data_path("check/tiny-llama.bad-specs.json");
   SECTION("check on a topology, no problems") {
-    json doc = run_json(args("check", good, {"--topology", "v5e-8", "--mesh", "fsdp:2,tp:4",
-                                             "--recipe", "adam", "--zero", "3"}));
+    json doc = run_json(args("check",
+                             good,
+                             {"--topology",
+                              "v5e-8",
+                              "--mesh",
+                              "fsdp:2,tp:4",
+                              "--recipe",
+                              "adam",
+                              "--zero",
+                              "3"}));
     CHECK(doc["memory"]["fits"] == true);
     require_valid(doc, "check.schema.json");
   }
   SECTION("check with every fault: null specs, located diagnostics") {
-    json doc = run_json(args("check", bad, {"--topology", "v5e-8", "--mesh", "fsdp:2,tp:4"}), 1);
+    json doc = run_json(
+        args("check", bad, {"--topology", "v5e-8", "--mesh", "fsdp:2,tp:4"}),
+        1);
     CHECK(doc["tensors"][2]["spec"].is_null());
     require_valid(doc, "check.schema.json");
   }
   SECTION("memory with --devices: HBM unknown") {
-    json doc = run_json(args("memory", good, {"--devices", "8", "--mesh", "fsdp:2,tp:4"}));
+    json doc = run_json(
+        args("memory", good, {"--devices", "8", "--mesh", "fsdp:2,tp:4"}));
     CHECK(doc["memory"]["hbm_bytes"].is_null());
     CHECK(doc["memory"]["fits"].is_null());
     CHECK(doc["memory"]["largest"].size() == 20);
@@ -527,9 +629,21 @@ TEST_CASE("schema: check and memory output validates", "[schema][cli]") {
 
 TEST_CASE("schema: reshard output validates", "[schema][cli][reshard]") {
   SECTION("a model with rules on one topology") {
-    json doc = run_json({"reshard", "--topology", "v5p-128", "--model", "llama-3-8b",
-                         "--from-mesh", "fsdp:64", "--from-rules", "fsdp", "--to-mesh",
-                         "fsdp:16,tp:4", "--to-rules", "fsdp-tp", "--donate", "--format",
+    json doc = run_json({"reshard",
+                         "--topology",
+                         "v5p-128",
+                         "--model",
+                         "llama-3-8b",
+                         "--from-mesh",
+                         "fsdp:64",
+                         "--from-rules",
+                         "fsdp",
+                         "--to-mesh",
+                         "fsdp:16,tp:4",
+                         "--to-rules",
+                         "fsdp-tp",
+                         "--donate",
+                         "--format",
                          "json"});
     CHECK(doc["tensors"].size() == 291);
     require_valid(doc, "reshard.schema.json");
@@ -538,50 +652,107 @@ TEST_CASE("schema: reshard output validates", "[schema][cli][reshard]") {
     renamed["tensors"][0]["step"] = renamed["tensors"][0]["steps"];
     renamed["tensors"][0].erase("steps");
     CHECK(errors_for(renamed, "reshard.schema.json")
-          == (Strings{"/tensors/0 required", "/tensors/0/step additionalProperties"}));
+          == (Strings{"/tensors/0 required",
+                      "/tensors/0/step additionalProperties"}));
     json float_bytes = doc;
     float_bytes["totals"]["bytes_per_device"] = 1.5;
     CHECK(errors_for(float_bytes, "reshard.schema.json")
           == Strings{"/totals/bytes_per_device type"});
   }
   SECTION("one tensor with --devices, --partial and tuple specs") {
-    json doc = run_json({"reshard", "--devices", "8", "--from-mesh", "dp:2,fsdp:2,tp:2",
-                         "--to-mesh", "fsdp:8", "--shape", "64,32", "--dtype", "f32",
-                         "--from-spec", "(dp,fsdp),None", "--to-spec", "fsdp", "--partial", "tp",
-                         "--format", "json"});
+    json doc = run_json({"reshard",
+                         "--devices",
+                         "8",
+                         "--from-mesh",
+                         "dp:2,fsdp:2,tp:2",
+                         "--to-mesh",
+                         "fsdp:8",
+                         "--shape",
+                         "64,32",
+                         "--dtype",
+                         "f32",
+                         "--from-spec",
+                         "(dp,fsdp),None",
+                         "--to-spec",
+                         "fsdp",
+                         "--partial",
+                         "tp",
+                         "--format",
+                         "json"});
     CHECK_FALSE(doc["from"].contains("topology"));
-    CHECK(doc["tensors"][0]["from_spec"] == json::parse(R"([["dp", "fsdp"], null])"));
+    CHECK(doc["tensors"][0]["from_spec"]
+          == json::parse(R"([["dp", "fsdp"], null])"));
     require_valid(doc, "reshard.schema.json");
   }
   SECTION("two topologies of one family") {
-    json doc = run_json({"reshard", "--from-topology", "2xv5e-16", "--to-topology", "v5e-16",
-                         "--from-mesh", "dp:2,fsdp:16", "--to-mesh", "fsdp:16", "--model", "gpt2",
-                         "--from-rules", "fsdp", "--to-rules", "fsdp", "--format", "json"});
+    json doc = run_json({"reshard",
+                         "--from-topology",
+                         "2xv5e-16",
+                         "--to-topology",
+                         "v5e-16",
+                         "--from-mesh",
+                         "dp:2,fsdp:16",
+                         "--to-mesh",
+                         "fsdp:16",
+                         "--model",
+                         "gpt2",
+                         "--from-rules",
+                         "fsdp",
+                         "--to-rules",
+                         "fsdp",
+                         "--format",
+                         "json"});
     require_valid(doc, "reshard.schema.json");
   }
   SECTION("bad input: a diagnostics document") {
-    json doc = run_json({"reshard", "--devices", "8", "--from-mesh", "a:8", "--to-mesh", "a:8",
-                         "--shape", "8", "--dtype", "f32", "--from-spec", "b", "--to-spec", "a",
-                         "--format", "json"},
+    json doc = run_json({"reshard",
+                         "--devices",
+                         "8",
+                         "--from-mesh",
+                         "a:8",
+                         "--to-mesh",
+                         "a:8",
+                         "--shape",
+                         "8",
+                         "--dtype",
+                         "f32",
+                         "--from-spec",
+                         "b",
+                         "--to-spec",
+                         "a",
+                         "--format",
+                         "json"},
                         2);
     require_valid(doc, "diagnostics.schema.json");
     CHECK_FALSE(errors_for(doc, "reshard.schema.json").empty());
   }
 }
 
-TEST_CASE("schema: bad-input documents validate against diagnostics.schema.json",
-          "[schema][cli][bad-inputs]") {
+TEST_CASE(
+    "schema: bad-input documents validate against diagnostics.schema.json",
+    "[schema][cli][bad-inputs]") {
   SECTION("a bad mesh: line and column") {
-    json doc = run_json({"mesh", "--mesh", "dp:2,tp:x", "--devices", "8", "--format", "json"}, 2);
+    json doc = run_json(
+        {"mesh", "--mesh", "dp:2,tp:x", "--devices", "8", "--format", "json"},
+        2);
     CHECK(doc["diagnostics"][0]["location"].contains("column"));
     require_valid(doc, "diagnostics.schema.json");
   }
   SECTION("plan check and memory with a bad mesh") {
     for (const char* command : {"plan", "check", "memory"}) {
-      std::vector<std::string> args{command, "--devices", "8", "--mesh", "dp:3", "--model",
-                                    "gpt2", "--format", "json"};
+      std::vector<std::string> args{command,
+                                    "--devices",
+                                    "8",
+                                    "--mesh",
+                                    "dp:3",
+                                    "--model",
+                                    "gpt2",
+                                    "--format",
+                                    "json"};
       if (std::string(command) != "plan") {
-        args.insert(args.end(), {"--specs", test::data_path("check/tiny-llama.bad-specs.json")});
+        args.insert(
+            args.end(),
+            {"--specs", test::data_path("check/tiny-llama.bad-specs.json")});
       }
       json doc = run_json(args, 2);
       INFO(command);
@@ -590,7 +761,13 @@ TEST_CASE("schema: bad-input documents validate against diagnostics.schema.json"
     }
   }
   SECTION("an unknown topology: a flag, no position") {
-    json doc = run_json({"mesh", "--topology", "v5x-128", "--mesh", "a:128", "--format", "json"},
+    json doc = run_json({"mesh",
+                         "--topology",
+                         "v5x-128",
+                         "--mesh",
+                         "a:128",
+                         "--format",
+                         "json"},
                         2);
     require_valid(doc, "diagnostics.schema.json");
     // Not a mesh document: the mesh schema rejects it.

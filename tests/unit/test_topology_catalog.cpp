@@ -19,7 +19,8 @@ namespace {
 
 Diagnostic name_error(std::string_view name) {
   Diagnostics diags;
-  std::optional<Topology> t = resolve_topology(name, Location{"--topology", "", 0, 0, "", 0}, diags);
+  std::optional<Topology> t =
+      resolve_topology(name, Location{"--topology", "", 0, 0, "", 0}, diags);
   INFO(name);
   REQUIRE_FALSE(t);
   REQUIRE(diags.items().size() == 1);
@@ -31,7 +32,8 @@ using Shape3 = std::array<int64_t, 3>;
 
 }  // namespace
 
-TEST_CASE("topology catalogue: Cloud TPU names count cores or chips", "[topology]") {
+TEST_CASE("topology catalogue: Cloud TPU names count cores or chips",
+          "[topology]") {
   struct Case {
     const char* name;
     Shape3 chips;
@@ -42,16 +44,26 @@ TEST_CASE("topology catalogue: Cloud TPU names count cores or chips", "[topology
   // chips on one host; tpu7x-8 is 4 chips of 2 devices; v3-8 is 4 chips of
   // 2 devices (cores), one host.
   const std::vector<Case> cases = {
-      {"v2-8", {2, 2, 1}, 8, 8},          {"v3-8", {2, 2, 1}, 8, 8},
-      {"v3-2048", {32, 32, 1}, 2048, 8},  {"v4-8", {2, 2, 1}, 4, 4},
-      {"v4-32", {2, 2, 4}, 16, 4},        {"v4-8192", {16, 16, 16}, 4096, 4},
-      {"v5p-8", {2, 2, 1}, 4, 4},         {"v5p-128", {4, 4, 4}, 64, 4},
-      {"v5p-12288", {16, 16, 24}, 6144, 4}, {"v5e-1", {1, 1, 1}, 1, 1},
-      {"v5e-4", {2, 2, 1}, 4, 4},         {"v5e-8", {4, 2, 1}, 8, 8},
-      {"v5e-16", {4, 4, 1}, 16, 4},       {"v5e-256", {16, 16, 1}, 256, 4},
-      {"v5litepod-16", {4, 4, 1}, 16, 4}, {"v6e-8", {4, 2, 1}, 8, 8},
-      {"v6e-256", {16, 16, 1}, 256, 4},   {"tpu7x-8", {2, 2, 1}, 8, 8},
-      {"tpu7x-128", {4, 4, 4}, 128, 8},   {"V5P-128", {4, 4, 4}, 64, 4},
+      {"v2-8", {2, 2, 1}, 8, 8},
+      {"v3-8", {2, 2, 1}, 8, 8},
+      {"v3-2048", {32, 32, 1}, 2048, 8},
+      {"v4-8", {2, 2, 1}, 4, 4},
+      {"v4-32", {2, 2, 4}, 16, 4},
+      {"v4-8192", {16, 16, 16}, 4096, 4},
+      {"v5p-8", {2, 2, 1}, 4, 4},
+      {"v5p-128", {4, 4, 4}, 64, 4},
+      {"v5p-12288", {16, 16, 24}, 6144, 4},
+      {"v5e-1", {1, 1, 1}, 1, 1},
+      {"v5e-4", {2, 2, 1}, 4, 4},
+      {"v5e-8", {4, 2, 1}, 8, 8},
+      {"v5e-16", {4, 4, 1}, 16, 4},
+      {"v5e-256", {16, 16, 1}, 256, 4},
+      {"v5litepod-16", {4, 4, 1}, 16, 4},
+      {"v6e-8", {4, 2, 1}, 8, 8},
+      {"v6e-256", {16, 16, 1}, 256, 4},
+      {"tpu7x-8", {2, 2, 1}, 8, 8},
+      {"tpu7x-128", {4, 4, 4}, 128, 8},
+      {"V5P-128", {4, 4, 4}, 64, 4},
   };
   for (const Case& c : cases) {
     Topology t = test::topology_of(c.name);
@@ -109,29 +121,43 @@ TEST_CASE("topology catalogue: GPU clusters", "[topology]") {
 TEST_CASE("topology catalogue: figures as hardware-and-costs.md C gives them",
           "[topology]") {
   // One unit everywhere: bytes, bytes per second (one way), seconds.
-  CHECK(test::topology_of("v5p-8").figures.hbm_bytes_per_device.value == 95.0 * (1LL << 30));
-  CHECK(test::topology_of("v5p-8").figures.ici_bytes_per_s_per_link.value == 9e10);
-  CHECK(test::topology_of("v5p-8").figures.dcn_bytes_per_s_per_chip.value == 6.25e9);
-  CHECK(test::topology_of("v5e-4").figures.dcn_bytes_per_s_per_chip.value == 3.125e9);
-  CHECK(test::topology_of("v6e-4").figures.dcn_bytes_per_s_per_chip.value == 12.5e9);
-  CHECK(test::topology_of("v4-8").figures.ici_bytes_per_s_per_link.value == 4.5e10);
+  CHECK(test::topology_of("v5p-8").figures.hbm_bytes_per_device.value
+        == 95.0 * (1LL << 30));
+  CHECK(test::topology_of("v5p-8").figures.ici_bytes_per_s_per_link.value
+        == 9e10);
+  CHECK(test::topology_of("v5p-8").figures.dcn_bytes_per_s_per_chip.value
+        == 6.25e9);
+  CHECK(test::topology_of("v5e-4").figures.dcn_bytes_per_s_per_chip.value
+        == 3.125e9);
+  CHECK(test::topology_of("v6e-4").figures.dcn_bytes_per_s_per_chip.value
+        == 12.5e9);
+  CHECK(test::topology_of("v4-8").figures.ici_bytes_per_s_per_link.value
+        == 4.5e10);
   CHECK(test::topology_of("v4-8").figures.ici_links_per_chip.value == 6);
   CHECK(test::topology_of("v5e-4").figures.ici_links_per_chip.value == 4);
   // tpu_info.py: v3 34.4e9 per chip over 2 cores; v2 16e9 over 2.
   CHECK(test::topology_of("v3-8").figures.hbm_bytes_per_device.value == 17.2e9);
   CHECK(test::topology_of("v2-8").figures.hbm_bytes_per_device.value == 8e9);
   // TPU7x: 192 GiB per chip, two devices per chip.
-  CHECK(test::topology_of("tpu7x-8").figures.hbm_bytes_per_device.value == 96.0 * (1LL << 30));
-  CHECK(test::topology_of("h100x8").figures.nvlink_bytes_per_s_per_gpu.value == 4.5e11);
-  CHECK(test::topology_of("h100x8").figures.network_bytes_per_s_per_gpu.value == 5e10);
-  CHECK(test::topology_of("b200x8").figures.nvlink_bytes_per_s_per_gpu.value == 9e11);
-  CHECK(test::topology_of("a100x8").figures.nvlink_bytes_per_s_per_gpu.value == 3e11);
-  CHECK(test::topology_of("h200x8").figures.hbm_bytes_per_device.value == 141e9);
-  CHECK(test::topology_of("gb200x72").figures.hbm_bytes_per_device.value == 186e9);
+  CHECK(test::topology_of("tpu7x-8").figures.hbm_bytes_per_device.value
+        == 96.0 * (1LL << 30));
+  CHECK(test::topology_of("h100x8").figures.nvlink_bytes_per_s_per_gpu.value
+        == 4.5e11);
+  CHECK(test::topology_of("h100x8").figures.network_bytes_per_s_per_gpu.value
+        == 5e10);
+  CHECK(test::topology_of("b200x8").figures.nvlink_bytes_per_s_per_gpu.value
+        == 9e11);
+  CHECK(test::topology_of("a100x8").figures.nvlink_bytes_per_s_per_gpu.value
+        == 3e11);
+  CHECK(test::topology_of("h200x8").figures.hbm_bytes_per_device.value
+        == 141e9);
+  CHECK(test::topology_of("gb200x72").figures.hbm_bytes_per_device.value
+        == 186e9);
   // B.1: T_min ~ 1 us per ICI hop.
   CHECK(test::topology_of("v5e-4").figures.ici_latency_s.value == 1e-6);
   // v2/v3 have no multi-slice, so no DCN figure.
-  CHECK(test::topology_of("v3-8").figures.dcn_bytes_per_s_per_chip.source.empty());
+  CHECK(test::topology_of("v3-8")
+            .figures.dcn_bytes_per_s_per_chip.source.empty());
 }
 
 TEST_CASE("topology catalogue: wraparound per hardware-and-costs.md B.1",
@@ -152,7 +178,8 @@ TEST_CASE("topology catalogue: wraparound per hardware-and-costs.md B.1",
   CHECK(test::topology_of("v3-32").wraparound == Wrap{false, false, false});
 }
 
-TEST_CASE("topology catalogue: every entry is consistent and sourced", "[topology]") {
+TEST_CASE("topology catalogue: every entry is consistent and sourced",
+          "[topology]") {
   std::vector<Topology> all = catalogue_topologies();
   REQUIRE(all.size() > 60);
   std::set<std::string> names;
@@ -171,7 +198,8 @@ TEST_CASE("topology catalogue: every entry is consistent and sourced", "[topolog
       CHECK_FALSE(t.figures.ici_bytes_per_s_per_link.source.empty());
       CHECK_FALSE(t.figures.ici_latency_s.source.empty());
       for (size_t k = 0; k < 3; ++k) {
-        CHECK(t.tpu.chips[k] % std::min(t.tpu.host_bounds[k], t.tpu.chips[k]) == 0);
+        CHECK(t.tpu.chips[k] % std::min(t.tpu.host_bounds[k], t.tpu.chips[k])
+              == 0);
       }
     } else {
       CHECK(t.figures.nvlink_bytes_per_s_per_gpu.value > 0);
@@ -180,18 +208,32 @@ TEST_CASE("topology catalogue: every entry is consistent and sourced", "[topolog
     }
   }
   // The standard slices the issue names.
-  for (const char* name : {"v4-8", "v5p-8", "v5p-12288", "v5e-1", "v5e-256", "v6e-1",
-                           "v6e-256", "v2-8", "v3-8", "tpu7x-8", "a100x8", "h100x8",
-                           "h200x8", "b200x8", "gb200x72"}) {
+  for (const char* name : {"v4-8",
+                           "v5p-8",
+                           "v5p-12288",
+                           "v5e-1",
+                           "v5e-256",
+                           "v6e-1",
+                           "v6e-256",
+                           "v2-8",
+                           "v3-8",
+                           "tpu7x-8",
+                           "a100x8",
+                           "h100x8",
+                           "h200x8",
+                           "b200x8",
+                           "gb200x72"}) {
     CHECK(names.count(name) == 1);
   }
 }
 
-TEST_CASE("topology names: errors say what is wrong and suggest", "[topology]") {
+TEST_CASE("topology names: errors say what is wrong and suggest",
+          "[topology]") {
   Diagnostic d = name_error("v5x-128");
   CHECK(d.code == "topology.unknown");
   CHECK(d.message == "unknown topology \"v5x-128\"");
-  CHECK_THAT(d.hint, Catch::StartsWith("did you mean \"v5e-128\" or \"v5p-128\"?"));
+  CHECK_THAT(d.hint,
+             Catch::StartsWith("did you mean \"v5e-128\" or \"v5p-128\"?"));
 
   d = name_error("tpu-v5p-128");
   CHECK(d.code == "topology.unknown");
@@ -230,9 +272,10 @@ TEST_CASE("topology names: errors say what is wrong and suggest", "[topology]") 
   CHECK(name_error("").code == "topology.unknown");
 }
 
-TEST_CASE("topology files: show's JSON reads back as the same topology", "[topology]") {
-  for (const char* name : {"v5p-128", "2xv5e-256", "v3:2x4", "tpu7x-64", "h100x64",
-                           "gb200x144"}) {
+TEST_CASE("topology files: show's JSON reads back as the same topology",
+          "[topology]") {
+  for (const char* name :
+       {"v5p-128", "2xv5e-256", "v3:2x4", "tpu7x-64", "h100x64", "gb200x144"}) {
     INFO(name);
     Topology t = test::topology_of(name);
     std::string json = topology_show_json(t);
@@ -248,7 +291,8 @@ TEST_CASE("topology files: show's JSON reads back as the same topology", "[topol
     CHECK(back->tpu.host_bounds == t.tpu.host_bounds);
     CHECK(back->wraparound == t.wraparound);
     CHECK(back->nvlink_domain == t.nvlink_domain);
-    CHECK(back->figures.hbm_bytes_per_device.value == t.figures.hbm_bytes_per_device.value);
+    CHECK(back->figures.hbm_bytes_per_device.value
+          == t.figures.hbm_bytes_per_device.value);
     CHECK(back->figures.hbm_bytes_per_device.source
           == t.figures.hbm_bytes_per_device.source);
     CHECK(back->figures.ici_bytes_per_s_per_link.value
@@ -257,12 +301,14 @@ TEST_CASE("topology files: show's JSON reads back as the same topology", "[topol
   }
 }
 
-TEST_CASE("topology files: a short file inherits its chip's figures", "[topology]") {
+TEST_CASE("topology files: a short file inherits its chip's figures",
+          "[topology]") {
   Diagnostics diags;
   std::optional<Topology> t = parse_topology_json(
       R"({"name": "lab", "chip": "v5p", "shape": [4, 4, 8], "slices": 2,
           "figures": {"dcn_bytes_per_s_per_chip": 1.25e10}})",
-      "lab.json", diags);
+      "lab.json",
+      diags);
   REQUIRE(t);
   CHECK(t->name == "lab");
   CHECK(t->devices() == 256);
@@ -279,24 +325,38 @@ TEST_CASE("topology files: located errors", "[topology]") {
     const char* message;
   };
   const std::vector<Case> cases = {
-      {R"({"chip": "v5x", "shape": [4, 4, 4]})", "/chip",
+      {R"({"chip": "v5x", "shape": [4, 4, 4]})",
+       "/chip",
        "unknown chip \"v5x\""},
-      {R"({"shape": [4, 4, 4]})", "/", "a topology file needs \"chip\": a catalogue family"},
-      {R"({"chip": "v5p"})", "/", "a v5p topology needs \"shape\": [x, y, z] in chips"},
-      {R"({"chip": "v5p", "shape": [4, 0, 4]})", "/shape/1",
+      {R"({"shape": [4, 4, 4]})",
+       "/",
+       "a topology file needs \"chip\": a catalogue family"},
+      {R"({"chip": "v5p"})",
+       "/",
+       "a v5p topology needs \"shape\": [x, y, z] in chips"},
+      {R"({"chip": "v5p", "shape": [4, 0, 4]})",
+       "/shape/1",
        "expected an integer >= 1, got 0"},
-      {R"({"chip": "v5p", "shape": [4, 4, 4], "devices": 128})", "/devices",
+      {R"({"chip": "v5p", "shape": [4, 4, 4], "devices": 128})",
+       "/devices",
        "\"devices\" is 128 but the topology has 64 devices"},
-      {R"({"chip": "v5p", "shape": [4, 4, 4], "shapes": 1})", "/shapes",
+      {R"({"chip": "v5p", "shape": [4, 4, 4], "shapes": 1})",
+       "/shapes",
        "unknown key \"shapes\" for a tpu topology"},
-      {R"({"chip": "h100", "devices": 16, "figures": {"nvlink": 1}})", "/figures/nvlink",
+      {R"({"chip": "h100", "devices": 16, "figures": {"nvlink": 1}})",
+       "/figures/nvlink",
        "unknown figure \"nvlink\""},
       {R"({"chip": "h100", "devices": 16, "figures": {"nvlink_latency_s": -1}})",
-       "/figures/nvlink_latency_s", "expected a number >= 0, got -1"},
-      {R"({"chip": "v3", "shape": [4, 4, 4]})", "/shape", "TPU v3 slices are 2D: z must be 1"},
+       "/figures/nvlink_latency_s",
+       "expected a number >= 0, got -1"},
+      {R"({"chip": "v3", "shape": [4, 4, 4]})",
+       "/shape",
+       "TPU v3 slices are 2D: z must be 1"},
       {R"({"topology": {"chip": "v5p", "shape": [4, 4, 4], "slices": 0}})",
-       "/topology/slices", "expected an integer >= 1, got 0"},
-      {R"({"chip": "h100", "kind": "tpu", "devices": 8})", "/kind",
+       "/topology/slices",
+       "expected an integer >= 1, got 0"},
+      {R"({"chip": "h100", "kind": "tpu", "devices": 8})",
+       "/kind",
        "h100 is a gpu chip; kind must be \"gpu\""},
       {R"([1, 2])", "/", "expected a topology object, got an array"},
   };
@@ -312,8 +372,8 @@ TEST_CASE("topology files: located errors", "[topology]") {
   }
 
   Diagnostics diags;
-  CHECK_FALSE(parse_topology_json("{\n  \"chip\": \"v5p\",\n  \"shape\": [4, 4,]\n}",
-                                  "t.json", diags));
+  CHECK_FALSE(parse_topology_json(
+      "{\n  \"chip\": \"v5p\",\n  \"shape\": [4, 4,]\n}", "t.json", diags));
   REQUIRE(diags.items().size() == 1);
   CHECK(diags.items()[0].code == "json.syntax");
   CHECK(diags.items()[0].location.line == 3);

@@ -65,7 +65,6 @@ Matrix matrix_of(const Ids& physical,
   return a;
 }
 
-
 void check_each_id_once(const DeviceGrid& g, int64_t n) {
   Ids sorted = g.ids;
   std::sort(sorted.begin(), sorted.end());
@@ -488,7 +487,8 @@ TEST_CASE("topology: tpu_device_grid from a mesh string", "[topology]") {
 
   SECTION("no assignment without splitting") {
     Diagnostics diags;
-    CHECK_FALSE(tpu_device_grid(v4, test::mesh_of("dp:2,tp:32", 64), false, diags));
+    CHECK_FALSE(
+        tpu_device_grid(v4, test::mesh_of("dp:2,tp:32", 64), false, diags));
     REQUIRE(diags.error_count() == 1);
     const Diagnostic& d = diags.items()[0];
     CHECK(d.code == "topology.no-assignment");
@@ -519,7 +519,8 @@ TEST_CASE("topology: tpu_device_grid from a mesh string", "[topology]") {
 
   SECTION("device count") {
     Diagnostics diags;
-    CHECK_FALSE(tpu_device_grid(v4, test::mesh_of("dp:2,tp:16", 32), false, diags));
+    CHECK_FALSE(
+        tpu_device_grid(v4, test::mesh_of("dp:2,tp:16", 32), false, diags));
     REQUIRE(diags.error_count() == 1);
     CHECK(diags.items()[0].code == "topology.device-count");
     CHECK(test::first_error(diags).rfind("--mesh: error: number of devices 64 "
@@ -544,8 +545,8 @@ TEST_CASE("topology: tpu_device_grid from a mesh string", "[topology]") {
 
   SECTION("DCN factors on a single slice") {
     Diagnostics diags;
-    CHECK_FALSE(
-        tpu_device_grid(v4, test::mesh_of("dp:2,tp:32", 64, "dp:2"), false, diags));
+    CHECK_FALSE(tpu_device_grid(
+        v4, test::mesh_of("dp:2,tp:32", 64, "dp:2"), false, diags));
     REQUIRE(diags.error_count() == 1);
     CHECK(diags.items()[0].code == "topology.slice-count");
   }
@@ -578,15 +579,18 @@ TEST_CASE("topology: allowing splits keeps the grid whenever both succeed",
   const int64_t devices = s.chips[0] * s.chips[1] * s.chips[2];
   const int axes = std::uniform_int_distribution<int>(1, 4)(rng);
   Ids shape(static_cast<size_t>(axes), 1);
-  for (int64_t rest = devices; rest > 1; rest /= 2) {  // every count is a power of 2
+  for (int64_t rest = devices; rest > 1;
+       rest /= 2) {  // every count is a power of 2
     shape[std::uniform_int_distribution<size_t>(0, shape.size() - 1)(rng)] *= 2;
   }
-  INFO("slice " << s.chips[0] << "x" << s.chips[1] << "x" << s.chips[2] << ", mesh "
-                << fmt::format("{}", fmt::join(shape, "x")));
+  INFO("slice " << s.chips[0] << "x" << s.chips[1] << "x" << s.chips[2]
+                << ", mesh " << fmt::format("{}", fmt::join(shape, "x")));
   Diagnostics plain_diags;
   Diagnostics split_diags;
-  auto plain = create_device_mesh(s.chip, shape, tpu_devices(s), false, plain_diags);
-  auto split = create_device_mesh(s.chip, shape, tpu_devices(s), true, split_diags);
+  auto plain =
+      create_device_mesh(s.chip, shape, tpu_devices(s), false, plain_diags);
+  auto split =
+      create_device_mesh(s.chip, shape, tpu_devices(s), true, split_diags);
   // Splitting only adds layouts: whatever works without it works with it.
   if (plain) {
     REQUIRE(split);

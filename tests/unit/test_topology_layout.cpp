@@ -30,11 +30,13 @@ Mesh mesh_on(const Topology& t, std::string_view text, std::string dcn = "") {
   return *mesh;
 }
 
-MeshLayout laid(std::string_view topology, std::string_view mesh,
+MeshLayout laid(std::string_view topology,
+                std::string_view mesh,
                 bool split = false) {
   Topology t = test::topology_of(topology);
   Diagnostics diags;
-  std::optional<MeshLayout> layout = layout_mesh(t, mesh_on(t, mesh), split, diags);
+  std::optional<MeshLayout> layout =
+      layout_mesh(t, mesh_on(t, mesh), split, diags);
   INFO(topology << " " << mesh << ": " << test::first_error(diags));
   REQUIRE(layout);
   REQUIRE_FALSE(diags.has_errors());
@@ -53,7 +55,8 @@ const AxisLink& link_of(const MeshLayout& layout, std::string_view axis) {
 
 }  // namespace
 
-TEST_CASE("mesh on topology: the make_mesh docstring's TPU v3 ids (b7)", "[topology]") {
+TEST_CASE("mesh on topology: the make_mesh docstring's TPU v3 ids (b7)",
+          "[topology]") {
   // jax.make_mesh on a TPU v3 with 8 and 16 devices.
   CHECK(laid("v3-8", "a:8").grid.ids == Ids{0, 1, 2, 3, 6, 7, 4, 5});
   CHECK(laid("v3:2x4", "a:2,b:8").grid.ids
@@ -63,7 +66,8 @@ TEST_CASE("mesh on topology: the make_mesh docstring's TPU v3 ids (b7)", "[topol
   CHECK(laid("v3:2x4", "a:4,b:4").grid.ids == iota);
 }
 
-TEST_CASE("mesh on topology: v4 2x2x2 as (8,) runs z fastest (DESIGN 2.2)", "[topology]") {
+TEST_CASE("mesh on topology: v4 2x2x2 as (8,) runs z fastest (DESIGN 2.2)",
+          "[topology]") {
   MeshLayout layout = laid("v4-16", "a:8");
   CHECK(layout.grid.ids == Ids{0, 4, 2, 6, 1, 5, 3, 7});
   // The torus path: one mesh axis takes all three physical axes.
@@ -169,19 +173,24 @@ TEST_CASE("mesh on topology: hosts and their local mesh", "[topology]") {
   CHECK(gpu.hosts.local_mesh_shape == Ids{1, 1, 8});
 }
 
-TEST_CASE("calculate_host_mesh_shape: eformer's examples and errors", "[topology]") {
+TEST_CASE("calculate_host_mesh_shape: eformer's examples and errors",
+          "[topology]") {
   Diagnostics diags;
   // The docstring: (2, 4) over 2 processes of 4 devices -> (1, 4).
-  CHECK(calculate_host_mesh_shape({2, 4}, 4, 2, diags) == std::optional<Ids>(Ids{1, 4}));
+  CHECK(calculate_host_mesh_shape({2, 4}, 4, 2, diags)
+        == std::optional<Ids>(Ids{1, 4}));
   // A leading axis smaller than the process count is used whole.
-  CHECK(calculate_host_mesh_shape({2, 8, 4}, 4, 16, diags) == std::optional<Ids>(Ids{1, 1, 4}));
-  CHECK(calculate_host_mesh_shape({16, 4}, 4, 16, diags) == std::optional<Ids>(Ids{1, 4}));
+  CHECK(calculate_host_mesh_shape({2, 8, 4}, 4, 16, diags)
+        == std::optional<Ids>(Ids{1, 1, 4}));
+  CHECK(calculate_host_mesh_shape({16, 4}, 4, 16, diags)
+        == std::optional<Ids>(Ids{1, 4}));
   CHECK_FALSE(diags.has_errors());
 
   CHECK_FALSE(calculate_host_mesh_shape({2, 4}, 4, 3, diags));
   REQUIRE(diags.items().size() == 1);
-  CHECK(diags.items()[0].message
-        == "Mesh size 8 doesn't match available devices 12 (local x processes)");
+  CHECK(
+      diags.items()[0].message
+      == "Mesh size 8 doesn't match available devices 12 (local x processes)");
 
   Diagnostics uneven;
   // 8 processes of 3: 3 < 8 takes axis 0 whole (8 // 3 = 2 left), then 8 // 2.
@@ -199,22 +208,26 @@ TEST_CASE("mesh on topology: errors", "[topology]") {
   CHECK_FALSE(layout_mesh(t, test::mesh_of("dp:2,tp:4", 8), false, diags));
   REQUIRE(diags.items().size() == 1);
   CHECK(diags.items()[0].code == "topology.device-count");
-  CHECK(diags.items()[0].message == "mesh dp:2,tp:4 has 8 devices but v5p-128 has 64");
+  CHECK(diags.items()[0].message
+        == "mesh dp:2,tp:4 has 8 devices but v5p-128 has 64");
 
   Diagnostics no_fit;
   CHECK_FALSE(layout_mesh(t, mesh_on(t, "a:2,b:32"), false, no_fit));
   REQUIRE(no_fit.items().size() == 1);
   CHECK(no_fit.items()[0].code == "topology.no-assignment");
   CHECK_THAT(no_fit.items()[0].message,
-             Catch::Contains("logical_axis_index 1 of size 32 with remaining assignable "
-                             "mesh [4, 4, 4]"));
-  CHECK_THAT(no_fit.items()[0].hint, Catch::Contains("--allow-split-physical-axes"));
+             Catch::Contains(
+                 "logical_axis_index 1 of size 32 with remaining assignable "
+                 "mesh [4, 4, 4]"));
+  CHECK_THAT(no_fit.items()[0].hint,
+             Catch::Contains("--allow-split-physical-axes"));
   // With splitting allowed it fits.
   CHECK(laid("v5p-128", "a:2,b:32", true).grid.ids.size() == 64);
 
   Topology two = test::topology_of("2xv5p-256");
   Diagnostics slices;
-  CHECK_FALSE(layout_mesh(two, test::mesh_of("dp:4,fsdp:32", 128, "dp:4"), false, slices));
+  CHECK_FALSE(layout_mesh(
+      two, test::mesh_of("dp:4,fsdp:32", 128, "dp:4"), false, slices));
   REQUIRE(slices.items().size() == 1);
   CHECK(slices.items()[0].code == "topology.device-count");
 }
@@ -222,8 +235,13 @@ TEST_CASE("mesh on topology: errors", "[topology]") {
 TEST_CASE("mesh on topology: properties over the catalogue", "[topology]") {
   // Every id once; each physical axis's assignment multiplies to its size;
   // with and without splitting the same grid whenever both succeed.
-  const std::vector<std::string> meshes = {"a:-1", "a:2,b:-1", "a:-1,b:2", "a:-1,b:4",
-                                           "a:4,b:-1", "a:2,b:-1,c:2", "a:-1,b:8"};
+  const std::vector<std::string> meshes = {"a:-1",
+                                           "a:2,b:-1",
+                                           "a:-1,b:2",
+                                           "a:-1,b:4",
+                                           "a:4,b:-1",
+                                           "a:2,b:-1,c:2",
+                                           "a:-1,b:8"};
   int checked = 0;
   for (const Topology& t : catalogue_topologies()) {
     if (t.devices() > 512) {
@@ -260,7 +278,8 @@ TEST_CASE("mesh on topology: properties over the catalogue", "[topology]") {
                                : axis == "y" ? t.tpu.chips[1]
                                : axis == "z" ? t.tpu.chips[2]
                                              : t.tpu.cores_per_chip;
-          CHECK(std::accumulate(row.begin(), row.end(), int64_t{1}, std::multiplies<>())
+          CHECK(std::accumulate(
+                    row.begin(), row.end(), int64_t{1}, std::multiplies<>())
                 == size);
         }
         ++checked;

@@ -1,13 +1,13 @@
 // The validator: JAX's PartitionSpec rules (sharding-anchors.md b8), every
 // problem of a run reported, and exact per-device bytes.
 
+#include "support/test_support.hpp"
+
 #include <shardplan/io.hpp>
 #include <shardplan/validate.hpp>
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
-
-#include "support/test_support.hpp"
 
 #include <algorithm>
 
@@ -20,7 +20,9 @@ struct Checked {
   Diagnostics diags;
 };
 
-Checked check(const Manifest& manifest, const Mesh& mesh, const SpecsFile& specs,
+Checked check(const Manifest& manifest,
+              const Mesh& mesh,
+              const SpecsFile& specs,
               ValidateOptions options = {}) {
   Checked out;
   out.shardings = validate_specs(manifest, mesh, specs, options, out.diags);
@@ -107,7 +109,9 @@ TEST_CASE("validate: every problem of a run, in one run", "[validate]") {
     "d": ["fsdp", "tp"],
     "e": [["dp", ["fsdp"]], null],
     "h": ["fsdp", null],
-    "g": [["dp", "fsdp"], "tp"]}})", "s.json", read);
+    "g": [["dp", "fsdp"], "tp"]}})",
+                                              "s.json",
+                                              read);
   // The nested tuple is the spec's fault, not the file's: reading goes on.
   REQUIRE(specs);
   REQUIRE(codes(read) == std::vector<std::string>{"spec.nested-tuple"});
@@ -118,11 +122,15 @@ TEST_CASE("validate: every problem of a run, in one run", "[validate]") {
 
   Checked r = check(manifest, mesh, *specs);
   CHECK(codes(r.diags)
-        == std::vector<std::string>{"spec.unknown-tensor", "spec.unknown-axis",
-                                    "spec.duplicate-axis", "spec.rank",
-                                    "spec.indivisible", "spec.missing"});
+        == std::vector<std::string>{"spec.unknown-tensor",
+                                    "spec.unknown-axis",
+                                    "spec.duplicate-axis",
+                                    "spec.rank",
+                                    "spec.indivisible",
+                                    "spec.missing"});
   const auto& items = r.diags.items();
-  CHECK(items[0].message == "spec for tensor \"h\", which the manifest m.json does not have");
+  CHECK(items[0].message
+        == "spec for tensor \"h\", which the manifest m.json does not have");
   CHECK(items[0].location.pointer == "/specs/h");
   CHECK(items[1].message
         == "resource axis: tpp of P('tpp', None) is not found in mesh: ('dp', 'fsdp', 'tp')");
@@ -155,16 +163,19 @@ TEST_CASE("validate: every problem of a run, in one run", "[validate]") {
 TEST_CASE("validate: a spec on a scalar", "[validate]") {
   const Manifest manifest = test::manifest_of(
       R"({"params": [{"name": "s", "shape": [], "dtype": "f32"}]})");
-  Checked r = check(manifest, test::mesh_of("dp:2", 2),
+  Checked r = check(manifest,
+                    test::mesh_of("dp:2", 2),
                     test::specs_of(R"j({"specs": {"s": "P('dp')"}})j"));
   REQUIRE(codes(r.diags) == std::vector<std::string>{"spec.rank"});
   CHECK(r.diags.items()[0].message
         == "sharding P('dp') is only valid for values of rank at least 1, but was "
            "applied to a value of rank 0");
-  CHECK(r.diags.items()[0].hint == "for scalars the PartitionSpec should be P()");
+  CHECK(r.diags.items()[0].hint
+        == "for scalars the PartitionSpec should be P()");
 }
 
-TEST_CASE("validate: warnings for large replicated tensors and size-1 axes", "[validate]") {
+TEST_CASE("validate: warnings for large replicated tensors and size-1 axes",
+          "[validate]") {
   const Manifest manifest = test::manifest_of(R"({"params": [
     {"name": "big", "shape": [8192, 8192], "dtype": "bf16"},
     {"name": "small", "shape": [1024], "dtype": "bf16"},
@@ -176,7 +187,8 @@ TEST_CASE("validate: warnings for large replicated tensors and size-1 axes", "[v
   options.replicated_warning_bytes = 128 << 20;  // big is exactly 128 MiB
   Checked r = check(manifest, test::mesh_of("dp:1,tp:4", 4), specs, options);
   REQUIRE(codes(r.diags)
-          == std::vector<std::string>{"spec.replicated-large", "spec.trivial-axis"});
+          == std::vector<std::string>{"spec.replicated-large",
+                                      "spec.trivial-axis"});
   CHECK(r.diags.items()[0].severity == Severity::warning);
   CHECK(r.diags.items()[0].message
         == "tensor \"big\" (134217728 bytes) is fully replicated on all 4 devices");
@@ -188,12 +200,16 @@ TEST_CASE("validate: warnings for large replicated tensors and size-1 axes", "[v
 
   // One byte under the threshold, or a single device: no warning.
   options.replicated_warning_bytes = (128 << 20) + 1;
-  CHECK(codes(check(manifest, test::mesh_of("dp:1,tp:4", 4), specs, options).diags)
-        == std::vector<std::string>{"spec.trivial-axis"});
+  CHECK(
+      codes(
+          check(manifest, test::mesh_of("dp:1,tp:4", 4), specs, options).diags)
+      == std::vector<std::string>{"spec.trivial-axis"});
   options.replicated_warning_bytes = 1;
   const SpecsFile replicated = test::specs_of(R"({"specs": {
     "big": [], "small": [], "w1": [], "w2": []}})");
-  CHECK(check(manifest, test::mesh_of("dp:1", 1), replicated, options).diags.items().empty());
+  CHECK(check(manifest, test::mesh_of("dp:1", 1), replicated, options)
+            .diags.items()
+            .empty());
 }
 
 TEST_CASE("validate: the mesh must cover the topology", "[validate]") {
@@ -201,36 +217,46 @@ TEST_CASE("validate: the mesh must cover the topology", "[validate]") {
   options.topology_devices = 64;
   options.topology_name = "v5p-128";
   options.replicated_warning_bytes = 0;  // wte is 77 MB
-  Checked r = check(gpt2_like(), test::mesh_of("fsdp:4,tp:8", 32),
-                    test::specs_of(R"({"specs": {"wte": [], "h.0.attn.c_attn.weight": [],
+  Checked r = check(
+      gpt2_like(),
+      test::mesh_of("fsdp:4,tp:8", 32),
+      test::specs_of(R"({"specs": {"wte": [], "h.0.attn.c_attn.weight": [],
                                      "h.0.ln_1.weight": [], "step": []}})"),
-                    options);
+      options);
   REQUIRE(codes(r.diags) == std::vector<std::string>{"mesh.device-count"});
   CHECK(render(r.diags.items()[0])
         == "--mesh: error: number of devices 64 must equal the product of mesh_shape "
            "(4, 8) = 32; --topology v5p-128 has 64 devices [mesh.device-count]");
 }
 
-TEST_CASE("validate: unknown tensors get the nearest manifest name", "[validate]") {
+TEST_CASE("validate: unknown tensors get the nearest manifest name",
+          "[validate]") {
   ValidateOptions options;
   options.replicated_warning_bytes = 0;
-  Checked r = check(gpt2_like(), test::mesh_of("dp:2", 2), test::specs_of(R"({"specs": {
+  Checked r = check(gpt2_like(),
+                    test::mesh_of("dp:2", 2),
+                    test::specs_of(R"({"specs": {
       "wte": [], "h.0.attn.c_atn.weight": [], "h.0.ln_1.weight": [], "step": []}})"),
                     options);
-  REQUIRE(codes(r.diags) == std::vector<std::string>{"spec.unknown-tensor", "spec.missing"});
+  REQUIRE(codes(r.diags)
+          == std::vector<std::string>{"spec.unknown-tensor", "spec.missing"});
   CHECK(r.diags.items()[0].hint == "did you mean \"h.0.attn.c_attn.weight\"?");
 }
 
-TEST_CASE("validate: shard_tensor covers the global shape", "[validate][property]") {
+TEST_CASE("validate: shard_tensor covers the global shape",
+          "[validate][property]") {
   // Local shape times shard counts covers the global shape; bytes summed over
   // devices equal the total times the replication factor when dims divide.
   const Mesh mesh = test::mesh_of("a:2,b:3,c:4", 24);
   const int64_t rows = GENERATE(take(40, random(1, 500)));
   const int64_t cols = GENERATE(take(3, random(1, 50)));
   const Manifest manifest = test::manifest_of(fmt::format(
-      R"({{"params": [{{"name": "w", "shape": [{}, {}], "dtype": "f32"}}]}})", rows, cols));
+      R"({{"params": [{{"name": "w", "shape": [{}, {}], "dtype": "f32"}}]}})",
+      rows,
+      cols));
   const Tensor& t = manifest.tensors()[0];
-  for (const char* text : {"a,b", "(a,c),b", "None,(c,b)", "b", "(a,b,c)", "()"}) {
+  for (const char* text :
+       {"a,b", "(a,c),b", "None,(c,b)", "b", "(a,b,c)", "()"}) {
     Diagnostics diags;
     std::optional<PartitionSpec> spec = parse_spec(text, "t", diags);
     REQUIRE(spec);
@@ -262,8 +288,9 @@ TEST_CASE("validate: shard_tensor covers the global shape", "[validate][property
   }
 }
 
-TEST_CASE("validate: planned tensors of one spec shape and dtype share one layout",
-          "[validate]") {
+TEST_CASE(
+    "validate: planned tensors of one spec shape and dtype share one layout",
+    "[validate]") {
   // TensorSharding is only a pointer to its layout: what a layout holds
   // (spec, validity, shards, bytes) must be the same for every tensor that
   // shares it, and a tensor whose check reported something keeps its own.
@@ -276,17 +303,20 @@ TEST_CASE("validate: planned tensors of one spec shape and dtype share one layou
     {"name": "f", "shape": [64, 64], "dtype": "bf16"}]})");
   const Mesh mesh = test::mesh_of("dp:4,tp:2", 8);
   Diagnostics diags;
-  const std::optional<PartitionSpec> dp_tp = parse_spec("P('dp', 'tp')", "test", diags);
-  const std::optional<PartitionSpec> tp = parse_spec("P(None, 'tp')", "test", diags);
+  const std::optional<PartitionSpec> dp_tp =
+      parse_spec("P('dp', 'tp')", "test", diags);
+  const std::optional<PartitionSpec> tp =
+      parse_spec("P(None, 'tp')", "test", diags);
   REQUIRE(dp_tp);
   REQUIRE(tp);
   // d and e: 6 rows do not split 4 ways; f: another spec object.
-  const std::vector<const PartitionSpec*> specs = {&*dp_tp, &*dp_tp, &*dp_tp,
-                                                   &*dp_tp, &*dp_tp, &*tp};
+  const std::vector<const PartitionSpec*> specs = {
+      &*dp_tp, &*dp_tp, &*dp_tp, &*dp_tp, &*dp_tp, &*tp};
   const std::vector<TensorSharding> s =
       validate_planned(manifest, mesh, specs, "plan", ValidateOptions{}, diags);
   REQUIRE(s.size() == 6);
-  CHECK(codes(diags) == std::vector<std::string>{"spec.indivisible", "spec.indivisible"});
+  CHECK(codes(diags)
+        == std::vector<std::string>{"spec.indivisible", "spec.indivisible"});
   CHECK(s[0].layout == s[1].layout);  // same spec, shape and dtype
   CHECK(s[0].layout != s[2].layout);  // another dtype
   CHECK(s[3].layout != s[4].layout);  // each reported: never shared
@@ -301,7 +331,8 @@ TEST_CASE("validate: planned tensors of one spec shape and dtype share one layou
     REQUIRE(s[t].spec() != nullptr);
     CHECK(*s[t].spec() == *dp_tp);
     CHECK(s[t].shard_shape() == std::vector<int64_t>{2, 32});
-    CHECK(s[t].min_bytes_per_device() == 0);  // the last of 4 row shards is empty
+    CHECK(s[t].min_bytes_per_device()
+          == 0);  // the last of 4 row shards is empty
   }
   CHECK(s[5].replicas() == 4);
   CHECK(*s[5].spec() == *tp);
