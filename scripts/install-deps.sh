@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ make pkg-config
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev catch2
-  libsimdjson-dev libre2-dev
+  libsimdjson-dev libre2-dev clang-format
 )
 
 missing=()
