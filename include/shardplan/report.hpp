@@ -134,7 +134,7 @@ std::vector<FoldedRow> fold_row_refs(std::span<const NameRowRef> rows);
 std::string diagnostics_json(std::string_view command,
                              const Diagnostics& diags);
 
-// `reshard` (src/report_reshard.cpp): a plan moving a manifest's tensors from
+// `reshard` (src/report/reshard.cpp): a plan moving a manifest's tensors from
 // one mesh (and topology) to another.
 struct ReshardReport {
   const Manifest& manifest;

@@ -53,7 +53,7 @@ DeviceGrid assemble_hybrid_grid(
 // ---------------------------------------------------------------------------
 // TPU device grids: JAX's jax.experimental.mesh_utils (create_device_mesh,
 // create_hybrid_device_mesh) reproduced on a synthetic device list, down to
-// iteration order and tie-breaks (src/topology_grid.cpp;
+// iteration order and tie-breaks (src/topology/grid.cpp;
 // shared/reference/sharding-anchors.md b1-b6).
 
 enum class TpuChip { v2, v3, v4, v5e, v5p, v6e, tpu7x };
@@ -202,7 +202,7 @@ DeviceGrid gpu_device_grid(const Mesh& mesh, int64_t gpus_per_node);
 
 // ---------------------------------------------------------------------------
 // Topologies (DESIGN.md 2.2): the catalogue in configs/topologies/ (compiled
-// in, src/topology_catalog.cpp), names like "v5p-128", "2xv5e-256",
+// in, src/topology/catalog.cpp), names like "v5p-128", "2xv5e-256",
 // "v5p:4x4x8", "h100x64", and user files of the same schema.
 
 enum class TopologyKind { tpu, gpu };

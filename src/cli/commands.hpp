@@ -1,7 +1,7 @@
 #pragma once
 
 // Internal to the command-line front end: what cli.cpp shares with the
-// commands defined in their own files (cli_reshard.cpp).
+// commands defined in their own files (cli/reshard.cpp).
 
 #include "cli/cli.hpp"
 
@@ -190,7 +190,7 @@ std::optional<Topology> load_topology(const std::string& arg,
 // --rules FILE|PRESET: a user's rules file, or a preset name.
 std::optional<RuleSet> load_rules(const std::string& arg, Diagnostics& diags);
 
-// `shardplan reshard` (cli_reshard.cpp).
+// `shardplan reshard` (cli/reshard.cpp).
 struct ReshardCommand {
   std::string from_mesh;
   std::string to_mesh;

@@ -1,7 +1,7 @@
 #pragma once
 
 // Layer 7, internal: the JSON and text helpers of report.cpp that the other
-// report_*.cpp files share (report_reshard.cpp). Defined in report.cpp.
+// report/*.cpp files share (report/reshard.cpp). Defined in report.cpp.
 
 #include <shardplan/diag.hpp>
 #include <shardplan/mesh.hpp>

@@ -6,7 +6,7 @@
 // which nlohmann itself would silently overwrite.
 
 #include "embedded.hpp"
-#include "io_internal.hpp"
+#include "io/internal.hpp"
 
 #include <shardplan/io_rules.hpp>
 #include <shardplan/spec.hpp>
@@ -279,7 +279,7 @@ class RulesReader {
   }
 
   // The text's first syntax error, worded and located as every JSON reader
-  // of shardplan reports it (io_internal.hpp), under this reader's code.
+  // of shardplan reports it (io/internal.hpp), under this reader's code.
   void syntax_error(std::string_view what) {
     std::optional<io_detail::SyntaxError> error =
         io_detail::find_syntax_error(m_text);

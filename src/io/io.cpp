@@ -1,4 +1,4 @@
-#include "io_internal.hpp"
+#include "io/internal.hpp"
 
 #include <shardplan/io.hpp>
 
@@ -32,7 +32,7 @@
 // Readers of input files (DESIGN.md 2.3, 2.4; docs/manifest-format.md).
 //
 // Large inputs go through simdjson's On-Demand API: the text in a padded
-// buffer (a manifest file is mapped, see io_mapped.cpp; other texts are
+// buffer (a manifest file is mapped, see io/mapped.cpp; other texts are
 // copied once), then a single forward pass that reads each value straight
 // into the Manifest. On-Demand checks what it reads, so a value the readers
 // ignore is checked separately (nlohmann's SAX parser over its raw text).

@@ -1,4 +1,4 @@
-#include "report_internal.hpp"
+#include "report/internal.hpp"
 
 #include <shardplan/report.hpp>
 
@@ -1632,7 +1632,7 @@ std::string presets_list_text(const std::vector<RulePreset>& presets) {
 }  // namespace shardplan
 
 // ---------------------------------------------------------------------------
-// The helpers other report_*.cpp files share (report_internal.hpp).
+// The helpers other report/*.cpp files share (report/internal.hpp).
 
 namespace shardplan::report_detail {
 

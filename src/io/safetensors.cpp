@@ -1,4 +1,4 @@
-#include "io_internal.hpp"
+#include "io/internal.hpp"
 
 #include <shardplan/io.hpp>
 

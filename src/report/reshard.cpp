@@ -1,4 +1,4 @@
-#include "report_internal.hpp"
+#include "report/internal.hpp"
 
 #include <shardplan/report.hpp>
 

@@ -1,6 +1,6 @@
 // The rules engine: selectors, yields, fallthrough, the decision cache and
 // explain (include/shardplan/rules.hpp, docs/rules.md). The seed algorithms
-// are in rules_algorithms.cpp.
+// are in rules/algorithms.cpp.
 //
 // Speed (DESIGN.md 7). Per tensor: one RE2::Set scan of the name gives every
 // rule whose pattern matches; those rules, the shape, the dtype and (when a

@@ -1,4 +1,4 @@
-// A mesh on a topology: the device grid (topology_grid.cpp), the links each
+// A mesh on a topology: the device grid (topology/grid.cpp), the links each
 // mesh axis's collectives use, and the hosts.
 
 #include <shardplan/topology.hpp>

@@ -1,6 +1,6 @@
 #pragma once
 
-// Shared by the io module's sources (io.cpp, io_safetensors.cpp); not a
+// Shared by the io module's sources (io.cpp, io/safetensors.cpp); not a
 // public header.
 
 #include <shardplan/diag.hpp>
@@ -50,7 +50,7 @@ size_t read_padding(std::string& text);
 
 // A file's text followed by at least simdjson's padding, all zero, so
 // simdjson parses it in place. A regular file is mapped read-only
-// (io_mapped.cpp): no buffer to zero, no copy. Anything else -- a pipe,
+// (io/mapped.cpp): no buffer to zero, no copy. Anything else -- a pipe,
 // /proc, an empty file, a file system that cannot map -- is read as
 // read_file reads it.
 //
