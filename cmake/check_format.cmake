@@ -1,7 +1,9 @@
 cmake_minimum_required(VERSION 3.25)
 # Fails when a tracked .hpp or .cpp differs from what clang-format makes of
-# it, naming each file and the first differences.
-# Run as: cmake -DSOURCE_DIR=<repo> -DCLANG_FORMAT=<clang-format> -P cmake/check_format.cmake
+# it, naming each file and the first differences; with -DFIX=ON, formats
+# them in place instead (`make format`).
+# Run as: cmake -DSOURCE_DIR=<repo> -DCLANG_FORMAT=<clang-format> [-DFIX=ON]
+#         -P cmake/check_format.cmake
 if(NOT SOURCE_DIR OR NOT CLANG_FORMAT)
   message(FATAL_ERROR "pass -DSOURCE_DIR=<repository root> -DCLANG_FORMAT=<clang-format>")
 endif()
@@ -12,6 +14,14 @@ if(NOT _rc EQUAL 0)
   message(FATAL_ERROR "git ls-files failed in ${SOURCE_DIR}")
 endif()
 string(REPLACE "\n" ";" _files "${_files}")
+if(FIX)
+  execute_process(COMMAND "${CLANG_FORMAT}" -i ${_files}
+    WORKING_DIRECTORY "${SOURCE_DIR}" RESULT_VARIABLE _rc)
+  if(NOT _rc EQUAL 0)
+    message(FATAL_ERROR "clang-format -i failed")
+  endif()
+  return()
+endif()
 execute_process(COMMAND "${CLANG_FORMAT}" --dry-run -Werror ${_files}
   WORKING_DIRECTORY "${SOURCE_DIR}"
   RESULT_VARIABLE _rc ERROR_VARIABLE _err)

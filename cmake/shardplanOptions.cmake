@@ -19,13 +19,18 @@ if(SHARDPLAN_CLANG_TIDY)
   set(CMAKE_CXX_CLANG_TIDY ${CLANG_TIDY_EXE})
 endif()
 
-# format / check-format over the tracked C++ files.
+# format / check-format over the tracked C++ files (cmake/check_format.cmake;
+# the `format` test runs the check too).
 find_program(CLANG_FORMAT_EXE NAMES clang-format clang-format-14)
 if(CLANG_FORMAT_EXE)
   add_custom_target(format
-    COMMAND git ls-files '*.hpp' '*.cpp' | xargs ${CLANG_FORMAT_EXE} -i
-    WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR} VERBATIM)
+    COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${CMAKE_CURRENT_SOURCE_DIR}
+            -DCLANG_FORMAT=${CLANG_FORMAT_EXE} -DFIX=ON
+            -P ${CMAKE_CURRENT_SOURCE_DIR}/cmake/check_format.cmake
+    VERBATIM)
   add_custom_target(check-format
-    COMMAND git ls-files '*.hpp' '*.cpp' | xargs ${CLANG_FORMAT_EXE} --dry-run -Werror
-    WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR} VERBATIM)
+    COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${CMAKE_CURRENT_SOURCE_DIR}
+            -DCLANG_FORMAT=${CLANG_FORMAT_EXE}
+            -P ${CMAKE_CURRENT_SOURCE_DIR}/cmake/check_format.cmake
+    VERBATIM)
 endif()

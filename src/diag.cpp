@@ -299,4 +299,8 @@ std::string python_tuple(std::span<const int64_t> values) {
   return fmt::format("({})", fmt::join(values, ", "));
 }
 
+std::string shape_text(std::span<const int64_t> values) {
+  return fmt::format("[{}]", fmt::join(values, ", "));
+}
+
 }  // namespace shardplan

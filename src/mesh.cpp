@@ -118,17 +118,11 @@ std::string devices_hint(const MeshOptions& options) {
 // The value -1 stands for "fill"; kept apart from real sizes.
 constexpr int64_t k_fill = -1;
 
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
 bool is_name_start(char c) {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
 }
 bool is_name_char(char c) {
   return is_name_start(c) || (c >= '0' && c <= '9');
-}
-bool is_digit(char c) {
-  return c >= '0' && c <= '9';
 }
 
 // "1 name", "3 names", "2 axes".

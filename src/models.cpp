@@ -39,13 +39,6 @@ constexpr std::string_view k_architectures[] = {k_deepseek_v3,
                                                 k_mixtral,
                                                 k_qwen2};
 
-Location at(std::string_view source, std::string pointer = {}) {
-  Location loc;
-  loc.source = std::string(source);
-  loc.pointer = std::move(pointer);
-  return loc;
-}
-
 std::string type_words(const Json& value) {
   switch (value.type()) {
     case Json::value_t::null:
@@ -84,8 +77,10 @@ class Builder {
       return;
     }
     m_failed = true;
-    Diagnostic& d = m_diags.error(
-        std::move(code), std::move(message), at(m_source, std::move(pointer)));
+    Diagnostic& d =
+        m_diags.error(std::move(code),
+                      std::move(message),
+                      Location::at(std::string(m_source), std::move(pointer)));
     d.hint = std::move(hint);
     d.tensor = std::move(tensor);
   }
@@ -748,8 +743,9 @@ std::optional<Json> parse_config(std::string_view text,
                 "invalid JSON: " + message,
                 location_in_text(std::string(source), text, offset));
   } catch (const Json::exception& e) {
-    diags.error(
-        "model.syntax", fmt::format("invalid JSON: {}", e.what()), at(source));
+    diags.error("model.syntax",
+                fmt::format("invalid JSON: {}", e.what()),
+                Location::of(std::string(source)));
   }
   return std::nullopt;
 }
@@ -783,7 +779,7 @@ std::optional<std::vector<ModelTensor>> tensors_from_hf_config(
     diags.error(
         "model.not-object",
         fmt::format("expected a config.json object, got {}", type_words(*root)),
-        at(source));
+        Location::of(std::string(source)));
     return std::nullopt;
   }
   Builder b(*root, source, diags);
@@ -879,7 +875,7 @@ std::optional<std::vector<ModelTensor>> tensors_for_builtin_model(
                     fmt::format("unknown model {}; built-in models: {}",
                                 quote(name),
                                 fmt::join(names, ", ")),
-                    at(source));
+                    Location::of(std::string(source)));
     if (!near.empty()) {
       d.hint = fmt::format("did you mean {}?", quote(near));
     }

@@ -50,10 +50,6 @@ bool is_ident_char(char c) {
   return is_ident_start(c) || (c >= '0' && c <= '9');
 }
 
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
 bool is_continuation_byte(char c) {
   return (static_cast<unsigned char>(c) & 0xC0U) == 0x80U;
 }

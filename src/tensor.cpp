@@ -137,9 +137,9 @@ constexpr std::array<std::string_view, 7> k_prefixes = {
 
 constexpr size_t k_max_spelling = 32;
 
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f'
-         || c == '\v';
+// What C's isspace accepts: JSON's whitespace plus form feed and vertical tab.
+bool is_c_space(char c) {
+  return is_space(c) || c == '\f' || c == '\v';
 }
 
 char to_lower(char c) {
@@ -349,10 +349,10 @@ int64_t dtype_bits(DType dtype) {
 }
 
 std::optional<DType> parse_dtype(std::string_view text) {
-  while (!text.empty() && is_space(text.front())) {
+  while (!text.empty() && is_c_space(text.front())) {
     text.remove_prefix(1);
   }
-  while (!text.empty() && is_space(text.back())) {
+  while (!text.empty() && is_c_space(text.back())) {
     text.remove_suffix(1);
   }
   // Lowercase into a fixed buffer: no allocation on this hot path.

@@ -7,6 +7,7 @@
 // is (a file with a JSON pointer or line:column, or a flag such as "--mesh")
 // and carries a stable code that tests and JSON consumers match on.
 
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -48,6 +49,13 @@ struct Location {
   static Location of(std::string source) {
     Location loc;
     loc.source = std::move(source);
+    return loc;
+  }
+  // A value inside a JSON source: "rules.json" at "/rules/3/pattern".
+  static Location at(std::string source, std::string pointer) {
+    Location loc;
+    loc.source = std::move(source);
+    loc.pointer = std::move(pointer);
     return loc;
   }
 };
@@ -158,5 +166,25 @@ std::string quote(std::string_view s, char quote_char = '"');
 // Python's repr of a tuple of ints, as JAX's messages print shapes: "()",
 // "(8,)", "(4, 8)".
 std::string python_tuple(std::span<const int64_t> values);
+
+// A shape as text output and messages print it: "[4096, 14336]", "[]".
+std::string shape_text(std::span<const int64_t> values);
+
+// ASCII character classes, the same in every locale, for the parsers of
+// mesh strings, specs, names and JSON.
+constexpr bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+// JSON's whitespace (RFC 8259): space, tab, line feed, carriage return.
+constexpr bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+// A count or index known to be >= 0, as a size_t for containers.
+// REQUIRES: value >= 0.
+inline size_t to_size(int64_t value) {
+  assert(value >= 0);
+  return static_cast<size_t>(value);
+}
 
 }  // namespace shardplan

@@ -55,14 +55,6 @@ using io_detail::open_retry;
 
 using io_detail::errno_message;
 
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
-bool is_digit(char c) {
-  return c >= '0' && c <= '9';
-}
-
 bool is_word_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c)
          || c == '_' || c == '-' || c == '+' || c == '.';
@@ -1043,14 +1035,6 @@ void increment_index_pointer(std::string& out, size_t prefix) {
   }
 }
 
-std::string shape_text(std::span<const int64_t> shape) {
-  return fmt::format("[{}]", fmt::join(shape, ", "));
-}
-
-bool is_json_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
 // Reads the array at `p` into `dims` when it is plain, as nearly every shape
 // is: "[", JSON integers of at most 18 digits (no sign but "-", no leading
 // zero, fraction or exponent) separated by ",", "]", JSON whitespace
@@ -1065,7 +1049,7 @@ bool read_plain_dims(const char* p, std::vector<int64_t>& dims) {
     return false;
   }
   ++p;
-  while (is_json_space(*p)) {
+  while (is_space(*p)) {
     ++p;
   }
   if (*p == ']') {
@@ -1092,7 +1076,7 @@ bool read_plain_dims(const char* p, std::vector<int64_t>& dims) {
     }
     const auto dim = static_cast<int64_t>(value);
     dims.push_back(negative ? -dim : dim);
-    while (is_json_space(*p)) {
+    while (is_space(*p)) {
       ++p;
     }
     if (*p == ']') {
@@ -1102,7 +1086,7 @@ bool read_plain_dims(const char* p, std::vector<int64_t>& dims) {
       return false;
     }
     ++p;
-    while (is_json_space(*p)) {
+    while (is_space(*p)) {
       ++p;
     }
   }

@@ -63,7 +63,6 @@ std::string with_commas(int64_t value);
 std::string human_bytes(int64_t bytes);
 std::string seconds_text(double seconds);
 std::string rate_text(double bytes_per_s);
-std::string shape_text(std::span<const int64_t> shape);
 std::string table(const std::vector<std::vector<std::string>>& rows);
 // The end of a text report: "ok", "ok, 2 warnings", "3 errors, 1 warning".
 std::string verdict(const Diagnostics& diags);

@@ -220,14 +220,6 @@ std::string table(const std::vector<std::vector<std::string>>& rows) {
   return out;
 }
 
-std::string shape_text(std::span<const int64_t> shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    out += (i ? ", " : "") + std::to_string(shape[i]);
-  }
-  return out + "]";
-}
-
 // HBM as vendors quote it: "80 GB" for a whole number of 1e9 bytes, else
 // binary units ("95.00 GiB").
 std::string capacity_text(double bytes) {
@@ -1684,9 +1676,6 @@ std::string seconds_text(double seconds) {
 }
 std::string rate_text(double bytes_per_s) {
   return shardplan::rate_text(bytes_per_s);
-}
-std::string shape_text(std::span<const int64_t> shape) {
-  return shardplan::shape_text(shape);
 }
 std::string table(const std::vector<std::vector<std::string>>& rows) {
   return shardplan::table(rows);

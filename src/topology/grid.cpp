@@ -23,9 +23,6 @@ namespace {
 using Ids = std::vector<int64_t>;
 using Matrix = std::vector<std::vector<int64_t>>;
 
-size_t to_size(int64_t v) {
-  return static_cast<size_t>(v);
-}
 int64_t to_i64(size_t v) {
   return static_cast<int64_t>(v);
 }

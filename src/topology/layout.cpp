@@ -16,10 +16,6 @@ namespace shardplan {
 
 namespace {
 
-size_t to_size(int64_t v) {
-  return static_cast<size_t>(v);
-}
-
 // Row-major stride of mesh axis `axis` in the grid.
 int64_t axis_stride(const DeviceGrid& grid, size_t axis) {
   int64_t stride = 1;
