@@ -983,8 +983,8 @@ std::optional<IntermediateSharding> find_intermediate_sharding(
   std::optional<size_t> split_dim;
   for (size_t d = 0; d < src.size(); ++d) {
     if (std::gcd(src[d], dst[d]) != 1) {
-      return std::nullopt;  // a dim is already compatible: no intermediate
-                            // needed
+      // A dim is already compatible: no intermediate needed.
+      return std::nullopt;
     }
     // MaxText keeps the last such dim; a dim on several axes is not split
     // (the pathways TODO b/473889684).

@@ -12,11 +12,12 @@
 //
 // Per link class, with n devices in the group and B = AxisLink::bytes_per_s
 // (bidirectional on a TPU ring with wraparound, one way otherwise):
-//   TPU ICI ring with wraparound    all_gather V / B              (|X|/2 hops)
-//   TPU ICI line, no wraparound     all_gather V (n-1) / (n B)    (n-1 hops)
-//   several ICI axes at once        V / sum of their B            (book: V / (W
-//   n_axes)) switched (NVLink, scale-out, DCN)  all_gather V (n-1) / (n B)
-//   (gpus.md) reduce_scatter = all_gather; all_reduce = 2 x all_gather
+//   TPU ICI ring with wraparound   all_gather V / B            (|X|/2 hops)
+//   TPU ICI line, no wraparound    all_gather V (n-1) / (n B)  (n-1 hops)
+//   several ICI axes at once       V / sum of their B  (book: V / (W n_axes))
+//   switched (NVLink, scale-out, DCN)
+//                                  all_gather V (n-1) / (n B)  (gpus.md)
+//   reduce_scatter = all_gather; all_reduce = 2 x all_gather
 //   all_to_all: V / (4 B) on a ring with wraparound, half an all_gather on a
 //               line, V (n-1) / (n^2 B) switched
 // Each is floored by the per-hop latency times the hops (the book's

@@ -69,8 +69,8 @@ std::string dtype_hint(std::string_view text);
 
 // Reads a manifest given as JSON text, in either form (DESIGN.md 2.3):
 //   native:      {"params": [{"name", "shape", "dtype", "logical_axes"?}, ...]}
-//   safetensors: {"NAME": {"dtype", "shape", "data_offsets"}, "__metadata__":
-//   {...}}
+//   safetensors: {"NAME": {"dtype", "shape", "data_offsets"},
+//                 "__metadata__": {...}}
 // Tensor order is the file's order. Stops at the first problem.
 std::optional<Manifest> read_manifest(std::string_view json,
                                       std::string_view source,

@@ -10,8 +10,8 @@
 
 #include <shardplan/diag.hpp>
 #include <shardplan/mesh.hpp>
+#include <shardplan/sharding.hpp>
 #include <shardplan/tensor.hpp>
-#include <shardplan/validate.hpp>
 
 #include <cstdint>
 #include <optional>
@@ -30,8 +30,8 @@ namespace shardplan {
 //   adam-fp32-grads  2 + 4 + 4 + 8 = 18       fp32 grads (Megatron, DeepSpeed;
 //                                             alias megatron)
 //   adam-fp32-accum  2 + 2+4 + 4 + 8 = 20     bf16 grads plus an fp32 grad
-//                                             accumulation buffer (playbook
-//                                             20N)
+//                                             accumulation buffer
+//                                             (playbook 20N)
 //   scaling-book     2 + 8 = 10               m and v; grads not counted
 // The master copy exists only for parameters narrower than fp32. Integer and
 // bool tensors are not trained: they hold their weights only.

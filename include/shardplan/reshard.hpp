@@ -12,9 +12,10 @@
 // planner, sharding-anchors.md b10):
 //   all_gather      drop the minor-most axis of a dim
 //   all_to_all      move the minor-most axis of a dim to the minor end of
-//   another dynamic_slice   add an unused axis at the minor end of a dim (no
-//   traffic) reduce_scatter  a pending sum over an axis becomes a split of a
-//   dim all_reduce      a pending sum over an axis is summed, replicated
+//                   another
+//   dynamic_slice   add an unused axis at the minor end of a dim (no traffic)
+//   reduce_scatter  a pending sum over an axis becomes a split of a dim
+//   all_reduce      a pending sum over an axis is summed, replicated
 // Consecutive all_gathers (or dynamic_slices) of one dim merge into one step
 // over several axes, as XLA emits them.
 //

@@ -84,8 +84,8 @@ struct Row {
   uint64_t skeleton = 0;
   uint32_t rest = 0;  // an id: rows with equal rest text have equal ids
   size_t count = 1;
-  // The row's numeric components, left to right: m_spans[spans, spans +
-  // numerics).
+  // The row's numeric components, left to right:
+  // m_spans[spans, spans + numerics).
   size_t spans = 0;
   size_t numerics = 0;
   // Once the row has absorbed another: m_values[values, values + numerics),

@@ -184,8 +184,8 @@ TEST_CASE(
     "mesh: multi-slice without --dcn puts the slices on the first divisible "
     "axis",
     "[mesh]") {
-  // eformer's create_mesh: next(i for i, dim in enumerate(shape) if dim % n ==
-  // 0).
+  // eformer's create_mesh:
+  //   next(i for i, dim in enumerate(shape) if dim % n == 0)
   MeshOptions o = with_devices(24);
   o.num_slices = 2;
   Mesh m = must_parse("dp:1,fsdp:3,tp:8", o);

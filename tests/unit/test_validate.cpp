@@ -243,51 +243,6 @@ TEST_CASE("validate: unknown tensors get the nearest manifest name",
   CHECK(r.diags.items()[0].hint == "did you mean \"h.0.attn.c_attn.weight\"?");
 }
 
-TEST_CASE("validate: shard_tensor covers the global shape",
-          "[validate][property]") {
-  // Local shape times shard counts covers the global shape; bytes summed over
-  // devices equal the total times the replication factor when dims divide.
-  const Mesh mesh = test::mesh_of("a:2,b:3,c:4", 24);
-  const int64_t rows = GENERATE(take(40, random(1, 500)));
-  const int64_t cols = GENERATE(take(3, random(1, 50)));
-  const Manifest manifest = test::manifest_of(fmt::format(
-      R"({{"params": [{{"name": "w", "shape": [{}, {}], "dtype": "f32"}}]}})",
-      rows,
-      cols));
-  const Tensor& t = manifest.tensors()[0];
-  for (const char* text :
-       {"a,b", "(a,c),b", "None,(c,b)", "b", "(a,b,c)", "()"}) {
-    Diagnostics diags;
-    std::optional<PartitionSpec> spec = parse_spec(text, "t", diags);
-    REQUIRE(spec);
-    std::optional<TensorSharding> s = shard_tensor(t, *spec, mesh);
-    REQUIRE(s);
-    for (size_t d = 0; d < 2; ++d) {
-      CHECK(s->shard_shape()[d] * s->shards()[d] >= t.shape[d]);
-      CHECK((s->shard_shape()[d] - 1) * s->shards()[d] < t.shape[d]);
-    }
-    CHECK(s->replicas() * s->shards()[0] * s->shards()[1] == 24);
-    if (rows % s->shards()[0] == 0 && cols % s->shards()[1] == 0) {
-      CHECK(s->bytes_per_device() * 24 == t.num_bytes * s->replicas());
-      CHECK(s->min_bytes_per_device() == s->bytes_per_device());
-    } else {
-      CHECK(s->min_bytes_per_device() < s->bytes_per_device());
-    }
-    // Sharding one more axis never increases the bytes per device.
-    PartitionSpec more = s->spec()->padded(2);
-    for (const MeshAxis& axis : mesh.axes) {
-      std::vector<std::string> used = more.axes();
-      if (std::find(used.begin(), used.end(), axis.name) == used.end()) {
-        more.dims[1].axes.push_back(axis.name);
-        std::optional<TensorSharding> finer = shard_tensor(t, more, mesh);
-        REQUIRE(finer);
-        CHECK(finer->bytes_per_device() <= s->bytes_per_device());
-        break;
-      }
-    }
-  }
-}
-
 TEST_CASE(
     "validate: planned tensors of one spec shape and dtype share one layout",
     "[validate]") {
