@@ -16,7 +16,6 @@
 #include "bench_util.hpp"
 
 #include <shardplan/io.hpp>
-#include <shardplan/io_rules.hpp>
 #include <shardplan/mesh.hpp>
 #include <shardplan/reshard.hpp>
 #include <shardplan/rules.hpp>
@@ -83,8 +82,10 @@ int main(int argc, char** argv) {
   }
   std::optional<MeshLayout> layout =
       layout_mesh(*topology, *mesh, false, diags);
-  std::optional<RuleSet> fsdp = read_rules_preset("fsdp", diags);
-  std::optional<RuleSet> fsdp_tp = read_rules_preset("fsdp-tp", diags);
+  std::optional<RuleSet> fsdp =
+      read_rules_preset("fsdp", Location::of("--rules"), diags);
+  std::optional<RuleSet> fsdp_tp =
+      read_rules_preset("fsdp-tp", Location::of("--rules"), diags);
   if (!layout || !fsdp || !fsdp_tp) {
     return fail(diags);
   }

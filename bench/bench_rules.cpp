@@ -28,7 +28,6 @@
 
 #include <shardplan/diag.hpp>
 #include <shardplan/io.hpp>
-#include <shardplan/io_rules.hpp>
 #include <shardplan/mesh.hpp>
 #include <shardplan/rules.hpp>
 

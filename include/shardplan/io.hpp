@@ -1,16 +1,24 @@
 #pragma once
 
-// Layer 6: readers of input files. Only io and cli touch the filesystem.
+// Layer 7: readers of input files and the atomic writer of outputs. Only io
+// and cli touch the filesystem.
 //
 // Every reader takes the file's text and its name (for diagnostics), so tests
 // need no files. Problems are reported as `file:/json/pointer: error: ...` for
 // values, or `file:line:column: error: ...` with an excerpt and caret for JSON
-// syntax errors.
+// syntax errors. Every reader reports the faults of JSON itself with the same
+// codes and words (src/io/json.hpp; the table is in docs/cli.md, "Error
+// codes"): json.syntax (not JSON), json.duplicate-key, json.type (a value of
+// the wrong JSON type: "expected ..., got ..."), json.unknown-key,
+// json.missing-key; faults of a value's meaning carry the file kind's code
+// (manifest.bad-dim, rules.bad-value, ...).
 
 #include <shardplan/diag.hpp>
 #include <shardplan/models.hpp>
+#include <shardplan/rules.hpp>
 #include <shardplan/spec.hpp>
 #include <shardplan/tensor.hpp>
+#include <shardplan/topology.hpp>
 
 #include <cstdint>
 #include <optional>
@@ -116,16 +124,62 @@ std::optional<Manifest> read_safetensors_index(std::string_view json,
 std::optional<Manifest> read_manifest_path(const std::string& path,
                                            Diagnostics& diags);
 
+// ---------------------------------------------------------------------------
+// Hugging Face configs and the built-in models (docs/models.md).
+
+// Reads a Hugging Face config.json: the architecture (the first entry of
+// "architectures"), the dtype ("torch_dtype"; bfloat16 when absent, float32
+// for GPT2LMHeadModel, whose checkpoints predate the key), a block-wise FP8
+// "quantization_config" (quant_method "fp8", "weight_block_size" [bo, bi]),
+// and the dims each architecture's configuration class has, with its
+// defaults. Stops at the first problem, located at `source` with a JSON
+// pointer: the json.* codes (a required key missing or null is
+// json.missing-key), an architecture not in supported_architectures()
+// [model.unknown-architecture], an unknown torch_dtype
+// [model.unknown-dtype], a quantization_config other than block-wise fp8
+// [model.unsupported-quantization], a value out of range [model.bad-value].
+std::optional<ModelConfig> read_hf_config(std::string_view json,
+                                          std::string_view source,
+                                          Diagnostics& diags);
+
+// read_hf_config, then checkpoint_tensors (models.hpp).
+std::optional<std::vector<ModelTensor>> tensors_from_hf_config(
+    std::string_view json, std::string_view source, Diagnostics& diags);
+
+// Every built-in model (configs/models/<name>.json), in name order.
+std::vector<BuiltinModel> builtin_models();
+
+// The config.json text of built-in model `name`; nullopt when unknown.
+std::optional<std::string_view> builtin_model_config(std::string_view name);
+
+// The tensors of built-in model `name`. An unknown name is reported at
+// `source` (the caller's name for the input, e.g. "--model") with the
+// nearest name as a hint [model.unknown-model].
+std::optional<std::vector<ModelTensor>> tensors_for_builtin_model(
+    std::string_view name, std::string_view source, Diagnostics& diags);
+
 // A manifest of generated tensors (a Hugging Face config.json or a built-in
-// model, shardplan/models.hpp), named `source` in diagnostics.
+// model), named `source` in diagnostics.
 std::optional<Manifest> manifest_from_model(
     const std::vector<ModelTensor>& tensors,
     std::string_view source,
     Diagnostics& diags);
 
-// `--model NAME`: the built-in model's manifest, with "--model NAME" as its
-// source; an unknown name is reported at --model with the nearest name.
+// The built-in model's manifest, with "SOURCE NAME" (e.g. "--model
+// llama-3-8b") as its source; an unknown name is reported at `source` with
+// the nearest name.
 std::optional<Manifest> read_builtin_model(std::string_view name,
+                                           std::string_view source,
+                                           Diagnostics& diags);
+
+// A user topology file (JSON, the schema of `shardplan topology show
+// --format json`; docs/topologies.md), the topology object alone or the whole
+// document ({"topology": {...}}). Keys it omits come from its chip's
+// catalogue family. Errors carry `source` and a JSON pointer: the json.*
+// codes, and topology.bad-value for a value the schema refuses (an unknown
+// chip, counts that do not add up).
+std::optional<Topology> read_topology_file(std::string_view text,
+                                           std::string_view source,
                                            Diagnostics& diags);
 
 // Reads a specs file: {"specs": {"NAME": SPEC, ...}} or the JSON written by
@@ -139,5 +193,53 @@ std::optional<Manifest> read_builtin_model(std::string_view name,
 std::optional<SpecsFile> read_specs(std::string_view json,
                                     std::string_view source,
                                     Diagnostics& diags);
+
+// ---------------------------------------------------------------------------
+// Rules files (DESIGN.md 2.5; the format, key by key, is in docs/rules.md).
+//
+//   {"rules": [{"pattern": "mlp", "fsdp": {"axis": "fsdp"}}, ...],
+//    "logical_axis_rules": [["embed", "fsdp"], ["mlp", ["tp"]]],
+//    "min_size": 0, "unmatched": "error"}
+//
+// Problems stop the reader at the first error, located as
+//   rules.json:3:17: error: ...     JSON syntax (an excerpt and a caret)
+//   rules.json:/rules/3/pattern: error: ...   a value, by JSON pointer
+// Besides the json.* codes of every reader:
+//   rules.missing-yield    a rule that yields nothing
+//   rules.two-yields       a rule with two yields
+//   rules.bad-value        out of range, empty names, an unknown word
+//   rules.bad-pattern      RE2 cannot compile the pattern (RE2's message)
+//   rules.duplicate-axis   an axis twice in one spec, tuple or axis list
+//   rules.duplicate-logical-axis   a logical name twice in one list
+// Warnings (reading goes on):
+//   rules.unknown-logical-axis     a name no logical_axis_rules entry has
+//   rules.useless-fallthrough      fallthrough on a rule that always
+//                                  replicates
+// Axes are not checked against a mesh here: apply_rules does that.
+
+// Reads a rules file given as JSON text; `source` names it in diagnostics
+// and becomes RuleSet::source. The result is a user's RuleSet (preset ==
+// false); a caller reading a built-in preset sets `preset` itself.
+std::optional<RuleSet> read_rules(std::string_view json,
+                                  std::string_view source,
+                                  Diagnostics& diags);
+
+// A built-in preset (configs/rules/NAME.json, compiled in).
+struct RulePreset {
+  std::string name;         // "fsdp-tp"
+  std::string description;  // the file's "description"
+  size_t rules = 0;         // how many rules it has
+};
+
+// The built-in presets, in name order.
+std::vector<RulePreset> rule_presets();
+
+// The preset `name`, as a RuleSet with preset == true and source
+// "configs/rules/NAME.json". An unknown name is an error at `where` (the
+// caller's name for the input, e.g. "--rules") that lists the presets, with
+// the nearest as hint [rules.unknown-preset].
+std::optional<RuleSet> read_rules_preset(std::string_view name,
+                                         const Location& where,
+                                         Diagnostics& diags);
 
 }  // namespace shardplan

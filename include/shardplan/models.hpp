@@ -1,14 +1,16 @@
 #pragma once
 
-// Layer 1: model architectures. A Hugging Face config.json becomes the list of
-// tensors its published checkpoint holds (names, shapes, dtypes, in checkpoint
-// order), and a catalogue of built-in models (configs/models/*.json, compiled
-// in) names real configs. Pure computation on text: no files, no Manifest.
-// docs/models.md describes what each architecture generates.
+// Layer 3: model architectures. What a Hugging Face config.json says (read by
+// io, read_hf_config) becomes the list of tensors its published checkpoint
+// holds (names, shapes, dtypes, in checkpoint order). Pure computation: no
+// text, no files, no Manifest. docs/models.md describes what each
+// architecture generates; the built-in models (configs/models/*.json) are
+// io's (builtin_models).
 
 #include <shardplan/diag.hpp>
 #include <shardplan/tensor.hpp>
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -23,41 +25,71 @@ struct ModelTensor {
   DType dtype = DType::bf16;
 };
 
-// The tensors of the checkpoint that `config_json` (the text of a Hugging Face
-// config.json) describes, in the checkpoint's order: the order of
-// model.named_parameters(), which single-file safetensors checkpoints keep;
-// for multi-shard checkpoints the natural layer order (embeddings, each layer
-// in order, final norm, lm_head unless tied).
+// What a Hugging Face config.json says about the tensors of its checkpoint
+// (read by io's read_hf_config; docs/models.md lists the keys per
+// architecture). Dims are validated (>= 1 where a size, >= 0 where a count);
+// what a key's absence means is the configuration class's default.
+struct ModelConfig {
+  std::string source;        // the file, for diagnostics ("config.json")
+  std::string architecture;  // one of supported_architectures()
+  // torch_dtype (or dtype): bfloat16 when absent, float32 for GPT-2.
+  DType dtype = DType::bf16;
+  // A block-wise FP8 quantization_config's weight_block_size [out, in].
+  std::optional<std::array<int64_t, 2>> fp8_block;
+
+  int64_t vocab = 0;   // vocab_size
+  int64_t hidden = 0;  // hidden_size, n_embd
+  int64_t intermediate =
+      0;                  // intermediate_size; GPT-2: n_inner (0: 4 x hidden)
+  int64_t layers = 0;     // num_hidden_layers, n_layer
+  int64_t heads = 0;      // num_attention_heads, n_head
+  int64_t kv_heads = 0;   // num_key_value_heads (default: heads)
+  int64_t head_dim = 0;   // head_dim (default: hidden / heads)
+  int64_t positions = 0;  // GPT-2: n_positions (learned positions)
+  bool tied = false;      // tie_word_embeddings
+  bool attention_bias = false;
+  bool mlp_bias = false;  // Llama
+  // Mixture of experts: Mixtral's num_local_experts, DeepSeek-V3's
+  // n_routed_experts (0: every layer dense).
+  int64_t experts = 0;
+  // DeepSeek-V3 (MLA and DeepseekV3MoE).
+  int64_t moe_intermediate = 0;  // moe_intermediate_size
+  int64_t shared_experts = 0;    // n_shared_experts
+  int64_t first_dense = 0;       // first_k_dense_replace
+  int64_t moe_freq = 1;          // moe_layer_freq
+  int64_t q_lora_rank = 0;       // 0: no low-rank query (q_proj)
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope = 0;          // qk_nope_head_dim
+  int64_t qk_rope = 0;          // qk_rope_head_dim
+  int64_t v_head = 0;           // v_head_dim
+  int64_t mtp_layers = 0;       // num_nextn_predict_layers
+  bool correction_bias = true;  // topk_method "noaux_tc"
+};
+
+// The tensors of the checkpoint `config` describes, in the checkpoint's
+// order: the order of model.named_parameters(), which single-file
+// safetensors checkpoints keep; for multi-shard checkpoints the natural layer
+// order (embeddings, each layer in order, final norm, lm_head unless tied).
 //
-// The architecture is the first entry of "architectures"; the dtype is
-// "torch_dtype" (bfloat16 when absent; float32 for GPT2LMHeadModel, whose
-// checkpoints predate the key). With a block-wise FP8 "quantization_config"
-// (quant_method "fp8" and "weight_block_size" [bo, bi]) every linear weight
-// inside the decoder layers is f8_e4m3 and followed by "<name>_scale_inv"
-// (f32, ceil(out / bo) x ceil(in / bi)); routers, norms, embeddings and
-// heads keep the model dtype.
+// With a block-wise FP8 quantization every linear weight inside the decoder
+// layers is f8_e4m3 and followed by "<name>_scale_inv" (f32, ceil(out / bo) x
+// ceil(in / bi)); routers, norms, embeddings and heads keep the model dtype.
 //
 // Example: gpt2's config gives 148 tensors, "wte.weight" [50257, 768] first,
 // "h.0.attn.c_attn.weight" [768, 2304] (Conv1D stores [in, out]), no lm_head
 // (tied to wte); 124,439,808 elements.
 //
-// Reports (and returns nullopt) at `source` with a JSON pointer, parsing
-// stopping at the first problem: malformed JSON (line:column) [model.syntax],
-// a root that is not an object [model.not-object], a missing key
-// [model.missing-key], a value of the wrong type or range [model.bad-value],
-// an architecture not in supported_architectures()
-// [model.unknown-architecture], an unknown torch_dtype [model.unknown-dtype], a
-// quantization_config other than block-wise fp8
-// [model.unsupported-quantization], dims or totals beyond int64
-// [model.overflow], more than k_max_model_tensors tensors
-// [model.too-many-tensors]. Never throws.
-std::optional<std::vector<ModelTensor>> tensors_from_hf_config(
-    std::string_view config_json, std::string_view source, Diagnostics& diags);
+// Reports (and returns nullopt) at config.source with the JSON pointer of the
+// key whose value causes it: dims or totals beyond int64 [model.overflow],
+// more than k_max_model_tensors tensors [model.too-many-tensors]. Never
+// throws. REQUIRES: `config` as read_hf_config validates it.
+std::optional<std::vector<ModelTensor>> checkpoint_tensors(
+    const ModelConfig& config, Diagnostics& diags);
 
-// The most tensors tensors_from_hf_config generates (DeepSeek-V3 has 91,991).
+// The most tensors checkpoint_tensors generates (DeepSeek-V3 has 91,991).
 inline constexpr int64_t k_max_model_tensors = int64_t{1} << 22;
 
-// The "architectures" values tensors_from_hf_config accepts, sorted.
+// The "architectures" values read_hf_config accepts, sorted.
 std::vector<std::string> supported_architectures();
 
 // One entry of the built-in catalogue (configs/models/<name>.json).
@@ -67,17 +99,5 @@ struct BuiltinModel {
   int64_t parameters = 0;    // elements of every tensor (FP8 scales included)
   int64_t tensors = 0;
 };
-
-// Every built-in model, in name order.
-std::vector<BuiltinModel> builtin_models();
-
-// The config.json text of built-in model `name`; nullopt when unknown.
-std::optional<std::string_view> builtin_model_config(std::string_view name);
-
-// The tensors of built-in model `name`. An unknown name is reported at
-// `source` (e.g. "--model") with the nearest name as a hint
-// [model.unknown-model].
-std::optional<std::vector<ModelTensor>> tensors_for_builtin_model(
-    std::string_view name, std::string_view source, Diagnostics& diags);
 
 }  // namespace shardplan

@@ -5,7 +5,7 @@
 // shardplan_version and command.
 
 #include <shardplan/diag.hpp>
-#include <shardplan/io_rules.hpp>
+#include <shardplan/io.hpp>
 #include <shardplan/memory.hpp>
 #include <shardplan/mesh.hpp>
 #include <shardplan/models.hpp>

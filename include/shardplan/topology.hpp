@@ -280,12 +280,28 @@ std::optional<Topology> resolve_topology(std::string_view name,
                                          const Location& where,
                                          Diagnostics& diags);
 
-// A user topology file (JSON, the schema of `shardplan topology show
-// --format json`; docs/topologies.md). Keys it omits come from its chip's
-// catalogue entry. Errors carry `source` and a JSON pointer.
-std::optional<Topology> parse_topology_json(std::string_view text,
-                                            std::string_view source,
-                                            Diagnostics& diags);
+// A catalogue chip family ("v5p", "h100"), as a topology file's "chip"
+// names it (by its name or an alias).
+struct ChipFamily {
+  std::string name;  // the family's own name, after aliases
+  TopologyKind kind = TopologyKind::tpu;
+  bool multislice = false;  // TPU: slices can be joined over DCN
+};
+std::optional<ChipFamily> find_chip_family(std::string_view name);
+
+// What the catalogue makes of a chip family, before a topology file changes
+// it: one slice of `chips` (x, y, z) of TPU family `family`, with its host
+// bounds (the slice itself when it fits one host), wraparound and figures;
+// or `gpus` GPUs of GPU family `family`. Empty name, source "catalogue".
+// REQUIRES: find_chip_family(family) is a TPU (GPU) family; chips >= 1.
+Topology family_tpu_slice(std::string_view family,
+                          const std::array<int64_t, 3>& chips);
+Topology family_gpus(std::string_view family, int64_t gpus);
+
+// Whether a slice of `chips` is made of whole hosts of `host_bounds` chips
+// (a bound larger than the slice is clipped to it).
+bool whole_hosts(const std::array<int64_t, 3>& chips,
+                 const std::array<int64_t, 3>& host_bounds);
 
 // The catalogue's standard entries, family by family, smallest first.
 std::vector<Topology> catalogue_topologies();

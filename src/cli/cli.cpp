@@ -4,7 +4,6 @@
 
 #include <shardplan/diag.hpp>
 #include <shardplan/io.hpp>
-#include <shardplan/io_rules.hpp>
 #include <shardplan/memory.hpp>
 #include <shardplan/mesh.hpp>
 #include <shardplan/report.hpp>
@@ -101,7 +100,7 @@ std::optional<Manifest> load_manifest(const std::string& manifest,
                                       const std::string& model,
                                       Diagnostics& diags) {
   if (!model.empty()) {
-    return read_builtin_model(model, diags);
+    return read_builtin_model(model, "--model", diags);
   }
   if (manifest.empty()) {
     diags
@@ -125,7 +124,7 @@ bool names_a_file(const std::string& arg) {
 std::optional<Topology> load_topology(const std::string& arg,
                                       Diagnostics& diags) {
   if (names_a_file(arg)) {
-    return read_path(arg, diags, parse_topology_json);
+    return read_path(arg, diags, read_topology_file);
   }
   return resolve_topology(arg, Location::of("--topology"), diags);
 }
@@ -371,7 +370,7 @@ std::optional<RuleSet> load_rules(const std::string& arg, Diagnostics& diags) {
   if (names_a_file(arg)) {
     return read_path(arg, diags, read_rules);
   }
-  return read_rules_preset(arg, diags);
+  return read_rules_preset(arg, Location::of("--rules"), diags);
 }
 
 namespace {

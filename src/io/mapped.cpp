@@ -1,4 +1,4 @@
-#include "io/internal.hpp"
+#include "io/files.hpp"
 
 #include <shardplan/io.hpp>
 
@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-// Input files mapped instead of read (io/internal.hpp, PaddedText).
+// Input files mapped instead of read (io/files.hpp, PaddedText).
 //
 // Reading a 10 MB manifest with read(2) costs a zeroed buffer, a page fault
 // per 4 KiB of it and a copy; a private read-only mapping costs neither:

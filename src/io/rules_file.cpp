@@ -1,26 +1,19 @@
-// The rules-file reader (include/shardplan/io_rules.hpp, docs/rules.md).
-//
-// Rules files are small, so nlohmann/json reads them whole (ordered, so that
-// the first problem reported is the first in the file). A parser callback
-// tracks where the parser is, to report a key given twice in one object,
-// which nlohmann itself would silently overwrite.
+// The rules-file reader (include/shardplan/io.hpp, docs/rules.md). Rules
+// files are small: the located-JSON toolkit's DOM reader (io/json.hpp) reads
+// them whole, ordered, so that the first problem reported is the first in the
+// file.
 
 #include "embedded.hpp"
-#include "io/internal.hpp"
+#include "io/json.hpp"
 
-#include <shardplan/io_rules.hpp>
+#include <shardplan/io.hpp>
 #include <shardplan/spec.hpp>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cctype>
-#include <cmath>
 #include <cstdint>
-#include <limits>
 #include <string>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -28,7 +21,8 @@ namespace shardplan {
 
 namespace {
 
-using Json = nlohmann::ordered_json;
+using io_detail::DomReader;
+using io_detail::Json;
 
 const std::vector<std::string>& top_keys() {
   static const std::vector<std::string> keys = {
@@ -57,145 +51,22 @@ std::string quoted_list(const std::vector<std::string>& words) {
   return fmt::format("{}", fmt::join(quoted, ", "));
 }
 
-// "number 42", "string \"w\"", "boolean true", "array", "object", "null".
-std::string describe(const Json& j) {
-  switch (j.type()) {
-    case Json::value_t::object:
-      return "object";
-    case Json::value_t::array:
-      return "array";
-    case Json::value_t::null:
-      return "null";
-    case Json::value_t::boolean:
-      return j.get<bool>() ? "boolean true" : "boolean false";
-    case Json::value_t::string: {
-      const auto& s = j.get_ref<const std::string&>();
-      if (s.size() > 48) {
-        size_t n = 48;
-        while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0U) == 0x80U) {
-          --n;
-        }
-        return "string " + quote(s.substr(0, n) + "...");
-      }
-      return "string " + quote(s);
-    }
-    default:
-      return "number " + j.dump();
-  }
-}
-
-// What the parser callback records: the first key given twice.
-class KeyTracker {
- public:
-  bool on_event(Json::parse_event_t event, const Json& parsed) {
-    switch (event) {
-      case Json::parse_event_t::object_start:
-        begin_element();
-        m_stack.push_back(Frame{false, 0, {}, {}});
-        break;
-      case Json::parse_event_t::array_start:
-        begin_element();
-        m_stack.push_back(Frame{true, 0, {}, {}});
-        break;
-      case Json::parse_event_t::object_end:
-      case Json::parse_event_t::array_end:
-        if (!m_stack.empty()) {
-          m_stack.pop_back();
-        }
-        break;
-      case Json::parse_event_t::key: {
-        if (m_stack.empty() || !parsed.is_string()) {
-          break;
-        }
-        Frame& f = m_stack.back();
-        f.token = parsed.get<std::string>();
-        if (!f.keys.insert(f.token).second && !m_duplicate) {
-          m_duplicate = pointer();
-          m_duplicate_key = f.token;
-        }
-        break;
-      }
-      case Json::parse_event_t::value:
-        begin_element();
-        break;
-    }
-    return true;
-  }
-
-  const std::optional<std::string>& duplicate() const { return m_duplicate; }
-  const std::string& duplicate_key() const { return m_duplicate_key; }
-
- private:
-  struct Frame {
-    bool array = false;
-    size_t next = 0;
-    std::string token;  // the current key, or the current index as text
-    std::unordered_set<std::string> keys;
-  };
-
-  void begin_element() {
-    if (!m_stack.empty() && m_stack.back().array) {
-      Frame& f = m_stack.back();
-      f.token = std::to_string(f.next++);
-    }
-  }
-
-  std::string pointer() const {
-    std::string out;
-    for (const Frame& f : m_stack) {
-      out = json_pointer_child(out, f.token);
-    }
-    return out;
-  }
-
-  std::vector<Frame> m_stack;
-  std::optional<std::string> m_duplicate;
-  std::string m_duplicate_key;
-};
-
-class RulesReader {
+class RulesReader : public DomReader {
  public:
   RulesReader(std::string_view text,
               std::string_view source,
               Diagnostics& diags)
-      : m_text(text), m_source(source), m_diags(diags) {}
+      : DomReader(text, source, "rules", diags) {}
 
   std::optional<RuleSet> run() {
-    Json doc;
-    KeyTracker keys;
-    try {
-      doc = Json::parse(
-          m_text.begin(),
-          m_text.end(),
-          [&keys](int /*depth*/, Json::parse_event_t event, Json& parsed) {
-            return keys.on_event(event, parsed);
-          });
-    } catch (const Json::parse_error& e) {
-      syntax_error(e.what());
-      return std::nullopt;
-    } catch (const std::exception& e) {
-      m_diags.error("rules.syntax",
-                    fmt::format("cannot read JSON: {}", e.what()),
-                    Location::of(m_source));
-      return std::nullopt;
-    }
-    if (keys.duplicate()) {
-      fail(*keys.duplicate(),
-           "rules.duplicate-key",
-           fmt::format("duplicate key {}", quote(keys.duplicate_key())));
-      return std::nullopt;
-    }
-    if (!doc.is_object()) {
-      fail_at_start(
-          "rules.type",
-          fmt::format("expected a JSON object at the top level, got {}",
-                      describe(doc)));
+    std::optional<Json> doc = parse();
+    if (!doc) {
       return std::nullopt;
     }
     RuleSet out;
     out.source = m_source;
     bool have_rules = false;
-    for (const auto& [key, value] : doc.items()) {
+    for (const auto& [key, value] : doc->items()) {
       const std::string pointer = json_pointer_child("", key);
       bool ok = true;
       if (key == "rules") {
@@ -210,24 +81,19 @@ class RulesReader {
       } else if (key == "unmatched") {
         ok = read_unmatched(value, pointer, out.unmatched);
       } else if (key == "description") {
-        ok = value.is_string();
-        if (ok) {
-          out.description = value.get<std::string>();
-        } else {
-          fail(pointer,
-               "rules.type",
-               fmt::format("expected a description string, got {}",
-                           describe(value)));
-        }
+        const std::string* text =
+            get_string(value, pointer, "a description string");
+        ok = text != nullptr;
+        out.description = ok ? *text : std::string();
       } else {
-        ok = unknown_key(key, pointer, top_keys(), "");
+        ok = unknown_rule_key(key, pointer, top_keys(), "");
       }
       if (!ok) {
         return std::nullopt;
       }
     }
     if (!have_rules) {
-      fail_at_start("rules.missing-key",
+      fail_at_start("json.missing-key",
                     "missing key \"rules\"",
                     "a rules file is {\"rules\": [...]}");
       return std::nullopt;
@@ -237,152 +103,24 @@ class RulesReader {
   }
 
  private:
-  // ---- reporting
-
-  bool fail(const std::string& pointer,
-            std::string code,
-            std::string message,
-            std::string hint = {}) {
-    Location loc;
-    loc.source = m_source;
-    loc.pointer = pointer;
-    Diagnostic& d = m_diags.error(std::move(code), std::move(message), loc);
-    d.hint = std::move(hint);
-    return false;
-  }
-
-  void warn(const std::string& pointer,
-            std::string code,
-            std::string message,
-            std::string hint = {}) {
-    Location loc;
-    loc.source = m_source;
-    loc.pointer = pointer;
-    Diagnostic& d = m_diags.warning(std::move(code), std::move(message), loc);
-    d.hint = std::move(hint);
-  }
-
-  // A problem with the whole document, shown at its first value.
-  void fail_at_start(std::string code,
-                     std::string message,
-                     std::string hint = {}) {
-    size_t offset = m_text.starts_with("\xEF\xBB\xBF") ? 3 : 0;
-    while (offset < m_text.size()
-           && (m_text[offset] == ' ' || m_text[offset] == '\t'
-               || m_text[offset] == '\n' || m_text[offset] == '\r')) {
-      ++offset;
-    }
-    Diagnostic& d = m_diags.error(std::move(code),
-                                  std::move(message),
-                                  location_in_text(m_source, m_text, offset));
-    d.hint = std::move(hint);
-  }
-
-  // The text's first syntax error, worded and located as every JSON reader
-  // of shardplan reports it (io/internal.hpp), under this reader's code.
-  void syntax_error(std::string_view what) {
-    std::optional<io_detail::SyntaxError> error =
-        io_detail::find_syntax_error(m_text);
-    if (!error) {  // nlohmann's DOM parser refused what its SAX parser took
-      m_diags.error("rules.syntax",
-                    fmt::format("cannot read JSON: {}", what),
-                    Location::of(m_source));
-      return;
-    }
-    m_diags
-        .error("rules.syntax",
-               "invalid JSON: " + error->message,
-               location_in_text(
-                   m_source, m_text, std::min(error->offset, m_text.size())))
-        .hint = std::move(error->hint);
-  }
-
-  bool type_error(const Json& j,
-                  const std::string& pointer,
-                  std::string_view expected,
-                  std::string hint = {}) {
-    return fail(pointer,
-                "rules.type",
-                fmt::format("expected {}, got {}", expected, describe(j)),
-                std::move(hint));
-  }
-
-  // `where` names the object for the hint ("a rule", "fsdp"); empty for the
-  // top level.
-  bool unknown_key(const std::string& key,
-                   const std::string& pointer,
-                   const std::vector<std::string>& known,
-                   std::string_view where) {
-    std::string hint;
-    std::string near = closest_match(key, known);
-    if (!near.empty()) {
-      hint = fmt::format("did you mean {}?", quote(near));
-    } else if (where == "a rule") {
-      hint = fmt::format(
+  // An unknown key of the object `where` names ("a rule", "fsdp"; empty for
+  // the top level), with the keys it has as hint when none is close.
+  bool unknown_rule_key(const std::string& key,
+                        const std::string& pointer,
+                        const std::vector<std::string>& known,
+                        std::string_view where) {
+    std::string otherwise;
+    if (where == "a rule") {
+      otherwise = fmt::format(
           "a rule has selectors {}, one yield of {}, and \"fallthrough\"",
           quoted_list({"pattern", "shape", "min_elements"}),
           quoted_list(yield_names()));
     } else {
-      hint = fmt::format("{} has the keys {}",
-                         where.empty() ? "a rules file" : where,
-                         quoted_list(known));
+      otherwise = fmt::format("{} has the keys {}",
+                              where.empty() ? "a rules file" : where,
+                              quoted_list(known));
     }
-    return fail(pointer,
-                "rules.unknown-key",
-                fmt::format("unknown key {}", quote(key)),
-                std::move(hint));
-  }
-
-  // ---- scalars
-
-  std::optional<int64_t> get_int(const Json& j,
-                                 const std::string& pointer,
-                                 int64_t min) {
-    const std::string expected = fmt::format("an integer >= {}", min);
-    if (j.is_number_unsigned()) {
-      const auto v = j.get<uint64_t>();
-      if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        fail(pointer,
-             "rules.bad-value",
-             fmt::format("{} does not fit in int64 (max {})",
-                         v,
-                         std::numeric_limits<int64_t>::max()));
-        return std::nullopt;
-      }
-      if (static_cast<int64_t>(v) < min) {
-        fail(pointer,
-             "rules.bad-value",
-             fmt::format("expected {}, got {}", expected, describe(j)));
-        return std::nullopt;
-      }
-      return static_cast<int64_t>(v);
-    }
-    if (j.is_number_integer()) {
-      const auto v = j.get<int64_t>();
-      if (v < min) {
-        fail(pointer,
-             "rules.bad-value",
-             fmt::format("expected {}, got {}", expected, describe(j)));
-        return std::nullopt;
-      }
-      return v;
-    }
-    if (j.is_number_float()) {
-      fail(pointer,
-           "rules.bad-value",
-           fmt::format("expected {}, got {}", expected, describe(j)));
-      return std::nullopt;
-    }
-    type_error(j, pointer, expected);
-    return std::nullopt;
-  }
-
-  std::optional<bool> get_bool(const Json& j, const std::string& pointer) {
-    if (!j.is_boolean()) {
-      type_error(j, pointer, "true or false");
-      return std::nullopt;
-    }
-    return j.get<bool>();
+    return unknown_key(key, pointer, known, std::move(otherwise));
   }
 
   // A non-empty name (an axis or a logical axis).
@@ -390,16 +128,15 @@ class RulesReader {
                                       const std::string& pointer,
                                       std::string_view expected,
                                       std::string_view empty_message) {
-    if (!j.is_string()) {
-      type_error(j, pointer, expected);
+    const std::string* s = get_string(j, pointer, expected);
+    if (s == nullptr) {
       return std::nullopt;
     }
-    std::string s = j.get<std::string>();
-    if (s.empty()) {
-      fail(pointer, "rules.bad-value", std::string(empty_message));
+    if (s->empty()) {
+      bad_value(pointer, std::string(empty_message));
       return std::nullopt;
     }
-    return s;
+    return *s;
   }
 
   // ---- axes and specs
@@ -571,7 +308,7 @@ class RulesReader {
     for (const auto& [key, value] : j.items()) {
       const std::string p = json_pointer_child(pointer, key);
       if (std::find(known.begin(), known.end(), key) == known.end()) {
-        return unknown_key(key, p, known, where);
+        return unknown_rule_key(key, p, known, where);
       }
       if (!read(key, value, p)) {
         return false;
@@ -586,9 +323,8 @@ class RulesReader {
     if (j.contains(std::string(key))) {
       return true;
     }
-    return fail(pointer,
-                "rules.missing-key",
-                fmt::format("missing key {}", quote(key)));
+    return fail(
+        pointer, "json.missing-key", fmt::format("missing key {}", quote(key)));
   }
 
   bool read_rules(const Json& j,
@@ -999,10 +735,6 @@ class RulesReader {
       }
     }
   }
-
-  std::string_view m_text;
-  std::string m_source;
-  Diagnostics& m_diags;
 };
 
 }  // namespace
@@ -1036,7 +768,8 @@ std::vector<RulePreset> rule_presets() {
   std::vector<RulePreset> out;
   for (const auto& [name, text] : preset_files()) {
     Diagnostics diags;
-    std::optional<RuleSet> rules = read_rules_preset(name, diags);
+    std::optional<RuleSet> rules =
+        read_rules_preset(name, Location::of("rule_presets"), diags);
     out.push_back({name,
                    rules ? rules->description : std::string(),
                    rules ? rules->rules.size() : 0});
@@ -1045,6 +778,7 @@ std::vector<RulePreset> rule_presets() {
 }
 
 std::optional<RuleSet> read_rules_preset(std::string_view name,
+                                         const Location& where,
                                          Diagnostics& diags) {
   std::vector<std::string> names;
   for (const auto& [preset, text] : preset_files()) {
@@ -1063,7 +797,7 @@ std::optional<RuleSet> read_rules_preset(std::string_view name,
                   fmt::format("unknown rule preset {}; the presets are {}",
                               quote(name),
                               fmt::join(names, ", ")),
-                  Location::of("--rules"));
+                  where);
   if (std::string best = closest_match(name, names); !best.empty()) {
     d.hint = fmt::format("did you mean {}?", quote(best));
   } else {

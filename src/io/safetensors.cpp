@@ -1,3 +1,4 @@
+#include "io/files.hpp"
 #include "io/internal.hpp"
 
 #include <shardplan/io.hpp>

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cassert>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -308,15 +309,6 @@ constexpr std::string_view k_name_hint =
     "for K slices (2xv5p-256), and GPUs like h100x64, a100x8, h200x16, "
     "b200x64, gb200x72; `shardplan topology list` shows the catalogue";
 
-bool valid_host_tiling(const Shape3& shape, const Shape3& bounds) {
-  for (size_t k = 0; k < 3; ++k) {
-    if (shape[k] % std::min(bounds[k], shape[k]) != 0) {
-      return false;
-    }
-  }
-  return true;
-}
-
 class NameResolver {
  public:
   NameResolver(std::string_view name, const Location& where, Diagnostics& diags)
@@ -547,7 +539,7 @@ class NameResolver {
       return std::nullopt;
     }
     Topology t = make_tpu(*f, shape, slices, "");
-    if (!valid_host_tiling(shape, t.tpu.host_bounds)) {
+    if (!whole_hosts(shape, t.tpu.host_bounds)) {
       return fail(
           "topology.shape",
           fmt::format("{}: a {} slice of {} is not made of whole hosts of {} "
@@ -602,431 +594,6 @@ class NameResolver {
 
   std::string m_original;
   Location m_where;
-  Diagnostics& m_diags;
-};
-
-// ---------------------------------------------------------------------------
-// User topology files.
-
-class FileReader {
- public:
-  FileReader(std::string_view text, std::string_view source, Diagnostics& diags)
-      : m_text(text), m_source(source), m_diags(diags) {}
-
-  std::optional<Topology> run() {
-    Json doc;
-    try {
-      doc = Json::parse(m_text);
-    } catch (const Json::parse_error& e) {
-      size_t offset = std::min(e.byte == 0 ? 0 : e.byte - 1, m_text.size());
-      Location at = location_in_text(m_source, m_text, offset);
-      std::string what = e.what();
-      // nlohmann: "[json.exception.parse_error.101] parse error at line 1,
-      // column 2: syntax error while parsing value - invalid literal; ..."
-      if (size_t colon = what.find(": "); colon != std::string::npos) {
-        what = what.substr(colon + 2);
-      }
-      m_diags.error("json.syntax", what, at);
-      return std::nullopt;
-    }
-    std::string base;
-    const Json* object = &doc;
-    if (doc.is_object() && doc.contains("topology")) {
-      object = &doc.at("topology");
-      base = "/topology";
-    }
-    if (!object->is_object()) {
-      return fail(base,
-                  "expected a topology object, got " + type_name(*object));
-    }
-    return read(*object, base);
-  }
-
- private:
-  static std::string type_name(const Json& j) {
-    switch (j.type()) {
-      case Json::value_t::object:
-        return "an object";
-      case Json::value_t::array:
-        return "an array";
-      case Json::value_t::string:
-        return "a string";
-      case Json::value_t::boolean:
-        return "a boolean";
-      case Json::value_t::null:
-        return "null";
-      case Json::value_t::number_float:
-        return "a number";
-      default:
-        return "an integer";
-    }
-  }
-
-  std::optional<Topology> fail(const std::string& pointer,
-                               std::string message,
-                               std::string hint = {}) {
-    Location where;
-    where.source = m_source;
-    where.pointer = pointer.empty() ? "/" : pointer;
-    Diagnostic& d = m_diags.error("topology.file", std::move(message), where);
-    d.hint = std::move(hint);
-    return std::nullopt;
-  }
-
-  bool get_int(const Json& j,
-               const std::string& pointer,
-               int64_t& out,
-               int64_t min) {
-    if (!j.is_number_integer() || j.get<int64_t>() < min) {
-      fail(pointer,
-           fmt::format("expected an integer >= {}, got {}",
-                       min,
-                       j.is_number_integer() ? j.dump() : type_name(j)));
-      return false;
-    }
-    out = j.get<int64_t>();
-    return true;
-  }
-
-  bool get_shape(const Json& j, const std::string& pointer, Shape3& out) {
-    if (!j.is_array() || j.size() < 2 || j.size() > 3) {
-      fail(pointer,
-           "expected [x, y] or [x, y, z] chip counts, got "
-               + (j.is_array() ? fmt::format(
-                      "{} entr{}", j.size(), j.size() == 1 ? "y" : "ies")
-                               : type_name(j)));
-      return false;
-    }
-    out = {1, 1, 1};
-    for (size_t k = 0; k < j.size(); ++k) {
-      if (!get_int(j[k], fmt::format("{}/{}", pointer, k), out[k], 1)) {
-        return false;
-      }
-    }
-    return true;
-  }
-
-  bool read_figures(const Json& j,
-                    const std::string& pointer,
-                    TopologyKind kind,
-                    TopologyFigures& f) {
-    if (!j.is_object()) {
-      fail(pointer, "expected an object of figures, got " + type_name(j));
-      return false;
-    }
-    const std::span<const FigureField> known = figure_fields();
-    for (const auto& [key, value] : j.items()) {
-      const std::string at = pointer + "/" + json_pointer_escape(key);
-      auto it =
-          std::find_if(known.begin(), known.end(), [&](const FigureField& k) {
-            return k.name == key;
-          });
-      if (it == known.end()) {
-        std::vector<std::string> names;
-        for (const FigureField& k : known) {
-          names.emplace_back(k.name);
-        }
-        std::string near = closest_match(key, names);
-        fail(at,
-             fmt::format("unknown figure {}", quote(key)),
-             near.empty() ? "" : fmt::format("did you mean {}?", quote(near)));
-        return false;
-      }
-      if (it->kind && *it->kind != kind) {
-        fail(at,
-             fmt::format("figure {} is for {} topologies, not {}",
-                         quote(key),
-                         to_string(*it->kind),
-                         to_string(kind)));
-        return false;
-      }
-      // A number, or {"value": number, "source": "..."}.
-      const Json* number = &value;
-      std::string source = fmt::format("{}: {}", m_source, at);
-      if (value.is_object()) {
-        if (!value.contains("value")) {
-          fail(at, "a figure object needs \"value\"");
-          return false;
-        }
-        for (const auto& [inner, ignored] : value.items()) {
-          if (inner != "value" && inner != "source") {
-            fail(at + "/" + json_pointer_escape(inner),
-                 fmt::format(
-                     "unknown key {} in a figure; expected \"value\" and "
-                     "\"source\"",
-                     quote(inner)));
-            return false;
-          }
-        }
-        number = &value.at("value");
-        if (value.contains("source")) {
-          if (!value.at("source").is_string()) {
-            fail(at + "/source",
-                 "expected a string, got " + type_name(value.at("source")));
-            return false;
-          }
-          source = value.at("source").get<std::string>();
-        }
-      }
-      if (!number->is_number() || number->get<double>() < 0
-          || !std::isfinite(number->get<double>())) {
-        fail(value.is_object() ? at + "/value" : at,
-             "expected a number >= 0, got "
-                 + (number->is_number() ? number->dump() : type_name(*number)));
-        return false;
-      }
-      f.*(it->member) = Figure{number->get<double>(), std::move(source)};
-    }
-    return true;
-  }
-
-  std::optional<Topology> read(const Json& j, const std::string& base) {
-    if (!j.contains("chip") || !j.at("chip").is_string()) {
-      return fail(base,
-                  "a topology file needs \"chip\": a catalogue family",
-                  families_hint());
-    }
-    const std::string chip = j.at("chip").get<std::string>();
-    const Family* f = find_family(chip);
-    if (f == nullptr) {
-      std::string near = closest_match(chip, catalogue_families());
-      return fail(
-          base + "/chip",
-          fmt::format("unknown chip {}", quote(chip)),
-          (near.empty() ? "" : fmt::format("did you mean {}? ", quote(near)))
-              + families_hint());
-    }
-    Topology t;
-    Shape3 shape{0, 0, 0};
-    if (f->kind == TopologyKind::tpu) {
-      if (!j.contains("shape")) {
-        return fail(
-            base,
-            fmt::format("a {} topology needs \"shape\": [x, y, z] in chips",
-                        f->name));
-      }
-      if (!get_shape(j.at("shape"), base + "/shape", shape)) {
-        return std::nullopt;
-      }
-      for (size_t k = 0; k < 3; ++k) {
-        if (shape[k] > k_max_devices) {
-          return fail(
-              fmt::format("{}/shape/{}", base, k),
-              fmt::format("{} chips on one axis is more than the {} devices "
-                          "shardplan handles",
-                          shape[k],
-                          k_max_devices));
-        }
-      }
-      t = make_tpu(*f, shape, 1, "");
-    } else {
-      if (!j.contains("devices")) {
-        return fail(
-            base,
-            fmt::format("a {} topology needs \"devices\": the GPU count",
-                        f->name));
-      }
-      int64_t gpus = 0;
-      if (!get_int(j.at("devices"), base + "/devices", gpus, 1)) {
-        return std::nullopt;
-      }
-      if (gpus > k_max_devices) {
-        return fail(
-            base + "/devices",
-            fmt::format("{} GPUs is more than the {} devices shardplan handles",
-                        gpus,
-                        k_max_devices));
-      }
-      t = make_gpu(*f, gpus, "");
-    }
-    t.source = m_source;
-    t.name = fmt::format("{}:{}", f->name, m_source);
-
-    // Keys `topology show --format json` writes that follow from the others
-    // are checked, not read.
-    int64_t declared_devices = -1;
-    for (const auto& [key, value] : j.items()) {
-      const std::string at = base + "/" + json_pointer_escape(key);
-      if (key == "chip" || (key == "shape" && f->kind == TopologyKind::tpu)
-          || key == "chips" || key == "hosts" || key == "devices_per_host"
-          || key == "source" || key == "links") {
-        continue;
-      }
-      if (key == "name") {
-        if (!value.is_string() || value.get<std::string>().empty()) {
-          return fail(at,
-                      "expected a non-empty string, got " + type_name(value));
-        }
-        t.name = value.get<std::string>();
-      } else if (key == "kind") {
-        if (!value.is_string()
-            || value.get<std::string>() != to_string(f->kind)) {
-          return fail(at,
-                      fmt::format("{} is a {} chip; kind must be \"{}\"",
-                                  f->name,
-                                  to_string(f->kind),
-                                  to_string(f->kind)));
-        }
-      } else if (key == "device_kind") {
-        if (!value.is_string()) {
-          return fail(at, "expected a string, got " + type_name(value));
-        }
-        t.device_kind = value.get<std::string>();
-      } else if (key == "devices") {
-        if (!get_int(value, at, declared_devices, 1)) {
-          return std::nullopt;
-        }
-      } else if (key == "slices" && f->kind == TopologyKind::tpu) {
-        if (!get_int(value, at, t.tpu.num_slices, 1)) {
-          return std::nullopt;
-        }
-        if (t.tpu.num_slices > k_max_devices) {
-          return fail(
-              at,
-              fmt::format("{} slices is more than the {} devices shardplan "
-                          "handles",
-                          t.tpu.num_slices,
-                          k_max_devices));
-        }
-        if (t.tpu.num_slices > 1 && !f->multislice) {
-          return fail(
-              at,
-              fmt::format("TPU {} has no multi-slice (DCN) support", f->name));
-        }
-      } else if (key == "devices_per_chip" && f->kind == TopologyKind::tpu) {
-        if (!get_int(value, at, t.tpu.cores_per_chip, 1)) {
-          return std::nullopt;
-        }
-        if (t.tpu.cores_per_chip > 8) {
-          return fail(at,
-                      fmt::format("{} devices per chip; TPUs have 1 or 2",
-                                  t.tpu.cores_per_chip));
-        }
-      } else if (key == "host_bounds" && f->kind == TopologyKind::tpu) {
-        if (!get_shape(value, at, t.tpu.host_bounds)) {
-          return std::nullopt;
-        }
-      } else if (key == "wraparound" && f->kind == TopologyKind::tpu) {
-        if (!value.is_array() || value.empty() || value.size() > 3) {
-          return fail(at,
-                      "expected [bool, bool, bool] per physical axis, got "
-                          + type_name(value));
-        }
-        t.wraparound = {false, false, false};
-        for (size_t k = 0; k < value.size(); ++k) {
-          if (!value[k].is_boolean()) {
-            return fail(fmt::format("{}/{}", at, k),
-                        "expected true or false, got " + type_name(value[k]));
-          }
-          t.wraparound[k] = value[k].get<bool>();
-        }
-      } else if ((key == "gpus_per_host" || key == "nvlink_domain")
-                 && f->kind == TopologyKind::gpu) {
-        if (!get_int(value,
-                     at,
-                     key == "gpus_per_host" ? t.gpus_per_host : t.nvlink_domain,
-                     1)) {
-          return std::nullopt;
-        }
-      } else if (key == "hbm_bytes_per_device") {
-        if (!value.is_number() || value.get<double>() <= 0) {
-          return fail(
-              at, "expected a number of bytes > 0, got " + type_name(value));
-        }
-        if (value.get<double>() != t.figures.hbm_bytes_per_device.value) {
-          t.figures.hbm_bytes_per_device = {
-              value.get<double>(), fmt::format("{}: {}", m_source, at)};
-        }
-      } else if (key == "figures") {
-        if (!read_figures(value, at, f->kind, t.figures)) {
-          return std::nullopt;
-        }
-      } else {
-        std::vector<std::string> keys = {"name",
-                                         "kind",
-                                         "chip",
-                                         "device_kind",
-                                         "devices",
-                                         "hbm_bytes_per_device",
-                                         "figures"};
-        if (f->kind == TopologyKind::tpu) {
-          keys.insert(keys.end(),
-                      {"shape",
-                       "slices",
-                       "devices_per_chip",
-                       "host_bounds",
-                       "wraparound"});
-        } else {
-          keys.insert(keys.end(), {"gpus_per_host", "nvlink_domain"});
-        }
-        std::string near = closest_match(key, keys);
-        return fail(at,
-                    fmt::format("unknown key {} for a {} topology",
-                                quote(key),
-                                to_string(f->kind)),
-                    near.empty()
-                        ? fmt::format("known keys: {}", fmt::join(keys, ", "))
-                        : fmt::format("did you mean {}?", quote(near)));
-      }
-    }
-    if (f->kind == TopologyKind::tpu) {
-      if (!valid_host_tiling(shape, t.tpu.host_bounds)) {
-        return fail(
-            base + (j.contains("host_bounds") ? "/host_bounds" : "/shape"),
-            fmt::format(
-                "a {}x{}x{} slice is not made of whole hosts of {}x{}x{} "
-                "chips",
-                shape[0],
-                shape[1],
-                shape[2],
-                t.tpu.host_bounds[0],
-                t.tpu.host_bounds[1],
-                t.tpu.host_bounds[2]));
-      }
-      if (t.tpu.chip == TpuChip::v2 || t.tpu.chip == TpuChip::v3) {
-        if (shape[2] != 1) {
-          return fail(
-              base + "/shape",
-              fmt::format("TPU {} slices are 2D: z must be 1", f->name));
-        }
-      }
-    }
-    // Each factor is at most k_max_devices (2^22) and there are at most four,
-    // but their product can still pass 2^63: multiply with checks.
-    std::optional<int64_t> devices =
-        checked_product(f->kind == TopologyKind::gpu
-                            ? std::vector<int64_t>{t.gpus}
-                            : std::vector<int64_t>{shape[0],
-                                                   shape[1],
-                                                   shape[2],
-                                                   t.tpu.cores_per_chip,
-                                                   t.tpu.num_slices});
-    if (!devices || *devices > k_max_devices) {
-      return fail(
-          base,
-          fmt::format("the topology has more than the {} devices shardplan "
-                      "handles",
-                      k_max_devices));
-    }
-    if (declared_devices >= 0 && declared_devices != t.devices()) {
-      return fail(
-          base + "/devices",
-          fmt::format("\"devices\" is {} but the topology has {} devices",
-                      declared_devices,
-                      t.devices()),
-          f->kind == TopologyKind::tpu
-              ? "devices = chips x devices_per_chip x slices"
-              : "");
-    }
-    return t;
-  }
-
-  static std::string families_hint() {
-    return fmt::format("chips: {}", fmt::join(catalogue_families(), ", "));
-  }
-
-  std::string_view m_text;
-  std::string m_source;
   Diagnostics& m_diags;
 };
 
@@ -1095,10 +662,33 @@ std::optional<Topology> resolve_topology(std::string_view name,
   return NameResolver(name, where, diags).run();
 }
 
-std::optional<Topology> parse_topology_json(std::string_view text,
-                                            std::string_view source,
-                                            Diagnostics& diags) {
-  return FileReader(text, source, diags).run();
+std::optional<ChipFamily> find_chip_family(std::string_view name) {
+  const Family* f = find_family(name);
+  if (f == nullptr) {
+    return std::nullopt;
+  }
+  return ChipFamily{f->name, f->kind, f->multislice};
+}
+
+Topology family_tpu_slice(std::string_view family, const Shape3& chips) {
+  const Family* f = find_family(family);
+  assert(f != nullptr && f->kind == TopologyKind::tpu);
+  return make_tpu(*f, chips, 1, "");
+}
+
+Topology family_gpus(std::string_view family, int64_t gpus) {
+  const Family* f = find_family(family);
+  assert(f != nullptr && f->kind == TopologyKind::gpu);
+  return make_gpu(*f, gpus, "");
+}
+
+bool whole_hosts(const Shape3& chips, const Shape3& host_bounds) {
+  for (size_t k = 0; k < 3; ++k) {
+    if (chips[k] % std::min(host_bounds[k], chips[k]) != 0) {
+      return false;
+    }
+  }
+  return true;
 }
 
 std::vector<Topology> catalogue_topologies() {

@@ -1,4 +1,4 @@
-#include "io/internal.hpp"
+#include "io/files.hpp"
 #include "support/test_support.hpp"
 
 #include <shardplan/io.hpp>
@@ -303,7 +303,7 @@ TEST_CASE("io: value errors show the value under a caret", "[io]") {
       "]}");
   CHECK(render(d)
         == "m.json:/params/0/shape/1: error: expected an integer dim size, "
-           "got string \"4096\" [manifest.type]\n"
+           "got string \"4096\" [json.type]\n"
            "    {\"name\": \"w\", \"shape\": [4096, \"4096\"], \"dtype\": "
            "\"bf16\"}\n"
            "                                  ^");
@@ -314,7 +314,7 @@ TEST_CASE("io: value errors show the value under a caret", "[io]") {
 TEST_CASE("io: unknown keys, dtypes and missing keys", "[io]") {
   Diagnostic d = manifest_error(
       R"({"params": [{"name": "w", "shpae": [2], "dtype": "bf16"}]})");
-  CHECK(d.code == "manifest.unknown-key");
+  CHECK(d.code == "json.unknown-key");
   CHECK(first_line(d)
         == "m.json:/params/0/shpae: error: unknown key \"shpae\"; did you "
            "mean \"shape\"?");
@@ -334,7 +334,7 @@ TEST_CASE("io: unknown keys, dtypes and missing keys", "[io]") {
            "\"BF16\"?");
 
   d = manifest_error(R"({"params": [{"name": "w", "dtype": "bf16"}]})");
-  CHECK(d.code == "manifest.missing-key");
+  CHECK(d.code == "json.missing-key");
   CHECK(first_line(d)
         == "m.json:/params/0: error: tensor \"w\" has no \"shape\"");
 
@@ -375,12 +375,12 @@ TEST_CASE("io: repeated dtypes, escaped and near misses", "[io]") {
 TEST_CASE("io: duplicate keys and duplicate names", "[io]") {
   Diagnostic d = manifest_error(
       R"({"params": [{"name": "w", "shape": [1], "shape": [2], "dtype": "f32"}]})");
-  CHECK(d.code == "manifest.duplicate-key");
+  CHECK(d.code == "json.duplicate-key");
   CHECK(first_line(d)
         == "m.json:/params/0/shape: error: duplicate key \"shape\"");
 
   d = manifest_error(R"({"params": [], "params": []})");
-  CHECK(d.code == "manifest.duplicate-key");
+  CHECK(d.code == "json.duplicate-key");
 
   d = manifest_error(R"({"params": [{"name": "w", "shape": [1], "dtype": "f32"},
     {"name": "v", "shape": [1], "dtype": "f32"},
@@ -551,12 +551,12 @@ TEST_CASE("io: empty and blank files", "[io]") {
 
 TEST_CASE("io: the top level must be an object", "[io]") {
   Diagnostic d = manifest_error("  [1, 2]");
-  CHECK(d.code == "manifest.type");
+  CHECK(d.code == "json.type");
   CHECK(first_line(d)
         == "m.json:1:3: error: expected a JSON object at the top level, got "
            "array");
   d = specs_error("\"P('x')\"");
-  CHECK(d.code == "specs.type");
+  CHECK(d.code == "json.type");
   CHECK(first_line(d)
         == "s.json:1:1: error: expected a JSON object at the top level, got "
            "string \"P('x')\"");

@@ -5,7 +5,7 @@
 
 #include "support/test_support.hpp"
 
-#include <shardplan/io_rules.hpp>
+#include <shardplan/io.hpp>
 #include <shardplan/rules.hpp>
 
 #include <catch2/catch.hpp>
@@ -161,10 +161,10 @@ TEST_CASE("io_rules: syntax errors give line column and a caret",
           "[rules][io]") {
   const Diagnostic d =
       rules_error("{\"rules\": [\n  {\"pattern\": \"a\" \"spec\": []}]}");
-  CHECK(d.code == "rules.syntax");
+  CHECK(d.code == "json.syntax");
   CHECK(render(d)
-        == "r.json:2:19: error: invalid JSON: expected ',' or '}', got a string "
-           "[rules.syntax]\n"
+        == "r.json:2:19: error: expected ',' or '}', got a string "
+           "[json.syntax]\n"
            "    {\"pattern\": \"a\" \"spec\": []}]}\n"
            "                    ^");
 }
@@ -295,7 +295,7 @@ TEST_CASE("io_rules: deep nesting and large inputs", "[rules][io]") {
   // Closed nesting parses, then fails as a value; nothing recurses.
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   Diagnostic d = rules_error(deep);
-  CHECK(d.code == "rules.type");
+  CHECK(d.code == "json.type");
   const std::string in_rules =
       "{\"rules\": " + std::string(50000, '[') + std::string(50000, ']') + "}";
   d = rules_error(in_rules);

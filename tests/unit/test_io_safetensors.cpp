@@ -238,7 +238,7 @@ TEST_CASE("safetensors: bad files are located errors", "[io][safetensors]") {
   SECTION("a header that is not an object") {
     write_raw(path, "[1, 2]", 0);
     Diagnostic d = error_of();
-    CHECK(d.code == "manifest.type");
+    CHECK(d.code == "json.type");
     CHECK(message_of(d)
           == path + ":1:1: error: expected a JSON object at the top level, got array");
   }
@@ -388,7 +388,7 @@ TEST_CASE("safetensors: an index reads each shard's header",
     Diagnostics d2;
     CHECK_FALSE(read_manifest_path(index, d2));
     Diagnostic d = only_error(d2);
-    CHECK(d.code == "index.type");
+    CHECK(d.code == "json.type");
     CHECK(d.location.pointer == "/weight_map/embed");
   }
   SECTION("read as text, an index asks for its path") {

@@ -2,6 +2,7 @@
 // are the published checkpoints' (the issue's acceptance list): tensor count,
 // elements and bytes of model.safetensors(.index.json).
 
+#include <shardplan/io.hpp>
 #include <shardplan/models.hpp>
 
 #include <catch2/catch.hpp>
@@ -488,36 +489,42 @@ TEST_CASE("models: a missing key is located by its JSON pointer", "[models]") {
                      "vocab_size": 32000, "hidden_size": 4096,
                      "intermediate_size": 14336, "num_attention_heads": 32})")
         == "config.json:/num_hidden_layers: error: missing key "
-           "\"num_hidden_layers\" [model.missing-key]");
+           "\"num_hidden_layers\" [json.missing-key]");
   CHECK(error_of(R"({"model_type": "llama"})")
         == "config.json:/architectures: error: missing key \"architectures\"; "
            "supported: DeepseekV3ForCausalLM, GPT2LMHeadModel, "
            "Gemma2ForCausalLM, GemmaForCausalLM, LlamaForCausalLM, "
            "MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM "
-           "[model.missing-key]");
+           "[json.missing-key]");
   CHECK(error_of(R"({"architectures": ["DeepseekV3ForCausalLM"],
                      "vocab_size": 1, "hidden_size": 8,
                      "intermediate_size": 8, "num_hidden_layers": 1,
                      "num_attention_heads": 1, "qk_nope_head_dim": 1,
                      "qk_rope_head_dim": 1, "v_head_dim": 1})")
         == "config.json:/kv_lora_rank: error: missing key \"kv_lora_rank\" "
-           "[model.missing-key]");
+           "[json.missing-key]");
 }
 
 TEST_CASE("models: JSON that is not a config object", "[models]") {
+  // The faults of JSON itself are worded and coded as in every file kind
+  // (src/io/json.hpp).
   CHECK(error_of("[1, 2]")
-        == "config.json: error: expected a config.json object, got an array "
-           "[model.not-object]");
-  CHECK(error_of("42").find("got a number [model.not-object]")
-        != std::string::npos);
+        == "config.json:1:1: error: expected a JSON object at the top level, "
+           "got array [json.type]\n"
+           "  [1, 2]\n"
+           "  ^");
+  CHECK(error_of("42").find("got number 42 [json.type]") != std::string::npos);
   CHECK(error_of("{\"architectures\": [\"X\",]}")
-        == "config.json:1:24: error: invalid JSON: unexpected ']'; expected "
-           "'[', '{', or a literal [model.syntax]\n"
+        == "config.json:1:24: error: expected a JSON value, got ']'; JSON "
+           "does not allow a trailing comma [json.syntax]\n"
            "  {\"architectures\": [\"X\",]}\n"
            "                         ^");
-  CHECK(
-      error_of("").starts_with("config.json:1:1: error: invalid JSON: "
-                               "unexpected end of input"));
+  CHECK(error_of("").starts_with(
+      "config.json:1:1: error: expected a JSON object, got end of input"));
+  CHECK(error_of(R"({"architectures": ["LlamaForCausalLM"], "vocab_size": 1,
+                     "vocab_size": 2})")
+            .starts_with("config.json:/vocab_size: error: duplicate key "
+                         "\"vocab_size\" [json.duplicate-key]"));
 }
 
 TEST_CASE("models: values of the wrong type or range", "[models]") {
@@ -527,16 +534,16 @@ TEST_CASE("models: values of the wrong type or range", "[models]") {
           "num_attention_heads": 2, )";
   CHECK(error_of(llama + R"("num_key_value_heads": 0})")
         == "config.json:/num_key_value_heads: error: expected an integer >= 1, "
-           "got 0 [model.bad-value]");
+           "got number 0 [model.bad-value]");
   CHECK(error_of(llama + R"("num_key_value_heads": 2.5})")
         == "config.json:/num_key_value_heads: error: expected an integer >= 1, "
-           "got a fractional number [model.bad-value]");
+           "got number 2.5 [model.bad-value]");
   CHECK(error_of(llama + R"("num_key_value_heads": 99999999999999999999})")
             .find("/num_key_value_heads: error:")
         != std::string::npos);
   CHECK(error_of(llama + R"("tie_word_embeddings": "no"})")
         == "config.json:/tie_word_embeddings: error: expected true or false, "
-           "got a string [model.bad-value]");
+           "got string \"no\" [json.type]");
   CHECK(error_of(llama + R"("torch_dtype": "bfloat17"})")
             .starts_with("config.json:/torch_dtype: error: unknown dtype "
                          "\"bfloat17\"; expected one of f64, f32, "));
@@ -546,7 +553,7 @@ TEST_CASE("models: values of the wrong type or range", "[models]") {
            "[model.unsupported-quantization]");
   CHECK(error_of(R"({"architectures": "LlamaForCausalLM"})")
         == "config.json:/architectures: error: expected a list of "
-           "architecture names, got a string [model.bad-value]");
+           "architecture names, got string \"LlamaForCausalLM\" [json.type]");
 }
 
 TEST_CASE("models: dims beyond int64 and huge models are errors, not crashes",

@@ -6,7 +6,6 @@
 #include "support/test_support.hpp"
 
 #include <shardplan/io.hpp>
-#include <shardplan/io_rules.hpp>
 #include <shardplan/models.hpp>
 #include <shardplan/rules.hpp>
 #include <shardplan/validate.hpp>
@@ -27,7 +26,8 @@ namespace {
 
 RuleSet preset(const std::string& name) {
   Diagnostics diags;
-  std::optional<RuleSet> rules = read_rules_preset(name, diags);
+  std::optional<RuleSet> rules =
+      read_rules_preset(name, Location::of("--rules"), diags);
   INFO(test::first_error(diags));
   REQUIRE(rules);
   CHECK(rules->preset);
@@ -41,7 +41,7 @@ const Manifest& model(const std::string& name) {
   auto it = cache.find(name);
   if (it == cache.end()) {
     Diagnostics diags;
-    std::optional<Manifest> m = read_builtin_model(name, diags);
+    std::optional<Manifest> m = read_builtin_model(name, "--model", diags);
     INFO(test::first_error(diags));
     REQUIRE(m);
     it = cache.emplace(name, *std::move(m)).first;
@@ -100,7 +100,7 @@ TEST_CASE("presets: --rules list names fsdp, fsdp-tp and maxtext",
   }
   CHECK(names == std::vector<std::string>{"fsdp", "fsdp-tp", "maxtext"});
   Diagnostics diags;
-  CHECK_FALSE(read_rules_preset("fsdp_tp", diags));
+  CHECK_FALSE(read_rules_preset("fsdp_tp", Location::of("--rules"), diags));
   CHECK(test::first_error(diags)
         == "--rules: error: unknown rule preset \"fsdp_tp\"; the presets are fsdp, fsdp-tp, "
            "maxtext; did you mean \"fsdp-tp\"? [rules.unknown-preset]");

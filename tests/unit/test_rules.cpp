@@ -9,7 +9,7 @@
 
 #include "support/test_support.hpp"
 
-#include <shardplan/io_rules.hpp>
+#include <shardplan/io.hpp>
 #include <shardplan/rules.hpp>
 #include <shardplan/validate.hpp>
 

@@ -5,6 +5,7 @@
 #include "support/json_schema.hpp"
 #include "support/test_support.hpp"
 
+#include <shardplan/io.hpp>
 #include <shardplan/topology.hpp>
 
 #include <catch2/catch.hpp>
@@ -386,7 +387,7 @@ TEST_CASE("schema: user topology files", "[schema][topology]") {
     require_valid(json::parse(text),
                   "topology.schema.json#/$defs/topology_file");
     Diagnostics diags;
-    CHECK(parse_topology_json(text, "user.json", diags));
+    CHECK(read_topology_file(text, "user.json", diags));
     CHECK(test::first_error(diags).empty());
   }
   for (const char* name :
@@ -396,7 +397,7 @@ TEST_CASE("schema: user topology files", "[schema][topology]") {
     require_valid(shown, "topology.schema.json");
     require_valid(shown["topology"], "topology.schema.json");
     Diagnostics diags;
-    CHECK(parse_topology_json(shown.dump(), "shown.json", diags));
+    CHECK(read_topology_file(shown.dump(), "shown.json", diags));
     CHECK(test::first_error(diags).empty());
   }
 
