@@ -68,18 +68,24 @@ struct RuleSpec {
 // A shape selector: one entry per dim, nullopt matches any size.
 using ShapePattern = std::vector<std::optional<int64_t>>;
 
+// The yields: what a rule gives a tensor. Each carries k_name, its key in a
+// rules file; yield_name() and yield_names() are built from them.
+
 struct SpecYield {
+  static constexpr std::string_view k_name = "spec";
   RuleSpec spec;
   bool operator==(const SpecYield&) const = default;
 };
 
 // nnx `replicate`: fully replicated.
 struct ReplicateYield {
+  static constexpr std::string_view k_name = "replicate";
   bool operator==(const ReplicateYield&) const = default;
 };
 
 // Logical axis names resolved through RuleSet::logical_axis_rules.
 struct LogicalAxesYield {
+  static constexpr std::string_view k_name = "logical_axes";
   bool from_manifest = false;  // "manifest": the tensor's own logical_axes
   LogicalAxes names;           // otherwise one per dim (nullopt: unnamed)
   std::string pointer;
@@ -91,6 +97,7 @@ struct LogicalAxesYield {
 // size the axis (or the product of a tuple of axes) divides, for tensors of
 // more than min_size_mb MiB.
 struct FsdpYield {
+  static constexpr std::string_view k_name = "fsdp";
   std::vector<AxisRef> axes;  // one axis, or a tuple (first axis major)
   double min_size_mb = 4;
 
@@ -99,6 +106,7 @@ struct FsdpYield {
 
 // eformer AutoShardingRule.
 struct AutoYield {
+  static constexpr std::string_view k_name = "auto";
   std::optional<std::vector<AxisRef>> axes;  // default: every mesh axis
   std::optional<int64_t> min_shard_size;     // default: the device count
   bool reverse = false;                      // smallest dims first
@@ -108,6 +116,7 @@ struct AutoYield {
 
 // eformer MemoryConstrainedShardingRule.
 struct MemoryYield {
+  static constexpr std::string_view k_name = "memory";
   int64_t max_bytes_per_device = 0;
   std::optional<std::vector<AxisRef>> axes;  // default: every mesh axis
 
@@ -116,6 +125,7 @@ struct MemoryYield {
 
 // eformer MeshPartitionHelper: suggested methods + create_partition_spec.
 struct MeshHelperYield {
+  static constexpr std::string_view k_name = "mesh_helper";
   int64_t min_shard_size = 1024;
 
   bool operator==(const MeshHelperYield&) const = default;
@@ -124,6 +134,7 @@ struct MeshHelperYield {
 // eformer ShapeBasedShardingRule: the first pattern of equal rank whose sizes
 // match gives the spec; no match gives a replicated spec.
 struct ShapePatternsYield {
+  static constexpr std::string_view k_name = "shape_patterns";
   struct Entry {
     ShapePattern shape;
     RuleSpec spec;
@@ -145,10 +156,11 @@ using RuleYield = std::variant<SpecYield,
                                MeshHelperYield,
                                ShapePatternsYield>;
 
-// The key of a yield in a rules file: "spec", "replicate", "logical_axes",
-// "fsdp", "auto", "memory", "mesh_helper", "shape_patterns".
+// The key of a yield in a rules file, its alternative's k_name: "spec",
+// "replicate", "logical_axes", "fsdp", "auto", "memory", "mesh_helper",
+// "shape_patterns".
 std::string_view yield_name(const RuleYield& yield);
-// Every yield key, in the order above.
+// Every yield key, in the order of RuleYield's alternatives (above).
 const std::vector<std::string>& yield_names();
 
 struct Rule {

@@ -1,5 +1,6 @@
 // The seed algorithms of the rules engine, one tensor at a time
-// (include/shardplan/rules.hpp; docs/rules.md gives each with its seed).
+// (include/shardplan/rules.hpp; docs/rules.md gives each with its seed). The
+// yields call them (rules/yields.cpp); tests call them by hand.
 //
 // Sources, in shared/seeds/: nnx-regex-sharding.txt (`fsdp`, `replicate`),
 // eformer-sharding-rules.txt (AutoShardingRule, MemoryConstrainedShardingRule,
