@@ -1,8 +1,16 @@
 #pragma once
 
-// Layer 7: renders results as JSON (schema_version 1) or text. Core code
-// computes; this layer only formats. Every JSON document has schema_version,
-// shardplan_version and command.
+// Layer 8: renders what the core computed. Core code computes; this layer
+// only formats. Every JSON document has schema_version, shardplan_version and
+// command.
+//
+// Each command shows one or more views (a mesh, a plan, the preset list, ...)
+// and each view has a renderer per output format it supports, all in one
+// table (src/report/render.cpp; DESIGN.md section 6). Every view has text and
+// json. A view asked for a format it has no renderer for is rendered as text:
+// `plan` offers markdown and github for its plan, so `plan --rules list
+// --format markdown` and `plan --explain NAME --format github` print the
+// preset list's and the explanation's text.
 
 #include <shardplan/diag.hpp>
 #include <shardplan/io.hpp>
@@ -15,10 +23,15 @@
 #include <shardplan/topology.hpp>
 #include <shardplan/validate.hpp>
 
+#include <array>
 #include <functional>
+#include <initializer_list>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <variant>
 #include <vector>
 
 namespace shardplan {
@@ -26,31 +39,112 @@ namespace shardplan {
 inline constexpr int k_schema_version = 1;
 std::string_view shardplan_version();
 
+// ---------------------------------------------------------------------------
+// Formats and views
+
+// What --format takes.
+enum class Format { text, json, markdown, github };
+inline constexpr std::array<Format, 4> k_formats = {
+    Format::text, Format::json, Format::markdown, Format::github};
+// "text", "json", "markdown", "github".
+std::string_view to_string(Format format);
+// The format of that name; nullopt for any other name.
+std::optional<Format> parse_format(std::string_view name);
+
+// What a command shows: `topology list` and `topology show`, `manifest` and
+// `manifest --model list`, `plan`, `plan --explain` and `plan --rules list`
+// are views of their own.
+enum class View {
+  mesh,
+  topology_list,
+  topology_show,
+  manifest,
+  model_list,
+  preset_list,
+  plan,
+  explain,
+  check,
+  memory,
+  reshard,
+};
+inline constexpr std::array<View, 11> k_views = {View::mesh,
+                                                 View::topology_list,
+                                                 View::topology_show,
+                                                 View::manifest,
+                                                 View::model_list,
+                                                 View::preset_list,
+                                                 View::plan,
+                                                 View::explain,
+                                                 View::check,
+                                                 View::memory,
+                                                 View::reshard};
+
+// ---------------------------------------------------------------------------
+// What each view renders. Each refers to data its caller holds.
+
 // `shardplan mesh`: the mesh object, device_ids and diagnostics; with a
 // topology also the topology object, physical_assignment, axes_links and
-// hosts (DESIGN.md section 3). `topology` is null for --devices.
-std::string mesh_json(const Mesh& mesh,
-                      const MeshLayout& layout,
-                      const Topology* topology,
-                      const Diagnostics& diags);
-std::string mesh_text(const Mesh& mesh,
-                      const MeshLayout& layout,
-                      const Topology* topology);
+// hosts (DESIGN.md section 3). Text: the axes, the links per axis, the
+// device grid.
+struct MeshReport {
+  const Mesh& mesh;
+  const MeshLayout& layout;
+  const Topology* topology;  // null for --devices
+};
 
-// `shardplan topology list` and `show`.
-std::string topology_list_json(const std::vector<Topology>& topologies);
-std::string topology_list_text(const std::vector<Topology>& topologies);
-std::string topology_show_json(const Topology& topology);
-std::string topology_show_text(const Topology& topology);
+// `shardplan topology list`: a table of the catalogue.
+struct TopologyListReport {
+  const std::vector<Topology>& topologies;
+};
+
+// `shardplan topology show`: one topology with every figure and its source.
+struct TopologyShowReport {
+  const Topology& topology;
+};
 
 // `shardplan manifest`: the native manifest form (read_manifest reads it
-// back), with the common header keys, and a text summary.
-std::string manifest_json(const Manifest& manifest, const Diagnostics& diags);
-std::string manifest_text(const Manifest& manifest);
+// back), with the common header keys; text: a summary per dtype and the
+// largest tensors.
+struct ManifestReport {
+  const Manifest& manifest;
+};
 
-// `check` and `memory`: what was checked, and what was found.
+// `shardplan manifest --model list`: the built-in models.
+struct ModelListReport {
+  const std::vector<BuiltinModel>& models;
+};
+
+// `plan --rules list`: the built-in presets.
+struct PresetListReport {
+  const std::vector<RulePreset>& presets;
+};
+
+// `plan --explain NAME`: every rule, whether it matched, what its algorithm
+// considered, and the result.
+struct ExplainReport {
+  const RuleTrace& trace;
+  const RuleSet& rules;
+  const Mesh& mesh;
+};
+
+// `check`, `memory` and `plan`: what was checked, and what was found.
+//
+// JSON (DESIGN.md section 3): mesh, topology, tensors, diagnostics, memory,
+// summary (`memory` adds by_dtype and largest to the memory object); for
+// `plan`, `rules` (the rule set's source) instead of `specs_file`, and each
+// tensor's `rule`: {index, description}, so that it is itself a valid
+// --specs file. Streamed in pieces of about a megabyte, so that a large plan
+// is never held whole (`plan --format json` on 100k tensors writes ~32 MB).
+// Text: check's is a short summary (what was checked, memory per device, the
+// verdict); plan's groups the tensors by the rule that decided them, layers
+// folded, with spec and bytes per device, then check's summary; memory's
+// shows each category with a bar against HBM, per dtype, the largest
+// tensors. Markdown (check, plan): a summary a CI job can post on a pull
+// request. GitHub (check, plan): GitHub Actions workflow commands, one
+// ::error/::warning line per diagnostic, pointing at the specs file line
+// where there is one.
 struct CheckReport {
-  std::string_view command;  // "check" or "memory"
+  View view;  // REQUIRES: View::check, View::memory or View::plan
   const Mesh& mesh;
   const Topology* topology;  // null with --devices
   const Manifest& manifest;
@@ -63,46 +157,86 @@ struct CheckReport {
   const RulePlan* plan = nullptr;
 };
 
+// `reshard` (docs/reshard.md): a plan moving a manifest's tensors from one
+// mesh (and topology) to another. JSON (DESIGN.md section 3): from, to,
+// donate, partial, same_mesh, same_devices, transfer_link, tensors (written
+// directly, not as a DOM), totals, naive_totals, saved, summary,
+// diagnostics; streamed in pieces (never held whole). Text: the two sides,
+// one line per tensor (folded across layers), the totals next to the naive
+// plan's, and the ten most expensive tensors.
+struct ReshardReport {
+  const Manifest& manifest;
+  const Mesh& from_mesh;
+  const Topology* from_topology;  // null with --devices
+  const Mesh& to_mesh;
+  const Topology* to_topology;
+  const ReshardOptions& options;
+  const ReshardPlan& plan;
+};
+
+using Report = std::variant<MeshReport,
+                            TopologyListReport,
+                            TopologyShowReport,
+                            ManifestReport,
+                            ModelListReport,
+                            PresetListReport,
+                            ExplainReport,
+                            CheckReport,
+                            ReshardReport>;
+
+// The view `report` shows: its alternative's, or a CheckReport's `view`.
+View view_of(const Report& report);
+
+// ---------------------------------------------------------------------------
+// Rendering
+
+// Whether `view` has a renderer of its own for `format` (render() falls back
+// to text where it has not).
+bool has_renderer(View view, Format format);
+
+// The formats that at least one of `views` has a renderer for, in the order
+// of k_formats: what --format offers on a command that shows `views`.
+// formats_of({View::mesh}) is {text, json}; formats_of({View::plan,
+// View::explain, View::preset_list}) is {text, json, markdown, github}.
+std::vector<Format> formats_of(std::initializer_list<View> views);
+
 // Where a document goes as it is written: called with each piece, in order.
 using WriteText = std::function<void(std::string_view)>;
 
-// DESIGN.md section 3: mesh, topology, tensors, diagnostics, memory, summary
-// (`memory` adds by_dtype and largest to the memory object); for `plan`,
-// `rules` (the rule set's source) instead of `specs_file`, and each tensor's
-// `rule`: {index, description}, so that it is itself a valid --specs file.
-// Handed to `write` in pieces of about a megabyte, so that a large plan is
-// never held whole (`plan --format json` on 100k tensors writes ~32 MB).
-void write_check_json(const CheckReport& report,
-                      const Diagnostics& diags,
-                      const WriteText& write);
-// A short summary: what was checked, memory per device, the verdict.
-std::string check_text(const CheckReport& report, const Diagnostics& diags);
-// A summary a CI job can post on a pull request.
-std::string check_markdown(const CheckReport& report, const Diagnostics& diags);
-// GitHub Actions workflow commands: one ::error/::warning line per
-// diagnostic, pointing at the specs file line where there is one.
-std::string check_github(const CheckReport& report, const Diagnostics& diags);
-// Per category with a bar against HBM, per dtype, the largest tensors.
-std::string memory_text(const CheckReport& report);
+// A rendered document: its whole text, or, from a renderer that streams (the
+// JSON of check, memory, plan and reshard), what writes it in pieces as it
+// formats them. A streamed document refers to the report and diagnostics it
+// was rendered from: write it while they live.
+class Document {
+ public:
+  explicit Document(std::string text) : m_text(std::move(text)) {}
+  explicit Document(std::function<void(const WriteText&)> stream)
+      : m_stream(std::move(stream)) {}
 
-// Tensors grouped by the rule that decided them, layers folded, with spec
-// and bytes per device; then check_text's summary.
-std::string plan_text(const CheckReport& report, const Diagnostics& diags);
-// `plan --explain NAME`: every rule, whether it matched, what its algorithm
-// considered, and the result.
-std::string explain_json(const RuleTrace& trace,
-                         const RuleSet& rules,
-                         const Mesh& mesh);
-std::string explain_text(const RuleTrace& trace,
-                         const RuleSet& rules,
-                         const Mesh& mesh);
-// `plan --rules list`: the built-in presets.
-std::string presets_list_json(const std::vector<RulePreset>& presets);
-std::string presets_list_text(const std::vector<RulePreset>& presets);
+  // True when write() does the formatting (nothing is formatted yet).
+  bool streamed() const { return static_cast<bool>(m_stream); }
+  // Hands the document to `write`: whole, or in pieces when streamed.
+  void write(const WriteText& write) const;
+  // The whole document as one string (a streamed one is collected).
+  std::string str() const;
 
-// `shardplan manifest --model list`: the built-in models.
-std::string models_list_json(const std::vector<BuiltinModel>& models);
-std::string models_list_text(const std::vector<BuiltinModel>& models);
+ private:
+  std::string m_text;
+  std::function<void(const WriteText&)> m_stream;
+};
+
+// `report` in `format`, or as text when its view has no renderer for
+// `format`. `diags` are the command's diagnostics (JSON lists them; text ends
+// with the verdict they give).
+Document render(const Report& report, Format format, const Diagnostics& diags);
+
+// The document written with --format json when the input was bad: the header
+// keys and `diagnostics`.
+std::string diagnostics_json(std::string_view command,
+                             const Diagnostics& diags);
+
+// ---------------------------------------------------------------------------
+// Folding per-tensor rows across layers (src/report/fold.cpp)
 
 // One row of a per-tensor text table, viewing the tensor's name and the
 // rest of the row (`rest`, compared whole), which outlive the fold. Rows
@@ -128,33 +262,5 @@ struct FoldedRow {
 // gaps prints its runs: "{0..2,5,7..9}". A component with a leading zero
 // ("07") is a word, not a number. Rows keep the order of their first member.
 std::vector<FoldedRow> fold_row_refs(std::span<const NameRowRef> rows);
-
-// The document written with --format json when the input was bad: the header
-// keys and `diagnostics`.
-std::string diagnostics_json(std::string_view command,
-                             const Diagnostics& diags);
-
-// `reshard` (src/report/reshard.cpp): a plan moving a manifest's tensors from
-// one mesh (and topology) to another.
-struct ReshardReport {
-  const Manifest& manifest;
-  const Mesh& from_mesh;
-  const Topology* from_topology;  // null with --devices
-  const Mesh& to_mesh;
-  const Topology* to_topology;
-  const ReshardOptions& options;
-  const ReshardPlan& plan;
-};
-
-// DESIGN.md section 3 `reshard`: from, to, donate, partial, same_mesh,
-// same_devices, transfer_link, tensors (written directly, not as a DOM),
-// totals, naive_totals, saved, summary, diagnostics. Handed to `write` in
-// pieces (never held whole).
-void write_reshard_json(const ReshardReport& report,
-                        const Diagnostics& diags,
-                        const WriteText& write);
-// The two sides, one line per tensor (folded across layers), the totals
-// next to the naive plan's, and the ten most expensive tensors.
-std::string reshard_text(const ReshardReport& report, const Diagnostics& diags);
 
 }  // namespace shardplan

@@ -78,7 +78,11 @@ struct PlanCommand {
 
 void add_common(CLI::App& app,
                 CommonOptions& common,
-                const std::vector<std::string>& formats) {
+                std::initializer_list<View> views) {
+  std::vector<std::string> formats;
+  for (Format format : formats_of(views)) {
+    formats.emplace_back(to_string(format));
+  }
   app.add_option("--format",
                  common.format,
                  fmt::format("output format: {}", fmt::join(formats, ", ")))
@@ -165,11 +169,8 @@ int run_mesh(const MeshCommand& cmd, Session& session) {
   } else {
     layout.grid = generic_device_grid(*mesh);
   }
-  const Topology* t = topology ? &*topology : nullptr;
-  std::string doc = session.json()
-                        ? mesh_json(*mesh, layout, t, session.diags())
-                        : mesh_text(*mesh, layout, t);
-  return session.finish(doc, ExitCode::ok);
+  return session.finish(
+      MeshReport{*mesh, layout, topology ? &*topology : nullptr}, ExitCode::ok);
 }
 
 // A byte size: "1073741824", "80GB", "95GiB", "64 MiB", "1.5e9". Decimal
@@ -288,9 +289,9 @@ bool load_inputs(const CheckCommand& cmd, Diagnostics& diags, Inputs& in) {
   return in.manifest.has_value();
 }
 
-// Estimates memory for `shardings` and writes the document; `rules` and
-// `plan` for plan.
-int finish_check(std::string_view command,
+// Estimates memory for `shardings` and writes the document of `view` (check,
+// memory or plan); `rules` and `plan` for plan.
+int finish_check(View view,
                  const Inputs& in,
                  const std::vector<TensorSharding>& shardings,
                  std::string_view specs_source,
@@ -309,7 +310,7 @@ int finish_check(std::string_view command,
   if (!memory) {
     return session.fail_input();
   }
-  const CheckReport report{command,
+  const CheckReport report{view,
                            *in.mesh,
                            in.topology ? &*in.topology : nullptr,
                            *in.manifest,
@@ -318,30 +319,11 @@ int finish_check(std::string_view command,
                            *memory,
                            rules,
                            plan};
-  const ExitCode code =
-      diags.has_errors() ? ExitCode::plan_errors : ExitCode::ok;
-  const std::string& format = session.format();
-  if (format == "json") {
-    const int exit_code = session.finish_written(
-        [&](const WriteText& write) { write_check_json(report, diags, write); },
-        code);
-    watch.lap("write the report");
-    return exit_code;
-  }
-  std::string doc = format == "markdown"  ? check_markdown(report, diags)
-                    : format == "github"  ? check_github(report, diags)
-                    : command == "memory" ? memory_text(report)
-                    : command == "plan"   ? plan_text(report, diags)
-                                          : check_text(report, diags);
-  watch.lap("format the report");
-  const int exit_code = session.finish(doc, code);
-  watch.lap("write the report");
-  return exit_code;
+  return session.finish(
+      report, diags.has_errors() ? ExitCode::plan_errors : ExitCode::ok);
 }
 
-int run_check(const CheckCommand& cmd,
-              std::string_view command,
-              Session& session) {
+int run_check(const CheckCommand& cmd, View view, Session& session) {
   Diagnostics& diags = session.diags();
   Inputs in;
   if (!load_inputs(cmd, diags, in)) {
@@ -360,7 +342,7 @@ int run_check(const CheckCommand& cmd,
       validate_specs(*in.manifest, *in.mesh, *specs, in.validate, diags);
   watch.lap("validate");
   return finish_check(
-      command, in, shardings, specs->source, nullptr, nullptr, session);
+      view, in, shardings, specs->source, nullptr, nullptr, session);
 }
 
 }  // namespace
@@ -378,10 +360,8 @@ namespace {
 int run_plan(const PlanCommand& cmd, Session& session) {
   Diagnostics& diags = session.diags();
   if (cmd.rules == "list") {
-    std::vector<RulePreset> presets = rule_presets();
-    return session.finish(session.json() ? presets_list_json(presets)
-                                         : presets_list_text(presets),
-                          ExitCode::ok);
+    const std::vector<RulePreset> presets = rule_presets();
+    return session.finish(PresetListReport{presets}, ExitCode::ok);
   }
   if (cmd.check.mesh.empty()) {
     diags.error("cli.usage", "--mesh is required", Location::of("--mesh"))
@@ -404,9 +384,7 @@ int run_plan(const PlanCommand& cmd, Session& session) {
     if (!trace) {
       return session.fail_input();
     }
-    return session.finish(session.json()
-                              ? explain_json(*trace, *rules, *in.mesh)
-                              : explain_text(*trace, *rules, *in.mesh),
+    return session.finish(ExplainReport{*trace, *rules, *in.mesh},
                           ExitCode::ok);
   }
   Stopwatch watch;
@@ -421,14 +399,12 @@ int run_plan(const PlanCommand& cmd, Session& session) {
       *in.manifest, *in.mesh, specs, rules->source, in.validate, diags);
   watch.lap("validate");
   return finish_check(
-      "plan", in, shardings, rules->source, &*rules, &*plan, session);
+      View::plan, in, shardings, rules->source, &*rules, &*plan, session);
 }
 
 int run_topology_list(Session& session) {
-  std::vector<Topology> all = catalogue_topologies();
-  std::string doc =
-      session.json() ? topology_list_json(all) : topology_list_text(all);
-  return session.finish(doc, ExitCode::ok);
+  const std::vector<Topology> all = catalogue_topologies();
+  return session.finish(TopologyListReport{all}, ExitCode::ok);
 }
 
 int run_topology_show(const TopologyCommand& cmd, Session& session) {
@@ -436,16 +412,13 @@ int run_topology_show(const TopologyCommand& cmd, Session& session) {
   if (!topology) {
     return session.fail_input();
   }
-  std::string doc = session.json() ? topology_show_json(*topology)
-                                   : topology_show_text(*topology);
-  return session.finish(doc, ExitCode::ok);
+  return session.finish(TopologyShowReport{*topology}, ExitCode::ok);
 }
 
 int run_manifest(const ManifestCommand& cmd, Session& session) {
   if (cmd.model == "list") {
-    std::string doc = session.json() ? models_list_json(builtin_models())
-                                     : models_list_text(builtin_models());
-    return session.finish(doc, ExitCode::ok);
+    const std::vector<BuiltinModel> models = builtin_models();
+    return session.finish(ModelListReport{models}, ExitCode::ok);
   }
   std::optional<Manifest> manifest;
   if (!cmd.from_safetensors.empty()) {
@@ -463,9 +436,7 @@ int run_manifest(const ManifestCommand& cmd, Session& session) {
   if (!manifest) {
     return session.fail_input();
   }
-  std::string doc = session.json() ? manifest_json(*manifest, session.diags())
-                                   : manifest_text(*manifest);
-  return session.finish(doc, ExitCode::ok);
+  return session.finish(ManifestReport{*manifest}, ExitCode::ok);
 }
 
 // The options `check` and `memory` share; `plan` has no --specs, and its
@@ -661,7 +632,7 @@ int run(const std::vector<std::string>& args,
                    mesh_cmd.dcn,
                    "the multi-slice (DCN) factor of each axis, e.g. \"dp:2\"")
       ->type_name("STR");
-  add_common(*mesh, common, {"text", "json"});
+  add_common(*mesh, common, {View::mesh});
   mesh->footer(R"(Examples:
   shardplan mesh --topology v5p-128 --mesh fsdp:-1,tp:4
   shardplan mesh --topology v4-32 --mesh 2,8 --axis-names data,model --allow-split-physical-axes
@@ -676,7 +647,7 @@ int run(const std::vector<std::string>& args,
   topology->require_subcommand(1);
   CLI::App* topology_list = topology->add_subcommand(
       "list", "a table of the catalogue: devices, shape, HBM, link bandwidths");
-  add_common(*topology_list, common, {"text", "json"});
+  add_common(*topology_list, common, {View::topology_list});
   CLI::App* topology_show = topology->add_subcommand(
       "show", "one topology with every figure and its source");
   topology_show
@@ -686,7 +657,7 @@ int run(const std::vector<std::string>& args,
                    "h100x64) or a topology JSON file")
       ->required()
       ->type_name("NAME|FILE");
-  add_common(*topology_show, common, {"text", "json"});
+  add_common(*topology_show, common, {View::topology_show});
   topology->footer(R"(Examples:
   shardplan topology list
   shardplan topology show v5p-128
@@ -733,7 +704,7 @@ int run(const std::vector<std::string>& args,
       ->excludes(manifest_file)
       ->excludes(manifest_model)
       ->excludes(manifest_hf);
-  add_common(*manifest, common, {"text", "json"});
+  add_common(*manifest, common, {View::manifest, View::model_list});
   manifest->footer(R"(Examples:
   shardplan manifest --manifest model.json
   shardplan manifest --manifest header.json --format json -o manifest.json
@@ -762,7 +733,7 @@ int run(const std::vector<std::string>& args,
           "for one tensor: every rule, whether it matched, and what its "
           "algorithm considered")
       ->type_name("NAME");
-  add_common(*plan, common, {"text", "json", "markdown", "github"});
+  add_common(*plan, common, {View::plan, View::explain, View::preset_list});
   plan->footer(
       R"(Exit codes: 0 no errors (warnings allowed), 1 unmatched tensors, invalid
 specs or over HBM capacity, 2 unreadable or malformed input.
@@ -780,7 +751,7 @@ Examples:
                                        "validate given specs for a manifest on "
                                        "a mesh, and estimate memory (for CI)");
   add_check_options(*check, check_cmd);
-  add_common(*check, common, {"text", "json", "markdown", "github"});
+  add_common(*check, common, {View::check});
   check->footer(
       R"(Exit codes: 0 no errors (warnings allowed), 1 invalid specs or over HBM
 capacity, 2 unreadable or malformed input.
@@ -803,7 +774,7 @@ Examples:
                    "how many of the largest tensors to list")
       ->type_name("N")
       ->default_str("20");
-  add_common(*memory, common, {"text", "json"});
+  add_common(*memory, common, {View::memory});
   memory->footer(R"(Examples:
   shardplan memory --topology v5p-128 --mesh fsdp:-1,tp:4 --manifest m.json --specs s.json
   shardplan memory --topology h100x64 --mesh dp:8,tp:8 --manifest m.json --specs s.json --recipe adam --zero 3)");
@@ -841,11 +812,11 @@ Examples:
   }
   if (check->parsed()) {
     Session session("check", common, out, err, env);
-    return run_check(check_cmd, "check", session);
+    return run_check(check_cmd, View::check, session);
   }
   if (memory->parsed()) {
     Session session("memory", common, out, err, env);
-    return run_check(memory_cmd, "memory", session);
+    return run_check(memory_cmd, View::memory, session);
   }
   if (reshard->parsed()) {
     Session session("reshard", common, out, err, env);

@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -82,6 +83,8 @@ class Session {
           const Environment& env)
       : m_command(std::move(command)),
         m_common(common),
+        // CLI11 checked the name against the command's formats.
+        m_format(parse_format(common.format).value_or(Format::text)),
         m_out(out),
         m_err(err) {
     m_color = common.color == "always"
@@ -89,8 +92,7 @@ class Session {
   }
 
   Diagnostics& diags() { return m_diags; }
-  bool json() const { return m_common.format == "json"; }
-  const std::string& format() const { return m_common.format; }
+  bool json() const { return m_format == Format::json; }
 
   // Reports the diagnostics and, for bad input, the JSON diagnostics
   // document. Returns the exit code for an input failure.
@@ -102,22 +104,30 @@ class Session {
     return static_cast<int>(ExitCode::bad_input);
   }
 
-  // Writes the result to stdout or -o, then the diagnostics to stderr.
-  int finish(const std::string& document, ExitCode code) {
-    return finish_written([&](const WriteText& write) { write(document); },
-                          code);
+  // Prints the diagnostics on stderr, then writes `report` in the command's
+  // --format (render() decides how) to stdout or -o. Logs how long
+  // formatting and writing took (a streamed document is formatted as it is
+  // written).
+  int finish(const Report& report, ExitCode code) {
+    Stopwatch watch;
+    const Document document = render(report, m_format, m_diags);
+    if (!document.streamed()) {
+      watch.lap("format the report");
+    }
+    const int exit_code = finish_written(document, code);
+    watch.lap("write the report");
+    return exit_code;
   }
 
-  // finish() for a document that write_document(write) hands over in pieces.
-  template <typename WriteDocument>
-  int finish_written(const WriteDocument& write_document, ExitCode code) {
+ private:
+  int finish_written(const Document& document, ExitCode code) {
     print_diagnostics();
     if (!m_common.output.empty()) {
       Diagnostics write_diags;
       AtomicFile file;
       bool written = file.open(m_common.output, write_diags);
       if (written) {
-        write_document([&](std::string_view text) { file.write(text); });
+        document.write([&](std::string_view text) { file.write(text); });
         written = file.commit(write_diags);
       }
       if (!written) {
@@ -127,14 +137,13 @@ class Session {
         return static_cast<int>(ExitCode::bad_input);
       }
     } else {
-      write_document([&](std::string_view text) {
+      document.write([&](std::string_view text) {
         m_out.write(text.data(), static_cast<std::streamsize>(text.size()));
       });
     }
     return static_cast<int>(code);
   }
 
- private:
   void print_diagnostics() {
     for (const Diagnostic& d : m_diags.items()) {
       if (m_common.quiet && d.severity != Severity::error) {
@@ -150,6 +159,7 @@ class Session {
 
   std::string m_command;
   const CommonOptions& m_common;
+  Format m_format;
   std::ostream& m_out;
   std::ostream& m_err;
   Diagnostics m_diags;
@@ -167,11 +177,11 @@ auto read_path(const std::string& path, Diagnostics& diags, Reader read)
   return read(*text, path, diags);
 }
 
-// --format, -o, -v, -q and --color on `app`; `formats` lists what --format
-// takes.
+// --format, -o, -v, -q and --color on `app`, a command that shows `views`:
+// --format takes the formats any of them has (formats_of).
 void add_common(CLI::App& app,
                 CommonOptions& common,
-                const std::vector<std::string>& formats);
+                std::initializer_list<View> views);
 
 // --manifest FILE or --model NAME, whichever was given.
 std::optional<Manifest> load_manifest(const std::string& manifest,

@@ -556,7 +556,7 @@ CLI::App* add_reshard_command(CLI::App& app,
                 cmd.transfers,
                 "list every piece a device receives between meshes (always "
                 "with --shape)");
-  add_common(*sub, common, {"text", "json"});
+  add_common(*sub, common, {View::reshard});
   sub->footer(
       R"(Exit codes: 0 planned, 2 bad input (a spec that does not fit its mesh, a
 tensor without a spec, an unknown --partial axis, topologies of different kinds).
@@ -693,16 +693,8 @@ int run_reshard(const ReshardCommand& cmd, Session& session) {
                              to_topology,
                              options,
                              *plan};
-  const ExitCode code =
-      diags.has_errors() ? ExitCode::plan_errors : ExitCode::ok;
-  if (session.json()) {
-    return session.finish_written(
-        [&](const WriteText& write) {
-          write_reshard_json(report, diags, write);
-        },
-        code);
-  }
-  return session.finish(reshard_text(report, diags), code);
+  return session.finish(
+      report, diags.has_errors() ? ExitCode::plan_errors : ExitCode::ok);
 }
 
 }  // namespace shardplan::cli

@@ -1,4 +1,6 @@
-#include "report/internal.hpp"
+#include "report/json.hpp"
+#include "report/renderers.hpp"
+#include "report/text.hpp"
 
 #include <shardplan/report.hpp>
 
@@ -14,9 +16,7 @@
 
 // `shardplan reshard` as JSON and text (DESIGN.md section 3, docs/reshard.md).
 
-namespace shardplan {
-
-using namespace report_detail;
+namespace shardplan::report_detail {
 
 namespace {
 
@@ -414,4 +414,4 @@ std::string reshard_text(const ReshardReport& r, const Diagnostics& diags) {
   return out;
 }
 
-}  // namespace shardplan
+}  // namespace shardplan::report_detail

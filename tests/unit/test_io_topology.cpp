@@ -18,8 +18,8 @@ TEST_CASE("topology files: show's JSON reads back as the same topology",
        {"v5p-128", "2xv5e-256", "v3:2x4", "tpu7x-64", "h100x64", "gb200x144"}) {
     INFO(name);
     Topology t = test::topology_of(name);
-    std::string json = topology_show_json(t);
     Diagnostics diags;
+    std::string json = render(TopologyShowReport{t}, Format::json, diags).str();
     std::optional<Topology> back = read_topology_file(json, "t.json", diags);
     INFO(test::first_error(diags));
     REQUIRE(back);

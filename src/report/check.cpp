@@ -1,0 +1,423 @@
+#include "report/json.hpp"
+#include "report/renderers.hpp"
+#include "report/text.hpp"
+
+#include <shardplan/report.hpp>
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+// `check`, `memory` and `plan` as JSON, and `check` and `plan` as markdown
+// and GitHub workflow commands; check's text and the summary plan's text
+// ends with.
+
+namespace shardplan::report_detail {
+
+namespace {
+
+ordered_json optional_json(const std::optional<int64_t>& v) {
+  return v ? ordered_json(*v) : ordered_json(nullptr);
+}
+
+ordered_json memory_object(const CheckReport& r) {
+  const MemoryEstimate& m = r.memory;
+  ordered_json j;
+  j["recipe"] = std::string(to_string(m.recipe));
+  j["zero"] = m.zero;
+  j["data_axes"] = m.data_axes;
+  j["per_device"] = {{"params", m.per_device.params},
+                     {"grads", m.per_device.grads},
+                     {"optimizer", m.per_device.optimizer},
+                     {"gather_buffer", m.gather_buffer},
+                     {"total", m.max_device_total}};
+  j["gather_tensor"] = m.gather_buffer > 0 ? ordered_json(std::string(
+                           r.manifest.tensors()[m.gather_tensor].name))
+                                           : ordered_json(nullptr);
+  j["max_device_total"] = m.max_device_total;
+  j["min_device_total"] = m.min_device_total;
+  j["hbm_bytes"] = optional_json(m.hbm_bytes);
+  j["headroom"] = m.headroom;
+  j["capacity_bytes"] = optional_json(m.capacity_bytes);
+  j["utilization"] =
+      m.utilization ? ordered_json(*m.utilization) : ordered_json(nullptr);
+  j["fits"] = m.fits ? ordered_json(*m.fits) : ordered_json(nullptr);
+  if (r.view == View::memory) {
+    ordered_json dtypes = ordered_json::array();
+    for (const DtypeMemory& d : m.by_dtype) {
+      dtypes.push_back({{"dtype", std::string(to_string(d.dtype))},
+                        {"tensors", d.tensors},
+                        {"params", d.params_per_device}});
+    }
+    j["by_dtype"] = std::move(dtypes);
+    ordered_json largest = ordered_json::array();
+    for (const TensorMemory& t : m.largest) {
+      const Tensor& tensor = r.manifest.tensors()[t.tensor];
+      const TensorSharding& s = r.shardings[t.tensor];
+      largest.push_back(
+          {{"name", std::string(tensor.name)},
+           {"shape", tensor.shape},
+           {"dtype", std::string(to_string(tensor.dtype))},
+           {"spec", s.spec() ? spec_json(*s.spec()) : ordered_json(nullptr)},
+           {"params", t.per_device.params},
+           {"grads", t.per_device.grads},
+           {"optimizer", t.per_device.optimizer},
+           {"total", t.per_device.model_states()}});
+    }
+    j["largest"] = std::move(largest);
+  }
+  return j;
+}
+
+void append_int(std::string& out, int64_t value) {
+  const fmt::format_int text(value);
+  out.append(text.data(), text.size());
+}
+
+// What an entry of check_json's tensors[] holds after the name follows from
+// the tensor's layout (its spec, shape and dtype, and all that follows from
+// them: tensors share a layout only when those are equal) and the rule that
+// decided it.
+struct TailKey {
+  const ShardLayout* layout;
+  uint32_t decision;  // a plan's; 0 for check
+
+  bool operator==(const TailKey&) const = default;
+};
+
+struct TailKeyHash {
+  size_t operator()(const TailKey& k) const noexcept {
+    return std::hash<const void*>{}(k.layout)
+           ^ (size_t{k.decision} * 0x9E3779B97F4A7C15ULL);
+  }
+};
+
+// Appends check_json's tensors[] at `indent` to `out`, one line per tensor
+// (`grep` finds a tensor's whole entry; a diff of two plans shows one line
+// per changed tensor), calling flush() after each tensor (it may empty
+// `out`).
+template <typename Flush>
+void append_tensors_json(const CheckReport& r,
+                         size_t indent,
+                         std::string& out,
+                         const Flush& flush) {
+  if (r.shardings.empty()) {
+    out += "[]";
+    return;
+  }
+  const std::string in1(indent + 2, ' ');
+  out += "[\n";
+  // A plan's rule descriptions are shared: each is written once.
+  std::vector<std::string> rules;
+  if (r.plan != nullptr) {
+    rules.reserve(r.plan->decisions.size());
+    for (const RuleDecision& d : r.plan->decisions) {
+      std::string text = "{\"index\": ";
+      std::optional<size_t> index = d.rule.rule_index();
+      text += index ? std::to_string(*index) : std::string("null");
+      text += ", \"description\": ";
+      append_json_string(text, d.rule.description);
+      text += '}';
+      rules.push_back(std::move(text));
+    }
+  }
+  // Everything of an entry after its name, from the tensor's shape, dtype and
+  // sharding and the deciding rule.
+  auto append_tail = [&](size_t i,
+                         const TensorSharding& s,
+                         const Tensor& t,
+                         std::string& text) {
+    text += ", \"shape\": [";
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      text += d == 0 ? "" : ", ";
+      append_int(text, t.shape[d]);
+    }
+    text += "], \"dtype\": \"";
+    text += to_string(t.dtype);
+    text += "\", \"spec\": ";
+    if (s.spec() != nullptr) {
+      append_spec_json(text, *s.spec(), report_detail::k_one_line);
+    } else {
+      text += "null";
+    }
+    text += ", \"rule\": ";
+    text +=
+        r.plan != nullptr ? rules[r.plan->decision_of[i]] : std::string("null");
+    text += ", \"valid\": ";
+    text += s.valid() ? "true" : "false";
+    text += ", \"bytes\": ";
+    append_int(text, t.num_bytes);
+    text += ", \"bytes_per_device\": ";
+    append_int(text, s.bytes_per_device());
+    text += ", \"replicas\": ";
+    append_int(text, s.replicas());
+    text += '}';
+  };
+  // Tensors of a shared layout and rule (a plan's experts, its layers) have
+  // the same tail: each is written once, for the first few thousand met.
+  constexpr size_t k_max_tails = 4096;
+  std::unordered_map<TailKey, std::string, TailKeyHash> tails;
+  for (size_t i = 0; i < r.shardings.size(); ++i) {
+    const TensorSharding& s = r.shardings[i];
+    const Tensor& t = r.manifest.tensors()[i];
+    out += in1;
+    out += "{\"name\": ";
+    append_json_string(out, t.name);
+    // A tail is shared only by tensors that share a layout: one that no
+    // other tensor holds (check's specs) is written directly.
+    if (s.layout.use_count() == 1) {
+      append_tail(i, s, t, out);
+    } else {
+      const TailKey key{s.layout.get(),
+                        r.plan != nullptr ? r.plan->decision_of[i] : 0};
+      if (auto hit = tails.find(key); hit != tails.end()) {
+        out += hit->second;
+      } else if (tails.size() < k_max_tails) {
+        std::string tail;
+        append_tail(i, s, t, tail);
+        out += tail;
+        tails.emplace(key, std::move(tail));
+      } else {
+        append_tail(i, s, t, out);
+      }
+    }
+    out += i + 1 < r.shardings.size() ? ",\n" : "\n";
+    flush();
+  }
+  out.append(indent, ' ');
+  out += ']';
+}
+
+// GitHub workflow command escaping (actions/toolkit, command.ts).
+std::string github_data(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '%':
+        out += "%25";
+        break;
+      case '\r':
+        out += "%0D";
+        break;
+      case '\n':
+        out += "%0A";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string github_property(std::string_view s) {
+  std::string out;
+  for (char c : github_data(s)) {
+    switch (c) {
+      case ':':
+        out += "%3A";
+        break;
+      case ',':
+        out += "%2C";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+// A Markdown table cell: pipes escaped, newlines as spaces.
+std::string md_cell(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') {
+      out += "\\|";
+    } else if (c == '\n' || c == '\r') {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// The end of check's and plan's text: specs, memory per device, capacity and
+// the verdict.
+std::string summary_text(const CheckReport& r, const Diagnostics& diags) {
+  const ShardingTotals s = sharding_totals(r.manifest, r.mesh, r.shardings);
+  const MemoryEstimate& m = r.memory;
+  std::string out;
+  out += fmt::format(
+      "  specs: {} valid, {} with problems; {} of {} replicated on "
+      "every device\n",
+      with_commas(static_cast<int64_t>(r.manifest.size()) - s.invalid),
+      with_commas(s.invalid),
+      human_bytes(s.replicated_bytes),
+      human_bytes(r.manifest.total_bytes()));
+  out += fmt::format(
+      "  memory per device, {}: params {}, grads {}, optimizer {}, gather "
+      "buffer {}\n",
+      recipe_text(m),
+      human_bytes(m.per_device.params),
+      human_bytes(m.per_device.grads),
+      human_bytes(m.per_device.optimizer),
+      human_bytes(m.gather_buffer));
+  out += fmt::format("  {}\n", capacity_line(m));
+  out += fmt::format("result: {}\n", verdict(diags));
+  return out;
+}
+
+void write_check_json(const CheckReport& r,
+                      const Diagnostics& diags,
+                      const WriteText& write) {
+  ordered_json j = header(command_name(r.view));
+  j["mesh"] = mesh_object(r.mesh);
+  if (r.topology != nullptr) {
+    j["topology"] = topology_object(*r.topology);
+  }
+  j["manifest"] = r.manifest.source;
+  if (r.plan != nullptr && r.rules != nullptr) {
+    j["rules"] = {{"source", r.rules->source}, {"preset", r.rules->preset}};
+  } else {
+    j["specs_file"] = std::string(
+        r.specs_source);  // not "specs": that key makes a specs file
+  }
+  // One entry per tensor: written directly (nlohmann's objects cost a few
+  // microseconds each, most of a 100k-tensor plan), in dump()'s layout.
+  j["tensors"] = raw_marker();
+  j["diagnostics"] = diagnostics_array(diags);
+  j["memory"] = memory_object(r);
+  const ShardingTotals s = sharding_totals(r.manifest, r.mesh, r.shardings);
+  j["summary"] = {{"tensors", r.manifest.size()},
+                  {"errors", diags.error_count()},
+                  {"warnings", diags.warning_count()},
+                  {"invalid_tensors", s.invalid},
+                  {"parameters", r.manifest.total_elements()},
+                  {"total_bytes", r.manifest.total_bytes()},
+                  {"replicated_bytes", s.replicated_bytes},
+                  {"params_bytes_per_device", r.memory.per_device.params}};
+  // A 100k-tensor plan is ~40 MB of text: handed over in pieces.
+  write_spliced(dump(j),
+                write,
+                [&](std::string& piece, const std::function<void()>& flush) {
+                  append_tensors_json(r, 2, piece, flush);
+                });
+}
+
+std::string check_text(const CheckReport& r, const Diagnostics& diags) {
+  std::string out =
+      fmt::format("{}: {} tensors of {} against {}\n",
+                  command_name(r.view),
+                  with_commas(static_cast<int64_t>(r.manifest.size())),
+                  r.manifest.source,
+                  r.specs_source);
+  out += fmt::format("  {}\n", mesh_line(r.mesh, r.topology));
+  out += summary_text(r, diags);
+  return out;
+}
+
+std::string check_markdown(const CheckReport& r, const Diagnostics& diags) {
+  const MemoryEstimate& m = r.memory;
+  const bool ok = diags.error_count() == 0;
+  std::string out = fmt::format("## shardplan {}: {} {}\n\n",
+                                command_name(r.view),
+                                ok ? ":white_check_mark:" : ":x:",
+                                verdict(diags));
+  out += fmt::format("{} tensors of `{}` with specs `{}`; {}.\n\n",
+                     with_commas(static_cast<int64_t>(r.manifest.size())),
+                     r.manifest.source,
+                     r.specs_source,
+                     mesh_line(r.mesh, r.topology));
+  out += fmt::format("| memory per device, {} | bytes | |\n|---|---:|---:|\n",
+                     recipe_text(m));
+  for (const Category& c : categories(m)) {
+    out += fmt::format("| {} | {} | {} |\n",
+                       c.name,
+                       with_commas(c.bytes),
+                       human_bytes(c.bytes));
+  }
+  out += fmt::format("| **total** | **{}** | **{}** |\n",
+                     with_commas(m.max_device_total),
+                     human_bytes(m.max_device_total));
+  if (m.hbm_bytes) {
+    out += fmt::format("| usable HBM ({:g}% kept free) | {} | {} |\n",
+                       m.headroom * 100,
+                       with_commas(*m.capacity_bytes),
+                       human_bytes(*m.capacity_bytes));
+    out += fmt::format("\n{}: {:.1f}% of HBM.\n",
+                       *m.fits ? "Fits" : "**Does not fit**",
+                       *m.utilization * 100);
+  }
+  constexpr size_t k_max_rows = 50;
+  for (Severity severity : {Severity::error, Severity::warning}) {
+    size_t count = severity == Severity::error ? diags.error_count()
+                                               : diags.warning_count();
+    if (count == 0) {
+      continue;
+    }
+    out += fmt::format(
+        "\n### {} ({})\n\n| code | tensor | where | message "
+        "|\n|---|---|---|---|\n",
+        severity == Severity::error ? "Errors" : "Warnings",
+        count);
+    size_t shown = 0;
+    for (const Diagnostic& d : diags.items()) {
+      if (d.severity != severity || shown == k_max_rows) {
+        continue;
+      }
+      ++shown;
+      std::string where = d.location.source;
+      if (!d.location.pointer.empty()) {
+        where += ":" + d.location.pointer;
+      }
+      out +=
+          fmt::format("| `{}` | {} | {} | {} |\n",
+                      d.code,
+                      d.tensor ? fmt::format("`{}`", md_cell(*d.tensor)) : "",
+                      where.empty() ? "" : fmt::format("`{}`", md_cell(where)),
+                      md_cell(message_with_hint(d)));
+    }
+    if (count > shown) {
+      out += fmt::format("\n... and {} more.\n", count - shown);
+    }
+  }
+  return out;
+}
+
+std::string check_github(const CheckReport& r, const Diagnostics& diags) {
+  std::string out;
+  for (const Diagnostic& d : diags.items()) {
+    const char* kind = d.severity == Severity::error     ? "error"
+                       : d.severity == Severity::warning ? "warning"
+                                                         : "notice";
+    std::vector<std::string> props;
+    // Annotations point at files; flags such as --mesh have none.
+    if (!d.location.source.empty() && !d.location.source.starts_with("--")) {
+      props.push_back("file=" + github_property(d.location.source));
+      if (d.location.line > 0) {
+        props.push_back(fmt::format("line={}", d.location.line));
+        props.push_back(fmt::format("col={}", d.location.column));
+      }
+    }
+    props.push_back("title=" + github_property("shardplan " + d.code));
+    std::string message = message_with_hint(d);
+    if (d.tensor && message.find(*d.tensor) == std::string::npos) {
+      message = fmt::format("tensor {}: {}", quote(*d.tensor), message);
+    }
+    out += fmt::format(
+        "::{} {}::{}\n", kind, fmt::join(props, ","), github_data(message));
+  }
+  out += fmt::format("shardplan {}: {}; {}\n",
+                     command_name(r.view),
+                     verdict(diags),
+                     capacity_line(r.memory));
+  return out;
+}
+
+}  // namespace shardplan::report_detail

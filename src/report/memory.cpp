@@ -1,0 +1,99 @@
+#include "report/renderers.hpp"
+#include "report/text.hpp"
+
+#include <shardplan/report.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+// `shardplan memory` as text (its JSON is check's: report/check.cpp).
+
+namespace shardplan::report_detail {
+
+std::string memory_text(const CheckReport& r) {
+  const MemoryEstimate& m = r.memory;
+  std::string out =
+      fmt::format("memory per device: {} tensors of {}, {}\n",
+                  with_commas(static_cast<int64_t>(r.manifest.size())),
+                  r.manifest.source,
+                  mesh_line(r.mesh, r.topology));
+  out += fmt::format("{}\n\n", recipe_text(m));
+  // Bars against HBM when known, else against the total.
+  const int64_t scale =
+      m.hbm_bytes ? *m.hbm_bytes : std::max<int64_t>(m.max_device_total, 1);
+  constexpr int k_bar = 40;
+  auto bar = [&](int64_t bytes) {
+    const double f = std::clamp(
+        static_cast<double>(bytes) / static_cast<double>(scale), 0.0, 1.0);
+    const int filled = static_cast<int>(std::lround(f * k_bar));
+    return fmt::format("[{}{}] {:5.1f}%",
+                       std::string(static_cast<size_t>(filled), '#'),
+                       std::string(static_cast<size_t>(k_bar - filled), '.'),
+                       f * 100);
+  };
+  std::vector<std::vector<std::string>> rows = {
+      {"category",
+       "bytes",
+       "",
+       m.hbm_bytes ? "share of HBM" : "share of total"}};
+  for (const Category& c : categories(m)) {
+    rows.push_back(
+        {c.name, with_commas(c.bytes), human_bytes(c.bytes), bar(c.bytes)});
+  }
+  rows.push_back({"total",
+                  with_commas(m.max_device_total),
+                  human_bytes(m.max_device_total),
+                  bar(m.max_device_total)});
+  if (m.capacity_bytes) {
+    rows.push_back({"usable",
+                    with_commas(*m.capacity_bytes),
+                    human_bytes(*m.capacity_bytes),
+                    bar(*m.capacity_bytes)});
+  }
+  out += table(rows);
+  out += fmt::format("{}\n", capacity_line(m));
+  if (m.min_device_total != m.max_device_total) {
+    out += fmt::format(
+        "the least loaded device holds {} ({} tensors have uneven shards)\n",
+        human_bytes(m.min_device_total),
+        m.uneven_tensors);
+  }
+  if (m.gather_buffer > 0) {
+    out += fmt::format("gather buffer: {} gathered at use\n",
+                       r.manifest.tensors()[m.gather_tensor].name);
+  }
+
+  out += "\nparams per device by dtype:\n";
+  std::vector<std::vector<std::string>> dtypes = {
+      {"dtype", "tensors", "bytes", ""}};
+  for (const DtypeMemory& d : m.by_dtype) {
+    dtypes.push_back({std::string(to_string(d.dtype)),
+                      with_commas(d.tensors),
+                      with_commas(d.params_per_device),
+                      human_bytes(d.params_per_device)});
+  }
+  out += table(dtypes);
+
+  out += fmt::format("\nlargest tensors per device ({}):\n", m.largest.size());
+  std::vector<std::vector<std::string>> big = {
+      {"tensor", "shape", "dtype", "spec", "params", "with state"}};
+  for (const TensorMemory& t : m.largest) {
+    const Tensor& tensor = r.manifest.tensors()[t.tensor];
+    const TensorSharding& s = r.shardings[t.tensor];
+    big.push_back({std::string(tensor.name),
+                   shape_text(tensor.shape),
+                   std::string(to_string(tensor.dtype)),
+                   s.spec() ? to_short(*s.spec()) : "-",
+                   human_bytes(t.per_device.params),
+                   human_bytes(t.per_device.model_states())});
+  }
+  out += table(big);
+  return out;
+}
+
+}  // namespace shardplan::report_detail

@@ -1,0 +1,238 @@
+#include "report/renderers.hpp"
+
+#include <shardplan/report.hpp>
+
+#include <cassert>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <variant>
+
+// The formats, the views, and the one table of renderers (DESIGN.md section
+// 6): which view renders in which format, and with what. A new format is an
+// enumerator of Format and its name here, its renderers in a file of their
+// own, and a line in k_renderers per view that has it.
+
+namespace shardplan {
+
+using namespace report_detail;
+
+namespace {
+
+// Renders `report` (whose view the table entry names) with `diags`.
+using RenderFn = Document (*)(const Report& report, const Diagnostics& diags);
+
+// An entry for a renderer of an R that returns its document whole; the
+// renderer takes the diagnostics or not.
+template <typename R, auto render_fn>
+Document whole(const Report& report, const Diagnostics& diags) {
+  const R& r = std::get<R>(report);
+  if constexpr (std::is_invocable_v<decltype(render_fn),
+                                    const R&,
+                                    const Diagnostics&>) {
+    return Document(render_fn(r, diags));
+  } else {
+    return Document(render_fn(r));
+  }
+}
+
+// An entry for a renderer of an R that hands its document to a WriteText in
+// pieces: nothing is formatted until the document is written.
+template <typename R, auto write_fn>
+Document streamed(const Report& report, const Diagnostics& diags) {
+  const R& r = std::get<R>(report);
+  return Document(
+      [&r, &diags](const WriteText& write) { write_fn(r, diags, write); });
+}
+
+struct Renderer {
+  View view;
+  Format format;
+  RenderFn render;
+};
+
+// Every view has text and json (checked below).
+constexpr Renderer k_renderers[] = {
+    {View::mesh, Format::text, whole<MeshReport, mesh_text>},
+    {View::mesh, Format::json, whole<MeshReport, mesh_json>},
+    {View::topology_list,
+     Format::text,
+     whole<TopologyListReport, topology_list_text>},
+    {View::topology_list,
+     Format::json,
+     whole<TopologyListReport, topology_list_json>},
+    {View::topology_show,
+     Format::text,
+     whole<TopologyShowReport, topology_show_text>},
+    {View::topology_show,
+     Format::json,
+     whole<TopologyShowReport, topology_show_json>},
+    {View::manifest, Format::text, whole<ManifestReport, manifest_text>},
+    {View::manifest, Format::json, whole<ManifestReport, manifest_json>},
+    {View::model_list, Format::text, whole<ModelListReport, model_list_text>},
+    {View::model_list, Format::json, whole<ModelListReport, model_list_json>},
+    {View::preset_list,
+     Format::text,
+     whole<PresetListReport, preset_list_text>},
+    {View::preset_list,
+     Format::json,
+     whole<PresetListReport, preset_list_json>},
+    {View::plan, Format::text, whole<CheckReport, plan_text>},
+    {View::plan, Format::json, streamed<CheckReport, write_check_json>},
+    {View::plan, Format::markdown, whole<CheckReport, check_markdown>},
+    {View::plan, Format::github, whole<CheckReport, check_github>},
+    {View::explain, Format::text, whole<ExplainReport, explain_text>},
+    {View::explain, Format::json, whole<ExplainReport, explain_json>},
+    {View::check, Format::text, whole<CheckReport, check_text>},
+    {View::check, Format::json, streamed<CheckReport, write_check_json>},
+    {View::check, Format::markdown, whole<CheckReport, check_markdown>},
+    {View::check, Format::github, whole<CheckReport, check_github>},
+    {View::memory, Format::text, whole<CheckReport, memory_text>},
+    {View::memory, Format::json, streamed<CheckReport, write_check_json>},
+    {View::reshard, Format::text, whole<ReshardReport, reshard_text>},
+    {View::reshard, Format::json, streamed<ReshardReport, write_reshard_json>},
+};
+
+constexpr const Renderer* find_renderer(View view, Format format) {
+  for (const Renderer& renderer : k_renderers) {
+    if (renderer.view == view && renderer.format == format) {
+      return &renderer;
+    }
+  }
+  return nullptr;
+}
+
+constexpr bool every_view_has_text_and_json() {
+  for (View view : k_views) {
+    if (find_renderer(view, Format::text) == nullptr
+        || find_renderer(view, Format::json) == nullptr) {
+      return false;
+    }
+  }
+  return true;
+}
+static_assert(every_view_has_text_and_json());
+static_assert(k_views.size() == static_cast<size_t>(View::reshard) + 1,
+              "k_views lists every View");
+static_assert(k_formats.size() == static_cast<size_t>(Format::github) + 1,
+              "k_formats lists every Format");
+
+struct ViewOf {
+  View operator()(const MeshReport&) const { return View::mesh; }
+  View operator()(const TopologyListReport&) const {
+    return View::topology_list;
+  }
+  View operator()(const TopologyShowReport&) const {
+    return View::topology_show;
+  }
+  View operator()(const ManifestReport&) const { return View::manifest; }
+  View operator()(const ModelListReport&) const { return View::model_list; }
+  View operator()(const PresetListReport&) const { return View::preset_list; }
+  View operator()(const ExplainReport&) const { return View::explain; }
+  View operator()(const CheckReport& report) const {
+    assert(report.view == View::check || report.view == View::memory
+           || report.view == View::plan);
+    return report.view;
+  }
+  View operator()(const ReshardReport&) const { return View::reshard; }
+};
+
+}  // namespace
+
+std::string_view to_string(Format format) {
+  switch (format) {
+    case Format::text:
+      return "text";
+    case Format::json:
+      return "json";
+    case Format::markdown:
+      return "markdown";
+    case Format::github:
+      return "github";
+  }
+  return "text";
+}
+
+std::optional<Format> parse_format(std::string_view name) {
+  for (Format format : k_formats) {
+    if (to_string(format) == name) {
+      return format;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string_view report_detail::command_name(View view) {
+  switch (view) {
+    case View::mesh:
+      return "mesh";
+    case View::topology_list:
+    case View::topology_show:
+      return "topology";
+    case View::manifest:
+    case View::model_list:
+      return "manifest";
+    case View::preset_list:
+    case View::plan:
+    case View::explain:
+      return "plan";
+    case View::check:
+      return "check";
+    case View::memory:
+      return "memory";
+    case View::reshard:
+      return "reshard";
+  }
+  return "";
+}
+
+View view_of(const Report& report) {
+  return std::visit(ViewOf{}, report);
+}
+
+bool has_renderer(View view, Format format) {
+  return find_renderer(view, format) != nullptr;
+}
+
+std::vector<Format> formats_of(std::initializer_list<View> views) {
+  std::vector<Format> formats;
+  for (Format format : k_formats) {
+    for (View view : views) {
+      if (has_renderer(view, format)) {
+        formats.push_back(format);
+        break;
+      }
+    }
+  }
+  return formats;
+}
+
+void Document::write(const WriteText& write) const {
+  if (m_stream) {
+    m_stream(write);
+  } else {
+    write(m_text);
+  }
+}
+
+std::string Document::str() const {
+  if (!m_stream) {
+    return m_text;
+  }
+  std::string out;
+  m_stream([&out](std::string_view piece) { out += piece; });
+  return out;
+}
+
+Document render(const Report& report, Format format, const Diagnostics& diags) {
+  const View view = view_of(report);
+  for (Format chosen : {format, Format::text}) {
+    if (const Renderer* renderer = find_renderer(view, chosen)) {
+      return renderer->render(report, diags);
+    }
+  }
+  assert(false);  // every view has text (the static_assert above)
+  return Document(std::string());
+}
+
+}  // namespace shardplan

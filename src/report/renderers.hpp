@@ -1,0 +1,66 @@
+#pragma once
+
+// Internal to report: every view's renderers, each defined in its command's
+// file, and each an entry of the table in report/render.cpp (render() is
+// the way in). A renderer returns its document whole, or, for the large
+// JSON documents, hands it to `write` in pieces.
+
+#include <shardplan/diag.hpp>
+#include <shardplan/report.hpp>
+
+#include <string>
+#include <string_view>
+
+namespace shardplan::report_detail {
+
+// The `command` key of a view's JSON and the name its text starts with:
+// "topology" for both topology views, "manifest" for the model list, "plan"
+// for the explanation and the preset list (report/render.cpp).
+std::string_view command_name(View view);
+
+// report/mesh.cpp
+std::string mesh_json(const MeshReport& report, const Diagnostics& diags);
+std::string mesh_text(const MeshReport& report);
+
+// report/topology.cpp
+std::string topology_list_json(const TopologyListReport& report);
+std::string topology_list_text(const TopologyListReport& report);
+std::string topology_show_json(const TopologyShowReport& report);
+std::string topology_show_text(const TopologyShowReport& report);
+
+// report/manifest.cpp
+std::string manifest_json(const ManifestReport& report,
+                          const Diagnostics& diags);
+std::string manifest_text(const ManifestReport& report);
+std::string model_list_json(const ModelListReport& report);
+std::string model_list_text(const ModelListReport& report);
+
+// report/check.cpp: check's, memory's and plan's JSON, and check's and
+// plan's text, markdown and github.
+void write_check_json(const CheckReport& report,
+                      const Diagnostics& diags,
+                      const WriteText& write);
+std::string check_text(const CheckReport& report, const Diagnostics& diags);
+std::string check_markdown(const CheckReport& report, const Diagnostics& diags);
+std::string check_github(const CheckReport& report, const Diagnostics& diags);
+// The end of check's and plan's text: specs, memory per device, capacity and
+// the verdict.
+std::string summary_text(const CheckReport& report, const Diagnostics& diags);
+
+// report/plan.cpp
+std::string plan_text(const CheckReport& report, const Diagnostics& diags);
+std::string explain_json(const ExplainReport& report);
+std::string explain_text(const ExplainReport& report);
+std::string preset_list_json(const PresetListReport& report);
+std::string preset_list_text(const PresetListReport& report);
+
+// report/memory.cpp
+std::string memory_text(const CheckReport& report);
+
+// report/reshard.cpp
+void write_reshard_json(const ReshardReport& report,
+                        const Diagnostics& diags,
+                        const WriteText& write);
+std::string reshard_text(const ReshardReport& report, const Diagnostics& diags);
+
+}  // namespace shardplan::report_detail

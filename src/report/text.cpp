@@ -1,0 +1,185 @@
+#include "report/text.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+// report's text primitives (report/text.hpp).
+
+namespace shardplan::report_detail {
+
+std::string with_commas(int64_t value) {
+  std::string digits = std::to_string(value < 0 ? -value : value);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) {
+      out += ',';
+    }
+    out += digits[i];
+  }
+  return value < 0 ? "-" + out : out;
+}
+
+std::string human_bytes(int64_t bytes) {
+  constexpr std::array<const char*, 6> k_units = {
+      "B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  auto value = static_cast<double>(bytes);
+  size_t unit = 0;
+  while (value >= 1024.0 && unit + 1 < k_units.size()) {
+    value /= 1024.0;
+    ++unit;
+  }
+  if (unit == 0) {
+    return fmt::format("{} B", bytes);
+  }
+  return fmt::format("{:.2f} {}", value, k_units[unit]);
+}
+
+std::string table(const std::vector<std::vector<std::string>>& rows) {
+  if (rows.empty()) {
+    return "";
+  }
+  size_t cols = rows.front().size();
+  std::vector<size_t> width(cols, 0);
+  std::vector<bool> numeric(cols, true);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    for (size_t c = 0; c < cols; ++c) {
+      width[c] = std::max(width[c], rows[r][c].size());
+      if (r > 0 && !rows[r][c].empty()
+          && rows[r][c].find_first_not_of("0123456789,.")
+                 != std::string::npos) {
+        numeric[c] = false;
+      }
+    }
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < cols; ++c) {
+      std::string cell = row[c];
+      std::string pad(width[c] - cell.size(), ' ');
+      line += (c ? "  " : "") + (numeric[c] ? pad + cell : cell + pad);
+    }
+    line.erase(line.find_last_not_of(' ') + 1);
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string capacity_text(double bytes) {
+  if (bytes > 0 && std::fmod(bytes, 1e9) == 0) {
+    return fmt::format("{:g} GB", bytes / 1e9);
+  }
+  return human_bytes(static_cast<int64_t>(bytes));
+}
+
+std::string rate_text(double bytes_per_s) {
+  if (bytes_per_s >= 1e12) {
+    return fmt::format("{:g} TB/s", bytes_per_s / 1e12);
+  }
+  if (bytes_per_s >= 1e9) {
+    return fmt::format("{:g} GB/s", bytes_per_s / 1e9);
+  }
+  return fmt::format("{:g} MB/s", bytes_per_s / 1e6);
+}
+
+std::string seconds_text(double seconds) {
+  if (seconds >= 1e-3) {
+    return fmt::format("{:g} ms", seconds * 1e3);
+  }
+  return fmt::format("{:g} us", seconds * 1e6);
+}
+
+std::string verdict(const Diagnostics& diags) {
+  if (diags.error_count() == 0) {
+    return diags.warning_count() == 0
+               ? "ok"
+               : fmt::format("ok, {} warning{}",
+                             diags.warning_count(),
+                             diags.warning_count() == 1 ? "" : "s");
+  }
+  return fmt::format("{} error{}, {} warning{}",
+                     diags.error_count(),
+                     diags.error_count() == 1 ? "" : "s",
+                     diags.warning_count(),
+                     diags.warning_count() == 1 ? "" : "s");
+}
+
+std::string mesh_line(const Mesh& mesh, const Topology* topology) {
+  std::string out =
+      fmt::format("mesh {} ({} devices)", to_string(mesh), mesh.num_devices());
+  if (topology != nullptr) {
+    out += fmt::format(" on {}", topology->name);
+  }
+  return out;
+}
+
+std::string message_with_hint(const Diagnostic& d) {
+  return d.hint.empty() ? d.message : d.message + "; " + d.hint;
+}
+
+std::string topology_shape_text(const Topology& t) {
+  if (t.kind == TopologyKind::gpu) {
+    const int64_t hosts = t.num_hosts();
+    return fmt::format("{} x {} GPUs", hosts, t.devices_per_host());
+  }
+  const auto& c = t.tpu.chips;
+  std::string shape = is_2d(t.tpu.chip)
+                          ? fmt::format("{}x{}", c[0], c[1])
+                          : fmt::format("{}x{}x{}", c[0], c[1], c[2]);
+  return t.num_slices() > 1 ? fmt::format("{} x {}", t.num_slices(), shape)
+                            : shape;
+}
+
+std::string topology_summary(const Topology& t) {
+  return fmt::format("{}: {} {} devices ({}), {} of HBM each",
+                     t.name,
+                     t.devices(),
+                     t.device_kind,
+                     topology_shape_text(t),
+                     capacity_text(t.figures.hbm_bytes_per_device.value));
+}
+
+std::string recipe_text(const MemoryEstimate& m) {
+  std::string out = fmt::format("recipe {}", to_string(m.recipe));
+  if (m.zero > 0) {
+    out += fmt::format(" with ZeRO-{} over {} ({} devices)",
+                       m.zero,
+                       m.data_axes.empty()
+                           ? std::string("no data axes")
+                           : fmt::format("{}", fmt::join(m.data_axes, ",")),
+                       m.zero_shards);
+  }
+  return out;
+}
+
+std::string capacity_line(const MemoryEstimate& m) {
+  if (!m.hbm_bytes) {
+    return fmt::format(
+        "total {} per device (HBM unknown: give --topology or --hbm)",
+        human_bytes(m.max_device_total));
+  }
+  return fmt::format(
+      "total {} per device of {} usable ({} HBM, {:g}% kept free): {:.1f}% of "
+      "HBM, {}",
+      human_bytes(m.max_device_total),
+      human_bytes(*m.capacity_bytes),
+      human_bytes(*m.hbm_bytes),
+      m.headroom * 100,
+      *m.utilization * 100,
+      *m.fits ? "fits" : "DOES NOT FIT");
+}
+
+std::vector<Category> categories(const MemoryEstimate& m) {
+  return {{"params", m.per_device.params},
+          {"grads", m.per_device.grads},
+          {"optimizer", m.per_device.optimizer},
+          {"gather buffer", m.gather_buffer}};
+}
+
+}  // namespace shardplan::report_detail

@@ -1,0 +1,65 @@
+#pragma once
+
+// Internal to report: the text primitives the views' renderers share
+// (report/text.cpp): numbers, sizes, rates and times as people read them,
+// tables, the verdict, and the lines that several commands print alike.
+
+#include <shardplan/diag.hpp>
+#include <shardplan/memory.hpp>
+#include <shardplan/mesh.hpp>
+#include <shardplan/topology.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shardplan::report_detail {
+
+// 16060522496 -> "16,060,522,496"; -1234567 -> "-1,234,567".
+// REQUIRES: value > INT64_MIN
+std::string with_commas(int64_t value);
+// Binary units, as HBM capacities are quoted, with two decimals: 1023 ->
+// "1023 B", 1024 -> "1.00 KiB", 16060522496 -> "14.96 GiB".
+std::string human_bytes(int64_t bytes);
+// HBM as vendors quote it: "80 GB" for a whole number of 1e9 bytes, else
+// human_bytes ("95.00 GiB").
+std::string capacity_text(double bytes);
+// Decimal rates, as link bandwidths are quoted: "180 GB/s", "1.2 TB/s".
+std::string rate_text(double bytes_per_s);
+// "0.56 ms" from a millisecond up, else "1.5 us".
+std::string seconds_text(double seconds);
+// A plain text table: the first row is the header; columns whose cells are
+// all numbers (digits, ',' and '.') or empty below the header are
+// right-aligned, the others left-aligned; two spaces between columns, no
+// trailing spaces, a newline after each row.
+// REQUIRES: every row has as many cells as the first
+std::string table(const std::vector<std::vector<std::string>>& rows);
+
+// The end of a text report: "ok", "ok, 2 warnings", "3 errors, 1 warning".
+std::string verdict(const Diagnostics& diags);
+// The message and, after "; ", the hint (as JSON, markdown and github give
+// it).
+std::string message_with_hint(const Diagnostic& d);
+
+// "mesh fsdp:16,tp:4 (64 devices) on v5p-128" (no " on ..." without a
+// topology).
+std::string mesh_line(const Mesh& mesh, const Topology* topology);
+// A topology's shape: "8x16" or "4x4x8" chips, "2 x 16x16" for two
+// slices, "8 x 8 GPUs" for 8 hosts of 8 GPUs.
+std::string topology_shape_text(const Topology& topology);
+// "v5p-128: 64 TPU v5p devices (4x4x4), 95.00 GiB of HBM each".
+std::string topology_summary(const Topology& topology);
+
+// A memory estimate's recipe: "recipe adam with ZeRO-1 over dp (2 devices)".
+std::string recipe_text(const MemoryEstimate& memory);
+// The total per device against usable HBM, and whether it fits.
+std::string capacity_line(const MemoryEstimate& memory);
+// What each device holds, per category (params, grads, optimizer, gather
+// buffer).
+struct Category {
+  const char* name;
+  int64_t bytes;
+};
+std::vector<Category> categories(const MemoryEstimate& memory);
+
+}  // namespace shardplan::report_detail
