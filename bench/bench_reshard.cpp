@@ -73,23 +73,23 @@ int main(int argc, char** argv) {
   if (!topology) {
     return fail(diags);
   }
-  MeshOptions mesh_options;
-  mesh_options.num_devices = topology->devices();
-  mesh_options.num_slices = topology->num_slices();
-  std::optional<Mesh> mesh = parse_mesh(mesh_text, mesh_options, diags);
-  if (!mesh) {
+  MeshInput input;
+  input.mesh = mesh_text;
+  input.topology = &*topology;
+  std::optional<PlacedMesh> placed = place_mesh(input, diags);
+  if (!placed) {
     return fail(diags);
   }
-  std::optional<MeshLayout> layout =
-      layout_mesh(*topology, *mesh, false, diags);
+  const Mesh& mesh = placed->mesh;
+  const MeshLayout& layout = placed->layout;
   std::optional<RuleSet> fsdp =
       read_rules_preset("fsdp", Location::of("--rules"), diags);
   std::optional<RuleSet> fsdp_tp =
       read_rules_preset("fsdp-tp", Location::of("--rules"), diags);
-  if (!layout || !fsdp || !fsdp_tp) {
+  if (!fsdp || !fsdp_tp) {
     return fail(diags);
   }
-  const ReshardSide side{&*mesh, &layout->grid, layout->links};
+  const ReshardSide side{&mesh, &layout.grid, layout.links};
   for (const std::string& file : files) {
     std::optional<Manifest> manifest = read_manifest_path(file, diags);
     if (!manifest) {
@@ -97,9 +97,9 @@ int main(int argc, char** argv) {
     }
     Diagnostics rule_diags;
     std::optional<RulePlan> from_plan =
-        apply_rules(*manifest, *mesh, *fsdp, rule_diags);
+        apply_rules(*manifest, mesh, *fsdp, rule_diags);
     std::optional<RulePlan> to_plan =
-        apply_rules(*manifest, *mesh, *fsdp_tp, rule_diags);
+        apply_rules(*manifest, mesh, *fsdp_tp, rule_diags);
     if (!from_plan || !to_plan) {
       return fail(rule_diags);
     }

@@ -181,7 +181,7 @@ std::optional<MemoryEstimate> estimate_memory(
             fmt::format("data axis {} is not an axis of the mesh {}",
                         quote(name),
                         to_string(mesh)),
-            Location::of("--data-axes"));
+            Location::of(options.data_axes_source));
         std::string best = closest_match(name, names);
         d.hint = best.empty() ? fmt::format("the mesh's axes are {}",
                                             fmt::join(names, ", "))
@@ -201,16 +201,19 @@ std::optional<MemoryEstimate> estimate_memory(
     Diagnostic& d = diags.warning(
         "memory.zero-no-effect",
         out.data_axes.empty()
-            ? fmt::format("--zero {} shards nothing: the mesh {} has no axis "
+            ? fmt::format("{} {} shards nothing: the mesh {} has no axis "
                           "named dp, data or fsdp",
+                          options.zero_source,
                           options.zero,
                           to_string(mesh))
-            : fmt::format("--zero {} shards nothing: the data axes ({}) have "
+            : fmt::format("{} {} shards nothing: the data axes ({}) have "
                           "size 1",
+                          options.zero_source,
                           options.zero,
                           fmt::join(out.data_axes, ", ")),
-        Location::of("--zero"));
-    d.hint = "name the data-parallel axes with --data-axes";
+        Location::of(options.zero_source));
+    d.hint = fmt::format("name the data-parallel axes with {}",
+                         options.data_axes_source);
   }
   auto is_data = [&](const std::string& axis) {
     return std::find(out.data_axes.begin(), out.data_axes.end(), axis)
@@ -410,8 +413,13 @@ std::optional<MemoryEstimate> estimate_memory(
                       *out.hbm_bytes,
                       out.headroom * 100));
       d.hint = out.zero < 3 && has_grads(out.recipe)
-                   ? "shard further: more fsdp, --zero 3, or a larger slice"
-                   : "shard further (more fsdp or tp) or use a larger slice";
+                   ? fmt::format(
+                       "shard further: more fsdp, {} 3, or a larger "
+                       "slice",
+                       options.zero_source)
+                   : std::string(
+                       "shard further (more fsdp or tp) or use a "
+                       "larger slice");
     }
   }
   return out;

@@ -106,7 +106,8 @@ std::vector<int64_t> Mesh::dcn_shape() const {
 
 namespace {
 
-// "--topology v5p-128 has 64 devices" when the count came from a topology.
+// "--topology v5p-128 has 64 devices" when the count came from a topology
+// (MeshOptions::devices_source).
 std::string devices_hint(const MeshOptions& options) {
   if (options.devices_source.empty() || !options.num_devices) {
     return "";
@@ -291,7 +292,7 @@ std::optional<int64_t> parse_size(Scanner& s) {
   return value;
 }
 
-// Parses "item (',' item)*". `what` is "mesh" or "--dcn" for messages.
+// Parses "item (',' item)*" given at `source` (the mesh or DCN factors).
 std::optional<std::vector<Item>> parse_items(std::string_view text,
                                              std::string_view source,
                                              Diagnostics& diags) {
@@ -453,9 +454,11 @@ std::optional<std::vector<Item>> parse_items(std::string_view text,
   return items;
 }
 
-// Splits --axis-names "dp,fsdp,tp" and checks each name.
+// Checks the names of a positional mesh ("dp,fsdp,tp"), given at `source`.
 std::optional<std::vector<std::string>> check_axis_names(
-    const std::vector<std::string>& names, Diagnostics& diags) {
+    const std::vector<std::string>& names,
+    const std::string& source,
+    Diagnostics& diags) {
   // Rebuild the flag's text so errors can point into it.
   std::string text;
   std::vector<size_t> offsets;
@@ -481,19 +484,19 @@ std::optional<std::vector<std::string>> check_axis_names(
     }
     if (bad < n.size() || n.empty()) {
       diags.error("mesh.syntax",
-                  n.empty() ? std::string("empty axis name in --axis-names")
+                  n.empty() ? fmt::format("empty axis name in {}", source)
                             : fmt::format("invalid axis name {}; names are "
                                           "[A-Za-z_][A-Za-z0-9_]*",
                                           quote(n)),
-                  location_in_text("--axis-names", text, offsets[i] + bad));
+                  location_in_text(source, text, offsets[i] + bad));
       return std::nullopt;
     }
     for (size_t j = 0; j < i; ++j) {
       if (names[j] == n) {
         diags.error(
             "mesh.duplicate-axis",
-            fmt::format("duplicate axis name {} in --axis-names", quote(n)),
-            location_in_text("--axis-names", text, offsets[i]));
+            fmt::format("duplicate axis name {} in {}", quote(n), source),
+            location_in_text(source, text, offsets[i]));
         return std::nullopt;
       }
     }
@@ -509,45 +512,50 @@ std::string join_sizes(const std::vector<int64_t>& sizes) {
   return out;
 }
 
-// Resolves the --dcn factors of each mesh axis.
+// Resolves the DCN factors of each mesh axis.
 bool apply_dcn(Mesh& mesh,
                std::string_view mesh_text,
                const MeshOptions& options,
                Diagnostics& diags) {
+  const MeshSources& src = options.sources;
   std::vector<int64_t> dcn(mesh.axes.size(), 1);
   if (!options.dcn.empty()) {
     std::string_view text = options.dcn;
-    auto items = parse_items(text, "--dcn", diags);
+    auto items = parse_items(text, src.dcn, diags);
     if (!items) {
       return false;
     }
     bool named = !items->front().name.empty();
     if (!named && items->size() != mesh.axes.size()) {
       diags.error("mesh.axis-count",
-                  fmt::format("--dcn gives {} but the mesh has {}",
+                  fmt::format("{} gives {} but the mesh has {}",
+                              src.dcn,
                               count_noun(items->size(), "factor"),
                               count_noun(mesh.axes.size(), "axis")),
-                  location_in_text("--dcn", text, 0));
+                  location_in_text(src.dcn, text, 0));
       return false;
     }
     std::optional<size_t> fill;
     for (size_t i = 0; i < items->size(); ++i) {
       const Item& item = (*items)[i];
       if (item.type) {
-        diags.error("mesh.syntax",
-                    "--dcn takes no axis types; give them in --mesh",
-                    location_in_text("--dcn", text, item.size_offset));
+        diags.error(
+            "mesh.syntax",
+            fmt::format(
+                "{} takes no axis types; give them in {}", src.dcn, src.mesh),
+            location_in_text(src.dcn, text, item.size_offset));
         return false;
       }
       size_t axis = i;
       if (named) {
         int64_t index = mesh.index_of(item.name);
         if (index < 0) {
-          Diagnostic& d = diags.error(
-              "mesh.unknown-axis",
-              fmt::format("--dcn names axis {}, which the mesh lacks",
-                          quote(item.name)),
-              location_in_text("--dcn", text, item.offset));
+          Diagnostic& d =
+              diags.error("mesh.unknown-axis",
+                          fmt::format("{} names axis {}, which the mesh lacks",
+                                      src.dcn,
+                                      quote(item.name)),
+                          location_in_text(src.dcn, text, item.offset));
           std::string near = closest_match(item.name, mesh.axis_names());
           if (!near.empty()) {
             d.hint = fmt::format("did you mean {}?", quote(near));
@@ -559,8 +567,8 @@ bool apply_dcn(Mesh& mesh,
       if (item.size == k_fill) {
         if (fill) {
           diags.error("mesh.multiple-fill",
-                      "only one --dcn factor may be -1",
-                      location_in_text("--dcn", text, item.size_offset));
+                      fmt::format("only one {} factor may be -1", src.dcn),
+                      location_in_text(src.dcn, text, item.size_offset));
           return false;
         }
         fill = axis;
@@ -571,9 +579,10 @@ bool apply_dcn(Mesh& mesh,
     if (fill) {
       if (!options.num_slices) {
         diags.error("mesh.fill-needs-devices",
-                    "cannot fill a -1 DCN factor without a slice count; give "
-                    "--topology, or every factor",
-                    location_in_text("--dcn", text, 0));
+                    fmt::format("cannot fill a -1 DCN factor without a slice "
+                                "count; give {}, or every factor",
+                                src.topology),
+                    location_in_text(src.dcn, text, 0));
         return false;
       }
       int64_t known = 1;
@@ -588,7 +597,7 @@ bool apply_dcn(Mesh& mesh,
                         "the product of the other DCN factors",
                         *options.num_slices,
                         known),
-            location_in_text("--dcn", text, 0));
+            location_in_text(src.dcn, text, 0));
         return false;
       }
       dcn[*fill] = *options.num_slices / known;
@@ -601,7 +610,7 @@ bool apply_dcn(Mesh& mesh,
                         dcn[i],
                         quote(mesh.axes[i].name),
                         mesh.axes[i].size),
-            location_in_text("--dcn", text, 0));
+            location_in_text(src.dcn, text, 0));
         return false;
       }
     }
@@ -614,7 +623,7 @@ bool apply_dcn(Mesh& mesh,
                       slices ? std::to_string(*slices) : "more than 2^63",
                       join_sizes(dcn),
                       *options.num_slices),
-          location_in_text("--dcn", text, 0));
+          location_in_text(src.dcn, text, 0));
       return false;
     }
   } else if (options.num_slices && *options.num_slices > 1) {
@@ -628,10 +637,11 @@ bool apply_dcn(Mesh& mesh,
       diags.error(
           "mesh.dcn",
           fmt::format("no mesh axis size is divisible by the {} slices of "
-                      "the topology ({}); give --dcn",
+                      "the topology ({}); give {}",
                       slices,
-                      join_sizes(mesh.shape())),
-          location_in_text("--mesh", mesh_text, 0));
+                      join_sizes(mesh.shape()),
+                      src.dcn),
+          location_in_text(src.mesh, mesh_text, 0));
       return false;
     }
     dcn[static_cast<size_t>(it - mesh.axes.begin())] = slices;
@@ -648,14 +658,15 @@ bool apply_dcn(Mesh& mesh,
 std::optional<Mesh> parse_mesh(std::string_view text,
                                const MeshOptions& options,
                                Diagnostics& diags) {
-  auto items = parse_items(text, "--mesh", diags);
+  const MeshSources& src = options.sources;
+  auto items = parse_items(text, src.mesh, diags);
   if (!items) {
     return std::nullopt;
   }
   bool named = !items->front().name.empty();
   std::vector<std::string> names;
   if (!options.axis_names.empty()) {
-    auto checked = check_axis_names(options.axis_names, diags);
+    auto checked = check_axis_names(options.axis_names, src.axis_names, diags);
     if (!checked) {
       return std::nullopt;
     }
@@ -670,37 +681,44 @@ std::optional<Mesh> parse_mesh(std::string_view text,
       for (const Item& item : *items) {
         if (std::find(names.begin(), names.end(), item.name) == names.end()) {
           diags.error("mesh.unknown-axis",
-                      fmt::format("axis {} is not in --axis-names ({})",
+                      fmt::format("axis {} is not in {} ({})",
                                   quote(item.name),
+                                  src.axis_names,
                                   fmt::join(names, ",")),
-                      location_in_text("--mesh", text, item.offset));
+                      location_in_text(src.mesh, text, item.offset));
           return std::nullopt;
         }
       }
       if (items->size() != names.size()) {
         diags.error("mesh.axis-count",
-                    fmt::format("the mesh has {} but --axis-names has {}",
+                    fmt::format("the mesh has {} but {} has {}",
                                 count_noun(items->size(), "axis"),
+                                src.axis_names,
                                 count_noun(names.size(), "name")),
-                    location_in_text("--mesh", text, 0));
+                    location_in_text(src.mesh, text, 0));
         return std::nullopt;
       }
     }
   } else {
     if (names.empty()) {
       diags.error("mesh.axis-count",
-                  fmt::format("a mesh of sizes needs --axis-names with {}, or "
-                              "name the axes: \"dp:2,tp:4\"",
-                              count_noun(items->size(), "name")),
-                  location_in_text("--mesh", text, items->front().offset));
+                  src.axis_names.empty()
+                      ? std::string("a mesh of sizes has no axis names; name "
+                                    "the axes: \"dp:2,tp:4\"")
+                      : fmt::format("a mesh of sizes needs {} with {}, or "
+                                    "name the axes: \"dp:2,tp:4\"",
+                                    src.axis_names,
+                                    count_noun(items->size(), "name")),
+                  location_in_text(src.mesh, text, items->front().offset));
       return std::nullopt;
     }
     if (names.size() != items->size()) {
       diags.error("mesh.axis-count",
-                  fmt::format("the mesh has {} but --axis-names has {}",
+                  fmt::format("the mesh has {} but {} has {}",
                               count_noun(items->size(), "size"),
+                              src.axis_names,
                               count_noun(names.size(), "name")),
-                  location_in_text("--mesh", text, items->front().offset));
+                  location_in_text(src.mesh, text, items->front().offset));
       return std::nullopt;
     }
   }
@@ -721,7 +739,7 @@ std::optional<Mesh> parse_mesh(std::string_view text,
             fmt::format("only one axis size may be -1; the size at column {} "
                         "is -1 already",
                         first.column),
-            location_in_text("--mesh", text, item.size_offset));
+            location_in_text(src.mesh, text, item.size_offset));
         return std::nullopt;
       }
       fill = &item;
@@ -733,7 +751,7 @@ std::optional<Mesh> parse_mesh(std::string_view text,
             fmt::format("axis sizes multiply to more than {} devices, the "
                         "most shardplan accepts",
                         k_max_devices),
-            location_in_text("--mesh", text, item.size_offset));
+            location_in_text(src.mesh, text, item.size_offset));
         return std::nullopt;
       }
       known = *product;
@@ -747,16 +765,18 @@ std::optional<Mesh> parse_mesh(std::string_view text,
                 fmt::format("the device count must be between 1 and {}, got {}",
                             k_max_devices,
                             *options.num_devices),
-                Location::of("--devices"));
+                Location::of(src.devices));
     return std::nullopt;
   }
 
   if (fill != nullptr) {
     if (!options.num_devices) {
       diags.error("mesh.fill-needs-devices",
-                  "cannot fill -1 without a device count; give --devices or "
-                  "--topology",
-                  location_in_text("--mesh", text, fill->size_offset));
+                  fmt::format("cannot fill -1 without a device count; give {} "
+                              "or {}",
+                              src.devices,
+                              src.topology),
+                  location_in_text(src.mesh, text, fill->size_offset));
       return std::nullopt;
     }
     if (*options.num_devices % known != 0) {
@@ -766,7 +786,7 @@ std::optional<Mesh> parse_mesh(std::string_view text,
                       "the product of the other axes",
                       *options.num_devices,
                       known),
-          location_in_text("--mesh", text, fill->size_offset));
+          location_in_text(src.mesh, text, fill->size_offset));
       d.hint = devices_hint(options);
       return std::nullopt;
     }
@@ -780,7 +800,7 @@ std::optional<Mesh> parse_mesh(std::string_view text,
                     known,
                     join_sizes(mesh.shape()),
                     *options.num_devices),
-        location_in_text("--mesh", text, items->front().offset));
+        location_in_text(src.mesh, text, items->front().offset));
     d.hint = devices_hint(options);
     return std::nullopt;
   }

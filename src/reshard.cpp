@@ -1172,4 +1172,67 @@ std::optional<ReshardPlan> plan_reshard(
   return plan;
 }
 
+AxisLink transfer_link(const Topology& from, const Topology& to) {
+  AxisLink link;
+  link.axis = "transfer";
+  link.ring_size = 2;
+  link.wraparound = false;
+  const TopologyFigures& f = from.figures;
+  if (from.name == to.name) {
+    if (from.kind == TopologyKind::tpu) {
+      link.link = LinkClass::ici;
+      link.bytes_per_s = f.ici_bytes_per_s_per_link.value
+                         * f.ici_links_per_chip.value
+                         / static_cast<double>(from.tpu.cores_per_chip);
+      link.latency_s = f.ici_latency_s.value;
+    } else if (from.gpus <= from.nvlink_domain) {
+      link.link = LinkClass::nvlink;
+      link.bytes_per_s = f.nvlink_bytes_per_s_per_gpu.value;
+      link.latency_s = f.nvlink_latency_s.value;
+    } else {
+      link.link = LinkClass::network;
+      link.bytes_per_s = f.network_bytes_per_s_per_gpu.value;
+      link.latency_s = f.network_latency_s.value;
+    }
+    return link;
+  }
+  // Another device set: the data-centre network, at the slower side's rate.
+  auto per_device = [](const Topology& t) {
+    if (t.kind == TopologyKind::tpu) {
+      return std::pair{t.figures.dcn_bytes_per_s_per_chip.value
+                           / static_cast<double>(t.tpu.cores_per_chip),
+                       t.figures.dcn_latency_s.value};
+    }
+    return std::pair{t.figures.network_bytes_per_s_per_gpu.value,
+                     t.figures.network_latency_s.value};
+  };
+  const auto [from_rate, from_latency] = per_device(from);
+  const auto [to_rate, to_latency] = per_device(to);
+  link.link =
+      from.kind == TopologyKind::tpu ? LinkClass::dcn : LinkClass::network;
+  link.bytes_per_s = std::min(from_rate, to_rate);
+  link.latency_s = std::max(from_latency, to_latency);
+  return link;
+}
+
+bool same_devices(const Topology* from, const Topology* to) {
+  if (from == nullptr || to == nullptr) {
+    return true;  // both --devices (or neither side has a topology)
+  }
+  if (from->name == to->name) {
+    return true;
+  }
+  if (from->kind != to->kind || from->chip != to->chip) {
+    return false;
+  }
+  if (from->kind == TopologyKind::tpu) {
+    // Slices of one shape: ids run slice by slice, so the slices both have
+    // keep their ids.
+    return from->tpu.chips == to->tpu.chips
+           && from->tpu.cores_per_chip == to->tpu.cores_per_chip;
+  }
+  return from->gpus_per_host
+         == to->gpus_per_host;  // whole nodes, ids node by node
+}
+
 }  // namespace shardplan

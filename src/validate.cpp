@@ -96,10 +96,9 @@ void check_device_count(const Mesh& mesh,
                     *options.topology_devices,
                     python_tuple(mesh.shape()),
                     mesh.num_devices()),
-        Location::of("--mesh"));
-    d.hint = fmt::format("--topology {} has {} devices",
-                         options.topology_name,
-                         *options.topology_devices);
+        Location::of(options.mesh_source));
+    d.hint = fmt::format(
+        "{} has {} devices", options.devices_source, *options.topology_devices);
   }
 }
 
@@ -264,9 +263,9 @@ TensorSharding check_tensor(const Manifest& manifest,
                quote(tensor.name),
                tensor.num_bytes,
                mesh.num_devices()))
-        .hint =
-        fmt::format("the warning starts at {} bytes (--warn-replicated)",
-                    options.replicated_warning_bytes);
+        .hint = fmt::format("the warning starts at {} bytes ({})",
+                            options.replicated_warning_bytes,
+                            options.replicated_warning_source);
   }
   return TensorSharding{std::move(laid)};
 }

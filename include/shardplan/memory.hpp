@@ -61,6 +61,10 @@ struct MemoryOptions {
   double headroom = 0.1;
   // How many of the largest tensors to list.
   size_t largest = 20;
+  // What to call `zero` and `data_axes` in diagnostics (the command line
+  // passes "--zero" and "--data-axes").
+  std::string zero_source;
+  std::string data_axes_source;
 };
 
 struct StateBytes {

@@ -61,13 +61,26 @@ inline constexpr int64_t k_max_devices = int64_t{1} << 22;
 // The most axes a mesh may have (MaxText's default mesh has 12).
 inline constexpr size_t k_max_axes = 64;
 
+// Where the inputs of a mesh come from, for diagnostics: the caller's names
+// for them. The command line passes its flags ("--mesh", "--dcn",
+// "--axis-names", "--devices", "--topology"; `reshard` its "--from-mesh",
+// "--from-dcn", ...); the core never spells a flag itself.
+struct MeshSources {
+  std::string mesh;         // the mesh string
+  std::string dcn;          // the DCN factors' string
+  std::string axis_names;   // the names of a positional mesh
+  std::string devices;      // a bare device count
+  std::string topology;     // a topology, which gives the device count
+  std::string allow_split;  // lets a mesh axis split a physical axis
+};
+
 struct MeshOptions {
   // Names for the positional form ("2,-1,4"); must be empty for the named form.
   std::vector<std::string> axis_names;
   // Devices the mesh must cover; required to fill a -1.
   std::optional<int64_t> num_devices;
   // Where num_devices comes from, for the hint of a count error
-  // ("--topology v5p-128"); empty when it is --devices itself.
+  // ("--topology v5p-128"); empty when it is the bare count itself.
   std::string devices_source;
   // Slices of the topology; nullopt when unknown (no topology given), in
   // which case the --dcn factors define the slice count.
@@ -75,17 +88,19 @@ struct MeshOptions {
   // When true, a mesh without -1 whose product differs from num_devices is
   // accepted (`check` reports the difference as a plan error, with the rest).
   bool count_may_differ = false;
-  // The --dcn string ("dp:2" or positional "2,1"), or empty. Without it on a
-  // multi-slice topology, the slice count goes to the first axis whose size
-  // it divides (eformer's create_mesh).
+  // The DCN factors ("dp:2" or positional "2,1"), or empty. Without them on
+  // a multi-slice topology, the slice count goes to the first axis whose
+  // size it divides (eformer's create_mesh).
   std::string dcn;
+  // What to call each input in diagnostics.
+  MeshSources sources;
 };
 
 // Parses a mesh string and resolves it: fills -1 against num_devices, checks
 // the product, splits each axis into ICI x DCN. Stops at the first problem,
-// which is reported with the flag ("--mesh", "--dcn" or "--axis-names") as
-// source, line 1, the column and a caret line. The device count is capped at
-// k_max_devices.
+// which is reported at the input's source (options.sources.mesh, .dcn or
+// .axis_names), line 1, the column and a caret line. The device count is
+// capped at k_max_devices.
 std::optional<Mesh> parse_mesh(std::string_view text,
                                const MeshOptions& options,
                                Diagnostics& diags);

@@ -154,6 +154,19 @@ struct ReshardOptions {
   std::vector<std::string> partial;
 };
 
+// What carries point-to-point transfers between two device sets
+// (docs/reshard.md, "Transfers between meshes"): on one topology its
+// fastest links (ICI on TPU, NVLink within one NVLink domain, else the
+// network); between two topologies the data-centre network at the slower
+// side's rate.
+AxisLink transfer_link(const Topology& from, const Topology& to);
+
+// Whether a device id names the same device on both sides: one topology,
+// no topology on either side (--devices), or TPU slices of one shape (ids
+// run slice by slice, so the slices both have keep their ids), or GPU
+// clusters of whole nodes of one size.
+bool same_devices(const Topology* from, const Topology* to);
+
 struct ReshardPlan {
   bool same_mesh = true;  // planned with collectives on one mesh
   // The distinct plans, and for each manifest tensor the index of its own: a

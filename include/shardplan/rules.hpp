@@ -349,12 +349,14 @@ struct RuleTrace {
 
 // Why tensor `name` got its spec: every rule, matched or why not, and what
 // the algorithm of each rule tried considered. The same decision as
-// apply_rules. An unknown name is an error at "--explain" with the nearest
-// tensor name as hint [rules.unknown-tensor]; input errors as apply_rules.
+// apply_rules. An unknown name is an error at `source` (where the name came
+// from; the command line passes "--explain") with the nearest tensor name as
+// hint [rules.unknown-tensor]; input errors as apply_rules.
 std::optional<RuleTrace> explain_rules(const Manifest& manifest,
                                        const Mesh& mesh,
                                        const RuleSet& rules,
                                        std::string_view name,
+                                       std::string_view source,
                                        Diagnostics& diags);
 
 // ---------------------------------------------------------------------------

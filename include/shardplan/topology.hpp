@@ -185,7 +185,8 @@ std::optional<TpuGrid> create_hybrid_device_mesh(
 
 // The grid of `mesh` on `slice`: create_device_mesh(mesh.shape()) for one
 // slice, create_hybrid_device_mesh(ici_shape, dcn_shape) when the slice or the
-// mesh has more than one slice. Errors carry location {source "--mesh"}.
+// mesh has more than one slice. Locations are left empty for the caller to
+// fill (layout_mesh puts the mesh's source there).
 std::optional<TpuGrid> tpu_device_grid(const TpuSlice& slice,
                                        const Mesh& mesh,
                                        bool allow_split_physical_axes,
@@ -353,12 +354,53 @@ std::optional<std::vector<int64_t>> calculate_host_mesh_shape(
     int64_t num_processes,
     Diagnostics& diags);
 
+struct LayoutOptions {
+  // JAX's allow_split_physical_axes: a mesh axis may take part of a
+  // physical torus axis.
+  bool allow_split_physical_axes = false;
+  // What to call the mesh's inputs in diagnostics (mesh, dcn, allow_split).
+  MeshSources sources;
+};
+
 // Lays `mesh` on `topology`: device count and slice count checked (errors
-// "topology.device-count", "topology.slice-count", located at "--mesh"), the
-// device grid as JAX builds it, links per axis, hosts.
+// "topology.device-count" at sources.mesh, "topology.slice-count" at
+// sources.dcn), the device grid as JAX builds it (its errors at
+// sources.mesh; "topology.no-assignment" hints at sources.allow_split),
+// links per axis, hosts.
 std::optional<MeshLayout> layout_mesh(const Topology& topology,
                                       const Mesh& mesh,
-                                      bool allow_split_physical_axes,
+                                      const LayoutOptions& options,
                                       Diagnostics& diags);
+
+// A mesh's inputs as a command gives them: the mesh string, its DCN factors
+// and axis names, and the topology it goes on (or only a device count).
+struct MeshInput {
+  std::string_view mesh;                // "fsdp:-1,tp:4"
+  std::string_view dcn;                 // "" or "dp:2"
+  std::vector<std::string> axis_names;  // for the positional form
+  const Topology* topology = nullptr;   // null: a bare device count
+  std::optional<int64_t> devices;       // without a topology
+  bool allow_split_physical_axes = false;
+  MeshSources sources;
+};
+
+// parse_mesh with the device and slice counts of input.topology (and
+// "SOURCES.TOPOLOGY NAME" as where they come from), or input.devices.
+// `count_may_differ` as MeshOptions has it.
+std::optional<Mesh> resolve_mesh(const MeshInput& input,
+                                 bool count_may_differ,
+                                 Diagnostics& diags);
+
+// A mesh and where its devices are.
+struct PlacedMesh {
+  Mesh mesh;
+  MeshLayout layout;
+};
+
+// resolve_mesh, then the mesh laid on input.topology as JAX lays it
+// (layout_mesh), or without a topology the plain grid of devices
+// 0..N-1 (generic_device_grid). nullopt after an error (reported).
+std::optional<PlacedMesh> place_mesh(const MeshInput& input,
+                                     Diagnostics& diags);
 
 }  // namespace shardplan

@@ -43,7 +43,12 @@ struct ValidateOptions {
   int64_t replicated_warning_bytes = int64_t{64} << 20;
   // Devices the topology has, to compare with the mesh; nullopt without one.
   std::optional<int64_t> topology_devices;
-  std::string topology_name;  // for the message
+  // What to call the inputs in diagnostics (the command line passes
+  // "--mesh", "--topology v5p-128", "--warn-replicated"): the mesh, where
+  // topology_devices comes from, and replicated_warning_bytes.
+  std::string mesh_source;
+  std::string devices_source;
+  std::string replicated_warning_source;
 };
 
 // The sharding of every manifest tensor (manifest order). Tensors without a

@@ -124,13 +124,22 @@ bool names_a_file(const std::string& arg) {
   return arg.ends_with(".json") || std::filesystem::is_regular_file(arg, ec);
 }
 
-// --topology NAME|FILE: a user topology file, or a catalogue name.
 std::optional<Topology> load_topology(const std::string& arg,
+                                      const std::string& flag,
                                       Diagnostics& diags) {
   if (names_a_file(arg)) {
     return read_path(arg, diags, read_topology_file);
   }
-  return resolve_topology(arg, Location::of("--topology"), diags);
+  return resolve_topology(arg, Location::of(flag), diags);
+}
+
+MeshSources mesh_flags() {
+  return MeshSources{"--mesh",
+                     "--dcn",
+                     "--axis-names",
+                     "--devices",
+                     "--topology",
+                     "--allow-split-physical-axes"};
 }
 
 namespace {
@@ -138,39 +147,26 @@ namespace {
 int run_mesh(const MeshCommand& cmd, Session& session) {
   std::optional<Topology> topology;
   if (!cmd.topology.empty()) {
-    topology = load_topology(cmd.topology, session.diags());
+    topology = load_topology(cmd.topology, "--topology", session.diags());
     if (!topology) {
       return session.fail_input();
     }
   }
-  MeshOptions options;
-  options.axis_names = cmd.axis_names;
-  options.num_devices =
-      topology ? std::optional<int64_t>(topology->devices()) : cmd.devices;
-  if (topology) {
-    options.num_slices = topology->num_slices();
-    options.devices_source = "--topology " + topology->name;
-  }
-  options.dcn = cmd.dcn;
-  auto mesh = parse_mesh(cmd.mesh, options, session.diags());
-  if (!mesh) {
+  const MeshInput input{cmd.mesh,
+                        cmd.dcn,
+                        cmd.axis_names,
+                        topology ? &*topology : nullptr,
+                        cmd.devices,
+                        cmd.allow_split_physical_axes,
+                        mesh_flags()};
+  std::optional<PlacedMesh> placed = place_mesh(input, session.diags());
+  if (!placed) {
     return session.fail_input();
   }
   spdlog::debug(
-      "mesh {} resolved to {} devices", cmd.mesh, mesh->num_devices());
-  MeshLayout layout;
-  if (topology) {
-    std::optional<MeshLayout> laid = layout_mesh(
-        *topology, *mesh, cmd.allow_split_physical_axes, session.diags());
-    if (!laid || session.diags().has_errors()) {
-      return session.fail_input();
-    }
-    layout = std::move(*laid);
-  } else {
-    layout.grid = generic_device_grid(*mesh);
-  }
+      "mesh {} resolved to {} devices", cmd.mesh, placed->mesh.num_devices());
   return session.finish(
-      MeshReport{*mesh, layout, topology ? &*topology : nullptr}, ExitCode::ok);
+      MeshReport{placed->mesh, placed->layout, input.topology}, ExitCode::ok);
 }
 
 // A byte size: "1073741824", "80GB", "95GiB", "64 MiB", "1.5e9". Decimal
@@ -239,23 +235,22 @@ struct Inputs {
 // Reads the inputs; false after an input error (reported).
 bool load_inputs(const CheckCommand& cmd, Diagnostics& diags, Inputs& in) {
   if (!cmd.topology.empty()) {
-    in.topology = load_topology(cmd.topology, diags);
+    in.topology = load_topology(cmd.topology, "--topology", diags);
     if (!in.topology) {
       return false;
     }
   }
   const std::optional<Topology>& topology = in.topology;
-  MeshOptions mesh_options;
-  mesh_options.axis_names = cmd.axis_names;
-  mesh_options.num_devices =
-      topology ? std::optional<int64_t>(topology->devices()) : cmd.devices;
-  mesh_options.count_may_differ = topology.has_value();
-  if (topology) {
-    mesh_options.num_slices = topology->num_slices();
-    mesh_options.devices_source = "--topology " + topology->name;
-  }
-  mesh_options.dcn = cmd.dcn;
-  in.mesh = parse_mesh(cmd.mesh, mesh_options, diags);
+  // With a topology, a mesh of another device count is a plan error that
+  // the validator reports with the others.
+  const MeshInput input{cmd.mesh,
+                        cmd.dcn,
+                        cmd.axis_names,
+                        topology ? &*topology : nullptr,
+                        cmd.devices,
+                        false,
+                        mesh_flags()};
+  in.mesh = resolve_mesh(input, topology.has_value(), diags);
   if (!in.mesh) {
     return false;
   }
@@ -267,6 +262,8 @@ bool load_inputs(const CheckCommand& cmd, Diagnostics& diags, Inputs& in) {
   in.memory.data_axes = cmd.data_axes;
   in.memory.headroom = cmd.headroom;
   in.memory.largest = cmd.largest;
+  in.memory.zero_source = "--zero";
+  in.memory.data_axes_source = "--data-axes";
   if (!cmd.hbm.empty()) {
     in.memory.hbm_bytes = parse_size(cmd.hbm, "--hbm", diags);
   } else if (topology) {
@@ -279,9 +276,11 @@ bool load_inputs(const CheckCommand& cmd, Diagnostics& diags, Inputs& in) {
     return false;
   }
   in.validate.replicated_warning_bytes = *warn;
+  in.validate.replicated_warning_source = "--warn-replicated";
+  in.validate.mesh_source = "--mesh";
   if (topology) {
     in.validate.topology_devices = topology->devices();
-    in.validate.topology_name = topology->name;
+    in.validate.devices_source = "--topology " + topology->name;
   }
   Stopwatch watch;
   in.manifest = load_manifest(cmd.manifest, cmd.model, diags);
@@ -348,11 +347,13 @@ int run_check(const CheckCommand& cmd, View view, Session& session) {
 }  // namespace
 
 // --rules FILE|PRESET: a user's rules file, or a preset name.
-std::optional<RuleSet> load_rules(const std::string& arg, Diagnostics& diags) {
+std::optional<RuleSet> load_rules(const std::string& arg,
+                                  const std::string& flag,
+                                  Diagnostics& diags) {
   if (names_a_file(arg)) {
     return read_path(arg, diags, read_rules);
   }
-  return read_rules_preset(arg, Location::of("--rules"), diags);
+  return read_rules_preset(arg, Location::of(flag), diags);
 }
 
 namespace {
@@ -374,13 +375,13 @@ int run_plan(const PlanCommand& cmd, Session& session) {
   if (!load_inputs(cmd.check, diags, in)) {
     return session.fail_input();
   }
-  std::optional<RuleSet> rules = load_rules(cmd.rules, diags);
+  std::optional<RuleSet> rules = load_rules(cmd.rules, "--rules", diags);
   if (!rules) {
     return session.fail_input();
   }
   if (!cmd.explain.empty()) {
-    std::optional<RuleTrace> trace =
-        explain_rules(*in.manifest, *in.mesh, *rules, cmd.explain, diags);
+    std::optional<RuleTrace> trace = explain_rules(
+        *in.manifest, *in.mesh, *rules, cmd.explain, "--explain", diags);
     if (!trace) {
       return session.fail_input();
     }
@@ -408,7 +409,8 @@ int run_topology_list(Session& session) {
 }
 
 int run_topology_show(const TopologyCommand& cmd, Session& session) {
-  std::optional<Topology> topology = load_topology(cmd.name, session.diags());
+  std::optional<Topology> topology =
+      load_topology(cmd.name, "--topology", session.diags());
   if (!topology) {
     return session.fail_input();
   }

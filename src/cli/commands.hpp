@@ -7,6 +7,7 @@
 
 #include <shardplan/diag.hpp>
 #include <shardplan/io.hpp>
+#include <shardplan/mesh.hpp>
 #include <shardplan/report.hpp>
 #include <shardplan/rules.hpp>
 #include <shardplan/tensor.hpp>
@@ -192,13 +193,21 @@ std::optional<Manifest> load_manifest(const std::string& manifest,
 // file, or one ending in .json, is a file; anything else a built-in name.
 bool names_a_file(const std::string& arg);
 
-// --topology NAME|FILE: a user topology file, or a catalogue name (errors
-// located at "--topology").
+// --topology NAME|FILE (or `flag`, e.g. --from-topology): a user topology
+// file, or a catalogue name (errors located at `flag`).
 std::optional<Topology> load_topology(const std::string& arg,
+                                      const std::string& flag,
                                       Diagnostics& diags);
 
-// --rules FILE|PRESET: a user's rules file, or a preset name.
-std::optional<RuleSet> load_rules(const std::string& arg, Diagnostics& diags);
+// The flags a mesh's inputs come from in every command but reshard, which
+// has its own for each side.
+MeshSources mesh_flags();
+
+// --rules FILE|PRESET (or `flag`, e.g. --from-rules): a user's rules file,
+// or a preset name.
+std::optional<RuleSet> load_rules(const std::string& arg,
+                                  const std::string& flag,
+                                  Diagnostics& diags);
 
 // `shardplan reshard` (cli/reshard.cpp).
 struct ReshardCommand {

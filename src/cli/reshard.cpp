@@ -21,7 +21,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <initializer_list>
 #include <utility>
 
 namespace shardplan::cli {
@@ -41,23 +40,6 @@ struct Side {
   std::vector<const PartitionSpec*> specs;  // full rank, one per tensor
 };
 
-using Renames =
-    std::initializer_list<std::pair<std::string_view, std::string_view>>;
-
-// Adds what `scratch` holds to `diags`, with the location sources the
-// shared readers use ("--mesh", "--topology", ...) renamed to the flags of
-// this command ("--from-mesh", ...).
-void relocate(const Diagnostics& scratch, Diagnostics& diags, Renames renames) {
-  for (Diagnostic d : scratch.items()) {
-    for (const auto& [from, to] : renames) {
-      if (d.location.source == from) {
-        d.location.source = std::string(to);
-      }
-    }
-    diags.add(std::move(d));
-  }
-}
-
 // The side's topology: --from-topology/--to-topology, else --topology.
 bool load_side_topology(const std::string& own_arg,
                         const std::string& own_flag,
@@ -69,9 +51,7 @@ bool load_side_topology(const std::string& own_arg,
   if (arg.empty()) {
     return true;
   }
-  Diagnostics scratch;
-  side.topology = load_topology(arg, scratch);
-  relocate(scratch, diags, {{"--topology", side.topology_flag}});
+  side.topology = load_topology(arg, side.topology_flag, diags);
   return side.topology.has_value();
 }
 
@@ -83,31 +63,25 @@ bool load_side_mesh(const std::string& text,
                     bool allow_split,
                     Side& side,
                     Diagnostics& diags) {
-  const Topology* topology = side.topology ? &*side.topology : nullptr;
-  MeshOptions options;
-  options.num_devices = topology != nullptr
-                            ? std::optional<int64_t>(topology->devices())
-                            : devices;
-  if (topology != nullptr) {
-    options.num_slices = topology->num_slices();
-    options.devices_source =
-        fmt::format("{} {}", side.topology_flag, topology->name);
+  const MeshInput input{text,
+                        dcn,
+                        {},
+                        side.topology ? &*side.topology : nullptr,
+                        devices,
+                        allow_split,
+                        MeshSources{side.mesh_flag,
+                                    side.dcn_flag,
+                                    "",
+                                    "--devices",
+                                    side.topology_flag,
+                                    "--allow-split-physical-axes"}};
+  std::optional<PlacedMesh> placed = place_mesh(input, diags);
+  if (!placed) {
+    return false;
   }
-  options.dcn = dcn;
-  Diagnostics scratch;
-  side.mesh = parse_mesh(text, options, scratch);
-  if (side.mesh && topology != nullptr) {
-    std::optional<MeshLayout> laid =
-        layout_mesh(*topology, *side.mesh, allow_split, scratch);
-    if (laid) {
-      side.layout = std::move(*laid);
-    }
-  } else if (side.mesh) {
-    side.layout.grid = generic_device_grid(*side.mesh);
-  }
-  relocate(
-      scratch, diags, {{"--mesh", side.mesh_flag}, {"--dcn", side.dcn_flag}});
-  return side.mesh.has_value() && !scratch.has_errors();
+  side.mesh = std::move(placed->mesh);
+  side.layout = std::move(placed->layout);
+  return true;
 }
 
 // --shape "1024,4096" (also "[1024, 4096]", "(1024, 4096)"; "" or "[]" is a
@@ -245,9 +219,7 @@ bool load_side_specs(const Manifest& manifest,
     }
     side.shardings = validate_specs(manifest, mesh, *specs, validate, diags);
   } else if (!rules_arg.empty()) {
-    Diagnostics scratch;
-    std::optional<RuleSet> rules = load_rules(rules_arg, scratch);
-    relocate(scratch, diags, {{"--rules", rules_flag}});
+    std::optional<RuleSet> rules = load_rules(rules_arg, rules_flag, diags);
     if (!rules) {
       return false;
     }
@@ -353,72 +325,6 @@ std::optional<std::vector<std::string>> parse_partial(std::string_view text,
     i = comma + 1;
   }
   return axes;
-}
-
-// What carries point-to-point transfers between the two sides
-// (docs/reshard.md, "Transfers between meshes").
-AxisLink transfer_link(const Topology& from, const Topology& to) {
-  AxisLink link;
-  link.axis = "transfer";
-  link.ring_size = 2;
-  link.wraparound = false;
-  const TopologyFigures& f = from.figures;
-  if (from.name == to.name) {
-    if (from.kind == TopologyKind::tpu) {
-      link.link = LinkClass::ici;
-      link.bytes_per_s = f.ici_bytes_per_s_per_link.value
-                         * f.ici_links_per_chip.value
-                         / static_cast<double>(from.tpu.cores_per_chip);
-      link.latency_s = f.ici_latency_s.value;
-    } else if (from.gpus <= from.nvlink_domain) {
-      link.link = LinkClass::nvlink;
-      link.bytes_per_s = f.nvlink_bytes_per_s_per_gpu.value;
-      link.latency_s = f.nvlink_latency_s.value;
-    } else {
-      link.link = LinkClass::network;
-      link.bytes_per_s = f.network_bytes_per_s_per_gpu.value;
-      link.latency_s = f.network_latency_s.value;
-    }
-    return link;
-  }
-  // Another device set: the data-centre network, at the slower side's rate.
-  auto per_device = [](const Topology& t) {
-    if (t.kind == TopologyKind::tpu) {
-      return std::pair{t.figures.dcn_bytes_per_s_per_chip.value
-                           / static_cast<double>(t.tpu.cores_per_chip),
-                       t.figures.dcn_latency_s.value};
-    }
-    return std::pair{t.figures.network_bytes_per_s_per_gpu.value,
-                     t.figures.network_latency_s.value};
-  };
-  const auto [from_rate, from_latency] = per_device(from);
-  const auto [to_rate, to_latency] = per_device(to);
-  link.link =
-      from.kind == TopologyKind::tpu ? LinkClass::dcn : LinkClass::network;
-  link.bytes_per_s = std::min(from_rate, to_rate);
-  link.latency_s = std::max(from_latency, to_latency);
-  return link;
-}
-
-// Whether a device id names the same device on both sides.
-bool same_devices(const Topology* from, const Topology* to) {
-  if (from == nullptr || to == nullptr) {
-    return true;  // both --devices (or neither side has a topology)
-  }
-  if (from->name == to->name) {
-    return true;
-  }
-  if (from->kind != to->kind || from->chip != to->chip) {
-    return false;
-  }
-  if (from->kind == TopologyKind::tpu) {
-    // Slices of one shape: ids run slice by slice, so the slices both have
-    // keep their ids.
-    return from->tpu.chips == to->tpu.chips
-           && from->tpu.cores_per_chip == to->tpu.cores_per_chip;
-  }
-  return from->gpus_per_host
-         == to->gpus_per_host;  // whole nodes, ids node by node
 }
 
 }  // namespace

@@ -925,8 +925,8 @@ std::optional<Manifest> read_manifest(std::string_view json,
                "manifest",
                Location::of(std::string(source)))
         .hint =
-        "give its path to --manifest or --from-safetensors: its shard files "
-        "are read too";
+        "read it by its path (read_manifest_path), which reads its shard "
+        "files too";
   }
   return manifest;
 }

@@ -75,6 +75,7 @@ std::optional<RuleTrace> explain_rules(const Manifest& manifest,
                                        const Mesh& mesh,
                                        const RuleSet& rules,
                                        std::string_view name,
+                                       std::string_view source,
                                        Diagnostics& diags) {
   const Tensor* tensor = manifest.find(name);
   if (tensor == nullptr) {
@@ -83,7 +84,7 @@ std::optional<RuleTrace> explain_rules(const Manifest& manifest,
         manifest.source.empty()
             ? fmt::format("no tensor {} in the manifest", quote(name))
             : fmt::format("no tensor {} in {}", quote(name), manifest.source),
-        Location::of("--explain"));
+        Location::of(std::string(source)));
     std::vector<std::string> names;
     names.reserve(manifest.size());
     for (const Tensor& t : manifest.tensors()) {

@@ -528,10 +528,7 @@ std::optional<TorusLayout> assign_torus_axes(
         Diagnostic& d = diags.error("topology.no-assignment",
                                     no_assignment_message(l, size, remaining));
         d.hint = fmt::format(
-            "pass --allow-split-physical-axes (jax.make_mesh sets it by itself "
-            "on "
-            "v5e), or choose axis sizes that are products of the physical axes "
-            "{}",
+            "choose axis sizes that are products of the physical axes {}",
             python_tuple(physical_shape));
         return std::nullopt;
       }
@@ -862,26 +859,16 @@ std::optional<TpuGrid> tpu_device_grid(const TpuSlice& slice,
                                        bool allow_split_physical_axes,
                                        Diagnostics& diags) {
   const std::vector<TpuDevice> devices = tpu_devices(slice);
-  Diagnostics local;
-  std::optional<TpuGrid> grid;
   if (slice.num_slices > 1 || mesh.num_slices() > 1) {
-    grid = create_hybrid_device_mesh(slice.chip,
+    return create_hybrid_device_mesh(slice.chip,
                                      mesh.ici_shape(),
                                      mesh.dcn_shape(),
                                      devices,
                                      allow_split_physical_axes,
-                                     local);
-  } else {
-    grid = create_device_mesh(
-        slice.chip, mesh.shape(), devices, allow_split_physical_axes, local);
+                                     diags);
   }
-  for (Diagnostic d : local.items()) {
-    if (d.location.empty()) {
-      d.location.source = "--mesh";
-    }
-    diags.add(std::move(d));
-  }
-  return grid;
+  return create_device_mesh(
+      slice.chip, mesh.shape(), devices, allow_split_physical_axes, diags);
 }
 
 DeviceGrid gpu_device_grid(const Mesh& mesh, int64_t gpus_per_node) {

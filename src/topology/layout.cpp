@@ -241,6 +241,7 @@ std::vector<AxisLink> gpu_links(const Topology& t,
 HostLayout host_layout(const Topology& t,
                        const std::vector<TpuDevice>& devices,
                        const Mesh& mesh,
+                       const MeshSources& sources,
                        Diagnostics& diags) {
   HostLayout hosts;
   hosts.devices_per_host = t.devices_per_host();
@@ -268,7 +269,7 @@ HostLayout host_layout(const Topology& t,
     hosts.local_mesh_shape = std::move(*shape);
   }
   for (Diagnostic d : local.items()) {
-    d.location.source = "--mesh";
+    d.location.source = sources.mesh;
     if (t.num_slices() > 1) {
       d.severity = Severity::warning;
       d.hint =
@@ -302,10 +303,10 @@ std::string_view to_string(LinkClass link) {
 
 std::optional<MeshLayout> layout_mesh(const Topology& topology,
                                       const Mesh& mesh,
-                                      bool allow_split_physical_axes,
+                                      const LayoutOptions& options,
                                       Diagnostics& diags) {
-  Location at_mesh;
-  at_mesh.source = "--mesh";
+  const MeshSources& sources = options.sources;
+  const Location at_mesh = Location::of(sources.mesh);
   if (mesh.num_devices() != topology.devices()) {
     Diagnostic& d =
         diags.error("topology.device-count",
@@ -329,8 +330,9 @@ std::optional<MeshLayout> layout_mesh(const Topology& topology,
                     mesh.num_slices(),
                     topology.name,
                     topology.num_slices()),
-        Location::of("--dcn"));
-    d.hint = fmt::format("--dcn factors multiply to the slice count, {}",
+        Location::of(sources.dcn));
+    d.hint = fmt::format("{} factors multiply to the slice count, {}",
+                         sources.dcn,
                          topology.num_slices());
     return std::nullopt;
   }
@@ -339,8 +341,21 @@ std::optional<MeshLayout> layout_mesh(const Topology& topology,
                                              ? tpu_devices(topology.tpu)
                                              : std::vector<TpuDevice>();
   if (topology.kind == TopologyKind::tpu) {
-    std::optional<TpuGrid> grid =
-        tpu_device_grid(topology.tpu, mesh, allow_split_physical_axes, diags);
+    Diagnostics local;
+    std::optional<TpuGrid> grid = tpu_device_grid(
+        topology.tpu, mesh, options.allow_split_physical_axes, local);
+    for (Diagnostic d : local.items()) {
+      if (d.location.empty()) {
+        d.location = at_mesh;
+      }
+      if (d.code == "topology.no-assignment" && !sources.allow_split.empty()) {
+        d.hint = fmt::format(
+            "pass {} (jax.make_mesh sets it by itself on v5e), or {}",
+            sources.allow_split,
+            d.hint);
+      }
+      diags.add(std::move(d));
+    }
     if (!grid) {
       return std::nullopt;
     }
@@ -359,8 +374,55 @@ std::optional<MeshLayout> layout_mesh(const Topology& topology,
     layout.grid = gpu_device_grid(mesh, topology.gpus_per_host);
     layout.links = gpu_links(topology, mesh, layout.grid);
   }
-  layout.hosts = host_layout(topology, devices, mesh, diags);
+  layout.hosts = host_layout(topology, devices, mesh, sources, diags);
   return layout;
+}
+
+std::optional<Mesh> resolve_mesh(const MeshInput& input,
+                                 bool count_may_differ,
+                                 Diagnostics& diags) {
+  MeshOptions options;
+  options.axis_names = input.axis_names;
+  options.num_devices = input.topology != nullptr
+                            ? std::optional<int64_t>(input.topology->devices())
+                            : input.devices;
+  options.count_may_differ = count_may_differ;
+  if (input.topology != nullptr) {
+    options.num_slices = input.topology->num_slices();
+    options.devices_source =
+        fmt::format("{} {}", input.sources.topology, input.topology->name);
+  }
+  options.dcn = std::string(input.dcn);
+  options.sources = input.sources;
+  return parse_mesh(input.mesh, options, diags);
+}
+
+std::optional<PlacedMesh> place_mesh(const MeshInput& input,
+                                     Diagnostics& diags) {
+  std::optional<Mesh> mesh = resolve_mesh(input, false, diags);
+  if (!mesh) {
+    return std::nullopt;
+  }
+  PlacedMesh placed{std::move(*mesh), {}};
+  if (input.topology == nullptr) {
+    placed.layout.grid = generic_device_grid(placed.mesh);
+    return placed;
+  }
+  Diagnostics local;
+  std::optional<MeshLayout> layout =
+      layout_mesh(*input.topology,
+                  placed.mesh,
+                  LayoutOptions{input.allow_split_physical_axes, input.sources},
+                  local);
+  const bool failed = !layout || local.has_errors();
+  for (const Diagnostic& d : local.items()) {
+    diags.add(d);
+  }
+  if (failed) {
+    return std::nullopt;
+  }
+  placed.layout = std::move(*layout);
+  return placed;
 }
 
 }  // namespace shardplan

@@ -102,8 +102,27 @@ std::vector<NegativeCase> load_cases(std::string_view relative) {
   return cases;
 }
 
+MeshSources flag_sources() {
+  return MeshSources{"--mesh",
+                     "--dcn",
+                     "--axis-names",
+                     "--devices",
+                     "--topology",
+                     "--allow-split-physical-axes"};
+}
+
+MeshOptions flag_options() {
+  MeshOptions options;
+  options.sources = flag_sources();
+  return options;
+}
+
+LayoutOptions flag_layout(bool allow_split_physical_axes) {
+  return LayoutOptions{allow_split_physical_axes, flag_sources()};
+}
+
 Mesh mesh_of(std::string_view text, int64_t devices, std::string dcn) {
-  MeshOptions o;
+  MeshOptions o = flag_options();
   o.num_devices = devices;
   o.dcn = std::move(dcn);
   Diagnostics diags;

@@ -38,6 +38,15 @@ struct NegativeCase {
 };
 std::vector<NegativeCase> load_cases(std::string_view relative);
 
+// The names the command line gives a mesh's inputs (--mesh, --dcn,
+// --axis-names, --devices, --topology, --allow-split-physical-axes), so that
+// tests of the core see the diagnostics a user sees.
+MeshSources flag_sources();
+// MeshOptions with flag_sources().
+MeshOptions flag_options();
+// LayoutOptions with flag_sources().
+LayoutOptions flag_layout(bool allow_split_physical_axes = false);
+
 // The mesh `text` on `devices` devices with the --dcn string `dcn`; fails
 // the current test (showing the error) when it does not parse.
 Mesh mesh_of(std::string_view text, int64_t devices, std::string dcn = "");

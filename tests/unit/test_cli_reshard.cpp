@@ -222,6 +222,15 @@ TEST_CASE("reshard: every bad input exits 2 with a located message",
       {"bad DCN string",
        one_tensor({"--from-dcn", "X:2", "--from-spec", "Y", "--to-spec", "X"}),
        "--from-dcn:1:1: error: DCN factors multiply to 2"},
+      // Messages name the flag the user typed, not the other commands'.
+      {"DCN factor of an axis the mesh lacks",
+       one_tensor({"--to-dcn", "Z:2", "--from-spec", "Y", "--to-spec", "X"}),
+       "--to-dcn:1:1: error: --to-dcn names axis \"Z\", which the mesh "
+       "lacks"},
+      {"a mesh of sizes has no --axis-names in reshard",
+       one_tensor({"--from-mesh", "8,4", "--from-spec", "Y", "--to-spec", "X"}),
+       "--from-mesh:1:1: error: a mesh of sizes has no axis names; name the "
+       "axes: \"dp:2,tp:4\""},
       {"a tensor without a spec",
        tiny({"--to-specs", specs}),
        specs + ": error: tensor \"model.embed_tokens.weight\" has no spec in "

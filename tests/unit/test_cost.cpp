@@ -118,7 +118,7 @@ TEST_CASE("cost: the links of a real v5e-32 mesh give the book's 560 us") {
   Topology t = test::topology_of("v5e-32");
   Diagnostics diags;
   std::optional<MeshLayout> layout =
-      layout_mesh(t, test::mesh_of("X:8,Y:4", 32), false, diags);
+      layout_mesh(t, test::mesh_of("X:8,Y:4", 32), test::flag_layout(), diags);
   REQUIRE(layout);
   const AxisLink& y = layout->links[1];
   REQUIRE(y.axis == "Y");

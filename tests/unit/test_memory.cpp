@@ -63,6 +63,8 @@ MemoryEstimate estimate(const Manifest& manifest,
                         int zero,
                         std::optional<int64_t> hbm = std::nullopt) {
   MemoryOptions options;
+  options.zero_source = "--zero";
+  options.data_axes_source = "--data-axes";
   options.recipe = recipe;
   options.zero = zero;
   options.hbm_bytes = hbm;
@@ -231,6 +233,8 @@ TEST_CASE("memory: capacity with headroom decides fits", "[memory]") {
   const Mesh mesh = test::mesh_of("dp:1", 1);
   const auto shardings = all_with(m, mesh, "P()");
   MemoryOptions options;
+  options.zero_source = "--zero";
+  options.data_axes_source = "--data-axes";
   options.hbm_bytes = 1000;  // 10% kept free: 900 usable
   Diagnostics diags;
   auto e = estimate_memory(m, mesh, shardings, options, diags);
@@ -288,6 +292,8 @@ TEST_CASE("memory: data axes", "[memory]") {
   const Mesh mesh = test::mesh_of("data:2,fsdp:4,tp:2", 16);
   const auto shardings = all_with(m, mesh, "P('fsdp')");
   MemoryOptions options;
+  options.zero_source = "--zero";
+  options.data_axes_source = "--data-axes";
   options.recipe = Recipe::adam;
   options.zero = 1;
   Diagnostics diags;
@@ -341,6 +347,8 @@ TEST_CASE("memory: the largest tensors, ties in manifest order", "[memory]") {
   REQUIRE_FALSE(diags.has_errors());
   auto names = [&](size_t keep) {
     MemoryOptions options;
+    options.zero_source = "--zero";
+    options.data_axes_source = "--data-axes";
     options.recipe = Recipe::params_only;
     options.largest = keep;
     std::optional<MemoryEstimate> e =

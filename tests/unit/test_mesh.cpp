@@ -23,7 +23,8 @@ std::vector<std::string> split_commas(const std::string& s) {
   }
 }
 
-Mesh must_parse(std::string_view text, const MeshOptions& options = {}) {
+Mesh must_parse(std::string_view text,
+                const MeshOptions& options = test::flag_options()) {
   Diagnostics diags;
   auto mesh = parse_mesh(text, options, diags);
   INFO(test::first_error(diags));
@@ -33,7 +34,7 @@ Mesh must_parse(std::string_view text, const MeshOptions& options = {}) {
 }
 
 MeshOptions with_devices(int64_t n) {
-  MeshOptions o;
+  MeshOptions o = test::flag_options();
   o.num_devices = n;
   return o;
 }
@@ -43,7 +44,7 @@ MeshOptions with_devices(int64_t n) {
 TEST_CASE("mesh: every negative case gives its exact located error", "[mesh]") {
   for (const test::NegativeCase& c : test::load_cases("mesh_errors.txt")) {
     DYNAMIC_SECTION("line " << c.line << ": " << c.name) {
-      MeshOptions options;
+      MeshOptions options = test::flag_options();
       if (c.args.count("devices")) {
         options.num_devices = std::stoll(c.args.at("devices"));
       }
@@ -79,7 +80,7 @@ TEST_CASE("mesh: the caret sits under the offending character", "[mesh]") {
 TEST_CASE("mesh: the caret counts characters after multi-byte UTF-8",
           "[mesh]") {
   Diagnostics diags;
-  CHECK_FALSE(parse_mesh("données:2", {}, diags));
+  CHECK_FALSE(parse_mesh("données:2", test::flag_options(), diags));
   // "donn" is 4 characters; the caret goes under the 5th, "é".
   CHECK(render(diags.items().front())
         == "--mesh:1:5: error: invalid character \"é\" (U+00E9) in axis name; names "
@@ -227,7 +228,7 @@ TEST_CASE("mesh: canonical printing parses back to an equal mesh",
       a.ici = a.size / a.dcn;
       m.axes.push_back(a);
     }
-    MeshOptions o;
+    MeshOptions o = test::flag_options();
     o.num_devices = m.num_devices();
     o.num_slices = m.num_slices();
     o.dcn = dcn_string(m);

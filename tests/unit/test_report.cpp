@@ -268,7 +268,7 @@ struct Fixture {
     planned = validate_planned(
         manifest, mesh, specs_of_plan, rules->source, {}, diags);
     planned_memory = estimate_memory(manifest, mesh, planned, {}, diags);
-    trace = explain_rules(manifest, mesh, *rules, "w", diags);
+    trace = explain_rules(manifest, mesh, *rules, "w", "--explain", diags);
     grid = generic_device_grid(mesh);
     const PartitionSpec* from[] = {shardings[0].spec()};
     const PartitionSpec* to[] = {planned[0].spec()};

@@ -756,7 +756,8 @@ TEST_CASE("reshard: the book's all_gather on a v5e-32 mesh X:8,Y:4") {
   Diagnostics diags;
   Side s;
   s.mesh = test::mesh_of("X:8,Y:4", 32);
-  std::optional<MeshLayout> layout = layout_mesh(t, s.mesh, false, diags);
+  std::optional<MeshLayout> layout =
+      layout_mesh(t, s.mesh, test::flag_layout(), diags);
   REQUIRE(layout);
   s.grid = layout->grid;
   s.links = layout->links;

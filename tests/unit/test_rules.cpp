@@ -1203,8 +1203,12 @@ TEST_CASE("rules: explain shows each rule and what the algorithm considered",
       {"replicate": true}]})");
   const Manifest manifest = manifest_of({{"layers.0.mlp.w", {7, 4096}}});
   Diagnostics diags;
-  std::optional<RuleTrace> trace = explain_rules(
-      manifest, mesh("fsdp:4,tp:8"), rules, "layers.0.mlp.w", diags);
+  std::optional<RuleTrace> trace = explain_rules(manifest,
+                                                 mesh("fsdp:4,tp:8"),
+                                                 rules,
+                                                 "layers.0.mlp.w",
+                                                 "--explain",
+                                                 diags);
   REQUIRE(trace);
   CHECK(diags.items().empty());
   CHECK(trace->tensor == "layers.0.mlp.w");
@@ -1248,8 +1252,8 @@ TEST_CASE("rules: explain agrees with apply_rules", "[rules]") {
   REQUIRE(r.plan);
   for (size_t i = 0; i < manifest.size(); ++i) {
     Diagnostics diags;
-    std::optional<RuleTrace> t =
-        explain_rules(manifest, m, rules, manifest.tensors()[i].name, diags);
+    std::optional<RuleTrace> t = explain_rules(
+        manifest, m, rules, manifest.tensors()[i].name, "--explain", diags);
     REQUIRE(t);
     CHECK(t->result == r.plan->decision(i));
   }
@@ -1257,14 +1261,14 @@ TEST_CASE("rules: explain agrees with apply_rules", "[rules]") {
   // takes dim 1 (9).
   Diagnostics diags;
   std::optional<RuleTrace> odd =
-      explain_rules(manifest, m, rules, "w.odd", diags);
+      explain_rules(manifest, m, rules, "w.odd", "--explain", diags);
   REQUIRE(odd);
   CHECK(odd->rules[0].outcome == RuleOutcome::fell_through);
   CHECK(odd->rules[1].outcome == RuleOutcome::decided);
   CHECK(py(odd->result.spec) == "P(None, 'fsdp')");
   // w.small: 3 elements < min_size 4, before any rule.
   std::optional<RuleTrace> small =
-      explain_rules(manifest, m, rules, "w.small", diags);
+      explain_rules(manifest, m, rules, "w.small", "--explain", diags);
   REQUIRE(small);
   CHECK(small->rules.empty());
   REQUIRE(small->before.size() == 1);
@@ -1272,7 +1276,7 @@ TEST_CASE("rules: explain agrees with apply_rules", "[rules]") {
         == "3 elements < min_size 4: replicated before any rule");
   // An unknown name: the nearest one as hint.
   Diagnostics missing;
-  CHECK_FALSE(explain_rules(manifest, m, rules, "w.od", missing));
+  CHECK_FALSE(explain_rules(manifest, m, rules, "w.od", "--explain", missing));
   REQUIRE(missing.error_count() == 1);
   CHECK(render(missing.items()[0])
         == "--explain: error: no tensor \"w.od\" in m.json; did you mean "

@@ -20,7 +20,7 @@ using Ids = std::vector<int64_t>;
 
 Mesh mesh_on(const Topology& t, std::string_view text, std::string dcn = "") {
   Diagnostics diags;
-  MeshOptions options;
+  MeshOptions options = test::flag_options();
   options.num_devices = t.devices();
   options.num_slices = t.num_slices();
   options.dcn = std::move(dcn);
@@ -36,7 +36,7 @@ MeshLayout laid(std::string_view topology,
   Topology t = test::topology_of(topology);
   Diagnostics diags;
   std::optional<MeshLayout> layout =
-      layout_mesh(t, mesh_on(t, mesh), split, diags);
+      layout_mesh(t, mesh_on(t, mesh), test::flag_layout(split), diags);
   INFO(topology << " " << mesh << ": " << test::first_error(diags));
   REQUIRE(layout);
   REQUIRE_FALSE(diags.has_errors());
@@ -133,7 +133,7 @@ TEST_CASE("mesh on topology: DCN and mixed axes", "[topology]") {
   Topology t = test::topology_of("2xv5e-256");
   Diagnostics diags;
   std::optional<MeshLayout> mixed =
-      layout_mesh(t, mesh_on(t, "fsdp:512"), false, diags);
+      layout_mesh(t, mesh_on(t, "fsdp:512"), test::flag_layout(), diags);
   REQUIRE(mixed);
   CHECK(mixed->links[0].link == LinkClass::mixed);
   CHECK(mixed->links[0].bytes_per_s == 3.125e9);
@@ -205,29 +205,36 @@ TEST_CASE("calculate_host_mesh_shape: eformer's examples and errors",
 TEST_CASE("mesh on topology: errors", "[topology]") {
   Topology t = test::topology_of("v5p-128");
   Diagnostics diags;
-  CHECK_FALSE(layout_mesh(t, test::mesh_of("dp:2,tp:4", 8), false, diags));
+  CHECK_FALSE(layout_mesh(
+      t, test::mesh_of("dp:2,tp:4", 8), test::flag_layout(), diags));
   REQUIRE(diags.items().size() == 1);
   CHECK(diags.items()[0].code == "topology.device-count");
   CHECK(diags.items()[0].message
         == "mesh dp:2,tp:4 has 8 devices but v5p-128 has 64");
 
   Diagnostics no_fit;
-  CHECK_FALSE(layout_mesh(t, mesh_on(t, "a:2,b:32"), false, no_fit));
+  CHECK_FALSE(
+      layout_mesh(t, mesh_on(t, "a:2,b:32"), test::flag_layout(), no_fit));
   REQUIRE(no_fit.items().size() == 1);
   CHECK(no_fit.items()[0].code == "topology.no-assignment");
   CHECK_THAT(no_fit.items()[0].message,
              Catch::Contains(
                  "logical_axis_index 1 of size 32 with remaining assignable "
                  "mesh [4, 4, 4]"));
-  CHECK_THAT(no_fit.items()[0].hint,
-             Catch::Contains("--allow-split-physical-axes"));
+  CHECK(no_fit.items()[0].location.source == "--mesh");
+  CHECK(no_fit.items()[0].hint
+        == "pass --allow-split-physical-axes (jax.make_mesh sets it by itself "
+           "on v5e), or choose axis sizes that are products of the physical "
+           "axes (4, 4, 4)");
   // With splitting allowed it fits.
   CHECK(laid("v5p-128", "a:2,b:32", true).grid.ids.size() == 64);
 
   Topology two = test::topology_of("2xv5p-256");
   Diagnostics slices;
-  CHECK_FALSE(layout_mesh(
-      two, test::mesh_of("dp:4,fsdp:32", 128, "dp:4"), false, slices));
+  CHECK_FALSE(layout_mesh(two,
+                          test::mesh_of("dp:4,fsdp:32", 128, "dp:4"),
+                          test::flag_layout(),
+                          slices));
   REQUIRE(slices.items().size() == 1);
   CHECK(slices.items()[0].code == "topology.device-count");
 }
@@ -248,7 +255,7 @@ TEST_CASE("mesh on topology: properties over the catalogue", "[topology]") {
       continue;
     }
     for (const std::string& text : meshes) {
-      MeshOptions options;
+      MeshOptions options = test::flag_options();
       options.num_devices = t.devices();
       Diagnostics parse;
       std::optional<Mesh> mesh = parse_mesh(text, options, parse);
@@ -258,8 +265,10 @@ TEST_CASE("mesh on topology: properties over the catalogue", "[topology]") {
       INFO(t.name << " " << text);
       Diagnostics plain;
       Diagnostics split;
-      std::optional<MeshLayout> a = layout_mesh(t, *mesh, false, plain);
-      std::optional<MeshLayout> b = layout_mesh(t, *mesh, true, split);
+      std::optional<MeshLayout> a =
+          layout_mesh(t, *mesh, test::flag_layout(), plain);
+      std::optional<MeshLayout> b =
+          layout_mesh(t, *mesh, test::flag_layout(true), split);
       for (const std::optional<MeshLayout>& layout : {a, b}) {
         if (!layout) {
           continue;

@@ -215,7 +215,8 @@ TEST_CASE("validate: warnings for large replicated tensors and size-1 axes",
 TEST_CASE("validate: the mesh must cover the topology", "[validate]") {
   ValidateOptions options;
   options.topology_devices = 64;
-  options.topology_name = "v5p-128";
+  options.mesh_source = "--mesh";
+  options.devices_source = "--topology v5p-128";
   options.replicated_warning_bytes = 0;  // wte is 77 MB
   Checked r = check(
       gpt2_like(),
