@@ -162,6 +162,9 @@ using RuleYield = std::variant<SpecYield,
 std::string_view yield_name(const RuleYield& yield);
 // Every yield key, in the order of RuleYield's alternatives (above).
 const std::vector<std::string>& yield_names();
+// The yield whose key is `name`, default-constructed (readers fill it);
+// nullopt for a name no yield has.
+std::optional<RuleYield> make_yield(std::string_view name);
 
 struct Rule {
   std::optional<std::string> pattern;  // RE2 syntax, searched in the name

@@ -12,9 +12,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cassert>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace shardplan {
@@ -419,149 +422,132 @@ class RulesReader : public DomReader {
     return true;
   }
 
+  // The yield of key `key` (one of yield_names()): each kind is read by its
+  // own overload of read(), picked by std::visit, so a yield kind added to
+  // RuleYield without a reader does not compile.
   bool read_yield(const std::string& key,
                   const Json& v,
                   const std::string& p,
                   Rule& rule) {
-    if (key == "spec") {
-      SpecYield y;
-      if (!read_spec(v, p, y.spec)) {
-        return false;
-      }
-      rule.yield = std::move(y);
-      return true;
+    std::optional<RuleYield> yield = make_yield(key);
+    assert(yield);  // read_rule checked the key against rule_keys()
+    const bool ok = std::visit([&](auto& y) { return read(y, v, p); }, *yield);
+    rule.yield = std::move(*yield);
+    return ok;
+  }
+
+  bool read(SpecYield& y, const Json& v, const std::string& p) {
+    return read_spec(v, p, y.spec);
+  }
+
+  bool read(ReplicateYield& /*y*/, const Json& v, const std::string& p) {
+    if (!v.is_boolean()) {
+      return type_error(v, p, "true");
     }
-    if (key == "replicate") {
-      if (!v.is_boolean()) {
-        return type_error(v, p, "true");
-      }
-      if (!v.get<bool>()) {
-        return fail(p,
-                    "rules.bad-value",
-                    "expected true, got boolean false",
-                    "to let later rules decide, remove the rule");
-      }
-      rule.yield = ReplicateYield{};
-      return true;
+    if (!v.get<bool>()) {
+      return fail(p,
+                  "rules.bad-value",
+                  "expected true, got boolean false",
+                  "to let later rules decide, remove the rule");
     }
-    if (key == "logical_axes") {
-      LogicalAxesYield y;
-      y.pointer = p;
-      if (!read_logical_names(v, p, y)) {
-        return false;
-      }
-      rule.yield = std::move(y);
-      return true;
-    }
-    if (key == "fsdp") {
-      FsdpYield y;
-      bool ok = read_object(
-          v,
-          p,
-          "an fsdp object {\"axis\": ..., \"min_size_mb\": ...}",
-          {"axis", "min_size_mb"},
-          "fsdp",
-          [&](const std::string& k, const Json& x, const std::string& q) {
-            if (k == "axis") {
-              if (!read_axes(x, q, y.axes, true, "the fsdp axis")) {
-                return false;
-              }
-              if (y.axes.empty()) {
-                return fail(q,
-                            "rules.bad-value",
-                            "expected at least one axis, got an empty array");
-              }
-              return true;
+    return true;
+  }
+
+  bool read(LogicalAxesYield& y, const Json& v, const std::string& p) {
+    y.pointer = p;
+    return read_logical_names(v, p, y);
+  }
+
+  bool read(FsdpYield& y, const Json& v, const std::string& p) {
+    const bool ok = read_object(
+        v,
+        p,
+        "an fsdp object {\"axis\": ..., \"min_size_mb\": ...}",
+        {"axis", "min_size_mb"},
+        "fsdp",
+        [&](const std::string& k, const Json& x, const std::string& q) {
+          if (k == "axis") {
+            if (!read_axes(x, q, y.axes, true, "the fsdp axis")) {
+              return false;
             }
-            if (!x.is_number()) {
-              return type_error(x, q, "a number of MiB >= 0");
-            }
-            y.min_size_mb = x.get<double>();
-            if (!(y.min_size_mb >= 0) || !std::isfinite(y.min_size_mb)) {
+            if (y.axes.empty()) {
               return fail(q,
                           "rules.bad-value",
-                          fmt::format("expected a number of MiB >= 0, got {}",
-                                      describe(x)));
+                          "expected at least one axis, got an empty array");
             }
             return true;
-          });
-      if (!ok || !require(v, p, "axis")) {
-        return false;
-      }
-      rule.yield = std::move(y);
-      return true;
-    }
-    if (key == "auto") {
-      AutoYield y;
-      bool ok = read_object(
-          v,
-          p,
-          "an auto object",
-          {"axes", "min_shard_size", "reverse"},
-          "auto",
-          [&](const std::string& k, const Json& x, const std::string& q) {
-            if (k == "axes") {
-              y.axes.emplace();
-              return read_axes(x, q, *y.axes, false, "the axes of auto");
-            }
-            if (k == "min_shard_size") {
-              y.min_shard_size = get_int(x, q, 0);
-              return y.min_shard_size.has_value();
-            }
-            std::optional<bool> b = get_bool(x, q);
-            y.reverse = b.value_or(false);
-            return b.has_value();
-          });
-      if (!ok) {
-        return false;
-      }
-      rule.yield = std::move(y);
-      return true;
-    }
-    if (key == "memory") {
-      MemoryYield y;
-      bool ok = read_object(
-          v,
-          p,
-          "a memory object",
-          {"max_bytes_per_device", "axes"},
-          "memory",
-          [&](const std::string& k, const Json& x, const std::string& q) {
-            if (k == "axes") {
-              y.axes.emplace();
-              return read_axes(x, q, *y.axes, false, "the axes of memory");
-            }
-            std::optional<int64_t> n = get_int(x, q, 0);
-            y.max_bytes_per_device = n.value_or(0);
-            return n.has_value();
-          });
-      if (!ok || !require(v, p, "max_bytes_per_device")) {
-        return false;
-      }
-      rule.yield = std::move(y);
-      return true;
-    }
-    if (key == "mesh_helper") {
-      MeshHelperYield y;
-      bool ok = read_object(
-          v,
-          p,
-          "a mesh_helper object",
-          {"min_shard_size"},
-          "mesh_helper",
-          [&](const std::string& /*k*/, const Json& x, const std::string& q) {
-            std::optional<int64_t> n = get_int(x, q, 0);
-            y.min_shard_size = n.value_or(0);
-            return n.has_value();
-          });
-      if (!ok) {
-        return false;
-      }
-      rule.yield = y;
-      return true;
-    }
-    // shape_patterns
-    ShapePatternsYield y;
+          }
+          if (!x.is_number()) {
+            return type_error(x, q, "a number of MiB >= 0");
+          }
+          y.min_size_mb = x.get<double>();
+          if (!(y.min_size_mb >= 0) || !std::isfinite(y.min_size_mb)) {
+            return fail(q,
+                        "rules.bad-value",
+                        fmt::format("expected a number of MiB >= 0, got {}",
+                                    describe(x)));
+          }
+          return true;
+        });
+    return ok && require(v, p, "axis");
+  }
+
+  bool read(AutoYield& y, const Json& v, const std::string& p) {
+    return read_object(
+        v,
+        p,
+        "an auto object",
+        {"axes", "min_shard_size", "reverse"},
+        "auto",
+        [&](const std::string& k, const Json& x, const std::string& q) {
+          if (k == "axes") {
+            y.axes.emplace();
+            return read_axes(x, q, *y.axes, false, "the axes of auto");
+          }
+          if (k == "min_shard_size") {
+            y.min_shard_size = get_int(x, q, 0);
+            return y.min_shard_size.has_value();
+          }
+          std::optional<bool> b = get_bool(x, q);
+          y.reverse = b.value_or(false);
+          return b.has_value();
+        });
+  }
+
+  bool read(MemoryYield& y, const Json& v, const std::string& p) {
+    const bool ok = read_object(
+        v,
+        p,
+        "a memory object",
+        {"max_bytes_per_device", "axes"},
+        "memory",
+        [&](const std::string& k, const Json& x, const std::string& q) {
+          if (k == "axes") {
+            y.axes.emplace();
+            return read_axes(x, q, *y.axes, false, "the axes of memory");
+          }
+          std::optional<int64_t> n = get_int(x, q, 0);
+          y.max_bytes_per_device = n.value_or(0);
+          return n.has_value();
+        });
+    return ok && require(v, p, "max_bytes_per_device");
+  }
+
+  bool read(MeshHelperYield& y, const Json& v, const std::string& p) {
+    return read_object(
+        v,
+        p,
+        "a mesh_helper object",
+        {"min_shard_size"},
+        "mesh_helper",
+        [&](const std::string& /*k*/, const Json& x, const std::string& q) {
+          std::optional<int64_t> n = get_int(x, q, 0);
+          y.min_shard_size = n.value_or(0);
+          return n.has_value();
+        });
+  }
+
+  bool read(ShapePatternsYield& y, const Json& v, const std::string& p) {
     if (!v.is_array()) {
       return type_error(v,
                         p,
@@ -587,7 +573,6 @@ class RulesReader : public DomReader {
       }
       y.patterns.push_back(std::move(e));
     }
-    rule.yield = std::move(y);
     return true;
   }
 

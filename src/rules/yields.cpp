@@ -55,6 +55,25 @@ const std::vector<std::string>& yield_names() {
   return names;
 }
 
+namespace {
+
+template <size_t... I>
+std::optional<RuleYield> make_yield_of(std::string_view name,
+                                       std::index_sequence<I...> /*indices*/) {
+  std::optional<RuleYield> out;
+  ((name == k_yield_names[I] ? (void)out.emplace(std::in_place_index<I>)
+                             : (void)0),
+   ...);
+  return out;
+}
+
+}  // namespace
+
+std::optional<RuleYield> make_yield(std::string_view name) {
+  return make_yield_of(
+      name, std::make_index_sequence<std::variant_size_v<RuleYield>>{});
+}
+
 namespace rules_detail {
 
 std::string shape_pattern_text(const ShapePattern& pattern) {

@@ -1826,3 +1826,26 @@ TEST_CASE("rules: property: the RE2 set agrees with one search per pattern",
     CHECK(r.plan->rule(i).rule_index() == expected);
   }
 }
+
+TEST_CASE("rules: yield names follow RuleYield and make_yield inverts them",
+          "[rules]") {
+  // The keys of docs/rules.md, in the order of RuleYield's alternatives.
+  const std::vector<std::string> keys = {"spec",
+                                         "replicate",
+                                         "logical_axes",
+                                         "fsdp",
+                                         "auto",
+                                         "memory",
+                                         "mesh_helper",
+                                         "shape_patterns"};
+  CHECK(yield_names() == keys);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    INFO(keys[i]);
+    std::optional<RuleYield> yield = make_yield(keys[i]);
+    REQUIRE(yield);
+    CHECK(yield->index() == i);
+    CHECK(yield_name(*yield) == keys[i]);
+  }
+  CHECK_FALSE(make_yield("fsdpp"));
+  CHECK_FALSE(make_yield(""));
+}
