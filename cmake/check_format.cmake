@@ -1,13 +1,15 @@
 cmake_minimum_required(VERSION 3.25)
-# Fails when a tracked .hpp or .cpp differs from what clang-format makes of
-# it, naming each file and the first differences; with -DFIX=ON, formats
-# them in place instead (`make format`).
+# Fails when a .hpp or .cpp of the repository (tracked, or new and not
+# ignored) differs from what clang-format makes of it, naming each file and
+# the first differences; with -DFIX=ON, formats them in place instead
+# (`make format`).
 # Run as: cmake -DSOURCE_DIR=<repo> -DCLANG_FORMAT=<clang-format> [-DFIX=ON]
 #         -P cmake/check_format.cmake
 if(NOT SOURCE_DIR OR NOT CLANG_FORMAT)
   message(FATAL_ERROR "pass -DSOURCE_DIR=<repository root> -DCLANG_FORMAT=<clang-format>")
 endif()
-execute_process(COMMAND git ls-files "*.hpp" "*.cpp"
+execute_process(
+  COMMAND git ls-files --cached --others --exclude-standard "*.hpp" "*.cpp"
   WORKING_DIRECTORY "${SOURCE_DIR}"
   RESULT_VARIABLE _rc OUTPUT_VARIABLE _files OUTPUT_STRIP_TRAILING_WHITESPACE)
 if(NOT _rc EQUAL 0)
