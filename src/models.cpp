@@ -171,6 +171,20 @@ class Builder {
   int64_t m_bytes = 0;
 };
 
+// The end of a Llama-like decoder: the final norm, then the head unless it
+// is tied to the embedding; the tensors, or nullopt after a failure.
+std::optional<std::vector<ModelTensor>> finish_decoder(Builder& b,
+                                                       const ModelConfig& c) {
+  b.vector("model.norm.weight", c.hidden);
+  if (!c.tied) {
+    b.tensor("lm_head.weight", {c.vocab, c.hidden}, b.dtype());
+  }
+  if (b.failed()) {
+    return std::nullopt;
+  }
+  return b.take();
+}
+
 // ---------------------------------------------------------------------------
 // Llama and its relatives: Mistral, Mixtral, Qwen2, Gemma, Gemma2
 // (transformers/models/<arch>/modeling_<arch>.py; checkpoint names).
@@ -184,7 +198,6 @@ std::optional<std::vector<ModelTensor>> llama_family(Builder& b,
   const bool mixtral = arch == k_mixtral;
   const bool attention_bias = d.attention_bias;
   const bool mlp_bias = d.mlp_bias;
-  const bool tied = d.tied;
   const int64_t experts = mixtral ? d.experts : 0;
   const int64_t q_out = b.mul(d.heads, d.head_dim, "num_attention_heads");
   const int64_t kv_out = b.mul(d.kv_heads, d.head_dim, "num_key_value_heads");
@@ -236,14 +249,7 @@ std::optional<std::vector<ModelTensor>> llama_family(Builder& b,
       b.vector(p + "post_feedforward_layernorm.weight", d.hidden);
     }
   }
-  b.vector("model.norm.weight", d.hidden);
-  if (!tied) {
-    b.tensor("lm_head.weight", {d.vocab, d.hidden}, b.dtype());
-  }
-  if (b.failed()) {
-    return std::nullopt;
-  }
-  return b.take();
+  return finish_decoder(b, d);
 }
 
 // ---------------------------------------------------------------------------
@@ -357,7 +363,6 @@ void deepseek_layer(Builder& b,
 
 std::optional<std::vector<ModelTensor>> deepseek_v3(Builder& b,
                                                     const ModelConfig& c) {
-  const bool tied = c.tied;
   DeepseekDims d;
   const int64_t qk_head = b.add(c.qk_nope, c.qk_rope, "qk_rope_head_dim");
   d.q_out = b.mul(c.heads, qk_head, "num_attention_heads");
@@ -396,14 +401,7 @@ std::optional<std::vector<ModelTensor>> deepseek_v3(Builder& b,
       b.tensor(p + "shared_head.head.weight", {c.vocab, c.hidden}, b.dtype());
     }
   }
-  b.vector("model.norm.weight", c.hidden);
-  if (!tied) {
-    b.tensor("lm_head.weight", {c.vocab, c.hidden}, b.dtype());
-  }
-  if (b.failed()) {
-    return std::nullopt;
-  }
-  return b.take();
+  return finish_decoder(b, c);
 }
 
 }  // namespace

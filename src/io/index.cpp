@@ -71,20 +71,11 @@ class IndexReader : public JsonInput {
  private:
   bool read_weight_map(od::value& value) {
     m_map_at = start_of(value);
-    od::object map;
-    if (!get_as(
-            value,
-            map,
-            "an object mapping tensor names to shard files",
-            [] { return std::string("/weight_map"); },
-            m_map_at)) {
-      return false;
-    }
     std::unordered_map<std::string, uint32_t> shard_of_file;
-    return for_each_field(
-        map,
+    return for_each_member(
+        value,
         "/weight_map",
-        m_map_at,
+        "an object mapping tensor names to shard files",
         [&](std::string_view name, od::value& file_value) {
           auto pointer = [&] {
             return json_pointer_child("/weight_map", name);
@@ -119,18 +110,11 @@ class IndexReader : public JsonInput {
   }
 
   bool read_metadata(od::value& value) {
-    const char* at = start_of(value);
-    od::object metadata;
-    if (!get_as(
-            value,
-            metadata,
-            "an object",
-            [] { return std::string("/metadata"); },
-            at)) {
-      return false;
-    }
-    return for_each_field(
-        metadata, "/metadata", at, [&](std::string_view key, od::value& v) {
+    return for_each_member(
+        value,
+        "/metadata",
+        "an object",
+        [&](std::string_view key, od::value& v) {
           std::string pointer = json_pointer_child("/metadata", key);
           int64_t total = 0;
           if (key == "total_size"

@@ -262,6 +262,22 @@ class JsonInput {
     return true;
   }
 
+  // The object `value` at `pointer` (else json.type "expected <expected>,
+  // got ..."), each of its fields visited as for_each_field does.
+  template <typename Visit>
+  bool for_each_member(od::value& value,
+                       const std::string& pointer,
+                       std::string_view expected,
+                       Visit&& visit) {
+    const char* at = start_of(value);
+    od::object object;
+    if (!get_as(
+            value, object, expected, [&] { return pointer; }, at)) {
+      return false;
+    }
+    return for_each_field(object, pointer, at, std::forward<Visit>(visit));
+  }
+
   // The unescaped key of `field`, valid while the document is read. A key
   // without a backslash, as nearly every key is, is its own text: it is
   // viewed in the padded copy rather than copied into the parser's string

@@ -406,18 +406,11 @@ class ManifestReader : public JsonInput {
 
   // safetensors: "__metadata__" maps strings to strings.
   bool read_metadata(od::value& value) {
-    const char* at = start_of(value);
-    od::object object;
-    if (!get_as(
-            value,
-            object,
-            "an object of strings",
-            [] { return std::string("/__metadata__"); },
-            at)) {
-      return false;
-    }
-    return for_each_field(
-        object, "/__metadata__", at, [&](std::string_view key, od::value& v) {
+    return for_each_member(
+        value,
+        "/__metadata__",
+        "an object of strings",
+        [&](std::string_view key, od::value& v) {
           std::string pointer = "/__metadata__/" + json_pointer_escape(key);
           od::json_type type{};
           if (auto e = v.type().get(type)) {

@@ -109,18 +109,11 @@ class SpecsReader : public JsonInput {
  private:
   // {"NAME": SPEC, ...}
   bool read_specs_object(od::value& value) {
-    const char* at = start_of(value);
-    od::object object;
-    if (!get_as(
-            value,
-            object,
-            "an object mapping tensor names to specs",
-            [] { return std::string("/specs"); },
-            at)) {
-      return false;
-    }
-    return for_each_field(
-        object, "/specs", at, [&](std::string_view key, od::value& v) {
+    return for_each_member(
+        value,
+        "/specs",
+        "an object mapping tensor names to specs",
+        [&](std::string_view key, od::value& v) {
           std::string pointer = "/specs/" + json_pointer_escape(key);
           return add(std::string(key), v, std::move(pointer), start_of(v));
         });
