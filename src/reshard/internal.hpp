@@ -58,9 +58,10 @@ struct Overflow {
   }
 };
 
-// One tensor on one mesh.
+// One tensor on one mesh (and its devices).
 struct Context {
   const Mesh* mesh = nullptr;
+  const DeviceGrid* grid = nullptr;
   std::span<const AxisLink> links;
   std::vector<int64_t> shape;
   DType dtype = DType::f32;
@@ -184,10 +185,8 @@ TensorPlan plan_one_mesh(const Context& c,
 // between meshes"): pending sums reduced on the source, the intermediate
 // sharding when it applies, then exact-overlap transfers to the target.
 TensorPlan plan_two_meshes(const Context& src_c,
-                           const ReshardSide& source,
                            Layout from,
                            const Context& dst_c,
-                           const ReshardSide& target,
                            const Layout& to,
                            const ReshardOptions& options);
 

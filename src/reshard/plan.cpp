@@ -118,10 +118,18 @@ std::optional<ReshardPlan> plan_reshard(
     if (!fresh) {
       continue;
     }
-    Context src_c{
-        source.mesh, source.links, std::get<0>(key), tensor.dtype, &overflow};
-    Context dst_c{
-        target.mesh, target.links, std::get<0>(key), tensor.dtype, &overflow};
+    Context src_c{source.mesh,
+                  source.grid,
+                  source.links,
+                  std::get<0>(key),
+                  tensor.dtype,
+                  &overflow};
+    Context dst_c{target.mesh,
+                  target.grid,
+                  target.links,
+                  std::get<0>(key),
+                  tensor.dtype,
+                  &overflow};
     const PartitionSpec from_spec =
         from[t]->padded(static_cast<size_t>(tensor.rank()));
     const PartitionSpec to_spec =
@@ -135,8 +143,7 @@ std::optional<ReshardPlan> plan_reshard(
     } else if (plan.same_mesh) {
       one = plan_one_mesh(src_c, from_layout, to_layout, options);
     } else {
-      one = plan_two_meshes(
-          src_c, source, from_layout, dst_c, target, to_layout, options);
+      one = plan_two_meshes(src_c, from_layout, dst_c, to_layout, options);
     }
     one.result.from = from_spec;
     one.result.to = to_spec;

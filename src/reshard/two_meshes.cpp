@@ -165,10 +165,8 @@ AxisLink replica_link(const AxisLink& link, int64_t replicas) {
 }  // namespace
 
 TensorPlan plan_two_meshes(const Context& src_c,
-                           const ReshardSide& source,
                            Layout from,
                            const Context& dst_c,
-                           const ReshardSide& target,
                            const Layout& to,
                            const ReshardOptions& options) {
   TensorPlan plan;
@@ -182,7 +180,7 @@ TensorPlan plan_two_meshes(const Context& src_c,
   // Pending sums first, on the source: onto a dim the target splits if one
   // divides, else any dim that divides, else an all-reduce.
   std::vector<Move> moves;
-  for (int p = 0; p < static_cast<int>(source.mesh->axes.size()); ++p) {
+  for (int p = 0; p < static_cast<int>(src_c.mesh->axes.size()); ++p) {
     if ((from.partial >> p & 1) == 0) {
       continue;
     }
@@ -206,36 +204,37 @@ TensorPlan plan_two_meshes(const Context& src_c,
   }
   r.steps = steps_of(src_c, moves, buffers);
 
-  Placement src{source.mesh, &source.grid->ids, from.dims, -1};
+  Placement src{src_c.mesh, &src_c.grid->ids, from.dims, -1};
   std::vector<AxisLink> intermediate_links;
   Context int_c = src_c;
-  const PartitionSpec from_spec = spec_of(from, *source.mesh);
-  r.intermediate = find_intermediate_sharding(*source.mesh,
-                                              *source.grid,
+  const PartitionSpec from_spec = spec_of(from, *src_c.mesh);
+  r.intermediate = find_intermediate_sharding(*src_c.mesh,
+                                              *src_c.grid,
                                               from_spec,
-                                              *target.mesh,
-                                              spec_of(to, *target.mesh));
+                                              *dst_c.mesh,
+                                              spec_of(to, *dst_c.mesh));
   if (r.intermediate) {
     const IntermediateSharding& im = *r.intermediate;
     const Mesh& mesh = im.mesh;
     // The links of the intermediate mesh: the source's, the split axis's
     // replica part as its own (smaller) group.
-    if (!source.links.empty()) {
-      for (size_t k = 0; k < source.mesh->axes.size(); ++k) {
+    if (!src_c.links.empty()) {
+      for (size_t k = 0; k < src_c.mesh->axes.size(); ++k) {
         if (k == im.source_axis) {
-          AxisLink split = source.links[k];
+          AxisLink split = src_c.links[k];
           split.axis = mesh.axes[k].name;
           intermediate_links.push_back(split);
           AxisLink replica =
-              replica_link(source.links[k], mesh.axes[k + 1].size);
+              replica_link(src_c.links[k], mesh.axes[k + 1].size);
           replica.axis = mesh.axes[k + 1].name;
           intermediate_links.push_back(replica);
         } else {
-          intermediate_links.push_back(source.links[k]);
+          intermediate_links.push_back(src_c.links[k]);
         }
       }
     }
     int_c.mesh = &r.intermediate->mesh;
+    int_c.grid = &r.intermediate->grid;
     int_c.links = intermediate_links;
     Layout in = layout_of(im.spec, mesh);
     const int replica = static_cast<int>(mesh.index_of(im.replicated_axes[0]));
@@ -253,7 +252,7 @@ TensorPlan plan_two_meshes(const Context& src_c,
         &r.intermediate->mesh, &r.intermediate->grid.ids, in.dims, replica};
   }
 
-  Placement dst{target.mesh, &target.grid->ids, to.dims, -1};
+  Placement dst{dst_c.mesh, &dst_c.grid->ids, to.dims, -1};
   OverlapResult moved =
       overlap(int_c, src, dst_c, dst, options.same_devices, options.transfers);
   ReshardStep& step = r.steps.emplace_back();
@@ -292,8 +291,8 @@ TensorPlan plan_two_meshes(const Context& src_c,
   const Layout replicated{std::vector<AxisList>(to.dims.size()), 0};
   std::vector<ReshardStep> naive =
       steps_of(src_c, naive_moves(src_c, given, replicated), naive_buffers);
-  Placement full{source.mesh,
-                 &source.grid->ids,
+  Placement full{src_c.mesh,
+                 &src_c.grid->ids,
                  std::vector<AxisList>(from.dims.size()),
                  -1};
   OverlapResult naive_moved =
