@@ -1,0 +1,210 @@
+// plan_reshard (docs/reshard.md): a plan per distinct (shape, dtype, specs),
+// on one mesh or between two (reshard/one_mesh.cpp, reshard/two_meshes.cpp),
+// then the totals and peaks of the whole manifest, tensors moved one after
+// another ("Cost", "Peak memory and `--donate`"); to_string(ReshardOp).
+
+#include "reshard/internal.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <map>
+#include <tuple>
+#include <utility>
+
+namespace shardplan {
+
+std::string_view to_string(ReshardOp op) {
+  switch (op) {
+    case ReshardOp::noop:
+      return "noop";
+    case ReshardOp::dynamic_slice:
+      return "dynamic_slice";
+    case ReshardOp::all_gather:
+      return "all_gather";
+    case ReshardOp::all_to_all:
+      return "all_to_all";
+    case ReshardOp::collective_permute:
+      return "collective_permute";
+    case ReshardOp::reduce_scatter:
+      return "reduce_scatter";
+    case ReshardOp::all_reduce:
+      return "all_reduce";
+    case ReshardOp::send_recv:
+      return "send_recv";
+  }
+  return "?";
+}
+
+namespace {
+
+using namespace reshard_detail;
+
+bool same_mesh(const ReshardSide& a,
+               const ReshardSide& b,
+               const ReshardOptions& options) {
+  if (!options.same_devices || a.mesh->axes.size() != b.mesh->axes.size()
+      || a.grid->ids != b.grid->ids) {
+    return false;
+  }
+  for (size_t k = 0; k < a.mesh->axes.size(); ++k) {
+    if (a.mesh->axes[k].name != b.mesh->axes[k].name
+        || a.mesh->axes[k].size != b.mesh->axes[k].size) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<ReshardPlan> plan_reshard(
+    const Manifest& manifest,
+    std::span<const PartitionSpec* const> from,
+    std::span<const PartitionSpec* const> to,
+    const ReshardSide& source,
+    const ReshardSide& target,
+    const ReshardOptions& options,
+    Diagnostics& diags) {
+  assert(from.size() == manifest.size() && to.size() == manifest.size());
+  ReshardPlan plan;
+  plan.same_mesh = same_mesh(source, target, options);
+  uint64_t partial = 0;
+  for (const std::string& p : options.partial) {
+    const int64_t a = source.mesh->index_of(p);
+    assert(a >= 0);
+    partial |= uint64_t{1} << a;
+  }
+  Overflow overflow;
+  // Plans by (shape, dtype, from, to); a manifest repeats a few hundred.
+  std::map<std::tuple<std::vector<int64_t>,
+                      DType,
+                      const PartitionSpec*,
+                      const PartitionSpec*>,
+           size_t>
+      memo;
+  // Equal specs given as different objects (a specs file has one per
+  // tensor) share one memo entry: the first of them stands for all.
+  using SpecPair = std::pair<const PartitionSpec*, const PartitionSpec*>;
+  auto spec_less = [](const PartitionSpec* a, const PartitionSpec* b) {
+    return std::lexicographical_compare(
+        a->dims.begin(),
+        a->dims.end(),
+        b->dims.begin(),
+        b->dims.end(),
+        [](const DimSharding& x, const DimSharding& y) {
+          return x.axes < y.axes;
+        });
+  };
+  auto pair_less = [&](const SpecPair& a, const SpecPair& b) {
+    if (spec_less(a.first, b.first) || spec_less(b.first, a.first)) {
+      return spec_less(a.first, b.first);
+    }
+    return spec_less(a.second, b.second);
+  };
+  std::map<SpecPair, SpecPair, decltype(pair_less)> canonical(pair_less);
+  std::vector<int64_t> source_extra;  // per distinct plan
+  plan.plan_of.reserve(manifest.size());
+  for (size_t t = 0; t < manifest.size(); ++t) {
+    const Tensor& tensor = manifest.tensors()[t];
+    const SpecPair specs{from[t], to[t]};
+    const auto it = canonical.try_emplace(specs, specs).first;
+    const auto key = std::tuple{
+        std::vector<int64_t>(tensor.shape.begin(), tensor.shape.end()),
+        tensor.dtype,
+        it->second.first,
+        it->second.second};
+    auto [m, fresh] = memo.try_emplace(key, plan.plans.size());
+    plan.plan_of.push_back(static_cast<uint32_t>(m->second));
+    if (!fresh) {
+      continue;
+    }
+    Context src_c{source.mesh,
+                  source.grid,
+                  source.links,
+                  std::get<0>(key),
+                  tensor.dtype,
+                  &overflow};
+    Context dst_c{target.mesh,
+                  target.grid,
+                  target.links,
+                  std::get<0>(key),
+                  tensor.dtype,
+                  &overflow};
+    const PartitionSpec from_spec =
+        from[t]->padded(static_cast<size_t>(tensor.rank()));
+    const PartitionSpec to_spec =
+        to[t]->padded(static_cast<size_t>(tensor.rank()));
+    Layout from_layout = layout_of(from_spec, *source.mesh);
+    from_layout.partial = partial;
+    const Layout to_layout = layout_of(to_spec, *target.mesh);
+    TensorPlan one;
+    if (tensor.num_elements == 0) {
+      one.result.steps.emplace_back();
+    } else if (plan.same_mesh) {
+      one = plan_one_mesh(src_c, from_layout, to_layout, options);
+    } else {
+      one = plan_two_meshes(src_c, from_layout, dst_c, to_layout, options);
+    }
+    one.result.from = from_spec;
+    one.result.to = to_spec;
+    one.result.from_bytes_per_device = src_c.bytes(from_layout);
+    one.result.to_bytes_per_device = dst_c.bytes(to_layout);
+    if (one.result.steps.empty()) {
+      one.result.steps.emplace_back();
+    }
+    plan.plans.push_back(std::move(one.result));
+    source_extra.push_back(one.source_extra);
+  }
+
+  // Totals: tensors one after another.
+  int64_t all_sources = 0;
+  for (size_t t = 0; t < plan.size(); ++t) {
+    all_sources =
+        overflow.add(all_sources, plan.tensor(t).from_bytes_per_device);
+  }
+  for (PlanCost ReshardPlan::*total :
+       {&ReshardPlan::totals, &ReshardPlan::naive_totals}) {
+    const bool naive = total == &ReshardPlan::naive_totals;
+    PlanCost& sum = plan.*total;
+    int64_t done = 0;               // targets already made
+    int64_t waiting = all_sources;  // sources not yet moved (with donate)
+    int64_t peak = 0;
+    for (size_t k = 0; k < plan.size(); ++k) {
+      const TensorReshard& r = plan.tensor(k);
+      const PlanCost& c = naive ? r.naive : r.cost;
+      sum.bytes_per_device =
+          overflow.add(sum.bytes_per_device, c.bytes_per_device);
+      sum.seconds += c.seconds;
+      const int64_t others = options.donate
+                                 ? waiting - r.from_bytes_per_device
+                                 : all_sources - r.from_bytes_per_device;
+      int64_t during = 0;
+      if (options.same_devices) {
+        during =
+            overflow.add(overflow.add(others, done), c.peak_bytes_per_device);
+      } else {
+        // Two device sets: the sources' devices and the targets'.
+        const int64_t extra =
+            naive ? c.peak_bytes_per_device - r.from_bytes_per_device
+                  : source_extra[plan.plan_of[k]];
+        const int64_t source_side =
+            overflow.add(r.from_bytes_per_device, std::max<int64_t>(extra, 0));
+        during = std::max(overflow.add(others, source_side),
+                          overflow.add(done, r.to_bytes_per_device));
+      }
+      peak = std::max(peak, during);
+      done = overflow.add(done, r.to_bytes_per_device);
+      waiting -= r.from_bytes_per_device;
+    }
+    sum.peak_bytes_per_device = peak;
+  }
+  if (overflow.hit) {
+    diags.error("reshard.overflow",
+                "a byte count of the reshard plan does not fit in 64 bits",
+                Location::of(manifest.source));
+    return std::nullopt;
+  }
+  return plan;
+}
+
+}  // namespace shardplan
