@@ -120,10 +120,10 @@ std::string devices_hint(const MeshOptions& options) {
 constexpr int64_t k_fill = -1;
 
 bool is_name_start(char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+  return is_alpha(c) || c == '_';
 }
 bool is_name_char(char c) {
-  return is_name_start(c) || (c >= '0' && c <= '9');
+  return is_alnum(c) || c == '_';
 }
 
 // "1 name", "3 names", "2 axes".

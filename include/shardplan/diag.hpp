@@ -175,6 +175,12 @@ std::string shape_text(std::span<const int64_t> values);
 constexpr bool is_digit(char c) {
   return c >= '0' && c <= '9';
 }
+constexpr bool is_alpha(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+constexpr bool is_alnum(char c) {
+  return is_digit(c) || is_alpha(c);
+}
 // JSON's whitespace (RFC 8259): space, tab, line feed, carriage return.
 constexpr bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r';

@@ -205,8 +205,9 @@ using WriteText = std::function<void(std::string_view)>;
 
 // A rendered document: its whole text, or, from a renderer that streams (the
 // JSON of check, memory, plan and reshard), what writes it in pieces as it
-// formats them. A streamed document refers to the report and diagnostics it
-// was rendered from: write it while they live.
+// formats them. A streamed document keeps a copy of the report struct (the
+// report variant may be a temporary) but refers to the data it reports on and
+// to the diagnostics: write it while those live.
 class Document {
  public:
   explicit Document(std::string text) : m_text(std::move(text)) {}

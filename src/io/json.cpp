@@ -49,8 +49,7 @@ std::string_view clip(std::string_view s, size_t limit, bool& clipped) {
 namespace {
 
 bool is_word_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c)
-         || c == '_' || c == '-' || c == '+' || c == '.';
+  return is_alnum(c) || c == '_' || c == '-' || c == '+' || c == '.';
 }
 
 // ---------------------------------------------------------------------------

@@ -37,12 +37,14 @@ Document whole(const Report& report, const Diagnostics& diags) {
 }
 
 // An entry for a renderer of an R that hands its document to a WriteText in
-// pieces: nothing is formatted until the document is written.
+// pieces: nothing is formatted until the document is written. The document
+// keeps a copy of the report (references to what it reports on), so a
+// report built in the call's argument list does not dangle.
 template <typename R, auto write_fn>
 Document streamed(const Report& report, const Diagnostics& diags) {
-  const R& r = std::get<R>(report);
-  return Document(
-      [&r, &diags](const WriteText& write) { write_fn(r, diags, write); });
+  return Document([r = std::get<R>(report), &diags](const WriteText& write) {
+    write_fn(r, diags, write);
+  });
 }
 
 struct Renderer {

@@ -48,13 +48,6 @@ namespace detail {
 
 namespace {
 
-bool is_alpha(int c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-bool is_alnum(char c) {
-  return is_digit(c) || is_alpha(c);
-}
-
 constexpr unsigned k_all_digits = 0x3FFU;
 
 // The digits a POSIX class ([:name:] or [:^name:]) holds: all, none, or
@@ -258,7 +251,7 @@ std::optional<DigitUse> digit_use(std::string_view p) {
           const auto a = static_cast<unsigned char>(before);
           use.anchors[a] = true;
           // (?i) would let a letter match its other case too.
-          if (is_alpha(before)) {
+          if (is_alpha(static_cast<char>(a))) {
             use.anchors[a ^ 0x20U] = true;
           }
         }
