@@ -303,4 +303,12 @@ std::string shape_text(std::span<const int64_t> values) {
   return fmt::format("[{}]", fmt::join(values, ", "));
 }
 
+std::string to_lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    c = to_lower(c);
+  }
+  return out;
+}
+
 }  // namespace shardplan

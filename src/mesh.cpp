@@ -21,10 +21,7 @@ std::string_view to_string(AxisType type) {
 }
 
 std::optional<AxisType> parse_axis_type(std::string_view text) {
-  std::string lower(text);
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](char c) {
-    return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-  });
+  const std::string lower = to_lower(text);
   if (lower == "auto") {
     return AxisType::automatic;
   }
@@ -118,13 +115,6 @@ std::string devices_hint(const MeshOptions& options) {
 
 // The value -1 stands for "fill"; kept apart from real sizes.
 constexpr int64_t k_fill = -1;
-
-bool is_name_start(char c) {
-  return is_alpha(c) || c == '_';
-}
-bool is_name_char(char c) {
-  return is_alnum(c) || c == '_';
-}
 
 // "1 name", "3 names", "2 axes".
 std::string count_noun(size_t n, std::string_view noun) {
@@ -381,12 +371,8 @@ std::optional<std::vector<Item>> parse_items(std::string_view text,
             fmt::format(
                 "unknown axis type {}; expected auto, explicit or manual",
                 quote(word)));
-        std::string lower(word);
-        std::transform(lower.begin(), lower.end(), lower.begin(), [](char ch) {
-          return (ch >= 'A' && ch <= 'Z') ? static_cast<char>(ch - 'A' + 'a')
-                                          : ch;
-        });
-        std::string near = closest_match(lower, {"auto", "explicit", "manual"});
+        std::string near =
+            closest_match(to_lower(word), {"auto", "explicit", "manual"});
         if (!near.empty()) {
           d.hint = fmt::format("did you mean {}?", quote(near));
         }

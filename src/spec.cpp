@@ -42,14 +42,6 @@ namespace {
 // Deep enough for any real spec; stops "((((((..." from exhausting the stack.
 constexpr int k_max_depth = 64;
 
-bool is_ident_start(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-}
-
-bool is_ident_char(char c) {
-  return is_ident_start(c) || (c >= '0' && c <= '9');
-}
-
 bool is_continuation_byte(char c) {
   return (static_cast<unsigned char>(c) & 0xC0U) == 0x80U;
 }
@@ -116,7 +108,7 @@ class Parser {
     if (peek() == '[') {
       ++m_pos;
       entries = parse_entries(']', "[");
-    } else if (is_ident_start(peek())) {
+    } else if (is_name_start(peek())) {
       size_t start = m_pos;
       std::string_view word = read_word();
       skip_ws();
@@ -181,13 +173,13 @@ class Parser {
   // A dotted name: ident ('.' ident)*.
   std::string_view read_word() {
     size_t start = m_pos;
-    while (!at_end() && is_ident_char(peek())) {
+    while (!at_end() && is_name_char(peek())) {
       ++m_pos;
     }
     while (m_pos + 1 < m_text.size() && peek() == '.'
-           && is_ident_start(m_text[m_pos + 1])) {
+           && is_name_start(m_text[m_pos + 1])) {
       ++m_pos;
-      while (!at_end() && is_ident_char(peek())) {
+      while (!at_end() && is_name_char(peek())) {
         ++m_pos;
       }
     }
@@ -212,8 +204,8 @@ class Parser {
       return "end of input";
     }
     size_t end = offset + 1;
-    if (is_ident_char(m_text[offset])) {
-      while (end < m_text.size() && is_ident_char(m_text[end])) {
+    if (is_name_char(m_text[offset])) {
+      while (end < m_text.size() && is_name_char(m_text[end])) {
         ++end;
       }
     } else {
@@ -327,7 +319,7 @@ class Parser {
     if (c == '(' || c == '[') {
       return parse_sequence(depth);
     }
-    if (is_ident_start(c)) {
+    if (is_name_start(c)) {
       Value v;
       v.offset = m_pos;
       std::string_view word = read_word();
@@ -601,11 +593,11 @@ std::string python_quote(std::string_view s) {
 
 // Names printed without quotes in the short form.
 bool is_plain_name(std::string_view s) {
-  if (s.empty() || !is_ident_start(s[0]) || s == "None" || s == "null") {
+  if (s.empty() || !is_name_start(s[0]) || s == "None" || s == "null") {
     return false;
   }
   for (char c : s) {
-    if (!is_ident_char(c)) {
+    if (!is_name_char(c)) {
       return false;
     }
   }

@@ -142,10 +142,6 @@ bool is_c_space(char c) {
   return is_space(c) || c == '\f' || c == '\v';
 }
 
-char to_lower(char c) {
-  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
 // "bytes" for whole-byte dtypes, "bits" for i4/u4, in messages.
 std::string element_size_text(DType dtype) {
   int64_t bits = dtype_bits(dtype);

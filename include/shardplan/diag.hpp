@@ -181,6 +181,18 @@ constexpr bool is_alpha(char c) {
 constexpr bool is_alnum(char c) {
   return is_digit(c) || is_alpha(c);
 }
+// Names of mesh axes and Python identifiers in specs: [A-Za-z_][A-Za-z0-9_]*.
+constexpr bool is_name_start(char c) {
+  return is_alpha(c) || c == '_';
+}
+constexpr bool is_name_char(char c) {
+  return is_alnum(c) || c == '_';
+}
+constexpr char to_lower(char c) {
+  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
+// `s` with ASCII letters in lower case.
+std::string to_lower(std::string_view s);
 // JSON's whitespace (RFC 8259): space, tab, line feed, carriage return.
 constexpr bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r';

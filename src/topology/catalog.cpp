@@ -315,10 +315,7 @@ class NameResolver {
       : m_original(name), m_where(where), m_diags(diags) {}
 
   std::optional<Topology> run() {
-    std::string name;
-    for (char c : m_original) {
-      name += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-    }
+    std::string name = to_lower(m_original);
     while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) {
       name.pop_back();
     }
