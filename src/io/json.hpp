@@ -278,6 +278,34 @@ class JsonInput {
     return for_each_field(object, pointer, at, std::forward<Visit>(visit));
   }
 
+  // The array `value` at `pointer` (else json.type "expected <expected>,
+  // got ..."), visit(index, element) for each element until it returns
+  // false.
+  template <typename Visit>
+  bool for_each_element(od::value& value,
+                        std::string_view pointer,
+                        std::string_view expected,
+                        Visit&& visit) {
+    const char* at = start_of(value);
+    od::array array;
+    if (!get_as(
+            value, array, expected, [&] { return std::string(pointer); }, at)) {
+      return false;
+    }
+    size_t index = 0;
+    for (auto result : array) {
+      od::value element;
+      if (auto e = result.get(element)) {
+        return fail_json(e, fmt::format("{}/{}", pointer, index), at);
+      }
+      if (!visit(index, element)) {
+        return false;
+      }
+      ++index;
+    }
+    return true;
+  }
+
   // The unescaped key of `field`, valid while the document is read. A key
   // without a backslash, as nearly every key is, is its own text: it is
   // viewed in the padded copy rather than copied into the parser's string

@@ -288,28 +288,13 @@ class ManifestReader : public JsonInput {
 
   bool read_params(od::value& value) {
     m_params_at = start_of(value);
-    od::array array;
-    if (!get_as(
-            value,
-            array,
-            "an array of tensor objects",
-            [] { return std::string("/params"); },
-            m_params_at)) {
-      return false;
-    }
     reserve_for_text(96);
-    size_t index = 0;
-    for (auto result : array) {
-      od::value entry;
-      if (auto e = result.get(entry)) {
-        return fail_json(e, fmt::format("/params/{}", index));
-      }
-      if (!read_native_tensor(entry, index)) {
-        return false;
-      }
-      ++index;
-    }
-    return true;
+    return for_each_element(value,
+                            "/params",
+                            "an array of tensor objects",
+                            [&](size_t index, od::value& entry) {
+                              return read_native_tensor(entry, index);
+                            });
   }
 
   bool read_native_tensor(od::value& value, size_t index) {

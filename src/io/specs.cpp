@@ -121,29 +121,14 @@ class SpecsReader : public JsonInput {
 
   // [{"name": ..., "spec": ..., other keys ignored}, ...]
   bool read_tensors_array(od::value& value) {
-    const char* at = start_of(value);
-    od::array array;
-    if (!get_as(
-            value,
-            array,
-            "an array of tensor objects",
-            [] { return std::string("/tensors"); },
-            at)) {
-      return false;
-    }
-    size_t index = 0;
-    for (auto result : array) {
-      std::string pointer = fmt::format("/tensors/{}", index);
-      od::value entry;
-      if (auto e = result.get(entry)) {
-        return fail_json(e, pointer, at);
-      }
-      if (!read_tensor_entry(entry, index, pointer)) {
-        return false;
-      }
-      ++index;
-    }
-    return true;
+    return for_each_element(
+        value,
+        "/tensors",
+        "an array of tensor objects",
+        [&](size_t index, od::value& entry) {
+          return read_tensor_entry(
+              entry, index, fmt::format("/tensors/{}", index));
+        });
   }
 
   bool read_tensor_entry(od::value& value,
