@@ -797,6 +797,21 @@ std::optional<Mesh> parse_mesh(std::string_view text,
   return mesh;
 }
 
+size_t mesh_axis_offset(std::string_view text, size_t index) {
+  size_t at = 0;
+  for (size_t k = 0; k < index; ++k) {
+    at = text.find(',', at);
+    if (at == std::string_view::npos) {
+      return 0;
+    }
+    ++at;
+  }
+  while (at < text.size() && is_space(text[at])) {
+    ++at;
+  }
+  return at;
+}
+
 std::string to_string(const Mesh& mesh) {
   std::string out;
   for (size_t i = 0; i < mesh.axes.size(); ++i) {

@@ -105,6 +105,11 @@ std::optional<Mesh> parse_mesh(std::string_view text,
                                const MeshOptions& options,
                                Diagnostics& diags);
 
+// Where axis `index` of a mesh string that parse_mesh accepted starts (its
+// first non-space byte), for a caret under it; 0 when it has no such axis.
+// mesh_axis_offset("dp:2, tp:4", 1) == 6.
+size_t mesh_axis_offset(std::string_view text, size_t index);
+
 // Canonical form: "dp:2,fsdp:8,tp:4:explicit" (the type only when not auto).
 // parse_mesh(to_string(m)) with num_devices and dcn_string(m) gives m back.
 std::string to_string(const Mesh& mesh);

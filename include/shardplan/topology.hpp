@@ -124,7 +124,8 @@ std::vector<int64_t> prime_factors(int64_t x);
 // `core_axis_first` (TPU7x 4-d meshes) candidates of one size are tried with
 // the core axis (3) first, then x, y, z. When an axis > 1 fits no subset:
 // with allow_split_physical_axes, falls back to split_torus_axes; otherwise
-// error "topology.no-assignment" with JAX's NotImplementedError text.
+// error "topology.no-assignment" with JAX's NotImplementedError text, its
+// `dim` the index of the mesh axis that fits nowhere.
 std::optional<TorusLayout> assign_torus_axes(
     const std::vector<int64_t>& physical_shape,
     const std::vector<int64_t>& mesh_shape,
@@ -331,9 +332,16 @@ struct HostLayout {
   int64_t devices_per_host = 1;
   std::vector<std::vector<int64_t>>
       device_ids;  // per host, jax.devices() order
-  // eformer's calculate_host_mesh_shape(mesh.shape, devices_per_host, count);
-  // empty when it fails (a diagnostic says why).
+  // JAX's Mesh.local_mesh (jax/_src/mesh.py, _get_local_mesh): the block of
+  // the device grid that holds host 0's devices and no other, the same shape
+  // for every host; empty when some host's devices do not form a block.
   std::vector<int64_t> local_mesh_shape;
+  // The first host whose devices do not form a block of the grid.
+  std::optional<int64_t> not_contiguous_host;
+  // eformer's calculate_host_mesh_shape(mesh.shape, devices_per_host, count)
+  // (processes split the leading axes, whatever the grid); empty when it
+  // fails (a diagnostic says why).
+  std::vector<int64_t> eformer_host_mesh_shape;
 };
 
 struct MeshLayout {
@@ -360,13 +368,23 @@ struct LayoutOptions {
   bool allow_split_physical_axes = false;
   // What to call the mesh's inputs in diagnostics (mesh, dcn, allow_split).
   MeshSources sources;
+  // The mesh string, when there is one: errors about the mesh then point
+  // at it with a caret (under the axis that fits nowhere).
+  std::string_view mesh_text;
+  // Report what JAX's and eformer's host meshes make of the layout
+  // ("topology.host-block", "topology.host-mesh"): `shardplan mesh` does;
+  // commands that only need the grid and its links do not.
+  bool report_hosts = false;
 };
 
 // Lays `mesh` on `topology`: device count and slice count checked (errors
 // "topology.device-count" at sources.mesh, "topology.slice-count" at
 // sources.dcn), the device grid as JAX builds it (its errors at
 // sources.mesh; "topology.no-assignment" hints at sources.allow_split),
-// links per axis, hosts.
+// links per axis, hosts. With options.report_hosts, also a warning
+// "topology.host-block" when a host's devices do not form a block of the
+// grid (JAX has no local mesh), and eformer's calculate_host_mesh_shape's
+// error "topology.host-mesh" (a warning across slices).
 std::optional<MeshLayout> layout_mesh(const Topology& topology,
                                       const Mesh& mesh,
                                       const LayoutOptions& options,
@@ -382,6 +400,7 @@ struct MeshInput {
   std::optional<int64_t> devices;       // without a topology
   bool allow_split_physical_axes = false;
   MeshSources sources;
+  bool report_hosts = false;  // as LayoutOptions::report_hosts
 };
 
 // parse_mesh with the device and slice counts of input.topology (and

@@ -66,6 +66,7 @@ struct CheckCommand {
   std::string hbm;
   std::string warn_replicated = "64MiB";
   size_t largest = 20;
+  bool allow_split_physical_axes = false;
 };
 
 struct PlanCommand {
@@ -158,7 +159,8 @@ int run_mesh(const MeshCommand& cmd, Session& session) {
                         topology ? &*topology : nullptr,
                         cmd.devices,
                         cmd.allow_split_physical_axes,
-                        mesh_flags()};
+                        mesh_flags(),
+                        true};
   std::optional<PlacedMesh> placed = place_mesh(input, session.diags());
   if (!placed) {
     return session.fail_input();
@@ -227,6 +229,10 @@ std::optional<int64_t> parse_size(std::string_view text,
 struct Inputs {
   std::optional<Topology> topology;
   std::optional<Mesh> mesh;
+  // The mesh on the topology, as `mesh` lays it out; empty without a
+  // topology, or when the mesh does not cover its devices (the validator
+  // reports that with the plan's other errors).
+  std::optional<MeshLayout> layout;
   MemoryOptions memory;
   ValidateOptions validate;
   std::optional<Manifest> manifest;
@@ -253,6 +259,19 @@ bool load_inputs(const CheckCommand& cmd, Diagnostics& diags, Inputs& in) {
   in.mesh = resolve_mesh(input, topology.has_value(), diags);
   if (!in.mesh) {
     return false;
+  }
+  if (topology && in.mesh->num_devices() == topology->devices()) {
+    // Every command lays the mesh out as `mesh` does: a mesh JAX cannot
+    // place on the topology is refused with the same error.
+    in.layout = layout_mesh(
+        *topology,
+        *in.mesh,
+        LayoutOptions{
+            cmd.allow_split_physical_axes, mesh_flags(), cmd.mesh, false},
+        diags);
+    if (!in.layout || diags.has_errors()) {
+      return false;
+    }
   }
 
   std::optional<Recipe> recipe = parse_recipe(cmd.recipe);
@@ -464,6 +483,10 @@ void add_check_options(CLI::App& app, CheckCommand& cmd, bool plan = false) {
           ->type_name("NAME|FILE")
           ->excludes(devices);
   devices->excludes(topology);
+  app.add_flag("--allow-split-physical-axes",
+               cmd.allow_split_physical_axes,
+               "let a mesh axis take part of a physical torus axis (JAX's "
+               "allow_split_physical_axes)");
   app.add_option("--axis-names",
                  cmd.axis_names,
                  "names for a positional mesh, e.g. dp,fsdp,tp")

@@ -68,9 +68,14 @@ std::string mesh_json(const MeshReport& report, const Diagnostics& diags) {
     ordered_json hosts;
     hosts["count"] = h.count;
     hosts["devices_per_host"] = h.devices_per_host;
-    hosts["local_mesh_shape"] = h.local_mesh_shape.empty()
-                                    ? ordered_json(nullptr)
-                                    : ordered_json(h.local_mesh_shape);
+    auto shape_or_null = [](const std::vector<int64_t>& shape) {
+      return shape.empty() ? ordered_json(nullptr) : ordered_json(shape);
+    };
+    hosts["local_mesh_shape"] = shape_or_null(h.local_mesh_shape);
+    hosts["eformer_host_mesh_shape"] = shape_or_null(h.eformer_host_mesh_shape);
+    hosts["scattered_host"] = h.not_contiguous_host
+                                  ? ordered_json(*h.not_contiguous_host)
+                                  : ordered_json(nullptr);
     hosts["device_ids"] = h.device_ids;
     j["hosts"] = std::move(hosts);
   }
@@ -136,12 +141,23 @@ std::string mesh_text(const MeshReport& report) {
       }
     }
     const HostLayout& h = layout.hosts;
-    out += fmt::format(
-        "\nhosts: {} of {} devices; each host's local mesh: {}\n",
-        h.count,
-        h.devices_per_host,
-        h.local_mesh_shape.empty() ? "none (see the diagnostics)"
-                                   : shape_text(h.local_mesh_shape));
+    out +=
+        fmt::format("\nhosts: {} of {} devices; ", h.count, h.devices_per_host);
+    if (h.not_contiguous_host) {
+      out += fmt::format(
+          "host {}'s devices do not form a block of the grid: no local mesh "
+          "(see the warning)\n",
+          *h.not_contiguous_host);
+    } else {
+      out += fmt::format("each host's local mesh: {}\n",
+                         shape_text(h.local_mesh_shape));
+    }
+    if (h.eformer_host_mesh_shape != h.local_mesh_shape) {
+      out += fmt::format("eformer's calculate_host_mesh_shape: {}\n",
+                         h.eformer_host_mesh_shape.empty()
+                             ? std::string("fails (see the diagnostics)")
+                             : shape_text(h.eformer_host_mesh_shape));
+    }
   }
 
   // The device grid: the last axis across, the one before it down, and one

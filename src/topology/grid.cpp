@@ -527,6 +527,7 @@ std::optional<TorusLayout> assign_torus_axes(
       if (!allow_split_physical_axes) {
         Diagnostic& d = diags.error("topology.no-assignment",
                                     no_assignment_message(l, size, remaining));
+        d.dim = static_cast<int64_t>(l);  // the mesh axis, for the caller
         d.hint = fmt::format(
             "choose axis sizes that are products of the physical axes {}",
             python_tuple(physical_shape));

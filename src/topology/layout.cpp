@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <limits>
 #include <set>
 #include <string>
 #include <utility>
@@ -238,11 +239,58 @@ std::vector<AxisLink> gpu_links(const Topology& t,
 }
 
 // `devices`: the TPU devices in jax.devices() order (empty on GPU).
+// JAX's _get_local_mesh (jax/_src/mesh.py) for every host: along each mesh
+// axis the smallest range of indices that holds all of the host's devices;
+// the host's local mesh is that block of the grid, when it holds only the
+// host's devices. The first host whose block holds others goes to `hosts`
+// as not_contiguous_host; otherwise local_mesh_shape is host 0's block.
+void local_blocks(const DeviceGrid& grid, HostLayout& hosts) {
+  const size_t rank = grid.shape.size();
+  // The grid position of each device id, row-major.
+  std::vector<size_t> position(grid.ids.size());
+  for (size_t i = 0; i < grid.ids.size(); ++i) {
+    position[to_size(grid.ids[i])] = i;
+  }
+  for (size_t h = 0; h < hosts.device_ids.size(); ++h) {
+    std::vector<int64_t> low(rank, std::numeric_limits<int64_t>::max());
+    std::vector<int64_t> high(rank, -1);
+    for (int64_t id : hosts.device_ids[h]) {
+      size_t flat = position[to_size(id)];
+      for (size_t k = rank; k-- > 0;) {
+        const auto size = to_size(grid.shape[k]);
+        const auto coord = static_cast<int64_t>(flat % size);
+        flat /= size;
+        low[k] = std::min(low[k], coord);
+        high[k] = std::max(high[k], coord);
+      }
+    }
+    std::vector<int64_t> block(rank);
+    int64_t cells = 1;
+    for (size_t k = 0; k < rank; ++k) {
+      block[k] = high[k] - low[k] + 1;
+      cells *= block[k];  // <= the device count: no overflow
+    }
+    if (cells != static_cast<int64_t>(hosts.device_ids[h].size())) {
+      hosts.not_contiguous_host = static_cast<int64_t>(h);
+      hosts.local_mesh_shape.clear();
+      return;
+    }
+    if (h == 0) {
+      hosts.local_mesh_shape = std::move(block);
+    }
+  }
+}
+
+// The hosts of `t` and how `mesh`'s grid falls on them; with
+// options.report_hosts, what JAX's and eformer's host meshes make of it is
+// reported.
 HostLayout host_layout(const Topology& t,
                        const std::vector<TpuDevice>& devices,
                        const Mesh& mesh,
-                       const MeshSources& sources,
+                       const DeviceGrid& grid,
+                       const LayoutOptions& options,
                        Diagnostics& diags) {
+  const MeshSources& sources = options.sources;
   HostLayout hosts;
   hosts.devices_per_host = t.devices_per_host();
   hosts.count = t.num_hosts();
@@ -258,7 +306,46 @@ HostLayout host_layout(const Topology& t,
   }
   if (hosts.count == 1) {
     hosts.local_mesh_shape = mesh.shape();
+    hosts.eformer_host_mesh_shape = mesh.shape();
     return hosts;
+  }
+  local_blocks(grid, hosts);
+  if (!options.report_hosts) {
+    Diagnostics ignored;
+    hosts.eformer_host_mesh_shape =
+        calculate_host_mesh_shape(
+            mesh.shape(), hosts.devices_per_host, hosts.count, ignored)
+            .value_or(std::vector<int64_t>());
+    return hosts;
+  }
+  if (hosts.not_contiguous_host) {
+    const std::vector<int64_t>& ids =
+        hosts.device_ids[to_size(*hosts.not_contiguous_host)];
+    Diagnostic& d = diags.warning(
+        "topology.host-block",
+        fmt::format("the devices of host {} ({}) do not form a block of the "
+                    "device grid, so the mesh has no host-local mesh: JAX's "
+                    "Mesh.local_mesh refuses it (\"devices connected to a "
+                    "single host must form a contiguous subcube of the global "
+                    "device mesh\")",
+                    *hosts.not_contiguous_host,
+                    fmt::join(ids, ", ")),
+        Location::of(sources.mesh));
+    const std::string owns =
+        t.kind == TopologyKind::tpu
+            ? fmt::format("{}x{}x{} chips of the {}x{}x{} slice",
+                          std::min(t.tpu.host_bounds[0], t.tpu.chips[0]),
+                          std::min(t.tpu.host_bounds[1], t.tpu.chips[1]),
+                          std::min(t.tpu.host_bounds[2], t.tpu.chips[2]),
+                          t.tpu.chips[0],
+                          t.tpu.chips[1],
+                          t.tpu.chips[2])
+            : fmt::format("{} consecutive GPU ids", hosts.devices_per_host);
+    d.hint = fmt::format(
+        "a host holds {}; only host-local data loading (e.g. "
+        "multihost_utils.host_local_array_to_global_array) needs its devices "
+        "in one block",
+        owns);
   }
   // eformer calls calculate_host_mesh_shape on one slice with several
   // processes and fails there; across slices it does not use it.
@@ -266,7 +353,7 @@ HostLayout host_layout(const Topology& t,
   std::optional<std::vector<int64_t>> shape = calculate_host_mesh_shape(
       mesh.shape(), hosts.devices_per_host, hosts.count, local);
   if (shape) {
-    hosts.local_mesh_shape = std::move(*shape);
+    hosts.eformer_host_mesh_shape = std::move(*shape);
   }
   for (Diagnostic d : local.items()) {
     d.location.source = sources.mesh;
@@ -306,7 +393,15 @@ std::optional<MeshLayout> layout_mesh(const Topology& topology,
                                       const LayoutOptions& options,
                                       Diagnostics& diags) {
   const MeshSources& sources = options.sources;
-  const Location at_mesh = Location::of(sources.mesh);
+  // At the mesh string's axis `axis` (its start), or at the source alone.
+  auto at_axis = [&](size_t axis) {
+    return options.mesh_text.empty()
+               ? Location::of(sources.mesh)
+               : location_in_text(sources.mesh,
+                                  options.mesh_text,
+                                  mesh_axis_offset(options.mesh_text, axis));
+  };
+  const Location at_mesh = at_axis(0);
   if (mesh.num_devices() != topology.devices()) {
     Diagnostic& d =
         diags.error("topology.device-count",
@@ -346,7 +441,8 @@ std::optional<MeshLayout> layout_mesh(const Topology& topology,
         topology.tpu, mesh, options.allow_split_physical_axes, local);
     for (Diagnostic d : local.items()) {
       if (d.location.empty()) {
-        d.location = at_mesh;
+        d.location = at_axis(d.dim ? to_size(*d.dim) : 0);
+        d.dim.reset();
       }
       if (d.code == "topology.no-assignment" && !sources.allow_split.empty()) {
         d.hint = fmt::format(
@@ -374,7 +470,8 @@ std::optional<MeshLayout> layout_mesh(const Topology& topology,
     layout.grid = gpu_device_grid(mesh, topology.gpus_per_host);
     layout.links = gpu_links(topology, mesh, layout.grid);
   }
-  layout.hosts = host_layout(topology, devices, mesh, sources, diags);
+  layout.hosts =
+      host_layout(topology, devices, mesh, layout.grid, options, diags);
   return layout;
 }
 
@@ -412,7 +509,10 @@ std::optional<PlacedMesh> place_mesh(const MeshInput& input,
   std::optional<MeshLayout> layout =
       layout_mesh(*input.topology,
                   placed.mesh,
-                  LayoutOptions{input.allow_split_physical_axes, input.sources},
+                  LayoutOptions{input.allow_split_physical_axes,
+                                input.sources,
+                                input.mesh,
+                                input.report_hosts},
                   local);
   const bool failed = !layout || local.has_errors();
   for (const Diagnostic& d : local.items()) {

@@ -118,7 +118,7 @@ MeshOptions flag_options() {
 }
 
 LayoutOptions flag_layout(bool allow_split_physical_axes) {
-  return LayoutOptions{allow_split_physical_axes, flag_sources()};
+  return LayoutOptions{allow_split_physical_axes, flag_sources(), {}, false};
 }
 
 Mesh mesh_of(std::string_view text, int64_t devices, std::string dcn) {

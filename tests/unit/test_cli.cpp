@@ -491,9 +491,14 @@ TEST_CASE("cli: mesh --topology", "[cli][topology]") {
   CHECK_THAT(
       r.out,
       Catch::Contains("tp       4  ici   yes   x         180 GB/s   1 us"));
+  // Host 0's devices (0, 1, 4, 5) are rows 0 and 4 of the grid: no block
+  // (worked in test_topology_layout.cpp), said on stderr as a warning.
   CHECK_THAT(r.out,
-             Catch::Contains(
-                 "hosts: 16 of 4 devices; each host's local mesh: [1, 4]"));
+             Catch::Contains("hosts: 16 of 4 devices; host 0's devices do not "
+                             "form a block of the grid: no local mesh"));
+  CHECK_THAT(r.out,
+             Catch::Contains("eformer's calculate_host_mesh_shape: [1, 4]"));
+  CHECK_THAT(r.err, Catch::Contains("[topology.host-block]"));
 
   // A topology fixes the device count: --devices is a usage error with it.
   Result both = run_cli(
@@ -1234,4 +1239,44 @@ TEST_CASE("cli: plan input errors exit 2 with a location", "[cli][plan]") {
   Result no_mesh = run_cli({"plan", "--model", "gpt2", "--devices", "8"});
   CHECK(no_mesh.code == 2);
   fs::remove_all(dir);
+}
+
+TEST_CASE("cli: plan and check and memory lay the mesh out as mesh does",
+          "[cli][topology]") {
+  using Strings = std::vector<std::string>;
+  // v5p-256 is 4x4x8 chips: tp:2 is no product of whole physical axes, so
+  // JAX's create_device_mesh refuses fsdp:64,tp:2 unless axes may split.
+  const Strings where = {"--topology", "v5p-256", "--mesh", "fsdp:64,tp:2"};
+  Strings mesh_args = {"mesh"};
+  mesh_args.insert(mesh_args.end(), where.begin(), where.end());
+  Result mesh = run_cli(mesh_args);
+  REQUIRE(mesh.code == 2);
+  CHECK_THAT(mesh.err,
+             Catch::StartsWith("--mesh:1:9: error: failed to find assignment "
+                               "for logical_axis_index 1 of size 2"));
+  CHECK_THAT(mesh.err, Catch::Contains("  fsdp:64,tp:2\n          ^"));
+  const std::string specs = examples("tiny-llama.specs.json");
+  for (const Strings& command : {Strings{"plan", "--model", "llama-3-8b"},
+                                 Strings{"check",
+                                         "--manifest",
+                                         examples("tiny-llama.json"),
+                                         "--specs",
+                                         specs},
+                                 Strings{"memory",
+                                         "--manifest",
+                                         examples("tiny-llama.json"),
+                                         "--specs",
+                                         specs}}) {
+    INFO(command[0]);
+    Strings args = command;
+    args.insert(args.end(), where.begin(), where.end());
+    Result r = run_cli(args);
+    CHECK(r.code == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err == mesh.err);  // the same error, location and caret
+    args.push_back("--allow-split-physical-axes");
+    Result split = run_cli(args);
+    CHECK(split.code != 2);
+    CHECK(split.err.find("[topology.no-assignment]") == std::string::npos);
+  }
 }

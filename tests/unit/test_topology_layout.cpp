@@ -165,12 +165,47 @@ TEST_CASE("mesh on topology: hosts and their local mesh", "[topology]") {
   CHECK(layout.hosts.devices_per_host == 4);
   // Host 0 holds chips (0..1, 0..1, 0): ids x + 4y.
   CHECK(layout.hosts.device_ids[0] == Ids{0, 1, 4, 5});
-  CHECK(layout.hosts.local_mesh_shape == Ids{1, 4});
+  // tp takes x (4 chips), fsdp (y, z): device x + 4y + 16z sits at row
+  // y + 4z, column x. Host 0's 0, 1 are row 0 and its 4, 5 row 4: the
+  // smallest block holding them (rows 0..4, columns 0..1) has 10 devices, so
+  // JAX's local_mesh refuses the mesh and there is no local mesh; eformer's
+  // calculate_host_mesh_shape, which only splits the leading axis, says
+  // (1, 4).
+  CHECK(layout.grid.at({4, 0}) == 4);
+  CHECK(layout.hosts.local_mesh_shape.empty());
+  CHECK(layout.hosts.not_contiguous_host == std::optional<int64_t>(0));
+  CHECK(layout.hosts.eformer_host_mesh_shape == Ids{1, 4});
+  {
+    Topology t = test::topology_of("v5p-128");
+    Diagnostics diags;
+    LayoutOptions options = test::flag_layout();
+    // Only `shardplan mesh` asks for reports on hosts.
+    REQUIRE(layout_mesh(t, test::mesh_of("fsdp:16,tp:4", 64), options, diags));
+    CHECK(diags.items().empty());
+    options.report_hosts = true;
+    REQUIRE(layout_mesh(t, test::mesh_of("fsdp:16,tp:4", 64), options, diags));
+    REQUIRE(diags.items().size() == 1);
+    CHECK(diags.items()[0].severity == Severity::warning);
+    CHECK(diags.items()[0].code == "topology.host-block");
+    CHECK(diags.items()[0].location.source == "--mesh");
+    CHECK_THAT(diags.items()[0].message,
+               Catch::StartsWith("the devices of host 0 (0, 1, 4, 5) do not "
+                                 "form a block of the device grid"));
+  }
+
+  // v4-32: 2x2x4 chips, a host per z-plane (ids 4z..4z+3). tp takes (x, y)
+  // and dp takes z, so host 0 is row 0 of the grid: a [1, 4] block.
+  MeshLayout v4 = laid("v4-32", "dp:4,tp:4");
+  CHECK(v4.hosts.device_ids[0] == Ids{0, 1, 2, 3});
+  CHECK(v4.hosts.local_mesh_shape == Ids{1, 4});
+  CHECK_FALSE(v4.hosts.not_contiguous_host);
 
   MeshLayout gpu = laid("h100x64", "dp:2,fsdp:4,tp:8");
   CHECK(gpu.hosts.count == 8);
   CHECK(gpu.hosts.device_ids[1] == Ids{8, 9, 10, 11, 12, 13, 14, 15});
+  // GPUs of one node are consecutive ids: the last axis (tp:8) is a node.
   CHECK(gpu.hosts.local_mesh_shape == Ids{1, 1, 8});
+  CHECK(gpu.hosts.eformer_host_mesh_shape == Ids{1, 1, 8});
 }
 
 TEST_CASE("calculate_host_mesh_shape: eformer's examples and errors",
