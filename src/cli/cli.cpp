@@ -43,9 +43,7 @@ struct TopologyCommand {
 };
 
 struct ManifestCommand {
-  std::string manifest;
-  std::string model;
-  std::string from_hf_config;
+  ManifestSource source;
   std::string from_safetensors;
 };
 
@@ -56,8 +54,7 @@ struct CheckCommand {
   std::vector<std::string> axis_names;
   std::string dcn;
   std::string topology;
-  std::string manifest;
-  std::string model;
+  ManifestSource source;
   std::string specs;
   std::string recipe = "params-only";
   int zero = 0;
@@ -67,6 +64,7 @@ struct CheckCommand {
   std::string warn_replicated = "64MiB";
   size_t largest = 20;
   bool allow_split_physical_axes = false;
+  std::string rules;  // `memory --rules`: specs from rules instead of a file
 };
 
 struct PlanCommand {
@@ -101,21 +99,55 @@ void add_common(CLI::App& app,
       ->default_str("auto");
 }
 
-std::optional<Manifest> load_manifest(const std::string& manifest,
-                                      const std::string& model,
+std::vector<CLI::Option*> add_manifest_options(CLI::App& app,
+                                               ManifestSource& source) {
+  CLI::Option* manifest =
+      app.add_option("--manifest",
+                     source.manifest,
+                     "the tensors: a manifest {\"params\": [...]}, a "
+                     "safetensors header JSON object, a .safetensors file, a "
+                     "model.safetensors.index.json or a checkpoint folder")
+          ->type_name("PATH");
+  CLI::Option* model =
+      app.add_option("--model",
+                     source.model,
+                     "a built-in model instead (gpt2, llama-3-8b, "
+                     "deepseek-v3, ...; `shardplan manifest --model list`)")
+          ->type_name("NAME")
+          ->excludes(manifest);
+  CLI::Option* hf_config = app.add_option("--from-hf-config",
+                                          source.hf_config,
+                                          "a Hugging Face config.json instead: "
+                                          "the tensors of its checkpoint")
+                               ->type_name("FILE")
+                               ->excludes(manifest)
+                               ->excludes(model);
+  return {manifest, model, hf_config};
+}
+
+std::optional<Manifest> load_manifest(const ManifestSource& source,
                                       Diagnostics& diags) {
-  if (!model.empty()) {
-    return read_builtin_model(model, "--model", diags);
+  if (!source.model.empty()) {
+    return read_builtin_model(source.model, "--model", diags);
   }
-  if (manifest.empty()) {
+  if (!source.hf_config.empty()) {
+    std::optional<std::vector<ModelTensor>> tensors =
+        read_path(source.hf_config, diags, tensors_from_hf_config);
+    if (!tensors) {
+      return std::nullopt;
+    }
+    return manifest_from_model(*tensors, source.hf_config, diags);
+  }
+  if (source.manifest.empty()) {
     diags
         .error("cli.no-manifest",
-               "no parameters to read: give --manifest FILE or --model NAME",
+               "no parameters to read: give --manifest PATH, --model NAME or "
+               "--from-hf-config FILE",
                Location::of("shardplan"))
         .hint = "shardplan manifest --model list shows the built-in models";
     return std::nullopt;
   }
-  return read_manifest_path(manifest, diags);
+  return read_manifest_path(source.manifest, diags);
 }
 
 // For options taking NAME|FILE (--topology, --rules): a path to an existing
@@ -302,7 +334,7 @@ bool load_inputs(const CheckCommand& cmd, Diagnostics& diags, Inputs& in) {
     in.validate.devices_source = "--topology " + topology->name;
   }
   Stopwatch watch;
-  in.manifest = load_manifest(cmd.manifest, cmd.model, diags);
+  in.manifest = load_manifest(cmd.source, diags);
   watch.lap("read the manifest");
   return in.manifest.has_value();
 }
@@ -341,11 +373,47 @@ int finish_check(View view,
       report, diags.has_errors() ? ExitCode::plan_errors : ExitCode::ok);
 }
 
+// Applies `rules` to the inputs, validates the specs they give, and renders
+// `view` (plan's, or memory's with --rules).
+int run_rules(const RuleSet& rules, View view, Inputs& in, Session& session) {
+  Diagnostics& diags = session.diags();
+  Stopwatch watch;
+  std::optional<RulePlan> plan =
+      apply_rules(*in.manifest, *in.mesh, rules, diags);
+  if (!plan) {
+    return session.fail_input();
+  }
+  watch.lap("apply the rules");
+  const std::vector<const PartitionSpec*> specs = plan->specs();
+  std::vector<TensorSharding> shardings = validate_planned(
+      *in.manifest, *in.mesh, specs, rules.source, in.validate, diags);
+  watch.lap("validate");
+  return finish_check(
+      view, in, shardings, rules.source, &rules, &*plan, session);
+}
+
 int run_check(const CheckCommand& cmd, View view, Session& session) {
   Diagnostics& diags = session.diags();
+  if (cmd.specs.empty() == cmd.rules.empty()) {
+    // Only `memory` takes both; CLI11 makes --specs required for check.
+    diags
+        .error("cli.usage",
+               cmd.specs.empty() ? "give --specs FILE or --rules FILE|PRESET"
+                                 : "give --specs or --rules, not both",
+               Location::of("--specs"))
+        .hint = "--rules plans the specs as `plan` does";
+    return session.fail_input();
+  }
   Inputs in;
   if (!load_inputs(cmd, diags, in)) {
     return session.fail_input();
+  }
+  if (!cmd.rules.empty()) {
+    std::optional<RuleSet> rules = load_rules(cmd.rules, "--rules", diags);
+    if (!rules) {
+      return session.fail_input();
+    }
+    return run_rules(*rules, view, in, session);
   }
   std::optional<SpecsFile> specs = read_path(cmd.specs, diags, read_specs);
   if (!specs) {
@@ -407,19 +475,7 @@ int run_plan(const PlanCommand& cmd, Session& session) {
     return session.finish(ExplainReport{*trace, *rules, *in.mesh},
                           ExitCode::ok);
   }
-  Stopwatch watch;
-  std::optional<RulePlan> plan =
-      apply_rules(*in.manifest, *in.mesh, *rules, diags);
-  if (!plan) {
-    return session.fail_input();
-  }
-  watch.lap("apply the rules");
-  const std::vector<const PartitionSpec*> specs = plan->specs();
-  std::vector<TensorSharding> shardings = validate_planned(
-      *in.manifest, *in.mesh, specs, rules->source, in.validate, diags);
-  watch.lap("validate");
-  return finish_check(
-      View::plan, in, shardings, rules->source, &*rules, &*plan, session);
+  return run_rules(*rules, View::plan, in, session);
 }
 
 int run_topology_list(Session& session) {
@@ -437,23 +493,14 @@ int run_topology_show(const TopologyCommand& cmd, Session& session) {
 }
 
 int run_manifest(const ManifestCommand& cmd, Session& session) {
-  if (cmd.model == "list") {
+  if (cmd.source.model == "list") {
     const std::vector<BuiltinModel> models = builtin_models();
     return session.finish(ModelListReport{models}, ExitCode::ok);
   }
-  std::optional<Manifest> manifest;
-  if (!cmd.from_safetensors.empty()) {
-    manifest = read_manifest_path(cmd.from_safetensors, session.diags());
-  } else if (!cmd.from_hf_config.empty()) {
-    std::optional<std::vector<ModelTensor>> tensors =
-        read_path(cmd.from_hf_config, session.diags(), tensors_from_hf_config);
-    if (tensors) {
-      manifest =
-          manifest_from_model(*tensors, cmd.from_hf_config, session.diags());
-    }
-  } else {
-    manifest = load_manifest(cmd.manifest, cmd.model, session.diags());
-  }
+  std::optional<Manifest> manifest =
+      cmd.from_safetensors.empty()
+          ? load_manifest(cmd.source, session.diags())
+          : read_manifest_path(cmd.from_safetensors, session.diags());
   if (!manifest) {
     return session.fail_input();
   }
@@ -462,7 +509,10 @@ int run_manifest(const ManifestCommand& cmd, Session& session) {
 
 // The options `check` and `memory` share; `plan` has no --specs, and its
 // --mesh is checked by run_plan (`plan --rules list` needs none).
-void add_check_options(CLI::App& app, CheckCommand& cmd, bool plan = false) {
+void add_check_options(CLI::App& app,
+                       CheckCommand& cmd,
+                       bool plan = false,
+                       bool memory = false) {
   app.add_option("--mesh",
                  cmd.mesh,
                  "axes major to minor: \"dp:2,fsdp:-1,tp:4\", or sizes with "
@@ -496,28 +546,21 @@ void add_check_options(CLI::App& app, CheckCommand& cmd, bool plan = false) {
                  cmd.dcn,
                  "the multi-slice (DCN) factor of each axis, e.g. \"dp:2\"")
       ->type_name("STR");
-  CLI::Option* manifest =
-      app.add_option("--manifest",
-                     cmd.manifest,
-                     "the manifest: {\"params\": [...]}, a safetensors header "
-                     "JSON object, "
-                     "a .safetensors file, a model.safetensors.index.json or a "
-                     "checkpoint "
-                     "folder")
-          ->type_name("PATH");
-  app.add_option("--model",
-                 cmd.model,
-                 "a built-in model instead of --manifest (shardplan manifest "
-                 "--model list)")
-      ->type_name("NAME")
-      ->excludes(manifest);
+  add_manifest_options(app, cmd.source);
   if (!plan) {
     app.add_option(
            "--specs",
            cmd.specs,
            "the specs: {\"specs\": {NAME: SPEC}} or the JSON `plan` writes")
-        ->required()
+        ->required(!memory)
         ->type_name("FILE");
+  }
+  if (memory) {
+    app.add_option("--rules",
+                   cmd.rules,
+                   "specs from rules instead of --specs, as plan --rules: a "
+                   "rules file or a built-in preset")
+        ->type_name("FILE|PRESET");
   }
   app.add_option(
          "--recipe",
@@ -586,6 +629,53 @@ void ScopedLogging::configure(const CommonOptions& common, std::ostream& err) {
                     : common.quiet ? spdlog::level::err
                                    : spdlog::level::warn);
   spdlog::set_default_logger(logger);
+}
+
+// "; did you mean --topology?" for each argument that looks like a long
+// flag the chosen (sub)command does not have but has one close to (edit
+// distance, as for every other name); empty when there is none.
+std::string misspelt_flags(const CLI::App& app,
+                           const std::vector<std::string>& args) {
+  const CLI::App* command = &app;
+  for (;;) {
+    std::vector<const CLI::App*> chosen = command->get_subcommands(
+        [](const CLI::App* sub) { return sub->parsed(); });
+    if (chosen.empty()) {
+      break;
+    }
+    command = chosen.front();
+  }
+  std::vector<std::string> known;
+  for (const CLI::App* a = command; a != nullptr; a = a->get_parent()) {
+    for (const CLI::Option* option : a->get_options()) {
+      for (const std::string& name : option->get_lnames()) {
+        known.push_back("--" + name);
+      }
+    }
+  }
+  std::vector<std::string> hints;
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string_view arg = args[i];
+    if (!arg.starts_with("--")) {
+      continue;
+    }
+    arg = arg.substr(0, arg.find('='));
+    if (std::find(known.begin(), known.end(), arg) != known.end()) {
+      continue;
+    }
+    std::string near = closest_match(arg, known);
+    if (!near.empty()) {
+      hints.push_back(fmt::format("{} for {}", near, arg));
+    }
+  }
+  if (hints.empty()) {
+    return "";
+  }
+  if (hints.size() == 1) {
+    return fmt::format("; did you mean {}?",
+                       hints[0].substr(0, hints[0].find(' ')));
+  }
+  return fmt::format("; did you mean {}?", fmt::join(hints, ", "));
 }
 
 constexpr const char* k_examples = R"(Examples:
@@ -695,40 +785,17 @@ int run(const std::vector<std::string>& args,
       "read a manifest (native JSON, safetensors headers, a Hugging Face "
       "config.json or a built-in model) and summarise it, or write it in the "
       "native form");
-  CLI::Option* manifest_file =
+  CLI::Option* from_safetensors =
       manifest
-          ->add_option(
-              "--manifest",
-              manifest_cmd.manifest,
-              "the manifest: {\"params\": [...]}, a safetensors header JSON "
-              "object, a .safetensors file, an index or a checkpoint folder")
+          ->add_option("--from-safetensors",
+                       manifest_cmd.from_safetensors,
+                       "a .safetensors file, a model.safetensors.index.json, "
+                       "or a checkpoint folder: only headers are read")
           ->type_name("PATH");
-  CLI::Option* manifest_model =
-      manifest
-          ->add_option("--model",
-                       manifest_cmd.model,
-                       "a built-in model (gpt2, llama-3-8b, deepseek-v3, ...); "
-                       "\"list\" lists them with their parameter counts")
-          ->type_name("NAME")
-          ->excludes(manifest_file);
-  CLI::Option* manifest_hf =
-      manifest
-          ->add_option(
-              "--from-hf-config",
-              manifest_cmd.from_hf_config,
-              "a Hugging Face config.json: the tensors of its checkpoint")
-          ->type_name("FILE")
-          ->excludes(manifest_file)
-          ->excludes(manifest_model);
-  manifest
-      ->add_option("--from-safetensors",
-                   manifest_cmd.from_safetensors,
-                   "a .safetensors file, a model.safetensors.index.json, or a "
-                   "checkpoint folder: only headers are read")
-      ->type_name("PATH")
-      ->excludes(manifest_file)
-      ->excludes(manifest_model)
-      ->excludes(manifest_hf);
+  for (CLI::Option* other :
+       add_manifest_options(*manifest, manifest_cmd.source)) {
+    from_safetensors->excludes(other);
+  }
   add_common(*manifest, common, {View::manifest, View::model_list});
   manifest->footer(R"(Examples:
   shardplan manifest --manifest model.json
@@ -792,7 +859,7 @@ Examples:
       app.add_subcommand("memory",
                          "per-device memory: per category against HBM, per "
                          "dtype, largest tensors");
-  add_check_options(*memory, memory_cmd);
+  add_check_options(*memory, memory_cmd, false, true);
   memory
       ->add_option("--largest",
                    memory_cmd.largest,
@@ -802,6 +869,7 @@ Examples:
   add_common(*memory, common, {View::memory});
   memory->footer(R"(Examples:
   shardplan memory --topology v5p-128 --mesh fsdp:-1,tp:4 --manifest m.json --specs s.json
+  shardplan memory --topology v5p-128 --mesh fsdp:-1,tp:4 --model llama-3-8b --rules fsdp-tp --recipe adam
   shardplan memory --topology h100x64 --mesh dp:8,tp:8 --manifest m.json --specs s.json --recipe adam --zero 3)");
 
   ReshardCommand reshard_cmd;
@@ -821,7 +889,7 @@ Examples:
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e, out, err);
   } catch (const CLI::ParseError& e) {
-    err << "shardplan: error: " << e.what() << "\n"
+    err << "shardplan: error: " << e.what() << misspelt_flags(app, args) << "\n"
         << "Run with --help for more information.\n";
     return static_cast<int>(ExitCode::bad_input);
   }

@@ -30,7 +30,8 @@
 
 namespace CLI {
 class App;
-}
+class Option;
+}  // namespace CLI
 
 namespace shardplan::cli {
 
@@ -184,9 +185,22 @@ void add_common(CLI::App& app,
                 CommonOptions& common,
                 std::initializer_list<View> views);
 
-// --manifest FILE or --model NAME, whichever was given.
-std::optional<Manifest> load_manifest(const std::string& manifest,
-                                      const std::string& model,
+// Where a command's tensors come from: one of --manifest PATH, --model NAME
+// and --from-hf-config FILE.
+struct ManifestSource {
+  std::string manifest;
+  std::string model;
+  std::string hf_config;
+};
+
+// Adds --manifest, --model and --from-hf-config to `app`, each excluding the
+// others; returns them, for the command's own excludes.
+std::vector<CLI::Option*> add_manifest_options(CLI::App& app,
+                                               ManifestSource& source);
+
+// The manifest of whichever source was given; an error naming the three
+// when none was [cli.no-manifest].
+std::optional<Manifest> load_manifest(const ManifestSource& source,
                                       Diagnostics& diags);
 
 // For options taking NAME|FILE (--topology, --rules): a path to an existing
@@ -213,14 +227,15 @@ std::optional<RuleSet> load_rules(const std::string& arg,
 struct ReshardCommand {
   std::string from_mesh;
   std::string to_mesh;
+  std::string mesh;  // both sides, unless from_mesh/to_mesh say otherwise
+  std::string dcn;   // both sides, unless from_dcn/to_dcn say otherwise
   std::string topology;
   std::string from_topology;
   std::string to_topology;
   std::optional<int64_t> devices;
   std::string from_dcn;
   std::string to_dcn;
-  std::string manifest;
-  std::string model;
+  ManifestSource source;
   std::string from_specs;
   std::string to_specs;
   std::string from_rules;

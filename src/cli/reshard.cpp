@@ -55,20 +55,39 @@ bool load_side_topology(const std::string& own_arg,
   return side.topology.has_value();
 }
 
-// The side's mesh and its device grid and links on the topology (or the
+// The side's mesh (its own --from-mesh/--to-mesh, else --mesh; the same for
+// the DCN factors) and its device grid and links on the topology (or the
 // plain grid of --devices).
-bool load_side_mesh(const std::string& text,
-                    const std::string& dcn,
-                    std::optional<int64_t> devices,
-                    bool allow_split,
+bool load_side_mesh(const ReshardCommand& cmd,
+                    const std::string& own_mesh,
+                    const std::string& own_dcn,
                     Side& side,
                     Diagnostics& diags) {
+  if (own_mesh.empty()) {
+    side.mesh_flag = "--mesh";
+  }
+  if (own_dcn.empty() && !cmd.dcn.empty()) {
+    side.dcn_flag = "--dcn";
+  }
+  const std::string& text = own_mesh.empty() ? cmd.mesh : own_mesh;
+  if (text.empty()) {
+    diags
+        .error(
+            "cli.usage",
+            fmt::format("no mesh for the {}: give --mesh for both sides or "
+                        "{}",
+                        side.name,
+                        side.name == "source" ? "--from-mesh" : "--to-mesh"),
+            Location::of(side.name == "source" ? "--from-mesh" : "--to-mesh"))
+        .hint = "e.g. --from-mesh fsdp:64 --to-mesh fsdp:16,tp:4";
+    return false;
+  }
   const MeshInput input{text,
-                        dcn,
+                        own_dcn.empty() ? cmd.dcn : own_dcn,
                         {},
                         side.topology ? &*side.topology : nullptr,
-                        devices,
-                        allow_split,
+                        cmd.devices,
+                        cmd.allow_split_physical_axes,
                         MeshSources{side.mesh_flag,
                                     side.dcn_flag,
                                     "",
@@ -338,11 +357,19 @@ CLI::App* add_reshard_command(CLI::App& app,
       "collectives, bytes, time and peak memory per device");
   sub->add_option(
          "--from-mesh", cmd.from_mesh, "the source mesh, e.g. \"fsdp:64\"")
-      ->required()
       ->type_name("STR");
   sub->add_option(
          "--to-mesh", cmd.to_mesh, "the target mesh, e.g. \"fsdp:16,tp:4\"")
-      ->required()
+      ->type_name("STR");
+  sub->add_option("--mesh",
+                  cmd.mesh,
+                  "the mesh of both sides, when they share one (--from-mesh "
+                  "and --to-mesh override it)")
+      ->type_name("STR");
+  sub->add_option("--dcn",
+                  cmd.dcn,
+                  "the DCN factor per axis of both sides (--from-dcn and "
+                  "--to-dcn override it)")
       ->type_name("STR");
   CLI::Option* devices = sub->add_option("--devices",
                                          cmd.devices,
@@ -374,18 +401,8 @@ CLI::App* add_reshard_command(CLI::App& app,
   sub->add_option(
          "--to-dcn", cmd.to_dcn, "the target mesh's DCN factor per axis")
       ->type_name("STR");
-  CLI::Option* manifest =
-      sub->add_option("--manifest",
-                      cmd.manifest,
-                      "the tensors: a manifest, a safetensors file or index, "
-                      "or a checkpoint "
-                      "folder")
-          ->type_name("PATH");
-  CLI::Option* model =
-      sub->add_option(
-             "--model", cmd.model, "a built-in model instead of --manifest")
-          ->type_name("NAME")
-          ->excludes(manifest);
+  const std::vector<CLI::Option*> manifest_options =
+      add_manifest_options(*sub, cmd.source);
   CLI::Option* from_specs =
       sub->add_option(
              "--from-specs",
@@ -436,8 +453,10 @@ CLI::App* add_reshard_command(CLI::App& app,
                       "the tensor's target spec (with --shape)")
           ->type_name("SPEC")
           ->needs(shape);
-  for (CLI::Option* many :
-       {manifest, model, from_specs, to_specs, from_rules, to_rules}) {
+  for (CLI::Option* many : manifest_options) {
+    shape->excludes(many);
+  }
+  for (CLI::Option* many : {from_specs, to_specs, from_rules, to_rules}) {
     shape->excludes(many);
   }
   shape->needs(from_spec);
@@ -512,25 +531,14 @@ int run_reshard(const ReshardCommand& cmd, Session& session) {
         .hint = "both sides must be TPU slices or both GPU clusters";
     return session.fail_input();
   }
-  if (!load_side_mesh(cmd.from_mesh,
-                      cmd.from_dcn,
-                      cmd.devices,
-                      cmd.allow_split_physical_axes,
-                      source,
-                      diags)
-      || !load_side_mesh(cmd.to_mesh,
-                         cmd.to_dcn,
-                         cmd.devices,
-                         cmd.allow_split_physical_axes,
-                         target,
-                         diags)) {
+  if (!load_side_mesh(cmd, cmd.from_mesh, cmd.from_dcn, source, diags)
+      || !load_side_mesh(cmd, cmd.to_mesh, cmd.to_dcn, target, diags)) {
     return session.fail_input();
   }
 
   const bool single = cmd.single;
-  std::optional<Manifest> manifest =
-      single ? single_tensor_manifest(cmd, diags)
-             : load_manifest(cmd.manifest, cmd.model, diags);
+  std::optional<Manifest> manifest = single ? single_tensor_manifest(cmd, diags)
+                                            : load_manifest(cmd.source, diags);
   if (!manifest) {
     return session.fail_input();
   }

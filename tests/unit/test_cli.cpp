@@ -985,7 +985,8 @@ TEST_CASE("cli: built-in models and Hugging Face configs as manifests",
                          "--specs",
                          examples("tiny-llama.specs.json")});
   CHECK(none.code == 2);
-  CHECK(none.err.find("give --manifest FILE or --model NAME")
+  CHECK(none.err.find("give --manifest PATH, --model NAME or "
+                      "--from-hf-config FILE")
         != std::string::npos);
 }
 
@@ -1279,4 +1280,114 @@ TEST_CASE("cli: plan and check and memory lay the mesh out as mesh does",
     CHECK(split.code != 2);
     CHECK(split.err.find("[topology.no-assignment]") == std::string::npos);
   }
+}
+
+TEST_CASE("cli: flags mean the same in every command", "[cli]") {
+  using Strings = std::vector<std::string>;
+  const Strings on = {"--topology", "v5p-128", "--mesh", "fsdp:-1,tp:4"};
+  auto with = [&](Strings args) {
+    args.insert(args.end(), on.begin(), on.end());
+    return args;
+  };
+
+  // memory --rules plans the specs as plan does: the same memory figures.
+  Result plan = run_cli(with({"plan",
+                              "--model",
+                              "llama-3-8b",
+                              "--recipe",
+                              "adam",
+                              "--format",
+                              "json"}));
+  Result memory = run_cli(with({"memory",
+                                "--model",
+                                "llama-3-8b",
+                                "--rules",
+                                "fsdp-tp",
+                                "--recipe",
+                                "adam",
+                                "--format",
+                                "json"}));
+  REQUIRE(plan.code == 0);
+  REQUIRE(memory.code == 0);
+  // memory's object adds by_dtype and largest to plan's.
+  const json plan_memory = json::parse(plan.out)["memory"];
+  const json memory_memory = json::parse(memory.out)["memory"];
+  REQUIRE(plan_memory.size() >= 10);
+  for (const auto& [key, value] : plan_memory.items()) {
+    INFO(key);
+    CHECK(memory_memory[key] == value);
+  }
+  CHECK(json::parse(memory.out)["rules"]["source"]
+        == "configs/rules/fsdp-tp.json");
+  Result neither = run_cli(with({"memory", "--model", "llama-3-8b"}));
+  CHECK(neither.code == 2);
+  CHECK_THAT(neither.err,
+             Catch::StartsWith("--specs: error: give --specs FILE or --rules "
+                               "FILE|PRESET"));
+  Result both = run_cli(with({"memory",
+                              "--model",
+                              "llama-3-8b",
+                              "--rules",
+                              "fsdp",
+                              "--specs",
+                              examples("tiny-llama.specs.json")}));
+  CHECK(both.code == 2);
+  CHECK_THAT(both.err, Catch::Contains("give --specs or --rules, not both"));
+
+  // --from-hf-config wherever a manifest is taken: a built-in model's own
+  // config gives the same tensors as --model.
+  const std::string gpt2 =
+      std::string(SHARDPLAN_SOURCE_DIR) + "/configs/models/gpt2.json";
+  Result by_name =
+      run_cli(with({"plan", "--model", "gpt2", "--format", "json"}));
+  Result by_config =
+      run_cli(with({"plan", "--from-hf-config", gpt2, "--format", "json"}));
+  REQUIRE(by_name.code == 0);
+  REQUIRE(by_config.code == 0);
+  CHECK(json::parse(by_config.out)["tensors"]
+        == json::parse(by_name.out)["tensors"]);
+  Result none = run_cli(with({"plan"}));
+  CHECK(none.code == 2);
+  CHECK_THAT(none.err,
+             Catch::Contains("give --manifest PATH, --model NAME or "
+                             "--from-hf-config FILE"));
+
+  // reshard --mesh M stands for --from-mesh M --to-mesh M.
+  const Strings one = {"reshard",
+                       "--topology",
+                       "v5e-32",
+                       "--shape",
+                       "2048,8192",
+                       "--dtype",
+                       "bf16",
+                       "--from-spec",
+                       "Y,None",
+                       "--to-spec",
+                       "None,None",
+                       "--format",
+                       "json"};
+  Strings shared = one;
+  shared.insert(shared.end(), {"--mesh", "X:8,Y:4"});
+  Strings apart = one;
+  apart.insert(apart.end(), {"--from-mesh", "X:8,Y:4", "--to-mesh", "X:8,Y:4"});
+  Result a = run_cli(shared);
+  Result b = run_cli(apart);
+  REQUIRE(a.code == 0);
+  CHECK(a.out == b.out);
+  Strings half = one;
+  half.insert(half.end(), {"--to-mesh", "X:8,Y:4"});
+  Result no_source = run_cli(half);
+  CHECK(no_source.code == 2);
+  CHECK_THAT(no_source.err,
+             Catch::StartsWith("--from-mesh: error: no mesh for the source"));
+
+  // A mistyped long flag gets the nearest one the command has.
+  Result typo = run_cli(
+      {"plan", "--topolgy", "v5p-128", "--mesh", "fsdp:64", "--model", "gpt2"});
+  CHECK(typo.code == 2);
+  CHECK_THAT(typo.err, Catch::Contains("; did you mean --topology?"));
+  Result far =
+      run_cli({"mesh", "--mesh", "a:8", "--devices", "8", "--xyz", "3"});
+  CHECK(far.code == 2);
+  CHECK(far.err.find("did you mean") == std::string::npos);
 }

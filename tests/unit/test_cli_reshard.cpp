@@ -295,9 +295,18 @@ TEST_CASE("reshard: every bad input exits 2 with a located message",
     CHECK(j["diagnostics"][0]["location"]["source"] == "--partial");
     CHECK(j["diagnostics"][0]["location"]["column"] == 1);
   }
+  SECTION("a side without a mesh is located at its flag") {
+    // --mesh can give both sides theirs, so the parser cannot require
+    // --to-mesh; the command says which side lacks one.
+    CliResult r = run_cli({"reshard", "--from-mesh", "a:8"});
+    CHECK(r.code == 2);
+    CHECK(r.out.empty());
+    CHECK_THAT(r.err,
+               Catch::StartsWith("--to-mesh: error: no mesh for the target: "
+                                 "give --mesh for both sides or --to-mesh"));
+  }
   SECTION("usage errors from the option parser") {
     for (const Strings& args : std::vector<Strings>{
-             {"reshard", "--from-mesh", "a:8"},
              one_tensor({"--from-spec", "Y"}),
              one_tensor(
                  {"--from-spec", "Y", "--to-spec", "X", "--model", "gpt2"}),
