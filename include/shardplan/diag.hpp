@@ -7,6 +7,7 @@
 // is (a file with a JSON pointer or line:column, or a flag such as "--mesh")
 // and carries a stable code that tests and JSON consumers match on.
 
+#include <algorithm>
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
@@ -98,6 +99,12 @@ class Diagnostics {
                       Location location = {});
 
   const std::vector<Diagnostic>& items() const { return m_items; }
+  // The diagnostics added since items().size() was `first`, for a caller
+  // that adds context on the way up (the tensor they concern).
+  std::span<Diagnostic> since(size_t first) {
+    return std::span<Diagnostic>(m_items).subspan(
+        std::min(first, m_items.size()));
+  }
   size_t error_count() const { return m_errors; }
   size_t warning_count() const { return m_warnings; }
   bool has_errors() const { return m_errors > 0; }

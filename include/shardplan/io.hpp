@@ -187,9 +187,13 @@ std::optional<Topology> read_topology_file(std::string_view text,
 // array (null | "axis" | ["a", "b"] per dim) or a string in any text form of
 // parse_spec ("P('fsdp', None)").
 // A problem with the file (not JSON, wrong layout, a repeated name) stops the
-// reader: nullopt. A problem inside one spec (a nested tuple, a text spec that
-// does not parse) is reported as an error and the entry is kept with
-// `valid == false`, so a checker sees every bad spec of the file in one run.
+// reader: nullopt. A problem inside one spec (a text spec that does not
+// parse, a value that is no spec, an empty axis, a nested tuple) is reported
+// with the tensor's name and reading goes on, so that every bad spec of the
+// file is reported in one run; the reader then returns nullopt, unless every
+// such problem is a nested tuple (a JAX error of a well-formed spec): those
+// entries are kept with `valid == false` for a checker to report with the
+// rest.
 std::optional<SpecsFile> read_specs(std::string_view json,
                                     std::string_view source,
                                     Diagnostics& diags);

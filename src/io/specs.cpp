@@ -102,6 +102,9 @@ class SpecsReader : public JsonInput {
           std::move(hint));
       return std::nullopt;
     }
+    if (m_input_errors) {
+      return std::nullopt;  // every bad spec reported
+    }
     m_file.source = m_source;
     return std::move(m_file);
   }
@@ -146,6 +149,7 @@ class SpecsReader : public JsonInput {
     }
     std::optional<std::string> name;
     std::optional<PartitionSpec> spec;
+    const size_t first = m_diags.items().size();
     std::string spec_pointer = pointer + "/spec";
     const char* name_at = nullptr;
     const char* spec_at = nullptr;
@@ -185,6 +189,9 @@ class SpecsReader : public JsonInput {
             return fmt::format("{}/{}", pointer, json_pointer_escape(key));
           });
         });
+    if (name) {
+      name_tensor(first, *name);  // also when "spec" came before "name"
+    }
     if (!read) {
       return false;
     }
@@ -216,7 +223,10 @@ class SpecsReader : public JsonInput {
       return fail("specs.name", "tensor name is empty", pointer, at);
     }
     PartitionSpec spec;
-    if (!read_spec(value, pointer, spec) && !take_soft_failure()) {
+    const size_t first = m_diags.items().size();
+    const bool read = read_spec(value, pointer, spec);
+    name_tensor(first, name);
+    if (!read && !take_soft_failure()) {
       return false;
     }
     const bool valid = !m_spec_invalid;
@@ -230,6 +240,15 @@ class SpecsReader : public JsonInput {
                   at);
   }
 
+  // Names `tensor` in the diagnostics reported since there were `first`.
+  void name_tensor(size_t first, const std::string& tensor) {
+    for (Diagnostic& d : m_diags.since(first)) {
+      if (!d.tensor) {
+        d.tensor = tensor;
+      }
+    }
+  }
+
   // After read_spec failed: true when the failure was inside the spec only
   // (reported; the entry is kept as invalid and reading goes on). Sets
   // m_spec_invalid for the entry being read.
@@ -239,14 +258,32 @@ class SpecsReader : public JsonInput {
     return m_spec_invalid;
   }
 
-  // A fault JAX reports for a well-formed spec (a nested tuple): an error of
-  // that spec, not of the file. Returns false, for `return soft_fail(...)`.
+  // A fault inside one spec: reported, the entry kept as invalid, and
+  // reading goes on, so that every bad spec of the file is reported in one
+  // run. A fault JAX reports for a well-formed spec (a nested tuple) is an
+  // error of that spec (check goes on to validate the rest); any other is
+  // an input error of the file (`input_error`: read_specs then returns
+  // nullopt, after reading it all). Returns false, for `return
+  // soft_fail(...)`.
   bool soft_fail(std::string code_text,
                  std::string message,
                  std::string pointer,
-                 const char* at) {
+                 const char* at,
+                 bool input_error = true) {
     fail(std::move(code_text), std::move(message), std::move(pointer), at);
+    return soft_failed(input_error);
+  }
+  // soft_fail with json.type: "expected <expected>, got ...".
+  bool soft_fail_type(od::value& value,
+                      std::string_view expected,
+                      std::string pointer,
+                      const char* at) {
+    fail_type(value, expected, std::move(pointer), at);
+    return soft_failed(true);
+  }
+  bool soft_failed(bool input_error) {
     m_soft_failure = !m_syntax_found;
+    m_input_errors = m_input_errors || (m_soft_failure && input_error);
     return false;
   }
 
@@ -316,19 +353,16 @@ class SpecsReader : public JsonInput {
           parse_spec(text, fmt::format("{}:{}", m_source, pointer), scratch);
       if (!parsed || scratch.has_errors()) {
         forward(scratch);
-        m_soft_failure = !m_syntax_found && scratch.has_errors()
-                         && std::all_of(scratch.items().begin(),
-                                        scratch.items().end(),
-                                        [](const Diagnostic& d) {
-                                          return d.code == "spec.nested-tuple";
-                                        });
-        return false;
+        return soft_failed(!std::all_of(
+            scratch.items().begin(),
+            scratch.items().end(),
+            [](const Diagnostic& d) { return d.code == "spec.nested-tuple"; }));
       }
       spec = std::move(*parsed);
       return true;
     }
     if (type != od::json_type::array) {
-      return fail_type(
+      return soft_fail_type(
           value, "a partition spec (an array or a string)", pointer, at);
     }
     od::array array;
@@ -361,7 +395,7 @@ class SpecsReader : public JsonInput {
       return fail_json(e, pointer(), start_of(value));
     }
     if (text.empty()) {
-      return fail(
+      return soft_fail(
           "spec.empty-axis", "axis name is empty", pointer(), start_of(value));
     }
     out.assign(text);
@@ -386,7 +420,7 @@ class SpecsReader : public JsonInput {
       return read_axis_name(value, pointer, dim.axes.back());
     }
     if (type != od::json_type::array) {
-      return fail_type(
+      return soft_fail_type(
           value, "null, an axis name or an array of axis names", pointer(), at);
     }
     od::array array;
@@ -405,22 +439,22 @@ class SpecsReader : public JsonInput {
         return fail_json(e, inner_pointer(), entry_at);
       }
       if (type == od::json_type::null) {
-        return fail("spec.none-in-tuple",
-                    "null cannot be one of the axes of a tuple; a tuple lists "
-                    "mesh axes; write null for the whole dim",
-                    inner_pointer(),
-                    entry_at);
+        return soft_fail("spec.none-in-tuple",
+                         "null cannot be one of the axes of a tuple; a tuple "
+                         "lists mesh axes; write null for the whole dim",
+                         inner_pointer(),
+                         entry_at);
       }
       if (type == od::json_type::array) {
-        return soft_fail(
-            "spec.nested-tuple",
-            "a tuple inside a PartitionSpec cannot contain a nested "
-            "tuple",
-            inner_pointer(),
-            entry_at);
+        return soft_fail("spec.nested-tuple",
+                         "a tuple inside a PartitionSpec cannot contain a "
+                         "nested tuple",
+                         inner_pointer(),
+                         entry_at,
+                         false);
       }
       if (type != od::json_type::string) {
-        return fail_type(
+        return soft_fail_type(
             entry, "an axis name inside a tuple", inner_pointer(), entry_at);
       }
       dim.axes.emplace_back();
@@ -436,6 +470,7 @@ class SpecsReader : public JsonInput {
   std::unordered_map<std::string, size_t, detail::StringHash, std::equal_to<>>
       m_index;
   bool m_soft_failure = false;     // the last failure was inside a spec only
+  bool m_input_errors = false;     // a spec had a fault that is bad input
   bool m_spec_invalid = false;     // the entry being read has a bad spec
   const char* m_cursor = nullptr;  // advance_to's position, line and column
   int64_t m_line = 1;

@@ -1071,3 +1071,46 @@ TEST_CASE("io: NUL bytes", "[io]") {
         == "m.json:1:24: error: invalid string: control character U+0000 "
            "(NUL) must be escaped to \\u0000");
 }
+
+TEST_CASE(
+    "io: every bad spec of a specs file is reported, each naming its "
+    "tensor",
+    "[io]") {
+  // Three specs that do not parse and one nested tuple (a JAX error of a
+  // well-formed spec): the reader goes on after each, so a user sees all
+  // four in one run. With a spec that is bad input the file is refused.
+  const std::string text = R"({"specs": {
+    "a": "P('fsdp', ",
+    "b": [1],
+    "c": [["tp", null]],
+    "d": [["tp", ["fsdp"]]],
+    "e": ["fsdp"]}})";
+  Diagnostics diags;
+  CHECK_FALSE(read_specs(text, "s.json", diags));
+  REQUIRE(diags.items().size() == 4);
+  const std::vector<std::string> tensors = {"a", "b", "c", "d"};
+  const std::vector<std::string> codes = {
+      "spec.syntax", "json.type", "spec.none-in-tuple", "spec.nested-tuple"};
+  for (size_t i = 0; i < 4; ++i) {
+    INFO(render(diags.items()[i]));
+    CHECK(diags.items()[i].tensor == tensors[i]);
+    CHECK(diags.items()[i].code == codes[i]);
+  }
+
+  // A nested tuple alone is not bad input: the entry is kept as invalid
+  // for check to report with the other plan errors; it names its tensor,
+  // also in the tensors[] form where "spec" comes before "name".
+  Diagnostics nested;
+  std::optional<SpecsFile> file = read_specs(
+      R"({"tensors": [{"spec": [["tp", ["fsdp"]]], "name": "w"},
+                      {"name": "v", "spec": ["fsdp"]}]})",
+      "p.json",
+      nested);
+  REQUIRE(file);
+  REQUIRE(file->specs.size() == 2);
+  CHECK_FALSE(file->specs[0].valid);
+  CHECK(file->specs[1].valid);
+  REQUIRE(nested.items().size() == 1);
+  CHECK(nested.items()[0].code == "spec.nested-tuple");
+  CHECK(nested.items()[0].tensor == std::optional<std::string>("w"));
+}
