@@ -683,7 +683,7 @@ TEST_CASE("reshard: the scaling book's all_gather on v5e 8x4",
                              "559.241 us\n"));
 }
 
-TEST_CASE("reshard: an all_to_all carries to_dim; totals and saved add up",
+TEST_CASE("reshard: an all_to_all carries to_dim, and totals and saved add up",
           "[cli][reshard]") {
   CliResult r = run_cli({"reshard",
                          "--devices",

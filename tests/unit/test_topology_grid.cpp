@@ -142,8 +142,9 @@ TEST_CASE("topology: TPU v3 tray ring (make_mesh docstring, mesh_utils_test)",
   CHECK(plain.physical_assignment.empty());  // the handler built it
 }
 
-TEST_CASE("topology: TPU v4 has no ring handler; (8,) on 2x2x2 runs z fastest",
-          "[topology]") {
+TEST_CASE(
+    "topology: TPU v4 has no ring handler, and (8,) on 2x2x2 runs z fastest",
+    "[topology]") {
   // DESIGN 2.2.
   const TpuGrid g = grid_of(slice_of(TpuChip::v4, 2, 2, 2, 1), {8});
   CHECK(g.grid.ids == Ids{0, 4, 2, 6, 1, 5, 3, 7});
