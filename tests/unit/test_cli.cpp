@@ -372,6 +372,8 @@ std::vector<std::string> shell_split(const std::string& line) {
       } else {
         word += c;
       }
+    } else if (c == '#' && !in_word) {
+      break;  // a comment runs to the end of the line
     } else if (c == '\'' || c == '"') {
       quote_char = c;
       in_word = true;
@@ -392,11 +394,45 @@ std::vector<std::string> shell_split(const std::string& line) {
   return words;
 }
 
+// The lines of `text`, each with its '\n' (the last one may lack it).
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = std::min(text.find('\n', at), text.size() - 1);
+    lines.push_back(text.substr(at, end + 1 - at));
+    at = end + 1;
+  }
+  return lines;
+}
+
+bool is_fence(const std::string& line) {
+  const size_t first = line.find_first_not_of(' ');
+  return first != std::string::npos && line.compare(first, 3, "```") == 0;
+}
+
+bool is_command(const std::string& line) {
+  const size_t first = line.find_first_not_of(' ');
+  return first != std::string::npos
+         && line.compare(first, 12, "$ shardplan ") == 0;
+}
+
 }  // namespace
 
-// Docs hold real output: every ```console block in README.md and docs/*.md
-// whose first line is "$ shardplan ..." must show exactly what the binary
-// prints (stdout, then stderr). UPDATE_DOCS=1 rewrites the blocks.
+TEST_CASE("cli: shell_split reads words, quotes and a comment", "[cli][docs]") {
+  CHECK(shell_split("shardplan mesh --mesh 'a b' \"c d\"e  # f = 8")
+        == std::vector<std::string>{
+            "shardplan", "mesh", "--mesh", "a b", "c de"});
+  // '#' inside a word or quotes is part of it.
+  CHECK(shell_split("a#b '#c'") == std::vector<std::string>{"a#b", "#c"});
+}
+
+// Docs hold real output. A checked block is a ```console fence whose first
+// line is "$ shardplan ...": the rest shows exactly what the binary prints
+// (stdout, then stderr) and, when it exits other than 0, ends with
+// "$ echo $?" and the exit code (docs/contributing.md). Every "$ shardplan"
+// line in any fence of README.md and docs/*.md must open a checked block: an
+// example in a plain fence, or a second command in a block, fails.
+// UPDATE_DOCS=1 rewrites the checked blocks.
 TEST_CASE("cli: console examples in the docs match the binary", "[cli][docs]") {
   fs::path root(SHARDPLAN_SOURCE_DIR);
   // Examples use paths relative to the repository root.
@@ -408,42 +444,69 @@ TEST_CASE("cli: console examples in the docs match the binary", "[cli][docs]") {
     }
   }
   std::sort(files.begin(), files.end());
+  REQUIRE(files.size() > 1);
   const char* update_env = std::getenv("UPDATE_DOCS");
   bool update = update_env != nullptr && std::string(update_env) == "1";
-  size_t checked = 0;
+  size_t commands = 0;  // "$ shardplan" lines in fences
+  size_t checked = 0;   // of them, those that open a checked block
   for (const fs::path& file : files) {
-    std::string text = test::slurp(file.string());
+    const std::vector<std::string> lines = lines_of(test::slurp(file.string()));
     std::string rewritten;
-    size_t pos = 0;
-    const std::string open = "```console\n$ shardplan ";
-    while (true) {
-      size_t start = text.find(open, pos);
-      if (start == std::string::npos) {
-        rewritten += text.substr(pos);
-        break;
+    for (size_t i = 0; i < lines.size();) {
+      if (!is_fence(lines[i])) {
+        rewritten += lines[i++];
+        continue;
       }
-      size_t command_start = start + std::string("```console\n$ ").size();
-      size_t command_end = text.find('\n', command_start);
-      size_t end = text.find("```\n", command_end);
-      REQUIRE(end != std::string::npos);
-      std::string command =
-          text.substr(command_start, command_end - command_start);
-      std::string shown = text.substr(command_end + 1, end - command_end - 1);
+      size_t close = i + 1;
+      while (close < lines.size() && !is_fence(lines[close])) {
+        ++close;
+      }
+      INFO(file.filename().string() << ":" << i + 1);
+      REQUIRE(close < lines.size());  // every fence is closed
+      const bool console_block = lines[i] == "```console\n" && close > i + 1
+                                 && lines[i + 1].starts_with("$ shardplan ");
+      if (!console_block) {
+        for (size_t k = i + 1; k < close; ++k) {
+          if (is_command(lines[k])) {
+            ++commands;
+            FAIL_CHECK(file.filename().string()
+                       << ":" << k + 1 << ": an example not run by this test "
+                       << "(make it the first line of a ```console block): "
+                       << lines[k]);
+          }
+        }
+        for (size_t k = i; k <= close; ++k) {
+          rewritten += lines[k];
+        }
+        i = close + 1;
+        continue;
+      }
+      ++commands;
+      std::string command = lines[i + 1].substr(2);
+      command.pop_back();  // '\n'
+      std::string shown;
+      for (size_t k = i + 2; k < close; ++k) {
+        shown += lines[k];
+      }
       std::vector<std::string> args = shell_split(command);
       args.erase(args.begin());  // "shardplan"
       Result r = run_cli(args);
       std::string actual = r.out + r.err;
-      INFO(file.filename().string() << ": $ " << command);
+      if (r.code != 0) {
+        actual += fmt::format("$ echo $?\n{}\n", r.code);
+      }
+      INFO("$ " << command);
       CHECK(shown == actual);
       ++checked;
-      rewritten += text.substr(pos, command_end + 1 - pos) + actual;
-      pos = end;
+      rewritten += lines[i] + lines[i + 1] + actual + lines[close];
+      i = close + 1;
     }
     if (update) {
       std::ofstream(file) << rewritten;
     }
   }
-  CHECK(checked >= 3);
+  CHECK(checked > 0);
+  CHECK(checked == commands);
 }
 
 TEST_CASE("cli: topology list and show", "[cli][topology]") {
