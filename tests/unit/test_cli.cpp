@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -307,14 +308,26 @@ TEST_CASE("cli: golden cases", "[cli][golden]") {
 TEST_CASE("cli: bad-input corpus replays to located errors",
           "[cli][bad-inputs]") {
   fs::path root = test::data_path("bad_inputs");
-  size_t replayed = 0;
+  std::vector<fs::path> inputs;
+  std::map<std::string, size_t> per_kind;
   for (const auto& entry : fs::recursive_directory_iterator(root)) {
-    if (!entry.is_regular_file() || entry.path().filename() == "README.md") {
-      continue;
+    if (entry.is_regular_file() && entry.path().filename() != "README.md") {
+      inputs.push_back(entry.path());
+      ++per_kind[entry.path().parent_path().filename().string()];
     }
-    std::string kind = entry.path().parent_path().filename().string();
-    std::string path = entry.path().string();
-    DYNAMIC_SECTION(kind << "/" << entry.path().filename().string()) {
+  }
+  // Each kind this test knows has inputs (an empty folder replays nothing).
+  for (const char* kind : {"mesh", "manifest", "specs", "topology"}) {
+    INFO(kind);
+    CHECK(per_kind[kind] > 0);
+  }
+  std::sort(inputs.begin(), inputs.end());
+  // Catch runs the test once per section, each run one of them.
+  size_t replayed = 0;
+  for (const fs::path& input : inputs) {
+    std::string kind = input.parent_path().filename().string();
+    std::string path = input.string();
+    DYNAMIC_SECTION(kind << "/" << input.filename().string()) {
       ++replayed;
       if (kind == "mesh") {
         std::string text = test::slurp(path);
@@ -354,12 +367,16 @@ TEST_CASE("cli: bad-input corpus replays to located errors",
       }
     }
   }
+  // Catch enters one section per run of the test case: each run replayed
+  // exactly one input (none would mean nothing was tested).
+  CHECK(replayed == 1);
 }
 
 namespace {
 
 // Splits a command line as a POSIX shell would for plain words, 'single' and
-// "double" quotes (no escapes or expansions needed in our docs).
+// "double" quotes and a "# comment" (no escapes or expansions needed in our
+// docs).
 std::vector<std::string> shell_split(const std::string& line) {
   std::vector<std::string> words;
   std::string word;
@@ -532,6 +549,9 @@ TEST_CASE("cli: topology list and show", "[cli][topology]") {
   CHECK(t["wraparound"] == json::array({true, true, false}));
   CHECK(t["hbm_bytes_per_device"] == 17179869184LL);
   CHECK(t["links"]["dcn"]["bytes_per_s_per_chip"] == 3.125e9);
+  // A multi-slice TPU's figures: HBM, ICI bandwidth per link, links per
+  // chip, ICI latency, DCN bandwidth per chip, DCN latency; each sourced.
+  CHECK(t["figures"].size() == 6);
   for (const auto& [name, figure] : t["figures"].items()) {
     INFO(name);
     CHECK_FALSE(figure["source"].get<std::string>().empty());
@@ -1122,6 +1142,7 @@ TEST_CASE("cli: plan JSON is a specs file check accepts", "[cli][plan]") {
   INFO(check.err);
   CHECK(check.code == 0);
   json checked = json::parse(check.out);
+  REQUIRE(checked["tensors"].size() == 21);
   for (size_t t = 0; t < 21; ++t) {
     CHECK(checked["tensors"][t]["spec"] == doc["tensors"][t]["spec"]);
     CHECK(checked["tensors"][t]["bytes_per_device"]

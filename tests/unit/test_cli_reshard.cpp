@@ -737,6 +737,8 @@ TEST_CASE("reshard: an all_to_all carries to_dim, and totals and saved add up",
                              "json"});
   REQUIRE(model.code == 0);
   json m = parse_json(model.out);
+  // Llama 3 8B: 32 layers x 9 tensors + embedding, final norm and lm_head.
+  REQUIRE(m["tensors"].size() == 32 * 9 + 3);
   int64_t bytes = 0;
   double seconds = 0;
   for (const json& t : m["tensors"]) {

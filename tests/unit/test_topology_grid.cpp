@@ -382,6 +382,7 @@ TEST_CASE("topology: contiguous submeshes (transpose trick)", "[topology]") {
       auto g = create_device_mesh(s.chip, shape, devices, false, diags, true);
       INFO(test::first_error(diags));
       REQUIRE(g);
+      REQUIRE(g->grid.ids.size() == devices.size());
       // Per process: the set of coordinates on each axis is a range and the
       // devices fill the box they span.
       std::map<int64_t, std::vector<std::set<int64_t>>> spans;
@@ -411,6 +412,8 @@ TEST_CASE("topology: contiguous submeshes (transpose trick)", "[topology]") {
         }
         CHECK(box == counts[p]);
       }
+      // A v4 host holds 4 chips (2x2x1): every host was checked.
+      CHECK(spans.size() == devices.size() / 4);
     }
   }
 }
