@@ -990,6 +990,20 @@ TEST_CASE("cli: the invariant checker catches broken documents",
         == std::vector<std::string>{"model.layers.0.self_attn.q_proj.weight: "
                                     "bytes per device x devices != bytes x "
                                     "replicas"});
+  // i4 takes half a byte per element, rounded up per shard: [392] over
+  // (tp, fsdp), 8 shards of 49 elements, 25 bytes each (not 196 / 8).
+  json nibbles = doc;
+  nibbles["tensors"][2]["dtype"] = "i4";
+  nibbles["tensors"][2]["shape"] = {392};
+  nibbles["tensors"][2]["spec"] = json::parse(R"([["tp", "fsdp"]])");
+  nibbles["tensors"][2]["bytes"] = 196;
+  nibbles["tensors"][2]["bytes_per_device"] = 25;
+  CHECK(test::check_invariants(nibbles).empty());
+  nibbles["tensors"][2]["bytes_per_device"] = 24;
+  CHECK(test::check_invariants(nibbles)
+        == std::vector<std::string>{"model.layers.0.self_attn.q_proj.weight: "
+                                    "bytes per device 24 for 49 elements of "
+                                    "i4, expected 25"});
   json counts = doc;
   counts["summary"]["errors"] = 1;
   CHECK(test::check_invariants(counts)
