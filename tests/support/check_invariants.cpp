@@ -94,8 +94,30 @@ void check_tensor(const json& t,
                               split,
                               devices));
   }
-  if (even
-      && t.at("bytes_per_device").get<int64_t>() * devices
+  if (!even) {
+    return;
+  }
+  const int64_t bytes_per_device = t.at("bytes_per_device").get<int64_t>();
+  const std::string dtype = t.at("dtype").get<std::string>();
+  if (dtype == "i4" || dtype == "u4") {
+    // Half a byte per element, rounded up per shard (docs/memory.md): a
+    // shard of 49 elements holds 25 bytes, so the shards' bytes can add up
+    // to more than the tensor's.
+    int64_t elements = 1;
+    for (const json& dim : shape) {
+      elements *= dim.get<int64_t>();
+    }
+    const int64_t shard = elements / split;
+    if (bytes_per_device != (shard + 1) / 2) {
+      bad.push_back(fmt::format(
+          "{}: bytes per device {} for {} elements of {}, expected {}",
+          name,
+          bytes_per_device,
+          shard,
+          dtype,
+          (shard + 1) / 2));
+    }
+  } else if (bytes_per_device * devices
              != t.at("bytes").get<int64_t>() * replicas) {
     bad.push_back(fmt::format(
         "{}: bytes per device x devices != bytes x replicas", name));

@@ -2,21 +2,28 @@ cmake_minimum_required(VERSION 3.25)
 # Runs the real binary and checks exit codes (DESIGN.md section 4) and that
 # stdout stays empty when input is bad in text mode (exit 1 still prints the
 # result: the plan has errors, the input was read).
+# A sanitizer report (SANITIZER_REPORT, a regex) fails a run whatever its
+# exit code: UBSan would otherwise exit 1, as a plan with errors does.
 # cmake -DSHARDPLAN=<binary> -DDATA=<tests/data> -DEXAMPLES=<configs/examples>
-#       -P e2e_exit_codes.cmake
+#       -DSANITIZER_REPORT=<regex> -P e2e_exit_codes.cmake
 
 set(_failures "")
 
 function(expect_exit code)
   execute_process(COMMAND ${SHARDPLAN} ${ARGN}
     RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
+  string(REPLACE ";" " " _args "${ARGN}")
+  set(_f "${_failures}")
   if(NOT _rc STREQUAL "${code}")
-    string(REPLACE ";" " " _args "${ARGN}")
-    set(_failures "${_failures}\n  shardplan ${_args}: exit ${_rc}, expected ${code}; stderr: ${_err}" PARENT_SCOPE)
+    string(APPEND _f "\n  shardplan ${_args}: exit ${_rc}, expected ${code}; stderr: ${_err}")
+  endif()
+  if(SANITIZER_REPORT AND "${_out}${_err}" MATCHES "${SANITIZER_REPORT}")
+    string(APPEND _f "\n  shardplan ${_args}: a sanitizer report: ${_err}")
   endif()
   if(code STREQUAL "2" AND NOT "json" IN_LIST ARGN AND NOT _out STREQUAL "")
-    set(_failures "${_failures}\n  shardplan ${ARGN}: wrote to stdout on failure: ${_out}" PARENT_SCOPE)
+    string(APPEND _f "\n  shardplan ${_args}: wrote to stdout on failure: ${_out}")
   endif()
+  set(_failures "${_f}" PARENT_SCOPE)
 endfunction()
 
 expect_exit(0 --help)

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -307,14 +308,26 @@ TEST_CASE("cli: golden cases", "[cli][golden]") {
 TEST_CASE("cli: bad-input corpus replays to located errors",
           "[cli][bad-inputs]") {
   fs::path root = test::data_path("bad_inputs");
-  size_t replayed = 0;
+  std::vector<fs::path> inputs;
+  std::map<std::string, size_t> per_kind;
   for (const auto& entry : fs::recursive_directory_iterator(root)) {
-    if (!entry.is_regular_file() || entry.path().filename() == "README.md") {
-      continue;
+    if (entry.is_regular_file() && entry.path().filename() != "README.md") {
+      inputs.push_back(entry.path());
+      ++per_kind[entry.path().parent_path().filename().string()];
     }
-    std::string kind = entry.path().parent_path().filename().string();
-    std::string path = entry.path().string();
-    DYNAMIC_SECTION(kind << "/" << entry.path().filename().string()) {
+  }
+  // Each kind this test knows has inputs (an empty folder replays nothing).
+  for (const char* kind : {"mesh", "manifest", "specs", "topology"}) {
+    INFO(kind);
+    CHECK(per_kind[kind] > 0);
+  }
+  std::sort(inputs.begin(), inputs.end());
+  // Catch runs the test once per section, each run one of them.
+  size_t replayed = 0;
+  for (const fs::path& input : inputs) {
+    std::string kind = input.parent_path().filename().string();
+    std::string path = input.string();
+    DYNAMIC_SECTION(kind << "/" << input.filename().string()) {
       ++replayed;
       if (kind == "mesh") {
         std::string text = test::slurp(path);
@@ -354,12 +367,16 @@ TEST_CASE("cli: bad-input corpus replays to located errors",
       }
     }
   }
+  // Catch enters one section per run of the test case: each run replayed
+  // exactly one input (none would mean nothing was tested).
+  CHECK(replayed == 1);
 }
 
 namespace {
 
 // Splits a command line as a POSIX shell would for plain words, 'single' and
-// "double" quotes (no escapes or expansions needed in our docs).
+// "double" quotes and a "# comment" (no escapes or expansions needed in our
+// docs).
 std::vector<std::string> shell_split(const std::string& line) {
   std::vector<std::string> words;
   std::string word;
@@ -372,6 +389,8 @@ std::vector<std::string> shell_split(const std::string& line) {
       } else {
         word += c;
       }
+    } else if (c == '#' && !in_word) {
+      break;  // a comment runs to the end of the line
     } else if (c == '\'' || c == '"') {
       quote_char = c;
       in_word = true;
@@ -392,11 +411,45 @@ std::vector<std::string> shell_split(const std::string& line) {
   return words;
 }
 
+// The lines of `text`, each with its '\n' (the last one may lack it).
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = std::min(text.find('\n', at), text.size() - 1);
+    lines.push_back(text.substr(at, end + 1 - at));
+    at = end + 1;
+  }
+  return lines;
+}
+
+bool is_fence(const std::string& line) {
+  const size_t first = line.find_first_not_of(' ');
+  return first != std::string::npos && line.compare(first, 3, "```") == 0;
+}
+
+bool is_command(const std::string& line) {
+  const size_t first = line.find_first_not_of(' ');
+  return first != std::string::npos
+         && line.compare(first, 12, "$ shardplan ") == 0;
+}
+
 }  // namespace
 
-// Docs hold real output: every ```console block in README.md and docs/*.md
-// whose first line is "$ shardplan ..." must show exactly what the binary
-// prints (stdout, then stderr). UPDATE_DOCS=1 rewrites the blocks.
+TEST_CASE("cli: shell_split reads words, quotes and a comment", "[cli][docs]") {
+  CHECK(shell_split("shardplan mesh --mesh 'a b' \"c d\"e  # f = 8")
+        == std::vector<std::string>{
+            "shardplan", "mesh", "--mesh", "a b", "c de"});
+  // '#' inside a word or quotes is part of it.
+  CHECK(shell_split("a#b '#c'") == std::vector<std::string>{"a#b", "#c"});
+}
+
+// Docs hold real output. A checked block is a ```console fence whose first
+// line is "$ shardplan ...": the rest shows exactly what the binary prints
+// (stdout, then stderr) and, when it exits other than 0, ends with
+// "$ echo $?" and the exit code (docs/contributing.md). Every "$ shardplan"
+// line in any fence of README.md and docs/*.md must open a checked block: an
+// example in a plain fence, or a second command in a block, fails.
+// UPDATE_DOCS=1 rewrites the checked blocks.
 TEST_CASE("cli: console examples in the docs match the binary", "[cli][docs]") {
   fs::path root(SHARDPLAN_SOURCE_DIR);
   // Examples use paths relative to the repository root.
@@ -408,42 +461,69 @@ TEST_CASE("cli: console examples in the docs match the binary", "[cli][docs]") {
     }
   }
   std::sort(files.begin(), files.end());
+  REQUIRE(files.size() > 1);
   const char* update_env = std::getenv("UPDATE_DOCS");
   bool update = update_env != nullptr && std::string(update_env) == "1";
-  size_t checked = 0;
+  size_t commands = 0;  // "$ shardplan" lines in fences
+  size_t checked = 0;   // of them, those that open a checked block
   for (const fs::path& file : files) {
-    std::string text = test::slurp(file.string());
+    const std::vector<std::string> lines = lines_of(test::slurp(file.string()));
     std::string rewritten;
-    size_t pos = 0;
-    const std::string open = "```console\n$ shardplan ";
-    while (true) {
-      size_t start = text.find(open, pos);
-      if (start == std::string::npos) {
-        rewritten += text.substr(pos);
-        break;
+    for (size_t i = 0; i < lines.size();) {
+      if (!is_fence(lines[i])) {
+        rewritten += lines[i++];
+        continue;
       }
-      size_t command_start = start + std::string("```console\n$ ").size();
-      size_t command_end = text.find('\n', command_start);
-      size_t end = text.find("```\n", command_end);
-      REQUIRE(end != std::string::npos);
-      std::string command =
-          text.substr(command_start, command_end - command_start);
-      std::string shown = text.substr(command_end + 1, end - command_end - 1);
+      size_t close = i + 1;
+      while (close < lines.size() && !is_fence(lines[close])) {
+        ++close;
+      }
+      INFO(file.filename().string() << ":" << i + 1);
+      REQUIRE(close < lines.size());  // every fence is closed
+      const bool console_block = lines[i] == "```console\n" && close > i + 1
+                                 && lines[i + 1].starts_with("$ shardplan ");
+      if (!console_block) {
+        for (size_t k = i + 1; k < close; ++k) {
+          if (is_command(lines[k])) {
+            ++commands;
+            FAIL_CHECK(file.filename().string()
+                       << ":" << k + 1 << ": an example not run by this test "
+                       << "(make it the first line of a ```console block): "
+                       << lines[k]);
+          }
+        }
+        for (size_t k = i; k <= close; ++k) {
+          rewritten += lines[k];
+        }
+        i = close + 1;
+        continue;
+      }
+      ++commands;
+      std::string command = lines[i + 1].substr(2);
+      command.pop_back();  // '\n'
+      std::string shown;
+      for (size_t k = i + 2; k < close; ++k) {
+        shown += lines[k];
+      }
       std::vector<std::string> args = shell_split(command);
       args.erase(args.begin());  // "shardplan"
       Result r = run_cli(args);
       std::string actual = r.out + r.err;
-      INFO(file.filename().string() << ": $ " << command);
+      if (r.code != 0) {
+        actual += fmt::format("$ echo $?\n{}\n", r.code);
+      }
+      INFO("$ " << command);
       CHECK(shown == actual);
       ++checked;
-      rewritten += text.substr(pos, command_end + 1 - pos) + actual;
-      pos = end;
+      rewritten += lines[i] + lines[i + 1] + actual + lines[close];
+      i = close + 1;
     }
     if (update) {
       std::ofstream(file) << rewritten;
     }
   }
-  CHECK(checked >= 3);
+  CHECK(checked > 0);
+  CHECK(checked == commands);
 }
 
 TEST_CASE("cli: topology list and show", "[cli][topology]") {
@@ -469,6 +549,9 @@ TEST_CASE("cli: topology list and show", "[cli][topology]") {
   CHECK(t["wraparound"] == json::array({true, true, false}));
   CHECK(t["hbm_bytes_per_device"] == 17179869184LL);
   CHECK(t["links"]["dcn"]["bytes_per_s_per_chip"] == 3.125e9);
+  // A multi-slice TPU's figures: HBM, ICI bandwidth per link, links per
+  // chip, ICI latency, DCN bandwidth per chip, DCN latency; each sourced.
+  CHECK(t["figures"].size() == 6);
   for (const auto& [name, figure] : t["figures"].items()) {
     INFO(name);
     CHECK_FALSE(figure["source"].get<std::string>().empty());
@@ -912,6 +995,20 @@ TEST_CASE("cli: the invariant checker catches broken documents",
         == std::vector<std::string>{"model.layers.0.self_attn.q_proj.weight: "
                                     "bytes per device x devices != bytes x "
                                     "replicas"});
+  // i4 takes half a byte per element, rounded up per shard: [392] over
+  // (tp, fsdp), 8 shards of 49 elements, 25 bytes each (not 196 / 8).
+  json nibbles = doc;
+  nibbles["tensors"][2]["dtype"] = "i4";
+  nibbles["tensors"][2]["shape"] = {392};
+  nibbles["tensors"][2]["spec"] = json::parse(R"([["tp", "fsdp"]])");
+  nibbles["tensors"][2]["bytes"] = 196;
+  nibbles["tensors"][2]["bytes_per_device"] = 25;
+  CHECK(test::check_invariants(nibbles).empty());
+  nibbles["tensors"][2]["bytes_per_device"] = 24;
+  CHECK(test::check_invariants(nibbles)
+        == std::vector<std::string>{"model.layers.0.self_attn.q_proj.weight: "
+                                    "bytes per device 24 for 49 elements of "
+                                    "i4, expected 25"});
   json counts = doc;
   counts["summary"]["errors"] = 1;
   CHECK(test::check_invariants(counts)
@@ -1065,6 +1162,7 @@ TEST_CASE("cli: plan JSON is a specs file check accepts", "[cli][plan]") {
   INFO(check.err);
   CHECK(check.code == 0);
   json checked = json::parse(check.out);
+  REQUIRE(checked["tensors"].size() == 21);
   for (size_t t = 0; t < 21; ++t) {
     CHECK(checked["tensors"][t]["spec"] == doc["tensors"][t]["spec"]);
     CHECK(checked["tensors"][t]["bytes_per_device"]

@@ -692,7 +692,7 @@ TEST_CASE("reshard: the scaling book's all_gather on v5e 8x4",
                              "559.241 us\n"));
 }
 
-TEST_CASE("reshard: an all_to_all carries to_dim; totals and saved add up",
+TEST_CASE("reshard: an all_to_all carries to_dim, and totals and saved add up",
           "[cli][reshard]") {
   CliResult r = run_cli({"reshard",
                          "--devices",
@@ -746,6 +746,8 @@ TEST_CASE("reshard: an all_to_all carries to_dim; totals and saved add up",
                              "json"});
   REQUIRE(model.code == 0);
   json m = parse_json(model.out);
+  // Llama 3 8B: 32 layers x 9 tensors + embedding, final norm and lm_head.
+  REQUIRE(m["tensors"].size() == 32 * 9 + 3);
   int64_t bytes = 0;
   double seconds = 0;
   for (const json& t : m["tensors"]) {

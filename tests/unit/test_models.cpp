@@ -255,8 +255,9 @@ TEST_CASE("models: Qwen2 has q/k/v biases and no o_proj bias", "[models]") {
   CHECK(t.size() == 3 + 28 * 12);
 }
 
-TEST_CASE("models: Gemma ties embeddings; head_dim 256 from the config",
-          "[models]") {
+TEST_CASE(
+    "models: Gemma ties embeddings and takes head_dim 256 from the config",
+    "[models]") {
   std::vector<ModelTensor> t = builtin("gemma-7b");
   CHECK(t.size() == 2 + 28 * 9);
   check_tensor(t, "model.embed_tokens.weight", {256000, 3072}, DType::bf16);

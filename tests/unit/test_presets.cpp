@@ -122,6 +122,8 @@ TEST_CASE("presets: the specs worked by hand in presets_expected.json",
                                       c["devices"].get<int64_t>());
       const RuleSet rules = preset(c["preset"]);
       Planned p = plan_ok(manifest, mesh, rules);
+      REQUIRE(c.contains("specs"));
+      REQUIRE_FALSE(c["specs"].empty());  // a case checks something
       for (const auto& [name, dims] : c["specs"].items()) {
         const Tensor* tensor = manifest.find(name);
         INFO(name);
@@ -161,6 +163,8 @@ TEST_CASE("presets: every preset plans every built-in model without an error",
         DYNAMIC_SECTION(p.name << " on " << m.name << " with " << text) {
           Planned planned =
               plan_ok(model(m.name), test::mesh_of(text, devices), rules);
+          // A sharding for every tensor, each valid.
+          CHECK(planned.shardings.size() == model(m.name).size());
           CHECK(std::all_of(planned.shardings.begin(),
                             planned.shardings.end(),
                             [](const TensorSharding& s) { return s.valid(); }));

@@ -181,7 +181,8 @@ TEST_CASE("report: append_spec_json writes what dump lays out", "[report]") {
 // ---------------------------------------------------------------------------
 // The table of renderers
 
-TEST_CASE("report: format names round-trip; others are rejected", "[report]") {
+TEST_CASE("report: format names round-trip and others are rejected",
+          "[report]") {
   CHECK(to_string(Format::text) == "text");
   CHECK(to_string(Format::json) == "json");
   CHECK(to_string(Format::markdown) == "markdown");

@@ -274,8 +274,12 @@ struct SimCase {
   bool same_devices = true;
 };
 
-// Runs the plan; returns a description of the first problem, or "".
-void simulate(const SimCase& sc, const TensorReshard& plan, int64_t itemsize) {
+// Runs the plan from sc.from_spec (each device starts with its block of the
+// requested source layout) and checks that every device of sc.to ends with
+// its block of sc.to_spec; returns the number of target blocks compared.
+size_t simulate(const SimCase& sc,
+                const TensorReshard& plan,
+                int64_t itemsize) {
   const Grid src{&sc.from->mesh, &sc.from->grid};
   const Grid dst{&sc.to->mesh, &sc.to->grid};
   // Buffers by grid position on the current mesh.
@@ -502,12 +506,32 @@ void simulate(const SimCase& sc, const TensorReshard& plan, int64_t itemsize) {
     }
   }
   REQUIRE(target_bufs.size() == sc.to->grid.ids.size());
+  size_t compared = 0;
   for (size_t q = 0; q < target_bufs.size(); ++q) {
     const Box want = block_of(dst, q, sc.to_spec, sc.shape);
     INFO("target device position " << q);
     REQUIRE(target_bufs[q].box == want);
     CHECK(target_bufs[q].data == iota_values(want, sc.shape));
+    ++compared;
   }
+  return compared;
+}
+
+// Whether specs `a` and `b` give every device of `s` the same block of
+// `shape` (both full rank).
+bool same_layout(const Side& s,
+                 const PartitionSpec& a,
+                 const PartitionSpec& b,
+                 const std::vector<int64_t>& shape) {
+  REQUIRE(a.dims.size() == shape.size());
+  REQUIRE(b.dims.size() == shape.size());
+  const Grid g{&s.mesh, &s.grid};
+  for (size_t p = 0; p < s.grid.ids.size(); ++p) {
+    if (block_of(g, p, a, shape) != block_of(g, p, b, shape)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 // A random spec for `shape` on `mesh`: each axis goes to a random dim or
@@ -706,13 +730,16 @@ TEST_CASE(
   // 8 x 64 x 4 = 2 KiB per source device, one neighbour's received.
   CHECK(r.steps[0].bytes_per_device == 2048);
   // Each target device receives its 64 x 16 column block: 4 KiB, from the
-  // four replica-0 devices (ids 0, 2, 4, 6).
+  // four replica-0 devices (ids 0, 2, 4, 6), a 16 x 16 piece from each: 4
+  // target devices x 4 pieces = 16 transfers.
   CHECK(r.steps[1].bytes_per_device == 4096);
+  REQUIRE(r.steps[1].transfers.size() == 16);
   for (const Transfer& t : r.steps[1].transfers) {
     CHECK(t.from_device % 2 == 0);
+    CHECK(t.bytes == 16 * 16 * 4);
   }
   SimCase sc{{64, 64}, &a, &b, spec("fsdp,tp"), spec("fsdp,tp"), {}, false};
-  simulate(sc, r, 4);
+  CHECK(simulate(sc, r, 4) == 4);  // a block per target device
 }
 
 TEST_CASE(
@@ -727,7 +754,7 @@ TEST_CASE(
   CHECK(r.steps[0].mesh_axes == std::vector<std::string>{"tp"});
   CHECK(r.cost.bytes_per_device == 0);
   SimCase sc{{8, 8}, &a, &b, spec("None,None"), spec("None,tp"), {}, true};
-  simulate(sc, r, 4);
+  CHECK(simulate(sc, r, 4) == 8);
 }
 
 TEST_CASE("reshard: a cross-mesh plan sends exactly the overlap") {
@@ -748,7 +775,7 @@ TEST_CASE("reshard: a cross-mesh plan sends exactly the overlap") {
   CHECK(r.steps[0].transfers[1].from_device == 1);
   CHECK(r.steps[0].transfers[0].box == Box{{0, 2}, {0, 6}});
   SimCase sc{{8, 6}, &a, &b, spec("x,None"), spec("y,None"), {}, false};
-  simulate(sc, r, 4);
+  CHECK(simulate(sc, r, 4) == 2);
 }
 
 TEST_CASE("reshard: the book's all_gather on a v5e-32 mesh X:8,Y:4") {
@@ -773,7 +800,9 @@ TEST_CASE("reshard: random plans on one mesh survive the simulation") {
   std::mt19937 rng(20261121);
   const std::vector<std::vector<int64_t>> shapes{
       {12}, {8, 6}, {4, 6, 8}, {16, 4}, {6, 12, 2}};
-  int checked = 0;
+  size_t blocks = 0;  // target blocks the simulation compared
+  std::map<std::string, int> op_count;
+  int moved = 0;  // trials whose source and target layouts differ
   for (int trial = 0; trial < 300; ++trial) {
     const int64_t devices =
         std::vector<int64_t>{4, 6, 8, 12, 16}[static_cast<size_t>(trial % 5)];
@@ -793,13 +822,39 @@ TEST_CASE("reshard: random plans on one mesh survive the simulation") {
                            << " partial "
                            << fmt::format("{}", fmt::join(partial, ",")));
     const TensorReshard r = plan_one(m, from, to, s, s, options);
-    SimCase sc{shape, &s, &s, r.from, r.to, partial, true};
-    simulate(sc, r, 4);
+    // The plan is for the layouts requested, and the simulation starts from
+    // the requested source and ends on the requested target.
+    CHECK(same_layout(s, r.from, from, shape));
+    CHECK(same_layout(s, r.to, to, shape));
+    SimCase sc{shape, &s, &s, from, to, partial, true};
+    blocks += simulate(sc, r, 4);
     // Never worse than gathering everything.
     CHECK(r.cost.bytes_per_device <= r.naive.bytes_per_device);
-    ++checked;
+    for (const ReshardStep& step : r.steps) {
+      ++op_count[std::string(to_string(step.op))];
+    }
+    moved += !partial.empty() || !same_layout(s, from, to, shape) ? 1 : 0;
   }
-  CHECK(checked == 300);
+  // Every device's block of every trial: 300 trials cycle through 4, 6, 8,
+  // 12 and 16 devices, 60 x (4 + 6 + 8 + 12 + 16) = 2760.
+  CHECK(blocks == 2760);
+  // The trials reach every op the one-mesh planner emits (each a branch of
+  // the simulation), and most of them move data.
+  std::string ops_seen;
+  for (const auto& [op, n] : op_count) {
+    ops_seen += fmt::format("{} {}; ", op, n);
+  }
+  INFO("ops: " << ops_seen);
+  for (const char* op : {"noop",
+                         "all_gather",
+                         "dynamic_slice",
+                         "all_to_all",
+                         "reduce_scatter",
+                         "all_reduce",
+                         "collective_permute"}) {
+    CHECK(op_count[op] > 0);
+  }
+  CHECK(moved > 150);
 }
 
 TEST_CASE(
@@ -808,6 +863,9 @@ TEST_CASE(
   std::mt19937 rng(20261122);
   const std::vector<std::vector<int64_t>> shapes{
       {24}, {8, 12}, {4, 6, 8}, {48, 2}};
+  size_t blocks = 0;  // target blocks the simulation compared
+  std::map<std::string, int> op_count;
+  int through_intermediate = 0;
   for (int trial = 0; trial < 200; ++trial) {
     const int64_t from_devices =
         std::vector<int64_t>{4, 8, 12, 16}[static_cast<size_t>(trial % 4)];
@@ -833,9 +891,30 @@ TEST_CASE(
                            << to_string(b.mesh) << " " << to_short(to)
                            << " same devices " << options.same_devices);
     const TensorReshard r = plan_one(m, from, to, a, b, options);
-    SimCase sc{shape, &a, &b, r.from, r.to, partial, options.same_devices};
-    simulate(sc, r, 4);
+    // The plan is for the layouts requested, and the simulation starts from
+    // the requested source and ends on the requested target.
+    CHECK(same_layout(a, r.from, from, shape));
+    CHECK(same_layout(b, r.to, to, shape));
+    SimCase sc{shape, &a, &b, from, to, partial, options.same_devices};
+    blocks += simulate(sc, r, 4);
+    for (const ReshardStep& step : r.steps) {
+      ++op_count[std::string(to_string(step.op))];
+    }
+    through_intermediate += r.intermediate ? 1 : 0;
   }
+  // Every target device's block of every trial: the target has 2, 4, 6, 8
+  // devices for trial / 4 % 4 = 0..3, a cycle of 16 trials; 200 trials are 12
+  // cycles (12 x 4 x (2 + 4 + 6 + 8) = 960) and trials 192-199 (4 x 2 + 4 x
+  // 4 = 24): 984.
+  CHECK(blocks == 984);
+  std::string ops_seen;
+  for (const auto& [op, n] : op_count) {
+    ops_seen += fmt::format("{} {}; ", op, n);
+  }
+  INFO("ops: " << ops_seen);
+  CHECK(op_count["send_recv"] > 0);
+  CHECK(op_count["all_gather"] > 0);
+  CHECK(through_intermediate > 0);
 }
 
 TEST_CASE("reshard: identical tensors are planned once and totals add up") {

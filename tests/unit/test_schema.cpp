@@ -314,6 +314,7 @@ TEST_CASE("schema: the catalogue files validate against topology.schema.json",
       require_valid(family, "topology.schema.json#/$defs/catalogue_family");
     }
   }
+  CHECK(files > 0);
   CHECK(files == catalogue_families().size());
 }
 
@@ -777,7 +778,9 @@ TEST_CASE(
   // Every file of the bad-input corpus a command reads.
   fs::path root = test::data_path("bad_inputs");
   for (const std::string& kind : Strings{"mesh", "manifest", "topology"}) {
+    size_t files = 0;
     for (const auto& entry : fs::directory_iterator(root / kind)) {
+      ++files;
       const std::string path = entry.path().string();
       DYNAMIC_SECTION(kind << "/" << entry.path().filename().string()) {
         std::vector<std::string> args;
@@ -796,5 +799,7 @@ TEST_CASE(
         require_valid(run_json(args, 2), "diagnostics.schema.json");
       }
     }
+    INFO(kind);
+    CHECK(files > 0);  // an empty folder would validate nothing
   }
 }

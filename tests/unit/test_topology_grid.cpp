@@ -142,8 +142,9 @@ TEST_CASE("topology: TPU v3 tray ring (make_mesh docstring, mesh_utils_test)",
   CHECK(plain.physical_assignment.empty());  // the handler built it
 }
 
-TEST_CASE("topology: TPU v4 has no ring handler; (8,) on 2x2x2 runs z fastest",
-          "[topology]") {
+TEST_CASE(
+    "topology: TPU v4 has no ring handler, and (8,) on 2x2x2 runs z fastest",
+    "[topology]") {
   // DESIGN 2.2.
   const TpuGrid g = grid_of(slice_of(TpuChip::v4, 2, 2, 2, 1), {8});
   CHECK(g.grid.ids == Ids{0, 4, 2, 6, 1, 5, 3, 7});
@@ -381,6 +382,7 @@ TEST_CASE("topology: contiguous submeshes (transpose trick)", "[topology]") {
       auto g = create_device_mesh(s.chip, shape, devices, false, diags, true);
       INFO(test::first_error(diags));
       REQUIRE(g);
+      REQUIRE(g->grid.ids.size() == devices.size());
       // Per process: the set of coordinates on each axis is a range and the
       // devices fill the box they span.
       std::map<int64_t, std::vector<std::set<int64_t>>> spans;
@@ -410,6 +412,8 @@ TEST_CASE("topology: contiguous submeshes (transpose trick)", "[topology]") {
         }
         CHECK(box == counts[p]);
       }
+      // A v4 host holds 4 chips (2x2x1): every host was checked.
+      CHECK(spans.size() == devices.size() / 4);
     }
   }
 }
