@@ -37,6 +37,62 @@ int64_t count_code_points(std::string_view s) {
 
 }  // namespace
 
+namespace {
+
+// The length of the well-formed UTF-8 sequence at s[i] (RFC 3629: no
+// overlong forms, no surrogates, at most U+10FFFF), or 0 when there is none.
+size_t utf8_length(std::string_view s, size_t i) {
+  const auto b0 = static_cast<unsigned char>(s[i]);
+  if (b0 < 0x80) {
+    return 1;
+  }
+  size_t n = 0;
+  unsigned char lo = 0x80;
+  unsigned char hi = 0xBF;
+  if (b0 >= 0xC2 && b0 <= 0xDF) {
+    n = 2;
+  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+    n = 3;
+    lo = b0 == 0xE0 ? 0xA0 : 0x80;
+    hi = b0 == 0xED ? 0x9F : 0xBF;
+  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+    n = 4;
+    lo = b0 == 0xF0 ? 0x90 : 0x80;
+    hi = b0 == 0xF4 ? 0x8F : 0xBF;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) {
+    return 0;
+  }
+  for (size_t k = 1; k < n; ++k) {
+    const auto b = static_cast<unsigned char>(s[i + k]);
+    if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) {
+      return 0;
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+std::string printable(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const auto u = static_cast<unsigned char>(s[i]);
+    const size_t n = utf8_length(s, i);
+    if (n == 0 || u < 0x20 || u == 0x7F) {
+      out += fmt::format("\\x{:02x}", u);
+      ++i;
+      continue;
+    }
+    out.append(s.substr(i, n));
+    i += n;
+  }
+  return out;
+}
+
 Location location_in_text(std::string source,
                           std::string_view text,
                           size_t offset) {
@@ -74,16 +130,23 @@ Location location_in_text(std::string source,
   if (from > line_start) {
     excerpt += "...";
   }
-  std::string_view body = text.substr(from, to - from);
-  int64_t caret = static_cast<int64_t>(excerpt.size())
-                  + count_code_points(text.substr(from, offset - from)) + 1;
-  excerpt += body;
+  // Tabs and carriage returns would misplace the caret: shown as spaces.
+  // Bytes that are not UTF-8 text are shown escaped ("\xff"), never raw, and
+  // the caret counts what is shown.
+  auto shown = [](std::string_view part) {
+    std::string text_part(part);
+    std::replace(text_part.begin(), text_part.end(), '\t', ' ');
+    std::replace(text_part.begin(), text_part.end(), '\r', ' ');
+    return printable(text_part);
+  };
+  const std::string before = shown(text.substr(from, offset - from));
+  const int64_t caret =
+      static_cast<int64_t>(excerpt.size()) + count_code_points(before) + 1;
+  excerpt += before;
+  excerpt += shown(text.substr(offset, to - offset));
   if (to < line_end) {
     excerpt += "...";
   }
-  // Tabs and carriage returns would misplace the caret; show them as spaces.
-  std::replace(excerpt.begin(), excerpt.end(), '\t', ' ');
-  std::replace(excerpt.begin(), excerpt.end(), '\r', ' ');
   loc.excerpt = std::move(excerpt);
   loc.excerpt_column = caret;
   return loc;
@@ -93,7 +156,7 @@ std::string render(const Diagnostic& d, bool color) {
   std::string out;
   const Location& loc = d.location;
   if (!loc.source.empty()) {
-    out += loc.source;
+    out += printable(loc.source);
     if (!loc.pointer.empty()) {
       out += ':';
       out += loc.pointer;
@@ -114,10 +177,10 @@ std::string render(const Diagnostic& d, bool color) {
   } else {
     out += fmt::format("{}: ", sev);
   }
-  out += d.message;
+  out += printable(d.message);
   if (!d.hint.empty()) {
     out += "; ";
-    out += d.hint;
+    out += printable(d.hint);
   }
   if (!d.code.empty()) {
     out += fmt::format(" [{}]", d.code);
@@ -271,8 +334,9 @@ std::string json_pointer_child(std::string_view parent,
 
 std::string quote(std::string_view s, char quote_char) {
   std::string out(1, quote_char);
-  for (char c : s) {
-    auto u = static_cast<unsigned char>(c);
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    const auto u = static_cast<unsigned char>(c);
     if (c == quote_char || c == '\\') {
       out += '\\';
       out += c;
@@ -284,6 +348,15 @@ std::string quote(std::string_view s, char quote_char) {
       out += "\\t";
     } else if (u < 0x20 || u == 0x7F) {
       out += fmt::format("\\x{:02x}", u);
+    } else if (u >= 0x80) {
+      // A byte that is not part of UTF-8 text is shown escaped, never raw.
+      const size_t n = utf8_length(s, i);
+      if (n == 0) {
+        out += fmt::format("\\x{:02x}", u);
+      } else {
+        out.append(s.substr(i, n));
+        i += n - 1;
+      }
     } else {
       out += c;
     }

@@ -168,7 +168,13 @@ std::string json_pointer_child(std::string_view parent, std::string_view token);
 
 // `s` in double quotes (or `quote_char`) with control characters, the quote
 // and backslashes escaped, for messages: quote("a\"b") == "\"a\\\"b\"".
+// A byte that is not part of well-formed UTF-8 is shown as "\xff".
 std::string quote(std::string_view s, char quote_char = '"');
+
+// `s` for a terminal: well-formed UTF-8 kept, every other byte and every
+// control character shown as "\xNN" (render() passes diagnostics through
+// it, so that no message echoes raw input bytes).
+std::string printable(std::string_view s);
 
 // Python's repr of a tuple of ints, as JAX's messages print shapes: "()",
 // "(8,)", "(4, 8)".

@@ -80,6 +80,30 @@ TEST_CASE("diag: location_in_text counts code points and clips long lines",
   CHECK(location_in_text("s", "ab", 99).column == 3);
 }
 
+TEST_CASE("diag: bytes that are not UTF-8 text are shown escaped", "[diag]") {
+  // "\xff" can begin no UTF-8 sequence; "\xc3\xa9" is "e acute" (kept);
+  // "\xc0\xaf" is an overlong "/" (RFC 3629 forbids it: both escaped).
+  CHECK(printable("w\xff") == "w\\xff");
+  CHECK(printable("a\xc3\xa9" "b") == "a\xc3\xa9" "b");
+  CHECK(printable("\xc0\xaf") == "\\xc0\\xaf");
+  CHECK(printable("a\nb") == "a\\x0ab");
+  CHECK(quote("w\xff") == "\"w\\xff\"");
+  CHECK(quote("\xc3\xa9") == "\"\xc3\xa9\"");
+
+  // The caret sits under the byte the offset names, counted on the shown
+  // text: "w\xff" shows as 5 characters, so offset 2 ("x") is column 6.
+  Location loc = location_in_text("s", "w\xffx", 2);
+  CHECK(loc.column == 3);
+  CHECK(loc.excerpt == "w\\xffx");
+  CHECK(loc.excerpt_column == 6);
+
+  Diagnostic d;
+  d.code = "c";
+  d.message = "bad name \xfe";
+  d.location.source = "f\xff.json";
+  CHECK(render(d) == "f\\xff.json: error: bad name \\xfe [c]");
+}
+
 TEST_CASE("diag: colour wraps the severity and caret only", "[diag]") {
   Diagnostic d;
   d.code = "c";
