@@ -116,6 +116,11 @@ struct TensorPlan {
   // The most one source device holds at once beyond its own source buffer
   // (for the manifest's peak on a device set that loses its tensors).
   int64_t source_extra = 0;
+  // No step makes a new buffer (a noop): the target is the source buffer
+  // itself, and the manifest's peak counts it once. Likewise for the naive
+  // plan.
+  bool target_is_source = false;
+  bool naive_target_is_source = false;
 };
 
 // ---------------------------------------------------------------------------

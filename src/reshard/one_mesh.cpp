@@ -295,6 +295,8 @@ TensorPlan plan_one_mesh(const Context& c,
   r.naive = cost_of(
       naive, naive_buffers, options.donate, naive_buffers.size(), *c.overflow);
   plan.source_extra = r.cost.peak_bytes_per_device - buffers[0];
+  plan.target_is_source = buffers.size() == 1;
+  plan.naive_target_is_source = naive_buffers.size() == 1;
   return plan;
 }
 

@@ -6,6 +6,7 @@
 #include "reshard/internal.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <map>
 #include <tuple>
@@ -103,6 +104,8 @@ std::optional<ReshardPlan> plan_reshard(
   };
   std::map<SpecPair, SpecPair, decltype(pair_less)> canonical(pair_less);
   std::vector<int64_t> source_extra;  // per distinct plan
+  // Per distinct plan: the target is the source buffer (plan, naive).
+  std::vector<std::array<bool, 2>> aliased;
   plan.plan_of.reserve(manifest.size());
   for (size_t t = 0; t < manifest.size(); ++t) {
     const Tensor& tensor = manifest.tensors()[t];
@@ -154,6 +157,8 @@ std::optional<ReshardPlan> plan_reshard(
     }
     plan.plans.push_back(std::move(one.result));
     source_extra.push_back(one.source_extra);
+    aliased.push_back({one.target_is_source || tensor.num_elements == 0,
+                       one.naive_target_is_source || tensor.num_elements == 0});
   }
 
   // Totals: tensors one after another.
@@ -193,7 +198,11 @@ std::optional<ReshardPlan> plan_reshard(
                           overflow.add(done, r.to_bytes_per_device));
       }
       peak = std::max(peak, during);
-      done = overflow.add(done, r.to_bytes_per_device);
+      // A target that is its source buffer is already counted among the
+      // sources kept; donated, it passes from one count to the other.
+      if (!aliased[plan.plan_of[k]][naive ? 1 : 0] || options.donate) {
+        done = overflow.add(done, r.to_bytes_per_device);
+      }
       waiting -= r.from_bytes_per_device;
     }
     sum.peak_bytes_per_device = peak;

@@ -258,7 +258,12 @@ TensorPlan plan_two_meshes(const Context& src_c,
   ReshardStep& step = r.steps.emplace_back();
   const size_t disjoint_from =
       options.same_devices ? buffers.size() + 1 : buffers.size();
-  buffers.push_back(target_bytes);
+  const bool narrows = target_bytes < buffers.back();
+  if (moved.max_received > 0 || narrows) {
+    buffers.push_back(target_bytes);  // a new buffer on each target device
+  }
+  // Otherwise every target device already holds exactly its target block:
+  // the target is that buffer, not a copy of it.
   if (moved.max_received > 0) {
     const bool permute = options.same_devices && moved.whole_blocks
                          && counts_of(int_c, src.dims) == dst_counts
@@ -270,7 +275,7 @@ TensorPlan plan_two_meshes(const Context& src_c,
         static_cast<double>(std::max(moved.max_received, moved.max_sent)),
         options.transfer_link);
     step.transfers = std::move(moved.transfers);
-  } else if (target_bytes < buffers[buffers.size() - 2]) {
+  } else if (narrows) {
     // Every device already holds its target block inside its own: a local
     // slice on the target mesh.
     step.op = ReshardOp::dynamic_slice;
@@ -306,7 +311,9 @@ TensorPlan plan_two_meshes(const Context& src_c,
                        options.transfer_link);
   const size_t naive_disjoint =
       options.same_devices ? naive_buffers.size() + 1 : naive_buffers.size();
-  naive_buffers.push_back(target_bytes);
+  if (naive_moved.max_received > 0 || target_bytes < naive_buffers.back()) {
+    naive_buffers.push_back(target_bytes);
+  }
   r.naive = cost_of(
       naive, naive_buffers, options.donate, naive_disjoint, *src_c.overflow);
   int64_t source_peak = buffers[0];
@@ -317,6 +324,8 @@ TensorPlan plan_two_meshes(const Context& src_c,
   plan.source_extra = options.same_devices
                           ? r.cost.peak_bytes_per_device - source_bytes
                           : source_peak - source_bytes;
+  plan.target_is_source = buffers.size() == 1;
+  plan.naive_target_is_source = naive_buffers.size() == 1;
   return plan;
 }
 

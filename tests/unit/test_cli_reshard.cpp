@@ -841,3 +841,38 @@ TEST_CASE("reshard: --allow-split-physical-axes reaches both sides",
   CHECK(planned.code == 0);
   CHECK(planned.out.find("result: ok") != std::string::npos);
 }
+
+TEST_CASE("reshard: a whole-model no-op from two slices to one",
+          "[cli][reshard]") {
+  CliResult r = run_cli({"reshard",
+                         "--from-topology",
+                         "2xv5p-512",
+                         "--to-topology",
+                         "v5p-512",
+                         "--model",
+                         "llama-3-70b",
+                         "--from-mesh",
+                         "dp:2,fsdp:64,tp:4",
+                         "--from-dcn",
+                         "dp:2",
+                         "--from-rules",
+                         "fsdp-tp",
+                         "--to-mesh",
+                         "fsdp:64,tp:4",
+                         "--to-rules",
+                         "fsdp-tp",
+                         "--format",
+                         "json"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json j = parse_json(r.out);
+  // Llama 3 70B (hidden 8192, 80 layers, MLP 28672, 8 KV heads of 128,
+  // vocab 128256): per layer q and o 8192^2, k and v 1024 x 8192, gate, up
+  // and down 28672 x 8192 = 855,638,016 elements; x 80 plus embed and
+  // lm_head 2 x 128256 x 8192 = 70,552,387,584 elements, 141,104,775,168 B
+  // in bf16, split 256 ways: 551,190,528 B; the 161 norms of 8192 stay
+  // whole, 161 x 16,384 = 2,637,824 B. Total 553,828,352 B (0.52 GiB), each
+  // buffer held once: the targets are the sources.
+  CHECK(j["totals"]["bytes_per_device"] == 0);
+  CHECK(j["totals"]["peak_bytes_per_device"] == 553828352);
+}

@@ -903,3 +903,78 @@ TEST_CASE(
   CHECK(diags.items()[0].code == "reshard.overflow");
   CHECK(diags.items()[0].location.source == "big.json");
 }
+
+// ---------------------------------------------------------------------------
+// Issue 17: meshes on topologies, the transfer model, the peak of a no-op.
+
+namespace {
+
+// `mesh` (with --dcn `dcn`) laid on the catalogue topology `name`.
+Side placed(std::string_view name,
+            std::string_view mesh,
+            std::string dcn = "") {
+  const Topology t = test::topology_of(name);
+  Side s;
+  s.mesh = test::mesh_of(mesh, t.devices(), std::move(dcn));
+  Diagnostics diags;
+  std::optional<MeshLayout> layout =
+      layout_mesh(t, s.mesh, test::flag_layout(), diags);
+  INFO(test::first_error(diags));
+  REQUIRE(layout);
+  s.grid = layout->grid;
+  s.links = layout->links;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("reshard: a no-op from two slices to one holds the tensor once") {
+  // 2xv5p-512 with dp over DCN to slice 0 alone, fsdp,tp kept: every target
+  // device already holds its block, which becomes the target as it is.
+  const Side a = placed("2xv5p-512", "dp:2,fsdp:64,tp:4", "dp:2");
+  const Side b = placed("v5p-512", "fsdp:64,tp:4");
+  ReshardOptions options;
+  options.same_devices = true;  // slice 0 keeps its ids
+  const PartitionSpec kept = spec("fsdp,tp");
+  const TensorReshard r =
+      plan_one(one_tensor({8192, 8192}), kept, kept, a, b, options);
+  REQUIRE(ops(r) == std::vector<std::string>{"noop"});
+  // 8192 x 8192 x 2 B / (64 x 4) = 524,288 B, held once (not source plus an
+  // equal target: 1 MiB).
+  CHECK(r.cost.bytes_per_device == 0);
+  CHECK(r.cost.peak_bytes_per_device == 524288);
+
+  // Three such tensors: the sources kept are the targets, 3 x 512 KiB
+  // (counting each target again beside its source gave 5 x 512 KiB).
+  const Manifest m = test::manifest_of(R"({"params": [
+      {"name": "a", "shape": [8192, 8192], "dtype": "bf16"},
+      {"name": "b", "shape": [8192, 8192], "dtype": "bf16"},
+      {"name": "c", "shape": [8192, 8192], "dtype": "bf16"}]})");
+  std::vector<const PartitionSpec*> specs(3, &kept);
+  for (const bool donate : {false, true}) {
+    options.donate = donate;
+    Diagnostics diags;
+    std::optional<ReshardPlan> plan =
+        plan_reshard(m, specs, specs, a.view(), b.view(), options, diags);
+    REQUIRE(plan);
+    CHECK(plan->totals.peak_bytes_per_device == 3 * 524288);
+  }
+}
+
+TEST_CASE("reshard: a no-op on one mesh counts each tensor once in totals") {
+  const Side s = side("fsdp:8,tp:4", 32);
+  const Manifest m = test::manifest_of(R"({"params": [
+      {"name": "a", "shape": [1024, 4096], "dtype": "bf16"},
+      {"name": "n", "shape": [4096], "dtype": "bf16"}]})");
+  const PartitionSpec a = spec("fsdp,tp");
+  const PartitionSpec n = spec("None");
+  std::vector<const PartitionSpec*> specs{&a, &n};
+  Diagnostics diags;
+  std::optional<ReshardPlan> plan =
+      plan_reshard(m, specs, specs, s.view(), s.view(), {}, diags);
+  REQUIRE(plan);
+  // 1024 x 4096 x 2 B / 32 = 262,144 B and the replicated 4096 x 2 = 8,192
+  // B: 270,336 B, each held once. The naive plan gathers the first (8 MiB
+  // beside its 256 KiB source and 8 KiB norm) and slices it back.
+  CHECK(plan->totals.peak_bytes_per_device == 262144 + 8192);
+}
