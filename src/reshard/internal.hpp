@@ -9,7 +9,8 @@
 //   reshard/one_mesh.cpp     plan_one_mesh: XLA's order, else Dijkstra over
 //                            per-axis moves
 //   reshard/two_meshes.cpp   plan_two_meshes: exact-overlap transfers between
-//                            meshes; transfer_link, same_devices
+//                            meshes, each from the nearest holder, priced by
+//                            transfer_cost; same_devices
 //   reshard/intermediate.cpp find_intermediate_sharding (the pathways seed)
 //   reshard/plan.cpp         plan_reshard: a plan per distinct tensor, the
 //                            totals and peaks; to_string(ReshardOp)

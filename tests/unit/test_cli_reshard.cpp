@@ -357,6 +357,7 @@ TEST_CASE("reshard: JSON has the DESIGN keys", "[cli][reshard]") {
                           "same_mesh",
                           "same_devices",
                           "transfer_link",
+                          "transfer_model",
                           "tensors",
                           "totals",
                           "naive_totals",
@@ -388,11 +389,17 @@ TEST_CASE("reshard: JSON has the DESIGN keys", "[cli][reshard]") {
                           "naive"}) {
     CHECK(up.contains(key));
   }
-  // Same topology, TPU: ICI, all links of a chip.
+  // Same topology, TPU: ICI, one link of a route (v5p: 9e10 B/s one way,
+  // hardware-and-costs.md B.1), not all six of a chip at once.
   CHECK(j["same_devices"] == true);
   CHECK(j["transfer_link"]
         == json::parse(
-            R"({"link": "ici", "bytes_per_s": 5.4e11, "latency_s": 1e-6})"));
+            R"({"link": "ici", "bytes_per_s": 9e10, "latency_s": 1e-6})"));
+  CHECK(j["transfer_model"]["links"]
+        == json::parse(R"([{"link": "ici", "between": "devices of one slice",
+                            "per": "link", "bytes_per_s": 9e10,
+                            "latency_s": 1e-6}])"));
+  CHECK(j["transfer_model"]["assumptions"].size() >= 3);
   for (const char* key : {"totals", "naive_totals", "saved"}) {
     CHECK(j[key].contains("bytes_per_device"));
     CHECK(j[key].contains("seconds"));
@@ -552,28 +559,37 @@ TEST_CASE("reshard: same_devices and the transfer link", "[cli][reshard]") {
         == json::parse(
             R"({"link": "nvlink", "bytes_per_s": 4.5e11, "latency_s": 6e-7})"));
   }
-  SECTION("several GPU nodes: the network per GPU") {
+  SECTION("several GPU nodes: NVLink inside a node, the network between") {
     json j = doc({"--topology", "h100x64"}, "a:64", "a:8,b:8");
     CHECK(
         j["transfer_link"]
         == json::parse(
-            R"({"link": "network", "bytes_per_s": 5e10, "latency_s": 2.7e-6})"));
+            R"({"link": "nvlink", "bytes_per_s": 4.5e11, "latency_s": 6e-7})"));
+    CHECK(j["transfer_model"]["links"][1]
+          == json::parse(R"({"link": "network", "between": "NVLink domains",
+                             "per": "device", "bytes_per_s": 5e10,
+                             "latency_s": 2.7e-6})"));
   }
   SECTION("fewer GPU nodes: the same devices") {
     json j = doc({"--from-topology", "h100x64", "--to-topology", "h100x32"},
                  "a:64",
                  "a:32");
     CHECK(j["same_devices"] == true);
-    CHECK(j["transfer_link"]["link"] == "network");
+    CHECK(j["transfer_link"]["link"] == "nvlink");
+    CHECK(j["transfer_model"]["links"][1]["link"] == "network");
   }
-  SECTION("fewer TPU slices: the same devices, over DCN") {
+  SECTION("fewer TPU slices: the same devices, ICI inside, DCN between") {
     json j = doc({"--from-topology", "2xv5e-16", "--to-topology", "v5e-16"},
                  "dp:2,a:16",
                  "a:16");
     CHECK(j["same_devices"] == true);
     CHECK(j["transfer_link"]
           == json::parse(
-              R"({"link": "dcn", "bytes_per_s": 3.125e9, "latency_s": 1e-5})"));
+              R"({"link": "ici", "bytes_per_s": 4.5e10, "latency_s": 1e-6})"));
+    CHECK(j["transfer_model"]["links"][1]
+          == json::parse(R"({"link": "dcn", "between": "slices",
+                             "per": "device", "bytes_per_s": 3.125e9,
+                             "latency_s": 1e-5})"));
   }
   SECTION("another TPU slice shape: other devices; the slower side's DCN") {
     json j = doc({"--from-topology", "v5p-128", "--to-topology", "v5e-64"},
@@ -588,6 +604,7 @@ TEST_CASE("reshard: same_devices and the transfer link", "[cli][reshard]") {
     json j = doc({"--devices", "8"}, "a:8", "a:2,b:4");
     CHECK(j["same_devices"] == true);
     CHECK(j["transfer_link"].is_null());
+    CHECK(j["transfer_model"].is_null());
   }
 }
 

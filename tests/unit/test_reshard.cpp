@@ -54,12 +54,12 @@ Manifest one_tensor(const std::vector<int64_t>& shape,
       dtype));
 }
 
-TensorReshard plan_one(const Manifest& m,
+ReshardPlan plan_whole(const Manifest& m,
                        const PartitionSpec& from,
                        const PartitionSpec& to,
                        const Side& a,
                        const Side& b,
-                       ReshardOptions options = {}) {
+                       const ReshardOptions& options = {}) {
   const PartitionSpec* f[] = {&from};
   const PartitionSpec* t[] = {&to};
   Diagnostics diags;
@@ -68,7 +68,16 @@ TensorReshard plan_one(const Manifest& m,
   INFO(test::first_error(diags));
   REQUIRE(plan);
   REQUIRE(plan->size() == 1);
-  return plan->tensor(0);
+  return *plan;
+}
+
+TensorReshard plan_one(const Manifest& m,
+                       const PartitionSpec& from,
+                       const PartitionSpec& to,
+                       const Side& a,
+                       const Side& b,
+                       ReshardOptions options = {}) {
+  return plan_whole(m, from, to, a, b, options).tensor(0);
 }
 
 std::vector<std::string> ops(const TensorReshard& r) {
@@ -272,28 +281,42 @@ struct SimCase {
   PartitionSpec to_spec;
   std::vector<std::string> partial;
   bool same_devices = true;
+  // The plan's common mesh (ReshardPlan::common), for plans on it.
+  const CommonMesh* common = nullptr;
 };
 
 // Runs the plan; returns a description of the first problem, or "".
 void simulate(const SimCase& sc, const TensorReshard& plan, int64_t itemsize) {
   const Grid src{&sc.from->mesh, &sc.from->grid};
   const Grid dst{&sc.to->mesh, &sc.to->grid};
+  // A plan on the common mesh runs there: each of its devices starts with
+  // what the same device holds on the source.
+  Grid cur = src;
+  if (plan.on_common_mesh) {
+    REQUIRE(sc.common != nullptr);
+    cur = Grid{&sc.common->mesh, &sc.common->grid};
+  }
+  std::map<int64_t, size_t> source_position;
+  for (size_t p = 0; p < sc.from->grid.ids.size(); ++p) {
+    source_position[sc.from->grid.ids[p]] = p;
+  }
   // Buffers by grid position on the current mesh.
-  std::vector<Buffer> bufs(sc.from->grid.ids.size());
+  std::vector<Buffer> bufs(cur.grid->ids.size());
   const std::vector<size_t> partial = src.axis_indices(sc.partial);
-  for (size_t p = 0; p < bufs.size(); ++p) {
-    bufs[p].box = block_of(src, p, sc.from_spec, sc.shape);
-    bufs[p].data = iota_values(bufs[p].box, sc.shape);
+  for (size_t q = 0; q < bufs.size(); ++q) {
+    REQUIRE(source_position.count(cur.grid->ids[q]) == 1);
+    const size_t p = source_position[cur.grid->ids[q]];
+    bufs[q].box = block_of(src, p, sc.from_spec, sc.shape);
+    bufs[q].data = iota_values(bufs[q].box, sc.shape);
     if (!partial.empty()) {
       int64_t index = 0;
       const std::vector<size_t> members = src.group(p, partial, &index);
       const int64_t n = static_cast<int64_t>(members.size());
-      for (int64_t& v : bufs[p].data) {
+      for (int64_t& v : bufs[q].data) {
         v = index == 0 ? v - 3 * (n - 1) : 3;
       }
     }
   }
-  Grid cur = src;
   Grid intermediate{nullptr, nullptr};
   if (plan.intermediate) {
     intermediate = Grid{&plan.intermediate->mesh, &plan.intermediate->grid};
@@ -722,11 +745,25 @@ TEST_CASE(
   const Side a = side("x:8", 8);
   const Side b = side("dp:2,tp:4", 8);
   const Manifest m = one_tensor({8, 8}, "f32");
-  const TensorReshard r = plan_one(m, spec("None,None"), spec("None,tp"), a, b);
+  const ReshardPlan whole =
+      plan_whole(m, spec("None,None"), spec("None,tp"), a, b);
+  const TensorReshard& r = whole.tensor(0);
   REQUIRE(ops(r) == std::vector<std::string>{"dynamic_slice"});
   CHECK(r.steps[0].mesh_axes == std::vector<std::string>{"tp"});
   CHECK(r.cost.bytes_per_device == 0);
-  SimCase sc{{8, 8}, &a, &b, spec("None,None"), spec("None,tp"), {}, true};
+  // x:8 is dp:2,tp:4 re-labelled: the slice runs on that common mesh.
+  REQUIRE(whole.common);
+  CHECK(r.on_common_mesh);
+  CHECK(whole.common->from_axes
+        == std::vector<std::vector<std::string>>{{"dp", "tp"}});
+  SimCase sc{{8, 8},
+             &a,
+             &b,
+             spec("None,None"),
+             spec("None,tp"),
+             {},
+             true,
+             &*whole.common};
   simulate(sc, r, 4);
 }
 
@@ -808,6 +845,7 @@ TEST_CASE(
   std::mt19937 rng(20261122);
   const std::vector<std::vector<int64_t>> shapes{
       {24}, {8, 12}, {4, 6, 8}, {48, 2}};
+  int on_common = 0;
   for (int trial = 0; trial < 200; ++trial) {
     const int64_t from_devices =
         std::vector<int64_t>{4, 8, 12, 16}[static_cast<size_t>(trial % 4)];
@@ -832,10 +870,24 @@ TEST_CASE(
     INFO(to_string(a.mesh) << " " << to_short(from) << " -> "
                            << to_string(b.mesh) << " " << to_short(to)
                            << " same devices " << options.same_devices);
-    const TensorReshard r = plan_one(m, from, to, a, b, options);
-    SimCase sc{shape, &a, &b, r.from, r.to, partial, options.same_devices};
+    const ReshardPlan whole = plan_whole(m, from, to, a, b, options);
+    const TensorReshard& r = whole.tensor(0);
+    SimCase sc{shape,
+               &a,
+               &b,
+               r.from,
+               r.to,
+               partial,
+               options.same_devices,
+               whole.common ? &*whole.common : nullptr};
     simulate(sc, r, 4);
+    on_common += r.on_common_mesh ? 1 : 0;
   }
+  // Both kinds of plan were simulated: collectives on a common mesh (the
+  // plain reshapes of --devices always have one when the device counts
+  // match) and transfers between meshes.
+  CHECK(on_common > 10);
+  CHECK(on_common < 190);
 }
 
 TEST_CASE("reshard: identical tensors are planned once and totals add up") {
