@@ -565,32 +565,56 @@ std::optional<CommonMesh> find_common_mesh(const ReshardSide& source,
       return std::nullopt;
     }
   }
-  // The common mesh: the target's axes, each split at the cuts.
+  // Each side's axes as runs of the common digits, most significant first.
+  auto parts_of = [&](const std::vector<Digit>& digits) {
+    std::vector<Digit> out;
+    for (const Digit& d : digits) {
+      for (const Digit& part : split(d, cuts)) {
+        out.push_back(part);
+      }
+    }
+    return out;
+  };
+  std::vector<std::vector<Digit>> source_parts;
+  std::unordered_map<int64_t, int64_t> next_in_source;  // by stride
+  for (const std::vector<Digit>& digits : a->axes) {
+    source_parts.push_back(parts_of(digits));
+    const std::vector<Digit>& list = source_parts.back();
+    for (size_t i = 0; i + 1 < list.size(); ++i) {
+      next_in_source[list[i].stride] = list[i + 1].stride;
+    }
+  }
+  // The common mesh: the target's axes, each cut where the source does not
+  // follow it (parts the source also holds in a row stay one axis).
   std::vector<std::string> names;
   for (const MeshAxis& axis : to.axes) {
     names.push_back(axis.name);
   }
-  std::unordered_map<int64_t, std::string> name_of;  // by digit stride
+  std::unordered_map<int64_t, std::string> name_of;  // by first part's stride
   bool split_any = false;
   for (size_t k = 0; k < to.axes.size(); ++k) {
-    std::vector<Digit> parts;
-    for (const Digit& d : b->axes[k]) {
-      for (const Digit& part : split(d, cuts)) {
-        parts.push_back(part);
+    const std::vector<Digit> parts = parts_of(b->axes[k]);
+    std::vector<std::vector<Digit>> groups;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const auto it = next_in_source.find(i > 0 ? parts[i - 1].stride : -1);
+      if (i == 0 || it == next_in_source.end()
+          || it->second != parts[i].stride) {
+        groups.emplace_back();
       }
+      groups.back().push_back(parts[i]);
     }
     std::vector<std::string>& list = common.to_axes.emplace_back();
-    if (parts.size() <= 1) {
+    if (groups.size() <= 1) {
       MeshAxis axis = to.axes[k];
       common.mesh.axes.push_back(axis);
       list.push_back(axis.name);
-      if (!parts.empty()) {
-        name_of[parts[0].stride] = axis.name;
+      if (!groups.empty()) {
+        name_of[groups[0][0].stride] = axis.name;
       }
       continue;
     }
     split_any = true;
-    for (size_t i = 0; i < parts.size(); ++i) {
+    for (size_t i = 0; i < groups.size(); ++i) {
       std::string name = fmt::format("{}_{}", to.axes[k].name, i);
       while (std::find(names.begin(), names.end(), name) != names.end()) {
         name += '_';
@@ -598,13 +622,16 @@ std::optional<CommonMesh> find_common_mesh(const ReshardSide& source,
       names.push_back(name);
       MeshAxis axis = to.axes[k];
       axis.name = name;
-      axis.size = parts[i].size;
-      const bool dcn = parts[i].stride >= per_slice;
-      axis.dcn = dcn ? axis.size : 1;
-      axis.ici = dcn ? 1 : axis.size;
+      axis.size = 1;
+      axis.dcn = 1;
+      for (const Digit& part : groups[i]) {
+        axis.size *= part.size;
+        axis.dcn *= part.stride >= per_slice ? part.size : 1;
+      }
+      axis.ici = axis.size / axis.dcn;
       common.mesh.axes.push_back(axis);
       list.push_back(name);
-      name_of[parts[i].stride] = name;
+      name_of[groups[i][0].stride] = name;
     }
   }
   size_t next_kept = 0;
@@ -613,9 +640,11 @@ std::optional<CommonMesh> find_common_mesh(const ReshardSide& source,
     if (next_kept >= kept.size() || kept[next_kept] != k) {
       continue;  // fixed
     }
-    for (const Digit& d : a->axes[next_kept]) {
-      for (const Digit& part : split(d, cuts)) {
-        list.push_back(name_of.at(part.stride));
+    // A group's first part names it; the rest follow it in the source.
+    for (const Digit& part : source_parts[next_kept]) {
+      const auto it = name_of.find(part.stride);
+      if (it != name_of.end()) {
+        list.push_back(it->second);
       }
     }
     ++next_kept;

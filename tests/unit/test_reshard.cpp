@@ -1030,3 +1030,145 @@ TEST_CASE("reshard: a no-op on one mesh counts each tensor once in totals") {
   // beside its 256 KiB source and 8 KiB norm) and slices it back.
   CHECK(plan->totals.peak_bytes_per_device == 262144 + 8192);
 }
+
+TEST_CASE("reshard: transfer_cost follows the links between two devices") {
+  SECTION("the book's point-to-point example: both ports of a 2D move") {
+    // hardware-and-costs.md B.1: 1.7e7 B between opposite corners of a v5e
+    // 4x4 (no wraparound) uses 2 ports x 4.5e10 B/s: 188 us; 6 hops. Device
+    // 0 is chip (0,0), device 15 chip (3,3); the two dimension orders carry
+    // 8.5e6 B each.
+    const Topology t = test::topology_of("v5e-16");
+    const TransferNetwork net{&t, &t, true};
+    const Flow flows[] = {{0, 15, 17000000}};
+    const TransferCost c = transfer_cost(flows, net);
+    CHECK(c.link == LinkClass::ici);
+    CHECK(c.max_hops == 6);
+    CHECK(c.busiest_link_bytes == Approx(8.5e6));
+    CHECK(c.seconds == Approx(8.5e6 / 4.5e10));  // 188.9 us
+  }
+  SECTION("an all-to-all in an 8x8 plane of a v5p-512 torus") {
+    // v5p-512 is 4x8x8 chips, every axis a ring. The 64 chips with x = 0
+    // (ids 4 * (y + 8 z)) each send 128,256 B to the 63 others. Along a
+    // ring of 8 the distances from one chip sum to 0+1+2+3+4+3+2+1 = 16, so
+    // a chip's pieces cross 8 x 16 = 128 y-hops and 128 z-hops; 64 chips x
+    // 256 hops x 128,256 B spread evenly over the plane's 256 directed
+    // links (ties of 4 split both ways): 64 x 128,256 = 8,208,384 B per
+    // link, / 9e10 B/s = 91.2043 us; the longest route 4 + 4 = 8 hops.
+    const Topology t = test::topology_of("v5p-512");
+    const TransferNetwork net{&t, &t, true};
+    std::vector<Flow> flows;
+    for (int64_t a = 0; a < 64; ++a) {
+      for (int64_t b = 0; b < 64; ++b) {
+        if (a != b) {
+          flows.push_back(Flow{4 * a, 4 * b, 128256});
+        }
+      }
+    }
+    const TransferCost c = transfer_cost(flows, net);
+    CHECK(c.link == LinkClass::ici);
+    CHECK(c.max_hops == 8);
+    CHECK(c.busiest_link_bytes == Approx(64.0 * 128256));
+    CHECK(c.seconds == Approx(64.0 * 128256 / 9e10));
+  }
+  SECTION("DCN between slices, NVLink and the network on GPUs") {
+    // 2xv5e-16: device 16 is slice 1; 1e9 B at 3.125e9 B/s per chip = 0.32 s.
+    const Topology two = test::topology_of("2xv5e-16");
+    const Flow across[] = {{0, 16, 1000000000}};
+    const TransferCost dcn = transfer_cost(across, {&two, &two, true});
+    CHECK(dcn.link == LinkClass::dcn);
+    CHECK(dcn.seconds == Approx(0.32));
+    // h100x16: 0 -> 1 inside a node over NVLink, 4.5e9 B / 4.5e11 = 10 ms;
+    // 0 -> 8 across nodes, 1e9 B / 5e10 = 20 ms; at once: the slower.
+    const Topology gpus = test::topology_of("h100x16");
+    const TransferNetwork net{&gpus, &gpus, true};
+    const Flow inside[] = {{0, 1, 4500000000}};
+    CHECK(transfer_cost(inside, net).link == LinkClass::nvlink);
+    CHECK(transfer_cost(inside, net).seconds == Approx(0.01));
+    const Flow both[] = {{0, 1, 4500000000}, {0, 8, 1000000000}};
+    CHECK(transfer_cost(both, net).link == LinkClass::mixed);
+    CHECK(transfer_cost(both, net).seconds == Approx(0.02));
+    // Two cores of one chip (v2: 2 per chip) use no ICI link.
+    const Topology v2 = test::topology_of("v2-8");
+    const Flow core[] = {{0, 1, 1000}};
+    CHECK(transfer_cost(core, {&v2, &v2, true}).seconds == 0);
+  }
+}
+
+TEST_CASE("reshard: two slices to one takes every piece inside slice 0") {
+  // 2xv5e-16, dp over DCN, a:16 on JAX's ring order of each slice (0, 1, 2,
+  // 3, 7, 6, 5, 9, 10, 11, 15, 14, 13, 12, 8, 4: not linear in the ids, so
+  // no common mesh) to slice 0 as a:4,b:4 (ids row-major). Target d needs
+  // row block d, which slice 0 holds on ring[d] and slice 1 on ring[d] + 16.
+  const Topology from_t = test::topology_of("2xv5e-16");
+  const Topology to_t = test::topology_of("v5e-16");
+  const Side a = placed("2xv5e-16", "dp:2,a:16", "dp:2");
+  const Side b = placed("v5e-16", "a:4,b:4");
+  ReshardOptions options;
+  options.from_topology = &from_t;
+  options.to_topology = &to_t;
+  options.transfers = true;
+  const ReshardPlan whole = plan_whole(one_tensor({16, 1024}, "f32"),
+                                       spec("a,None"),
+                                       spec("(a,b),None"),
+                                       a,
+                                       b,
+                                       options);
+  CHECK_FALSE(whole.common);
+  const TensorReshard& r = whole.tensor(0);
+  REQUIRE(r.steps.size() == 1);
+  const ReshardStep& step = r.steps[0];
+  // One row of 1024 f32 = 4,096 B per device, from slice 0 only.
+  CHECK(step.bytes_per_device == 4096);
+  for (const Transfer& t : step.transfers) {
+    CHECK(t.from_device < 16);
+  }
+  // All over ICI: the longest route is 15 <- 4, chip (3,3) from (0,1), 3 +
+  // 2 = 5 hops; 12 pieces of 4 KiB load no link past 5 us x 4.5e10 B/s, so
+  // the time is the latency floor, 5 x 1 us (over DCN it was 10 us).
+  CHECK(step.link == LinkClass::ici);
+  CHECK(step.seconds == Approx(5e-6));
+  SimCase sc{{16, 1024}, &a, &b, r.from, r.to, {}, true};
+  simulate(sc, r, 4);
+}
+
+TEST_CASE("reshard: a common mesh plans collectives between meshes") {
+  // v5p-128 (4x4x4, every axis a ring). fsdp:64 and dp:4,fsdp:16 lay the
+  // same devices: fsdp:64 runs over the target's fsdp then dp (major to
+  // minor), so keeping fsdp,None on the smaller fsdp gathers over dp.
+  const Topology t = test::topology_of("v5p-128");
+  const Side a = placed("v5p-128", "fsdp:64");
+  const Side b = placed("v5p-128", "dp:4,fsdp:16");
+  ReshardOptions options;
+  options.from_topology = &t;
+  options.to_topology = &t;
+  const ReshardPlan whole = plan_whole(one_tensor({4096, 4096}),
+                                       spec("fsdp,None"),
+                                       spec("fsdp,None"),
+                                       a,
+                                       b,
+                                       options);
+  REQUIRE(whole.common);
+  CHECK(to_string(whole.common->mesh) == "dp:4,fsdp:16");
+  CHECK(whole.common->from_axes
+        == std::vector<std::vector<std::string>>{{"fsdp", "dp"}});
+  const TensorReshard& r = whole.tensor(0);
+  CHECK(r.on_common_mesh);
+  REQUIRE(ops(r) == std::vector<std::string>{"all_gather"});
+  CHECK(r.steps[0].mesh_axes == std::vector<std::string>{"dp"});
+  // 4096 x 4096 x 2 B / 64 = 524,288 B per shard; three more arrive:
+  // 1,572,864 B. dp is a ring of 4 (both ways, 2 x 9e10 B/s): the book's
+  // V / W = 4 x 524,288 / 1.8e11 = 11.6508 us (a send_recv at 540 GB/s was
+  // 2.9 us).
+  CHECK(r.steps[0].bytes_per_device == 1572864);
+  CHECK(r.steps[0].seconds == Approx(4 * 524288 / 1.8e11));
+  // The same plan on a tensor small enough to simulate.
+  const ReshardPlan small = plan_whole(one_tensor({64, 4}, "i32"),
+                                       spec("fsdp,None"),
+                                       spec("fsdp,None"),
+                                       a,
+                                       b,
+                                       options);
+  REQUIRE(small.tensor(0).on_common_mesh);
+  SimCase sc{{64, 4}, &a, &b, r.from, r.to, {}, true, &*small.common};
+  simulate(sc, small.tensor(0), 4);
+}
