@@ -19,13 +19,18 @@
 // Consecutive all_gathers (or dynamic_slices) of one dim merge into one step
 // over several axes, as XLA emits them.
 //
+// Another mesh on the same devices that re-labels one common mesh with the
+// source (find_common_mesh) is planned as on one mesh, on the common mesh,
+// unless the transfers below cost less.
+//
 // Between meshes (another device set, or another mesh on the same devices),
 // pending sums are reduced on the source first, then each target device
-// receives the exact pieces of its shard from source devices that hold them
-// (send_recv; collective_permute when the shards are whole and the devices
-// are the same set). When the source has more shards than the target and no
-// dim is compatible, the plan first goes through the pathways intermediate
-// sharding (find_intermediate_sharding).
+// receives the exact pieces of its shard from the nearest source devices that
+// hold them (send_recv; collective_permute when the shards are whole and the
+// devices are the same set), priced by the links between each piece's own two
+// devices (transfer_cost in cost.hpp). When the source has more shards than
+// the target and no dim is compatible, the plan first goes through the
+// pathways intermediate sharding (find_intermediate_sharding).
 //
 // Every plan is priced next to the naive one (all_gather to replicated, then
 // slice) so the report can say what it saves.
