@@ -7,7 +7,8 @@
 //                            of moves as steps, cost and peak of a plan, the
 //                            naive plan's moves, which block each device holds
 //   reshard/one_mesh.cpp     plan_one_mesh: XLA's order, else Dijkstra over
-//                            per-axis moves
+//                            per-axis moves; a permute's pieces priced by
+//                            transfer_cost; find_common_mesh
 //   reshard/two_meshes.cpp   plan_two_meshes: exact-overlap transfers between
 //                            meshes, each from the nearest holder, priced by
 //                            transfer_cost; same_devices

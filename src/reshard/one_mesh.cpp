@@ -1,7 +1,8 @@
 // The plan of one tensor on one mesh (docs/reshard.md, "How plans are
 // chosen"): direct plans in XLA's order (no-op, collective_permute, a direct
 // all_gather or dynamic_slice per dim), else Dijkstra over single per-axis
-// moves, else (past k_max_states) the naive plan.
+// moves, else (past k_max_states) the naive plan. And the common mesh two
+// meshes re-label, on which such plans run ("A common mesh").
 
 #include "reshard/internal.hpp"
 

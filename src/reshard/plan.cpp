@@ -1,7 +1,9 @@
 // plan_reshard (docs/reshard.md): a plan per distinct (shape, dtype, specs),
-// on one mesh or between two (reshard/one_mesh.cpp, reshard/two_meshes.cpp),
-// then the totals and peaks of the whole manifest, tensors moved one after
-// another ("Cost", "Peak memory and `--donate`"); to_string(ReshardOp).
+// on one mesh, on the common mesh of two (the cheaper of its collectives and
+// the transfers), or between two (reshard/one_mesh.cpp,
+// reshard/two_meshes.cpp), then the totals and peaks of the whole manifest,
+// tensors moved one after another ("Cost", "Peak memory and `--donate`");
+// to_string(ReshardOp).
 
 #include "reshard/internal.hpp"
 
