@@ -650,6 +650,9 @@ std::optional<CommonMesh> find_common_mesh(const ReshardSide& source,
     }
     ++next_kept;
   }
+  if (common.mesh.axes.size() > k_max_axes) {
+    return std::nullopt;  // pending sums are one bit per axis
+  }
   common.grid.shape = common.mesh.shape();
   common.grid.ids = to_ids;
   if (!split_any) {
