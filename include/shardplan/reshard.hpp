@@ -19,13 +19,18 @@
 // Consecutive all_gathers (or dynamic_slices) of one dim merge into one step
 // over several axes, as XLA emits them.
 //
+// Another mesh on the same devices that re-labels one common mesh with the
+// source (find_common_mesh) is planned as on one mesh, on the common mesh,
+// unless the transfers below cost less.
+//
 // Between meshes (another device set, or another mesh on the same devices),
 // pending sums are reduced on the source first, then each target device
-// receives the exact pieces of its shard from source devices that hold them
-// (send_recv; collective_permute when the shards are whole and the devices
-// are the same set). When the source has more shards than the target and no
-// dim is compatible, the plan first goes through the pathways intermediate
-// sharding (find_intermediate_sharding).
+// receives the exact pieces of its shard from the nearest source devices that
+// hold them (send_recv; collective_permute when the shards are whole and the
+// devices are the same set), priced by the links between each piece's own two
+// devices (transfer_cost in cost.hpp). When the source has more shards than
+// the target and no dim is compatible, the plan first goes through the
+// pathways intermediate sharding (find_intermediate_sharding).
 //
 // Every plan is priced next to the naive one (all_gather to replicated, then
 // slice) so the report can say what it saves.
@@ -42,6 +47,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace shardplan {
@@ -125,6 +131,8 @@ struct TensorReshard {
   std::vector<ReshardStep>
       steps;  // never empty: a single noop when nothing moves
   std::optional<IntermediateSharding> intermediate;
+  // Planned with collectives on ReshardPlan::common (steps name its axes).
+  bool on_common_mesh = false;
   int64_t from_bytes_per_device = 0;
   int64_t to_bytes_per_device = 0;
   PlanCost cost;
@@ -148,18 +156,17 @@ struct ReshardOptions {
   // True when a device id names the same device on both sides (one
   // topology, or a part of the source's); false for disjoint device sets.
   bool same_devices = true;
-  // What carries point-to-point transfers between the meshes.
-  AxisLink transfer_link;
+  // The two sides' topologies (null with --devices: no times): the links
+  // point-to-point transfers between the meshes take (transfer_cost).
+  const Topology* from_topology = nullptr;
+  const Topology* to_topology = nullptr;
   // Mesh axes of the source over which every tensor holds pending sums.
   std::vector<std::string> partial;
-};
 
-// What carries point-to-point transfers between two device sets
-// (docs/reshard.md, "Transfers between meshes"): on one topology its
-// fastest links (ICI on TPU, NVLink within one NVLink domain, else the
-// network); between two topologies the data-centre network at the slower
-// side's rate.
-AxisLink transfer_link(const Topology& from, const Topology& to);
+  TransferNetwork network() const {
+    return TransferNetwork{from_topology, to_topology, same_devices};
+  }
+};
 
 // Whether a device id names the same device on both sides: one topology,
 // no topology on either side (--devices), or TPU slices of one shape (ids
@@ -167,8 +174,41 @@ AxisLink transfer_link(const Topology& from, const Topology& to);
 // clusters of whole nodes of one size.
 bool same_devices(const Topology* from, const Topology* to);
 
+// Two meshes on the same devices that are both re-labellings of one mesh
+// (docs/reshard.md, "A common mesh"): every axis of each is a run of the
+// common mesh's axes, and the device at each coordinate agrees. The common
+// mesh is the target's, an axis split into parts (`fsdp_0`, `fsdp_1`, major
+// first) where the source cuts it finer. A reshard between such meshes is
+// planned with collectives on the common mesh. When the target has fewer
+// devices (two slices to one), source axes the tensors are replicated over
+// may be fixed at one index so that the rest covers the target's devices.
+struct CommonMesh {
+  Mesh mesh;
+  DeviceGrid grid;  // the target's grid, reshaped
+  std::vector<AxisLink> links;
+  // Per source (target) axis, in mesh order: the common axes it is made of,
+  // major to minor; empty for a fixed source axis.
+  std::vector<std::vector<std::string>> from_axes;
+  std::vector<std::vector<std::string>> to_axes;
+  // Source axes fixed at one index (name, index), in mesh order.
+  std::vector<std::pair<std::string, int64_t>> fixed;
+};
+
+// The common mesh of `source` and `target` when there is one: the ids must
+// name the same devices on both sides, and each side's grid must be linear
+// in the device ids (id = first + sum over axes of a mixed-radix digit
+// times its stride, as JAX's torus assignment and reshapes give) with
+// strides that refine each other. `topology` is the target's, for the links
+// of the axes split in parts (null: no links). nullopt otherwise.
+std::optional<CommonMesh> find_common_mesh(const ReshardSide& source,
+                                           const ReshardSide& target,
+                                           const Topology* topology);
+
 struct ReshardPlan {
   bool same_mesh = true;  // planned with collectives on one mesh
+  // Set when the two meshes differ but have a common mesh: same_mesh, and
+  // the plans of tensors that use no fixed axis run on it.
+  std::optional<CommonMesh> common;
   // The distinct plans, and for each manifest tensor the index of its own: a
   // model repeats a few hundred plans over its layers.
   std::vector<TensorReshard> plans;

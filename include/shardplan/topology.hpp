@@ -390,6 +390,14 @@ std::optional<MeshLayout> layout_mesh(const Topology& topology,
                                       const LayoutOptions& options,
                                       Diagnostics& diags);
 
+// The links of every axis of `mesh` laid as `grid` on `topology`, as
+// layout_mesh computes MeshLayout::links, for a grid built elsewhere (a
+// reshard's common mesh of two meshes). REQUIRES: grid.shape ==
+// mesh.shape() and its ids are devices of `topology`.
+std::vector<AxisLink> mesh_links(const Topology& topology,
+                                 const Mesh& mesh,
+                                 const DeviceGrid& grid);
+
 // A mesh's inputs as a command gives them: the mesh string, its DCN factors
 // and axis names, and the topology it goes on (or only a device count).
 struct MeshInput {

@@ -569,9 +569,8 @@ int run_reshard(const ReshardCommand& cmd, Session& session) {
   const Topology* from_topology = source.topology ? &*source.topology : nullptr;
   const Topology* to_topology = target.topology ? &*target.topology : nullptr;
   options.same_devices = same_devices(from_topology, to_topology);
-  if (from_topology != nullptr) {
-    options.transfer_link = transfer_link(*from_topology, *to_topology);
-  }
+  options.from_topology = from_topology;
+  options.to_topology = to_topology;
   if (!cmd.partial.empty()) {
     std::optional<std::vector<std::string>> partial =
         parse_partial(cmd.partial, source, *manifest, diags);

@@ -142,7 +142,12 @@ std::string plan_tail(const TensorReshard& tr) {
     append_step(out, tr.steps[s], in3);
     out += s + 1 < tr.steps.size() ? ",\n" : "\n";
   }
-  fmt::format_to(o, "{}],\n{}\"intermediate\": ", in2, in2);
+  fmt::format_to(o,
+                 "{}],\n{}\"on_common_mesh\": {},\n{}\"intermediate\": ",
+                 in2,
+                 in2,
+                 tr.on_common_mesh,
+                 in2);
   if (tr.intermediate) {
     append_intermediate(out, *tr.intermediate, in2);
   } else {
@@ -268,13 +273,52 @@ void write_reshard_json(const ReshardReport& r,
   j["partial"] = r.options.partial;
   j["same_mesh"] = r.plan.same_mesh;
   j["same_devices"] = r.options.same_devices;
-  const AxisLink& link = r.options.transfer_link;
-  if (link.link == LinkClass::none) {
+  const TransferNetwork network = r.options.network();
+  const std::vector<TransferLinkFigure> links = transfer_links(network);
+  if (links.empty()) {
     j["transfer_link"] = nullptr;
+    j["transfer_model"] = nullptr;
   } else {
-    j["transfer_link"] = {{"link", std::string(to_string(link.link))},
-                          {"bytes_per_s", link.bytes_per_s},
-                          {"latency_s", link.latency_s}};
+    // The first (fastest) link class, as before the model had several.
+    j["transfer_link"] = {{"link", std::string(to_string(links[0].link))},
+                          {"bytes_per_s", links[0].bytes_per_s},
+                          {"latency_s", links[0].latency_s}};
+    ordered_json model;
+    model["links"] = ordered_json::array();
+    for (const TransferLinkFigure& l : links) {
+      model["links"].push_back({{"link", std::string(to_string(l.link))},
+                                {"between", std::string(l.between)},
+                                {"per", std::string(l.per)},
+                                {"bytes_per_s", l.bytes_per_s},
+                                {"latency_s", l.latency_s}});
+    }
+    model["assumptions"] = ordered_json::array();
+    for (std::string_view a : transfer_assumptions(network)) {
+      model["assumptions"].push_back(std::string(a));
+    }
+    j["transfer_model"] = std::move(model);
+  }
+  if (r.plan.common) {
+    const CommonMesh& c = *r.plan.common;
+    ordered_json common;
+    common["mesh"] = mesh_object(c.mesh);
+    auto parts = [](const Mesh& mesh,
+                    const std::vector<std::vector<std::string>>& lists) {
+      ordered_json out = ordered_json::object();
+      for (size_t k = 0; k < mesh.axes.size(); ++k) {
+        out[mesh.axes[k].name] = lists[k];
+      }
+      return out;
+    };
+    common["from_axes"] = parts(r.from_mesh, c.from_axes);
+    common["to_axes"] = parts(r.to_mesh, c.to_axes);
+    common["fixed"] = ordered_json::object();
+    for (const auto& [name, index] : c.fixed) {
+      common["fixed"][name] = index;
+    }
+    j["common_mesh"] = std::move(common);
+  } else {
+    j["common_mesh"] = nullptr;
   }
   j["tensors"] = raw_marker();
   j["totals"] = cost_object(r.plan.totals);
@@ -307,15 +351,54 @@ std::string reshard_text(const ReshardReport& r, const Diagnostics& diags) {
   out += fmt::format("  from {}\n", mesh_line(r.from_mesh, r.from_topology));
   out += fmt::format("  to   {}\n", mesh_line(r.to_mesh, r.to_topology));
   std::vector<std::string> notes;
-  notes.emplace_back(r.plan.same_mesh ? "collectives on one mesh"
-                                      : (r.options.same_devices
-                                             ? "between meshes, same devices"
-                                             : "between device sets"));
-  if (r.options.transfer_link.link != LinkClass::none && !r.plan.same_mesh) {
+  bool between = !r.plan.same_mesh;  // some plan sends between the meshes
+  for (const TensorReshard& tr : r.plan.plans) {
+    between = between || (r.plan.common && !tr.on_common_mesh);
+  }
+  if (r.plan.common) {
+    const CommonMesh& c = *r.plan.common;
+    std::vector<std::string> how;
+    auto describe = [&](const char* side,
+                        const Mesh& mesh,
+                        const std::vector<std::vector<std::string>>& lists) {
+      for (size_t k = 0; k < mesh.axes.size(); ++k) {
+        if (lists[k].size() > 1
+            || (lists[k].size() == 1 && lists[k][0] != mesh.axes[k].name)) {
+          how.push_back(fmt::format(
+              "{} {} = {}", side, mesh.axes[k].name, fmt::join(lists[k], ",")));
+        }
+      }
+    };
+    describe("from", r.from_mesh, c.from_axes);
+    describe("to", r.to_mesh, c.to_axes);
+    for (const auto& [name, index] : c.fixed) {
+      how.push_back(fmt::format("from {} fixed at {}", name, index));
+    }
     notes.push_back(
-        fmt::format("transfers over {} at {}",
-                    to_string(r.options.transfer_link.link),
-                    rate_text(r.options.transfer_link.bytes_per_s)));
+        fmt::format("collectives on the common mesh {}{}",
+                    to_string(c.mesh),
+                    how.empty() ? std::string()
+                                : fmt::format(" ({})", fmt::join(how, "; "))));
+  } else {
+    notes.emplace_back(r.plan.same_mesh ? "collectives on one mesh"
+                                        : (r.options.same_devices
+                                               ? "between meshes, same devices"
+                                               : "between device sets"));
+  }
+  if (between) {
+    std::vector<std::string> over;
+    for (const TransferLinkFigure& l : transfer_links(r.options.network())) {
+      over.push_back(fmt::format("{} between {} at {} per {}",
+                                 to_string(l.link),
+                                 l.between,
+                                 rate_text(l.bytes_per_s),
+                                 l.per));
+    }
+    if (!over.empty()) {
+      notes.push_back(fmt::format("{}transfers over {}",
+                                  r.plan.common ? "where cheaper, " : "",
+                                  fmt::join(over, ", ")));
+    }
   }
   if (!r.options.partial.empty()) {
     notes.push_back(

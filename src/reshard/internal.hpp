@@ -7,9 +7,11 @@
 //                            of moves as steps, cost and peak of a plan, the
 //                            naive plan's moves, which block each device holds
 //   reshard/one_mesh.cpp     plan_one_mesh: XLA's order, else Dijkstra over
-//                            per-axis moves
+//                            per-axis moves; a permute's pieces priced by
+//                            transfer_cost; find_common_mesh
 //   reshard/two_meshes.cpp   plan_two_meshes: exact-overlap transfers between
-//                            meshes; transfer_link, same_devices
+//                            meshes, each from the nearest holder, priced by
+//                            transfer_cost; same_devices
 //   reshard/intermediate.cpp find_intermediate_sharding (the pathways seed)
 //   reshard/plan.cpp         plan_reshard: a plan per distinct tensor, the
 //                            totals and peaks; to_string(ReshardOp)
@@ -116,6 +118,11 @@ struct TensorPlan {
   // The most one source device holds at once beyond its own source buffer
   // (for the manifest's peak on a device set that loses its tensors).
   int64_t source_extra = 0;
+  // No step makes a new buffer (a noop): the target is the source buffer
+  // itself, and the manifest's peak counts it once. Likewise for the naive
+  // plan.
+  bool target_is_source = false;
+  bool naive_target_is_source = false;
 };
 
 // ---------------------------------------------------------------------------

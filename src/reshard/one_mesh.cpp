@@ -1,11 +1,15 @@
 // The plan of one tensor on one mesh (docs/reshard.md, "How plans are
 // chosen"): direct plans in XLA's order (no-op, collective_permute, a direct
 // all_gather or dynamic_slice per dim), else Dijkstra over single per-axis
-// moves, else (past k_max_states) the naive plan.
+// moves, else (past k_max_states) the naive plan. And the common mesh two
+// meshes re-label, on which such plans run ("A common mesh").
 
 #include "reshard/internal.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <queue>
 #include <string>
@@ -224,6 +228,43 @@ int64_t permute_bytes(const Context& c,
   return a == b ? 0 : in;
 }
 
+// The pieces of a collective_permute: each device that lacks its target
+// block takes it whole from the nearest device holding it (the q-th of
+// equally near ones).
+std::vector<Flow> permute_flows(const Context& c,
+                                const Layout& from,
+                                const Layout& to,
+                                int64_t in,
+                                const TransferNetwork& network) {
+  const std::vector<int64_t> a = blocks_per_device(*c.mesh, from.dims);
+  const std::vector<int64_t> b = blocks_per_device(*c.mesh, to.dims);
+  const std::vector<int64_t>& ids = c.grid->ids;
+  std::unordered_map<int64_t, std::vector<size_t>> holders;
+  for (size_t p = 0; p < a.size(); ++p) {
+    holders[a[p]].push_back(p);
+  }
+  std::vector<Flow> flows;
+  for (size_t q = 0; q < b.size(); ++q) {
+    if (a[q] == b[q]) {
+      continue;
+    }
+    int64_t best = std::numeric_limits<int64_t>::max();
+    std::vector<size_t> nearest;
+    for (size_t p : holders[b[q]]) {
+      const int64_t rank = transfer_route(network, ids[p], ids[q]).rank();
+      if (rank < best) {
+        best = rank;
+        nearest.clear();
+      }
+      if (rank == best) {
+        nearest.push_back(p);
+      }
+    }
+    flows.push_back(Flow{ids[nearest[q % nearest.size()]], ids[q], in});
+  }
+  return flows;
+}
+
 }  // namespace
 
 TensorPlan plan_one_mesh(const Context& c,
@@ -252,12 +293,22 @@ TensorPlan plan_one_mesh(const Context& c,
       step.op = ReshardOp::collective_permute;
       step.mesh_axes = c.names(axes);
       step.bytes_per_device = bytes;
-      const CollectiveCost cost =
-          collective_cost(Collective::collective_permute,
-                          static_cast<double>(bytes),
-                          c.links_of(axes));
-      step.seconds = cost.seconds;
-      step.link = cost.link;
+      // Point-to-point pieces: priced by the links between their own
+      // devices, as transfers between meshes are.
+      const TransferNetwork network = options.network();
+      if (network.from != nullptr && network.to != nullptr) {
+        const TransferCost cost = transfer_cost(
+            permute_flows(c, from, to, buffers[0], network), network);
+        step.seconds = cost.seconds;
+        step.link = cost.link;
+      } else {
+        const CollectiveCost cost =
+            collective_cost(Collective::collective_permute,
+                            static_cast<double>(bytes),
+                            c.links_of(axes));
+        step.seconds = cost.seconds;
+        step.link = cost.link;
+      }
       buffers.push_back(buffers[0]);
     }
   } else {
@@ -295,7 +346,321 @@ TensorPlan plan_one_mesh(const Context& c,
   r.naive = cost_of(
       naive, naive_buffers, options.donate, naive_buffers.size(), *c.overflow);
   plan.source_extra = r.cost.peak_bytes_per_device - buffers[0];
+  plan.target_is_source = buffers.size() == 1;
+  plan.naive_target_is_source = naive_buffers.size() == 1;
   return plan;
 }
 
 }  // namespace shardplan::reshard_detail
+
+// ---------------------------------------------------------------------------
+// The common mesh of two meshes (reshard.hpp, find_common_mesh).
+
+namespace shardplan {
+
+namespace {
+
+// A part of the device ids: digit value (id - first) / stride % size.
+struct Digit {
+  int64_t stride = 1;
+  int64_t size = 1;
+};
+
+// A grid whose ids are linear in its coordinates: per axis its digits,
+// major to minor.
+struct LinearGrid {
+  int64_t first = 0;
+  std::vector<std::vector<Digit>> axes;
+};
+
+// The digits of each axis, from the ids along the axis from the first
+// device; nullopt when some id does not follow them.
+std::optional<LinearGrid> linear_grid(const std::vector<int64_t>& shape,
+                                      const std::vector<int64_t>& ids) {
+  LinearGrid g;
+  g.first = ids.empty() ? 0 : ids[0];
+  const size_t rank = shape.size();
+  std::vector<int64_t> stride(rank, 1);
+  for (size_t k = rank; k-- > 1;) {
+    stride[k - 1] = stride[k] * shape[k];
+  }
+  for (size_t k = 0; k < rank; ++k) {
+    const int64_t n = shape[k];
+    auto delta = [&](int64_t c) {
+      return ids[static_cast<size_t>(c * stride[k])] - g.first;
+    };
+    std::vector<Digit> minor_first;
+    for (int64_t place = 1; place < n;) {
+      const int64_t unit = delta(place);
+      if (unit <= 0) {
+        return std::nullopt;
+      }
+      int64_t t = 2;
+      while (place * t < n && delta(place * t) == t * unit) {
+        ++t;
+      }
+      if (n % (place * t) != 0) {
+        return std::nullopt;
+      }
+      minor_first.push_back(Digit{unit, t});
+      place *= t;
+    }
+    g.axes.emplace_back(minor_first.rbegin(), minor_first.rend());
+  }
+  // Every device where the digits put it.
+  std::vector<int64_t> coords(rank, 0);
+  for (size_t p = 0; p < ids.size(); ++p) {
+    int64_t id = g.first;
+    for (size_t k = 0; k < rank; ++k) {
+      int64_t c = coords[k];
+      for (size_t d = g.axes[k].size(); d-- > 0;) {
+        id += c % g.axes[k][d].size * g.axes[k][d].stride;
+        c /= g.axes[k][d].size;
+      }
+    }
+    if (id != ids[p]) {
+      return std::nullopt;
+    }
+    for (size_t k = rank; k-- > 0;) {
+      if (++coords[k] < shape[k]) {
+        break;
+      }
+      coords[k] = 0;
+    }
+  }
+  return g;
+}
+
+// The strides at which the digits of `g` start, when they tile the ids
+// 0..n-1 (each starting where the previous one ends).
+std::optional<std::vector<int64_t>> cuts_of(const LinearGrid& g, int64_t n) {
+  std::vector<Digit> all;
+  for (const std::vector<Digit>& axis : g.axes) {
+    all.insert(all.end(), axis.begin(), axis.end());
+  }
+  std::sort(all.begin(), all.end(), [](const Digit& a, const Digit& b) {
+    return a.stride < b.stride;
+  });
+  std::vector<int64_t> cuts;
+  int64_t next = 1;
+  for (const Digit& d : all) {
+    if (d.stride != next) {
+      return std::nullopt;
+    }
+    cuts.push_back(d.stride);
+    next = d.stride * d.size;
+  }
+  if (next != n) {
+    return std::nullopt;
+  }
+  return cuts;
+}
+
+// The common digits inside `d`, most significant first.
+std::vector<Digit> split(const Digit& d, const std::vector<int64_t>& cuts) {
+  std::vector<Digit> out;
+  for (size_t i = cuts.size() - 1; i-- > 0;) {
+    if (cuts[i] >= d.stride && cuts[i + 1] <= d.stride * d.size) {
+      out.push_back(Digit{cuts[i], cuts[i + 1] / cuts[i]});
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<CommonMesh> find_common_mesh(const ReshardSide& source,
+                                           const ReshardSide& target,
+                                           const Topology* topology) {
+  const Mesh& from = *source.mesh;
+  const Mesh& to = *target.mesh;
+  const std::vector<int64_t>& to_ids = target.grid->ids;
+  const int64_t n = static_cast<int64_t>(to_ids.size());
+  if (from.axes.size() > k_max_axes || to.axes.size() > k_max_axes
+      || static_cast<int64_t>(source.grid->ids.size()) < n) {
+    return std::nullopt;
+  }
+  // Source axes on which every target device sits at one index are fixed
+  // there; the rest must cover the target's devices.
+  std::unordered_map<int64_t, size_t> position;
+  for (size_t p = 0; p < source.grid->ids.size(); ++p) {
+    position.emplace(source.grid->ids[p], p);
+  }
+  const std::vector<int64_t> shape = from.shape();
+  std::vector<int64_t> lo(shape.size(), std::numeric_limits<int64_t>::max());
+  std::vector<int64_t> hi(shape.size(), -1);
+  for (int64_t id : to_ids) {
+    const auto it = position.find(id);
+    if (it == position.end()) {
+      return std::nullopt;
+    }
+    int64_t rest = static_cast<int64_t>(it->second);
+    for (size_t k = shape.size(); k-- > 0;) {
+      const int64_t c = rest % shape[k];
+      rest /= shape[k];
+      lo[k] = std::min(lo[k], c);
+      hi[k] = std::max(hi[k], c);
+    }
+  }
+  CommonMesh common;
+  std::vector<int64_t> sub_shape;
+  std::vector<size_t> kept;
+  int64_t covered = 1;
+  for (size_t k = 0; k < shape.size(); ++k) {
+    if (lo[k] == hi[k] && shape[k] > 1) {
+      common.fixed.emplace_back(from.axes[k].name, lo[k]);
+    } else {
+      kept.push_back(k);
+      sub_shape.push_back(shape[k]);
+      covered *= shape[k];
+    }
+  }
+  if (covered != n) {
+    return std::nullopt;
+  }
+  // The source's devices with the fixed axes at their index.
+  std::vector<int64_t> sub_ids;
+  sub_ids.reserve(static_cast<size_t>(n));
+  std::vector<int64_t> coords(shape.size(), 0);
+  for (size_t k = 0; k < shape.size(); ++k) {
+    coords[k] = lo[k] == hi[k] ? lo[k] : 0;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t rest = i;
+    for (size_t j = kept.size(); j-- > 0;) {
+      coords[kept[j]] = rest % sub_shape[j];
+      rest /= sub_shape[j];
+    }
+    int64_t p = 0;
+    for (size_t k = 0; k < shape.size(); ++k) {
+      p = p * shape[k] + coords[k];
+    }
+    sub_ids.push_back(source.grid->ids[static_cast<size_t>(p)]);
+  }
+  const std::optional<LinearGrid> a = linear_grid(sub_shape, sub_ids);
+  const std::optional<LinearGrid> b = linear_grid(to.shape(), to_ids);
+  if (!a || !b || a->first != b->first) {
+    return std::nullopt;
+  }
+  // Both sides' digit boundaries (and a slice's, so that no common axis
+  // spans ICI and DCN) must divide one another.
+  std::optional<std::vector<int64_t>> cuts_a = cuts_of(*a, n);
+  std::optional<std::vector<int64_t>> cuts_b = cuts_of(*b, n);
+  if (!cuts_a || !cuts_b) {
+    return std::nullopt;
+  }
+  std::vector<int64_t> cuts = *cuts_a;
+  cuts.insert(cuts.end(), cuts_b->begin(), cuts_b->end());
+  cuts.push_back(n);
+  int64_t per_slice = n;
+  if (topology != nullptr && topology->num_slices() > 1) {
+    per_slice = topology->devices() / topology->num_slices();
+    if (per_slice < n) {
+      cuts.push_back(per_slice);
+    }
+  }
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  for (size_t i = 1; i < cuts.size(); ++i) {
+    if (cuts[i] % cuts[i - 1] != 0) {
+      return std::nullopt;
+    }
+  }
+  // Each side's axes as runs of the common digits, most significant first.
+  auto parts_of = [&](const std::vector<Digit>& digits) {
+    std::vector<Digit> out;
+    for (const Digit& d : digits) {
+      for (const Digit& part : split(d, cuts)) {
+        out.push_back(part);
+      }
+    }
+    return out;
+  };
+  std::vector<std::vector<Digit>> source_parts;
+  std::unordered_map<int64_t, int64_t> next_in_source;  // by stride
+  for (const std::vector<Digit>& digits : a->axes) {
+    source_parts.push_back(parts_of(digits));
+    const std::vector<Digit>& list = source_parts.back();
+    for (size_t i = 0; i + 1 < list.size(); ++i) {
+      next_in_source[list[i].stride] = list[i + 1].stride;
+    }
+  }
+  // The common mesh: the target's axes, each cut where the source does not
+  // follow it (parts the source also holds in a row stay one axis).
+  std::vector<std::string> names;
+  for (const MeshAxis& axis : to.axes) {
+    names.push_back(axis.name);
+  }
+  std::unordered_map<int64_t, std::string> name_of;  // by first part's stride
+  bool split_any = false;
+  for (size_t k = 0; k < to.axes.size(); ++k) {
+    const std::vector<Digit> parts = parts_of(b->axes[k]);
+    std::vector<std::vector<Digit>> groups;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const auto it = next_in_source.find(i > 0 ? parts[i - 1].stride : -1);
+      if (i == 0 || it == next_in_source.end()
+          || it->second != parts[i].stride) {
+        groups.emplace_back();
+      }
+      groups.back().push_back(parts[i]);
+    }
+    std::vector<std::string>& list = common.to_axes.emplace_back();
+    if (groups.size() <= 1) {
+      MeshAxis axis = to.axes[k];
+      common.mesh.axes.push_back(axis);
+      list.push_back(axis.name);
+      if (!groups.empty()) {
+        name_of[groups[0][0].stride] = axis.name;
+      }
+      continue;
+    }
+    split_any = true;
+    for (size_t i = 0; i < groups.size(); ++i) {
+      std::string name = fmt::format("{}_{}", to.axes[k].name, i);
+      while (std::find(names.begin(), names.end(), name) != names.end()) {
+        name += '_';
+      }
+      names.push_back(name);
+      MeshAxis axis = to.axes[k];
+      axis.name = name;
+      axis.size = 1;
+      axis.dcn = 1;
+      for (const Digit& part : groups[i]) {
+        axis.size *= part.size;
+        axis.dcn *= part.stride >= per_slice ? part.size : 1;
+      }
+      axis.ici = axis.size / axis.dcn;
+      common.mesh.axes.push_back(axis);
+      list.push_back(name);
+      name_of[groups[i][0].stride] = name;
+    }
+  }
+  size_t next_kept = 0;
+  for (size_t k = 0; k < from.axes.size(); ++k) {
+    std::vector<std::string>& list = common.from_axes.emplace_back();
+    if (next_kept >= kept.size() || kept[next_kept] != k) {
+      continue;  // fixed
+    }
+    // A group's first part names it; the rest follow it in the source.
+    for (const Digit& part : source_parts[next_kept]) {
+      const auto it = name_of.find(part.stride);
+      if (it != name_of.end()) {
+        list.push_back(it->second);
+      }
+    }
+    ++next_kept;
+  }
+  if (common.mesh.axes.size() > k_max_axes) {
+    return std::nullopt;  // pending sums are one bit per axis
+  }
+  common.grid.shape = common.mesh.shape();
+  common.grid.ids = to_ids;
+  if (!split_any) {
+    common.links.assign(target.links.begin(), target.links.end());
+  } else if (topology != nullptr) {
+    common.links = mesh_links(*topology, common.mesh, common.grid);
+  }
+  return common;
+}
+
+}  // namespace shardplan

@@ -1,11 +1,14 @@
 // plan_reshard (docs/reshard.md): a plan per distinct (shape, dtype, specs),
-// on one mesh or between two (reshard/one_mesh.cpp, reshard/two_meshes.cpp),
-// then the totals and peaks of the whole manifest, tensors moved one after
-// another ("Cost", "Peak memory and `--donate`"); to_string(ReshardOp).
+// on one mesh, on the common mesh of two (the cheaper of its collectives and
+// the transfers), or between two (reshard/one_mesh.cpp,
+// reshard/two_meshes.cpp), then the totals and peaks of the whole manifest,
+// tensors moved one after another ("Cost", "Peak memory and `--donate`");
+// to_string(ReshardOp).
 
 #include "reshard/internal.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <map>
 #include <tuple>
@@ -68,6 +71,34 @@ std::optional<ReshardPlan> plan_reshard(
   assert(from.size() == manifest.size() && to.size() == manifest.size());
   ReshardPlan plan;
   plan.same_mesh = same_mesh(source, target, options);
+  // Another mesh on the same devices: collectives on the common mesh when
+  // both are re-labellings of one.
+  std::vector<AxisList> common_of;  // per source axis, its common axes
+  std::vector<AxisList> common_to;  // per target axis
+  uint64_t fixed = 0;               // source axes fixed at one index
+  if (!plan.same_mesh && options.same_devices) {
+    plan.common = find_common_mesh(source, target, options.to_topology);
+  }
+  if (plan.common) {
+    plan.same_mesh = true;
+    const Mesh& cm = plan.common->mesh;
+    auto indices = [&](const std::vector<std::string>& names) {
+      AxisList out;
+      for (const std::string& name : names) {
+        out.push_back(static_cast<int>(cm.index_of(name)));
+      }
+      return out;
+    };
+    for (const std::vector<std::string>& names : plan.common->from_axes) {
+      common_of.push_back(indices(names));
+    }
+    for (const std::vector<std::string>& names : plan.common->to_axes) {
+      common_to.push_back(indices(names));
+    }
+    for (const auto& [name, index] : plan.common->fixed) {
+      fixed |= uint64_t{1} << source.mesh->index_of(name);
+    }
+  }
   uint64_t partial = 0;
   for (const std::string& p : options.partial) {
     const int64_t a = source.mesh->index_of(p);
@@ -103,6 +134,8 @@ std::optional<ReshardPlan> plan_reshard(
   };
   std::map<SpecPair, SpecPair, decltype(pair_less)> canonical(pair_less);
   std::vector<int64_t> source_extra;  // per distinct plan
+  // Per distinct plan: the target is the source buffer (plan, naive).
+  std::vector<std::array<bool, 2>> aliased;
   plan.plan_of.reserve(manifest.size());
   for (size_t t = 0; t < manifest.size(); ++t) {
     const Tensor& tensor = manifest.tensors()[t];
@@ -137,10 +170,57 @@ std::optional<ReshardPlan> plan_reshard(
     Layout from_layout = layout_of(from_spec, *source.mesh);
     from_layout.partial = partial;
     const Layout to_layout = layout_of(to_spec, *target.mesh);
+    uint64_t used = from_layout.partial;
+    for (const AxisList& axes : from_layout.dims) {
+      for (int a : axes) {
+        used |= uint64_t{1} << a;
+      }
+    }
     TensorPlan one;
     if (tensor.num_elements == 0) {
       one.result.steps.emplace_back();
-    } else if (plan.same_mesh) {
+    } else if (plan.common && (used & fixed) == 0) {
+      // Both layouts on the common mesh, then collectives there.
+      const Context common_c{&plan.common->mesh,
+                             &plan.common->grid,
+                             plan.common->links,
+                             std::get<0>(key),
+                             tensor.dtype,
+                             &overflow};
+      auto on_common = [](const Layout& layout,
+                          const std::vector<AxisList>& parts) {
+        Layout out{std::vector<AxisList>(layout.dims.size()), 0};
+        for (size_t d = 0; d < layout.dims.size(); ++d) {
+          for (int a : layout.dims[d]) {
+            const AxisList& p = parts[static_cast<size_t>(a)];
+            out.dims[d].insert(out.dims[d].end(), p.begin(), p.end());
+          }
+        }
+        for (size_t a = 0; a < parts.size(); ++a) {
+          if ((layout.partial >> a & 1) != 0) {
+            for (int p : parts[a]) {
+              out.partial |= uint64_t{1} << p;
+            }
+          }
+        }
+        return out;
+      };
+      one = plan_one_mesh(common_c,
+                          on_common(from_layout, common_of),
+                          on_common(to_layout, common_to),
+                          options);
+      one.result.on_common_mesh = true;
+      // Unless the exact-overlap transfers are cheaper (a reorder of axes
+      // that per-axis collectives can only do through a gather).
+      TensorPlan direct =
+          plan_two_meshes(src_c, from_layout, dst_c, to_layout, options);
+      const PlanCost& a = one.result.cost;
+      const PlanCost& b = direct.result.cost;
+      if (std::tie(b.seconds, b.bytes_per_device)
+          < std::tie(a.seconds, a.bytes_per_device)) {
+        one = std::move(direct);
+      }
+    } else if (plan.same_mesh && !plan.common) {
       one = plan_one_mesh(src_c, from_layout, to_layout, options);
     } else {
       one = plan_two_meshes(src_c, from_layout, dst_c, to_layout, options);
@@ -154,6 +234,8 @@ std::optional<ReshardPlan> plan_reshard(
     }
     plan.plans.push_back(std::move(one.result));
     source_extra.push_back(one.source_extra);
+    aliased.push_back({one.target_is_source || tensor.num_elements == 0,
+                       one.naive_target_is_source || tensor.num_elements == 0});
   }
 
   // Totals: tensors one after another.
@@ -193,7 +275,11 @@ std::optional<ReshardPlan> plan_reshard(
                           overflow.add(done, r.to_bytes_per_device));
       }
       peak = std::max(peak, during);
-      done = overflow.add(done, r.to_bytes_per_device);
+      // A target that is its source buffer is already counted among the
+      // sources kept; donated, it passes from one count to the other.
+      if (!aliased[plan.plan_of[k]][naive ? 1 : 0] || options.donate) {
+        done = overflow.add(done, r.to_bytes_per_device);
+      }
       waiting -= r.from_bytes_per_device;
     }
     sum.peak_bytes_per_device = peak;

@@ -3,13 +3,15 @@
 // source, the pathways intermediate sharding when it applies (its replica
 // axis gathered, on links of its own), then the exact overlap of source and
 // target blocks as send_recv or collective_permute pieces; the naive plan
-// beside it. And what carries those transfers: transfer_link, same_devices.
+// beside it; the pieces priced by the links between their own devices
+// (transfer_cost). And whether ids name the same devices: same_devices.
 
 #include "reshard/internal.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cassert>
+#include <limits>
 #include <unordered_map>
 #include <utility>
 
@@ -28,17 +30,44 @@ struct Placement {
 
 struct OverlapResult {
   int64_t max_received = 0;
-  int64_t max_sent = 0;
   bool whole_blocks = true;  // every piece a whole source block
+  std::vector<Flow> flows;   // every piece: from, to, bytes
   std::vector<Transfer> transfers;
 };
+
+// Of the devices `h` holding a block, the one target device `to` (the q-th)
+// takes it from: the nearest (transfer_route), the q-th of equally near
+// ones so that replicas share the sending.
+size_t nearest_holder(const std::vector<size_t>& h,
+                      const std::vector<int64_t>& ids,
+                      const TransferNetwork& network,
+                      int64_t to,
+                      size_t q) {
+  if (h.size() == 1 || network.from == nullptr || !network.same_devices) {
+    return h[q % h.size()];  // all equally far
+  }
+  int64_t best = std::numeric_limits<int64_t>::max();
+  std::vector<size_t> nearest;
+  for (size_t p : h) {
+    const int64_t rank = transfer_route(network, ids[p], to).rank();
+    if (rank < best) {
+      best = rank;
+      nearest.clear();
+    }
+    if (rank == best) {
+      nearest.push_back(p);
+    }
+  }
+  return nearest[q % nearest.size()];
+}
 
 OverlapResult overlap(const Context& src_c,
                       const Placement& src,
                       const Context& dst_c,
                       const Placement& dst,
-                      bool same_devices,
+                      const TransferNetwork& network,
                       bool record) {
+  const bool same_devices = network.same_devices;
   OverlapResult result;
   const std::vector<int64_t>& shape = src_c.shape;
   const size_t rank = shape.size();
@@ -78,7 +107,6 @@ OverlapResult overlap(const Context& src_c,
       holders[static_cast<size_t>(src_blocks[p])].push_back(p);
     }
   }
-  std::vector<int64_t> sent(src_blocks.size(), 0);
   std::vector<int64_t> src_size(rank), dst_size(rank);
   for (size_t d = 0; d < rank; ++d) {
     src_size[d] = shape[d] / src_counts[d];
@@ -120,10 +148,10 @@ OverlapResult overlap(const Context& src_c,
       if (!local && elements > 0) {
         const std::vector<size_t>& h = holders[static_cast<size_t>(block)];
         assert(!h.empty());
-        const size_t from = h[q % h.size()];
+        const size_t from = nearest_holder(h, *src.ids, network, target_id, q);
         const int64_t bytes = bytes_for(elements, src_c.dtype).value_or(0);
         received = src_c.overflow->add(received, bytes);
-        sent[from] = src_c.overflow->add(sent[from], bytes);
+        result.flows.push_back(Flow{(*src.ids)[from], target_id, bytes});
         if (record) {
           result.transfers.push_back(
               Transfer{target_id, (*src.ids)[from], bytes, box});
@@ -141,9 +169,6 @@ OverlapResult overlap(const Context& src_c,
       }
     }
     result.max_received = std::max(result.max_received, received);
-  }
-  for (int64_t s : sent) {
-    result.max_sent = std::max(result.max_sent, s);
   }
   return result;
 }
@@ -253,24 +278,29 @@ TensorPlan plan_two_meshes(const Context& src_c,
   }
 
   Placement dst{dst_c.mesh, &dst_c.grid->ids, to.dims, -1};
+  const TransferNetwork network = options.network();
   OverlapResult moved =
-      overlap(int_c, src, dst_c, dst, options.same_devices, options.transfers);
+      overlap(int_c, src, dst_c, dst, network, options.transfers);
   ReshardStep& step = r.steps.emplace_back();
   const size_t disjoint_from =
       options.same_devices ? buffers.size() + 1 : buffers.size();
-  buffers.push_back(target_bytes);
+  const bool narrows = target_bytes < buffers.back();
+  if (moved.max_received > 0 || narrows) {
+    buffers.push_back(target_bytes);  // a new buffer on each target device
+  }
+  // Otherwise every target device already holds exactly its target block:
+  // the target is that buffer, not a copy of it.
   if (moved.max_received > 0) {
     const bool permute = options.same_devices && moved.whole_blocks
                          && counts_of(int_c, src.dims) == dst_counts
                          && src.replica_axis < 0;
     step.op = permute ? ReshardOp::collective_permute : ReshardOp::send_recv;
     step.bytes_per_device = moved.max_received;
-    step.link = options.transfer_link.link;
-    step.seconds = transfer_seconds(
-        static_cast<double>(std::max(moved.max_received, moved.max_sent)),
-        options.transfer_link);
+    const TransferCost cost = transfer_cost(moved.flows, network);
+    step.link = cost.link;
+    step.seconds = cost.seconds;
     step.transfers = std::move(moved.transfers);
-  } else if (target_bytes < buffers[buffers.size() - 2]) {
+  } else if (narrows) {
     // Every device already holds its target block inside its own: a local
     // slice on the target mesh.
     step.op = ReshardOp::dynamic_slice;
@@ -295,18 +325,18 @@ TensorPlan plan_two_meshes(const Context& src_c,
                  &src_c.grid->ids,
                  std::vector<AxisList>(from.dims.size()),
                  -1};
-  OverlapResult naive_moved =
-      overlap(src_c, full, dst_c, dst, options.same_devices, false);
+  OverlapResult naive_moved = overlap(src_c, full, dst_c, dst, network, false);
   ReshardStep& copy = naive.emplace_back();
   copy.op = ReshardOp::send_recv;
   copy.bytes_per_device = naive_moved.max_received;
-  copy.seconds =
-      transfer_seconds(static_cast<double>(std::max(naive_moved.max_received,
-                                                    naive_moved.max_sent)),
-                       options.transfer_link);
+  const TransferCost naive_cost = transfer_cost(naive_moved.flows, network);
+  copy.link = naive_cost.link;
+  copy.seconds = naive_cost.seconds;
   const size_t naive_disjoint =
       options.same_devices ? naive_buffers.size() + 1 : naive_buffers.size();
-  naive_buffers.push_back(target_bytes);
+  if (naive_moved.max_received > 0 || target_bytes < naive_buffers.back()) {
+    naive_buffers.push_back(target_bytes);
+  }
   r.naive = cost_of(
       naive, naive_buffers, options.donate, naive_disjoint, *src_c.overflow);
   int64_t source_peak = buffers[0];
@@ -317,53 +347,12 @@ TensorPlan plan_two_meshes(const Context& src_c,
   plan.source_extra = options.same_devices
                           ? r.cost.peak_bytes_per_device - source_bytes
                           : source_peak - source_bytes;
+  plan.target_is_source = buffers.size() == 1;
+  plan.naive_target_is_source = naive_buffers.size() == 1;
   return plan;
 }
 
 }  // namespace reshard_detail
-
-AxisLink transfer_link(const Topology& from, const Topology& to) {
-  AxisLink link;
-  link.axis = "transfer";
-  link.ring_size = 2;
-  link.wraparound = false;
-  const TopologyFigures& f = from.figures;
-  if (from.name == to.name) {
-    if (from.kind == TopologyKind::tpu) {
-      link.link = LinkClass::ici;
-      link.bytes_per_s = f.ici_bytes_per_s_per_link.value
-                         * f.ici_links_per_chip.value
-                         / static_cast<double>(from.tpu.cores_per_chip);
-      link.latency_s = f.ici_latency_s.value;
-    } else if (from.gpus <= from.nvlink_domain) {
-      link.link = LinkClass::nvlink;
-      link.bytes_per_s = f.nvlink_bytes_per_s_per_gpu.value;
-      link.latency_s = f.nvlink_latency_s.value;
-    } else {
-      link.link = LinkClass::network;
-      link.bytes_per_s = f.network_bytes_per_s_per_gpu.value;
-      link.latency_s = f.network_latency_s.value;
-    }
-    return link;
-  }
-  // Another device set: the data-centre network, at the slower side's rate.
-  auto per_device = [](const Topology& t) {
-    if (t.kind == TopologyKind::tpu) {
-      return std::pair{t.figures.dcn_bytes_per_s_per_chip.value
-                           / static_cast<double>(t.tpu.cores_per_chip),
-                       t.figures.dcn_latency_s.value};
-    }
-    return std::pair{t.figures.network_bytes_per_s_per_gpu.value,
-                     t.figures.network_latency_s.value};
-  };
-  const auto [from_rate, from_latency] = per_device(from);
-  const auto [to_rate, to_latency] = per_device(to);
-  link.link =
-      from.kind == TopologyKind::tpu ? LinkClass::dcn : LinkClass::network;
-  link.bytes_per_s = std::min(from_rate, to_rate);
-  link.latency_s = std::max(from_latency, to_latency);
-  return link;
-}
 
 bool same_devices(const Topology* from, const Topology* to) {
   if (from == nullptr || to == nullptr) {

@@ -475,6 +475,15 @@ std::optional<MeshLayout> layout_mesh(const Topology& topology,
   return layout;
 }
 
+std::vector<AxisLink> mesh_links(const Topology& topology,
+                                 const Mesh& mesh,
+                                 const DeviceGrid& grid) {
+  if (topology.kind == TopologyKind::tpu) {
+    return tpu_links(topology, tpu_devices(topology.tpu), mesh, grid);
+  }
+  return gpu_links(topology, mesh, grid);
+}
+
 std::optional<Mesh> resolve_mesh(const MeshInput& input,
                                  bool count_may_differ,
                                  Diagnostics& diags) {

@@ -366,6 +366,7 @@ TEST_CASE("reshard: JSON has the DESIGN keys", "[cli][reshard]") {
                           "same_mesh",
                           "same_devices",
                           "transfer_link",
+                          "transfer_model",
                           "tensors",
                           "totals",
                           "naive_totals",
@@ -397,11 +398,17 @@ TEST_CASE("reshard: JSON has the DESIGN keys", "[cli][reshard]") {
                           "naive"}) {
     CHECK(up.contains(key));
   }
-  // Same topology, TPU: ICI, all links of a chip.
+  // Same topology, TPU: ICI, one link of a route (v5p: 9e10 B/s one way,
+  // hardware-and-costs.md B.1), not all six of a chip at once.
   CHECK(j["same_devices"] == true);
   CHECK(j["transfer_link"]
         == json::parse(
-            R"({"link": "ici", "bytes_per_s": 5.4e11, "latency_s": 1e-6})"));
+            R"({"link": "ici", "bytes_per_s": 9e10, "latency_s": 1e-6})"));
+  CHECK(j["transfer_model"]["links"]
+        == json::parse(R"([{"link": "ici", "between": "devices of one slice",
+                            "per": "link", "bytes_per_s": 9e10,
+                            "latency_s": 1e-6}])"));
+  CHECK(j["transfer_model"]["assumptions"].size() >= 3);
   for (const char* key : {"totals", "naive_totals", "saved"}) {
     CHECK(j[key].contains("bytes_per_device"));
     CHECK(j[key].contains("seconds"));
@@ -561,28 +568,37 @@ TEST_CASE("reshard: same_devices and the transfer link", "[cli][reshard]") {
         == json::parse(
             R"({"link": "nvlink", "bytes_per_s": 4.5e11, "latency_s": 6e-7})"));
   }
-  SECTION("several GPU nodes: the network per GPU") {
+  SECTION("several GPU nodes: NVLink inside a node, the network between") {
     json j = doc({"--topology", "h100x64"}, "a:64", "a:8,b:8");
     CHECK(
         j["transfer_link"]
         == json::parse(
-            R"({"link": "network", "bytes_per_s": 5e10, "latency_s": 2.7e-6})"));
+            R"({"link": "nvlink", "bytes_per_s": 4.5e11, "latency_s": 6e-7})"));
+    CHECK(j["transfer_model"]["links"][1]
+          == json::parse(R"({"link": "network", "between": "NVLink domains",
+                             "per": "device", "bytes_per_s": 5e10,
+                             "latency_s": 2.7e-6})"));
   }
   SECTION("fewer GPU nodes: the same devices") {
     json j = doc({"--from-topology", "h100x64", "--to-topology", "h100x32"},
                  "a:64",
                  "a:32");
     CHECK(j["same_devices"] == true);
-    CHECK(j["transfer_link"]["link"] == "network");
+    CHECK(j["transfer_link"]["link"] == "nvlink");
+    CHECK(j["transfer_model"]["links"][1]["link"] == "network");
   }
-  SECTION("fewer TPU slices: the same devices, over DCN") {
+  SECTION("fewer TPU slices: the same devices, ICI inside, DCN between") {
     json j = doc({"--from-topology", "2xv5e-16", "--to-topology", "v5e-16"},
                  "dp:2,a:16",
                  "a:16");
     CHECK(j["same_devices"] == true);
     CHECK(j["transfer_link"]
           == json::parse(
-              R"({"link": "dcn", "bytes_per_s": 3.125e9, "latency_s": 1e-5})"));
+              R"({"link": "ici", "bytes_per_s": 4.5e10, "latency_s": 1e-6})"));
+    CHECK(j["transfer_model"]["links"][1]
+          == json::parse(R"({"link": "dcn", "between": "slices",
+                             "per": "device", "bytes_per_s": 3.125e9,
+                             "latency_s": 1e-5})"));
   }
   SECTION("another TPU slice shape: other devices; the slower side's DCN") {
     json j = doc({"--from-topology", "v5p-128", "--to-topology", "v5e-64"},
@@ -597,6 +613,7 @@ TEST_CASE("reshard: same_devices and the transfer link", "[cli][reshard]") {
     json j = doc({"--devices", "8"}, "a:8", "a:2,b:4");
     CHECK(j["same_devices"] == true);
     CHECK(j["transfer_link"].is_null());
+    CHECK(j["transfer_model"].is_null());
   }
 }
 
@@ -851,4 +868,133 @@ TEST_CASE("reshard: --allow-split-physical-axes reaches both sides",
   INFO(planned.err);
   CHECK(planned.code == 0);
   CHECK(planned.out.find("result: ok") != std::string::npos);
+}
+
+TEST_CASE("reshard: a whole-model no-op from two slices to one",
+          "[cli][reshard]") {
+  CliResult r = run_cli({"reshard",
+                         "--from-topology",
+                         "2xv5p-512",
+                         "--to-topology",
+                         "v5p-512",
+                         "--model",
+                         "llama-3-70b",
+                         "--from-mesh",
+                         "dp:2,fsdp:64,tp:4",
+                         "--from-dcn",
+                         "dp:2",
+                         "--from-rules",
+                         "fsdp-tp",
+                         "--to-mesh",
+                         "fsdp:64,tp:4",
+                         "--to-rules",
+                         "fsdp-tp",
+                         "--format",
+                         "json"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json j = parse_json(r.out);
+  // Llama 3 70B (hidden 8192, 80 layers, MLP 28672, 8 KV heads of 128,
+  // vocab 128256): per layer q and o 8192^2, k and v 1024 x 8192, gate, up
+  // and down 28672 x 8192 = 855,638,016 elements; x 80 plus embed and
+  // lm_head 2 x 128256 x 8192 = 70,552,387,584 elements, 141,104,775,168 B
+  // in bf16, split 256 ways: 551,190,528 B; the 161 norms of 8192 stay
+  // whole, 161 x 16,384 = 2,637,824 B. Total 553,828,352 B (0.52 GiB), each
+  // buffer held once: the targets are the sources.
+  CHECK(j["totals"]["bytes_per_device"] == 0);
+  CHECK(j["totals"]["peak_bytes_per_device"] == 553828352);
+}
+
+TEST_CASE("reshard: transfers between meshes cross the torus hop by hop",
+          "[cli][reshard]") {
+  // Issue 17's example. v5p-512 is 4x8x8 chips, rings on every axis.
+  // fsdp:256 runs x, y, z (major to minor); fsdp:64,tp:4 has tp = x and
+  // fsdp = y, z. Target (x, y, z) holds rows x/4 of 128256 and columns
+  // (8y + z)/64 of 8192: 64 source row blocks of 501 rows, held by the 64
+  // chips of its own x plane, 501 x 128 x 2 = 128,256 B from each, 63 of
+  // them remote: 8,080,128 B. An all-to-all in an 8x8 plane: every directed
+  // link carries 64 x 128,256 B (test_reshard.cpp works it out), at 9e10
+  // B/s one way: 91.2043 us, not 8 MB at 540 GB/s (15 us).
+  // A manifest rather than --shape, which lists all 16,128 pieces.
+  const fs::path dir = temp_dir("reshard_torus");
+  const std::string manifest = (dir / "m.json").string();
+  const std::string from = (dir / "from.json").string();
+  const std::string to = (dir / "to.json").string();
+  std::ofstream(manifest) << R"({"params": [{"name": "embed",
+      "shape": [128256, 8192], "dtype": "bf16"}]})";
+  std::ofstream(from) << R"({"specs": {"embed": ["fsdp", null]}})";
+  std::ofstream(to) << R"({"specs": {"embed": ["tp", "fsdp"]}})";
+  CliResult r = run_cli({"reshard",
+                         "--topology",
+                         "v5p-512",
+                         "--from-mesh",
+                         "fsdp:256",
+                         "--to-mesh",
+                         "fsdp:64,tp:4",
+                         "--manifest",
+                         manifest,
+                         "--from-specs",
+                         from,
+                         "--to-specs",
+                         to,
+                         "--format",
+                         "json"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json j = parse_json(r.out);
+  const json& step = j["tensors"][0]["steps"][0];
+  CHECK(step["op"] == "send_recv");
+  CHECK(step["link"] == "ici");
+  CHECK(step["bytes_per_device"] == 8080128);
+  CHECK(step["seconds"].get<double>() == Approx(64.0 * 128256 / 9e10));
+  // fsdp:256 is the target mesh re-labelled (fsdp:256 = tp then fsdp), but
+  // its all_to_all over fsdp is priced by the book's ring formula, V / (4
+  // B) over the axis's two rings, 4x these transfers: they are kept.
+  CHECK(j["common_mesh"]["mesh"]["canonical"] == "fsdp:64,tp:4");
+  CHECK(j["common_mesh"]["from_axes"]
+        == json::parse(R"({"fsdp": ["tp", "fsdp"]})"));
+  CHECK(j["tensors"][0]["on_common_mesh"] == false);
+}
+
+TEST_CASE("reshard: two slices to one moves inside slice 0", "[cli][reshard]") {
+  // Issue 17: 2xv5p-512 (dp over DCN) to v5p-512. Slice 0 holds a whole
+  // copy, so no piece crosses DCN. The embedding (tp,fsdp -> fsdp,None) is
+  // the all-to-all of the x planes of the example above: 91.2043 us over
+  // ICI (it was 1.29 ms over DCN at 6.25 GB/s).
+  CliResult r = run_cli({"reshard",
+                         "--from-topology",
+                         "2xv5p-512",
+                         "--to-topology",
+                         "v5p-512",
+                         "--model",
+                         "llama-3-70b",
+                         "--from-mesh",
+                         "dp:2,fsdp:64,tp:4",
+                         "--from-dcn",
+                         "dp:2",
+                         "--from-rules",
+                         "fsdp-tp",
+                         "--to-mesh",
+                         "fsdp:256",
+                         "--to-rules",
+                         "fsdp",
+                         "--format",
+                         "json"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json j = parse_json(r.out);
+  CHECK(j["common_mesh"]["fixed"] == json::parse(R"({"dp": 0})"));
+  int steps = 0;
+  for (const json& t : j["tensors"]) {
+    for (const json& s : t["steps"]) {
+      CHECK(s["link"] != "dcn");
+      CHECK(s["link"] != "mixed");
+      ++steps;
+    }
+  }
+  CHECK(steps >= 723);
+  const json& embed = j["tensors"][0];
+  CHECK(embed["name"] == "model.embed_tokens.weight");
+  CHECK(embed["steps"][0]["link"] == "ici");
+  CHECK(embed["seconds"].get<double>() == Approx(64.0 * 128256 / 9e10));
 }

@@ -54,12 +54,12 @@ Manifest one_tensor(const std::vector<int64_t>& shape,
       dtype));
 }
 
-TensorReshard plan_one(const Manifest& m,
+ReshardPlan plan_whole(const Manifest& m,
                        const PartitionSpec& from,
                        const PartitionSpec& to,
                        const Side& a,
                        const Side& b,
-                       ReshardOptions options = {}) {
+                       const ReshardOptions& options = {}) {
   const PartitionSpec* f[] = {&from};
   const PartitionSpec* t[] = {&to};
   Diagnostics diags;
@@ -68,7 +68,16 @@ TensorReshard plan_one(const Manifest& m,
   INFO(test::first_error(diags));
   REQUIRE(plan);
   REQUIRE(plan->size() == 1);
-  return plan->tensor(0);
+  return *plan;
+}
+
+TensorReshard plan_one(const Manifest& m,
+                       const PartitionSpec& from,
+                       const PartitionSpec& to,
+                       const Side& a,
+                       const Side& b,
+                       ReshardOptions options = {}) {
+  return plan_whole(m, from, to, a, b, options).tensor(0);
 }
 
 std::vector<std::string> ops(const TensorReshard& r) {
@@ -272,6 +281,8 @@ struct SimCase {
   PartitionSpec to_spec;
   std::vector<std::string> partial;
   bool same_devices = true;
+  // The plan's common mesh (ReshardPlan::common), for plans on it.
+  const CommonMesh* common = nullptr;
 };
 
 // Runs the plan from sc.from_spec (each device starts with its block of the
@@ -282,22 +293,34 @@ size_t simulate(const SimCase& sc,
                 int64_t itemsize) {
   const Grid src{&sc.from->mesh, &sc.from->grid};
   const Grid dst{&sc.to->mesh, &sc.to->grid};
+  // A plan on the common mesh runs there: each of its devices starts with
+  // what the same device holds on the source.
+  Grid cur = src;
+  if (plan.on_common_mesh) {
+    REQUIRE(sc.common != nullptr);
+    cur = Grid{&sc.common->mesh, &sc.common->grid};
+  }
+  std::map<int64_t, size_t> source_position;
+  for (size_t p = 0; p < sc.from->grid.ids.size(); ++p) {
+    source_position[sc.from->grid.ids[p]] = p;
+  }
   // Buffers by grid position on the current mesh.
-  std::vector<Buffer> bufs(sc.from->grid.ids.size());
+  std::vector<Buffer> bufs(cur.grid->ids.size());
   const std::vector<size_t> partial = src.axis_indices(sc.partial);
-  for (size_t p = 0; p < bufs.size(); ++p) {
-    bufs[p].box = block_of(src, p, sc.from_spec, sc.shape);
-    bufs[p].data = iota_values(bufs[p].box, sc.shape);
+  for (size_t q = 0; q < bufs.size(); ++q) {
+    REQUIRE(source_position.count(cur.grid->ids[q]) == 1);
+    const size_t p = source_position[cur.grid->ids[q]];
+    bufs[q].box = block_of(src, p, sc.from_spec, sc.shape);
+    bufs[q].data = iota_values(bufs[q].box, sc.shape);
     if (!partial.empty()) {
       int64_t index = 0;
       const std::vector<size_t> members = src.group(p, partial, &index);
       const int64_t n = static_cast<int64_t>(members.size());
-      for (int64_t& v : bufs[p].data) {
+      for (int64_t& v : bufs[q].data) {
         v = index == 0 ? v - 3 * (n - 1) : 3;
       }
     }
   }
-  Grid cur = src;
   Grid intermediate{nullptr, nullptr};
   if (plan.intermediate) {
     intermediate = Grid{&plan.intermediate->mesh, &plan.intermediate->grid};
@@ -749,11 +772,25 @@ TEST_CASE(
   const Side a = side("x:8", 8);
   const Side b = side("dp:2,tp:4", 8);
   const Manifest m = one_tensor({8, 8}, "f32");
-  const TensorReshard r = plan_one(m, spec("None,None"), spec("None,tp"), a, b);
+  const ReshardPlan whole =
+      plan_whole(m, spec("None,None"), spec("None,tp"), a, b);
+  const TensorReshard& r = whole.tensor(0);
   REQUIRE(ops(r) == std::vector<std::string>{"dynamic_slice"});
   CHECK(r.steps[0].mesh_axes == std::vector<std::string>{"tp"});
   CHECK(r.cost.bytes_per_device == 0);
-  SimCase sc{{8, 8}, &a, &b, spec("None,None"), spec("None,tp"), {}, true};
+  // x:8 is dp:2,tp:4 re-labelled: the slice runs on that common mesh.
+  REQUIRE(whole.common);
+  CHECK(r.on_common_mesh);
+  CHECK(whole.common->from_axes
+        == std::vector<std::vector<std::string>>{{"dp", "tp"}});
+  SimCase sc{{8, 8},
+             &a,
+             &b,
+             spec("None,None"),
+             spec("None,tp"),
+             {},
+             true,
+             &*whole.common};
   CHECK(simulate(sc, r, 4) == 8);
 }
 
@@ -866,6 +903,7 @@ TEST_CASE(
   size_t blocks = 0;  // target blocks the simulation compared
   std::map<std::string, int> op_count;
   int through_intermediate = 0;
+  int on_common = 0;
   for (int trial = 0; trial < 200; ++trial) {
     const int64_t from_devices =
         std::vector<int64_t>{4, 8, 12, 16}[static_cast<size_t>(trial % 4)];
@@ -890,17 +928,26 @@ TEST_CASE(
     INFO(to_string(a.mesh) << " " << to_short(from) << " -> "
                            << to_string(b.mesh) << " " << to_short(to)
                            << " same devices " << options.same_devices);
-    const TensorReshard r = plan_one(m, from, to, a, b, options);
+    const ReshardPlan whole = plan_whole(m, from, to, a, b, options);
+    const TensorReshard& r = whole.tensor(0);
     // The plan is for the layouts requested, and the simulation starts from
     // the requested source and ends on the requested target.
     CHECK(same_layout(a, r.from, from, shape));
     CHECK(same_layout(b, r.to, to, shape));
-    SimCase sc{shape, &a, &b, from, to, partial, options.same_devices};
+    SimCase sc{shape,
+               &a,
+               &b,
+               from,
+               to,
+               partial,
+               options.same_devices,
+               whole.common ? &*whole.common : nullptr};
     blocks += simulate(sc, r, 4);
     for (const ReshardStep& step : r.steps) {
       ++op_count[std::string(to_string(step.op))];
     }
     through_intermediate += r.intermediate ? 1 : 0;
+    on_common += r.on_common_mesh ? 1 : 0;
   }
   // Every target device's block of every trial: the target has 2, 4, 6, 8
   // devices for trial / 4 % 4 = 0..3, a cycle of 16 trials; 200 trials are 12
@@ -915,6 +962,11 @@ TEST_CASE(
   CHECK(op_count["send_recv"] > 0);
   CHECK(op_count["all_gather"] > 0);
   CHECK(through_intermediate > 0);
+  // Both kinds of plan were simulated: collectives on a common mesh (the
+  // plain reshapes of --devices always have one when the device counts
+  // match) and transfers between meshes.
+  CHECK(on_common > 10);
+  CHECK(on_common < 190);
 }
 
 TEST_CASE("reshard: identical tensors are planned once and totals add up") {
@@ -981,4 +1033,221 @@ TEST_CASE(
   REQUIRE(diags.error_count() == 1);
   CHECK(diags.items()[0].code == "reshard.overflow");
   CHECK(diags.items()[0].location.source == "big.json");
+}
+
+// ---------------------------------------------------------------------------
+// Issue 17: meshes on topologies, the transfer model, the peak of a no-op.
+
+namespace {
+
+// `mesh` (with --dcn `dcn`) laid on the catalogue topology `name`.
+Side placed(std::string_view name,
+            std::string_view mesh,
+            std::string dcn = "") {
+  const Topology t = test::topology_of(name);
+  Side s;
+  s.mesh = test::mesh_of(mesh, t.devices(), std::move(dcn));
+  Diagnostics diags;
+  std::optional<MeshLayout> layout =
+      layout_mesh(t, s.mesh, test::flag_layout(), diags);
+  INFO(test::first_error(diags));
+  REQUIRE(layout);
+  s.grid = layout->grid;
+  s.links = layout->links;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("reshard: a no-op from two slices to one holds the tensor once") {
+  // 2xv5p-512 with dp over DCN to slice 0 alone, fsdp,tp kept: every target
+  // device already holds its block, which becomes the target as it is.
+  const Side a = placed("2xv5p-512", "dp:2,fsdp:64,tp:4", "dp:2");
+  const Side b = placed("v5p-512", "fsdp:64,tp:4");
+  ReshardOptions options;
+  options.same_devices = true;  // slice 0 keeps its ids
+  const PartitionSpec kept = spec("fsdp,tp");
+  const TensorReshard r =
+      plan_one(one_tensor({8192, 8192}), kept, kept, a, b, options);
+  REQUIRE(ops(r) == std::vector<std::string>{"noop"});
+  // 8192 x 8192 x 2 B / (64 x 4) = 524,288 B, held once (not source plus an
+  // equal target: 1 MiB).
+  CHECK(r.cost.bytes_per_device == 0);
+  CHECK(r.cost.peak_bytes_per_device == 524288);
+
+  // Three such tensors: the sources kept are the targets, 3 x 512 KiB
+  // (counting each target again beside its source gave 5 x 512 KiB).
+  const Manifest m = test::manifest_of(R"({"params": [
+      {"name": "a", "shape": [8192, 8192], "dtype": "bf16"},
+      {"name": "b", "shape": [8192, 8192], "dtype": "bf16"},
+      {"name": "c", "shape": [8192, 8192], "dtype": "bf16"}]})");
+  std::vector<const PartitionSpec*> specs(3, &kept);
+  for (const bool donate : {false, true}) {
+    options.donate = donate;
+    Diagnostics diags;
+    std::optional<ReshardPlan> plan =
+        plan_reshard(m, specs, specs, a.view(), b.view(), options, diags);
+    REQUIRE(plan);
+    CHECK(plan->totals.peak_bytes_per_device == 3 * 524288);
+  }
+}
+
+TEST_CASE("reshard: a no-op on one mesh counts each tensor once in totals") {
+  const Side s = side("fsdp:8,tp:4", 32);
+  const Manifest m = test::manifest_of(R"({"params": [
+      {"name": "a", "shape": [1024, 4096], "dtype": "bf16"},
+      {"name": "n", "shape": [4096], "dtype": "bf16"}]})");
+  const PartitionSpec a = spec("fsdp,tp");
+  const PartitionSpec n = spec("None");
+  std::vector<const PartitionSpec*> specs{&a, &n};
+  Diagnostics diags;
+  std::optional<ReshardPlan> plan =
+      plan_reshard(m, specs, specs, s.view(), s.view(), {}, diags);
+  REQUIRE(plan);
+  // 1024 x 4096 x 2 B / 32 = 262,144 B and the replicated 4096 x 2 = 8,192
+  // B: 270,336 B, each held once. The naive plan gathers the first (8 MiB
+  // beside its 256 KiB source and 8 KiB norm) and slices it back.
+  CHECK(plan->totals.peak_bytes_per_device == 262144 + 8192);
+}
+
+TEST_CASE("reshard: transfer_cost follows the links between two devices") {
+  SECTION("the book's point-to-point example: both ports of a 2D move") {
+    // hardware-and-costs.md B.1: 1.7e7 B between opposite corners of a v5e
+    // 4x4 (no wraparound) uses 2 ports x 4.5e10 B/s: 188 us; 6 hops. Device
+    // 0 is chip (0,0), device 15 chip (3,3); the two dimension orders carry
+    // 8.5e6 B each.
+    const Topology t = test::topology_of("v5e-16");
+    const TransferNetwork net{&t, &t, true};
+    const Flow flows[] = {{0, 15, 17000000}};
+    const TransferCost c = transfer_cost(flows, net);
+    CHECK(c.link == LinkClass::ici);
+    CHECK(c.max_hops == 6);
+    CHECK(c.busiest_link_bytes == Approx(8.5e6));
+    CHECK(c.seconds == Approx(8.5e6 / 4.5e10));  // 188.9 us
+  }
+  SECTION("an all-to-all in an 8x8 plane of a v5p-512 torus") {
+    // v5p-512 is 4x8x8 chips, every axis a ring. The 64 chips with x = 0
+    // (ids 4 * (y + 8 z)) each send 128,256 B to the 63 others. Along a
+    // ring of 8 the distances from one chip sum to 0+1+2+3+4+3+2+1 = 16, so
+    // a chip's pieces cross 8 x 16 = 128 y-hops and 128 z-hops; 64 chips x
+    // 256 hops x 128,256 B spread evenly over the plane's 256 directed
+    // links (ties of 4 split both ways): 64 x 128,256 = 8,208,384 B per
+    // link, / 9e10 B/s = 91.2043 us; the longest route 4 + 4 = 8 hops.
+    const Topology t = test::topology_of("v5p-512");
+    const TransferNetwork net{&t, &t, true};
+    std::vector<Flow> flows;
+    for (int64_t a = 0; a < 64; ++a) {
+      for (int64_t b = 0; b < 64; ++b) {
+        if (a != b) {
+          flows.push_back(Flow{4 * a, 4 * b, 128256});
+        }
+      }
+    }
+    const TransferCost c = transfer_cost(flows, net);
+    CHECK(c.link == LinkClass::ici);
+    CHECK(c.max_hops == 8);
+    CHECK(c.busiest_link_bytes == Approx(64.0 * 128256));
+    CHECK(c.seconds == Approx(64.0 * 128256 / 9e10));
+  }
+  SECTION("DCN between slices, NVLink and the network on GPUs") {
+    // 2xv5e-16: device 16 is slice 1; 1e9 B at 3.125e9 B/s per chip = 0.32 s.
+    const Topology two = test::topology_of("2xv5e-16");
+    const Flow across[] = {{0, 16, 1000000000}};
+    const TransferCost dcn = transfer_cost(across, {&two, &two, true});
+    CHECK(dcn.link == LinkClass::dcn);
+    CHECK(dcn.seconds == Approx(0.32));
+    // h100x16: 0 -> 1 inside a node over NVLink, 4.5e9 B / 4.5e11 = 10 ms;
+    // 0 -> 8 across nodes, 1e9 B / 5e10 = 20 ms; at once: the slower.
+    const Topology gpus = test::topology_of("h100x16");
+    const TransferNetwork net{&gpus, &gpus, true};
+    const Flow inside[] = {{0, 1, 4500000000}};
+    CHECK(transfer_cost(inside, net).link == LinkClass::nvlink);
+    CHECK(transfer_cost(inside, net).seconds == Approx(0.01));
+    const Flow both[] = {{0, 1, 4500000000}, {0, 8, 1000000000}};
+    CHECK(transfer_cost(both, net).link == LinkClass::mixed);
+    CHECK(transfer_cost(both, net).seconds == Approx(0.02));
+    // Two cores of one chip (v2: 2 per chip) use no ICI link.
+    const Topology v2 = test::topology_of("v2-8");
+    const Flow core[] = {{0, 1, 1000}};
+    CHECK(transfer_cost(core, {&v2, &v2, true}).seconds == 0);
+  }
+}
+
+TEST_CASE("reshard: two slices to one takes every piece inside slice 0") {
+  // 2xv5e-16, dp over DCN, a:16 on JAX's ring order of each slice (0, 1, 2,
+  // 3, 7, 6, 5, 9, 10, 11, 15, 14, 13, 12, 8, 4: not linear in the ids, so
+  // no common mesh) to slice 0 as a:4,b:4 (ids row-major). Target d needs
+  // row block d, which slice 0 holds on ring[d] and slice 1 on ring[d] + 16.
+  const Topology from_t = test::topology_of("2xv5e-16");
+  const Topology to_t = test::topology_of("v5e-16");
+  const Side a = placed("2xv5e-16", "dp:2,a:16", "dp:2");
+  const Side b = placed("v5e-16", "a:4,b:4");
+  ReshardOptions options;
+  options.from_topology = &from_t;
+  options.to_topology = &to_t;
+  options.transfers = true;
+  const ReshardPlan whole = plan_whole(one_tensor({16, 1024}, "f32"),
+                                       spec("a,None"),
+                                       spec("(a,b),None"),
+                                       a,
+                                       b,
+                                       options);
+  CHECK_FALSE(whole.common);
+  const TensorReshard& r = whole.tensor(0);
+  REQUIRE(r.steps.size() == 1);
+  const ReshardStep& step = r.steps[0];
+  // One row of 1024 f32 = 4,096 B per device, from slice 0 only.
+  CHECK(step.bytes_per_device == 4096);
+  for (const Transfer& t : step.transfers) {
+    CHECK(t.from_device < 16);
+  }
+  // All over ICI: the longest route is 15 <- 4, chip (3,3) from (0,1), 3 +
+  // 2 = 5 hops; 12 pieces of 4 KiB load no link past 5 us x 4.5e10 B/s, so
+  // the time is the latency floor, 5 x 1 us (over DCN it was 10 us).
+  CHECK(step.link == LinkClass::ici);
+  CHECK(step.seconds == Approx(5e-6));
+  SimCase sc{{16, 1024}, &a, &b, r.from, r.to, {}, true};
+  simulate(sc, r, 4);
+}
+
+TEST_CASE("reshard: a common mesh plans collectives between meshes") {
+  // v5p-128 (4x4x4, every axis a ring). fsdp:64 and dp:4,fsdp:16 lay the
+  // same devices: fsdp:64 runs over the target's fsdp then dp (major to
+  // minor), so keeping fsdp,None on the smaller fsdp gathers over dp.
+  const Topology t = test::topology_of("v5p-128");
+  const Side a = placed("v5p-128", "fsdp:64");
+  const Side b = placed("v5p-128", "dp:4,fsdp:16");
+  ReshardOptions options;
+  options.from_topology = &t;
+  options.to_topology = &t;
+  const ReshardPlan whole = plan_whole(one_tensor({4096, 4096}),
+                                       spec("fsdp,None"),
+                                       spec("fsdp,None"),
+                                       a,
+                                       b,
+                                       options);
+  REQUIRE(whole.common);
+  CHECK(to_string(whole.common->mesh) == "dp:4,fsdp:16");
+  CHECK(whole.common->from_axes
+        == std::vector<std::vector<std::string>>{{"fsdp", "dp"}});
+  const TensorReshard& r = whole.tensor(0);
+  CHECK(r.on_common_mesh);
+  REQUIRE(ops(r) == std::vector<std::string>{"all_gather"});
+  CHECK(r.steps[0].mesh_axes == std::vector<std::string>{"dp"});
+  // 4096 x 4096 x 2 B / 64 = 524,288 B per shard; three more arrive:
+  // 1,572,864 B. dp is a ring of 4 (both ways, 2 x 9e10 B/s): the book's
+  // V / W = 4 x 524,288 / 1.8e11 = 11.6508 us (a send_recv at 540 GB/s was
+  // 2.9 us).
+  CHECK(r.steps[0].bytes_per_device == 1572864);
+  CHECK(r.steps[0].seconds == Approx(4 * 524288 / 1.8e11));
+  // The same plan on a tensor small enough to simulate.
+  const ReshardPlan small = plan_whole(one_tensor({64, 4}, "i32"),
+                                       spec("fsdp,None"),
+                                       spec("fsdp,None"),
+                                       a,
+                                       b,
+                                       options);
+  REQUIRE(small.tensor(0).on_common_mesh);
+  SimCase sc{{64, 4}, &a, &b, r.from, r.to, {}, true, &*small.common};
+  simulate(sc, small.tensor(0), 4);
 }
