@@ -94,9 +94,19 @@ void check_tensor(const json& t,
                               split,
                               devices));
   }
+  // Sub-byte dtypes (i4, u4) round each shard up to whole bytes
+  // (docs/memory.md): 49 i4 elements per device hold 25 bytes, not 24.5.
+  const std::string dtype = t.at("dtype").get<std::string>();
+  const bool nibbles = dtype == "i4" || dtype == "u4";
+  int64_t elements = 1;
+  for (const json& dim : shape) {
+    elements *= dim.get<int64_t>();
+  }
+  const int64_t per_device = t.at("bytes_per_device").get<int64_t>();
   if (even
-      && t.at("bytes_per_device").get<int64_t>() * devices
-             != t.at("bytes").get<int64_t>() * replicas) {
+      && (nibbles ? per_device != (elements / split * 4 + 7) / 8
+                  : per_device * devices
+                        != t.at("bytes").get<int64_t>() * replicas)) {
     bad.push_back(fmt::format(
         "{}: bytes per device x devices != bytes x replicas", name));
   }
