@@ -505,8 +505,7 @@ std::optional<MemoryEstimate> estimate_memory(
       ++out.scale_tensors;
       out.dropped_scale_tensors += role == Role::dropped_scale ? 1 : 0;
     } else if (is_fp8(tensor.dtype) && !out.fp8_param_dtype) {
-      out.fp8_param_dtype =
-          role == Role::frozen ? tensor.dtype : held_dtype(tensor.dtype);
+      out.fp8_param_dtype = held_dtype(tensor.dtype);  // FP8 is trainable
     }
     std::optional<Cost> computed;
     const Cost* cost = nullptr;
