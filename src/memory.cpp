@@ -61,11 +61,48 @@ class Sum {
   bool m_overflow = false;
 };
 
-// The training state of `elements_per_device` elements of one tensor, with
-// ZeRO sharding the state over `zero_shards` more devices.
+bool is_fp8(DType dtype) {
+  switch (dtype) {
+    case DType::f8_e4m3:
+    case DType::f8_e5m2:
+    case DType::f8_e4m3fnuz:
+    case DType::f8_e5m2fnuz:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The last component of a tensor name ("." or "/" separated).
+std::string_view last_component(std::string_view name) {
+  const size_t cut = name.find_last_of("./");
+  return cut == std::string_view::npos ? name : name.substr(cut + 1);
+}
+
+bool ends_with(std::string_view text, std::string_view suffix) {
+  return text.size() >= suffix.size()
+         && text.substr(text.size() - suffix.size()) == suffix;
+}
+
+// How a tensor takes part in training: it decides the tensor's cost
+// together with its layout (shape, dtype, spec).
+enum class Role : uint8_t {
+  weight,         // trained (when the recipe trains)
+  expert_weight,  // trained; expert axes are expert parallelism
+  frozen,         // integer, bool: weights only
+  scale,          // quantization scale kept: weights only, as stored
+  dropped_scale,  // quantization scale folded into its dequantized weight
+};
+constexpr size_t k_roles = 5;
+
+// The training state of `elements` elements of one tensor held in `held`
+// (its param dtype), with ZeRO sharding the state over `zero_shards` more
+// devices. `grad` is the gradients' dtype (nullopt: `held`).
 std::optional<StateBytes> state_of(int64_t elements,
-                                   DType dtype,
+                                   DType held,
+                                   bool trained,
                                    Recipe recipe,
+                                   std::optional<DType> grad,
                                    int zero,
                                    int64_t zero_shards) {
   const int64_t sharded = ceil_div(elements, zero_shards);
@@ -73,24 +110,24 @@ std::optional<StateBytes> state_of(int64_t elements,
   const int64_t grads_e = zero >= 2 ? sharded : elements;
   const int64_t optimizer_e = zero >= 1 ? sharded : elements;
   StateBytes out;
-  std::optional<int64_t> params = bytes_for(params_e, dtype);
+  std::optional<int64_t> params = bytes_for(params_e, held);
   if (!params) {
     return std::nullopt;
   }
   out.params = *params;
-  if (recipe == Recipe::params_only || !is_trainable(dtype)) {
+  if (recipe == Recipe::params_only || !trained) {
     return out;
   }
   std::optional<int64_t> grads = int64_t{0};
   switch (recipe) {
     case Recipe::adam:
-      grads = bytes_for(grads_e, dtype);
+      grads = bytes_for(grads_e, grad.value_or(held));
       break;
     case Recipe::adam_fp32_grads:
-      grads = checked_mul(grads_e, 4);
+      grads = bytes_for(grads_e, grad.value_or(DType::f32));
       break;
     case Recipe::adam_fp32_accum: {
-      std::optional<int64_t> low = bytes_for(grads_e, dtype);
+      std::optional<int64_t> low = bytes_for(grads_e, grad.value_or(held));
       std::optional<int64_t> accum = checked_mul(grads_e, 4);
       grads = low && accum ? checked_add(*low, *accum) : std::nullopt;
       break;
@@ -102,7 +139,7 @@ std::optional<StateBytes> state_of(int64_t elements,
   // fp32 Adam moments m and v; an fp32 master copy of narrower parameters
   // (not in the scaling book's count).
   int64_t per_element = 8;
-  if (recipe != Recipe::scaling_book && dtype_bits(dtype) < 32) {
+  if (recipe != Recipe::scaling_book && dtype_bits(held) < 32) {
     per_element += 4;
   }
   std::optional<int64_t> optimizer = checked_mul(optimizer_e, per_element);
@@ -119,6 +156,56 @@ bool has_grads(Recipe recipe) {
 }
 
 }  // namespace
+
+bool is_quantization_scale(std::string_view name, DType dtype) {
+  if (dtype == DType::f8_e8m0) {
+    return true;
+  }
+  const std::string_view last = last_component(name);
+  if (ends_with(last, "_scale_inv")) {
+    return true;
+  }
+  constexpr std::array<std::string_view, 6> k_names{"weight_scale",
+                                                    "weight_scale_2",
+                                                    "input_scale",
+                                                    "output_scale",
+                                                    "k_scale",
+                                                    "v_scale"};
+  return std::find(k_names.begin(), k_names.end(), last) != k_names.end();
+}
+
+std::string_view scaled_weight_name(std::string_view name) {
+  for (std::string_view suffix : {"_scale_inv", "_scale_2", "_scale"}) {
+    if (ends_with(name, suffix)) {
+      const std::string_view weight =
+          name.substr(0, name.size() - suffix.size());
+      return last_component(weight) == "weight" ? weight : std::string_view();
+    }
+  }
+  return {};
+}
+
+bool is_expert_weight(const Tensor& tensor) {
+  if (tensor.logical_axes) {
+    for (const std::optional<std::string>& axis : *tensor.logical_axes) {
+      if (axis && (*axis == "exp" || *axis == "expert" || *axis == "experts")) {
+        return true;
+      }
+    }
+  }
+  std::string_view rest = tensor.name;
+  while (!rest.empty()) {
+    const size_t cut = rest.find_first_of("./");
+    if (rest.substr(0, cut) == "experts") {
+      return true;
+    }
+    if (cut == std::string_view::npos) {
+      break;
+    }
+    rest.remove_prefix(cut + 1);
+  }
+  return false;
+}
 
 std::string_view to_string(Recipe recipe) {
   for (const RecipeName& r : k_recipes) {
@@ -164,6 +251,27 @@ std::optional<MemoryEstimate> estimate_memory(
   out.zero = options.zero;
   out.headroom = options.headroom;
   out.hbm_bytes = options.hbm_bytes;
+
+  // A dtype to hold weights or gradients in must be floating point.
+  bool bad_dtype = false;
+  auto check_dtype = [&](std::optional<DType> dtype,
+                         const std::string& source) {
+    if (dtype && (!is_trainable(*dtype) || *dtype == DType::f8_e8m0)) {
+      diags
+          .error("memory.dtype",
+                 fmt::format("{} is not a floating-point dtype weights or "
+                             "gradients are trained in",
+                             quote(to_string(*dtype))),
+                 Location::of(source))
+          .hint = "e.g. f32, bf16, f16 or f8_e4m3";
+      bad_dtype = true;
+    }
+  };
+  check_dtype(options.param_dtype, options.param_dtype_source);
+  check_dtype(options.grad_dtype, options.grad_dtype_source);
+  if (bad_dtype) {
+    return std::nullopt;
+  }
 
   // The data axes, in mesh order.
   if (options.data_axes.empty()) {
@@ -219,71 +327,152 @@ std::optional<MemoryEstimate> estimate_memory(
     return std::find(out.data_axes.begin(), out.data_axes.end(), axis)
            != out.data_axes.end();
   };
+  auto listed = [](const std::vector<std::string>& names,
+                   const std::string& axis) {
+    return std::find(names.begin(), names.end(), axis) != names.end();
+  };
+
+  const bool training = options.recipe != Recipe::params_only;
+  // The dtype a trained tensor stored as `stored` is held in.
+  auto held_dtype = [&](DType stored) {
+    if (options.param_dtype) {
+      return *options.param_dtype;
+    }
+    return training && is_fp8(stored) ? DType::bf16 : stored;
+  };
+  out.param_dtype = options.param_dtype;
+  out.grads_counted = has_grads(options.recipe);
+  if (out.grads_counted) {
+    out.grad_dtype = options.grad_dtype;
+    if (!out.grad_dtype && options.recipe == Recipe::adam_fp32_grads) {
+      out.grad_dtype = DType::f32;
+    }
+  } else if (options.grad_dtype) {
+    diags
+        .warning("memory.grad-dtype-unused",
+                 fmt::format("{} {} has no effect: recipe {} counts no "
+                             "gradients",
+                             options.grad_dtype_source,
+                             to_string(*options.grad_dtype),
+                             to_string(options.recipe)),
+                 Location::of(options.grad_dtype_source))
+        .hint =
+        "recipes with gradients: adam, adam-fp32-grads (megatron), "
+        "adam-fp32-accum";
+  }
 
   const std::vector<Tensor>& tensors = manifest.tensors();
-  // What a tensor costs follows from its spec, shape and dtype: computed
-  // once per shared layout (a plan's layers and experts share a few).
+  // Each tensor's role. A scale is dropped when the FP8 weight it scales is
+  // held in a dtype other than FP8: dequantized, the weight needs it no more
+  // (DeepSeek-V3's inference/fp8_cast_bf16.py drops every *_scale_inv).
+  auto role_of = [&](const Tensor& tensor) {
+    if (is_quantization_scale(tensor.name, tensor.dtype)) {
+      const std::string_view weight_name = scaled_weight_name(tensor.name);
+      const Tensor* weight =
+          weight_name.empty() ? nullptr : manifest.find(weight_name);
+      if (weight && is_fp8(weight->dtype)
+          && !is_fp8(held_dtype(weight->dtype))) {
+        return Role::dropped_scale;
+      }
+      return Role::scale;
+    }
+    if (!is_trainable(tensor.dtype)) {
+      return Role::frozen;
+    }
+    return is_expert_weight(tensor) ? Role::expert_weight : Role::weight;
+  };
+
+  // What a tensor costs follows from its layout (spec, shape, dtype) and its
+  // role: computed once per pair (a plan's layers and experts share a few).
   struct Cost {
+    DType held = DType::f32;
     StateBytes state;
     StateBytes min_state;
     std::optional<int64_t> gather_buffer;  // when used gathered
+    std::vector<std::string> gather_axes;
   };
   auto cost_of = [&](const TensorSharding& s,
-                     const Tensor& tensor) -> std::optional<Cost> {
-    // ZeRO shards over the data axes the spec leaves free; the gather at use
-    // undoes the data axes the spec (or ZeRO-3) shards over.
+                     const Tensor& tensor,
+                     Role role) -> std::optional<Cost> {
+    Cost cost;
+    if (role == Role::dropped_scale) {
+      return cost;  // nothing held
+    }
+    const bool trained = role == Role::weight || role == Role::expert_weight;
+    cost.held = trained ? held_dtype(tensor.dtype) : tensor.dtype;
+    // The axes a matmul keeps the weight split over: the others the spec
+    // splits it over are gathered at use (FSDP).
+    auto kept = [&](const std::string& axis) {
+      return listed(options.model_parallel_axes, axis)
+             || (role == Role::expert_weight
+                 && listed(options.expert_axes, axis));
+    };
+    // ZeRO shards over the data axes the spec leaves free.
     int64_t free_data = out.zero_shards;
-    int64_t spec_data = 1;
     const PartitionSpec* spec = s.spec();
     if (spec) {
       for (const DimSharding& dim : spec->dims) {
         for (const std::string& axis : dim.axes) {
           if (is_data(axis)) {
-            const int64_t size = mesh.find(axis)->size;
-            free_data /= size;
-            spec_data *= size;
+            free_data /= mesh.find(axis)->size;
+          }
+          if (!kept(axis) && mesh.find(axis)->size > 1) {
+            cost.gather_axes.push_back(axis);
           }
         }
       }
     }
-    // The shards of dim d over the axes that are not data axes.
-    auto other_shards = [&](size_t d) {
-      int64_t shards = 1;
-      if (spec && d < spec->dims.size()) {
-        for (const std::string& axis : spec->dims[d].axes) {
-          if (!is_data(axis)) {
-            shards *= mesh.find(axis)->size;
-          }
+    if (options.zero >= 3 && free_data > 1) {
+      for (const std::string& axis : out.data_axes) {
+        if (!listed(cost.gather_axes, axis) && mesh.find(axis)->size > 1
+            && !(spec
+                 && std::any_of(spec->dims.begin(),
+                                spec->dims.end(),
+                                [&](const DimSharding& d) {
+                                  return listed(d.axes, axis);
+                                }))) {
+          cost.gather_axes.push_back(axis);
         }
       }
-      return shards;
-    };
+    }
     std::optional<StateBytes> state = state_of(s.elements_per_device(),
-                                               tensor.dtype,
+                                               cost.held,
+                                               trained,
                                                options.recipe,
+                                               out.grad_dtype,
                                                options.zero,
                                                free_data);
     std::optional<StateBytes> min_state = state_of(s.min_elements_per_device(),
-                                                   tensor.dtype,
+                                                   cost.held,
+                                                   trained,
                                                    options.recipe,
+                                                   out.grad_dtype,
                                                    options.zero,
                                                    free_data);
     if (!state || !min_state) {
       return std::nullopt;
     }
-    Cost cost{*state, *min_state, std::nullopt};
-    const bool gathered = spec_data > 1 || (options.zero >= 3 && free_data > 1);
-    if (gathered) {
+    cost.state = *state;
+    cost.min_state = *min_state;
+    if (!cost.gather_axes.empty()) {
+      // Gathered: every dim split only over the axes kept.
       int64_t elements = 1;
       for (size_t d = 0; d < tensor.shape.size() && elements > 0; ++d) {
-        elements *= ceil_div(tensor.shape[d], other_shards(d));  // <= dim
+        int64_t shards = 1;
+        if (spec && d < spec->dims.size()) {
+          for (const std::string& axis : spec->dims[d].axes) {
+            if (kept(axis)) {
+              shards *= mesh.find(axis)->size;
+            }
+          }
+        }
+        elements *= ceil_div(tensor.shape[d], shards);  // <= dim
       }
-      std::optional<int64_t> bytes = bytes_for(elements, tensor.dtype);
+      std::optional<int64_t> bytes = bytes_for(elements, cost.held);
       if (!bytes) {
         return std::nullopt;
       }
-      const int64_t copies =
-          has_grads(options.recipe) && is_trainable(tensor.dtype) ? 2 : 1;
+      const int64_t copies = has_grads(options.recipe) && trained ? 2 : 1;
       cost.gather_buffer = checked_mul(*bytes, copies);
       if (!cost.gather_buffer) {
         return std::nullopt;
@@ -291,7 +480,9 @@ std::optional<MemoryEstimate> estimate_memory(
     }
     return cost;
   };
-  std::unordered_map<const ShardLayout*, Cost> costs;
+  std::unordered_map<const ShardLayout*,
+                     std::array<std::optional<Cost>, k_roles>>
+      costs;
 
   // The `largest` tensors by model states (manifest order breaks ties),
   // kept as a heap whose top is the least of them.
@@ -309,20 +500,27 @@ std::optional<MemoryEstimate> estimate_memory(
   for (size_t t = 0; t < shardings.size(); ++t) {
     const TensorSharding& s = shardings[t];
     const Tensor& tensor = tensors[t];
-    std::optional<Cost> cost;
+    const Role role = role_of(tensor);
+    if (role == Role::scale || role == Role::dropped_scale) {
+      ++out.scale_tensors;
+      out.dropped_scale_tensors += role == Role::dropped_scale ? 1 : 0;
+    } else if (is_fp8(tensor.dtype) && !out.fp8_param_dtype) {
+      out.fp8_param_dtype = held_dtype(tensor.dtype);  // FP8 is trainable
+    }
+    std::optional<Cost> computed;
+    const Cost* cost = nullptr;
     // A layout no other tensor holds (check's specs give each tensor its
     // own) is computed directly: remembering it could never pay.
     if (s.layout.use_count() > 1) {
-      if (auto hit = costs.find(s.layout.get()); hit != costs.end()) {
-        cost = hit->second;
-      } else {
-        cost = cost_of(s, tensor);
-        if (cost) {
-          costs.emplace(s.layout.get(), *cost);
-        }
+      std::optional<Cost>& slot =
+          costs[s.layout.get()][static_cast<size_t>(role)];
+      if (!slot) {
+        slot = cost_of(s, tensor, role);
       }
+      cost = slot ? &*slot : nullptr;
     } else {
-      cost = cost_of(s, tensor);
+      computed = cost_of(s, tensor, role);
+      cost = computed ? &*computed : nullptr;
     }
     if (!cost) {
       overflow = true;
@@ -349,14 +547,18 @@ std::optional<MemoryEstimate> estimate_memory(
     if (cost->gather_buffer && *cost->gather_buffer > out.gather_buffer) {
       out.gather_buffer = *cost->gather_buffer;
       out.gather_tensor = t;
+      out.gather_axes = cost->gather_axes;
+    }
+    if (role == Role::dropped_scale) {
+      continue;  // not held
     }
 
     auto dtype_it = std::find_if(
         out.by_dtype.begin(), out.by_dtype.end(), [&](const DtypeMemory& m) {
-          return m.dtype == tensor.dtype;
+          return m.dtype == cost->held;
         });
     if (dtype_it == out.by_dtype.end()) {
-      out.by_dtype.push_back(DtypeMemory{tensor.dtype, 0, 0});
+      out.by_dtype.push_back(DtypeMemory{cost->held, 0, 0});
       dtype_it = out.by_dtype.end() - 1;
     }
     ++dtype_it->tensors;

@@ -57,6 +57,8 @@ struct CheckCommand {
   ManifestSource source;
   std::string specs;
   std::string recipe = "params-only";
+  std::string param_dtype;
+  std::string grad_dtype;
   int zero = 0;
   std::vector<std::string> data_axes;
   double headroom = 0.1;
@@ -315,6 +317,27 @@ bool load_inputs(const CheckCommand& cmd, Diagnostics& diags, Inputs& in) {
   in.memory.largest = cmd.largest;
   in.memory.zero_source = "--zero";
   in.memory.data_axes_source = "--data-axes";
+  in.memory.param_dtype_source = "--param-dtype";
+  in.memory.grad_dtype_source = "--grad-dtype";
+  // --param-dtype, --grad-dtype: a dtype name; whether it is one the
+  // estimate can train in is estimate_memory's to say.
+  auto read_dtype = [&](const std::string& text,
+                        const std::string& flag) -> std::optional<DType> {
+    if (text.empty()) {
+      return std::nullopt;
+    }
+    std::optional<DType> dtype = parse_dtype(text);
+    if (!dtype) {
+      diags
+          .error("cli.dtype",
+                 fmt::format("unknown dtype {}", quote(text)),
+                 Location::of(flag))
+          .hint = dtype_hint(text);
+    }
+    return dtype;
+  };
+  in.memory.param_dtype = read_dtype(cmd.param_dtype, "--param-dtype");
+  in.memory.grad_dtype = read_dtype(cmd.grad_dtype, "--grad-dtype");
   if (!cmd.hbm.empty()) {
     in.memory.hbm_bytes = parse_size(cmd.hbm, "--hbm", diags);
   } else if (topology) {
@@ -572,6 +595,17 @@ void add_check_options(CLI::App& app,
       ->check(CLI::IsMember(recipe_names()))
       ->type_name("NAME")
       ->default_str("params-only");
+  app.add_option("--param-dtype",
+                 cmd.param_dtype,
+                 "dtype the weights are held and trained in (default: each "
+                 "tensor's own; training recipes train FP8 weights in bf16; "
+                 "MaxText trains in f32)")
+      ->type_name("DTYPE");
+  app.add_option("--grad-dtype",
+                 cmd.grad_dtype,
+                 "dtype gradients are held in (default: the recipe's: the "
+                 "param dtype, or f32 for adam-fp32-grads)")
+      ->type_name("DTYPE");
   app.add_option("--zero",
                  cmd.zero,
                  "ZeRO stage: 1 shards optimizer state, 2 also grads, 3 also "

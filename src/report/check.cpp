@@ -30,6 +30,19 @@ ordered_json memory_object(const CheckReport& r) {
   j["recipe"] = std::string(to_string(m.recipe));
   j["zero"] = m.zero;
   j["data_axes"] = m.data_axes;
+  j["param_dtype"] = m.param_dtype
+                         ? ordered_json(std::string(to_string(*m.param_dtype)))
+                         : ordered_json(nullptr);
+  j["fp8_param_dtype"] =
+      m.fp8_param_dtype
+          ? ordered_json(std::string(to_string(*m.fp8_param_dtype)))
+          : ordered_json(nullptr);
+  j["grad_dtype"] = !m.grads_counted ? ordered_json(nullptr)
+                    : m.grad_dtype
+                        ? ordered_json(std::string(to_string(*m.grad_dtype)))
+                        : ordered_json("param");
+  j["scale_tensors"] = {{"count", m.scale_tensors},
+                        {"dropped", m.dropped_scale_tensors}};
   j["per_device"] = {{"params", m.per_device.params},
                      {"grads", m.per_device.grads},
                      {"optimizer", m.per_device.optimizer},
@@ -38,6 +51,7 @@ ordered_json memory_object(const CheckReport& r) {
   j["gather_tensor"] = m.gather_buffer > 0 ? ordered_json(std::string(
                            r.manifest.tensors()[m.gather_tensor].name))
                                            : ordered_json(nullptr);
+  j["gather_axes"] = m.gather_axes;
   j["max_device_total"] = m.max_device_total;
   j["min_device_total"] = m.min_device_total;
   j["hbm_bytes"] = optional_json(m.hbm_bytes);

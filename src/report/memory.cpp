@@ -64,8 +64,9 @@ std::string memory_text(const CheckReport& r) {
         m.uneven_tensors);
   }
   if (m.gather_buffer > 0) {
-    out += fmt::format("gather buffer: {} gathered at use\n",
-                       r.manifest.tensors()[m.gather_tensor].name);
+    out += fmt::format("gather buffer: {} gathered over {} at use\n",
+                       r.manifest.tensors()[m.gather_tensor].name,
+                       fmt::join(m.gather_axes, ","));
   }
 
   out += "\nparams per device by dtype:\n";

@@ -155,6 +155,22 @@ std::string recipe_text(const MemoryEstimate& m) {
                            : fmt::format("{}", fmt::join(m.data_axes, ",")),
                        m.zero_shards);
   }
+  // The assumptions that change the count (docs/memory.md): the dtype the
+  // weights are held in, the gradients' when not the recipe's, the scales.
+  if (m.param_dtype) {
+    out += fmt::format("; weights in {}", to_string(*m.param_dtype));
+  } else if (m.fp8_param_dtype && *m.fp8_param_dtype == DType::bf16) {
+    out += "; FP8 weights trained in bf16";
+  }
+  if (m.grads_counted && m.grad_dtype
+      && !(m.recipe == Recipe::adam_fp32_grads
+           && *m.grad_dtype == DType::f32)) {
+    out += fmt::format("; grads in {}", to_string(*m.grad_dtype));
+  }
+  if (m.dropped_scale_tensors > 0) {
+    out += fmt::format("; {} FP8 scale tensors folded into their weights",
+                       with_commas(m.dropped_scale_tensors));
+  }
   return out;
 }
 

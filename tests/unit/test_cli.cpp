@@ -547,7 +547,8 @@ TEST_CASE("cli: topology list and show", "[cli][topology]") {
   CHECK(t["slices"] == 2);
   CHECK(t["shape"] == json::array({16, 16, 1}));
   CHECK(t["wraparound"] == json::array({true, true, false}));
-  CHECK(t["hbm_bytes_per_device"] == 17179869184LL);
+  // v5e: memory_stats()['bytes_limit'] (test_topology_catalog.cpp).
+  CHECK(t["hbm_bytes_per_device"] == 16909332480LL);
   CHECK(t["links"]["dcn"]["bytes_per_s_per_chip"] == 3.125e9);
   // A multi-slice TPU's figures: HBM, ICI bandwidth per link, links per
   // chip, ICI latency, DCN bandwidth per chip, DCN latency; each sourced.
@@ -1294,6 +1295,94 @@ TEST_CASE("cli: plan --rules list and --explain", "[cli][plan]") {
   CHECK(unknown.code == 2);
   CHECK_THAT(unknown.err,
              Catch::Contains("model.norm.weight"));  // the nearest name
+}
+
+TEST_CASE("cli: --param-dtype and --grad-dtype", "[cli][memory]") {
+  auto plan = [](std::vector<std::string> more) {
+    std::vector<std::string> args = {"plan",
+                                     "--devices",
+                                     "8",
+                                     "--mesh",
+                                     "fsdp:8",
+                                     "--manifest",
+                                     examples("tiny-llama.json")};
+    args.insert(args.end(), more.begin(), more.end());
+    return run_cli(args);
+  };
+  Result typo = plan({"--param-dtype", "bf61", "--grad-dtype", "flaot32"});
+  CHECK(typo.code == 2);
+  CHECK(typo.out.empty());
+  CHECK(typo.err
+        == "--param-dtype: error: unknown dtype \"bf61\"; did you mean "
+           "\"bf16\"? [cli.dtype]\n"
+           "--grad-dtype: error: unknown dtype \"flaot32\"; did you mean "
+           "\"float32\"? [cli.dtype]\n");
+  Result integer = plan({"--param-dtype", "int8"});
+  CHECK(integer.code == 2);
+  CHECK_THAT(integer.err,
+             Catch::StartsWith("--param-dtype: error: \"i8\" is not a "
+                               "floating-point dtype"));
+
+  // tiny-llama: 1,963,264 bf16 parameters over fsdp:8. With f32 weights
+  // (MaxText's weight_dtype default) adam holds 4 + 4 + 8 bytes each.
+  Result f32 = plan(
+      {"--recipe", "adam", "--param-dtype", "float32", "--format", "json"});
+  REQUIRE(f32.code == 0);
+  const json memory = parse_json(f32.out)["memory"];
+  CHECK(memory["param_dtype"] == "f32");
+  CHECK(memory["grad_dtype"] == "param");
+  CHECK(memory["fp8_param_dtype"].is_null());
+  const int64_t params = memory["per_device"]["params"].get<int64_t>();
+  CHECK(memory["per_device"]["grads"] == params);
+  CHECK(memory["per_device"]["optimizer"] == 2 * params);
+  Result unused = plan({"--recipe", "scaling-book", "--grad-dtype", "f32"});
+  CHECK(unused.code == 0);
+  CHECK_THAT(unused.err,
+             Catch::StartsWith("--grad-dtype: warning: --grad-dtype f32 has "
+                               "no effect: recipe scaling-book counts no "
+                               "gradients"));
+}
+
+TEST_CASE("cli: deepseek-v3's gather buffer and FP8 weights (issue 17)",
+          "[cli][memory]") {
+  // The command of issue 17, points 6 and 7. The largest gathered tensor is
+  // the embedding (129280 x 7168 bf16, spec None,(fsdp,ep)), gathered over
+  // fsdp and ep: 129280 x 7168 x 2 bytes x 2 (params and grads) =
+  // 3,706,716,160 bytes (3.45 GiB); test_memory.cpp works it through.
+  Result r = run_cli({"plan",
+                      "--topology",
+                      "h100x256",
+                      "--mesh",
+                      "fsdp:4,ep:64",
+                      "--model",
+                      "deepseek-v3",
+                      "--recipe",
+                      "megatron",
+                      "--zero",
+                      "1",
+                      "--format",
+                      "json"});
+  REQUIRE(r.code == 0);
+  // Only the memory object is read: the 91,991 tensors before it take
+  // seconds to parse in a debug build.
+  const size_t from = r.out.find("\n  \"memory\": ");
+  const size_t to = r.out.find(",\n  \"summary\": ");
+  REQUIRE(from != std::string::npos);
+  REQUIRE(to != std::string::npos);
+  const json memory = parse_json(
+      r.out.substr(from + 13, to - (from + 13)));  // after `  "memory": `
+  CHECK(memory["per_device"]["gather_buffer"] == 3'706'716'160);
+  CHECK(memory["gather_tensor"] == "model.embed_tokens.weight");
+  CHECK(memory["gather_axes"] == json::array({"fsdp", "ep"}));
+  // The FP8 weights train in bf16, and their weight_scale_inv tensors, one
+  // per FP8 linear weight, are folded into them: 62 layers (61 and the MTP
+  // layer) x 5 attention projections (q_a, q_b, kv_a, kv_b, o) + 3 dense
+  // layers x 3 (gate, up, down) + 59 MoE layers x (256 routed + 1 shared
+  // expert) x 3 = 310 + 9 + 45,489 = 45,808.
+  CHECK(memory["fp8_param_dtype"] == "bf16");
+  CHECK(memory["grad_dtype"] == "f32");
+  CHECK(memory["scale_tensors"]["count"] == 45'808);
+  CHECK(memory["scale_tensors"]["dropped"] == 45'808);
 }
 
 TEST_CASE("cli: plan input errors exit 2 with a location", "[cli][plan]") {

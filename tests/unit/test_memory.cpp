@@ -212,8 +212,11 @@ TEST_CASE("memory: recipes per parameter dtype", "[memory]") {
                  Case{"bf16", Recipe::adam_fp32_accum, 2, 6, 12},
                  Case{"bf16", Recipe::scaling_book, 2, 0, 8},
                  Case{"f32", Recipe::adam, 4, 4, 8},  // no master copy of fp32
-                 Case{"f8_e4m3", Recipe::adam, 1, 1, 12},
-                 Case{"i8", Recipe::adam, 1, 0, 0},  // not trained
+                 // An FP8 checkpoint trains in bf16 (docs/memory.md, "FP8
+                 // checkpoints"): 2 + 2 + (4 master + 8 moments).
+                 Case{"f8_e4m3", Recipe::adam, 2, 2, 12},
+                 Case{"f8_e4m3", Recipe::params_only, 1, 0, 0},  // as stored
+                 Case{"i8", Recipe::adam, 1, 0, 0},              // not trained
                  Case{"bool", Recipe::adam_fp32_grads, 1, 0, 0}}) {
     DYNAMIC_SECTION(c.dtype << " " << to_string(c.recipe)) {
       const Manifest m = model(1, 1000, 0, c.dtype);
@@ -368,4 +371,272 @@ TEST_CASE("memory: the largest tensors, ties in manifest order", "[memory]") {
         == std::vector<std::string>{
             "b:64", "d:64", "f:64", "c:32", "a:16", "e:16"});
   CHECK(names(0).empty());
+}
+
+namespace {
+
+// `json`'s tensors with the specs `specs` (a JSON object of name: spec).
+struct Laid {
+  Manifest manifest;
+  Mesh mesh;
+  std::vector<TensorSharding> shardings;
+};
+Laid lay(std::string_view manifest_json,
+         std::string_view mesh,
+         int64_t devices,
+         std::string_view specs) {
+  Laid out{test::manifest_of(manifest_json), test::mesh_of(mesh, devices), {}};
+  Diagnostics diags;
+  out.shardings =
+      validate_specs(out.manifest,
+                     out.mesh,
+                     test::specs_of(fmt::format(R"({{"specs": {}}})", specs)),
+                     ValidateOptions{},
+                     diags);
+  INFO(test::first_error(diags));
+  REQUIRE_FALSE(diags.has_errors());
+  return out;
+}
+
+MemoryEstimate estimate_with(const Laid& laid, const MemoryOptions& options) {
+  Diagnostics diags;
+  std::optional<MemoryEstimate> e =
+      estimate_memory(laid.manifest, laid.mesh, laid.shardings, options, diags);
+  INFO(test::first_error(diags));
+  REQUIRE(e);
+  return *e;
+}
+
+MemoryOptions training(Recipe recipe, int zero = 0) {
+  MemoryOptions options;
+  options.zero_source = "--zero";
+  options.data_axes_source = "--data-axes";
+  options.param_dtype_source = "--param-dtype";
+  options.grad_dtype_source = "--grad-dtype";
+  options.recipe = recipe;
+  options.zero = zero;
+  return options;
+}
+
+}  // namespace
+
+TEST_CASE("memory: the gather buffer covers every axis a spec splits for FSDP",
+          "[memory]") {
+  SECTION("deepseek-v3's embedding split over (fsdp, ep) (issue 17.6)") {
+    // plan --topology h100x256 --mesh fsdp:4,ep:64 --model deepseek-v3
+    // --recipe megatron --zero 1: the fsdp-tp preset gives the embedding
+    // (vocab 129280 x hidden 7168, bf16) the spec None,(fsdp,ep) (tp is not
+    // in the mesh). A matmul gathers it over fsdp and over ep, whose
+    // devices hold different tokens of the batch like fsdp's (MaxText's
+    // logical rules put 'expert' among the batch and embed axes):
+    //   129280 x 7168 = 926,679,040 elements x 2 bytes = 1,853,358,080
+    //   params + grads in the param dtype: x 2 = 3,706,716,160 = 3.45 GiB.
+    // Before: gathered over fsdp only, still split over ep: 129280 x 112 x
+    // 2 x 2 = 57,917,440 bytes (55.23 MiB).
+    const Laid laid = lay(
+        R"({"params": [{"name": "model.embed_tokens.weight",
+                        "shape": [129280, 7168], "dtype": "bf16"}]})",
+        "fsdp:4,ep:64",
+        256,
+        R"({"model.embed_tokens.weight": [null, ["fsdp", "ep"]]})");
+    const MemoryEstimate e =
+        estimate_with(laid, training(Recipe::adam_fp32_grads, 1));
+    CHECK(e.gather_buffer == 3'706'716'160);
+    CHECK(round_to(gib(e.gather_buffer), 2) == 3.45);
+    CHECK(e.gather_axes == std::vector<std::string>{"fsdp", "ep"});
+    CHECK(e.data_axes == std::vector<std::string>{"fsdp"});  // ZeRO's
+  }
+  SECTION("a tensor-parallel split stays at use") {
+    // [1000, 256] bf16 on fsdp:2,tp:4 with spec tp,fsdp: gathered over fsdp
+    // only, still split over tp: 250 x 256 x 2 bytes x 2 (grads) = 256,000.
+    const Laid laid = lay(R"({"params": [{"name": "w", "shape": [1000, 256],
+                            "dtype": "bf16"}]})",
+                          "fsdp:2,tp:4",
+                          8,
+                          R"({"w": ["tp", "fsdp"]})");
+    const MemoryEstimate e = estimate_with(laid, training(Recipe::adam));
+    CHECK(e.gather_buffer == 256'000);
+    CHECK(e.gather_axes == std::vector<std::string>{"fsdp"});
+  }
+  SECTION("an expert weight keeps its expert-parallel axis") {
+    // Hugging Face per-expert tensors, [2048, 7168] FP8 (trained in bf16),
+    // spec None,(ep,fsdp) on fsdp:4,ep:64: ep is expert parallelism (the
+    // expert's tokens travel to it by all-to-all), fsdp is gathered:
+    //   2048 x 7168 / 64 = 229,376 elements x 2 bytes x 2 = 917,504.
+    // The shared expert is a dense weight: gathered over ep too:
+    //   2048 x 7168 x 2 x 2 = 58,720,256.
+    const std::string shape = R"("shape": [2048, 7168], "dtype": "f8_e4m3")";
+    const std::string manifest = fmt::format(
+        R"({{"params": [
+          {{"name": "model.layers.3.mlp.experts.7.gate_proj.weight", {0}}},
+          {{"name": "model.layers.3.mlp.shared_experts.gate_proj.weight",
+            {0}}}]}})",
+        shape);
+    const std::string routed =
+        R"("model.layers.3.mlp.experts.7.gate_proj.weight": [null, ["ep", "fsdp"]])";
+    const Laid only_routed = lay(
+        R"({"params": [{"name": "model.layers.3.mlp.experts.7.gate_proj.weight",
+                            "shape": [2048, 7168], "dtype": "f8_e4m3"}]})",
+        "fsdp:4,ep:64",
+        256,
+        "{" + routed + "}");
+    MemoryEstimate e = estimate_with(only_routed, training(Recipe::adam));
+    CHECK(e.gather_buffer == 917'504);
+    CHECK(e.gather_axes == std::vector<std::string>{"fsdp"});
+
+    const Laid both = lay(
+        manifest,
+        "fsdp:4,ep:64",
+        256,
+        "{" + routed
+            + R"(, "model.layers.3.mlp.shared_experts.gate_proj.weight": [null, ["fsdp", "ep"]]})");
+    e = estimate_with(both, training(Recipe::adam));
+    CHECK(e.gather_buffer == 58'720'256);
+    CHECK(both.manifest.tensors()[e.gather_tensor].name
+          == "model.layers.3.mlp.shared_experts.gate_proj.weight");
+  }
+  SECTION("MaxText's logical axis 'exp' marks the experts dim") {
+    // wi_0 [8 experts, 64 embed, 128 mlp] f32 on ep:2,fsdp:2,tp:2, spec
+    // ep,fsdp,tp: gathered over fsdp only: 4 x 64 x 64 x 4 bytes x 2 =
+    // 131,072.
+    const Laid laid = lay(
+        R"({"params": [{"name": "decoder/moe/wi_0", "shape": [8, 64, 128],
+             "dtype": "f32", "logical_axes": ["exp", "embed", "mlp"]}]})",
+        "ep:2,fsdp:2,tp:2",
+        8,
+        R"({"decoder/moe/wi_0": ["ep", "fsdp", "tp"]})");
+    const MemoryEstimate e = estimate_with(laid, training(Recipe::adam));
+    CHECK(e.gather_buffer == 131'072);
+    CHECK(e.gather_axes == std::vector<std::string>{"fsdp"});
+  }
+  SECTION("a split over an axis of size 1 gathers nothing") {
+    const Laid laid =
+        lay(R"({"params": [{"name": "w", "shape": [8, 8], "dtype": "bf16"}]})",
+            "fsdp:1,tp:2",
+            2,
+            R"({"w": ["fsdp", "tp"]})");
+    CHECK(estimate_with(laid, training(Recipe::adam)).gather_buffer == 0);
+  }
+}
+
+TEST_CASE("memory: FP8 checkpoints train in bf16, their scales are not trained",
+          "[memory]") {
+  // DeepSeek-V3 layout: an FP8 weight [256, 512] (131,072 elements) and its
+  // block-wise f32 scale [2, 4] (8 elements, 32 bytes), one device; and a
+  // bf16 weight with a static activation scale (a scalar f32: 4 bytes).
+  const Laid laid = lay(R"({"params": [
+      {"name": "x.weight", "shape": [256, 512], "dtype": "f8_e4m3"},
+      {"name": "x.weight_scale_inv", "shape": [2, 4], "dtype": "f32"},
+      {"name": "y.weight", "shape": [16], "dtype": "bf16"},
+      {"name": "y.input_scale", "shape": [], "dtype": "f32"}]})",
+                        "dp:1",
+                        1,
+                        R"({"x.weight": [], "x.weight_scale_inv": [],
+                            "y.weight": [], "y.input_scale": []})");
+  const int64_t w = 131'072;
+  SECTION("adam: the weight in bf16, its scale folded in, the other kept") {
+    // x.weight: 2 + 2 + 12 bytes per element. The scale is dropped (as
+    // DeepSeek's fp8_cast_bf16.py drops *_scale_inv); y.input_scale is
+    // model state only: 4 bytes, no grads, no optimizer state.
+    // Before: x.weight 1 + 1 + 12, and both scales got grads and Adam state:
+    // params 131,072 + 32 + 32 + 4, optimizer 12 x 131,072 + 8 x 9 + ...
+    const MemoryEstimate e = estimate_with(laid, training(Recipe::adam));
+    CHECK(e.per_device.params == 2 * w + 32 + 4);
+    CHECK(e.per_device.grads == 2 * w + 32);
+    CHECK(e.per_device.optimizer == 12 * w + 12 * 16);
+    CHECK(e.fp8_param_dtype == DType::bf16);
+    CHECK(e.scale_tensors == 2);
+    CHECK(e.dropped_scale_tensors == 1);
+    CHECK(e.grads_counted);
+    CHECK_FALSE(e.grad_dtype);  // each tensor's param dtype
+  }
+  SECTION("params-only: as stored, scales and all") {
+    const MemoryEstimate e = estimate_with(laid, training(Recipe::params_only));
+    CHECK(e.per_device.params == w + 32 + 32 + 4);
+    CHECK(e.fp8_param_dtype == DType::f8_e4m3);
+    CHECK(e.dropped_scale_tensors == 0);
+  }
+  SECTION("--param-dtype f32, MaxText's default weight_dtype") {
+    // 4 + 4 + 8 bytes per element (no master copy of f32 weights).
+    MemoryOptions options = training(Recipe::adam);
+    options.param_dtype = DType::f32;
+    const MemoryEstimate e = estimate_with(laid, options);
+    CHECK(e.per_device.params == 4 * w + 4 * 16 + 4);
+    CHECK(e.per_device.grads == 4 * w + 4 * 16);
+    CHECK(e.per_device.optimizer == 8 * w + 8 * 16);
+    CHECK(e.param_dtype == DType::f32);
+  }
+  SECTION("--param-dtype f8_e4m3: FP8 training keeps the scales as state") {
+    MemoryOptions options = training(Recipe::adam);
+    options.param_dtype = DType::f8_e4m3;
+    const MemoryEstimate e = estimate_with(laid, options);
+    CHECK(e.per_device.params == w + 16 + 32 + 4);
+    CHECK(e.per_device.grads == w + 16);
+    CHECK(e.per_device.optimizer == 12 * w + 12 * 16);
+    CHECK(e.dropped_scale_tensors == 0);
+  }
+  SECTION("--grad-dtype f32 with adam; adam-fp32-grads defaults to f32") {
+    MemoryOptions options = training(Recipe::adam);
+    options.grad_dtype = DType::f32;
+    MemoryEstimate e = estimate_with(laid, options);
+    CHECK(e.per_device.grads == 4 * w + 4 * 16);
+    CHECK(e.grad_dtype == DType::f32);
+    e = estimate_with(laid, training(Recipe::adam_fp32_grads));
+    CHECK(e.per_device.grads == 4 * w + 4 * 16);
+    CHECK(e.grad_dtype == DType::f32);
+    options = training(Recipe::adam_fp32_grads);
+    options.grad_dtype = DType::bf16;
+    CHECK(estimate_with(laid, options).per_device.grads == 2 * w + 2 * 16);
+  }
+  SECTION("a dtype that cannot be trained is an error at its flag") {
+    MemoryOptions options = training(Recipe::adam);
+    options.param_dtype = DType::i8;
+    options.grad_dtype = DType::f8_e8m0;
+    Diagnostics diags;
+    CHECK_FALSE(estimate_memory(
+        laid.manifest, laid.mesh, laid.shardings, options, diags));
+    REQUIRE(diags.error_count() == 2);
+    CHECK(render(diags.items()[0])
+          == "--param-dtype: error: \"i8\" is not a floating-point dtype "
+             "weights or gradients are trained in; e.g. f32, bf16, f16 or "
+             "f8_e4m3 [memory.dtype]");
+    CHECK(diags.items()[1].location.source == "--grad-dtype");
+  }
+  SECTION("a grad dtype the recipe does not count warns") {
+    MemoryOptions options = training(Recipe::scaling_book);
+    options.grad_dtype = DType::f32;
+    Diagnostics diags;
+    auto e = estimate_memory(
+        laid.manifest, laid.mesh, laid.shardings, options, diags);
+    REQUIRE(e);
+    CHECK(e->per_device.grads == 0);
+    CHECK_FALSE(e->grads_counted);
+    REQUIRE(diags.warning_count() == 1);
+    CHECK(diags.items()[0].code == "memory.grad-dtype-unused");
+  }
+}
+
+TEST_CASE("memory: scales and expert weights by name", "[memory]") {
+  CHECK(is_quantization_scale("model.layers.0.mlp.gate_proj.weight_scale_inv",
+                              DType::f32));
+  CHECK(is_quantization_scale("a.weight_scale", DType::f32));
+  CHECK(is_quantization_scale("a.weight_scale_2", DType::f32));
+  CHECK(is_quantization_scale("a.k_scale", DType::f32));
+  CHECK(is_quantization_scale("blocks/0/mx", DType::f8_e8m0));
+  CHECK_FALSE(is_quantization_scale("a.layer_scale", DType::f32));
+  CHECK_FALSE(is_quantization_scale("norm/scale", DType::f32));
+  CHECK(scaled_weight_name("x.weight_scale_inv") == "x.weight");
+  CHECK(scaled_weight_name("x.weight_scale_2") == "x.weight");
+  CHECK(scaled_weight_name("x.weight_scale") == "x.weight");
+  CHECK(scaled_weight_name("x.input_scale").empty());
+
+  const Manifest m = test::manifest_of(R"({"params": [
+    {"name": "model.layers.3.mlp.experts.0.w1.weight", "shape": [2], "dtype": "bf16"},
+    {"name": "model.layers.3.mlp.experts.gate_up_proj", "shape": [2], "dtype": "bf16"},
+    {"name": "model.layers.3.mlp.shared_experts.up_proj.weight", "shape": [2], "dtype": "bf16"},
+    {"name": "model.layers.3.mlp.gate.weight", "shape": [2], "dtype": "bf16"}]})");
+  CHECK(is_expert_weight(m.tensors()[0]));
+  CHECK(is_expert_weight(m.tensors()[1]));
+  CHECK_FALSE(is_expert_weight(m.tensors()[2]));
+  CHECK_FALSE(is_expert_weight(m.tensors()[3]));
 }

@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <set>
 
 using namespace shardplan;
@@ -121,8 +122,6 @@ TEST_CASE("topology catalogue: GPU clusters", "[topology]") {
 TEST_CASE("topology catalogue: figures as hardware-and-costs.md C gives them",
           "[topology]") {
   // One unit everywhere: bytes, bytes per second (one way), seconds.
-  CHECK(test::topology_of("v5p-8").figures.hbm_bytes_per_device.value
-        == 95.0 * (1LL << 30));
   CHECK(test::topology_of("v5p-8").figures.ici_bytes_per_s_per_link.value
         == 9e10);
   CHECK(test::topology_of("v5p-8").figures.dcn_bytes_per_s_per_chip.value
@@ -135,12 +134,6 @@ TEST_CASE("topology catalogue: figures as hardware-and-costs.md C gives them",
         == 4.5e10);
   CHECK(test::topology_of("v4-8").figures.ici_links_per_chip.value == 6);
   CHECK(test::topology_of("v5e-4").figures.ici_links_per_chip.value == 4);
-  // tpu_info.py: v3 34.4e9 per chip over 2 cores; v2 16e9 over 2.
-  CHECK(test::topology_of("v3-8").figures.hbm_bytes_per_device.value == 17.2e9);
-  CHECK(test::topology_of("v2-8").figures.hbm_bytes_per_device.value == 8e9);
-  // TPU7x: 192 GiB per chip, two devices per chip.
-  CHECK(test::topology_of("tpu7x-8").figures.hbm_bytes_per_device.value
-        == 96.0 * (1LL << 30));
   CHECK(test::topology_of("h100x8").figures.nvlink_bytes_per_s_per_gpu.value
         == 4.5e11);
   CHECK(test::topology_of("h100x8").figures.network_bytes_per_s_per_gpu.value
@@ -149,15 +142,53 @@ TEST_CASE("topology catalogue: figures as hardware-and-costs.md C gives them",
         == 9e11);
   CHECK(test::topology_of("a100x8").figures.nvlink_bytes_per_s_per_gpu.value
         == 3e11);
-  CHECK(test::topology_of("h200x8").figures.hbm_bytes_per_device.value
-        == 141e9);
-  CHECK(test::topology_of("gb200x72").figures.hbm_bytes_per_device.value
-        == 186e9);
   // B.1: T_min ~ 1 us per ICI hop.
   CHECK(test::topology_of("v5e-4").figures.ici_latency_s.value == 1e-6);
   // v2/v3 have no multi-slice, so no DCN figure.
   CHECK(test::topology_of("v3-8")
             .figures.dcn_bytes_per_s_per_chip.source.empty());
+}
+
+TEST_CASE("topology catalogue: HBM per device as the runtime reports it",
+          "[topology]") {
+  // Issue 17.9: one convention, the capacity the runtime reports per JAX
+  // device, in bytes. TPUs: memory_stats()['bytes_limit'] (XLA's OOM report
+  // and MaxText's print_mem_stats print it in GiB to 0.01); GPUs:
+  // nvidia-smi's total, in MiB. Before, GPUs were the vendor's decimal GB
+  // (H100 80e9) and TPUs the docs' GiB (v5p 95 GiB).
+  constexpr double k_gib = 1024.0 * 1024 * 1024;
+  constexpr double k_mib = 1024.0 * 1024;
+  auto hbm = [](const std::string& name) {
+    const Topology t = test::topology_of(name);
+    INFO(name << ": " << t.figures.hbm_bytes_per_device.source);
+    // Whole bytes, sourced.
+    CHECK(t.figures.hbm_bytes_per_device.value
+          == std::floor(t.figures.hbm_bytes_per_device.value));
+    CHECK_FALSE(t.figures.hbm_bytes_per_device.source.empty());
+    return t.figures.hbm_bytes_per_device.value;
+  };
+  // MaxText docs, v5p-8: "Using (GB) 44.63 / 95.74".
+  CHECK(hbm("v5p-8") == std::round(95.74 * k_gib));  // 102,800,042,230
+  // vllm#16211: bytes_limit 33,550,237,696 on v6e (31.25 GiB to 0.01).
+  CHECK(hbm("v6e-4") == 33'550'237'696);
+  CHECK(std::round(hbm("v6e-4") / k_gib * 100) / 100 == 31.25);
+  // bytes_limit 16,909,332,480 on a v5e-8 (XLA prints "of 15.75G hbm").
+  CHECK(hbm("v5e-4") == 16'909'332'480);
+  CHECK(std::round(hbm("v5e-4") / k_gib * 100) / 100 == 15.75);
+  // XLA's OOM reports: v4-32 "of 30.75G hbm", v3-8 "of 15.48G", v2-8
+  // "of 8.00G" (per TensorCore: v2 and v3 run a device per core).
+  CHECK(hbm("v4-8") == 30.75 * k_gib);  // 33,017,561,088
+  CHECK(hbm("v3-8") == std::round(15.48 * k_gib));
+  CHECK(hbm("v2-8") == 8 * k_gib);
+  // TPU7x: no runtime reading; 192 GiB per chip over two devices.
+  CHECK(hbm("tpu7x-8") == 96 * k_gib);
+  // nvidia-smi totals: A100 80GB 81920 MiB, H100 81559 MiB, H200 143771
+  // MiB, B200 183359 MiB, GB200 189471 MiB.
+  CHECK(hbm("a100x8") == 81'920 * k_mib);     // 85,899,345,920
+  CHECK(hbm("h100x8") == 81'559 * k_mib);     // 85,520,809,984
+  CHECK(hbm("h200x8") == 143'771 * k_mib);    // 150,754,820,096
+  CHECK(hbm("b200x8") == 183'359 * k_mib);    // 192,265,846,784
+  CHECK(hbm("gb200x72") == 189'471 * k_mib);  // 198,674,743,296
 }
 
 TEST_CASE("topology catalogue: wraparound per hardware-and-costs.md B.1",
