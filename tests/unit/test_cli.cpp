@@ -303,7 +303,8 @@ TEST_CASE("cli: golden cases", "[cli][golden]") {
 // Every file under tests/data/bad_inputs/ must give exit 2 and a located
 // message, never a crash. mesh/*.txt hold mesh strings; manifest/* are
 // manifest files; topology/* are topology files; topology_name/* hold
-// --topology names; specs/* are specs files, given to `check`.
+// --topology names; specs/* are specs files, given to `check`; plan/* are
+// manifests given to `plan`.
 TEST_CASE("cli: bad-input corpus replays to located errors",
           "[cli][bad-inputs]") {
   fs::path root = test::data_path("bad_inputs");
@@ -358,6 +359,25 @@ TEST_CASE("cli: bad-input corpus replays to located errors",
         INFO(r.err);
         CHECK(r.code == 2);
         CHECK(r.err.rfind("--topology:", 0) == 0);
+      } else if (kind == "plan") {
+        Result r = run_cli({"plan",
+                            "--manifest",
+                            path,
+                            "--devices",
+                            "64",
+                            "--mesh",
+                            "dp:2,fsdp:4,tp:8",
+                            "--rules",
+                            "fsdp-tp",
+                            "--recipe",
+                            "adam",
+                            "--zero",
+                            "1"});
+        INFO(r.err);
+        CHECK(r.code == 2);
+        CHECK(r.err.find(path + ": error: ") != std::string::npos);
+        CHECK(r.err.find("\nerror: ") == std::string::npos);
+        CHECK(r.err.rfind("error: ", 0) != 0);
       } else {
         FAIL("unknown bad-input kind " << kind << "; add it to this test");
       }
