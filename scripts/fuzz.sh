@@ -63,10 +63,12 @@ seeds_of() {
       echo "cases:tests/data/spec_errors.txt"
       echo "flag:--spec flag:--from-spec flag:--to-spec" ;;
     fuzz_topology_name)
+      echo "tests/data/bad_inputs/topology_name/*"
       echo "flag:--topology flag:--from-topology flag:--to-topology" ;;
     fuzz_manifest)
       echo "tests/data/bad_inputs/manifest/* tests/data/manifests/*.json"
       echo "configs/examples/tiny-llama.json cases:tests/data/manifest_errors.txt"
+      echo "tests/data/bad_inputs/plan/*"
       echo "tests/fuzz/seeds/safetensors/* tests/fuzz/seeds/index/*" ;;
     fuzz_safetensors)
       echo "tests/fuzz/seeds/safetensors/* tests/data/bad_inputs/manifest/*"

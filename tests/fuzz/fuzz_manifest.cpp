@@ -1,16 +1,23 @@
 // Any bytes as a manifest file: a manifest or a located error, never a
 // crash. Read twice, as a copy (read_manifest) and in place with simdjson's
 // padding after the text (how --manifest reads a file): both readings agree.
+// A manifest renders as text, and as JSON in the native form, which
+// read_manifest reads back to the same tensors (report.hpp, ManifestReport);
+// each built-in preset plans it (fuzz_plan.hpp).
 #include "fuzz_check.hpp"
+#include "fuzz_plan.hpp"
 #include "io/internal.hpp"
 
 #include <shardplan/io.hpp>
+#include <shardplan/report.hpp>
 
 #include <simdjson.h>
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -27,6 +34,48 @@ void check_same(const shardplan::Diagnostics& a,
   }
 }
 
+// `manifest --format json` read back: the same names, shapes, dtypes and
+// logical axes, in the same order.
+void check_round_trip(const shardplan::Manifest& manifest) {
+  shardplan::Diagnostics none;
+  const shardplan::ManifestReport report{manifest};
+  (void)shardplan::render(report, shardplan::Format::text, none).str();
+  const std::string json =
+      shardplan::render(report, shardplan::Format::json, none).str();
+  shardplan::Diagnostics diags;
+  auto back = shardplan::read_manifest(json, "back.json", diags);
+  if (!back || back->size() != manifest.size()) {
+    fuzz::fail("manifest --format json does not read back");
+  }
+  for (size_t i = 0; i < manifest.size(); ++i) {
+    const shardplan::Tensor& a = manifest.tensors()[i];
+    const shardplan::Tensor& b = back->tensors()[i];
+    if (a.name != b.name || !(a.shape == b.shape) || a.dtype != b.dtype
+        || a.logical_axes.has_value() != b.logical_axes.has_value()
+        || (a.logical_axes && *a.logical_axes != *b.logical_axes)) {
+      fuzz::fail("manifest --format json reads back to other tensors");
+    }
+  }
+}
+
+// The built-in presets, read once.
+const std::vector<shardplan::RuleSet>& presets() {
+  static const std::vector<shardplan::RuleSet> sets = [] {
+    std::vector<shardplan::RuleSet> out;
+    for (const shardplan::RulePreset& p : shardplan::rule_presets()) {
+      shardplan::Diagnostics diags;
+      auto rules = shardplan::read_rules_preset(
+          p.name, shardplan::Location::of("--rules"), diags);
+      if (!rules) {
+        fuzz::fail("a built-in preset does not read");
+      }
+      out.push_back(std::move(*rules));
+    }
+    return out;
+  }();
+  return sets;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -36,6 +85,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::check_outcome(manifest.has_value(), diags, "fuzz.json");
   if (manifest && manifest->empty()) {
     fuzz::fail("a manifest without tensors");
+  }
+  if (manifest) {
+    check_round_trip(*manifest);
+    for (const shardplan::RuleSet& rules : presets()) {
+      fuzz::plan(*manifest, rules);
+    }
   }
 
   // In place: exactly the padding after the text, zeroed, so that ASan sees
