@@ -1,11 +1,17 @@
 # The two commands README.md promises, plus the inner loop.
 #   make demo   install missing packages, build, run shardplan on built-in defaults
 #   make test   install missing packages, build (warnings are errors), run every
-#               test in the dev build and again under ASan+UBSan, and build
-#               the release binary make demo runs
+#               test in the dev build and again under ASan+UBSan, run each
+#               libFuzzer target for 30 s, and build the release binary
+#               make demo runs
+#   make fuzz   build the libFuzzer targets (clang) and run each for
+#               FUZZ_SECONDS (default 60)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+FUZZ_SECONDS ?= 60
+# Fuzz targets run at once, each on one core for FUZZ_SECONDS.
+FUZZ_JOBS ?= $(JOBS)
 
-.PHONY: all deps build demo test test-dev test-asan bench format check-format clean
+.PHONY: all deps build demo test test-dev test-asan test-fuzz fuzz bench format check-format clean
 
 all: build
 
@@ -23,8 +29,8 @@ demo: build
 	@build/release/shardplan plan --topology v5p-128 --mesh fsdp:-1,tp:4 --model llama-3-8b --rules fsdp-tp --recipe adam
 
 # The release build too: `make demo` uses it, and GCC's -O3 warns where -O0
-# does not.
-test: deps test-dev test-asan build
+# does not. Every fuzz target runs 30 s so that none of them rots.
+test: deps test-dev test-asan test-fuzz build
 
 test-dev: deps
 	@cmake --preset dev >/dev/null
@@ -35,6 +41,16 @@ test-asan: deps
 	@cmake --preset asan >/dev/null
 	@cmake --build --preset asan -j $(JOBS)
 	@ctest --preset asan -j $(JOBS)
+
+test-fuzz: deps
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=30
+
+# The libFuzzer targets (tests/fuzz/), each for FUZZ_SECONDS; a crash, leak
+# or timeout fails the run and prints the input (docs/contributing.md).
+fuzz: deps
+	@cmake --preset fuzz >/dev/null
+	@cmake --build --preset fuzz -j $(JOBS)
+	@scripts/fuzz.sh -t $(FUZZ_SECONDS) -j $(FUZZ_JOBS)
 
 bench: build
 	@bench/run.sh

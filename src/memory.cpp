@@ -146,6 +146,11 @@ std::optional<StateBytes> state_of(int64_t elements,
   if (!grads || !optimizer) {
     return std::nullopt;
   }
+  // Their sum too: model_states() adds them unchecked.
+  std::optional<int64_t> sum = checked_add(out.params, *grads);
+  if (!sum || !checked_add(*sum, *optimizer)) {
+    return std::nullopt;
+  }
   out.grads = *grads;
   out.optimizer = *optimizer;
   return out;
@@ -575,9 +580,8 @@ std::optional<MemoryEstimate> estimate_memory(
   if (overflow || params.overflow() || grads.overflow() || optimizer.overflow()
       || min_total.overflow() || total.overflow() || min_device.overflow()) {
     diags.error("memory.overflow",
-                fmt::format("the per-device memory of {} does not fit in a "
-                            "64-bit byte count",
-                            manifest.source));
+                "the per-device memory does not fit in a 64-bit byte count",
+                Location::of(manifest.source));
     return std::nullopt;
   }
   out.per_device = StateBytes{params.value(), grads.value(), optimizer.value()};

@@ -17,6 +17,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -98,10 +99,10 @@ class TopologyReader : public DomReader {
     }
     for (const auto& [key, value] : j.items()) {
       const std::string at = json_pointer_child(pointer, key);
+      // By projection, not a lambda: clang 14 (the fuzz build's compiler)
+      // cannot capture a structured binding, a C++20 addition.
       auto it =
-          std::find_if(known.begin(), known.end(), [&](const FigureField& k) {
-            return k.name == key;
-          });
+          std::ranges::find(known, std::string_view(key), &FigureField::name);
       if (it == known.end()) {
         return unknown_key(key, at, names);
       }

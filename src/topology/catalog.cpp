@@ -419,8 +419,13 @@ class NameResolver {
   bool within_cap(const Shape3& shape,
                   int64_t devices_per_chip,
                   int64_t slices) {
-    const int64_t devices =
-        shape[0] * shape[1] * shape[2] * devices_per_chip * slices;
+    return within_cap(shape[0] * shape[1] * shape[2] * devices_per_chip
+                      * slices);
+  }
+
+  // Every topology, TPU or GPU, has at most k_max_devices devices, as every
+  // mesh has (mesh.hpp).
+  bool within_cap(int64_t devices) {
     if (devices > k_max_devices) {
       fail("topology.size",
            fmt::format("{} has {} devices, more than the {} shardplan handles",
@@ -564,10 +569,20 @@ class NameResolver {
                               quote(m_original)),
                   fmt::format("for example {}x64", f.name));
     }
+    if (!within_cap(*count)) {
+      return std::nullopt;
+    }
     // Whole hosts, and NVLink domains filled before the next one starts.
     const int64_t unit =
         *count > f.nvlink_domain ? f.nvlink_domain : f.gpus_per_host;
     if (*count > f.gpus_per_host && *count % unit != 0) {
+      // The whole counts either side, those within the cap.
+      const int64_t below = *count / unit * unit;
+      const int64_t above = below + unit;
+      std::string nearest = fmt::format("{}x{}", f.name, below);
+      if (above <= k_max_devices) {
+        nearest += fmt::format(", {}x{}", f.name, above);
+      }
       return fail(
           "topology.size",
           fmt::format("{}x{} is not a whole number of {}: {} GPUs per {}",
@@ -580,11 +595,7 @@ class NameResolver {
                       unit == f.nvlink_domain && unit != f.gpus_per_host
                           ? "NVL72 domain"
                           : "node"),
-          fmt::format("nearest: {}x{}, {}x{}",
-                      f.name,
-                      *count / unit * unit,
-                      f.name,
-                      (*count / unit + 1) * unit));
+          "nearest: " + nearest);
     }
     return make_gpu(f, *count, fmt::format("{}x{}", f.name, *count));
   }

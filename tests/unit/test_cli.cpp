@@ -303,8 +303,9 @@ TEST_CASE("cli: golden cases", "[cli][golden]") {
 
 // Every file under tests/data/bad_inputs/ must give exit 2 and a located
 // message, never a crash. mesh/*.txt hold mesh strings; manifest/* are
-// manifest files; topology/* are topology files; specs/* are specs files,
-// given to `check`.
+// manifest files; topology/* are topology files; topology_name/* hold
+// --topology names; specs/* are specs files, given to `check`; plan/* are
+// manifests given to `plan`.
 TEST_CASE("cli: bad-input corpus replays to located errors",
           "[cli][bad-inputs]") {
   fs::path root = test::data_path("bad_inputs");
@@ -362,6 +363,34 @@ TEST_CASE("cli: bad-input corpus replays to located errors",
         INFO(r.err);
         CHECK(r.code == 2);
         CHECK(r.err.rfind(path + ":", 0) == 0);
+      } else if (kind == "topology_name") {
+        std::string name = test::slurp(path);
+        if (!name.empty() && name.back() == '\n') {
+          name.pop_back();
+        }
+        Result r = run_cli({"mesh", "--topology", name, "--mesh", "dp:-1"});
+        INFO(r.err);
+        CHECK(r.code == 2);
+        CHECK(r.err.rfind("--topology:", 0) == 0);
+      } else if (kind == "plan") {
+        Result r = run_cli({"plan",
+                            "--manifest",
+                            path,
+                            "--devices",
+                            "64",
+                            "--mesh",
+                            "dp:2,fsdp:4,tp:8",
+                            "--rules",
+                            "fsdp-tp",
+                            "--recipe",
+                            "adam",
+                            "--zero",
+                            "1"});
+        INFO(r.err);
+        CHECK(r.code == 2);
+        CHECK(r.err.find(path + ": error: ") != std::string::npos);
+        CHECK(r.err.find("\nerror: ") == std::string::npos);
+        CHECK(r.err.rfind("error: ", 0) != 0);
       } else {
         FAIL("unknown bad-input kind " << kind << "; add it to this test");
       }

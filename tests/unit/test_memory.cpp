@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 using namespace shardplan;
 
@@ -639,4 +641,38 @@ TEST_CASE("memory: scales and expert weights by name", "[memory]") {
   CHECK(is_expert_weight(m.tensors()[1]));
   CHECK_FALSE(is_expert_weight(m.tensors()[2]));
   CHECK_FALSE(is_expert_weight(m.tensors()[3]));
+}
+
+// Found by fuzz_manifest (which plans each manifest read): one tensor whose
+// parts fit in int64 but whose sum does not was added unchecked
+// (StateBytes::model_states(), undefined behaviour: the asan preset aborts
+// here without the check). 2^62 - 1 bf16 elements: params 2 x (2^62 - 1) =
+// 2^63 - 2 bytes, the largest even int64; Adam's bf16 grads the same again,
+// so params + grads = 2^64 - 4 > 2^63 - 1. Reported as memory.overflow at
+// the manifest, as a sum over tensors that overflows is.
+TEST_CASE("memory: one tensor's model states over 2^63 bytes is an overflow",
+          "[memory]") {
+  const Manifest m = test::manifest_of(
+      R"({"params": [{"name": "w", "shape": [4611686018427387903, 1],
+                      "dtype": "bf16"}]})");
+  REQUIRE(m.total_bytes()
+          == std::numeric_limits<int64_t>::max() - 1);  // 2^63 - 2
+  const Mesh mesh = test::mesh_of("dp:1", 1);
+  const auto shardings = all_with(m, mesh, "P()");
+  MemoryOptions options;
+  options.recipe = Recipe::adam;
+  options.zero_source = "--zero";
+  options.data_axes_source = "--data-axes";
+  Diagnostics diags;
+  CHECK_FALSE(estimate_memory(m, mesh, shardings, options, diags));
+  REQUIRE(diags.error_count() == 1);
+  CHECK(diags.items()[0].code == "memory.overflow");
+  CHECK(diags.items()[0].location.source == m.source);
+
+  // Weights alone (2^63 - 2 bytes) still fit.
+  options.recipe = Recipe::params_only;
+  Diagnostics none;
+  auto e = estimate_memory(m, mesh, shardings, options, none);
+  REQUIRE(e);
+  CHECK(e->max_device_total == std::numeric_limits<int64_t>::max() - 1);
 }

@@ -119,6 +119,32 @@ TEST_CASE("topology catalogue: GPU clusters", "[topology]") {
   CHECK(test::topology_of("h200x16").num_hosts() == 2);
 }
 
+// Found by fuzz_topology_name: "h200x111147424" was accepted (`topology show`
+// listed 111,147,424 GPUs, and `mesh --topology` blamed a --devices flag
+// nobody gave), while TPU names and every mesh stop at k_max_devices.
+TEST_CASE("topology catalogue: GPU counts stop at k_max_devices",
+          "[topology]") {
+  // k_max_devices = 2^22 = 4,194,304 = 524,288 nodes of 8 GPUs: accepted.
+  CHECK(k_max_devices == 4'194'304);
+  CHECK(test::topology_of("h100x4194304").devices() == 4'194'304);
+
+  Diagnostic d = name_error("h200x111147424");
+  CHECK(d.code == "topology.size");
+  CHECK(d.message
+        == "\"h200x111147424\" has 111147424 devices, more than the 4194304 "
+           "shardplan handles");
+  // 2^22 + 8: whole nodes, one node over.
+  CHECK(name_error("h100x4194312").code == "topology.size");
+
+  // The nearest whole counts are those within the cap: 4,194,303 lies
+  // between 524,287 x 8 = 4,194,296 and 524,288 x 8 = 4,194,304, both in;
+  // 4,194,300 GPUs of GB200 lie between 58,254 x 72 = 4,194,288 and
+  // 58,255 x 72 = 4,194,360, which is over.
+  CHECK(name_error("h100x4194303").hint
+        == "nearest: h100x4194296, h100x4194304");
+  CHECK(name_error("gb200x4194300").hint == "nearest: gb200x4194288");
+}
+
 TEST_CASE("topology catalogue: figures as hardware-and-costs.md C gives them",
           "[topology]") {
   // One unit everywhere: bytes, bytes per second (one way), seconds.
