@@ -1,5 +1,6 @@
-// The built-in rule presets (configs/rules/*.json) on the built-in models:
-// the specs worked out by hand in tests/data/presets_expected.json (how, in
+// The built-in rule presets (configs/rules/*.json) on the built-in models
+// and on small manifests of other architectures (tests/data/manifests/): the
+// specs worked out by hand in tests/data/presets_expected.json (how, in
 // docs/presets.md), and a plan with no errors for every preset, model and
 // fitting mesh.
 
@@ -49,6 +50,19 @@ const Manifest& model(const std::string& name) {
   return it->second;
 }
 
+// A manifest under tests/data/, read once per test run.
+const Manifest& manifest_file(const std::string& relative) {
+  static std::map<std::string, Manifest> cache;
+  auto it = cache.find(relative);
+  if (it == cache.end()) {
+    it = cache
+             .emplace(relative,
+                      test::manifest_of(test::slurp(test::data_path(relative))))
+             .first;
+  }
+  return it->second;
+}
+
 PartitionSpec spec_of_json(const json& dims, size_t rank) {
   PartitionSpec spec;
   for (const json& d : dims) {
@@ -88,6 +102,13 @@ Planned plan_ok(const Manifest& manifest,
   return {*std::move(plan), std::move(shardings)};
 }
 
+// The tensor of `manifest` named `name`, as an index.
+size_t index_of(const Manifest& manifest, std::string_view name) {
+  const Tensor* tensor = manifest.find(name);
+  REQUIRE(tensor != nullptr);
+  return static_cast<size_t>(tensor - manifest.tensors().data());
+}
+
 }  // namespace
 
 TEST_CASE("presets: --rules list names fsdp, fsdp-tp and maxtext",
@@ -110,14 +131,19 @@ TEST_CASE("presets: the specs worked by hand in presets_expected.json",
           "[presets]") {
   const json expected =
       json::parse(test::slurp(test::data_path("presets_expected.json")));
-  REQUIRE(expected["cases"].size() >= 20);
+  REQUIRE(expected["cases"].size() >= 31);
   for (const json& c : expected["cases"]) {
+    // A built-in model, or a manifest under tests/data/.
+    const bool builtin = c.contains("model");
+    const std::string source = builtin ? c["model"].get<std::string>()
+                                       : c["manifest"].get<std::string>();
     const std::string title = fmt::format("{} on {} with {}",
                                           c["preset"].get<std::string>(),
-                                          c["model"].get<std::string>(),
+                                          source,
                                           c["mesh"].get<std::string>());
     DYNAMIC_SECTION(title) {
-      const Manifest& manifest = model(c["model"]);
+      const Manifest& manifest =
+          builtin ? model(source) : manifest_file(source);
       const Mesh mesh = test::mesh_of(c["mesh"].get<std::string>(),
                                       c["devices"].get<int64_t>());
       const RuleSet rules = preset(c["preset"]);
@@ -186,4 +212,36 @@ TEST_CASE("presets: fsdp-tp on gpt2 leaves the odd vocabulary unsplit",
   CHECK(to_short(p.plan.spec(t)) == "None,fsdp");
   // 50257 x 192 elements of f32.
   CHECK(p.shardings[t].bytes_per_device() == int64_t{50257} * 192 * 4);
+}
+
+TEST_CASE("presets: fsdp-tp splits fused projections over tp, column-parallel",
+          "[presets]") {
+  // Phi-3-mini's qkv_proj is [(32 + 2 x 32) x 96, 3072] = [9216, 3072] and
+  // its gate_up_proj [2 x 8192, 3072] = [16384, 3072] (nn.Linear: [out,
+  // in]). Column-parallel puts tp on the fused out dim and fsdp on the in
+  // dim: on fsdp:2,tp:4 each device holds 9216 / 4 x 3072 / 2 = 2304 x 1536
+  // and 16384 / 4 x 1536 = 4096 x 1536 bf16 elements. Before the fused
+  // names had a rule they reached the plain-FSDP rule: fsdp on the larger
+  // dim 0, replicated over tp (fsdp,None, 4608 x 3072 per device).
+  const Manifest& phi = manifest_file("manifests/phi-3-mini.layer0.json");
+  Planned p = plan_ok(phi, test::mesh_of("fsdp:2,tp:4", 8), preset("fsdp-tp"));
+  const size_t qkv = index_of(phi, "model.layers.0.self_attn.qkv_proj.weight");
+  const size_t gate_up =
+      index_of(phi, "model.layers.0.mlp.gate_up_proj.weight");
+  CHECK(to_short(p.plan.spec(qkv)) == "tp,fsdp");
+  CHECK(p.shardings[qkv].bytes_per_device() == int64_t{2304} * 1536 * 2);
+  CHECK(to_short(p.plan.spec(gate_up)) == "tp,fsdp");
+  CHECK(p.shardings[gate_up].bytes_per_device() == int64_t{4096} * 1536 * 2);
+
+  // GPT-2's Conv1D weights are [in, out]: c_attn [768, 3 x 768] and c_fc
+  // [768, 3072] take tp on dim 1, 2304 / 4 = 576 and 3072 / 4 = 768, and
+  // fsdp on dim 0, 768 / 2 = 384.
+  const Manifest& gpt2 = model("gpt2");
+  Planned g = plan_ok(gpt2, test::mesh_of("fsdp:2,tp:4", 8), preset("fsdp-tp"));
+  CHECK(to_short(g.plan.spec(index_of(gpt2, "h.0.attn.c_attn.weight")))
+        == "fsdp,tp");
+  CHECK(g.shardings[index_of(gpt2, "h.0.attn.c_attn.weight")].bytes_per_device()
+        == int64_t{384} * 576 * 4);
+  CHECK(to_short(g.plan.spec(index_of(gpt2, "h.11.mlp.c_fc.weight")))
+        == "fsdp,tp");
 }
