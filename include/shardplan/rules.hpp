@@ -271,6 +271,18 @@ struct RulePlan {
   }
 };
 
+// What apply_rules may warn about beyond its own problems.
+struct ApplyOptions {
+  // A preset's plan: warn [rules.unsplit-large] about each tensor of at least
+  // this many bytes that the preset leaves replicated over a mesh axis it
+  // splits other tensors over, unless the rule that decided it meant that
+  // (see apply_rules). 0 turns the warning off; a user's file never gets it.
+  int64_t unsplit_warning_bytes = 0;
+  // What to call that threshold in the hint (the command line passes
+  // "--warn-replicated").
+  std::string unsplit_warning_source;
+};
+
 // Applies `rules` to every tensor of `manifest` on `mesh`.
 //
 // Input errors make it return nullopt (exit 2): an axis the mesh lacks in a
@@ -291,11 +303,22 @@ struct RulePlan {
 //                                  replicate_tactic)
 // Warnings: rules.memory-unmet, one per `memory` rule, when a tensor still
 // exceeds max_bytes_per_device with every axis spent.
+// rules.unsplit-large (a preset, options.unsplit_warning_bytes > 0): a tensor
+// of at least that many bytes, split over some axis but replicated over a
+// mesh axis the plan splits another tensor over, where either the rule that
+// decided it asked for that axis and the preset dropped it (it does not
+// divide the dim; the hint names the dim and the size that would take it),
+// or the rule places tensors by size alone (fsdp, auto, memory,
+// mesh_helper): no rule of the preset names the tensor's role. A rule whose
+// spec or logical axes leave the axis out decided so on purpose: no warning.
+// A fully replicated tensor is spec.replicated-large's (validate). One
+// warning per tensor and axis, located at the tensor in the manifest.
 // REQUIRES: mesh.num_devices() >= 1.
 std::optional<RulePlan> apply_rules(const Manifest& manifest,
                                     const Mesh& mesh,
                                     const RuleSet& rules,
-                                    Diagnostics& diags);
+                                    Diagnostics& diags,
+                                    const ApplyOptions& options = {});
 
 // ---------------------------------------------------------------------------
 // Explaining one tensor.
@@ -446,6 +469,22 @@ bool shape_matches(ShapeView shape,
                    const ShapePattern& pattern,
                    std::string* why_not = nullptr);
 
+// An axis a preset's rule asked for on a dim that the axis does not divide,
+// so the preset dropped it (docs/rules.md, "Users' files and presets").
+struct DroppedAxis {
+  std::string axis;
+  size_t dim = 0;
+  // The shard count the dim would have needed: the axis's size times the
+  // sizes of the axes kept before it on the dim.
+  int64_t shards = 0;
+  // Through logical axes: the logical name that asked for the axis and its
+  // entry in logical_axis_rules.
+  std::optional<std::string> logical;
+  size_t logical_rule = 0;
+
+  bool operator==(const DroppedAxis&) const = default;
+};
+
 // Flax linen logical_to_mesh_axes, then MaxText's remove_size_one_mesh_axis:
 // rules in order; a rule applies to the dim carrying its name if that dim is
 // still unassigned and none of the rule's axes is used by any dim; a rule
@@ -454,7 +493,8 @@ bool shape_matches(ShapeView shape,
 // With `adaptive` (presets), a rule's axes the mesh lacks are dropped first,
 // then any axis whose size (times the axes kept before it) does not divide
 // the dim; a rule left with no axes that way does not apply, so a later rule
-// of the same name can.
+// of the same name can. With `dropped`, each axis dropped for not dividing
+// its dim is appended there.
 // Example (Flax's docstring): names (batch, length, heads, features), rules
 // (batch X) (features X) (heads Y) (batch Z) give P('X', None, 'Y', None).
 // REQUIRES: names.size() == shape.size(); no name twice; unless adaptive,
@@ -464,7 +504,8 @@ PartitionSpec resolve_logical_axes(const LogicalAxes& names,
                                    const std::vector<LogicalAxisRule>& rules,
                                    const Mesh& mesh,
                                    bool adaptive,
-                                   Trace* trace = nullptr);
+                                   Trace* trace = nullptr,
+                                   std::vector<DroppedAxis>* dropped = nullptr);
 
 namespace detail {
 

@@ -401,8 +401,12 @@ int finish_check(View view,
 int run_rules(const RuleSet& rules, View view, Inputs& in, Session& session) {
   Diagnostics& diags = session.diags();
   Stopwatch watch;
+  // A preset's tensors left unsplit over an axis it uses elsewhere are
+  // warned about from the same size as fully replicated ones.
+  const ApplyOptions options{in.validate.replicated_warning_bytes,
+                             in.validate.replicated_warning_source};
   std::optional<RulePlan> plan =
-      apply_rules(*in.manifest, *in.mesh, rules, diags);
+      apply_rules(*in.manifest, *in.mesh, rules, diags, options);
   if (!plan) {
     return session.fail_input();
   }
@@ -633,7 +637,9 @@ void add_check_options(CLI::App& app,
   app.add_option(
          "--warn-replicated",
          cmd.warn_replicated,
-         "warn about fully replicated tensors of at least SIZE (0: never)")
+         "warn about tensors of at least SIZE that are fully replicated, or "
+         "that a preset leaves whole over an axis it splits others over "
+         "(0: never)")
       ->type_name("SIZE")
       ->default_str("64MiB");
 }

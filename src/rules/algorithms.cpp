@@ -589,7 +589,8 @@ PartitionSpec resolve_logical_axes(const LogicalAxes& names,
                                    const std::vector<LogicalAxisRule>& rules,
                                    const Mesh& mesh,
                                    bool adaptive,
-                                   Trace* trace) {
+                                   Trace* trace,
+                                   std::vector<DroppedAxis>* dropped) {
   assert(names.size() == shape.size());
   const size_t rank = shape.size();
   // Per dim: unassigned (nullopt), or the axes a rule gave it (empty for
@@ -644,6 +645,10 @@ PartitionSpec resolve_logical_axes(const LogicalAxes& names,
                      false,
                      false,
                      product > 1 ? "after the axes kept before it" : "");
+          if (dropped != nullptr && axis->size > 1) {
+            dropped->push_back(
+                DroppedAxis{a, d, product * axis->size, rule.name, k});
+          }
           continue;
         }
         product *= axis->size;

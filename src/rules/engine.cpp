@@ -287,6 +287,7 @@ Outcome Engine::decide(const TensorFacts& t,
     } else {
       out.decision = RuleDecision{std::move(y.spec), ref(i)};
       out.unmet_max_bytes = y.unmet_max_bytes;
+      out.dropped = std::move(y.dropped);
       decided = true;
       tracer.outcome(RuleOutcome::decided);
     }
@@ -393,12 +394,145 @@ int64_t elements_per_device(ShapeView shape,
   return elements;
 }
 
+// Whether `spec` splits a dim over `axis`.
+bool splits_over(const PartitionSpec& spec, std::string_view axis) {
+  return std::any_of(
+      spec.dims.begin(), spec.dims.end(), [&](const DimSharding& dim) {
+        return std::find(dim.axes.begin(), dim.axes.end(), axis)
+               != dim.axes.end();
+      });
+}
+
+// Why rule `rule` of `rules` left tensor `t` unsplit over `axis`: the axis
+// it asked for and the preset dropped (`drop`), or a rule that places by
+// size (`drop` null).
+std::string unsplit_reason(const RuleSet& rules,
+                           size_t rule,
+                           const Tensor& t,
+                           const MeshAxis& axis,
+                           const DroppedAxis* drop) {
+  if (drop == nullptr) {
+    // describe_rule() is "#26 fsdp": the number, then what the rule is.
+    const std::string described = describe_rule(rules, rule);
+    return fmt::format(
+        "rule #{} ({}) decided it by size alone, not by what the tensor is; a "
+        "rules file with a rule for it can split it over {}",
+        rule,
+        described.substr(described.find(' ') + 1),
+        quote(axis.name, '\''));
+  }
+  const int64_t size = t.shape[drop->dim];
+  std::string out = fmt::format("rule #{} asks for {} on dim {}",
+                                rule,
+                                quote(axis.name, '\''),
+                                drop->dim);
+  if (drop->logical) {
+    out += fmt::format(" through logical axis {} (logical_axis_rules entry {})",
+                       quote(*drop->logical),
+                       drop->logical_rule);
+  }
+  out += fmt::format(", but {} is not a multiple of {}", size, drop->shards);
+  if (drop->shards != axis.size) {
+    out += fmt::format(" ({} times the axes kept before it on the dim)",
+                       quote(axis.name, '\''));
+  }
+  if (std::optional<int64_t> padded =
+          checked_mul(ceil_div(size, drop->shards), drop->shards)) {
+    out += fmt::format("; padded to {} the dim would take it", *padded);
+  }
+  return out;
+}
+
+// rules.unsplit-large (apply_rules): each tensor of at least the threshold,
+// split over something, that a preset leaves replicated over a mesh axis it
+// splits another tensor over, unless its rule meant that. `first_of[k]` is
+// the first tensor of decision k (manifest order).
+void warn_unsplit(const Manifest& manifest,
+                  const Mesh& mesh,
+                  const RuleSet& rules,
+                  const RulePlan& plan,
+                  const std::vector<Outcome>& outcomes,
+                  const std::vector<size_t>& first_of,
+                  const ApplyOptions& options,
+                  Diagnostics& diags) {
+  if (!rules.preset || options.unsplit_warning_bytes <= 0
+      || mesh.num_devices() <= 1) {
+    return;
+  }
+  const std::vector<Tensor>& tensors = manifest.tensors();
+  // The first tensor split over each mesh axis, if any.
+  std::vector<std::optional<size_t>> first_split(mesh.axes.size());
+  for (size_t k = 0; k < plan.decisions.size(); ++k) {
+    for (size_t a = 0; a < mesh.axes.size(); ++a) {
+      if (splits_over(plan.decisions[k].spec, mesh.axes[a].name)
+          && (!first_split[a] || first_of[k] < *first_split[a])) {
+        first_split[a] = first_of[k];
+      }
+    }
+  }
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const Tensor& tensor = tensors[t];
+    if (tensor.num_bytes < options.unsplit_warning_bytes) {
+      continue;
+    }
+    const uint32_t k = plan.decision_of[t];
+    const RuleDecision& decision = plan.decisions[k];
+    // Fully replicated: spec.replicated-large says so.
+    if (decision.rule.decider != Decider::rule || decision.spec.replicated()) {
+      continue;
+    }
+    const size_t rule = decision.rule.index;
+    const bool by_size = rules_detail::places_by_size(rules.rules[rule].yield);
+    for (size_t a = 0; a < mesh.axes.size(); ++a) {
+      const MeshAxis& axis = mesh.axes[a];
+      if (!first_split[a] || splits_over(decision.spec, axis.name)) {
+        continue;
+      }
+      const std::vector<DroppedAxis>& dropped = outcomes[k].dropped;
+      auto drop = std::find_if(
+          dropped.begin(), dropped.end(), [&](const DroppedAxis& x) {
+            return x.axis == axis.name;
+          });
+      if (drop == dropped.end() && !by_size) {
+        continue;  // the rule's spec or logical axes leave it out
+      }
+      Diagnostic d;
+      d.severity = Severity::warning;
+      d.code = "rules.unsplit-large";
+      d.message = fmt::format(
+          "tensor {} ({} bytes) is replicated over mesh axis {} ({}), which "
+          "the preset splits other tensors over (first: {})",
+          quote(tensor.name),
+          tensor.num_bytes,
+          quote(axis.name, '\''),
+          axis.size,
+          quote(tensors[*first_split[a]].name));
+      d.hint =
+          fmt::format("{}; the warning starts at {} bytes ({})",
+                      unsplit_reason(rules,
+                                     rule,
+                                     tensor,
+                                     axis,
+                                     drop == dropped.end() ? nullptr : &*drop),
+                      options.unsplit_warning_bytes,
+                      options.unsplit_warning_source);
+      d.location = Location::at(manifest.source, tensor.pointer());
+      d.tensor = std::string(tensor.name);
+      if (drop != dropped.end()) {
+        d.dim = static_cast<int64_t>(drop->dim);
+      }
+      diags.add(std::move(d));
+    }
+  }
+}
+
 }  // namespace
 
 std::optional<RulePlan> apply_rules(const Manifest& manifest,
                                     const Mesh& mesh,
                                     const RuleSet& rules,
-                                    Diagnostics& diags) {
+                                    Diagnostics& diags,
+                                    const ApplyOptions& options) {
   Engine engine(mesh, rules, diags);
   if (!engine.prepare()) {
     return std::nullopt;
@@ -409,6 +543,7 @@ std::optional<RulePlan> apply_rules(const Manifest& manifest,
   // positive) on resize() of a vector<uint32_t>.
   plan.decision_of.reserve(tensors.size());
   std::vector<Outcome> outcomes;  // parallel to plan.decisions
+  std::vector<size_t> first_of;   // the first tensor of each decision
   std::unordered_map<Key, uint32_t, KeyHash, KeyEqual> cache;
   const bool logical = engine.reads_logical_axes();
   // Per memory rule: its limit, the tensors over it, and the largest of them.
@@ -439,6 +574,7 @@ std::optional<RulePlan> apply_rules(const Manifest& manifest,
       index = static_cast<uint32_t>(plan.decisions.size());
       plan.decisions.push_back(outcome.decision);
       outcomes.push_back(std::move(outcome));
+      first_of.push_back(i);
       cache.emplace(Key(key), index);
     }
     plan.decision_of.push_back(index);
@@ -484,6 +620,7 @@ std::optional<RulePlan> apply_rules(const Manifest& manifest,
                      rules.rules[r].pointer + "/memory/max_bytes_per_device"));
     d.tensor = std::string(tensors[u.largest].name);
   }
+  warn_unsplit(manifest, mesh, rules, plan, outcomes, first_of, options, diags);
   return plan;
 }
 

@@ -60,6 +60,8 @@ struct YieldResult {
                         // name (duplicate_logical)
   // A memory yield's max_bytes_per_device, when the tensor still exceeds it.
   std::optional<int64_t> unmet_max_bytes;
+  // In a preset: the axes the yield asked for that did not divide their dim.
+  std::vector<DroppedAxis> dropped;
 };
 
 // The decision of a tensor, and the problem it reports.
@@ -69,6 +71,7 @@ struct Outcome {
   std::string detail;                      // as YieldResult
   std::string pointer;                     // as YieldResult
   std::optional<int64_t> unmet_max_bytes;  // as YieldResult
+  std::vector<DroppedAxis> dropped;        // as YieldResult, of the decider
 };
 
 // ---------------------------------------------------------------------------
@@ -103,6 +106,11 @@ YieldResult apply_yield(const RuleContext& context,
                         const Rule& rule,
                         const TensorFacts& t,
                         Trace* steps);
+
+// Whether the yield places a tensor by its size alone (fsdp, auto, memory,
+// mesh_helper), not by what the rule's selectors say it is: such a rule
+// does not mean to leave any axis out (rules.unsplit-large).
+bool places_by_size(const RuleYield& yield);
 
 // "[null, 1024]".
 std::string shape_pattern_text(const ShapePattern& pattern);

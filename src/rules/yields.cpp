@@ -389,6 +389,9 @@ YieldResult ApplyYield::apply_spec(const RuleSpec& spec) const {
           continue;
         }
         const bool divides = m_t.shape[d] % (product * size) == 0;
+        if (!divides) {
+          out.dropped.push_back(DroppedAxis{a, d, product * size, {}, 0});
+        }
         if (m_steps != nullptr) {
           m_steps->push_back(TraceStep{
               fmt::format("dim {} ({}): {} ({}) {}",
@@ -482,7 +485,8 @@ YieldResult ApplyYield::operator()(const LogicalAxesYield& l) const {
                                   m_rules.logical_axis_rules,
                                   m_mesh,
                                   m_rules.preset,
-                                  m_steps);
+                                  m_steps,
+                                  &out.dropped);
   return out;
 }
 
@@ -522,7 +526,25 @@ YieldResult ApplyYield::operator()(const ShapePatternsYield& p) const {
   return gives(PartitionSpec::replicated_of(m_rank));
 }
 
+// Whether a yield places tensors by size alone, one overload per
+// alternative.
+struct PlacesBySize {
+  bool operator()(const SpecYield& /*s*/) const { return false; }
+  bool operator()(const ReplicateYield& /*r*/) const { return false; }
+  bool operator()(const LogicalAxesYield& /*l*/) const { return false; }
+  bool operator()(const FsdpYield& /*f*/) const { return true; }
+  bool operator()(const AutoYield& /*a*/) const { return true; }
+  bool operator()(const MemoryYield& /*m*/) const { return true; }
+  bool operator()(const MeshHelperYield& /*h*/) const { return true; }
+  // A spec per shape: the rule says what each dim gets.
+  bool operator()(const ShapePatternsYield& /*p*/) const { return false; }
+};
+
 }  // namespace
+
+bool places_by_size(const RuleYield& yield) {
+  return std::visit(PlacesBySize{}, yield);
+}
 
 YieldResult apply_yield(const RuleContext& context,
                         const Rule& rule,

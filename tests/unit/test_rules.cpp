@@ -1084,6 +1084,103 @@ TEST_CASE("rules: memory warns once per rule about tensors over the limit",
   CHECK(d.tensor == "a");
 }
 
+TEST_CASE(
+    "rules: a preset warns about large tensors it leaves unsplit over "
+    "an axis it splits others over",
+    "[rules]") {
+  const std::string json = R"({"rules": [
+      {"pattern": "^a$", "spec": ["tp", null]},
+      {"pattern": "^b$", "spec": ["tp", "x"]},
+      {"pattern": "^c$", "spec": [null, "x"]},
+      {"pattern": "^d$", "auto": {"axes": ["x"], "min_shard_size": 1}},
+      {"pattern": "^e$", "spec": [["x", "tp"], null]},
+      {"pattern": "^v$", "logical_axes": ["vocab", "embed"]}],
+    "logical_axis_rules": [["vocab", "tp"], ["embed", "x"]]})";
+  // On x:2,tp:4, f32:
+  //   a [8, 4]  tp | 8: P('tp', None); whole over x, which its spec leaves
+  //             out: no warning
+  //   b [6, 4]  4 does not divide 6: tp dropped; x | 4: P(None, 'x'); 96
+  //             bytes: warned (dim 0; 8 is the next multiple of 4)
+  //   c [8, 8]  P(None, 'x') by its spec: no warning
+  //   d [8, 8]  auto over x, equal dims in dim order: P('x', None); auto
+  //             places by size: warned, no dim
+  //   e [6, 4]  x | 6 is kept, then x * tp = 8 does not divide 6: tp
+  //             dropped: P('x', None), warned (8 is also the next multiple)
+  //   v [6, 8]  "vocab" asks for tp, 4 does not divide 6: the entry has no
+  //             axis left and does not apply; "embed" x | 8: P(None, 'x');
+  //             warned through the logical name
+  const Manifest manifest = manifest_of({{"a", {8, 4}, "f32"},
+                                         {"b", {6, 4}, "f32"},
+                                         {"c", {8, 8}, "f32"},
+                                         {"d", {8, 8}, "f32"},
+                                         {"e", {6, 4}, "f32"},
+                                         {"v", {6, 8}, "f32"}});
+  const Mesh m = mesh("x:2,tp:4");
+  const ApplyOptions options{1, "--warn-replicated"};
+  Diagnostics diags;
+  std::optional<RulePlan> plan =
+      apply_rules(manifest, m, rules_of(json, true), diags, options);
+  REQUIRE(plan);
+  CHECK(spec_text(manifest, *plan, "b") == "P(None, 'x')");
+  CHECK(spec_text(manifest, *plan, "d") == "P('x', None)");
+  CHECK(spec_text(manifest, *plan, "e") == "P('x', None)");
+  CHECK(spec_text(manifest, *plan, "v") == "P(None, 'x')");
+  std::vector<std::string> lines;
+  for (const Diagnostic& d : diags.items()) {
+    CHECK(d.code == "rules.unsplit-large");
+    CHECK(d.severity == Severity::warning);
+    lines.push_back(test::first_line_without_code(d));
+  }
+  CHECK(lines
+        == std::vector<std::string>{
+            "m.json:/params/1: warning: tensor \"b\" (96 bytes) is replicated "
+            "over mesh axis 'tp' (4), which the preset splits other tensors "
+            "over (first: \"a\"); rule #1 asks for 'tp' on dim 0, but 6 is "
+            "not a multiple of 4; padded to 8 the dim would take it; the "
+            "warning starts at 1 bytes (--warn-replicated)",
+            "m.json:/params/3: warning: tensor \"d\" (256 bytes) is "
+            "replicated over mesh axis 'tp' (4), which the preset splits "
+            "other tensors over (first: \"a\"); rule #3 (pattern \"^d$\" "
+            "auto) decided it by size alone, not by what the tensor is; a "
+            "rules file with a rule for it can split it over 'tp'; the "
+            "warning starts at 1 bytes (--warn-replicated)",
+            "m.json:/params/4: warning: tensor \"e\" (96 bytes) is replicated "
+            "over mesh axis 'tp' (4), which the preset splits other tensors "
+            "over (first: \"a\"); rule #4 asks for 'tp' on dim 0, but 6 is "
+            "not a multiple of 8 ('tp' times the axes kept before it on the "
+            "dim); padded to 8 the dim would take it; the warning starts at "
+            "1 bytes (--warn-replicated)",
+            "m.json:/params/5: warning: tensor \"v\" (192 bytes) is "
+            "replicated over mesh axis 'tp' (4), which the preset splits "
+            "other tensors over (first: \"a\"); rule #5 asks for 'tp' on dim "
+            "0 through logical axis \"vocab\" (logical_axis_rules entry 0), "
+            "but 6 is not a multiple of 4; padded to 8 the dim would take "
+            "it; the warning starts at 1 bytes (--warn-replicated)"});
+  REQUIRE(diags.items().size() == 4);
+  CHECK(diags.items()[0].dim == 0);
+  CHECK_FALSE(diags.items()[1].dim);
+
+  // 96 bytes is the smallest warned tensor: from 97 bytes only d and v.
+  Diagnostics above;
+  REQUIRE(apply_rules(manifest,
+                      m,
+                      rules_of(json, true),
+                      above,
+                      ApplyOptions{97, "--warn-replicated"}));
+  std::vector<std::string> tensors;
+  for (const Diagnostic& d : above.items()) {
+    tensors.push_back(d.tensor.value_or(""));
+  }
+  CHECK(tensors == std::vector<std::string>{"d", "v"});
+
+  // A user's file: nothing is dropped behind the user's back (b's and e's
+  // specs are left to the validator, which reports them indivisible), and
+  // the file says what each tensor gets: no warning.
+  Diagnostics user;
+  REQUIRE(apply_rules(manifest, m, rules_of(json, false), user, options));
+  CHECK(user.items().empty());
+}
+
 TEST_CASE("rules: identical keys share one decision", "[rules]") {
   std::vector<T> tensors;
   for (int layer = 0; layer < 50; ++layer) {
