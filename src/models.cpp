@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <utility>
 
 namespace shardplan {
@@ -404,6 +405,16 @@ std::optional<std::vector<ModelTensor>> deepseek_v3(Builder& b,
   return finish_decoder(b, c);
 }
 
+// The head of a supported architecture's name: what follows the model name.
+std::string_view head_of(std::string_view architecture) {
+  for (std::string_view head : {"ForCausalLM", "LMHeadModel"}) {
+    if (architecture.ends_with(head)) {
+      return head;
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 std::vector<std::string> supported_architectures() {
@@ -411,6 +422,34 @@ std::vector<std::string> supported_architectures() {
                                std::end(k_architectures));
   std::sort(out.begin(), out.end());
   return out;
+}
+
+std::string misspelt_architecture(std::string_view name) {
+  const std::string lower = to_lower(name);
+  std::string best;
+  size_t best_distance = SIZE_MAX;
+  for (const std::string& architecture : supported_architectures()) {
+    const std::string head = to_lower(head_of(architecture));
+    const std::string model =
+        to_lower(std::string_view(architecture)
+                     .substr(0, architecture.size() - head.size()));
+    if (head.empty() || !lower.starts_with(model)) {
+      continue;
+    }
+    // The rest must start where a head starts: "Gemma3ForCausalLM" is not
+    // "Gemma" + a misspelt "ForCausalLM".
+    const std::string_view rest = std::string_view(lower).substr(model.size());
+    if (rest.empty() || rest.front() != head.front()) {
+      continue;
+    }
+    constexpr size_t k_max_edits = 3;
+    const size_t distance = edit_distance(rest, head, k_max_edits);
+    if (distance <= k_max_edits && distance < best_distance) {
+      best_distance = distance;
+      best = architecture;
+    }
+  }
+  return best;
 }
 
 std::optional<std::vector<ModelTensor>> checkpoint_tensors(

@@ -92,6 +92,19 @@ inline constexpr int64_t k_max_model_tensors = int64_t{1} << 22;
 // The "architectures" values read_hf_config accepts, sorted.
 std::vector<std::string> supported_architectures();
 
+// The supported architecture that `name` misspells, for a "did you mean"
+// hint; empty when there is none (docs/models.md, "Unknown
+// architectures"). A Hugging Face architecture name is a model name and a
+// head ("Llama" + "ForCausalLM", "GPT2" + "LMHeadModel"), and a name one
+// edit from a supported one is often another architecture (Qwen3ForCausalLM
+// is not Qwen2ForCausalLM, Qwen2MoeForCausalLM not Qwen2ForCausalLM). So
+// only a misspelt head counts: `name` must be a supported architecture's
+// model name (letter case ignored) followed by text that starts with the
+// letter its head starts with and is within 3 edits of that head.
+// misspelt_architecture("LlamaForCausalLLM") == "LlamaForCausalLM";
+// misspelt_architecture("Qwen3ForCausalLM") == "".
+std::string misspelt_architecture(std::string_view name);
+
 // One entry of the built-in catalogue (configs/models/<name>.json).
 struct BuiltinModel {
   std::string name;          // file stem, e.g. "llama-3-8b"

@@ -108,7 +108,9 @@ class HfConfigReader : public DomReader {
     }
     const std::vector<std::string> all = supported_architectures();
     if (std::find(all.begin(), all.end(), *arch) == all.end()) {
-      std::string near = closest_match(*arch, all);
+      // No edit-distance guess: a name near a supported one is often
+      // another architecture (misspelt_architecture).
+      std::string near = misspelt_architecture(*arch);
       return fail(
           "/architectures/0",
           "model.unknown-architecture",

@@ -6,6 +6,7 @@
 #include <shardplan/models.hpp>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <cstdint>
 #include <optional>
@@ -483,6 +484,54 @@ TEST_CASE("models: an unknown architecture lists the supported ones",
             .find("[model.unknown-architecture]")
         != std::string::npos);
   CHECK(supported_architectures().size() == 8);
+}
+
+TEST_CASE(
+    "models: another architecture's name is refused without a did-you-mean",
+    "[models]") {
+  // An edit away from a supported name is often a different architecture
+  // (Qwen3 has q/k norms Qwen2 lacks; Gemma3 is not Gemma2): such a name
+  // gets the list of supported ones and no hint (docs/models.md, "Unknown
+  // architectures"). Qwen3ForCausalLM is 1 edit from Qwen2ForCausalLM and
+  // Gemma3ForCausalLM 1 from Gemma2ForCausalLM, so an edit-distance hint
+  // named those; the others are real transformers classes of other heads.
+  for (std::string_view other : {"Qwen3ForCausalLM",
+                                 "Gemma3ForCausalLM",
+                                 "LlamaForSequenceClassification",
+                                 "Qwen3MoeForCausalLM",
+                                 "MistralModel",
+                                 "GPT2DoubleHeadsModel"}) {
+    INFO(other);
+    const std::string error =
+        error_of(fmt::format(R"({{"architectures": ["{}"]}})", other));
+    CHECK(error.starts_with(fmt::format(
+        "config.json:/architectures/0: error: unknown architecture \"{}\"; "
+        "supported: ",
+        other)));
+    CHECK(error.find("did you mean") == std::string::npos);
+    CHECK(error.ends_with("[model.unknown-architecture]"));
+    CHECK(misspelt_architecture(other).empty());
+  }
+}
+
+TEST_CASE("models: a supported architecture misspelt in its head or case",
+          "[models]") {
+  // The model name is a supported one and only the head (ForCausalLM,
+  // LMHeadModel) is misspelt, within 3 edits, or only the letter case
+  // differs.
+  CHECK(misspelt_architecture("LlamaForCausalLLM") == "LlamaForCausalLM");
+  CHECK(misspelt_architecture("MistralForCasualLM") == "MistralForCausalLM");
+  CHECK(misspelt_architecture("llamaforcausallm") == "LlamaForCausalLM");
+  CHECK(misspelt_architecture("GPT2LMHeadModle") == "GPT2LMHeadModel");
+  // "Gemma" + "2ForCasualLM" is not Gemma's head misspelt (the rest must
+  // start with the head's first letter); "Gemma2" + "ForCasualLM" is.
+  CHECK(misspelt_architecture("Gemma2ForCasualLM") == "Gemma2ForCausalLM");
+  CHECK(misspelt_architecture("Gemma3ForCasualLM").empty());
+  // More than 3 edits in the head.
+  CHECK(misspelt_architecture("LlamaForCausalLanguageModel").empty());
+  CHECK(error_of(R"({"architectures": ["MistralForCasualLM"]})")
+            .ends_with("; did you mean \"MistralForCausalLM\"? "
+                       "[model.unknown-architecture]"));
 }
 
 TEST_CASE("models: a missing key is located by its JSON pointer", "[models]") {
