@@ -19,6 +19,7 @@ constexpr std::string_view k_llama = "LlamaForCausalLM";
 constexpr std::string_view k_mistral = "MistralForCausalLM";
 constexpr std::string_view k_mixtral = "MixtralForCausalLM";
 constexpr std::string_view k_qwen2 = "Qwen2ForCausalLM";
+constexpr std::string_view k_phi3 = "Phi3ForCausalLM";
 constexpr std::string_view k_gemma = "GemmaForCausalLM";
 constexpr std::string_view k_gemma2 = "Gemma2ForCausalLM";
 constexpr std::string_view k_gpt2 = "GPT2LMHeadModel";
@@ -31,6 +32,7 @@ constexpr std::string_view k_architectures[] = {k_deepseek_v3,
                                                 k_llama,
                                                 k_mistral,
                                                 k_mixtral,
+                                                k_phi3,
                                                 k_qwen2};
 
 // Collects tensors. The first problem is reported and makes the builder
@@ -187,7 +189,7 @@ std::optional<std::vector<ModelTensor>> finish_decoder(Builder& b,
 }
 
 // ---------------------------------------------------------------------------
-// Llama and its relatives: Mistral, Mixtral, Qwen2, Gemma, Gemma2
+// Llama and its relatives: Mistral, Mixtral, Qwen2, Gemma, Gemma2, Phi-3
 // (transformers/models/<arch>/modeling_<arch>.py; checkpoint names).
 
 std::optional<std::vector<ModelTensor>> llama_family(Builder& b,
@@ -197,11 +199,20 @@ std::optional<std::vector<ModelTensor>> llama_family(Builder& b,
   // attention_bias (q, k, v and o); Mistral and Mixtral have none.
   const bool qwen2 = arch == k_qwen2;
   const bool mixtral = arch == k_mixtral;
+  const bool phi3 = arch == k_phi3;
   const bool attention_bias = d.attention_bias;
   const bool mlp_bias = d.mlp_bias;
   const int64_t experts = mixtral ? d.experts : 0;
   const int64_t q_out = b.mul(d.heads, d.head_dim, "num_attention_heads");
   const int64_t kv_out = b.mul(d.kv_heads, d.head_dim, "num_key_value_heads");
+  // Phi-3 fuses q, k and v into qkv_proj and gate and up into gate_up_proj
+  // (Phi3Attention, Phi3MLP).
+  const int64_t qkv_out =
+      phi3 ? b.add(
+          q_out, b.mul(2, kv_out, "num_key_value_heads"), "num_key_value_heads")
+           : 0;
+  const int64_t gate_up_out =
+      phi3 ? b.mul(2, d.intermediate, "intermediate_size") : 0;
   // At most 18 tensors besides the experts (weights, biases, norms).
   const int64_t per_layer =
       b.add(b.mul(experts, 3, "num_local_experts"), 18, "num_local_experts");
@@ -214,20 +225,33 @@ std::optional<std::vector<ModelTensor>> llama_family(Builder& b,
   b.tensor("model.embed_tokens.weight", {d.vocab, d.hidden}, b.dtype());
   for (int64_t i = 0; i < d.layers; ++i) {
     const std::string p = fmt::format("model.layers.{}.", i);
-    b.linear(
-        p + "self_attn.q_proj", q_out, d.hidden, attention_bias || qwen2, true);
-    b.linear(p + "self_attn.k_proj",
-             kv_out,
-             d.hidden,
-             attention_bias || qwen2,
-             true);
-    b.linear(p + "self_attn.v_proj",
-             kv_out,
-             d.hidden,
-             attention_bias || qwen2,
-             true);
-    b.linear(p + "self_attn.o_proj", d.hidden, q_out, attention_bias, true);
-    if (mixtral) {
+    if (phi3) {
+      // Phi3Attention creates o_proj before qkv_proj; no biases.
+      b.linear(p + "self_attn.o_proj", d.hidden, q_out, false, true);
+      b.linear(p + "self_attn.qkv_proj", qkv_out, d.hidden, false, true);
+    } else {
+      b.linear(p + "self_attn.q_proj",
+               q_out,
+               d.hidden,
+               attention_bias || qwen2,
+               true);
+      b.linear(p + "self_attn.k_proj",
+               kv_out,
+               d.hidden,
+               attention_bias || qwen2,
+               true);
+      b.linear(p + "self_attn.v_proj",
+               kv_out,
+               d.hidden,
+               attention_bias || qwen2,
+               true);
+      b.linear(p + "self_attn.o_proj", d.hidden, q_out, attention_bias, true);
+    }
+    if (phi3) {
+      // Phi3MLP: gate and up as one [2 * intermediate, hidden] weight.
+      b.linear(p + "mlp.gate_up_proj", gate_up_out, d.hidden, false, true);
+      b.linear(p + "mlp.down_proj", d.hidden, d.intermediate, false, true);
+    } else if (mixtral) {
       // MixtralSparseMoeBlock: the router, then the experts (w1 gate,
       // w2 down, w3 up).
       b.linear(p + "block_sparse_moe.gate", experts, d.hidden, false, false);

@@ -289,7 +289,7 @@ class HfConfigReader : public DomReader {
     c.heads = integer("num_attention_heads");
   }
 
-  // Llama and its relatives: Mistral, Mixtral, Qwen2, Gemma, Gemma2
+  // Llama and its relatives: Mistral, Mixtral, Qwen2, Gemma, Gemma2, Phi-3
   // (transformers/models/<arch>/configuration_<arch>.py).
   void read_llama_family(ModelConfig& c) {
     const std::string_view arch = c.architecture;
@@ -311,8 +311,10 @@ class HfConfigReader : public DomReader {
     }
     // Gemma's configuration classes tie by default; the others do not.
     c.tied = flag_or("tie_word_embeddings", gemma);
-    // Llama and Gemma read attention_bias; Qwen2, Mistral and Mixtral have
-    // none to set (checkpoint_tensors knows Qwen2's fixed q/k/v biases).
+    // Llama and Gemma read attention_bias; Qwen2, Mistral, Mixtral and
+    // Phi-3 have none to set (checkpoint_tensors knows Qwen2's fixed q/k/v
+    // biases; Phi-3's config carries "attention_bias" but Phi3Attention
+    // never reads it and has no biases).
     c.attention_bias = (arch == "LlamaForCausalLM" || gemma)
                        && flag_or("attention_bias", false);
     c.mlp_bias = arch == "LlamaForCausalLM" && flag_or("mlp_bias", false);

@@ -136,6 +136,25 @@ TEST_CASE("models: Gemma-2-2B has 2,614,341,888 parameters", "[models]") {
   CHECK(builtin_totals("gemma-2-2b").elements == 2'614'341'888);
 }
 
+TEST_CASE(
+    "models: Phi-3-mini-4k is 3,821,079,552 parameters in 195 tensors and "
+    "7,642,159,104 bytes",
+    "[models]") {
+  // The published figure: the Hub's safetensors metadata of
+  // microsoft/Phi-3-mini-4k-instruct gives BF16 3,821,079,552 parameters
+  // (keras-hub's phi3_mini_4k_instruct_en preset quotes the same), and its
+  // model.safetensors.index.json total_size 7,642,159,104 = 2 bytes each.
+  // By hand: embedding and head 2 x 32064 x 3072 = 197,001,216; a layer
+  // qkv_proj (3 x 3072) x 3072 = 28,311,552 + o_proj 3072 x 3072 =
+  // 9,437,184 + gate_up_proj (2 x 8192) x 3072 = 50,331,648 + down_proj
+  // 3072 x 8192 = 25,165,824 + two norms 6,144 = 113,252,352; x 32 layers =
+  // 3,624,075,264; + the final norm 3,072: 3,821,079,552. Tensors: 3 + 32 x 6.
+  Totals t = builtin_totals("phi-3-mini-4k");
+  CHECK(t.elements == 3'821'079'552);
+  CHECK(t.tensors == 195);
+  CHECK(t.bytes == 7'642'159'104);
+}
+
 TEST_CASE("models: Qwen2.5-7B has 7,615,616,512 parameters", "[models]") {
   CHECK(builtin_totals("qwen2.5-7b").elements == 7'615'616'512);
 }
@@ -167,6 +186,7 @@ TEST_CASE("models: the built-in list carries each model's figures",
                                     "llama-3.1-405b",
                                     "mistral-7b-v0.1",
                                     "mixtral-8x7b-v0.1",
+                                    "phi-3-mini-4k",
                                     "qwen2.5-7b"});
   for (const BuiltinModel& m : models) {
     INFO(m.name);
@@ -254,6 +274,72 @@ TEST_CASE("models: Qwen2 has q/k/v biases and no o_proj bias", "[models]") {
   CHECK(find(t, "model.layers.0.self_attn.o_proj.bias") == nullptr);
   check_tensor(t, "lm_head.weight", {152064, 3584}, DType::bf16);
   CHECK(t.size() == 3 + 28 * 12);
+}
+
+TEST_CASE("models: Phi-3 fuses qkv_proj and gate_up_proj, without biases",
+          "[models]") {
+  std::vector<ModelTensor> t = builtin("phi-3-mini-4k");
+  // qkv_proj stacks q (32 heads x 96), k and v (32 x 96 each): 9216 rows;
+  // gate_up_proj stacks gate and up: 2 x 8192 rows.
+  check_tensor(
+      t, "model.layers.0.self_attn.qkv_proj.weight", {9216, 3072}, DType::bf16);
+  check_tensor(
+      t, "model.layers.0.self_attn.o_proj.weight", {3072, 3072}, DType::bf16);
+  check_tensor(
+      t, "model.layers.31.mlp.gate_up_proj.weight", {16384, 3072}, DType::bf16);
+  check_tensor(
+      t, "model.layers.31.mlp.down_proj.weight", {3072, 8192}, DType::bf16);
+  check_tensor(t, "lm_head.weight", {32064, 3072}, DType::bf16);
+  CHECK(find(t, "model.layers.0.self_attn.q_proj.weight") == nullptr);
+  CHECK(find(t, "model.layers.0.self_attn.qkv_proj.bias") == nullptr);
+  CHECK(find(t, "model.layers.0.mlp.gate_proj.weight") == nullptr);
+}
+
+TEST_CASE("models: a small Phi-3 config by hand (GQA, fused projections)",
+          "[models]") {
+  // hidden 8 with 4 heads: head_dim 2; q 4 x 2 = 8 rows, k and v 2 x 2 = 4
+  // rows each: qkv_proj [16, 8]. gate_up_proj [2 x 6, 8]. Phi3Attention
+  // creates o_proj before qkv_proj, so named_parameters() lists it first.
+  Diagnostics diags;
+  std::optional<std::vector<ModelTensor>> t = tensors_from_hf_config(
+      R"({"architectures": ["Phi3ForCausalLM"], "vocab_size": 10,
+          "hidden_size": 8, "intermediate_size": 6, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "num_key_value_heads": 2,
+          "attention_bias": true})",
+      "config.json",
+      diags);
+  REQUIRE(t);
+  std::vector<std::string> names;
+  for (const ModelTensor& x : *t) {
+    names.push_back(x.name);
+    CHECK(x.dtype == DType::bf16);
+  }
+  CHECK(names
+        == std::vector<std::string>{
+            "model.embed_tokens.weight",
+            "model.layers.0.self_attn.o_proj.weight",
+            "model.layers.0.self_attn.qkv_proj.weight",
+            "model.layers.0.mlp.gate_up_proj.weight",
+            "model.layers.0.mlp.down_proj.weight",
+            "model.layers.0.input_layernorm.weight",
+            "model.layers.0.post_attention_layernorm.weight",
+            "model.layers.1.self_attn.o_proj.weight",
+            "model.layers.1.self_attn.qkv_proj.weight",
+            "model.layers.1.mlp.gate_up_proj.weight",
+            "model.layers.1.mlp.down_proj.weight",
+            "model.layers.1.input_layernorm.weight",
+            "model.layers.1.post_attention_layernorm.weight",
+            "model.norm.weight",
+            "lm_head.weight"});
+  check_tensor(
+      *t, "model.layers.0.self_attn.o_proj.weight", {8, 8}, DType::bf16);
+  check_tensor(
+      *t, "model.layers.1.self_attn.qkv_proj.weight", {16, 8}, DType::bf16);
+  check_tensor(
+      *t, "model.layers.0.mlp.gate_up_proj.weight", {12, 8}, DType::bf16);
+  check_tensor(*t, "model.layers.0.mlp.down_proj.weight", {8, 6}, DType::bf16);
+  // 80 + 2 x (64 + 128 + 96 + 48 + 8 + 8) + 8 + 80.
+  CHECK(totals(*t).elements == 872);
 }
 
 TEST_CASE(
@@ -478,12 +564,13 @@ TEST_CASE("models: an unknown architecture lists the supported ones",
            "\"LlamaForCausalLLM\"; supported: DeepseekV3ForCausalLM, "
            "GPT2LMHeadModel, Gemma2ForCausalLM, GemmaForCausalLM, "
            "LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, "
-           "Qwen2ForCausalLM; did you mean \"LlamaForCausalLM\"? "
+           "Phi3ForCausalLM, Qwen2ForCausalLM; did you mean "
+           "\"LlamaForCausalLM\"? "
            "[model.unknown-architecture]");
   CHECK(error_of(R"({"architectures": ["T5ForConditionalGeneration"]})")
             .find("[model.unknown-architecture]")
         != std::string::npos);
-  CHECK(supported_architectures().size() == 8);
+  CHECK(supported_architectures().size() == 9);
 }
 
 TEST_CASE(
@@ -493,10 +580,13 @@ TEST_CASE(
   // (Qwen3 has q/k norms Qwen2 lacks; Gemma3 is not Gemma2): such a name
   // gets the list of supported ones and no hint (docs/models.md, "Unknown
   // architectures"). Qwen3ForCausalLM is 1 edit from Qwen2ForCausalLM and
-  // Gemma3ForCausalLM 1 from Gemma2ForCausalLM, so an edit-distance hint
-  // named those; the others are real transformers classes of other heads.
+  // Gemma3ForCausalLM 1 from Gemma2ForCausalLM, PhiForCausalLM (Phi-1/2:
+  // biased q/k/v and dense, fc1/fc2, LayerNorm) 1 from Phi3ForCausalLM, so an
+  // edit-distance hint named those; the others are transformers classes
+  // with other heads.
   for (std::string_view other : {"Qwen3ForCausalLM",
                                  "Gemma3ForCausalLM",
+                                 "PhiForCausalLM",
                                  "LlamaForSequenceClassification",
                                  "Qwen3MoeForCausalLM",
                                  "MistralModel",
@@ -544,8 +634,8 @@ TEST_CASE("models: a missing key is located by its JSON pointer", "[models]") {
         == "config.json:/architectures: error: missing key \"architectures\"; "
            "supported: DeepseekV3ForCausalLM, GPT2LMHeadModel, "
            "Gemma2ForCausalLM, GemmaForCausalLM, LlamaForCausalLM, "
-           "MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM "
-           "[json.missing-key]");
+           "MistralForCausalLM, MixtralForCausalLM, Phi3ForCausalLM, "
+           "Qwen2ForCausalLM [json.missing-key]");
   CHECK(error_of(R"({"architectures": ["DeepseekV3ForCausalLM"],
                      "vocab_size": 1, "hidden_size": 8,
                      "intermediate_size": 8, "num_hidden_layers": 1,
@@ -641,6 +731,6 @@ TEST_CASE("models: an unknown built-in model suggests the nearest name",
   CHECK(render(diags.items().front())
         == "--model: error: unknown model \"llama-3-8\"; built-in models: "
            "deepseek-v3, gemma-2-2b, gemma-7b, gpt2, llama-3-70b, llama-3-8b, "
-           "llama-3.1-405b, mistral-7b-v0.1, mixtral-8x7b-v0.1, qwen2.5-7b; "
-           "did you mean \"llama-3-8b\"? [model.unknown-model]");
+           "llama-3.1-405b, mistral-7b-v0.1, mixtral-8x7b-v0.1, phi-3-mini-4k, "
+           "qwen2.5-7b; did you mean \"llama-3-8b\"? [model.unknown-model]");
 }
