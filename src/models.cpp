@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <utility>
 
 namespace shardplan {
@@ -18,6 +19,8 @@ constexpr std::string_view k_llama = "LlamaForCausalLM";
 constexpr std::string_view k_mistral = "MistralForCausalLM";
 constexpr std::string_view k_mixtral = "MixtralForCausalLM";
 constexpr std::string_view k_qwen2 = "Qwen2ForCausalLM";
+constexpr std::string_view k_qwen2_moe = "Qwen2MoeForCausalLM";
+constexpr std::string_view k_phi3 = "Phi3ForCausalLM";
 constexpr std::string_view k_gemma = "GemmaForCausalLM";
 constexpr std::string_view k_gemma2 = "Gemma2ForCausalLM";
 constexpr std::string_view k_gpt2 = "GPT2LMHeadModel";
@@ -30,7 +33,9 @@ constexpr std::string_view k_architectures[] = {k_deepseek_v3,
                                                 k_llama,
                                                 k_mistral,
                                                 k_mixtral,
-                                                k_qwen2};
+                                                k_phi3,
+                                                k_qwen2,
+                                                k_qwen2_moe};
 
 // Collects tensors. The first problem is reported and makes the builder
 // fail; later calls do nothing, so one input gives one diagnostic (STYLE
@@ -186,47 +191,88 @@ std::optional<std::vector<ModelTensor>> finish_decoder(Builder& b,
 }
 
 // ---------------------------------------------------------------------------
-// Llama and its relatives: Mistral, Mixtral, Qwen2, Gemma, Gemma2
-// (transformers/models/<arch>/modeling_<arch>.py; checkpoint names).
+// Llama and its relatives: Mistral, Mixtral, Qwen2, Qwen2-MoE, Gemma, Gemma2,
+// Phi-3 (transformers/models/<arch>/modeling_<arch>.py; checkpoint names).
+
+// Qwen2MoeSparseMoeBlock (modeling_qwen2_moe.py), in the order its __init__
+// creates the modules: the router (gate), the routed experts, the shared
+// expert and its sigmoid gate. The two gates are routers: not quantized.
+void qwen2_moe_block(Builder& b, const ModelConfig& d, const std::string& m) {
+  b.linear(m + "gate", d.experts, d.hidden, false, false);
+  for (int64_t e = 0; e < d.experts; ++e) {
+    const std::string x = fmt::format("{}experts.{}.", m, e);
+    b.linear(x + "gate_proj", d.moe_intermediate, d.hidden, false, true);
+    b.linear(x + "up_proj", d.moe_intermediate, d.hidden, false, true);
+    b.linear(x + "down_proj", d.hidden, d.moe_intermediate, false, true);
+  }
+  const std::string s = m + "shared_expert.";
+  b.linear(s + "gate_proj", d.shared_intermediate, d.hidden, false, true);
+  b.linear(s + "up_proj", d.shared_intermediate, d.hidden, false, true);
+  b.linear(s + "down_proj", d.hidden, d.shared_intermediate, false, true);
+  b.linear(m + "shared_expert_gate", 1, d.hidden, false, false);
+}
 
 std::optional<std::vector<ModelTensor>> llama_family(Builder& b,
                                                      const ModelConfig& d) {
   const std::string_view arch = d.architecture;
-  // Qwen2 has q/k/v biases always and none on o; Llama and Gemma read
-  // attention_bias (q, k, v and o); Mistral and Mixtral have none.
-  const bool qwen2 = arch == k_qwen2;
+  // Llama and Gemma read attention_bias (q, k, v and o); Qwen2 and
+  // Qwen2-MoE have q/k/v biases (qkv_bias) and none on o; Mistral, Mixtral
+  // and Phi-3 have none.
+  const bool qkv_bias = d.attention_bias || d.qkv_bias;
   const bool mixtral = arch == k_mixtral;
+  const bool qwen2_moe = arch == k_qwen2_moe;
+  const bool phi3 = arch == k_phi3;
   const bool attention_bias = d.attention_bias;
   const bool mlp_bias = d.mlp_bias;
-  const int64_t experts = mixtral ? d.experts : 0;
+  const int64_t experts = mixtral || qwen2_moe ? d.experts : 0;
+  const std::string_view experts_key =
+      mixtral ? "num_local_experts" : "num_experts";
+  // Qwen2-MoE's layer i is sparse when experts > 0, (i + 1) %
+  // decoder_sparse_step == 0 and i is not in mlp_only_layers.
+  std::vector<int64_t> dense_layers = d.dense_layers;
+  std::sort(dense_layers.begin(), dense_layers.end());
+  auto sparse = [&](int64_t i) {
+    return experts > 0 && (i + 1) % d.sparse_step == 0
+           && !std::binary_search(dense_layers.begin(), dense_layers.end(), i);
+  };
   const int64_t q_out = b.mul(d.heads, d.head_dim, "num_attention_heads");
   const int64_t kv_out = b.mul(d.kv_heads, d.head_dim, "num_key_value_heads");
+  // Phi-3 fuses q, k and v into qkv_proj and gate and up into gate_up_proj
+  // (Phi3Attention, Phi3MLP).
+  const int64_t qkv_out =
+      phi3 ? b.add(
+          q_out, b.mul(2, kv_out, "num_key_value_heads"), "num_key_value_heads")
+           : 0;
+  const int64_t gate_up_out =
+      phi3 ? b.mul(2, d.intermediate, "intermediate_size") : 0;
   // At most 18 tensors besides the experts (weights, biases, norms).
   const int64_t per_layer =
-      b.add(b.mul(experts, 3, "num_local_experts"), 18, "num_local_experts");
+      b.add(b.mul(experts, 3, experts_key), 18, experts_key);
   if (b.failed()
-      || !b.room_for(
-          d.layers, per_layer, "num_hidden_layers", "num_local_experts")) {
+      || !b.room_for(d.layers, per_layer, "num_hidden_layers", experts_key)) {
     return std::nullopt;
   }
 
   b.tensor("model.embed_tokens.weight", {d.vocab, d.hidden}, b.dtype());
   for (int64_t i = 0; i < d.layers; ++i) {
     const std::string p = fmt::format("model.layers.{}.", i);
-    b.linear(
-        p + "self_attn.q_proj", q_out, d.hidden, attention_bias || qwen2, true);
-    b.linear(p + "self_attn.k_proj",
-             kv_out,
-             d.hidden,
-             attention_bias || qwen2,
-             true);
-    b.linear(p + "self_attn.v_proj",
-             kv_out,
-             d.hidden,
-             attention_bias || qwen2,
-             true);
-    b.linear(p + "self_attn.o_proj", d.hidden, q_out, attention_bias, true);
-    if (mixtral) {
+    if (phi3) {
+      // Phi3Attention creates o_proj before qkv_proj; no biases.
+      b.linear(p + "self_attn.o_proj", d.hidden, q_out, false, true);
+      b.linear(p + "self_attn.qkv_proj", qkv_out, d.hidden, false, true);
+    } else {
+      b.linear(p + "self_attn.q_proj", q_out, d.hidden, qkv_bias, true);
+      b.linear(p + "self_attn.k_proj", kv_out, d.hidden, qkv_bias, true);
+      b.linear(p + "self_attn.v_proj", kv_out, d.hidden, qkv_bias, true);
+      b.linear(p + "self_attn.o_proj", d.hidden, q_out, attention_bias, true);
+    }
+    if (phi3) {
+      // Phi3MLP: gate and up as one [2 * intermediate, hidden] weight.
+      b.linear(p + "mlp.gate_up_proj", gate_up_out, d.hidden, false, true);
+      b.linear(p + "mlp.down_proj", d.hidden, d.intermediate, false, true);
+    } else if (qwen2_moe && sparse(i)) {
+      qwen2_moe_block(b, d, p + "mlp.");
+    } else if (mixtral) {
       // MixtralSparseMoeBlock: the router, then the experts (w1 gate,
       // w2 down, w3 up).
       b.linear(p + "block_sparse_moe.gate", experts, d.hidden, false, false);
@@ -404,6 +450,16 @@ std::optional<std::vector<ModelTensor>> deepseek_v3(Builder& b,
   return finish_decoder(b, c);
 }
 
+// The head of a supported architecture's name: what follows the model name.
+std::string_view head_of(std::string_view architecture) {
+  for (std::string_view head : {"ForCausalLM", "LMHeadModel"}) {
+    if (architecture.ends_with(head)) {
+      return head;
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 std::vector<std::string> supported_architectures() {
@@ -411,6 +467,34 @@ std::vector<std::string> supported_architectures() {
                                std::end(k_architectures));
   std::sort(out.begin(), out.end());
   return out;
+}
+
+std::string misspelt_architecture(std::string_view name) {
+  const std::string lower = to_lower(name);
+  std::string best;
+  size_t best_distance = SIZE_MAX;
+  for (const std::string& architecture : supported_architectures()) {
+    const std::string head = to_lower(head_of(architecture));
+    const std::string model =
+        to_lower(std::string_view(architecture)
+                     .substr(0, architecture.size() - head.size()));
+    if (head.empty() || !lower.starts_with(model)) {
+      continue;
+    }
+    // The rest must start where a head starts: "Gemma3ForCausalLM" is not
+    // "Gemma" + a misspelt "ForCausalLM".
+    const std::string_view rest = std::string_view(lower).substr(model.size());
+    if (rest.empty() || rest.front() != head.front()) {
+      continue;
+    }
+    constexpr size_t k_max_edits = 3;
+    const size_t distance = edit_distance(rest, head, k_max_edits);
+    if (distance <= k_max_edits && distance < best_distance) {
+      best_distance = distance;
+      best = architecture;
+    }
+  }
+  return best;
 }
 
 std::optional<std::vector<ModelTensor>> checkpoint_tensors(

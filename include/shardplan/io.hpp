@@ -135,7 +135,9 @@ std::optional<Manifest> read_manifest_path(const std::string& path,
 // defaults. Stops at the first problem, located at `source` with a JSON
 // pointer: the json.* codes (a required key missing or null is
 // json.missing-key), an architecture not in supported_architectures()
-// [model.unknown-architecture], an unknown torch_dtype
+// [model.unknown-architecture; the message lists the supported ones, the
+// hint names one only when misspelt_architecture finds it], an unknown
+// torch_dtype
 // [model.unknown-dtype], a quantization_config other than block-wise fp8
 // [model.unsupported-quantization], a value out of range [model.bad-value].
 std::optional<ModelConfig> read_hf_config(std::string_view json,

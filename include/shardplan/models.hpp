@@ -47,17 +47,26 @@ struct ModelConfig {
   int64_t head_dim = 0;   // head_dim (default: hidden / heads)
   int64_t positions = 0;  // GPT-2: n_positions (learned positions)
   bool tied = false;      // tie_word_embeddings
-  bool attention_bias = false;
+  bool attention_bias = false;  // biases on q/k/v and o_proj (Llama, Gemma)
+  // Biases on q/k/v_proj and none on o_proj: Qwen2 always, Qwen2-MoE by
+  // qkv_bias (default true).
+  bool qkv_bias = false;
   bool mlp_bias = false;  // Llama
-  // Mixture of experts: Mixtral's num_local_experts, DeepSeek-V3's
-  // n_routed_experts (0: every layer dense).
+  // Mixture of experts: Mixtral's num_local_experts, Qwen2-MoE's
+  // num_experts, DeepSeek-V3's n_routed_experts (0: every layer dense).
   int64_t experts = 0;
+  int64_t moe_intermediate = 0;  // moe_intermediate_size (routed experts)
+  // Qwen2-MoE (Qwen2MoeSparseMoeBlock): one shared expert of
+  // shared_expert_intermediate_size; layer i is sparse when experts > 0,
+  // (i + 1) % decoder_sparse_step == 0 and i is not in mlp_only_layers.
+  int64_t shared_intermediate = 0;    // shared_expert_intermediate_size
+  int64_t sparse_step = 1;            // decoder_sparse_step
+  std::vector<int64_t> dense_layers;  // mlp_only_layers
   // DeepSeek-V3 (MLA and DeepseekV3MoE).
-  int64_t moe_intermediate = 0;  // moe_intermediate_size
-  int64_t shared_experts = 0;    // n_shared_experts
-  int64_t first_dense = 0;       // first_k_dense_replace
-  int64_t moe_freq = 1;          // moe_layer_freq
-  int64_t q_lora_rank = 0;       // 0: no low-rank query (q_proj)
+  int64_t shared_experts = 0;  // n_shared_experts
+  int64_t first_dense = 0;     // first_k_dense_replace
+  int64_t moe_freq = 1;        // moe_layer_freq
+  int64_t q_lora_rank = 0;     // 0: no low-rank query (q_proj)
   int64_t kv_lora_rank = 0;
   int64_t qk_nope = 0;          // qk_nope_head_dim
   int64_t qk_rope = 0;          // qk_rope_head_dim
@@ -91,6 +100,19 @@ inline constexpr int64_t k_max_model_tensors = int64_t{1} << 22;
 
 // The "architectures" values read_hf_config accepts, sorted.
 std::vector<std::string> supported_architectures();
+
+// The supported architecture that `name` misspells, for a "did you mean"
+// hint; empty when there is none (docs/models.md, "Unknown
+// architectures"). A Hugging Face architecture name is a model name and a
+// head ("Llama" + "ForCausalLM", "GPT2" + "LMHeadModel"), and a name one
+// edit from a supported one is often another architecture (Qwen3ForCausalLM
+// is not Qwen2ForCausalLM, Qwen2MoeForCausalLM not Qwen2ForCausalLM). So
+// only a misspelt head counts: `name` must be a supported architecture's
+// model name (letter case ignored) followed by text that starts with the
+// letter its head starts with and is within 3 edits of that head.
+// misspelt_architecture("LlamaForCausalLLM") == "LlamaForCausalLM";
+// misspelt_architecture("Qwen3ForCausalLM") == "".
+std::string misspelt_architecture(std::string_view name);
 
 // One entry of the built-in catalogue (configs/models/<name>.json).
 struct BuiltinModel {

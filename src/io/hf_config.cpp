@@ -108,7 +108,9 @@ class HfConfigReader : public DomReader {
     }
     const std::vector<std::string> all = supported_architectures();
     if (std::find(all.begin(), all.end(), *arch) == all.end()) {
-      std::string near = closest_match(*arch, all);
+      // No edit-distance guess: a name near a supported one is often
+      // another architecture (misspelt_architecture).
+      std::string near = misspelt_architecture(*arch);
       return fail(
           "/architectures/0",
           "model.unknown-architecture",
@@ -287,14 +289,17 @@ class HfConfigReader : public DomReader {
     c.heads = integer("num_attention_heads");
   }
 
-  // Llama and its relatives: Mistral, Mixtral, Qwen2, Gemma, Gemma2
-  // (transformers/models/<arch>/configuration_<arch>.py).
+  // Llama and its relatives: Mistral, Mixtral, Qwen2, Qwen2-MoE, Gemma,
+  // Gemma2, Phi-3 (transformers/models/<arch>/configuration_<arch>.py).
   void read_llama_family(ModelConfig& c) {
     const std::string_view arch = c.architecture;
     const bool gemma =
         arch == "GemmaForCausalLM" || arch == "Gemma2ForCausalLM";
+    const bool qwen2_moe = arch == "Qwen2MoeForCausalLM";
     read_decoder(c);
-    c.kv_heads = integer_or("num_key_value_heads", c.heads);
+    // Qwen2MoeConfig's num_key_value_heads defaults to 16; the others'
+    // to num_attention_heads.
+    c.kv_heads = integer_or("num_key_value_heads", qwen2_moe ? 16 : c.heads);
     // head_dim defaults to hidden_size // num_attention_heads, as in the
     // configuration classes.
     c.head_dim = integer_or("head_dim", c.hidden / c.heads);
@@ -309,14 +314,62 @@ class HfConfigReader : public DomReader {
     }
     // Gemma's configuration classes tie by default; the others do not.
     c.tied = flag_or("tie_word_embeddings", gemma);
-    // Llama and Gemma read attention_bias; Qwen2, Mistral and Mixtral have
-    // none to set (checkpoint_tensors knows Qwen2's fixed q/k/v biases).
+    // Llama and Gemma read attention_bias (q/k/v and o). Qwen2 always has
+    // q/k/v biases and none on o; Qwen2-MoE the same unless qkv_bias is
+    // false. Mistral, Mixtral and Phi-3 have none (Phi-3's config carries
+    // "attention_bias", which Phi3Attention never reads).
     c.attention_bias = (arch == "LlamaForCausalLM" || gemma)
                        && flag_or("attention_bias", false);
+    c.qkv_bias =
+        arch == "Qwen2ForCausalLM" || (qwen2_moe && flag_or("qkv_bias", true));
     c.mlp_bias = arch == "LlamaForCausalLM" && flag_or("mlp_bias", false);
     if (arch == "MixtralForCausalLM") {
       c.experts = integer("num_local_experts");
     }
+    if (qwen2_moe) {
+      read_qwen2_moe(c);
+    }
+  }
+
+  // Qwen2MoeSparseMoeBlock's keys. The sizes are required, as every dim of
+  // a tensor is; num_experts 0 makes every layer dense (and needs no
+  // sizes). num_experts_per_tok and norm_topk_prob change no tensor and are
+  // not read.
+  void read_qwen2_moe(ModelConfig& c) {
+    c.experts = integer("num_experts", 0);
+    if (c.experts > 0) {
+      c.moe_intermediate = integer("moe_intermediate_size");
+      c.shared_intermediate = integer("shared_expert_intermediate_size");
+    }
+    c.sparse_step = integer_or("decoder_sparse_step", 1);
+    c.dense_layers = layer_list("mlp_only_layers");
+  }
+
+  // A list of layer indices (integers >= 0) at `key`; empty when absent or
+  // null.
+  std::vector<int64_t> layer_list(std::string_view key) {
+    std::vector<int64_t> out;
+    const Json* list = find(key);
+    if (m_failed || list == nullptr) {
+      return out;
+    }
+    if (!list->is_array()) {
+      once([&] {
+        return type_error(*list, pointer(key), "a list of layer indices");
+      });
+      return out;
+    }
+    out.reserve(list->size());
+    for (size_t i = 0; i < list->size(); ++i) {
+      std::optional<int64_t> index =
+          get_int((*list)[i], fmt::format("{}/{}", pointer(key), i), 0);
+      if (!index) {
+        m_failed = true;
+        return {};
+      }
+      out.push_back(*index);
+    }
+    return out;
   }
 
   // GPT-2 (transformers/models/gpt2/configuration_gpt2.py).

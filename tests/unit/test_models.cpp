@@ -6,6 +6,7 @@
 #include <shardplan/models.hpp>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <cstdint>
 #include <optional>
@@ -135,6 +136,80 @@ TEST_CASE("models: Gemma-2-2B has 2,614,341,888 parameters", "[models]") {
   CHECK(builtin_totals("gemma-2-2b").elements == 2'614'341'888);
 }
 
+TEST_CASE(
+    "models: Phi-3-mini-4k is 3,821,079,552 parameters in 195 tensors and "
+    "7,642,159,104 bytes",
+    "[models]") {
+  // The published figure: the Hub's safetensors metadata of
+  // microsoft/Phi-3-mini-4k-instruct gives BF16 3,821,079,552 parameters
+  // (keras-hub's phi3_mini_4k_instruct_en preset quotes the same), and its
+  // model.safetensors.index.json total_size 7,642,159,104 = 2 bytes each.
+  // By hand: embedding and head 2 x 32064 x 3072 = 197,001,216; a layer
+  // qkv_proj (3 x 3072) x 3072 = 28,311,552 + o_proj 3072 x 3072 =
+  // 9,437,184 + gate_up_proj (2 x 8192) x 3072 = 50,331,648 + down_proj
+  // 3072 x 8192 = 25,165,824 + two norms 6,144 = 113,252,352; x 32 layers =
+  // 3,624,075,264; + the final norm 3,072: 3,821,079,552. Tensors: 3 + 32 x 6.
+  Totals t = builtin_totals("phi-3-mini-4k");
+  CHECK(t.elements == 3'821'079'552);
+  CHECK(t.tensors == 195);
+  CHECK(t.bytes == 7'642'159'104);
+}
+
+TEST_CASE(
+    "models: Qwen2-57B-A14B is 57,408,658,944 parameters in 5,771 tensors",
+    "[models]") {
+  // The published figure: the Hub's safetensors metadata of
+  // Qwen/Qwen2-57B-A14B gives a total of 57,408,658,944 parameters. By hand
+  // (hidden 3584, 28 heads of 128, 4 kv heads, 64 experts of 2560, a shared
+  // expert of 20480, vocab 151936, 28 layers, every layer sparse):
+  //   embedding and head  2 x 151936 x 3584                   1,089,077,248
+  //   q 3584 x 3584 + 3584, k and v 2 x (512 x 3584 + 512),
+  //   o 3584 x 3584                                          29,364,736
+  //   router 64 x 3584                                          229,376
+  //   experts 64 x 3 x 2560 x 3584                       1,761,607,680
+  //   shared expert 3 x 20480 x 3584                        220,200,960
+  //   shared_expert_gate 1 x 3584, two norms 2 x 3584            10,752
+  //   a layer                                             2,011,413,504
+  // 28 layers 56,319,578,112 + 1,089,077,248 + the final norm 3,584 =
+  // 57,408,658,944. Tensors: 3 + 28 x (7 + 1 + 192 + 3 + 1 + 2) = 5,771.
+  Totals t = builtin_totals("qwen2-57b-a14b");
+  CHECK(t.elements == 57'408'658'944);
+  CHECK(t.tensors == 5'771);
+  CHECK(t.bytes == 2 * t.elements);  // bfloat16
+}
+
+TEST_CASE(
+    "models: Qwen1.5-MoE-A2.7B's dims give its published 4,659 tensors and "
+    "28,631,568,384 bytes",
+    "[models]") {
+  // The dims of Qwen/Qwen1.5-MoE-A2.7B's config.json (MHA, 60 experts of
+  // 1408, a shared expert of 5632). Its model.safetensors.index.json lists
+  // 4,659 tensors (72 q/k/v biases, no o_proj bias, one mlp.gate,
+  // shared_expert and shared_expert_gate per layer) and total_size
+  // 28,631,568,384 bytes; the model card says 14.3B parameters. By hand: a
+  // layer is 4 x 2048^2 + 3 x 2048 (attention) + 60 x 2048 (router) +
+  // 60 x 3 x 1408 x 2048 + 3 x 5632 x 2048 + 2048 + 2 x 2048 = 570,560,512;
+  // x 24 + 2 x 151936 x 2048 + 2048 = 14,315,784,192 parameters, x 2 bytes
+  // = 28,631,568,384. Tensors: 3 + 24 x (7 + 1 + 180 + 3 + 1 + 2) = 4,659.
+  Diagnostics diags;
+  std::optional<std::vector<ModelTensor>> t = tensors_from_hf_config(
+      R"({"architectures": ["Qwen2MoeForCausalLM"], "decoder_sparse_step": 1,
+          "hidden_size": 2048, "intermediate_size": 5632,
+          "moe_intermediate_size": 1408, "num_attention_heads": 16,
+          "num_experts": 60, "num_experts_per_tok": 4,
+          "num_hidden_layers": 24, "num_key_value_heads": 16,
+          "shared_expert_intermediate_size": 5632,
+          "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+          "vocab_size": 151936})",
+      "config.json",
+      diags);
+  REQUIRE(t);
+  Totals totals_a27 = totals(*t);
+  CHECK(totals_a27.tensors == 4'659);
+  CHECK(totals_a27.elements == 14'315'784'192);
+  CHECK(totals_a27.bytes == 28'631'568'384);
+}
+
 TEST_CASE("models: Qwen2.5-7B has 7,615,616,512 parameters", "[models]") {
   CHECK(builtin_totals("qwen2.5-7b").elements == 7'615'616'512);
 }
@@ -166,6 +241,8 @@ TEST_CASE("models: the built-in list carries each model's figures",
                                     "llama-3.1-405b",
                                     "mistral-7b-v0.1",
                                     "mixtral-8x7b-v0.1",
+                                    "phi-3-mini-4k",
+                                    "qwen2-57b-a14b",
                                     "qwen2.5-7b"});
   for (const BuiltinModel& m : models) {
     INFO(m.name);
@@ -253,6 +330,199 @@ TEST_CASE("models: Qwen2 has q/k/v biases and no o_proj bias", "[models]") {
   CHECK(find(t, "model.layers.0.self_attn.o_proj.bias") == nullptr);
   check_tensor(t, "lm_head.weight", {152064, 3584}, DType::bf16);
   CHECK(t.size() == 3 + 28 * 12);
+}
+
+TEST_CASE("models: Phi-3 fuses qkv_proj and gate_up_proj, without biases",
+          "[models]") {
+  std::vector<ModelTensor> t = builtin("phi-3-mini-4k");
+  // qkv_proj stacks q (32 heads x 96), k and v (32 x 96 each): 9216 rows;
+  // gate_up_proj stacks gate and up: 2 x 8192 rows.
+  check_tensor(
+      t, "model.layers.0.self_attn.qkv_proj.weight", {9216, 3072}, DType::bf16);
+  check_tensor(
+      t, "model.layers.0.self_attn.o_proj.weight", {3072, 3072}, DType::bf16);
+  check_tensor(
+      t, "model.layers.31.mlp.gate_up_proj.weight", {16384, 3072}, DType::bf16);
+  check_tensor(
+      t, "model.layers.31.mlp.down_proj.weight", {3072, 8192}, DType::bf16);
+  check_tensor(t, "lm_head.weight", {32064, 3072}, DType::bf16);
+  CHECK(find(t, "model.layers.0.self_attn.q_proj.weight") == nullptr);
+  CHECK(find(t, "model.layers.0.self_attn.qkv_proj.bias") == nullptr);
+  CHECK(find(t, "model.layers.0.mlp.gate_proj.weight") == nullptr);
+}
+
+TEST_CASE("models: a small Phi-3 config by hand (GQA, fused projections)",
+          "[models]") {
+  // hidden 8 with 4 heads: head_dim 2; q 4 x 2 = 8 rows, k and v 2 x 2 = 4
+  // rows each: qkv_proj [16, 8]. gate_up_proj [2 x 6, 8]. Phi3Attention
+  // creates o_proj before qkv_proj, so named_parameters() lists it first.
+  Diagnostics diags;
+  std::optional<std::vector<ModelTensor>> t = tensors_from_hf_config(
+      R"({"architectures": ["Phi3ForCausalLM"], "vocab_size": 10,
+          "hidden_size": 8, "intermediate_size": 6, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "num_key_value_heads": 2,
+          "attention_bias": true})",
+      "config.json",
+      diags);
+  REQUIRE(t);
+  std::vector<std::string> names;
+  for (const ModelTensor& x : *t) {
+    names.push_back(x.name);
+    CHECK(x.dtype == DType::bf16);
+  }
+  CHECK(names
+        == std::vector<std::string>{
+            "model.embed_tokens.weight",
+            "model.layers.0.self_attn.o_proj.weight",
+            "model.layers.0.self_attn.qkv_proj.weight",
+            "model.layers.0.mlp.gate_up_proj.weight",
+            "model.layers.0.mlp.down_proj.weight",
+            "model.layers.0.input_layernorm.weight",
+            "model.layers.0.post_attention_layernorm.weight",
+            "model.layers.1.self_attn.o_proj.weight",
+            "model.layers.1.self_attn.qkv_proj.weight",
+            "model.layers.1.mlp.gate_up_proj.weight",
+            "model.layers.1.mlp.down_proj.weight",
+            "model.layers.1.input_layernorm.weight",
+            "model.layers.1.post_attention_layernorm.weight",
+            "model.norm.weight",
+            "lm_head.weight"});
+  check_tensor(
+      *t, "model.layers.0.self_attn.o_proj.weight", {8, 8}, DType::bf16);
+  check_tensor(
+      *t, "model.layers.1.self_attn.qkv_proj.weight", {16, 8}, DType::bf16);
+  check_tensor(
+      *t, "model.layers.0.mlp.gate_up_proj.weight", {12, 8}, DType::bf16);
+  check_tensor(*t, "model.layers.0.mlp.down_proj.weight", {8, 6}, DType::bf16);
+  // 80 + 2 x (64 + 128 + 96 + 48 + 8 + 8) + 8 + 80.
+  CHECK(totals(*t).elements == 872);
+}
+
+TEST_CASE("models: Qwen2-MoE router, experts, shared expert and its gate",
+          "[models]") {
+  std::vector<ModelTensor> t = builtin("qwen2-57b-a14b");
+  const DType bf16 = DType::bf16;
+  // GQA with q/k/v biases: 28 x 128 = 3584 rows for q, 4 x 128 = 512 for
+  // k and v; no o_proj bias.
+  check_tensor(t, "model.layers.0.self_attn.q_proj.bias", {3584}, bf16);
+  check_tensor(t, "model.layers.0.self_attn.k_proj.weight", {512, 3584}, bf16);
+  check_tensor(t, "model.layers.27.self_attn.v_proj.bias", {512}, bf16);
+  CHECK(find(t, "model.layers.0.self_attn.o_proj.bias") == nullptr);
+  check_tensor(t, "model.layers.0.mlp.gate.weight", {64, 3584}, bf16);
+  check_tensor(
+      t, "model.layers.0.mlp.experts.63.gate_proj.weight", {2560, 3584}, bf16);
+  check_tensor(
+      t, "model.layers.27.mlp.experts.0.down_proj.weight", {3584, 2560}, bf16);
+  check_tensor(t,
+               "model.layers.27.mlp.shared_expert.up_proj.weight",
+               {20480, 3584},
+               bf16);
+  check_tensor(
+      t, "model.layers.27.mlp.shared_expert_gate.weight", {1, 3584}, bf16);
+  CHECK(find(t, "model.layers.0.mlp.gate_proj.weight") == nullptr);
+  CHECK(find(t, "model.layers.0.mlp.experts.64.up_proj.weight") == nullptr);
+}
+
+TEST_CASE(
+    "models: a small Qwen2-MoE config by hand (mlp_only_layers, "
+    "decoder_sparse_step, qkv_bias)",
+    "[models]") {
+  // hidden 8 with 2 heads: head_dim 4, q 8 rows, k and v 1 x 4 = 4 rows.
+  // 2 experts of 4, a shared expert of 6, tied; layer 1 in mlp_only_layers
+  // is dense (intermediate 12), layers 0 and 2 sparse.
+  const std::string base =
+      R"({"architectures": ["Qwen2MoeForCausalLM"], "vocab_size": 10,
+          "hidden_size": 8, "intermediate_size": 12, "num_hidden_layers": 3,
+          "num_attention_heads": 2, "num_experts": 2,
+          "moe_intermediate_size": 4, "shared_expert_intermediate_size": 6,
+          "tie_word_embeddings": true, )";
+  Diagnostics diags;
+  std::optional<std::vector<ModelTensor>> t = tensors_from_hf_config(
+      base + R"("num_key_value_heads": 1, "mlp_only_layers": [1]})",
+      "config.json",
+      diags);
+  REQUIRE(t);
+  std::vector<std::string> names;
+  for (const ModelTensor& x : *t) {
+    names.push_back(x.name);
+  }
+  // Sparse layers: 7 attention + 1 router + 6 expert + 3 shared + 1 shared
+  // gate + 2 norms = 20 tensors; the dense one 7 + 3 + 2 = 12; 1 + 20 + 12
+  // + 20 + 1 in all (no lm_head: tied).
+  REQUIRE(names.size() == 54);
+  CHECK(std::vector<std::string>(names.begin(), names.begin() + 21)
+        == std::vector<std::string>{
+            "model.embed_tokens.weight",
+            "model.layers.0.self_attn.q_proj.weight",
+            "model.layers.0.self_attn.q_proj.bias",
+            "model.layers.0.self_attn.k_proj.weight",
+            "model.layers.0.self_attn.k_proj.bias",
+            "model.layers.0.self_attn.v_proj.weight",
+            "model.layers.0.self_attn.v_proj.bias",
+            "model.layers.0.self_attn.o_proj.weight",
+            "model.layers.0.mlp.gate.weight",
+            "model.layers.0.mlp.experts.0.gate_proj.weight",
+            "model.layers.0.mlp.experts.0.up_proj.weight",
+            "model.layers.0.mlp.experts.0.down_proj.weight",
+            "model.layers.0.mlp.experts.1.gate_proj.weight",
+            "model.layers.0.mlp.experts.1.up_proj.weight",
+            "model.layers.0.mlp.experts.1.down_proj.weight",
+            "model.layers.0.mlp.shared_expert.gate_proj.weight",
+            "model.layers.0.mlp.shared_expert.up_proj.weight",
+            "model.layers.0.mlp.shared_expert.down_proj.weight",
+            "model.layers.0.mlp.shared_expert_gate.weight",
+            "model.layers.0.input_layernorm.weight",
+            "model.layers.0.post_attention_layernorm.weight"});
+  CHECK(names[28] == "model.layers.1.mlp.gate_proj.weight");
+  CHECK(names[29] == "model.layers.1.mlp.up_proj.weight");
+  CHECK(names[30] == "model.layers.1.mlp.down_proj.weight");
+  CHECK(names[40] == "model.layers.2.mlp.gate.weight");
+  CHECK(names.back() == "model.norm.weight");
+  check_tensor(
+      *t, "model.layers.0.self_attn.k_proj.weight", {4, 8}, DType::bf16);
+  check_tensor(*t, "model.layers.0.mlp.gate.weight", {2, 8}, DType::bf16);
+  check_tensor(
+      *t, "model.layers.2.mlp.experts.1.down_proj.weight", {8, 4}, DType::bf16);
+  check_tensor(*t,
+               "model.layers.0.mlp.shared_expert.up_proj.weight",
+               {6, 8},
+               DType::bf16);
+  check_tensor(
+      *t, "model.layers.0.mlp.shared_expert_gate.weight", {1, 8}, DType::bf16);
+  check_tensor(*t, "model.layers.1.mlp.down_proj.weight", {8, 12}, DType::bf16);
+  // Attention 64 + 8 + 2 x (32 + 4) + 64 = 208, norms 16. Sparse MLP: router
+  // 16 + experts 2 x 3 x 32 + shared 3 x 48 + gate 8 = 360; dense 3 x 96 =
+  // 288. 80 + 2 x (208 + 360 + 16) + (208 + 288 + 16) + 8 = 1768.
+  CHECK(totals(*t).elements == 1768);
+
+  // decoder_sparse_step 2: layer i is sparse when (i + 1) % 2 == 0, so only
+  // layer 1. qkv_bias false drops the q/k/v biases. Without
+  // num_key_value_heads Qwen2MoeConfig's default is 16 heads, not
+  // num_attention_heads: k_proj has 16 x 4 = 64 rows.
+  t = tensors_from_hf_config(
+      base + R"("decoder_sparse_step": 2, "qkv_bias": false})",
+      "config.json",
+      diags);
+  REQUIRE(t);
+  CHECK(find(*t, "model.layers.0.mlp.gate_proj.weight") != nullptr);
+  CHECK(find(*t, "model.layers.1.mlp.gate.weight") != nullptr);
+  CHECK(find(*t, "model.layers.1.mlp.gate_proj.weight") == nullptr);
+  CHECK(find(*t, "model.layers.2.mlp.gate_proj.weight") != nullptr);
+  CHECK(find(*t, "model.layers.0.self_attn.q_proj.bias") == nullptr);
+  check_tensor(
+      *t, "model.layers.0.self_attn.k_proj.weight", {64, 8}, DType::bf16);
+
+  // num_experts 0: every layer dense, and no expert sizes needed.
+  t = tensors_from_hf_config(
+      R"({"architectures": ["Qwen2MoeForCausalLM"], "vocab_size": 10,
+          "hidden_size": 8, "intermediate_size": 12, "num_hidden_layers": 2,
+          "num_attention_heads": 2, "num_key_value_heads": 2,
+          "num_experts": 0})",
+      "config.json",
+      diags);
+  REQUIRE(t);
+  CHECK(t->size() == 3 + 2 * 12);
+  CHECK(diags.items().empty());
 }
 
 TEST_CASE(
@@ -477,12 +747,64 @@ TEST_CASE("models: an unknown architecture lists the supported ones",
            "\"LlamaForCausalLLM\"; supported: DeepseekV3ForCausalLM, "
            "GPT2LMHeadModel, Gemma2ForCausalLM, GemmaForCausalLM, "
            "LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, "
-           "Qwen2ForCausalLM; did you mean \"LlamaForCausalLM\"? "
+           "Phi3ForCausalLM, Qwen2ForCausalLM, Qwen2MoeForCausalLM; did you "
+           "mean \"LlamaForCausalLM\"? "
            "[model.unknown-architecture]");
   CHECK(error_of(R"({"architectures": ["T5ForConditionalGeneration"]})")
             .find("[model.unknown-architecture]")
         != std::string::npos);
-  CHECK(supported_architectures().size() == 8);
+  CHECK(supported_architectures().size() == 10);
+}
+
+TEST_CASE(
+    "models: another architecture's name is refused without a did-you-mean",
+    "[models]") {
+  // An edit away from a supported name is often a different architecture
+  // (Qwen3 has q/k norms Qwen2 lacks; Gemma3 is not Gemma2): such a name
+  // gets the list of supported ones and no hint (docs/models.md, "Unknown
+  // architectures"). Qwen3ForCausalLM is 1 edit from Qwen2ForCausalLM and
+  // Gemma3ForCausalLM 1 from Gemma2ForCausalLM, PhiForCausalLM (Phi-1/2:
+  // biased q/k/v and dense, fc1/fc2, LayerNorm) 1 from Phi3ForCausalLM, so an
+  // edit-distance hint named those; the others are transformers classes
+  // with other heads.
+  for (std::string_view other : {"Qwen3ForCausalLM",
+                                 "Gemma3ForCausalLM",
+                                 "PhiForCausalLM",
+                                 "LlamaForSequenceClassification",
+                                 "Qwen3MoeForCausalLM",
+                                 "MistralModel",
+                                 "GPT2DoubleHeadsModel"}) {
+    INFO(other);
+    const std::string error =
+        error_of(fmt::format(R"({{"architectures": ["{}"]}})", other));
+    CHECK(error.starts_with(fmt::format(
+        "config.json:/architectures/0: error: unknown architecture \"{}\"; "
+        "supported: ",
+        other)));
+    CHECK(error.find("did you mean") == std::string::npos);
+    CHECK(error.ends_with("[model.unknown-architecture]"));
+    CHECK(misspelt_architecture(other).empty());
+  }
+}
+
+TEST_CASE("models: a supported architecture misspelt in its head or case",
+          "[models]") {
+  // The model name is a supported one and only the head (ForCausalLM,
+  // LMHeadModel) is misspelt, within 3 edits, or only the letter case
+  // differs.
+  CHECK(misspelt_architecture("LlamaForCausalLLM") == "LlamaForCausalLM");
+  CHECK(misspelt_architecture("MistralForCasualLM") == "MistralForCausalLM");
+  CHECK(misspelt_architecture("llamaforcausallm") == "LlamaForCausalLM");
+  CHECK(misspelt_architecture("GPT2LMHeadModle") == "GPT2LMHeadModel");
+  // "Gemma" + "2ForCasualLM" is not Gemma's head misspelt (the rest must
+  // start with the head's first letter); "Gemma2" + "ForCasualLM" is.
+  CHECK(misspelt_architecture("Gemma2ForCasualLM") == "Gemma2ForCausalLM");
+  CHECK(misspelt_architecture("Gemma3ForCasualLM").empty());
+  // More than 3 edits in the head.
+  CHECK(misspelt_architecture("LlamaForCausalLanguageModel").empty());
+  CHECK(error_of(R"({"architectures": ["MistralForCasualLM"]})")
+            .ends_with("; did you mean \"MistralForCausalLM\"? "
+                       "[model.unknown-architecture]"));
 }
 
 TEST_CASE("models: a missing key is located by its JSON pointer", "[models]") {
@@ -495,8 +817,8 @@ TEST_CASE("models: a missing key is located by its JSON pointer", "[models]") {
         == "config.json:/architectures: error: missing key \"architectures\"; "
            "supported: DeepseekV3ForCausalLM, GPT2LMHeadModel, "
            "Gemma2ForCausalLM, GemmaForCausalLM, LlamaForCausalLM, "
-           "MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM "
-           "[json.missing-key]");
+           "MistralForCausalLM, MixtralForCausalLM, Phi3ForCausalLM, "
+           "Qwen2ForCausalLM, Qwen2MoeForCausalLM [json.missing-key]");
   CHECK(error_of(R"({"architectures": ["DeepseekV3ForCausalLM"],
                      "vocab_size": 1, "hidden_size": 8,
                      "intermediate_size": 8, "num_hidden_layers": 1,
@@ -557,6 +879,35 @@ TEST_CASE("models: values of the wrong type or range", "[models]") {
            "architecture names, got string \"LlamaForCausalLM\" [json.type]");
 }
 
+TEST_CASE("models: Qwen2-MoE keys of the wrong type or range", "[models]") {
+  const std::string moe =
+      R"({"architectures": ["Qwen2MoeForCausalLM"], "vocab_size": 10,
+          "hidden_size": 8, "intermediate_size": 12, "num_hidden_layers": 2,
+          "num_attention_heads": 2, )";
+  CHECK(error_of(moe + R"("num_experts": 2, "moe_intermediate_size": 4})")
+        == "config.json:/shared_expert_intermediate_size: error: missing key "
+           "\"shared_expert_intermediate_size\" [json.missing-key]");
+  const std::string sized = moe + R"("num_experts": 2,
+      "moe_intermediate_size": 4, "shared_expert_intermediate_size": 6, )";
+  // decoder_sparse_step 0 would divide by zero in (i + 1) % step.
+  CHECK(error_of(sized + R"("decoder_sparse_step": 0})")
+        == "config.json:/decoder_sparse_step: error: expected an integer >= 1, "
+           "got number 0 [model.bad-value]");
+  CHECK(error_of(sized + R"("mlp_only_layers": 1})")
+        == "config.json:/mlp_only_layers: error: expected a list of layer "
+           "indices, got number 1 [json.type]");
+  CHECK(error_of(sized + R"("mlp_only_layers": [0, -1]})")
+        == "config.json:/mlp_only_layers/1: error: expected an integer >= 0, "
+           "got number -1 [model.bad-value]");
+  CHECK(error_of(sized + R"("qkv_bias": "yes"})")
+        == "config.json:/qkv_bias: error: expected true or false, got string "
+           "\"yes\" [json.type]");
+  CHECK(error_of(moe + R"("num_experts": 100000000000,
+      "moe_intermediate_size": 4, "shared_expert_intermediate_size": 6})")
+        == "config.json:/num_experts: error: the model would have more than "
+           "4194304 tensors [model.too-many-tensors]");
+}
+
 TEST_CASE("models: dims beyond int64 and huge models are errors, not crashes",
           "[models]") {
   const std::string big = "4611686018427387904";  // 2^62
@@ -592,6 +943,6 @@ TEST_CASE("models: an unknown built-in model suggests the nearest name",
   CHECK(render(diags.items().front())
         == "--model: error: unknown model \"llama-3-8\"; built-in models: "
            "deepseek-v3, gemma-2-2b, gemma-7b, gpt2, llama-3-70b, llama-3-8b, "
-           "llama-3.1-405b, mistral-7b-v0.1, mixtral-8x7b-v0.1, qwen2.5-7b; "
-           "did you mean \"llama-3-8b\"? [model.unknown-model]");
+           "llama-3.1-405b, mistral-7b-v0.1, mixtral-8x7b-v0.1, phi-3-mini-4k, "
+           "qwen2-57b-a14b, qwen2.5-7b; did you mean \"llama-3-8b\"? [model.unknown-model]");
 }
