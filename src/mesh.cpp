@@ -834,4 +834,160 @@ std::string dcn_string(const Mesh& mesh) {
   return out;
 }
 
+std::string_view to_string(AxisRole role) {
+  switch (role) {
+    case AxisRole::data:
+      return "data";
+    case AxisRole::tensor:
+      return "tensor";
+    case AxisRole::sequence:
+      return "sequence";
+    case AxisRole::expert:
+      return "expert";
+    case AxisRole::stage:
+      return "stage";
+  }
+  return "data";
+}
+
+std::vector<std::string_view> default_role_axes(AxisRole role) {
+  switch (role) {
+    case AxisRole::data:
+      return {"dp", "data", "fsdp", "fsdp_transpose"};
+    case AxisRole::tensor:
+      return {
+          "tp", "tensor", "tensor_transpose", "tensor_sequence", "model", "mp"};
+    case AxisRole::sequence:
+      return {"sp", "cp", "context", "sequence"};
+    case AxisRole::expert:
+      return {"ep", "expert"};
+    case AxisRole::stage:
+      return {"pp", "stage", "pipeline"};
+  }
+  return {};
+}
+
+namespace {
+
+// A role's list of axis names in `roles`, const or not.
+template <typename Roles>
+auto& role_list(Roles& roles, AxisRole role) {
+  switch (role) {
+    case AxisRole::data:
+      return roles.data;
+    case AxisRole::tensor:
+      return roles.tensor;
+    case AxisRole::sequence:
+      return roles.sequence;
+    case AxisRole::expert:
+      return roles.expert;
+    case AxisRole::stage:
+      return roles.stage;
+  }
+  return roles.data;
+}
+
+}  // namespace
+
+const std::vector<std::string>& AxisRoles::of(AxisRole role) const {
+  return role_list(*this, role);
+}
+
+std::vector<std::string>& AxisRoles::of(AxisRole role) {
+  return role_list(*this, role);
+}
+
+std::optional<AxisRole> AxisRoles::role_of(std::string_view axis) const {
+  for (AxisRole role : k_axis_roles) {
+    const std::vector<std::string>& names = of(role);
+    if (std::find(names.begin(), names.end(), axis) != names.end()) {
+      return role;
+    }
+  }
+  return std::nullopt;
+}
+
+int64_t AxisRoles::size(const Mesh& mesh, AxisRole role) const {
+  int64_t n = 1;
+  for (const std::string& name : of(role)) {
+    if (const MeshAxis* axis = mesh.find(name)) {
+      n *= axis->size;  // the mesh's product fits (parse_mesh checked it)
+    }
+  }
+  return n;
+}
+
+const std::string& AxisRoleSources::of(AxisRole role) const {
+  return role_list(*this, role);
+}
+
+std::optional<AxisRoles> resolve_axis_roles(const Mesh& mesh,
+                                            const AxisRoles& given,
+                                            const AxisRoleSources& sources,
+                                            Diagnostics& diags) {
+  const std::vector<std::string> names = mesh.axis_names();
+  // The role each axis was given, to refuse an axis given twice.
+  std::vector<std::optional<AxisRole>> claimed(names.size());
+  bool ok = true;
+  for (AxisRole role : k_axis_roles) {
+    for (const std::string& name : given.of(role)) {
+      const int64_t index = mesh.index_of(name);
+      if (index < 0) {
+        Diagnostic& d =
+            diags.error("mesh.role-axis",
+                        fmt::format("{} axis {} is not an axis of the mesh {}",
+                                    to_string(role),
+                                    quote(name),
+                                    to_string(mesh)),
+                        Location::of(sources.of(role)));
+        const std::string best = closest_match(name, names);
+        d.hint = best.empty() ? fmt::format("the mesh's axes are {}",
+                                            fmt::join(names, ", "))
+                              : fmt::format("did you mean {}?", quote(best));
+        ok = false;
+        continue;
+      }
+      std::optional<AxisRole>& slot = claimed[static_cast<size_t>(index)];
+      if (slot && *slot != role) {
+        diags
+            .error("mesh.role-twice",
+                   fmt::format("axis {} is given as a {} axis and as a {} axis",
+                               quote(name),
+                               to_string(*slot),
+                               to_string(role)),
+                   Location::of(sources.of(role)))
+            .hint = fmt::format("an axis has one role; {} names it too",
+                                sources.of(*slot));
+        ok = false;
+        continue;
+      }
+      slot = role;
+    }
+  }
+  if (!ok) {
+    return std::nullopt;
+  }
+  AxisRoles out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    std::optional<AxisRole> role = claimed[i];
+    if (!role) {
+      for (AxisRole r : k_axis_roles) {
+        if (!given.of(r).empty()) {
+          continue;  // the caller named this role's axes
+        }
+        const std::vector<std::string_view> defaults = default_role_axes(r);
+        if (std::find(defaults.begin(), defaults.end(), names[i])
+            != defaults.end()) {
+          role = r;
+          break;
+        }
+      }
+    }
+    if (role) {
+      out.of(*role).push_back(names[i]);
+    }
+  }
+  return out;
+}
+
 }  // namespace shardplan

@@ -110,6 +110,70 @@ std::optional<Mesh> parse_mesh(std::string_view text,
 // mesh_axis_offset("dp:2, tp:4", 1) == 6.
 size_t mesh_axis_offset(std::string_view text, size_t index);
 
+// What a mesh axis does in a training step (DESIGN.md 8): data axes split
+// the batch (and are what ZeRO shards over), tensor axes split heads and the
+// MLP width, sequence axes split the tokens of a sequence (context
+// parallelism), expert axes hold different experts (and split the batch for
+// everything else, as MaxText's activation_batch and Megatron's expert-data
+// parallel groups do), stage axes hold different layers (pipeline).
+enum class AxisRole { data, tensor, sequence, expert, stage };
+
+inline constexpr AxisRole k_axis_roles[] = {AxisRole::data,
+                                            AxisRole::tensor,
+                                            AxisRole::sequence,
+                                            AxisRole::expert,
+                                            AxisRole::stage};
+
+std::string_view to_string(AxisRole role);  // "data", "tensor", ...
+
+// The axis names that take a role when the caller names none: data dp, data,
+// fsdp, fsdp_transpose; tensor tp, tensor, tensor_transpose,
+// tensor_sequence, model, mp; sequence sp, cp, context, sequence; expert ep,
+// expert; stage pp, stage, pipeline (eformer's and MaxText's axis names,
+// DESIGN.md 8).
+std::vector<std::string_view> default_role_axes(AxisRole role);
+
+// The axes of each role, each list in mesh order. An axis has at most one
+// role; an axis with none holds replicas.
+struct AxisRoles {
+  std::vector<std::string> data;
+  std::vector<std::string> tensor;
+  std::vector<std::string> sequence;
+  std::vector<std::string> expert;
+  std::vector<std::string> stage;
+
+  const std::vector<std::string>& of(AxisRole role) const;
+  std::vector<std::string>& of(AxisRole role);
+  // The role of `axis`, or nullopt.
+  std::optional<AxisRole> role_of(std::string_view axis) const;
+  // The product of the sizes of the role's axes in `mesh` (1 when none).
+  int64_t size(const Mesh& mesh, AxisRole role) const;
+};
+
+// What to call each role's list of names in diagnostics ("--data-axes",
+// "--tensor-axes", ...), by role.
+struct AxisRoleSources {
+  std::string data;
+  std::string tensor;
+  std::string sequence;
+  std::string expert;
+  std::string stage;
+
+  const std::string& of(AxisRole role) const;
+};
+
+// The roles of `mesh`'s axes: a role whose list in `given` is non-empty
+// takes exactly those axes (each must be an axis of the mesh: error
+// mesh.role-axis at the role's source, with "did you mean"); a role whose
+// list is empty takes the mesh's axes named in default_role_axes(role) that
+// no given list claims. An axis given for two roles is an error
+// (mesh.role-twice). Lists come back in mesh order.
+// resolve_axis_roles(fsdp:16,tp:4, {}) == {data {fsdp}, tensor {tp}}.
+std::optional<AxisRoles> resolve_axis_roles(const Mesh& mesh,
+                                            const AxisRoles& given,
+                                            const AxisRoleSources& sources,
+                                            Diagnostics& diags);
+
 // Canonical form: "dp:2,fsdp:8,tp:4:explicit" (the type only when not auto).
 // parse_mesh(to_string(m)) with num_devices and dcn_string(m) gives m back.
 std::string to_string(const Mesh& mesh);

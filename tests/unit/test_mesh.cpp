@@ -279,3 +279,50 @@ TEST_CASE("mesh: random mutations of a mesh string never crash",
     }
   }
 }
+
+TEST_CASE("mesh: axis roles by name, by the caller, and their errors",
+          "[mesh]") {
+  const Mesh mesh = test::mesh_of("dp:2,fsdp:4,ep:2,tp:2,pp:2,cp:1", 64);
+  AxisRoleSources sources{"--data-axes",
+                          "--tensor-axes",
+                          "--sequence-axes",
+                          "--expert-axes",
+                          "--stage-axes"};
+  Diagnostics diags;
+  std::optional<AxisRoles> roles =
+      resolve_axis_roles(mesh, AxisRoles{}, sources, diags);
+  REQUIRE(roles);
+  CHECK(roles->data == std::vector<std::string>{"dp", "fsdp"});
+  CHECK(roles->tensor == std::vector<std::string>{"tp"});
+  CHECK(roles->sequence == std::vector<std::string>{"cp"});
+  CHECK(roles->expert == std::vector<std::string>{"ep"});
+  CHECK(roles->stage == std::vector<std::string>{"pp"});
+  // 2 x 4 = 8 devices hold different batches; cp:1 splits nothing.
+  CHECK(roles->size(mesh, AxisRole::data) == 8);
+  CHECK(roles->size(mesh, AxisRole::sequence) == 1);
+  CHECK(roles->role_of("ep") == AxisRole::expert);
+
+  // Naming a role's axes replaces its defaults, and takes the axis from the
+  // role that would have had it by name: ep becomes a data axis here, so
+  // the expert role has none left.
+  AxisRoles given;
+  given.data = {"ep", "dp"};
+  roles = resolve_axis_roles(mesh, given, sources, diags);
+  REQUIRE(roles);
+  CHECK(roles->data == std::vector<std::string>{"dp", "ep"});  // mesh order
+  CHECK(roles->expert.empty());
+  CHECK_FALSE(roles->role_of("fsdp"));  // a replica axis now
+
+  given.tensor = {"tpp"};
+  given.stage = {"dp"};
+  CHECK_FALSE(resolve_axis_roles(mesh, given, sources, diags));
+  REQUIRE(diags.error_count() == 2);
+  CHECK(render(diags.items()[0])
+        == "--tensor-axes: error: tensor axis \"tpp\" is not an axis of the "
+           "mesh dp:2,fsdp:4,ep:2,tp:2,pp:2,cp:1; did you mean \"tp\"? "
+           "[mesh.role-axis]");
+  CHECK(render(diags.items()[1])
+        == "--stage-axes: error: axis \"dp\" is given as a data axis and as "
+           "a stage axis; an axis has one role; --data-axes names it too "
+           "[mesh.role-twice]");
+}
