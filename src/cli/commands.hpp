@@ -168,11 +168,15 @@ class Session {
   bool m_color = false;
 };
 
-// Reads the file at `path` with `read` (read_manifest, read_specs, ...).
+// Reads the file at `path`, an input of kind `kind` (within its size
+// limit), with `read` (read_specs, read_rules, ...).
 template <typename Reader>
-auto read_path(const std::string& path, Diagnostics& diags, Reader read)
+auto read_path(const std::string& path,
+               InputKind kind,
+               Diagnostics& diags,
+               Reader read)
     -> decltype(read(std::string_view(), std::string_view(), diags)) {
-  std::optional<std::string> text = read_file(path, diags);
+  std::optional<std::string> text = read_file(path, kind, diags);
   if (!text) {
     return std::nullopt;
   }
@@ -204,7 +208,8 @@ std::optional<Manifest> load_manifest(const ManifestSource& source,
                                       Diagnostics& diags);
 
 // For options taking NAME|FILE (--topology, --rules): a path to an existing
-// file, or one ending in .json, is a file; anything else a built-in name.
+// file (a pipe or a device too: /dev/stdin, <(...)), or one ending in
+// .json, is a file; anything else a built-in name (a folder as well).
 bool names_a_file(const std::string& arg);
 
 // --topology NAME|FILE (or `flag`, e.g. --from-topology): a user topology
