@@ -147,8 +147,11 @@ std::optional<Manifest> read_safetensors_file(const std::string& path,
 // {"total_size": N}, "weight_map": {"NAME": "SHARD.safetensors", ...}}.
 // Each shard file (relative to the index's folder) has its header read; the
 // manifest holds the tensors in weight_map order, each found in its shard's
-// header. A shard that cannot be read and a tensor missing from its shard
-// are errors at the index's /weight_map/NAME; tensors a shard holds but the
+// header. A shard path that is absolute or leads out of the index's folder
+// ("../x.safetensors"; Hugging Face's loaders read only inside the
+// checkpoint) is an error at the index's /weight_map/NAME [index.shard],
+// found before any shard is opened; so are a shard that cannot be read and
+// a tensor missing from its shard. Tensors a shard holds but the
 // index does not map, and a total_size other than the tensors' bytes, are
 // warnings.
 std::optional<Manifest> read_safetensors_index(std::string_view json,
