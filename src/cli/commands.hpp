@@ -258,6 +258,20 @@ struct ReshardCommand {
   bool transfers = false;
 };
 
+// Above this many bytes of transfers lists in reshard's JSON, a warning
+// states their count and size before the output is written (docs/reshard.md,
+// "Listing the transfers"): 256 MiB, over 3x the whole JSON of a reshard of
+// DeepSeek-V3 without them (70.5 MB for its 91,991 tensors), so that past it
+// the listing, not the plan, is most of the output.
+inline constexpr int64_t k_transfers_warning_bytes = int64_t{256} << 20U;
+
+// Warns [reshard.transfers-size] at `flag` (--transfers, or --shape, which
+// always lists them) when `size.json_bytes` is over `threshold`.
+void warn_transfers_size(const TransfersSize& size,
+                         int64_t threshold,
+                         const std::string& flag,
+                         Diagnostics& diags);
+
 // Adds the `reshard` subcommand to `app`, filling `cmd` and `common`.
 CLI::App* add_reshard_command(CLI::App& app,
                               ReshardCommand& cmd,
