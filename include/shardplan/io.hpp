@@ -28,9 +28,46 @@
 
 namespace shardplan {
 
-// Reads a whole file. A missing or unreadable file is an error naming `path`
-// and the system's reason [io.read].
+// What an input file is, for the size it may have. Every file a command
+// reads is one of these, and read as one (docs/cli.md, "Input files and
+// their sizes").
+enum class InputKind {
+  manifest,   // --manifest JSON: native, a safetensors header, an index
+  specs,      // --specs, --from-specs, --to-specs (a plan's JSON is one)
+  rules,      // --rules FILE, --from-rules FILE, --to-rules FILE
+  topology,   // --topology FILE, topology show FILE
+  hf_config,  // --from-hf-config: a Hugging Face config.json
+};
+
+// The most bytes an input of one kind may have, and its name in messages.
+struct InputLimit {
+  std::string_view what;  // "manifest", "specs file", ...
+  uint64_t max_bytes = 0;
+};
+
+// The limit of `kind`, each derived from the largest real input of its kind
+// (docs/cli.md):
+//   manifest, specs  1 GiB: DeepSeek-V3, the largest model in the catalogue
+//                    (91,991 tensors), has a 12 MB native manifest, a 9 MB
+//                    safetensors index and a 30 MB plan (a specs file); a
+//                    generated manifest of 1,000,000 tensors has 108 MB
+//   rules            64 MiB: one rule per tensor of DeepSeek-V3 is about
+//                    10 MB; the presets are under 9 KB
+//   topology         1 MiB: a topology file is one object of a few dozen
+//                    keys (under 2 KB in configs/topologies/)
+//   hf_config        16 MiB: a config.json is a few KB (DeepSeek-V3's is
+//                    1.7 KB); some carry label maps or module lists
+// A safetensors file is read only up to its header, which the format caps
+// at 100,000,000 bytes (k_safetensors_max_header_bytes).
+InputLimit input_limit(InputKind kind);
+
+// Reads a whole file of kind `kind`. A missing or unreadable file is an error
+// naming `path` and the system's reason [io.read]. A file over the kind's
+// limit is refused [io.too-large]: a regular file from its size, before
+// anything is read; anything else (a pipe, /dev/stdin, /dev/zero, a /proc
+// file) after reading one byte past the limit, never more.
 std::optional<std::string> read_file(const std::string& path,
+                                     InputKind kind,
                                      Diagnostics& diags);
 
 // Writes `contents` to `path` atomically: a temporary file in the same folder,
@@ -110,8 +147,11 @@ std::optional<Manifest> read_safetensors_file(const std::string& path,
 // {"total_size": N}, "weight_map": {"NAME": "SHARD.safetensors", ...}}.
 // Each shard file (relative to the index's folder) has its header read; the
 // manifest holds the tensors in weight_map order, each found in its shard's
-// header. A shard that cannot be read and a tensor missing from its shard
-// are errors at the index's /weight_map/NAME; tensors a shard holds but the
+// header. A shard path that is absolute or leads out of the index's folder
+// ("../x.safetensors"; Hugging Face's loaders read only inside the
+// checkpoint) is an error at the index's /weight_map/NAME [index.shard],
+// found before any shard is opened; so are a shard that cannot be read and
+// a tensor missing from its shard. Tensors a shard holds but the
 // index does not map, and a total_size other than the tensors' bytes, are
 // warnings.
 std::optional<Manifest> read_safetensors_index(std::string_view json,
@@ -120,7 +160,8 @@ std::optional<Manifest> read_safetensors_index(std::string_view json,
 
 // What --manifest accepts: a folder (its model.safetensors.index.json, else
 // its model.safetensors), a file ending in ".safetensors", or a JSON file: a
-// manifest in either form of read_manifest, or a safetensors index.
+// manifest in either form of read_manifest, or a safetensors index, read
+// within the limit of InputKind::manifest.
 std::optional<Manifest> read_manifest_path(const std::string& path,
                                            Diagnostics& diags);
 

@@ -24,6 +24,7 @@
 #include <shardplan/validate.hpp>
 
 #include <array>
+#include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <optional>
@@ -173,6 +174,17 @@ struct ReshardReport {
   const ReshardOptions& options;
   const ReshardPlan& plan;
 };
+
+// What the transfers lists of a reshard's JSON hold (steps[].transfers of
+// every tensor, written with --transfers or --shape): how many transfers,
+// and the bytes the JSON spends on them (each list with its key), exactly
+// as the JSON renderer writes them. A plan shared by tensors counts once
+// per tensor, as the JSON repeats it.
+struct TransfersSize {
+  int64_t transfers = 0;
+  int64_t json_bytes = 0;
+};
+TransfersSize reshard_transfers_size(const ReshardReport& report);
 
 using Report = std::variant<MeshReport,
                             TopologyListReport,

@@ -133,8 +133,8 @@ std::optional<Manifest> load_manifest(const ManifestSource& source,
     return read_builtin_model(source.model, "--model", diags);
   }
   if (!source.hf_config.empty()) {
-    std::optional<std::vector<ModelTensor>> tensors =
-        read_path(source.hf_config, diags, tensors_from_hf_config);
+    std::optional<std::vector<ModelTensor>> tensors = read_path(
+        source.hf_config, InputKind::hf_config, diags, tensors_from_hf_config);
     if (!tensors) {
       return std::nullopt;
     }
@@ -156,14 +156,17 @@ std::optional<Manifest> load_manifest(const ManifestSource& source,
 // file, or one ending in .json, is a file; anything else a built-in name.
 bool names_a_file(const std::string& arg) {
   std::error_code ec;
-  return arg.ends_with(".json") || std::filesystem::is_regular_file(arg, ec);
+  const std::filesystem::file_status status = std::filesystem::status(arg, ec);
+  return arg.ends_with(".json")
+         || (std::filesystem::exists(status)
+             && !std::filesystem::is_directory(status));
 }
 
 std::optional<Topology> load_topology(const std::string& arg,
                                       const std::string& flag,
                                       Diagnostics& diags) {
   if (names_a_file(arg)) {
-    return read_path(arg, diags, read_topology_file);
+    return read_path(arg, InputKind::topology, diags, read_topology_file);
   }
   return resolve_topology(arg, Location::of(flag), diags);
 }
@@ -442,7 +445,8 @@ int run_check(const CheckCommand& cmd, View view, Session& session) {
     }
     return run_rules(*rules, view, in, session);
   }
-  std::optional<SpecsFile> specs = read_path(cmd.specs, diags, read_specs);
+  std::optional<SpecsFile> specs =
+      read_path(cmd.specs, InputKind::specs, diags, read_specs);
   if (!specs) {
     return session.fail_input();
   }
@@ -465,7 +469,7 @@ std::optional<RuleSet> load_rules(const std::string& arg,
                                   const std::string& flag,
                                   Diagnostics& diags) {
   if (names_a_file(arg)) {
-    return read_path(arg, diags, read_rules);
+    return read_path(arg, InputKind::rules, diags, read_rules);
   }
   return read_rules_preset(arg, Location::of(flag), diags);
 }

@@ -168,11 +168,15 @@ class Session {
   bool m_color = false;
 };
 
-// Reads the file at `path` with `read` (read_manifest, read_specs, ...).
+// Reads the file at `path`, an input of kind `kind` (within its size
+// limit), with `read` (read_specs, read_rules, ...).
 template <typename Reader>
-auto read_path(const std::string& path, Diagnostics& diags, Reader read)
+auto read_path(const std::string& path,
+               InputKind kind,
+               Diagnostics& diags,
+               Reader read)
     -> decltype(read(std::string_view(), std::string_view(), diags)) {
-  std::optional<std::string> text = read_file(path, diags);
+  std::optional<std::string> text = read_file(path, kind, diags);
   if (!text) {
     return std::nullopt;
   }
@@ -204,7 +208,8 @@ std::optional<Manifest> load_manifest(const ManifestSource& source,
                                       Diagnostics& diags);
 
 // For options taking NAME|FILE (--topology, --rules): a path to an existing
-// file, or one ending in .json, is a file; anything else a built-in name.
+// file (a pipe or a device too: /dev/stdin, <(...)), or one ending in
+// .json, is a file; anything else a built-in name (a folder as well).
 bool names_a_file(const std::string& arg);
 
 // --topology NAME|FILE (or `flag`, e.g. --from-topology): a user topology
@@ -252,6 +257,20 @@ struct ReshardCommand {
   bool allow_split_physical_axes = false;
   bool transfers = false;
 };
+
+// Above this many bytes of transfers lists in reshard's JSON, a warning
+// states their count and size before the output is written (docs/reshard.md,
+// "Listing the transfers"): 256 MiB, over 3x the whole JSON of a reshard of
+// DeepSeek-V3 without them (70.5 MB for its 91,991 tensors), so that past it
+// the listing, not the plan, is most of the output.
+inline constexpr int64_t k_transfers_warning_bytes = int64_t{256} << 20U;
+
+// Warns [reshard.transfers-size] at `flag` (--transfers, or --shape, which
+// always lists them) when `size.json_bytes` is over `threshold`.
+void warn_transfers_size(const TransfersSize& size,
+                         int64_t threshold,
+                         const std::string& flag,
+                         Diagnostics& diags);
 
 // Adds the `reshard` subcommand to `app`, filling `cmd` and `common`.
 CLI::App* add_reshard_command(CLI::App& app,

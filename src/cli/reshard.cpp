@@ -20,6 +20,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <utility>
 
@@ -232,7 +233,8 @@ bool load_side_specs(const Manifest& manifest,
     side.shardings =
         validate_planned(named, mesh, specs, spec_flag, validate, diags);
   } else if (!specs_file.empty()) {
-    std::optional<SpecsFile> specs = read_path(specs_file, diags, read_specs);
+    std::optional<SpecsFile> specs =
+        read_path(specs_file, InputKind::specs, diags, read_specs);
     if (!specs) {
       return false;
     }
@@ -346,7 +348,49 @@ std::optional<std::vector<std::string>> parse_partial(std::string_view text,
   return axes;
 }
 
+// 3538944 -> "3,538,944".
+std::string with_commas(int64_t value) {
+  std::string digits = fmt::format("{}", value);
+  const size_t first = digits.starts_with('-') ? 1 : 0;
+  for (size_t i = digits.size(); i > first + 3; i -= 3) {
+    digits.insert(i - 3, 1, ',');
+  }
+  return digits;
+}
+
 }  // namespace
+
+void warn_transfers_size(const TransfersSize& size,
+                         int64_t threshold,
+                         const std::string& flag,
+                         Diagnostics& diags) {
+  if (size.json_bytes <= threshold) {
+    return;
+  }
+  // Binary units, as the text reports give sizes: "541.45 MiB".
+  constexpr std::array<const char*, 4> k_units = {"B", "KiB", "MiB", "GiB"};
+  auto value = static_cast<double>(size.json_bytes);
+  size_t unit = 0;
+  while (value >= 1024.0 && unit + 1 < k_units.size()) {
+    value /= 1024.0;
+    ++unit;
+  }
+  const std::string human =
+      unit == 0 ? fmt::format("{} B", size.json_bytes)
+                : fmt::format("{:.2f} {}", value, k_units[unit]);
+  diags
+      .warning("reshard.transfers-size",
+               fmt::format("the JSON lists {} transfers: {} bytes ({}) of "
+                           "output",
+                           with_commas(size.transfers),
+                           with_commas(size.json_bytes),
+                           human),
+               Location::of(flag))
+      .hint = flag == "--transfers"
+                  ? "without --transfers the JSON has the plan alone"
+                  : "one tensor's JSON always lists its transfers; the text "
+                    "output does not";
+}
 
 CLI::App* add_reshard_command(CLI::App& app,
                               ReshardCommand& cmd,
@@ -606,6 +650,13 @@ int run_reshard(const ReshardCommand& cmd, Session& session) {
                              to_topology,
                              options,
                              *plan};
+  if (options.transfers && session.json()) {
+    // Said before the output, which is written after the diagnostics.
+    warn_transfers_size(reshard_transfers_size(report),
+                        k_transfers_warning_bytes,
+                        cmd.transfers ? "--transfers" : "--shape",
+                        diags);
+  }
   return session.finish(
       report, diags.has_errors() ? ExitCode::plan_errors : ExitCode::ok);
 }

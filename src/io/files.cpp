@@ -9,10 +9,12 @@
 #include <fmt/format.h>
 #include <simdjson.h>
 
+#include <algorithm>
 #include <array>
 #include <cassert>
 #include <cerrno>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -52,8 +54,77 @@ mode_t current_umask() {
 
 }  // namespace
 
+InputLimit input_limit(InputKind kind) {
+  constexpr uint64_t k_mib = uint64_t{1} << 20U;
+  switch (kind) {
+    case InputKind::manifest:
+      return {"manifest", 1024 * k_mib};
+    case InputKind::specs:
+      return {"specs file", 1024 * k_mib};
+    case InputKind::rules:
+      return {"rules file", 64 * k_mib};
+    case InputKind::topology:
+      return {"topology file", 1 * k_mib};
+    case InputKind::hf_config:
+      return {"Hugging Face config", 16 * k_mib};
+  }
+  return {"file", 0};
+}
+
 std::optional<std::string> read_file(const std::string& path,
+                                     InputKind kind,
                                      Diagnostics& diags) {
+  return io_detail::read_file(path, input_limit(kind), diags);
+}
+
+namespace {
+
+// A limit as the docs give it: "1 GiB (1073741824 bytes)", "1000 bytes".
+std::string limit_text(uint64_t bytes) {
+  constexpr std::array<const char*, 3> k_units = {"KiB", "MiB", "GiB"};
+  const char* unit = nullptr;
+  uint64_t value = bytes;
+  for (const char* next : k_units) {
+    if (value == 0 || value % 1024 != 0) {
+      break;
+    }
+    value /= 1024;
+    unit = next;
+  }
+  return unit == nullptr ? fmt::format("{} bytes", bytes)
+                         : fmt::format("{} {} ({} bytes)", value, unit, bytes);
+}
+
+// The error of a file over its limit [io.too-large]: `size` bytes when its
+// size is known (a regular file, refused unread), else read past the limit.
+void report_too_large(const std::string& path,
+                      const InputLimit& limit,
+                      std::optional<uint64_t> size,
+                      Diagnostics& diags) {
+  const std::string has =
+      size ? fmt::format("the file has {} bytes", *size)
+           : fmt::format("the input has more than {} bytes", limit.max_bytes);
+  diags
+      .error("io.too-large",
+             fmt::format("{}; a {} may have at most {}",
+                         has,
+                         limit.what,
+                         limit_text(limit.max_bytes)),
+             Location::of(path))
+      .hint = size ? fmt::format(
+                  "none of it was read: the limit is far above "
+                  "any real {} (docs/cli.md, \"Input files and "
+                  "their sizes\")",
+                  limit.what)
+                   : "a pipe or a device is read up to the limit, then refused";
+}
+
+}  // namespace
+
+std::optional<std::string> io_detail::read_file(const std::string& path,
+                                                const InputLimit& limit,
+                                                Diagnostics& diags) {
+  assert(limit.max_bytes < std::numeric_limits<size_t>::max() / 2);
   auto fail = [&](int error) -> std::optional<std::string> {
     diags.error("io.read",
                 fmt::format("cannot read file: {}", errno_message(error)),
@@ -74,36 +145,73 @@ std::optional<std::string> read_file(const std::string& path,
   if (S_ISDIR(st.st_mode)) {
     return fail(EISDIR);
   }
+  // A regular file's size is known: over the limit, it is refused unread.
+  if (S_ISREG(st.st_mode) && st.st_size > 0
+      && static_cast<uint64_t>(st.st_size) > limit.max_bytes) {
+    report_too_large(path, limit, static_cast<uint64_t>(st.st_size), diags);
+    return std::nullopt;
+  }
   // Read st_size bytes in place, then on to the end of the file: pipes,
   // /proc files (st_size 0) and growing files have more than st_size says.
+  // Never more than one byte past the limit is read or held: that byte tells
+  // an input over the limit (/dev/zero never ends) from one that fills it.
+  // The buffer keeps room for simdjson's padding after the text (see
+  // read_padding).
+  constexpr size_t k_padding = simdjson::SIMDJSON_PADDING;
+  constexpr size_t k_step = size_t{1} << 20U;  // bytes zeroed per read
+  const auto cap = static_cast<size_t>(limit.max_bytes) + 1;
   std::string text;
-  size_t filled = 0;
+  // A buffer of exactly `bytes` (std::string's reserve may round a growing
+  // string's request up to twice its capacity; a new one takes it as is).
+  auto grow = [&text](size_t bytes) {
+    std::string bigger;
+    bigger.reserve(bytes);
+    bigger.append(text);
+    text.swap(bigger);
+  };
   if (S_ISREG(st.st_mode) && st.st_size > 0) {
-    // Room for simdjson's padding after the text (see read_padding).
-    text.reserve(static_cast<size_t>(st.st_size) + simdjson::SIMDJSON_PADDING);
-    text.resize(static_cast<size_t>(st.st_size));
+    grow(static_cast<size_t>(st.st_size) + k_padding);
   }
+  size_t filled = 0;
   std::array<char, size_t{1} << 16U> chunk{};
-  for (;;) {
-    const bool in_place = filled < text.size();
-    char* into = in_place ? text.data() + filled : chunk.data();
-    size_t want = in_place ? text.size() - filled : chunk.size();
-    ssize_t n = ::read(fd.get(), into, want);
+  while (filled < cap) {
+    // Into the buffer while it has room; past its end (where a regular file
+    // should end) into `chunk`, so that an end of file costs no growth.
+    const size_t room =
+        text.capacity() > filled + k_padding
+            ? std::min(text.capacity() - k_padding, cap) - filled
+            : 0;
+    const size_t want = room > 0 ? std::min(room, k_step)
+                                 : std::min(chunk.size(), cap - filled);
+    if (room > 0) {
+      text.resize(filled + want);
+    }
+    char* into = room > 0 ? text.data() + filled : chunk.data();
+    const ssize_t n = ::read(fd.get(), into, want);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
     if (n < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
       return fail(errno);
     }
-    if (n == 0) {
+    const auto got = static_cast<size_t>(n);
+    if (room > 0) {
+      text.resize(filled + got);
+    } else if (got > 0) {
+      // Doubling, never past the cap and the padding after it.
+      grow(std::min(std::max(text.capacity() * 2, filled + got), cap)
+           + k_padding);
+      text.append(chunk.data(), got);
+    }
+    if (got == 0) {
       break;
     }
-    if (!in_place) {
-      text.append(chunk.data(), static_cast<size_t>(n));
-    }
-    filled += static_cast<size_t>(n);
+    filled += got;
   }
-  text.resize(filled);
+  if (filled > limit.max_bytes) {
+    report_too_large(path, limit, std::nullopt, diags);
+    return std::nullopt;
+  }
   return text;
 }
 

@@ -5,9 +5,11 @@
 // header.
 
 #include <shardplan/diag.hpp>
+#include <shardplan/io.hpp>
 
 #include <cerrno>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -57,6 +59,13 @@ inline int open_retry(const char* path, int flags, mode_t mode = 0) {
   return fd;
 }
 
+// read_file (io.hpp) within `limit`: tests give small limits. At most
+// limit.max_bytes + 1 bytes are ever read or held.
+// REQUIRES: limit.max_bytes < SIZE_MAX / 2
+std::optional<std::string> read_file(const std::string& path,
+                                     const InputLimit& limit,
+                                     Diagnostics& diags);
+
 // How many bytes after `text`'s end its buffer holds, zeroed, when that is
 // at least simdjson's padding (read_file leaves that much), else 0. The
 // bytes stay valid until `text` is changed.
@@ -76,8 +85,10 @@ size_t read_padding(std::string& text);
 // half-written file is left.
 class PaddedText {
  public:
-  // The text of `path`, or nullopt with read_file's error reported.
+  // The text of `path` within `limit`, or nullopt with read_file's error
+  // reported (a regular file over the limit is neither mapped nor read).
   static std::optional<PaddedText> load(const std::string& path,
+                                        const InputLimit& limit,
                                         Diagnostics& diags);
 
   PaddedText(PaddedText&& other) noexcept;
@@ -96,7 +107,7 @@ class PaddedText {
   static constexpr size_t k_no_slot = static_cast<size_t>(-1);
 
   PaddedText() = default;
-  bool map(const std::string& path);
+  bool map(const std::string& path, uint64_t max_bytes);
   // Makes the SIGBUS handler report the mapping; false when it already
   // watches as many mappings as it can (8).
   bool guard(const std::string& path);

@@ -19,6 +19,47 @@ namespace shardplan::io_detail {
 
 namespace {
 
+// Why the shard path `file` of an index is refused, or "": it must name a
+// file inside the index's folder, judged on the text alone, without
+// resolving symlinks, as huggingface_hub's _get_pointer_path judges a
+// repository's file names (src/huggingface_hub/file_download.py: the joined
+// path, normalised by os.path.abspath, must lie under the snapshot folder).
+// "a/../b.safetensors" is inside; "../b.safetensors", "/etc/x" and "a/.."
+// are not.
+std::string shard_path_problem(std::string_view file) {
+  if (file.find('\0') != std::string_view::npos) {
+    return fmt::format("shard path {} has a NUL byte", quote(file));
+  }
+  if (file.starts_with('/')) {
+    return fmt::format("shard path {} is absolute", quote(file));
+  }
+  // Lexically, as os.path.abspath normalises: components below the folder.
+  size_t depth = 0;
+  size_t begin = 0;
+  while (begin <= file.size()) {
+    size_t end = file.find('/', begin);
+    if (end == std::string_view::npos) {
+      end = file.size();
+    }
+    const std::string_view part = file.substr(begin, end - begin);
+    if (part == "..") {
+      if (depth == 0) {
+        return fmt::format("shard path {} leads out of the index's folder",
+                           quote(file));
+      }
+      --depth;
+    } else if (!part.empty() && part != ".") {
+      ++depth;
+    }
+    begin = end + 1;
+  }
+  if (depth == 0) {
+    return fmt::format("shard path {} names the index's folder, not a file",
+                       quote(file));
+  }
+  return "";
+}
+
 // {"metadata": {"total_size": N, ...}, "weight_map": {"NAME": "SHARD", ...}}
 class IndexReader : public JsonInput {
  public:
@@ -97,6 +138,16 @@ class IndexReader : public JsonInput {
           auto [slot, inserted] = shard_of_file.try_emplace(
               std::string(file), static_cast<uint32_t>(m_index.shards.size()));
           if (inserted) {
+            if (std::string problem = shard_path_problem(file);
+                !problem.empty()) {
+              return fail("index.shard",
+                          std::move(problem),
+                          pointer(),
+                          start_of(file_value),
+                          "weight_map names files relative to the index's "
+                          "folder, and Hugging Face's loaders read only "
+                          "inside it");
+            }
             m_index.shards.emplace_back(file);
           }
           // `name` views the parser's copy of the key, valid while the

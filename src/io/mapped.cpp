@@ -71,12 +71,13 @@ void on_sigbus(int signal, siginfo_t* info, void* context) {
 }  // namespace
 
 std::optional<PaddedText> PaddedText::load(const std::string& path,
+                                           const InputLimit& limit,
                                            Diagnostics& diags) {
   PaddedText out;
-  if (out.map(path)) {
+  if (out.map(path, limit.max_bytes)) {
     return out;
   }
-  std::optional<std::string> text = read_file(path, diags);
+  std::optional<std::string> text = read_file(path, limit, diags);
   if (!text) {
     return std::nullopt;
   }
@@ -86,15 +87,17 @@ std::optional<PaddedText> PaddedText::load(const std::string& path,
   return out;
 }
 
-bool PaddedText::map(const std::string& path) {
+bool PaddedText::map(const std::string& path, uint64_t max_bytes) {
   if (path.empty()) {
     return false;
   }
   FileDescriptor fd(open_retry(path.c_str(), O_RDONLY | O_CLOEXEC));
   struct stat st {};
   if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)
-      || st.st_size <= 0) {
-    return false;  // read_file opens it again and reports what is wrong
+      || st.st_size <= 0 || static_cast<uint64_t>(st.st_size) > max_bytes) {
+    // read_file opens it again and reports what is wrong: over the limit,
+    // from its size, before a byte is mapped or read.
+    return false;
   }
   const auto size = static_cast<size_t>(st.st_size);
   const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));

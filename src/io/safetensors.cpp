@@ -427,8 +427,8 @@ std::optional<Manifest> read_manifest_path(const std::string& path,
   if (path.ends_with(".safetensors")) {
     return read_safetensors_file(path, diags);
   }
-  std::optional<io_detail::PaddedText> text =
-      io_detail::PaddedText::load(path, diags);
+  std::optional<io_detail::PaddedText> text = io_detail::PaddedText::load(
+      path, input_limit(InputKind::manifest), diags);
   if (!text) {
     return std::nullopt;
   }

@@ -10,6 +10,7 @@
 #include <cassert>
 #include <cmath>
 #include <iterator>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -61,6 +62,35 @@ void append_cost(std::string& out, const PlanCost& cost) {
                  cost.peak_bytes_per_device);
 }
 
+// A step's "transfers" key and list, one transfer a line, after its
+// "seconds" (nothing when it has none). Also what reshard_transfers_size
+// measures.
+void append_transfers(std::string& out,
+                      const ReshardStep& step,
+                      const std::string& in) {
+  if (step.transfers.empty()) {
+    return;
+  }
+  const auto o = std::back_inserter(out);
+  fmt::format_to(o, ",\n{}  \"transfers\": [\n", in);
+  for (size_t i = 0; i < step.transfers.size(); ++i) {
+    const Transfer& t = step.transfers[i];
+    fmt::format_to(o,
+                   "{}    {{\"to_device\": {}, \"from_device\": {}, "
+                   "\"bytes\": {}, \"box\": [",
+                   in,
+                   t.to_device,
+                   t.from_device,
+                   t.bytes);
+    for (size_t d = 0; d < t.box.size(); ++d) {
+      fmt::format_to(
+          o, "{}[{}, {}]", d > 0 ? ", " : "", t.box[d][0], t.box[d][1]);
+    }
+    out += i + 1 < step.transfers.size() ? "]},\n" : "]}\n";
+  }
+  fmt::format_to(o, "{}  ]", in);
+}
+
 void append_step(std::string& out,
                  const ReshardStep& step,
                  const std::string& in) {
@@ -84,25 +114,7 @@ void append_step(std::string& out,
                  step.bytes_per_device,
                  to_string(step.link));
   append_number(out, step.seconds);
-  if (!step.transfers.empty()) {
-    fmt::format_to(o, ",\n{}  \"transfers\": [\n", in);
-    for (size_t i = 0; i < step.transfers.size(); ++i) {
-      const Transfer& t = step.transfers[i];
-      fmt::format_to(o,
-                     "{}    {{\"to_device\": {}, \"from_device\": {}, "
-                     "\"bytes\": {}, \"box\": [",
-                     in,
-                     t.to_device,
-                     t.from_device,
-                     t.bytes);
-      for (size_t d = 0; d < t.box.size(); ++d) {
-        fmt::format_to(
-            o, "{}[{}, {}]", d > 0 ? ", " : "", t.box[d][0], t.box[d][1]);
-      }
-      out += i + 1 < step.transfers.size() ? "]},\n" : "]}\n";
-    }
-    fmt::format_to(o, "{}  ]", in);
-  }
+  append_transfers(out, step, in);
   fmt::format_to(o, "\n{}}}", in);
 }
 
@@ -124,12 +136,15 @@ void append_intermediate(std::string& out,
   fmt::format_to(o, "\n{}}}", in);
 }
 
+// The indent of a step's keys in tensors[].steps[].
+constexpr size_t k_step_indent = 8;
+
 // What tensors[] writes after a tensor's dtype: its plan, from from_spec to
 // the closing brace. Tensors sharing a plan share this text.
 std::string plan_tail(const TensorReshard& tr) {
   const std::string in1(4, ' ');
   const std::string in2(6, ' ');
-  const std::string in3(8, ' ');
+  const std::string in3(k_step_indent, ' ');
   std::string out;
   const auto o = std::back_inserter(out);
   fmt::format_to(o, ",\n{}\"from_spec\": ", in2);
@@ -498,3 +513,33 @@ std::string reshard_text(const ReshardReport& r, const Diagnostics& diags) {
 }
 
 }  // namespace shardplan::report_detail
+
+namespace shardplan {
+
+TransfersSize reshard_transfers_size(const ReshardReport& report) {
+  // Each distinct plan's lists formatted once, as tensors[] writes them,
+  // then counted for every tensor that has the plan.
+  const std::string in(report_detail::k_step_indent, ' ');
+  std::vector<TransfersSize> of_plan(report.plan.plans.size());
+  std::string text;
+  for (size_t p = 0; p < report.plan.plans.size(); ++p) {
+    for (const ReshardStep& step : report.plan.plans[p].steps) {
+      text.clear();
+      report_detail::append_transfers(text, step, in);
+      of_plan[p].transfers += static_cast<int64_t>(step.transfers.size());
+      of_plan[p].json_bytes += static_cast<int64_t>(text.size());
+    }
+  }
+  // Saturated: a figure past int64 is over any threshold all the same.
+  auto add = [](int64_t a, int64_t b) {
+    return checked_add(a, b).value_or(std::numeric_limits<int64_t>::max());
+  };
+  TransfersSize total;
+  for (uint32_t p : report.plan.plan_of) {
+    total.transfers = add(total.transfers, of_plan[p].transfers);
+    total.json_bytes = add(total.json_bytes, of_plan[p].json_bytes);
+  }
+  return total;
+}
+
+}  // namespace shardplan

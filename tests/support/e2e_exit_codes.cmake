@@ -59,6 +59,25 @@ expect_exit(2 ${_check} --topology v5e-8 --specs ${EXAMPLES}/tiny-llama.specs.js
 expect_exit(2 ${_check} --topology v5e-8 --devices 8 --specs ${EXAMPLES}/tiny-llama.specs.json)
 expect_exit(2 ${_check} --topology v5e-8 --specs ${EXAMPLES}/tiny-llama.json)
 
+# Pipes (docs/cli.md, "Input files and their sizes"): a manifest through
+# /dev/stdin is read; `yes` never ends, and is read one byte past a topology
+# file's limit (1 MiB), then refused.
+execute_process(COMMAND cat ${EXAMPLES}/tiny-llama.json
+                COMMAND ${SHARDPLAN} manifest --manifest /dev/stdin
+  RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
+if(NOT _rc STREQUAL "0" OR NOT _out MATCHES "tensors")
+  string(APPEND _failures "\n  cat | shardplan manifest --manifest /dev/stdin: exit ${_rc}; ${_err}")
+endif()
+execute_process(COMMAND yes COMMAND ${SHARDPLAN} topology show /dev/stdin
+  RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
+if(NOT _rc STREQUAL "2" OR NOT _out STREQUAL ""
+   OR NOT _err MATCHES "/dev/stdin: error: the input has more than 1048576 bytes; a topology file may have at most 1 MiB")
+  string(APPEND _failures "\n  yes | shardplan topology show /dev/stdin: exit ${_rc}, expected 2; stderr: ${_err}")
+endif()
+if(SANITIZER_REPORT AND "${_err}" MATCHES "${SANITIZER_REPORT}")
+  string(APPEND _failures "\n  yes | shardplan topology show /dev/stdin: a sanitizer report: ${_err}")
+endif()
+
 if(_failures)
   message(FATAL_ERROR "exit-code checks failed:${_failures}")
 endif()

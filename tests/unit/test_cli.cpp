@@ -7,6 +7,7 @@
 #include <shardplan/io.hpp>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -1606,4 +1607,122 @@ TEST_CASE("cli: flags mean the same in every command", "[cli]") {
       run_cli({"mesh", "--mesh", "a:8", "--devices", "8", "--xyz", "3"});
   CHECK(far.code == 2);
   CHECK(far.err.find("did you mean") == std::string::npos);
+}
+
+// Every file a command reads goes by the limit of its kind (docs/cli.md,
+// "Input files and their sizes"): a sparse file one byte over it is refused
+// from its size, exit 2, before a byte is read; /dev/zero and a pipe are
+// read one byte past the limit, then refused.
+TEST_CASE("cli: every input file is refused over its kind's limit",
+          "[cli][io]") {
+  using Strings = std::vector<std::string>;
+  const fs::path dir = temp_dir("limits");
+  // Sparse files of limit + 1 bytes: 1 GiB + 1 = 1,073,741,825 for
+  // manifests and specs, 64 MiB + 1 = 67,108,865 for rules, 1 MiB + 1 =
+  // 1,048,577 for topologies, 16 MiB + 1 = 16,777,217 for configs.
+  auto sparse = [&](const std::string& name, uintmax_t bytes) {
+    const std::string path = (dir / name).string();
+    { std::ofstream(path).put('{'); }
+    fs::resize_file(path, bytes);
+    return path;
+  };
+  const std::string manifest = sparse("m.json", 1'073'741'825);
+  const std::string specs = sparse("s.json", 1'073'741'825);
+  const std::string rules = sparse("r.json", 67'108'865);
+  const std::string topology = sparse("t.json", 1'048'577);
+  const std::string config = sparse("config.json", 16'777'217);
+  fs::create_directories(dir / "folder");
+  const std::string index =
+      sparse("folder/model.safetensors.index.json", 1'073'741'825);
+  const std::string tiny = examples("tiny-llama.json");
+  const std::string tiny_specs = examples("tiny-llama.specs.json");
+  const Strings on = {"--devices", "8", "--mesh", "fsdp:2,tp:4"};
+  auto with = [&](Strings args) {
+    args.insert(args.end(), on.begin(), on.end());
+    return args;
+  };
+  struct Case {
+    Strings args;
+    std::string file;
+    std::string first_line;
+  };
+  auto message = [](const std::string& file,
+                    uintmax_t bytes,
+                    const std::string& what,
+                    const std::string& limit) {
+    return fmt::format(
+        "{}: error: the file has {} bytes; a {} may have at most {}; none of "
+        "it was read: the limit is far above any real {} (docs/cli.md, "
+        "\"Input files and their sizes\") [io.too-large]",
+        file,
+        bytes,
+        what,
+        limit,
+        what);
+  };
+  const std::string gib = "1 GiB (1073741824 bytes)";
+  const std::vector<Case> cases = {
+      {{"manifest", "--manifest", manifest},
+       manifest,
+       message(manifest, 1'073'741'825, "manifest", gib)},
+      {{"manifest", "--manifest", (dir / "folder").string()},
+       index,
+       message(index, 1'073'741'825, "manifest", gib)},
+      {{"manifest", "--from-hf-config", config},
+       config,
+       message(config,
+               16'777'217,
+               "Hugging Face config",
+               "16 MiB (16777216 bytes)")},
+      {with({"check", "--manifest", tiny, "--specs", specs}),
+       specs,
+       message(specs, 1'073'741'825, "specs file", gib)},
+      {with({"memory", "--manifest", tiny, "--specs", specs}),
+       specs,
+       message(specs, 1'073'741'825, "specs file", gib)},
+      {with({"plan", "--manifest", tiny, "--rules", rules}),
+       rules,
+       message(rules, 67'108'865, "rules file", "64 MiB (67108864 bytes)")},
+      {{"mesh", "--topology", topology, "--mesh", "dp:-1"},
+       topology,
+       message(topology, 1'048'577, "topology file", "1 MiB (1048576 bytes)")},
+      {{"topology", "show", topology},
+       topology,
+       message(topology, 1'048'577, "topology file", "1 MiB (1048576 bytes)")},
+      {with({"reshard",
+             "--manifest",
+             tiny,
+             "--from-specs",
+             tiny_specs,
+             "--to-specs",
+             specs}),
+       specs,
+       message(specs, 1'073'741'825, "specs file", gib)},
+      {with({"reshard",
+             "--manifest",
+             tiny,
+             "--from-rules",
+             rules,
+             "--to-specs",
+             tiny_specs}),
+       rules,
+       message(rules, 67'108'865, "rules file", "64 MiB (67108864 bytes)")},
+      // /dev/zero never ends: 1,048,577 bytes read, then refused.
+      {{"topology", "show", "/dev/zero"},
+       "/dev/zero",
+       "/dev/zero: error: the input has more than 1048576 bytes; a topology "
+       "file may have at most 1 MiB (1048576 bytes); a pipe or a device is "
+       "read up to the limit, then refused [io.too-large]"},
+  };
+  REQUIRE(cases.size() == 11);
+  for (const Case& c : cases) {
+    DYNAMIC_SECTION(c.args[0] << " " << c.args[1] << " " << c.file) {
+      Result r = run_cli(c.args);
+      INFO(r.err);
+      CHECK(r.code == 2);
+      CHECK(r.out.empty());
+      CHECK(r.err.substr(0, r.err.find('\n')) == c.first_line);
+    }
+  }
+  fs::remove_all(dir);
 }

@@ -1,7 +1,11 @@
 // `shardplan reshard` through cli::run(): inputs, located input errors (exit
 // 2), the JSON document and the text report.
 
+#include "cli/commands.hpp"
 #include "support/test_support.hpp"
+
+#include <shardplan/report.hpp>
+#include <shardplan/reshard.hpp>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -997,4 +1001,146 @@ TEST_CASE("reshard: two slices to one moves inside slice 0", "[cli][reshard]") {
   CHECK(embed["name"] == "model.embed_tokens.weight");
   CHECK(embed["steps"][0]["link"] == "ici");
   CHECK(embed["seconds"].get<double>() == Approx(64.0 * 128256 / 9e10));
+}
+
+// What --transfers adds to the JSON, worked out byte by byte. A transfer is
+// a line of 12 spaces, its object and ",\n" (the last "\n"):
+//   {"to_device": 1, "from_device": 0, "bytes": 16, "box": [[1, 2], [0, 4]]}
+//   '{"to_device": ' 14 + "1" 1, ', "from_device": ' 17 + "0" 1,
+//   ', "bytes": ' 11 + "16" 2, ', "box": [' 10, "[1, 2], [0, 4]" 14, "]}" 2:
+//   72 bytes, 86 with its indent and ",\n";
+//   {"to_device": 12, "from_device": 3, "bytes": 64, "box": [[0, 4], [0, 4]]}
+//   is one digit longer, 73, and 86 with its indent and "\n".
+// A list adds ",\n" + 8 spaces + '  "transfers": [' 16 + "\n" = 27 before
+// its transfers and 8 spaces + "  ]" = 11 after them: 27 + 86 + 86 + 11 =
+// 210 bytes. Tensors a and b share the plan, and the JSON repeats it: 420.
+TEST_CASE("reshard: the size of the transfers lists, worked by hand",
+          "[cli][reshard]") {
+  using namespace shardplan;
+  const Manifest manifest = test::manifest_of(R"({"params": [
+      {"name": "a", "shape": [4, 4], "dtype": "f32"},
+      {"name": "b", "shape": [4, 4], "dtype": "f32"},
+      {"name": "c", "shape": [2], "dtype": "f32"}]})");
+  const Mesh mesh = test::mesh_of("x:4", 4);
+  ReshardStep send;
+  send.op = ReshardOp::send_recv;
+  send.transfers = {Transfer{1, 0, 16, {{{1, 2}}, {{0, 4}}}},
+                    Transfer{12, 3, 64, {{{0, 4}}, {{0, 4}}}}};
+  TensorReshard moved;
+  moved.steps = {send};
+  TensorReshard kept;
+  kept.steps = {ReshardStep{}};
+  ReshardPlan plan;
+  plan.plans = {moved, kept};
+  plan.plan_of = {0, 0, 1};
+  ReshardOptions options;
+  options.transfers = true;
+  const ReshardReport report{
+      manifest, mesh, nullptr, mesh, nullptr, options, plan};
+  const TransfersSize size = reshard_transfers_size(report);
+  CHECK(size.transfers == 4);
+  CHECK(size.json_bytes == 420);
+  // The document written is exactly that much longer than without them.
+  ReshardPlan bare = plan;
+  bare.plans[0].steps[0].transfers.clear();
+  const ReshardReport bare_report{
+      manifest, mesh, nullptr, mesh, nullptr, options, bare};
+  const Diagnostics none;
+  const std::string with = render(report, Format::json, none).str();
+  const std::string without = render(bare_report, Format::json, none).str();
+  CHECK(with.size() == without.size() + 420);
+
+  // The same count on a real plan: a f32[4, 4] from the one device of v5e-1
+  // to b:4 on v5e-4 (other devices: every row is sent). Device 0 sends row
+  // r, 4 x 4 B = 16 bytes, box [[r, r + 1], [0, 4]], to the device holding
+  // it; each line is 12 + 72 + 2 bytes as above, the last 12 + 72 + 1: 27 +
+  // 3 x 86 + 85 + 11 = 381 bytes for the one tensor.
+  CliResult r = run_cli({"reshard",
+                         "--from-topology",
+                         "v5e-1",
+                         "--to-topology",
+                         "v5e-4",
+                         "--from-mesh",
+                         "a:1",
+                         "--to-mesh",
+                         "b:4",
+                         "--shape",
+                         "4,4",
+                         "--dtype",
+                         "f32",
+                         "--from-spec",
+                         "None",
+                         "--to-spec",
+                         "b",
+                         "--format",
+                         "json"});
+  REQUIRE(r.code == 0);
+  CHECK(r.err.empty());  // far under the threshold: no warning
+  // From the "," before the key to the "]" after the last transfer's "\n".
+  const size_t begin = r.out.find(",\n          \"transfers\": [\n");
+  REQUIRE(begin != std::string::npos);
+  const size_t end = r.out.find("\n          ]", begin);
+  REQUIRE(end != std::string::npos);
+  CHECK(end + 12 - begin == 381);
+  CHECK(parse_json(r.out)["tensors"][0]["steps"][0]["transfers"].size() == 4);
+
+  // The warning: over the threshold only, with the count and the size.
+  Diagnostics under;
+  cli::warn_transfers_size({4, 381}, 381, "--shape", under);
+  CHECK(under.items().empty());
+  Diagnostics over;
+  cli::warn_transfers_size({4, 381}, 380, "--shape", over);
+  REQUIRE(over.items().size() == 1);
+  CHECK(render(over.items()[0])
+        == "--shape: warning: the JSON lists 4 transfers: 381 bytes (381 B) of "
+           "output; one tensor's JSON always lists its transfers; the text "
+           "output does not [reshard.transfers-size]");
+  // 256 MiB = 256 x 1,048,576 = 268,435,456 bytes; 567,751,648 bytes /
+  // 1,048,576 = 541.4536 MiB.
+  CHECK(cli::k_transfers_warning_bytes == 268'435'456);
+  Diagnostics big;
+  cli::warn_transfers_size({5'438'016, 567'751'648},
+                           cli::k_transfers_warning_bytes,
+                           "--transfers",
+                           big);
+  REQUIRE(big.items().size() == 1);
+  CHECK(render(big.items()[0])
+        == "--transfers: warning: the JSON lists 5,438,016 transfers: "
+           "567,751,648 bytes (541.45 MiB) of output; without --transfers the "
+           "JSON has the plan alone [reshard.transfers-size]");
+}
+
+// Issue 17's embedding move for every tensor of Llama 3 70B: the JSON's
+// transfers lists take 567,751,648 bytes (568,305,358 bytes of JSON with
+// --transfers less 553,710 without, as `wc -c` counts them) in 5,438,016
+// transfers (its lines with "to_device"). The warning comes on stderr before
+// the output is written; text lists no transfers, and says nothing.
+TEST_CASE("reshard: --transfers on a whole model warns of the JSON's size",
+          "[cli][reshard]") {
+  const Strings args = {"reshard",
+                        "--topology",
+                        "v5p-512",
+                        "--model",
+                        "llama-3-70b",
+                        "--from-mesh",
+                        "fsdp:256",
+                        "--from-rules",
+                        "fsdp",
+                        "--to-mesh",
+                        "fsdp:64,tp:4",
+                        "--to-rules",
+                        "fsdp-tp",
+                        "--transfers"};
+  Strings json_args = args;
+  json_args.insert(json_args.end(), {"--format", "json", "-o", "/dev/null"});
+  CliResult r = run_cli(json_args);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.empty());
+  CHECK(r.err
+        == "--transfers: warning: the JSON lists 5,438,016 transfers: "
+           "567,751,648 bytes (541.45 MiB) of output; without --transfers the "
+           "JSON has the plan alone [reshard.transfers-size]\n");
+  CliResult text = run_cli(args);
+  REQUIRE(text.code == 0);
+  CHECK(text.err.empty());
 }

@@ -391,6 +391,62 @@ TEST_CASE("safetensors: an index reads each shard's header",
     CHECK(d.code == "json.type");
     CHECK(d.location.pointer == "/weight_map/embed");
   }
+  SECTION("a shard path must stay inside the index's folder") {
+    // Judged on the text, before any shard is opened, as huggingface_hub's
+    // _get_pointer_path judges a repository's file names. A readable file
+    // waits outside the folder, so that only the check refuses it.
+    write_raw(
+        dir.file("../outside.safetensors"),
+        R"({"embed":{"dtype":"BF16","shape":[8,4],"data_offsets":[0,64]}})",
+        64);
+    const std::string hint =
+        "weight_map names files relative to the index's folder, and Hugging "
+        "Face's loaders read only inside it";
+    struct Bad {
+      std::string json_path;  // as the JSON string spells it
+      std::string message;
+    };
+    const std::vector<Bad> bad = {
+        {"../outside.safetensors",
+         R"(shard path "../outside.safetensors" leads out of the index's folder)"},
+        {"sub/../../outside.safetensors",
+         R"(shard path "sub/../../outside.safetensors" leads out of the index's folder)"},
+        {"./../outside.safetensors",
+         R"(shard path "./../outside.safetensors" leads out of the index's folder)"},
+        {"/etc/passwd", R"(shard path "/etc/passwd" is absolute)"},
+        {"sub/..",
+         R"(shard path "sub/.." names the index's folder, not a file)"},
+        // JSON's \u0000: a NUL, at which open(2) would cut the name.
+        {"model-00001-of-00002.safetensors\\u0000x",
+         "shard path \"model-00001-of-00002.safetensors\\x00x\" has a NUL "
+         "byte"},
+    };
+    REQUIRE(bad.size() == 6);
+    for (const Bad& b : bad) {
+      INFO(b.json_path);
+      std::ofstream(index, std::ios::trunc)
+          << R"({"weight_map": {"embed": "model-00001-of-00002.safetensors", )"
+          << R"("head": ")" << b.json_path << R"("}})";
+      Diagnostics d2;
+      CHECK_FALSE(read_manifest_path(index, d2));
+      Diagnostic d = only_error(d2);
+      CHECK(d.code == "index.shard");
+      CHECK(d.location.pointer == "/weight_map/head");
+      CHECK(d.message == b.message);
+      CHECK(d.hint == hint);
+    }
+    // Inside the folder, a path may go down and back up.
+    fs::create_directories(dir.file("sub"));
+    std::ofstream(index, std::ios::trunc)
+        << R"({"weight_map": {"head": "sub/../model-00002-of-00002.safetensors",)"
+        << R"( "embed": "./model-00001-of-00002.safetensors"}})";
+    Diagnostics d3;
+    std::optional<Manifest> inside = read_manifest_path(index, d3);
+    INFO(test::first_error(d3));
+    REQUIRE(inside);
+    CHECK(inside->size() == 2);
+    fs::remove(dir.file("../outside.safetensors"));
+  }
   SECTION("read as text, an index asks for its path") {
     Diagnostics d2;
     CHECK_FALSE(read_manifest(test::slurp(index), "i.json", d2));
