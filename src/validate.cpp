@@ -362,7 +362,7 @@ std::vector<TensorSharding> validate_specs(const Manifest& manifest,
     out.push_back(check_tensor(
         manifest,
         t,
-        entry.spec,
+        *entry.spec,
         mesh,
         mesh_names,
         options,
