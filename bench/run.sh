@@ -4,7 +4,8 @@
 # read (read_once) and `plan` end to end against parse_once (a whole process
 # that loads the file and parses it once); what each measures is described at
 # the top of bench_read.cpp, bench_rules.cpp, bench_reshard.cpp,
-# read_once.cpp and parse_once.cpp.
+# read_once.cpp and parse_once.cpp. Last, `check` and `memory` with a specs
+# file against `plan` on DeepSeek-V3 (issue 17: within 1.5x of plan).
 # Builds nothing: `make bench` builds build/release first, then runs this.
 #
 #   BENCH_TENSORS=100000 BENCH_REPS=11 BENCH_RULES_TENSORS="10000 100000 1000000" bench/run.sh
@@ -100,4 +101,39 @@ for format in json text; do
     -o "$tmp/shardplan-bench-plan.$format")
   echo "plan --format $format -o FILE: $run (s, KiB): ratio $(ratio "${run%% *}" "${base%% *}")" \
     "(target <= 3)"
+done
+echo
+echo "== check and memory --specs against plan, --model deepseek-v3 on fsdp:64,tp:4"
+echo "   (whole processes, median of 5; the specs are plan's own; target <= 1.5)"
+set -- --devices 256 --mesh fsdp:64,tp:4 --model deepseek-v3
+plan_json="$tmp/shardplan-bench-deepseek-plan.json"
+specs_json="$tmp/shardplan-bench-deepseek.specs.json"
+"$shardplan" plan "$@" --format json -o "$plan_json"
+# The same specs as {"specs": {NAME: SPEC}}: plan's JSON writes a tensor a
+# line, its spec before its rule (DeepSeek-V3's names need no escapes).
+{
+  echo '{"specs": {'
+  sed -n 's/^ *{"name": \("[^"]*"\), .*, "spec": \(.*\), "rule": .*$/\1: \2/p' \
+    "$plan_json" | sed '$!s/$/,/'
+  echo '}}'
+} >"$specs_json"
+for file in "$specs_json" "$plan_json"; do
+  if ! "$shardplan" check "$@" --specs "$file" >/dev/null; then
+    echo "bench/run.sh: check --specs $file does not pass" >&2
+    exit 1
+  fi
+done
+plan=$(median_run "$shardplan" plan "$@")
+echo "plan:                $plan (s, KiB)"
+for file in "$specs_json" "$plan_json"; do
+  case $file in
+    "$specs_json") what='{"specs": ...}' ;;
+    *) what="plan's JSON" ;;
+  esac
+  echo "specs file: $what, $(wc -c <"$file") bytes"
+  for command in check memory; do
+    run=$(median_run "$shardplan" "$command" "$@" --specs "$file")
+    printf '%-20s %s (s, KiB): ratio %s\n' "$command --specs:" "$run" \
+      "$(ratio "${run%% *}" "${plan%% *}")"
+  done
 done

@@ -121,7 +121,7 @@ void report_trivial_axes(const TrivialAxes& trivial,
 
 // A tensor without a usable spec: replicated for the memory totals, with a
 // layout of its own.
-TensorSharding unusable(const Tensor& tensor, const Mesh& mesh) {
+TensorSharding unusable_sharding(const Tensor& tensor, const Mesh& mesh) {
   std::shared_ptr<ShardLayout> layout =
       make_layout(tensor, PartitionSpec{}, mesh);
   assert(layout);  // replicated: the tensor's own size, which fits in int64
@@ -226,7 +226,7 @@ TensorSharding check_tensor(const Manifest& manifest,
     ok = false;
   }
   if (!ok) {
-    return unusable(tensor, mesh);
+    return unusable_sharding(tensor, mesh);
   }
 
   std::shared_ptr<ShardLayout> laid = make_layout(tensor, spec, mesh);
@@ -270,19 +270,19 @@ TensorSharding check_tensor(const Manifest& manifest,
   return TensorSharding{std::move(laid)};
 }
 
-// What makes two planned tensors' checks equal: the same spec object, shape
-// and dtype.
-struct PlannedKey {
+// What makes two tensors' checks equal: the same spec object, shape and
+// dtype.
+struct CheckKey {
   const PartitionSpec* spec;
   ShapeView shape;
   DType dtype;
-  bool operator==(const PlannedKey& o) const {
+  bool operator==(const CheckKey& o) const {
     return spec == o.spec && dtype == o.dtype && shape == o.shape;
   }
 };
 
-struct PlannedKeyHash {
-  size_t operator()(const PlannedKey& k) const noexcept {
+struct CheckKeyHash {
+  size_t operator()(const CheckKey& k) const noexcept {
     size_t h =
         std::hash<const void*>{}(k.spec) ^ (static_cast<size_t>(k.dtype) << 1U);
     for (int64_t d : k.shape) {
@@ -290,6 +290,82 @@ struct PlannedKeyHash {
     }
     return h;
   }
+};
+
+// check_tensor for each tensor in manifest order, done once per key: a
+// check that reported nothing and named no size-1 axis (each use of one is
+// counted) is reused for the later tensors of its key, which share its
+// layout (its figures and validity are functions of the key and the mesh).
+// Specs that are equal but not the same object are checked apart.
+class Checks {
+ public:
+  Checks(const Manifest& manifest,
+         const Mesh& mesh,
+         const ValidateOptions& options,
+         Diagnostics& diags)
+      : m_manifest(manifest),
+        m_mesh(mesh),
+        m_mesh_names(mesh.axis_names()),
+        m_options(options),
+        m_diags(diags) {
+    m_out.reserve(manifest.size());
+  }
+
+  // Tensor `t`'s sharding under `spec`; problems are reported at where().
+  // REQUIRES: t == the number of tensors added so far.
+  template <typename WhereFn>
+  void check(size_t t, const PartitionSpec& spec, const WhereFn& where) {
+    assert(t == m_out.size());
+    const Tensor& tensor = m_manifest.tensors()[t];
+    const CheckKey key{&spec, tensor.shape, tensor.dtype};
+    if (auto hit = m_quiet.find(key); hit != m_quiet.end()) {
+      m_out.push_back(m_out[hit->second]);
+      return;
+    }
+    const size_t reported = m_diags.items().size() + m_diags.dropped();
+    m_out.push_back(check_tensor(m_manifest,
+                                 t,
+                                 spec,
+                                 m_mesh,
+                                 m_mesh_names,
+                                 m_options,
+                                 m_trivial,
+                                 where,
+                                 m_diags));
+    const std::vector<std::string> axes = spec.axes();
+    const bool trivial_use =
+        std::any_of(axes.begin(), axes.end(), [&](const std::string& a) {
+          const MeshAxis* axis = m_mesh.find(a);
+          return axis != nullptr && axis->size == 1;
+        });
+    if (m_diags.items().size() + m_diags.dropped() == reported
+        && !trivial_use) {
+      m_quiet.emplace(key, t);
+    }
+  }
+
+  // A tensor without a usable spec (reported by the caller).
+  void unusable(size_t t) {
+    assert(t == m_out.size());
+    m_out.push_back(unusable_sharding(m_manifest.tensors()[t], m_mesh));
+  }
+
+  // The shardings, after the size-1 axes the specs named are reported at
+  // `source`.
+  std::vector<TensorSharding> finish(const std::string& source) {
+    report_trivial_axes(m_trivial, source, m_diags);
+    return std::move(m_out);
+  }
+
+ private:
+  const Manifest& m_manifest;
+  const Mesh& m_mesh;
+  const std::vector<std::string> m_mesh_names;
+  const ValidateOptions& m_options;
+  Diagnostics& m_diags;
+  TrivialAxes m_trivial;
+  std::unordered_map<CheckKey, size_t, CheckKeyHash> m_quiet;
+  std::vector<TensorSharding> m_out;
 };
 
 }  // namespace
@@ -337,10 +413,9 @@ std::vector<TensorSharding> validate_specs(const Manifest& manifest,
     }
   }
 
-  const std::vector<std::string> mesh_names = mesh.axis_names();
-  TrivialAxes trivial;
-  std::vector<TensorSharding> out;
-  out.reserve(tensors.size());
+  // Checked once per spec object, shape and dtype: the reader gives
+  // entries with equal specs one object.
+  Checks checks(manifest, mesh, options, diags);
   for (size_t t = 0; t < tensors.size(); ++t) {
     const Tensor& tensor = tensors[t];
     if (spec_of[t] == none) {
@@ -351,27 +426,18 @@ std::vector<TensorSharding> validate_specs(const Manifest& manifest,
           Location::of(specs.source));
       d.tensor = std::string(tensor.name);
       d.hint = "add it to the specs file; P() replicates it";
-      out.push_back(unusable(tensor, mesh));
+      checks.unusable(t);
       continue;
     }
     const NamedSpec& entry = specs.specs[spec_of[t]];
     if (!entry.valid) {
-      out.push_back(unusable(tensor, mesh));  // the reader reported it
+      checks.unusable(t);  // the reader reported it
       continue;
     }
-    out.push_back(check_tensor(
-        manifest,
-        t,
-        entry.spec,
-        mesh,
-        mesh_names,
-        options,
-        trivial,
-        [&] { return spec_location(specs, entry); },
-        diags));
+    assert(entry.spec);
+    checks.check(t, *entry.spec, [&] { return spec_location(specs, entry); });
   }
-  report_trivial_axes(trivial, specs.source, diags);
-  return out;
+  return checks.finish(specs.source);
 }
 
 std::vector<TensorSharding> validate_planned(
@@ -383,50 +449,16 @@ std::vector<TensorSharding> validate_planned(
     Diagnostics& diags) {
   assert(specs.size() == manifest.size());
   check_device_count(mesh, options, diags);
-  const std::vector<std::string> mesh_names = mesh.axis_names();
-  TrivialAxes trivial;
-  // Checks that reported nothing, reused for tensors of the same key: the
-  // tensors share the first one's layout (its figures and validity are
-  // functions of the key and the mesh).
-  std::unordered_map<PlannedKey, size_t, PlannedKeyHash> quiet;
-  std::vector<TensorSharding> out;
-  out.reserve(specs.size());
+  Checks checks(manifest, mesh, options, diags);
   for (size_t t = 0; t < specs.size(); ++t) {
     const Tensor& tensor = manifest.tensors()[t];
-    const PlannedKey key{specs[t], tensor.shape, tensor.dtype};
-    if (auto hit = quiet.find(key); hit != quiet.end()) {
-      out.push_back(out[hit->second]);
-      continue;
-    }
-    const size_t items = diags.items().size();
-    out.push_back(check_tensor(
-        manifest,
-        t,
-        *specs[t],
-        mesh,
-        mesh_names,
-        options,
-        trivial,
-        [&] {
-          Location where = Location::of(manifest.source);
-          where.pointer = tensor.pointer();
-          return where;
-        },
-        diags));
-    // Reused only when the check reported nothing and named no size-1 axis
-    // (each use of one is counted).
-    const std::vector<std::string> axes = specs[t]->axes();
-    const bool trivial_use =
-        std::any_of(axes.begin(), axes.end(), [&](const std::string& a) {
-          const MeshAxis* axis = mesh.find(a);
-          return axis != nullptr && axis->size == 1;
-        });
-    if (diags.items().size() == items && !trivial_use) {
-      quiet.emplace(key, t);
-    }
+    checks.check(t, *specs[t], [&] {
+      Location where = Location::of(manifest.source);
+      where.pointer = tensor.pointer();
+      return where;
+    });
   }
-  report_trivial_axes(trivial, std::string(plan_source), diags);
-  return out;
+  return checks.finish(std::string(plan_source));
 }
 
 }  // namespace shardplan

@@ -241,6 +241,12 @@ std::optional<SpecsFile> read_specs(std::string_view json,
                                     std::string_view source,
                                     Diagnostics& diags);
 
+// read_specs of the file at `path` (named `path` in diagnostics), read in
+// place as read_manifest_path reads a manifest: a regular file is mapped,
+// not copied; within the limit of InputKind::specs.
+std::optional<SpecsFile> read_specs_path(const std::string& path,
+                                         Diagnostics& diags);
+
 // ---------------------------------------------------------------------------
 // Rules files (DESIGN.md 2.5; the format, key by key, is in docs/rules.md).
 //

@@ -15,6 +15,7 @@
 #include <shardplan/diag.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -51,7 +52,11 @@ struct PartitionSpec {
 // it was found.
 struct NamedSpec {
   std::string name;
-  PartitionSpec spec;   // as written: not padded to the tensor's rank
+  // As written: not padded to the tensor's rank. Never null. The reader
+  // gives entries with equal valid specs one shared object (a plan's
+  // hundred thousand tensors have a handful of specs), so a checker may
+  // key the work it does per spec by this pointer.
+  std::shared_ptr<const PartitionSpec> spec;
   std::string pointer;  // JSON pointer of the spec value
   int64_t line = 0;     // where the spec value starts, 1-based; 0 unknown
   int64_t column = 0;

@@ -445,16 +445,16 @@ int run_check(const CheckCommand& cmd, View view, Session& session) {
     }
     return run_rules(*rules, view, in, session);
   }
-  std::optional<SpecsFile> specs =
-      read_path(cmd.specs, InputKind::specs, diags, read_specs);
+  Stopwatch watch;
+  std::optional<SpecsFile> specs = read_specs_path(cmd.specs, diags);
   if (!specs) {
     return session.fail_input();
   }
+  watch.lap("read the specs");
   spdlog::debug("{} tensors, {} specs, mesh {}",
                 in.manifest->size(),
                 specs->specs.size(),
                 to_string(*in.mesh));
-  Stopwatch watch;
   std::vector<TensorSharding> shardings =
       validate_specs(*in.manifest, *in.mesh, *specs, in.validate, diags);
   watch.lap("validate");

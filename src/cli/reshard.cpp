@@ -233,8 +233,7 @@ bool load_side_specs(const Manifest& manifest,
     side.shardings =
         validate_planned(named, mesh, specs, spec_flag, validate, diags);
   } else if (!specs_file.empty()) {
-    std::optional<SpecsFile> specs =
-        read_path(specs_file, InputKind::specs, diags, read_specs);
+    std::optional<SpecsFile> specs = read_specs_path(specs_file, diags);
     if (!specs) {
       return false;
     }

@@ -10,6 +10,7 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <exception>
 #include <limits>
@@ -279,6 +280,182 @@ SyntaxError describe_syntax_error(std::string_view text,
 }
 
 }  // namespace
+
+const char* plain_json_end(const char* p, const char* end) {
+  constexpr size_t k_max_depth = 64;
+  std::array<char, k_max_depth> open{};  // '{' or '[' of each level
+  size_t depth = 0;
+  auto space = [&] {
+    while (p < end && is_space(*p)) {
+      ++p;
+    }
+  };
+  auto hex = [](char c) {
+    return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+  };
+  // A string of ASCII (nlohmann checks UTF-8; the caller does) whose
+  // escapes are JSON's, none a surrogate (nlohmann checks their pairs).
+  auto string = [&] {
+    if (p == end || *p != '"') {
+      return false;
+    }
+    for (++p; p < end;) {
+      const auto c = static_cast<unsigned char>(*p);
+      if (c == '"') {
+        ++p;
+        return true;
+      }
+      if (c < 0x20U || c >= 0x80U) {
+        return false;
+      }
+      if (c != '\\') {
+        ++p;
+        continue;
+      }
+      if (end - p < 2) {
+        return false;
+      }
+      const char e = p[1];
+      if (e == 'u') {
+        if (end - p < 6 || !hex(p[2]) || !hex(p[3]) || !hex(p[4])
+            || !hex(p[5])) {
+          return false;
+        }
+        const char high = to_lower(p[2]);
+        if (high == 'd' && to_lower(p[3]) >= '8') {
+          return false;  // a surrogate
+        }
+        p += 6;
+      } else if (std::string_view("\"\\/bfnrt").find(e)
+                 != std::string_view::npos) {
+        p += 2;
+      } else {
+        return false;
+      }
+    }
+    return false;
+  };
+  // A number without an exponent, of at most 64 bytes: nlohmann refuses
+  // one beyond a double's range.
+  auto number = [&] {
+    const char* begin = p;
+    if (p < end && *p == '-') {
+      ++p;
+    }
+    if (p == end || !is_digit(*p)) {
+      return false;
+    }
+    if (*p == '0') {
+      ++p;
+    } else {
+      while (p < end && is_digit(*p)) {
+        ++p;
+      }
+    }
+    if (p < end && *p == '.') {
+      ++p;
+      if (p == end || !is_digit(*p)) {
+        return false;
+      }
+      while (p < end && is_digit(*p)) {
+        ++p;
+      }
+    }
+    return p - begin <= 64 && (p == end || (*p != 'e' && *p != 'E'));
+  };
+  auto literal = [&](std::string_view word) {
+    if (static_cast<size_t>(end - p) < word.size()
+        || std::string_view(p, word.size()) != word) {
+      return false;
+    }
+    p += word.size();
+    return true;
+  };
+  // `"key" :` of an object.
+  auto key = [&] {
+    if (!string()) {
+      return false;
+    }
+    space();
+    if (p == end || *p != ':') {
+      return false;
+    }
+    ++p;
+    space();
+    return true;
+  };
+
+  space();
+  for (;;) {
+    // A value.
+    if (p == end) {
+      return nullptr;
+    }
+    const char c = *p;
+    if (c == '{' || c == '[') {
+      if (depth == k_max_depth) {
+        return nullptr;
+      }
+      open[depth++] = c;
+      ++p;
+      space();
+      if (p < end && *p == (c == '{' ? '}' : ']')) {
+        ++p;
+        --depth;
+      } else if (c == '[' || key()) {
+        continue;  // the first value of the container
+      } else {
+        return nullptr;
+      }
+    } else if (c == '"') {
+      if (!string()) {
+        return nullptr;
+      }
+    } else if (c == 't' || c == 'f' || c == 'n') {
+      if (!literal(c == 't' ? "true" : c == 'f' ? "false" : "null")) {
+        return nullptr;
+      }
+    } else if (!number()) {
+      return nullptr;
+    }
+    // After a value: close containers, or go on after a comma.
+    for (;;) {
+      if (depth == 0) {
+        return p;
+      }
+      space();
+      if (p == end) {
+        return nullptr;
+      }
+      const char container = open[depth - 1];
+      if (*p == ',') {
+        ++p;
+        space();
+        if (container == '{' && !key()) {
+          return nullptr;
+        }
+        break;
+      }
+      if (*p != (container == '{' ? '}' : ']')) {
+        return nullptr;
+      }
+      ++p;
+      --depth;
+    }
+  }
+}
+
+bool is_plain_json(std::string_view text) {
+  const char* const end = text.data() + text.size();
+  const char* p = plain_json_end(text.data(), end);
+  if (p == nullptr) {
+    return false;
+  }
+  while (p < end && is_space(*p)) {
+    ++p;
+  }
+  return p == end;
+}
 
 std::optional<SyntaxError> find_syntax_error(std::string_view text) {
   SyntaxChecker sax;

@@ -58,6 +58,17 @@ struct SyntaxError {
 // iterative: deep nesting is harmless).
 std::optional<SyntaxError> find_syntax_error(std::string_view text);
 
+// A quick check, with no allocation, of the values the simdjson readers
+// step over. The end of the JSON value at `p` (after JSON whitespace), when
+// it is plain: strings of ASCII with JSON's escapes (no surrogate), numbers
+// without an exponent, at most 64 levels of nesting; nullptr when it is not
+// or when the text ends (`end`) first. nullptr is "not sure":
+// find_syntax_error says. What it takes, find_syntax_error takes.
+const char* plain_json_end(const char* p, const char* end);
+
+// True when `text` is one plain JSON value, whitespace around it allowed.
+bool is_plain_json(std::string_view text);
+
 // Reports `text`'s syntax error [json.syntax] at `source`, line and column
 // of `skip + error.offset` in `whole` (the text as read, `text` being its
 // part after `skip` bytes such as a byte order mark).

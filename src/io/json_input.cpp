@@ -230,7 +230,7 @@ simdjson::error_code JsonInput::skip(od::value& value) {
           e = object.raw_json().get(raw);
         }
       }
-      if (!e && find_syntax_error(raw)) {
+      if (!e && !is_plain_json(raw) && find_syntax_error(raw)) {
         e = simdjson::TAPE_ERROR;
       }
       break;

@@ -1,6 +1,7 @@
 // The specs-file reader (DESIGN.md 2.4, docs/partition-specs.md):
 // {"specs": {NAME: SPEC}} or the JSON `plan` writes ({"tensors": [...]}).
 
+#include "io/files.hpp"
 #include "io/json.hpp"
 
 #include <shardplan/io.hpp>
@@ -10,6 +11,8 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,13 +28,182 @@ namespace od = simdjson::ondemand;
 using io_detail::JsonInput;
 using io_detail::report_exception;
 using io_detail::suggest;
+using SharedSpec = std::shared_ptr<const PartitionSpec>;
+
+// Reads the spec whose text starts at `p` when it is plain, as nearly every
+// spec of a large file is: "[", entries separated by ",", "]", JSON
+// whitespace between; an entry null, an axis name, or "[" axis names
+// separated by "," "]"; an axis name a non-empty string without a backslash
+// or a control character. Sets `end` past the spec's text and, when `spec`
+// is given, fills it as read_spec would. Anything else returns false, and
+// the caller reads the value the full way, which reports what is wrong.
+// REQUIRES: p points into a padded buffer of JSON text (a NUL after it).
+bool read_plain_spec(const char* p, const char*& end, PartitionSpec* spec) {
+  auto skip_space = [&] {
+    while (is_space(*p)) {
+      ++p;
+    }
+  };
+  // An axis name: its text is its value.
+  auto name = [&](std::string* out) {
+    if (*p != '"') {
+      return false;
+    }
+    const char* begin = ++p;
+    while (*p != '"') {
+      if (*p == '\\' || static_cast<unsigned char>(*p) < 0x20U) {
+        return false;
+      }
+      ++p;
+    }
+    if (p == begin) {
+      return false;  // spec.empty-axis
+    }
+    if (out != nullptr) {
+      out->assign(begin, p);
+    }
+    ++p;
+    return true;
+  };
+  // "[" item ("," item)* "]" or "[]", each item read by `item`.
+  auto list = [&](const auto& item) {
+    if (*p != '[') {
+      return false;
+    }
+    ++p;
+    skip_space();
+    if (*p == ']') {
+      ++p;
+      return true;
+    }
+    for (;;) {
+      if (!item()) {
+        return false;
+      }
+      skip_space();
+      if (*p == ']') {
+        ++p;
+        return true;
+      }
+      if (*p != ',') {
+        return false;
+      }
+      ++p;
+      skip_space();
+    }
+  };
+  if (spec != nullptr) {
+    spec->dims.clear();
+  }
+  const bool plain = list([&] {
+    DimSharding* dim = nullptr;
+    if (spec != nullptr) {
+      dim = &spec->dims.emplace_back();
+    }
+    auto axis = [&] {
+      return name(dim != nullptr ? &dim->axes.emplace_back() : nullptr);
+    };
+    if (*p == 'n') {
+      if (std::memcmp(p, "null", 4) != 0) {
+        return false;
+      }
+      p += 4;
+      return true;
+    }
+    if (*p == '[') {
+      return list([&] { return axis(); });
+    }
+    return axis();
+  });
+  end = p;
+  return plain;
+}
+
+// The entries of a specs file by name, to find a name given twice, in the
+// way of Manifest's index: open addressing (linear probing) over 2^k slots,
+// at most 3/4 full, with a tag byte per slot (0 when empty, else 0x80 | 7
+// bits of the name's hash) and beside it the entry's number, read only on
+// a matching tag; each entry's hash is kept in entry order, so growing
+// reads no name. The tags of 100k names (128 KiB) stay in cache: a table
+// of 16-byte slots, read at random, cost 14 ms of cache misses per 92k
+// names, and std::unordered_map more (it hashed every name on a bucket's
+// chain at each lookup).
+class NameIndex {
+ public:
+  // The entry named `name` when there is one (names(i) is entry i's name);
+  // else the next entry is recorded under `name` and nullopt returned.
+  // REQUIRES: fewer than 2^32 entries.
+  template <typename NameOf>
+  std::optional<size_t> find_or_add(std::string_view name,
+                                    const NameOf& names) {
+    if ((m_hashes.size() + 1) * 4 > m_tags.size() * 3) {
+      grow();
+    }
+    const size_t hash = detail::hash_bytes(name);
+    const uint8_t tag = tag_of(hash);
+    const size_t mask = m_tags.size() - 1;
+    for (size_t i = slot_of(hash, mask);; i = (i + 1) & mask) {
+      if (m_tags[i] == 0) {
+        m_tags[i] = tag;
+        m_entries[i] = static_cast<uint32_t>(m_hashes.size());
+        m_hashes.push_back(hash);
+        return std::nullopt;
+      }
+      if (m_tags[i] == tag && names(m_entries[i]) == name) {
+        return m_entries[i];
+      }
+    }
+  }
+
+ private:
+  static uint8_t tag_of(size_t hash) {
+    return static_cast<uint8_t>(0x80U | (hash & 0x7FU));
+  }
+  static size_t slot_of(size_t hash, size_t mask) {
+    return (hash >> 7U) & mask;
+  }
+
+  void grow() {
+    const size_t slots = std::max<size_t>(64, m_tags.size() * 2);
+    m_tags.assign(slots, 0);
+    m_entries.resize(slots);
+    const size_t mask = slots - 1;
+    for (size_t entry = 0; entry < m_hashes.size(); ++entry) {
+      size_t i = slot_of(m_hashes[entry], mask);
+      while (m_tags[i] != 0) {
+        i = (i + 1) & mask;
+      }
+      m_tags[i] = tag_of(m_hashes[entry]);
+      m_entries[i] = static_cast<uint32_t>(entry);
+    }
+  }
+
+  std::vector<uint8_t> m_tags;
+  std::vector<uint32_t> m_entries;  // by slot
+  std::vector<size_t> m_hashes;     // by entry
+};
+
+// Hash of a spec's value, for finding a spec read before.
+struct SpecHash {
+  size_t operator()(const PartitionSpec& spec) const noexcept {
+    size_t h = spec.dims.size();
+    for (const DimSharding& dim : spec.dims) {
+      h = h * 1099511628211ULL ^ dim.axes.size();
+      for (const std::string& axis : dim.axes) {
+        h = h * 1099511628211ULL ^ detail::hash_bytes(axis);
+      }
+    }
+    return h;
+  }
+};
 
 class SpecsReader : public JsonInput {
  public:
   SpecsReader(std::string_view text,
               std::string_view source,
-              Diagnostics& diags)
-      : JsonInput(text, source, diags) {}
+              Diagnostics& diags,
+              size_t padding)
+      : JsonInput(text, source, diags, padding) {}
 
   std::optional<SpecsFile> run() {
     od::object top;
@@ -117,8 +289,7 @@ class SpecsReader : public JsonInput {
         "/specs",
         "an object mapping tensor names to specs",
         [&](std::string_view key, od::value& v) {
-          std::string pointer = "/specs/" + json_pointer_escape(key);
-          return add(std::string(key), v, std::move(pointer), start_of(v));
+          return add(key, v, json_pointer_child("/specs", key), start_of(v));
         });
   }
 
@@ -129,8 +300,8 @@ class SpecsReader : public JsonInput {
         "/tensors",
         "an array of tensor objects",
         [&](size_t index, od::value& entry) {
-          return read_tensor_entry(
-              entry, index, fmt::format("/tensors/{}", index));
+          io_detail::set_index_pointer(m_entry_pointer, "/tensors/", index);
+          return read_tensor_entry(entry, index, m_entry_pointer);
         });
   }
 
@@ -138,6 +309,17 @@ class SpecsReader : public JsonInput {
                          size_t index,
                          const std::string& pointer) {
     const char* at = start_of(value);
+    if (PlainEntry plain; read_plain_entry(at, plain)) {
+      // The value is left unread: the parser steps over it.
+      return record(
+          plain.name,
+          plain_spec(plain.spec_at),
+          pointer + "/spec",
+          true,
+          plain.spec_at,
+          [&] { return pointer + "/name"; },
+          plain.name_at);
+    }
     od::object object;
     if (!get_as(
             value,
@@ -147,8 +329,10 @@ class SpecsReader : public JsonInput {
             at)) {
       return false;
     }
-    std::optional<std::string> name;
-    std::optional<PartitionSpec> spec;
+    // The name's text, in the document or unescaped in the parser's buffer
+    // (both last as long as the document).
+    std::optional<std::string_view> name;
+    SharedSpec spec;
     const size_t first = m_diags.items().size();
     std::string spec_pointer = pointer + "/spec";
     const char* name_at = nullptr;
@@ -171,16 +355,14 @@ class SpecsReader : public JsonInput {
                     v_at)) {
               return false;
             }
-            name = std::string(text);
+            name = text;
             name_at = v_at;
             return true;
           }
           if (key == "spec") {
-            PartitionSpec parsed;
-            if (!read_spec(v, spec_pointer, parsed) && !take_soft_failure()) {
+            if (!read_spec(v, spec_pointer, spec) && !take_soft_failure()) {
               return false;
             }
-            spec = std::move(parsed);
             spec_valid = !m_spec_invalid;
             spec_at = v_at;
             return true;
@@ -206,23 +388,107 @@ class SpecsReader : public JsonInput {
     if (name->empty()) {
       return fail("specs.name", "tensor name is empty", pointer + "/name", at);
     }
-    return record(std::move(*name),
-                  std::move(*spec),
-                  std::move(spec_pointer),
-                  spec_valid,
-                  spec_at,
-                  pointer + "/name",
-                  name_at);
+    return record(
+        *name,
+        std::move(spec),
+        std::move(spec_pointer),
+        spec_valid,
+        spec_at,
+        [&] { return pointer + "/name"; },
+        name_at);
   }
 
-  bool add(std::string name,
+  // A tensor entry of plan output, as nearly every one is written: an
+  // object whose keys are strings without a backslash, with "name" a
+  // non-empty such string and "spec" a plain spec (read_plain_spec), each
+  // once, and other values plain JSON (plain_json_end).
+  struct PlainEntry {
+    std::string_view name;
+    const char* name_at = nullptr;
+    const char* spec_at = nullptr;
+  };
+
+  // Reads the entry whose text starts at `p` without the parser when it is
+  // plain; false for anything else, which the caller reads the full way,
+  // reporting what is wrong.
+  bool read_plain_entry(const char* p, PlainEntry& out) const {
+    const char* const end = m_padded.data() + m_padded.size();
+    auto skip_space = [&] {
+      while (is_space(*p)) {
+        ++p;
+      }
+    };
+    // A string without a backslash or a control character at `p`, stepped
+    // over (a byte by byte scan: memchr costs more on short strings).
+    auto plain = [&](std::string_view& text) {
+      if (*p != '"') {
+        return false;
+      }
+      const char* begin = ++p;
+      while (*p != '"') {
+        if (*p == '\\' || static_cast<unsigned char>(*p) < 0x20U) {
+          return false;  // also the NUL after the text
+        }
+        ++p;
+      }
+      text = std::string_view(begin, static_cast<size_t>(p - begin));
+      ++p;
+      return true;
+    };
+    if (*p != '{') {
+      return false;
+    }
+    ++p;
+    skip_space();
+    for (;;) {
+      std::string_view key;
+      if (!plain(key)) {
+        return false;
+      }
+      skip_space();
+      if (*p != ':') {
+        return false;
+      }
+      ++p;
+      skip_space();
+      if (key == "name") {
+        const char* name_at = p;
+        if (out.name_at != nullptr || !plain(out.name) || out.name.empty()) {
+          return false;
+        }
+        out.name_at = name_at;
+      } else if (key == "spec") {
+        const char* spec_at = p;
+        if (out.spec_at != nullptr || !read_plain_spec(p, p, nullptr)) {
+          return false;
+        }
+        out.spec_at = spec_at;
+      } else {
+        p = io_detail::plain_json_end(p, end);
+        if (p == nullptr) {
+          return false;
+        }
+      }
+      skip_space();
+      if (*p == '}') {
+        return out.name_at != nullptr && out.spec_at != nullptr;
+      }
+      if (*p != ',') {
+        return false;
+      }
+      ++p;
+      skip_space();
+    }
+  }
+
+  bool add(std::string_view name,
            od::value& value,
            std::string pointer,
            const char* at) {
     if (name.empty()) {
       return fail("specs.name", "tensor name is empty", pointer, at);
     }
-    PartitionSpec spec;
+    SharedSpec spec;
     const size_t first = m_diags.items().size();
     const bool read = read_spec(value, pointer, spec);
     name_tensor(first, name);
@@ -230,21 +496,21 @@ class SpecsReader : public JsonInput {
       return false;
     }
     const bool valid = !m_spec_invalid;
-    std::string where = pointer;
-    return record(std::move(name),
-                  std::move(spec),
-                  std::move(pointer),
-                  valid,
-                  at,
-                  std::move(where),
-                  at);
+    return record(
+        name,
+        std::move(spec),
+        std::move(pointer),
+        valid,
+        at,
+        [&] { return pointer; },
+        at);
   }
 
   // Names `tensor` in the diagnostics reported since there were `first`.
-  void name_tensor(size_t first, const std::string& tensor) {
+  void name_tensor(size_t first, std::string_view tensor) {
     for (Diagnostic& d : m_diags.since(first)) {
       if (!d.tensor) {
-        d.tensor = tensor;
+        d.tensor = std::string(tensor);
       }
     }
   }
@@ -288,43 +554,54 @@ class SpecsReader : public JsonInput {
   }
 
   // Line and column of `at`, moving a cursor forward through the text: specs
-  // come in file order, so locating all of them reads the text once.
+  // come in file order, so locating all of them reads the text once. Lines
+  // end at "\n"; a column counts code points.
   std::pair<int64_t, int64_t> advance_to(const char* at) {
     const char* end = m_padded.data() + m_padded.size();
     if (at == nullptr || at < m_cursor || at > end) {
       return {0, 0};
     }
-    for (; m_cursor < at; ++m_cursor) {
-      if (*m_cursor == '\n') {
-        ++m_line;
-        m_column = 1;
-      } else if ((static_cast<unsigned char>(*m_cursor) & 0xC0U) != 0x80U) {
-        ++m_column;
-      }
+    const auto span = static_cast<size_t>(at - m_cursor);
+    // The last line break before `at` (memrchr scans back from it, over one
+    // line), then the breaks before that, counted in one vectorised pass.
+    if (const auto* last =
+            static_cast<const char*>(::memrchr(m_cursor, '\n', span))) {
+      m_line += std::count(m_cursor, last, '\n') + 1;
+      m_column = 1;
+      m_cursor = last + 1;
     }
+    // The code points from the line's start (or the last spec) to `at`.
+    m_column += std::count_if(m_cursor, at, [](char c) {
+      return (static_cast<unsigned char>(c) & 0xC0U) != 0x80U;
+    });
+    m_cursor = at;
     return {m_line, m_column};
   }
 
-  // Appends a spec found at `spec_at`; a repeated name is reported at `where`
-  // (the name).
-  bool record(std::string name,
-              PartitionSpec spec,
-              std::string pointer,
+  // Appends a spec found at `spec_at` under a copy of `name`; a repeated
+  // name is reported at where() (the name's pointer) and `at`.
+  template <typename WhereFn>
+  bool record(std::string_view name,
+              SharedSpec spec,
+              std::string&& pointer,
               bool valid,
               const char* spec_at,
-              std::string where,
+              const WhereFn& where,
               const char* at) {
-    auto [it, inserted] = m_index.try_emplace(name, m_file.specs.size());
-    if (!inserted) {
+    const std::optional<size_t> first =
+        m_index.find_or_add(name, [&](size_t entry) -> std::string_view {
+          return m_file.specs[entry].name;
+        });
+    if (first) {
       return fail("specs.duplicate-name",
                   fmt::format("duplicate tensor name {} (first at {})",
                               quote(name),
-                              m_file.specs[it->second].pointer),
-                  std::move(where),
+                              m_file.specs[*first].pointer),
+                  where(),
                   at);
     }
     auto [line, column] = advance_to(spec_at);
-    m_file.specs.push_back(NamedSpec{std::move(name),
+    m_file.specs.push_back(NamedSpec{std::string(name),
                                      std::move(spec),
                                      std::move(pointer),
                                      line,
@@ -334,19 +611,84 @@ class SpecsReader : public JsonInput {
     return true;
   }
 
-  // SPEC: [null | "axis" | ["a", "b"], ...] or a string parse_spec accepts.
+  // SPEC into `out`. A valid spec is the object of the first entry with an
+  // equal spec: a file of a hundred thousand tensors has a handful of
+  // specs, each written the same way each time, so each distinct text of a
+  // spec is read once (a plain one without the parser, which steps over the
+  // value left unread). An invalid spec (reported, as by read_spec_value)
+  // has an object of its own.
   bool read_spec(od::value& value,
                  const std::string& pointer,
-                 PartitionSpec& spec) {
+                 SharedSpec& out) {
+    out = plain_spec(start_of(value));
+    if (out) {
+      return true;
+    }
+    PartitionSpec spec;
+    std::string_view text;
+    if (!read_spec_value(value, pointer, spec, text)) {
+      out = std::make_shared<const PartitionSpec>(std::move(spec));
+      return false;
+    }
+    if (auto hit = m_by_string.find(text);
+        !text.empty() && hit != m_by_string.end()) {
+      out = hit->second;
+      return true;
+    }
+    out = intern(std::move(spec));
+    if (!text.empty()) {
+      m_by_string.emplace(text, out);
+    }
+    return true;
+  }
+
+  // The spec whose text starts at `at` when it is plain (read_plain_spec),
+  // else null: the object of the first spec of the same text or value.
+  SharedSpec plain_spec(const char* at) {
+    const char* end = nullptr;
+    if (!read_plain_spec(at, end, nullptr)) {
+      return nullptr;
+    }
+    const std::string_view text(at, static_cast<size_t>(end - at));
+    if (auto hit = m_by_text.find(text); hit != m_by_text.end()) {
+      return hit->second;
+    }
+    PartitionSpec spec;
+    read_plain_spec(at, end, &spec);
+    SharedSpec shared = intern(std::move(spec));
+    m_by_text.emplace(text, shared);
+    return shared;
+  }
+
+  // The object of the first valid spec equal to `spec`.
+  SharedSpec intern(PartitionSpec&& spec) {
+    if (auto hit = m_by_value.find(spec); hit != m_by_value.end()) {
+      return hit->second;
+    }
+    auto shared = std::make_shared<const PartitionSpec>(spec);
+    m_by_value.emplace(std::move(spec), shared);
+    return shared;
+  }
+
+  // SPEC: [null | "axis" | ["a", "b"], ...] or a string parse_spec accepts.
+  // A string's text (valid as long as the document) is set in `text`; when
+  // read_spec has read that text before, the string is not parsed again
+  // and `spec` is left empty.
+  bool read_spec_value(od::value& value,
+                       const std::string& pointer,
+                       PartitionSpec& spec,
+                       std::string_view& text) {
     const char* at = start_of(value);
     od::json_type type{};
     if (auto e = value.type().get(type)) {
       return fail_json(e, pointer, at);
     }
     if (type == od::json_type::string) {
-      std::string_view text;
       if (auto e = value.get_string().get(text)) {
         return fail_json(e, pointer, at);
+      }
+      if (m_by_string.contains(text)) {
+        return true;
       }
       Diagnostics scratch;
       std::optional<PartitionSpec> parsed =
@@ -467,8 +809,16 @@ class SpecsReader : public JsonInput {
   }
 
   SpecsFile m_file;
-  std::unordered_map<std::string, size_t, detail::StringHash, std::equal_to<>>
-      m_index;
+  NameIndex m_index;  // the entries of m_file by name
+  // Each valid spec read: by the text of a plain spec in the document (the
+  // parser steps over it), by the string of a spec in text form (in the
+  // document, or unescaped in the parser's buffer), and by its value.
+  std::unordered_map<std::string_view, SharedSpec, detail::StringHash>
+      m_by_text;
+  std::unordered_map<std::string_view, SharedSpec, detail::StringHash>
+      m_by_string;
+  std::unordered_map<PartitionSpec, SharedSpec, SpecHash> m_by_value;
+  std::string m_entry_pointer;     // "/tensors/N" of the entry being read
   bool m_soft_failure = false;     // the last failure was inside a spec only
   bool m_input_errors = false;     // a spec had a fault that is bad input
   bool m_spec_invalid = false;     // the entry being read has a bad spec
@@ -479,16 +829,37 @@ class SpecsReader : public JsonInput {
 
 }  // namespace
 
-std::optional<SpecsFile> read_specs(std::string_view json,
-                                    std::string_view source,
-                                    Diagnostics& diags) {
+namespace {
+
+std::optional<SpecsFile> read_specs_in(std::string_view json,
+                                       std::string_view source,
+                                       Diagnostics& diags,
+                                       size_t padding) {
   try {
-    SpecsReader reader(json, source, diags);
+    SpecsReader reader(json, source, diags, padding);
     return reader.run();
   } catch (const std::exception& e) {
     report_exception(e, json.size(), source, diags);
     return std::nullopt;
   }
+}
+
+}  // namespace
+
+std::optional<SpecsFile> read_specs(std::string_view json,
+                                    std::string_view source,
+                                    Diagnostics& diags) {
+  return read_specs_in(json, source, diags, 0);
+}
+
+std::optional<SpecsFile> read_specs_path(const std::string& path,
+                                         Diagnostics& diags) {
+  std::optional<io_detail::PaddedText> text =
+      io_detail::PaddedText::load(path, input_limit(InputKind::specs), diags);
+  if (!text) {
+    return std::nullopt;
+  }
+  return read_specs_in(text->text(), path, diags, text->padding());
 }
 
 }  // namespace shardplan

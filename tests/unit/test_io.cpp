@@ -1,4 +1,5 @@
 #include "io/files.hpp"
+#include "io/json.hpp"
 #include "support/test_support.hpp"
 
 #include <shardplan/io.hpp>
@@ -649,15 +650,15 @@ TEST_CASE("io: reads a specs object", "[io]") {
   REQUIRE(f.specs.size() == 6);
   CHECK(f.source == "s.json");
   CHECK(f.specs[0].name == "w");
-  CHECK(f.specs[0].spec == spec_of({{"fsdp"}, {}}));
+  CHECK(*f.specs[0].spec == spec_of({{"fsdp"}, {}}));
   CHECK(f.specs[0].pointer == "/specs/w");
-  CHECK(f.specs[1].spec == spec_of({{"dp", "fsdp"}, {"tp"}}));
+  CHECK(*f.specs[1].spec == spec_of({{"dp", "fsdp"}, {"tp"}}));
   // [] is None and ["tp"] is "tp", as jaxlib canonicalises.
-  CHECK(f.specs[2].spec == spec_of({{}, {"tp"}, {}}));
+  CHECK(*f.specs[2].spec == spec_of({{}, {"tp"}, {}}));
   CHECK(f.specs[2].pointer == "/specs/a~1b");
-  CHECK(f.specs[3].spec == spec_of({{"dp", "fsdp"}, {}}));
-  CHECK(f.specs[4].spec == PartitionSpec{});
-  CHECK(f.specs[5].spec == spec_of({{"fsdp"}, {}}));
+  CHECK(*f.specs[3].spec == spec_of({{"dp", "fsdp"}, {}}));
+  CHECK(*f.specs[4].spec == PartitionSpec{});
+  CHECK(*f.specs[5].spec == spec_of({{"fsdp"}, {}}));
 }
 
 TEST_CASE("io: reads the tensors of plan output", "[io]") {
@@ -668,10 +669,88 @@ TEST_CASE("io: reads the tensors of plan output", "[io]") {
       {"name": "b", "spec": [null]}],
     "summary": {"tensors": 2}})");
   REQUIRE(f.specs.size() == 2);
-  CHECK(f.specs[0].spec == spec_of({{"fsdp"}, {"tp"}}));
+  CHECK(*f.specs[0].spec == spec_of({{"fsdp"}, {"tp"}}));
   CHECK(f.specs[0].pointer == "/tensors/0/spec");
   CHECK(f.specs[1].name == "b");
-  CHECK(f.specs[1].spec == spec_of({{}}));
+  CHECK(*f.specs[1].spec == spec_of({{}}));
+}
+
+TEST_CASE("io: equal specs of a specs file share one object", "[io]") {
+  // a, b, d and f are P('fsdp', None) written four ways (other spacing; [] is
+  // None and ["fsdp"] is "fsdp", as jaxlib canonicalises), c and g in text
+  // form; e is another spec.
+  SpecsFile f = specs_ok(R"json({"specs": {
+    "a": ["fsdp", null],
+    "b": [ "fsdp" ,null ],
+    "c": "P('fsdp', None)",
+    "d": [["fsdp"], []],
+    "e": ["tp", null],
+    "f": ["fsdp", null],
+    "g": "P('fsdp', None)"}})json");
+  REQUIRE(f.specs.size() == 7);
+  const PartitionSpec fsdp = spec_of({{"fsdp"}, {}});
+  for (size_t i : {0U, 1U, 2U, 3U, 5U, 6U}) {
+    INFO(f.specs[i].name);
+    CHECK(*f.specs[i].spec == fsdp);
+    CHECK(f.specs[i].spec == f.specs[0].spec);  // the same object
+  }
+  CHECK(*f.specs[4].spec == spec_of({{"tp"}, {}}));
+  CHECK(f.specs[4].spec != f.specs[0].spec);
+
+  // Many tensors, three specs in turn: tensor i has spec i % 3.
+  const std::vector<PartitionSpec> three = {
+      spec_of({{"fsdp"}, {"tp"}}), spec_of({{}, {"tp"}}), PartitionSpec{}};
+  std::string text = R"({"tensors": [)";
+  for (size_t i = 0; i < 3000; ++i) {
+    const char* spec[] = {R"(["fsdp", "tp"])", R"([null, "tp"])", "[]"};
+    text += fmt::format(R"({}{{"name": "w{}", "spec": {}, "shape": [8, 8]}})",
+                        i == 0 ? "" : ",\n",
+                        i,
+                        spec[i % 3]);
+  }
+  text += "]}";
+  SpecsFile many = specs_ok(text);
+  REQUIRE(many.specs.size() == 3000);
+  for (size_t i = 0; i < many.specs.size(); ++i) {
+    INFO(i);
+    REQUIRE(many.specs[i].name == fmt::format("w{}", i));
+    REQUIRE(*many.specs[i].spec == three[i % 3]);
+    REQUIRE(many.specs[i].spec == many.specs[i % 3].spec);
+    REQUIRE(many.specs[i].pointer == fmt::format("/tensors/{}/spec", i));
+    REQUIRE(many.specs[i].line == static_cast<int64_t>(i) + 1);
+  }
+}
+
+TEST_CASE("io: tensors of plan output read alike in every form", "[io]") {
+  // Entries as plan writes them are read from their text; the others
+  // (escapes in a name or a key, a text spec, a number with an exponent,
+  // non-ASCII text) the full way. Each gives the same name and spec.
+  // Columns count code points: line 7's spec starts at byte 33, after the
+  // two bytes of "é", so at column 32.
+  const std::string text = R"json({"tensors": [
+{"name": "w0", "spec": ["fsdp", "tp"], "shape": [8, 8], "rule": {"index": 1, "description": "a \"b\" \\ c"}, "valid": true, "bytes": 128},
+{"name": "w\u0031", "spec": ["fsdp", "tp"]},
+{"spec": [["fsdp"], "tp"], "name": "w2"},
+{"na\u006de": "w3", "spec": "P('fsdp', 'tp')"},
+{"name": "w4", "spec": ["fsdp", "tp"], "bytes": 1.28e2, "x": "\u00e9"},
+{"é": 1, "name": "w5", "spec": ["fsdp", "tp"]}]})json";
+  SpecsFile f = specs_ok(text);
+  REQUIRE(f.specs.size() == 6);
+  const PartitionSpec fsdp_tp = spec_of({{"fsdp"}, {"tp"}});
+  for (size_t i = 0; i < f.specs.size(); ++i) {
+    INFO(i);
+    CHECK(f.specs[i].name == fmt::format("w{}", i));
+    CHECK(*f.specs[i].spec == fsdp_tp);
+    CHECK(f.specs[i].spec == f.specs[0].spec);
+    CHECK(f.specs[i].pointer == fmt::format("/tensors/{}/spec", i));
+    CHECK(f.specs[i].line == static_cast<int64_t>(i) + 2);
+  }
+  // {"name": "w0", "spec": [  -> the spec at column 24
+  CHECK(f.specs[0].column == 24);
+  // {"spec": [  -> column 10
+  CHECK(f.specs[2].column == 10);
+  // {"é": 1, "name": "w5", "spec": [  -> 32 code points before it
+  CHECK(f.specs[5].column == 32);
 }
 
 TEST_CASE("io: specs errors", "[io]") {
@@ -697,6 +776,64 @@ TEST_CASE("io: specs errors", "[io]") {
         == "s.json:1:1: error: expected a \"specs\" object or a \"tensors\" "
            "array at the top level; did you mean \"specs\" instead of "
            "\"spec\"?");
+}
+
+TEST_CASE("io: the quick JSON check takes only valid JSON", "[io]") {
+  using io_detail::find_syntax_error;
+  using io_detail::is_plain_json;
+  // What the readers step over in plan output: taken without nlohmann.
+  const std::vector<std::string_view> plain = {
+      "[]",
+      "{}",
+      " [8, 8] ",
+      R"({"index": 12, "description": "#12 \"a\\.b\" \/ \u00e9 \n"})",
+      R"([null, true, false, -0, 0, 12.5, -3.25, ""])",
+      R"([[[]], {"a": {"b": [1]}, "c": []}])"};
+  // Valid, but left to find_syntax_error: an exponent (nlohmann refuses
+  // one beyond a double), raw UTF-8 and surrogates (nlohmann checks them),
+  // nesting beyond 64 levels.
+  const std::string deep = std::string(65, '[') + std::string(65, ']');
+  const std::vector<std::string_view> unsure = {
+      "1e3", "[2E-1]", "\"\xc3\xa9\"", R"("\ud83d\ude00")", deep};
+  // Not JSON.
+  const std::vector<std::string_view> invalid = {"[1,]",
+                                                 R"({"a" 1})",
+                                                 "[01]",
+                                                 "[1.]",
+                                                 "[-]",
+                                                 R"("a\q")",
+                                                 "\"\x01\"",
+                                                 "[tru]",
+                                                 R"({"a":1,})",
+                                                 "[1] [2]",
+                                                 "[",
+                                                 R"("\u12")",
+                                                 "{1: 2}",
+                                                 "nul",
+                                                 "",
+                                                 "[1 2]",
+                                                 R"({"a"})",
+                                                 R"({"a": 1 "b": 2})"};
+  for (std::string_view text : plain) {
+    INFO(text);
+    CHECK(is_plain_json(text));
+    CHECK_FALSE(find_syntax_error(text));
+  }
+  for (std::string_view text : unsure) {
+    INFO(text);
+    CHECK_FALSE(is_plain_json(text));
+    CHECK_FALSE(find_syntax_error(text));
+  }
+  for (std::string_view text : invalid) {
+    INFO(text);
+    CHECK_FALSE(is_plain_json(text));
+    CHECK(find_syntax_error(text));
+  }
+  CHECK(plain.size() + unsure.size() + invalid.size() == 29);
+  // plain_json_end stops right after the first value.
+  const std::string_view two = "[1, 2], 3";
+  CHECK(io_detail::plain_json_end(two.data(), two.data() + two.size())
+        == two.data() + 6);
 }
 
 // ---------------------------------------------------------------------------

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <regex>
 #include <string>
@@ -1568,7 +1569,12 @@ TEST_CASE("rules: property: preset specs always validate",
     const Tensor& t = manifest.tensors()[i];
     CHECK(r.plan->spec(i).size() == static_cast<size_t>(t.rank()));
     specs.specs.push_back(
-        NamedSpec{std::string(t.name), r.plan->spec(i), "", 0, 0, true});
+        NamedSpec{std::string(t.name),
+                  std::make_shared<const PartitionSpec>(r.plan->spec(i)),
+                  "",
+                  0,
+                  0,
+                  true});
   }
   ValidateOptions options;
   options.replicated_warning_bytes = 0;

@@ -293,3 +293,41 @@ TEST_CASE(
   CHECK(s[5].replicas() == 4);
   CHECK(*s[5].spec() == *tp);
 }
+
+TEST_CASE("validate: tensors of one spec in a specs file share one layout",
+          "[validate]") {
+  // The reader gives equal specs one object; each check that reports
+  // nothing is then done once per spec, shape and dtype, as for planned
+  // specs, and a tensor whose check reports keeps its own layout and its
+  // own diagnostic, located at its own entry.
+  const Manifest manifest = test::manifest_of(R"({"params": [
+    {"name": "a", "shape": [64, 64], "dtype": "bf16"},
+    {"name": "b", "shape": [64, 64], "dtype": "bf16"},
+    {"name": "c", "shape": [64, 64], "dtype": "f32"},
+    {"name": "d", "shape": [6, 64], "dtype": "bf16"},
+    {"name": "e", "shape": [6, 64], "dtype": "bf16"},
+    {"name": "f", "shape": [64, 64], "dtype": "bf16"}]})");
+  const SpecsFile specs = test::specs_of(R"({"specs": {
+    "a": ["dp", "tp"], "b": ["dp", "tp"], "c": ["dp", "tp"],
+    "d": ["dp", "tp"], "e": ["dp", "tp"], "f": [null, "tp"]}})");
+  REQUIRE(specs.specs[0].spec == specs.specs[4].spec);
+  Checked r = check(manifest, test::mesh_of("dp:4,tp:2", 8), specs);
+  const std::vector<TensorSharding>& s = r.shardings;
+  REQUIRE(codes(r.diags)
+          == std::vector<std::string>{"spec.indivisible", "spec.indivisible"});
+  // d and e: 6 rows do not split 4 ways.
+  CHECK(r.diags.items()[0].tensor == "d");
+  CHECK(r.diags.items()[0].location.pointer == "/specs/d");
+  CHECK(r.diags.items()[1].tensor == "e");
+  CHECK(r.diags.items()[1].location.pointer == "/specs/e");
+  CHECK(s[0].layout == s[1].layout);  // same spec, shape and dtype
+  CHECK(s[0].layout != s[2].layout);  // another dtype
+  CHECK(s[3].layout != s[4].layout);  // each reported: never shared
+  CHECK(s[0].layout != s[5].layout);  // another spec
+  // 64x64 over (dp=4, tp=2): 16x32 elements a device; bf16 2 bytes, f32 4.
+  CHECK(s[1].bytes_per_device() == int64_t{16} * 32 * 2);
+  CHECK(s[2].bytes_per_device() == int64_t{16} * 32 * 4);
+  CHECK_FALSE(s[3].valid());
+  CHECK_FALSE(s[4].valid());
+  CHECK(s[5].replicas() == 4);
+}
