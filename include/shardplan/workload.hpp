@@ -167,8 +167,12 @@ struct StageActivations {
   int64_t embedding_bytes = 0;  // first stage: the embedding's x in flight
   int64_t logits_bytes = 0;     // last stage: the head's, one microbatch
   int64_t mtp_bytes = 0;        // last stage: DeepSeek-V3's MTP modules
-  int64_t host_bytes = 0;       // offloaded: layers' host bytes x in_flight
-  int64_t total_bytes = 0;      // layers + embedding + logits + mtp (HBM)
+  // The backward of one layer at a time recomputes what the policy dropped:
+  // that layer's bytes under remat none less what the policy keeps, for
+  // the largest layer kind of the stage (0 with remat none).
+  int64_t recompute_bytes = 0;
+  int64_t host_bytes = 0;   // offloaded: layers' host bytes x in_flight
+  int64_t total_bytes = 0;  // layers + embedding + logits + mtp + recompute
 };
 
 struct ActivationEstimate {
@@ -213,9 +217,11 @@ struct ActivationEstimate {
   int64_t embedding_bytes = 0;
   int64_t logits_bytes = 0;
   int64_t mtp_bytes = 0;
+  int64_t recompute_bytes = 0;
   int64_t host_offload_bytes = 0;  // host memory, not HBM
-  int64_t total_bytes = 0;         // layers + embedding + logits + mtp
-  int64_t max_stage = 0;           // the most loaded stage (first on a tie)
+  // layers + embedding + logits + mtp + recompute
+  int64_t total_bytes = 0;
+  int64_t max_stage = 0;  // the most loaded stage (first on a tie)
 
   std::vector<StageActivations> per_stage;  // every stage, in order
   // The terms of the estimate for the text table: the saved tensors of

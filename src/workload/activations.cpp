@@ -920,9 +920,8 @@ class Estimator {
     }
   }
 
-  // Whether the policy keeps `c`, on the device or on the host.
-  std::pair<bool, bool> kept(const Candidate& c) const {
-    const RematPolicy p = m_e.remat;
+  // Whether policy `p` keeps `c`, on the device or on the host.
+  static std::pair<bool, bool> kept(RematPolicy p, const Candidate& c) {
     switch (p) {
       case RematPolicy::none:
         return {c.needed, false};
@@ -1001,10 +1000,11 @@ class Estimator {
     return out;
   }
 
-  LayerActivations price(const std::vector<Candidate>& candidates) {
+  LayerActivations price(const std::vector<Candidate>& candidates,
+                         RematPolicy policy) {
     LayerActivations layer;
     for (const Candidate& c : candidates) {
-      const auto [device, host] = kept(c);
+      const auto [device, host] = kept(policy, c);
       if (!device && !host) {
         continue;
       }
@@ -1025,11 +1025,22 @@ class Estimator {
     const bool any_moe = m_s.moe_layers > 0 || m_s.mtp_moe;
     const bool any_dense = m_s.dense_layers > 0
                            || (m_s.mtp_layers > 0 && !m_s.mtp_moe) || !any_moe;
+    // A layer's backward first recomputes what the policy dropped: the
+    // layer as remat none keeps it, less what the policy kept (the offloaded
+    // tensors come back too), live while that layer's backward runs.
+    auto recompute = [&](const std::vector<Candidate>& candidates,
+                         const LayerActivations& kept_by_policy) {
+      return price(candidates, RematPolicy::none).bytes - kept_by_policy.bytes;
+    };
     if (any_dense) {
-      m_e.dense = price(builder.dense(m_dims.mlp));
+      const std::vector<Candidate> candidates = builder.dense(m_dims.mlp);
+      m_e.dense = price(candidates, m_e.remat);
+      m_recompute_dense = recompute(candidates, *m_e.dense);
     }
     if (any_moe) {
-      m_e.moe = price(builder.moe(m_s));
+      const std::vector<Candidate> candidates = builder.moe(m_s);
+      m_e.moe = price(candidates, m_e.remat);
+      m_recompute_moe = recompute(candidates, *m_e.moe);
     }
     m_e.per_layer_bytes = m_e.dense ? m_e.dense->bytes : m_e.moe->bytes;
     const std::string policy(to_string(m_e.remat));
@@ -1189,14 +1200,23 @@ class Estimator {
       if (r == 0) {
         st.embedding_bytes = in_flight(m_embedding, chunks, V);
       }
-      if (r == S - 1) {
+      const bool last = r == S - 1;
+      if (last) {
         st.logits_bytes = m_logits;
         st.mtp_bytes = m_mtp;
         st.host_bytes = m_arith.add(st.host_bytes, m_mtp_host);
       }
-      st.total_bytes =
+      // One layer at a time is recomputed: the largest kind the stage has.
+      if (st.dense_layers > 0 || (last && m_s.mtp_layers > 0 && !m_s.mtp_moe)) {
+        st.recompute_bytes = m_recompute_dense;
+      }
+      if (st.moe_layers > 0 || (last && m_s.mtp_moe)) {
+        st.recompute_bytes = std::max(st.recompute_bytes, m_recompute_moe);
+      }
+      st.total_bytes = m_arith.add(
           m_arith.add(m_arith.add(st.layers_bytes, st.embedding_bytes),
-                      m_arith.add(st.logits_bytes, st.mtp_bytes));
+                      m_arith.add(st.logits_bytes, st.mtp_bytes)),
+          st.recompute_bytes);
     }
     size_t max = 0;
     for (size_t i = 1; i < stages.size(); ++i) {
@@ -1211,6 +1231,7 @@ class Estimator {
     m_e.embedding_bytes = top.embedding_bytes;
     m_e.logits_bytes = top.logits_bytes;
     m_e.mtp_bytes = top.mtp_bytes;
+    m_e.recompute_bytes = top.recompute_bytes;
     m_e.host_offload_bytes = top.host_bytes;
     m_e.total_bytes = top.total_bytes;
     m_e.terms.push_back(
@@ -1222,6 +1243,14 @@ class Estimator {
                               top.in_flight),
          S == 1 ? "one microbatch in flight"
                 : "1F1B in flight (Korthikanti et al. 4.2.3)"});
+    if (m_e.recompute_bytes > 0) {
+      m_e.terms.push_back({"recompute",
+                           m_e.recompute_bytes,
+                           "one layer as remat none keeps it, less what the "
+                           "policy keeps",
+                           "Chen et al. 2016 (arXiv 1604.06174): checkpoints "
+                           "plus one segment recomputed"});
+    }
     if (m_e.host_offload_bytes > 0) {
       m_e.terms.push_back({"host_offload",
                            m_e.host_offload_bytes,
@@ -1248,6 +1277,8 @@ class Estimator {
   int64_t m_logits = 0;
   int64_t m_mtp = 0;
   int64_t m_mtp_host = 0;
+  int64_t m_recompute_dense = 0;
+  int64_t m_recompute_moe = 0;
 };
 
 }  // namespace

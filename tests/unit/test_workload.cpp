@@ -304,7 +304,12 @@ TEST_CASE("workload: the embedding and the head, Korthikanti's 4.3",
   CHECK(e.embedding_bytes == 8'192 + 3'145'728);
   // One stage holds all: 96 layers of 34 s b h / t = 106,954,752 each.
   CHECK(e.layers_bytes == int64_t{96} * 106'954'752);
-  CHECK(e.total_bytes == e.layers_bytes + e.embedding_bytes + e.logits_bytes);
+  // The backward of a layer recomputes its attention core: the selective
+  // row's difference, 5 a s^2 b / t = 10 s b h = 251,658,240.
+  CHECK(e.recompute_bytes == 10 * k_sbh);
+  CHECK(e.total_bytes
+        == e.layers_bytes + e.embedding_bytes + e.logits_bytes
+               + e.recompute_bytes);
   CHECK(e.per_stage.size() == 1);
 }
 
@@ -524,6 +529,15 @@ TEST_CASE("workload: Llama keeps no dropout masks and three gated MLP tensors",
   CHECK(saved(*plain.dense, "attention_softmax").bytes_per_layer
         == 4'294'967'296);
   CHECK(plain.dense->bytes == 1'410'334'720 - 1'048'576 + 4'294'967'296);
+  // With remat full, a layer's backward recomputes the rest of it first:
+  // 1,410,334,720 - 134,217,728 = 1,276,116,992 bytes, live once (for one
+  // layer at a time) on top of the 32 layer inputs.
+  const ActivationEstimate full =
+      estimate(m, "fsdp:4,tp:2", workload(8192, 8, "full"));
+  CHECK(full.recompute_bytes == 1'276'116'992);
+  CHECK(full.total_bytes
+        == 32 * int64_t{134'217'728} + 1'276'116'992 + full.embedding_bytes
+               + full.logits_bytes);
   // Flash keeps no term that grows with seq^2.
   for (const SavedTensor& t : none.dense->saved) {
     CHECK(t.formula.find("seq") == std::string::npos);
@@ -670,6 +684,7 @@ TEST_CASE("workload: DeepSeek-V3's MLA, dense and MoE layers, and MTP",
   // 234,881,024) and a head of its own.
   CHECK(e.layers_bytes == 3 * d.bytes + 58 * moe.bytes);
   CHECK(e.mtp_bytes == moe.bytes + 234'881'024 + e.logits_bytes);
+  CHECK(e.recompute_bytes == 0);  // remat none recomputes nothing
   CHECK(e.total_bytes
         == e.layers_bytes + e.embedding_bytes + e.logits_bytes + e.mtp_bytes);
   // 61 layers do not divide over 2 stages.
