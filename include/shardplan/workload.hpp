@@ -224,8 +224,12 @@ struct ActivationEstimate {
   int64_t max_stage = 0;  // the most loaded stage (first on a tie)
 
   std::vector<StageActivations> per_stage;  // every stage, in order
-  // The terms of the estimate for the text table: the saved tensors of
-  // each layer kind, the layers, embedding, logits and MTP terms.
+  // The terms of the estimate for the text table, each with its formula
+  // and source: "dense layer: <name>" per saved tensor (" (host)" when
+  // offloaded) and "dense layer", likewise "moe layer: ..."; token_ids,
+  // embedding_dropout_mask; final_norm_input, head_input, logits,
+  // logits_softcap, logits_fp32; mtp; layers; recompute; host_offload (each
+  // present when it applies).
   std::vector<ActivationTerm> terms;
   // The formulas' symbols and their values: s (tokens of a sequence on a
   // device), seq, b (microbatch_size), h, a (heads), k (kv heads), d (head

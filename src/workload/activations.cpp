@@ -162,6 +162,13 @@ struct Dims {
   int64_t kv_lora = 0;   // MLA
   int64_t rope = 0;      // MLA's qk_rope_head_dim
   bool mla = false;
+  // Per-token widths on a device, overflow-checked: q and k, v, the
+  // context, MLA's kv latent with its rope part.
+  int64_t q_width = 0;
+  int64_t k_width = 0;
+  int64_t v_width = 0;
+  int64_t context_width = 0;
+  int64_t kv_a_width = 0;
 };
 
 class LayerBuilder {
@@ -356,7 +363,7 @@ class LayerBuilder {
       add("kv_wa_proj",
           Tag::other,
           Scale::outside,
-          d.kv_lora + d.rope,
+          d.kv_a_width,
           "(rkv+dr)",
           k_maxtext);
       add("mla_kv", Tag::other, Scale::outside, d.kv_lora, "rkv", k_maxtext);
@@ -366,19 +373,19 @@ class LayerBuilder {
     add("query_proj",
         Tag::query_proj,
         Scale::inside,
-        d.heads * d.q_head,
+        d.q_width,
         "ceil(a/t)*" + qk,
         k_korthikanti);
     add("key_proj",
         Tag::key_proj,
         Scale::inside,
-        d.kv_heads * d.q_head,
+        d.k_width,
         "ceil(k/t)*" + qk,
         k_korthikanti);
     add("value_proj",
         Tag::value_proj,
         Scale::inside,
-        d.kv_heads * d.v_head,
+        d.v_width,
         "ceil(k/t)*" + v,
         k_korthikanti);
     if (m_attention == AttentionKind::plain) {
@@ -424,7 +431,7 @@ class LayerBuilder {
     add("context",
         Tag::context,
         Scale::inside,
-        d.heads * d.v_head,
+        d.context_width,
         "ceil(a/t)*" + v,
         k_korthikanti);
     // out_proj's output: the backward needs it only as Gemma2's
@@ -887,6 +894,11 @@ class Estimator {
     d.q_lora = c.q_lora_rank;
     d.kv_lora = c.kv_lora_rank;
     d.rope = c.qk_rope;
+    d.q_width = m_arith.mul(d.heads, d.q_head);
+    d.k_width = m_arith.mul(d.kv_heads, d.q_head);
+    d.v_width = m_arith.mul(d.kv_heads, d.v_head);
+    d.context_width = m_arith.mul(d.heads, d.v_head);
+    d.kv_a_width = m_arith.add(d.kv_lora, d.rope);
     m_e.symbols = {{"s", m_s_dev},
                    {"seq", m_w.seq},
                    {"b", m_e.microbatch_size},

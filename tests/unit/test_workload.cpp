@@ -929,6 +929,12 @@ TEST_CASE("workload: bad input is a located error", "[workload]") {
   CHECK(error_of(m, "dp:1", w)
         == "--seq: error: the activations' bytes overflow int64 "
            "[workload.overflow]");
+  // A head dim of 2^62 overflows the q width, 32 heads x 2^62.
+  ModelConfig wide = m;
+  wide.head_dim = int64_t{1} << 62;
+  CHECK(error_of(wide, "dp:1", workload(16, 1, "full"))
+        == "--seq: error: the activations' bytes overflow int64 "
+           "[workload.overflow]");
 }
 
 TEST_CASE("workload: independent bad inputs are all reported", "[workload]") {
