@@ -37,6 +37,42 @@ constexpr std::string_view k_architectures[] = {k_deepseek_v3,
                                                 k_qwen2,
                                                 k_qwen2_moe};
 
+// is_moe_layer for every layer of one config, with mlp_only_layers sorted
+// once (a config may list many).
+class MoeLayers {
+ public:
+  explicit MoeLayers(const ModelConfig& config)
+      : m_config(config), m_dense(config.dense_layers) {
+    std::sort(m_dense.begin(), m_dense.end());
+  }
+
+  bool operator()(int64_t index) const {
+    const ModelConfig& c = m_config;
+    if (c.experts <= 0) {
+      return false;
+    }
+    if (c.architecture == k_mixtral) {
+      return true;
+    }
+    if (c.architecture == k_qwen2_moe) {
+      // Qwen2MoeDecoderLayer: sparse when (i + 1) % decoder_sparse_step == 0
+      // and i is not in mlp_only_layers.
+      return (index + 1) % c.sparse_step == 0
+             && !std::binary_search(m_dense.begin(), m_dense.end(), index);
+    }
+    if (c.architecture == k_deepseek_v3) {
+      // DeepseekV3DecoderLayer: MoE from first_k_dense_replace on, every
+      // moe_layer_freq layers.
+      return index >= c.first_dense && index % c.moe_freq == 0;
+    }
+    return false;
+  }
+
+ private:
+  const ModelConfig& m_config;
+  std::vector<int64_t> m_dense;
+};
+
 // Collects tensors. The first problem is reported and makes the builder
 // fail; later calls do nothing, so one input gives one diagnostic (STYLE
 // 2.4). A problem is located at the config key whose value caused it.
@@ -229,12 +265,7 @@ std::optional<std::vector<ModelTensor>> llama_family(Builder& b,
       mixtral ? "num_local_experts" : "num_experts";
   // Qwen2-MoE's layer i is sparse when experts > 0, (i + 1) %
   // decoder_sparse_step == 0 and i is not in mlp_only_layers.
-  std::vector<int64_t> dense_layers = d.dense_layers;
-  std::sort(dense_layers.begin(), dense_layers.end());
-  auto sparse = [&](int64_t i) {
-    return experts > 0 && (i + 1) % d.sparse_step == 0
-           && !std::binary_search(dense_layers.begin(), dense_layers.end(), i);
-  };
+  const MoeLayers sparse(d);
   const int64_t q_out = b.mul(d.heads, d.head_dim, "num_attention_heads");
   const int64_t kv_out = b.mul(d.kv_heads, d.head_dim, "num_key_value_heads");
   // Phi-3 fuses q, k and v into qkv_proj and gate and up into gate_up_proj
@@ -360,7 +391,7 @@ struct DeepseekDims {
 void deepseek_layer(Builder& b,
                     const ModelConfig& c,
                     const DeepseekDims& d,
-                    int64_t index,
+                    bool moe,
                     const std::string& p) {
   const std::string a = p + "self_attn.";
   if (c.q_lora_rank > 0) {
@@ -377,8 +408,6 @@ void deepseek_layer(Builder& b,
   b.linear(a + "o_proj", c.hidden, d.o_in, c.attention_bias, true);
 
   const std::string m = p + "mlp.";
-  const bool moe =
-      c.experts > 0 && index >= c.first_dense && index % c.moe_freq == 0;
   if (!moe) {
     b.linear(m + "gate_proj", c.intermediate, c.hidden, false, true);
     b.linear(m + "up_proj", c.intermediate, c.hidden, false, true);
@@ -429,6 +458,7 @@ std::optional<std::vector<ModelTensor>> deepseek_v3(Builder& b,
     return std::nullopt;
   }
 
+  const MoeLayers moe(c);
   b.tensor("model.embed_tokens.weight", {c.vocab, c.hidden}, b.dtype());
   for (int64_t i = 0; i < all_layers; ++i) {
     const bool mtp = i >= c.layers;
@@ -441,7 +471,7 @@ std::optional<std::vector<ModelTensor>> deepseek_v3(Builder& b,
       b.vector(p + "hnorm.weight", c.hidden);
       b.linear(p + "eh_proj", c.hidden, eh_in, false, false);
     }
-    deepseek_layer(b, c, d, i, p);
+    deepseek_layer(b, c, d, moe(i), p);
     if (mtp) {
       b.vector(p + "shared_head.norm.weight", c.hidden);
       b.tensor(p + "shared_head.head.weight", {c.vocab, c.hidden}, b.dtype());
@@ -461,6 +491,98 @@ std::string_view head_of(std::string_view architecture) {
 }
 
 }  // namespace
+
+std::string_view to_string(MlpKind kind) {
+  switch (kind) {
+    case MlpKind::gated:
+      return "gated";
+    case MlpKind::plain:
+      return "plain";
+  }
+  return "?";
+}
+
+std::string_view to_string(NormKind kind) {
+  switch (kind) {
+    case NormKind::layer_norm:
+      return "layer_norm";
+    case NormKind::rms_norm:
+      return "rms_norm";
+  }
+  return "?";
+}
+
+bool is_moe_layer(const ModelConfig& config, int64_t index) {
+  return MoeLayers(config)(index);
+}
+
+std::optional<LayerStructure> layer_structure(const ModelConfig& config,
+                                              Diagnostics& diags) {
+  const ModelConfig& c = config;
+  const bool gpt2 = c.architecture == k_gpt2;
+  auto fail = [&](std::string code, std::string message, std::string_view key) {
+    diags.error(std::move(code),
+                std::move(message),
+                Location::at(c.source, json_pointer_child("", key)));
+    return std::nullopt;
+  };
+  const std::string_view layers_key = gpt2 ? "n_layer" : "num_hidden_layers";
+  std::optional<int64_t> all_layers = checked_add(c.layers, c.mtp_layers);
+  if (!all_layers || *all_layers > k_max_model_tensors) {
+    return fail("model.too-many-tensors",
+                fmt::format("the model would have more than {} layers",
+                            k_max_model_tensors),
+                layers_key);
+  }
+  LayerStructure s;
+  s.dense_intermediate = c.intermediate;
+  if (gpt2 && c.intermediate == 0) {
+    std::optional<int64_t> inner = checked_mul(4, c.hidden);
+    if (!inner) {
+      return fail("model.overflow",
+                  fmt::format("a dim computed from this value overflows "
+                              "int64: 4 * {}",
+                              c.hidden),
+                  "n_embd");
+    }
+    s.dense_intermediate = *inner;
+  }
+  const MoeLayers moe(c);
+  s.moe.resize(to_size(c.layers));
+  for (int64_t i = 0; i < c.layers; ++i) {
+    const bool sparse = moe(i);
+    s.moe[to_size(i)] = sparse;
+    ++(sparse ? s.moe_layers : s.dense_layers);
+  }
+  s.mtp_layers = c.architecture == k_deepseek_v3 ? c.mtp_layers : 0;
+  s.mtp_moe = s.mtp_layers > 0 && moe(c.layers);
+  if (c.experts > 0
+      && (c.architecture == k_mixtral || c.architecture == k_qwen2_moe
+          || c.architecture == k_deepseek_v3)) {
+    s.routed_experts = c.experts;
+    s.experts_per_token = c.experts_per_token;
+    // Mixtral's experts are intermediate_size wide.
+    s.routed_intermediate =
+        c.architecture == k_mixtral ? c.intermediate : c.moe_intermediate;
+    if (c.architecture == k_qwen2_moe) {
+      s.shared_intermediate = c.shared_intermediate;
+      s.shared_expert_gate = true;
+    } else if (c.architecture == k_deepseek_v3) {
+      std::optional<int64_t> shared =
+          checked_mul(c.moe_intermediate, c.shared_experts);
+      if (!shared) {
+        return fail("model.overflow",
+                    fmt::format("a dim computed from this value overflows "
+                                "int64: {} * {}",
+                                c.moe_intermediate,
+                                c.shared_experts),
+                    "n_shared_experts");
+      }
+      s.shared_intermediate = *shared;
+    }
+  }
+  return s;
+}
 
 std::vector<std::string> supported_architectures() {
   std::vector<std::string> out(std::begin(k_architectures),

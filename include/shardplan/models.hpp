@@ -19,6 +19,24 @@
 
 namespace shardplan {
 
+// What the MLP of a decoder layer computes: the activation keys of a
+// Hugging Face config (docs/models.md, "Activation keys").
+enum class MlpKind {
+  // act(x W_gate) * (x W_up), then W_down: SwiGLU with silu (Llama, Mistral,
+  // Mixtral, Qwen2, Qwen2-MoE, Phi-3's fused gate_up_proj, DeepSeek-V3),
+  // GeGLU with a GeLU (Gemma, Gemma2).
+  gated,
+  // act(x W_in), then W_out: GPT-2's 4h GeLU MLP (c_fc, c_proj).
+  plain,
+};
+std::string_view to_string(MlpKind kind);  // "gated", "plain"
+
+// The norm of each sublayer: LayerNorm with a bias (GPT-2's ln_1, ln_2,
+// ln_f) or RMSNorm (Llama and the others). Both keep their input for the
+// backward.
+enum class NormKind { layer_norm, rms_norm };
+std::string_view to_string(NormKind kind);  // "layer_norm", "rms_norm"
+
 struct ModelTensor {
   std::string name;
   std::vector<int64_t> shape;
@@ -73,7 +91,79 @@ struct ModelConfig {
   int64_t v_head = 0;           // v_head_dim
   int64_t mtp_layers = 0;       // num_nextn_predict_layers
   bool correction_bias = true;  // topk_method "noaux_tc"
+
+  // What the activations need beyond the dims (docs/models.md, "Activation
+  // keys"; each default is the configuration class's).
+  MlpKind mlp = MlpKind::gated;  // by architecture: GPT-2 plain, else gated
+  // hidden_act; Gemma2's hidden_activation; Gemma's hidden_activation when
+  // given, else hidden_act; GPT-2's activation_function. As given (e.g.
+  // "silu", "gelu_pytorch_tanh", "gelu_new"); it names the MLP, its bytes
+  // do not depend on it.
+  std::string activation;
+  NormKind norm = NormKind::rms_norm;  // by architecture: GPT-2 layer_norm
+  // Gemma2's sandwich norms: post_attention_layernorm normalises the
+  // attention output and post_feedforward_layernorm the MLP output, so both
+  // outputs are kept for the backward (Gemma2DecoderLayer).
+  bool post_norms = false;
+  // Dropout probabilities in [0, 1]. attention_dropout: on the attention
+  // probabilities (GPT-2's attn_pdrop, the others' attention_dropout);
+  // residual_dropout: on the attention and MLP outputs before each residual
+  // add (resid_pdrop: GPT-2, Phi-3); embedding_dropout: on the embedding
+  // output (embd_pdrop: GPT-2, Phi-3).
+  double attention_dropout = 0;
+  double residual_dropout = 0;
+  double embedding_dropout = 0;
+  // Routed experts each token goes to (num_experts_per_tok); 0 without
+  // experts. 1 <= experts_per_token <= experts otherwise.
+  int64_t experts_per_token = 0;
+  // Gemma2's tanh soft-capping of the attention scores
+  // (attn_logit_softcapping) and of the logits (final_logit_softcapping);
+  // 0: none (the key is null).
+  double attention_softcap = 0;
+  double final_softcap = 0;
 };
+
+// Whether decoder layer `index` has a mixture-of-experts MLP: Mixtral every
+// layer; Qwen2-MoE when (index + 1) % decoder_sparse_step == 0 and index is
+// not in mlp_only_layers; DeepSeek-V3 when index >= first_k_dense_replace
+// and index % moe_layer_freq == 0 (MTP layers, index >= layers, included).
+// Always false without experts. The same rule checkpoint_tensors uses.
+bool is_moe_layer(const ModelConfig& config, int64_t index);
+
+// The layer structure the activation estimate needs (workload.hpp).
+struct LayerStructure {
+  // One entry per decoder layer, 0 .. layers - 1: true for an MoE layer.
+  std::vector<bool> moe;
+  int64_t dense_layers = 0;  // entries of `moe` that are false
+  int64_t moe_layers = 0;    // entries of `moe` that are true
+  // DeepSeek-V3's multi-token-prediction modules after the main layers
+  // (num_nextn_predict_layers), each a decoder layer of kind
+  // is_moe_layer(layers + k) plus its own norms, projection and head.
+  int64_t mtp_layers = 0;
+  bool mtp_moe = false;  // the MTP modules' layers are MoE layers
+  // Width of a dense layer's MLP (intermediate_size; GPT-2's n_inner or
+  // 4 x n_embd).
+  int64_t dense_intermediate = 0;
+  int64_t routed_experts = 0;       // experts of an MoE layer
+  int64_t experts_per_token = 0;    // top-k
+  int64_t routed_intermediate = 0;  // one routed expert's MLP width
+  // Width of the shared expert MLP of an MoE layer, 0 for none: Qwen2-MoE's
+  // shared_expert_intermediate_size, DeepSeek-V3's moe_intermediate_size x
+  // n_shared_experts (one MLP of the experts' total width).
+  int64_t shared_intermediate = 0;
+  // Qwen2-MoE scales the shared expert's output by
+  // sigmoid(shared_expert_gate(x)), which keeps that output for the
+  // backward.
+  bool shared_expert_gate = false;
+};
+
+// The structure of `config`'s decoder: which layers are dense and which MoE,
+// and the MLP widths. Reports at config.source: a width beyond int64
+// [model.overflow] at the key that makes it, more than k_max_model_tensors
+// layers [model.too-many-tensors] at /num_hidden_layers (or /n_layer).
+// REQUIRES: `config` as read_hf_config validates it.
+std::optional<LayerStructure> layer_structure(const ModelConfig& config,
+                                              Diagnostics& diags);
 
 // The tensors of the checkpoint `config` describes, in the checkpoint's
 // order: the order of model.named_parameters(), which single-file

@@ -177,6 +177,58 @@ class HfConfigReader : public DomReader {
     return s != nullptr ? *s : fallback;
   }
 
+  // A probability in [0, 1] at `key` (a dropout rate); `fallback` when
+  // absent or null.
+  double probability_or(std::string_view key, double fallback) {
+    const Json* value = find(key);
+    if (m_failed || value == nullptr) {
+      return fallback;
+    }
+    std::optional<double> p = get_number(*value, pointer(key), 0);
+    if (p && *p > 1) {
+      bad_value(pointer(key),
+                io_detail::expected_got("a probability between 0 and 1",
+                                        describe(*value)));
+      p.reset();
+    }
+    m_failed = !p;
+    return p.value_or(fallback);
+  }
+
+  // A soft-capping value >= 0 at `key`: `fallback` when absent, 0 (none)
+  // when null, as the configuration classes read None.
+  double softcap_or(std::string_view key, double fallback) {
+    auto it = m_root->find(key);
+    if (m_failed || it == m_root->end()) {
+      return fallback;
+    }
+    if (it->is_null()) {
+      return 0;
+    }
+    std::optional<double> v = get_number(*it, pointer(key), 0);
+    m_failed = !v;
+    return v.value_or(fallback);
+  }
+
+  // num_experts_per_tok: from 1 to the expert count; when absent or null,
+  // `fallback` (the configuration class's default) or the expert count if
+  // that is smaller (a toy config with fewer experts than the default
+  // top-k).
+  int64_t experts_per_token_or(int64_t fallback, int64_t experts) {
+    constexpr std::string_view k_key = "num_experts_per_tok";
+    const int64_t k = integer_or(k_key, std::min(fallback, experts));
+    if (!m_failed && k > experts) {
+      once([&] {
+        return bad_value(pointer(k_key),
+                         fmt::format("num_experts_per_tok {} is more than the "
+                                     "{} experts",
+                                     k,
+                                     experts));
+      });
+    }
+    return k;
+  }
+
   // torch_dtype (or its newer spelling dtype); `fallback` when absent.
   DType read_dtype(DType fallback) {
     for (std::string_view key : {"torch_dtype", "dtype"}) {
@@ -325,21 +377,53 @@ class HfConfigReader : public DomReader {
     c.mlp_bias = arch == "LlamaForCausalLM" && flag_or("mlp_bias", false);
     if (arch == "MixtralForCausalLM") {
       c.experts = integer("num_local_experts");
+      c.experts_per_token = experts_per_token_or(2, c.experts);
     }
     if (qwen2_moe) {
       read_qwen2_moe(c);
+    }
+    read_llama_activations(c);
+  }
+
+  // What the activations need (docs/models.md, "Activation keys"): each
+  // configuration class's defaults (transformers
+  // models/<arch>/configuration_<arch>.py).
+  void read_llama_activations(ModelConfig& c) {
+    const std::string_view arch = c.architecture;
+    c.mlp = MlpKind::gated;
+    c.norm = NormKind::rms_norm;
+    if (arch == "Gemma2ForCausalLM") {
+      c.activation = string_or("hidden_activation", "gelu_pytorch_tanh");
+      c.post_norms = true;
+      c.attention_softcap = softcap_or("attn_logit_softcapping", 50.0);
+      c.final_softcap = softcap_or("final_logit_softcapping", 30.0);
+    } else if (arch == "GemmaForCausalLM") {
+      // GemmaMLP used hidden_activation when given (the published configs
+      // predate it and say "gelu" in hidden_act); GemmaConfig's hidden_act
+      // defaults to gelu_pytorch_tanh.
+      c.activation =
+          string_or("hidden_activation",
+                    string_or("hidden_act", std::string("gelu_pytorch_tanh")));
+    } else {
+      c.activation = string_or("hidden_act", "silu");
+    }
+    c.attention_dropout = probability_or("attention_dropout", 0.0);
+    if (arch == "Phi3ForCausalLM") {
+      c.residual_dropout = probability_or("resid_pdrop", 0.0);
+      c.embedding_dropout = probability_or("embd_pdrop", 0.0);
     }
   }
 
   // Qwen2MoeSparseMoeBlock's keys. The sizes are required, as every dim of
   // a tensor is; num_experts 0 makes every layer dense (and needs no
-  // sizes). num_experts_per_tok and norm_topk_prob change no tensor and are
-  // not read.
+  // sizes). num_experts_per_tok (default 4) changes no tensor, only the
+  // activations; norm_topk_prob neither and is not read.
   void read_qwen2_moe(ModelConfig& c) {
     c.experts = integer("num_experts", 0);
     if (c.experts > 0) {
       c.moe_intermediate = integer("moe_intermediate_size");
       c.shared_intermediate = integer("shared_expert_intermediate_size");
+      c.experts_per_token = experts_per_token_or(4, c.experts);
     }
     c.sparse_step = integer_or("decoder_sparse_step", 1);
     c.dense_layers = layer_list("mlp_only_layers");
@@ -385,6 +469,23 @@ class HfConfigReader : public DomReader {
     c.kv_heads = c.heads;
     c.intermediate = integer_or("n_inner", 0);  // 0: 4 x n_embd
     c.tied = flag_or("tie_word_embeddings", true);
+    // GPT2Attention refuses an n_embd that n_head does not divide.
+    if (!m_failed && c.hidden % c.heads != 0) {
+      once([&] {
+        return bad_value(
+            "/n_head",
+            fmt::format(
+                "n_embd {} is not divisible by n_head {}", c.hidden, c.heads));
+      });
+    }
+    c.head_dim = c.hidden / c.heads;
+    // GPT2Config's defaults; GPT2MLP is c_fc, the activation, c_proj.
+    c.mlp = MlpKind::plain;
+    c.norm = NormKind::layer_norm;
+    c.activation = string_or("activation_function", "gelu_new");
+    c.attention_dropout = probability_or("attn_pdrop", 0.1);
+    c.residual_dropout = probability_or("resid_pdrop", 0.1);
+    c.embedding_dropout = probability_or("embd_pdrop", 0.1);
   }
 
   // DeepSeek-V3 (deepseek-ai/DeepSeek-V3 configuration_deepseek.py).
@@ -399,6 +500,9 @@ class HfConfigReader : public DomReader {
     c.experts = integer_or("n_routed_experts", 0, 0);
     if (c.experts > 0) {
       c.moe_intermediate = integer("moe_intermediate_size");
+      // DeepseekV3Config's default (transformers); the checkpoint's own
+      // configuration_deepseek.py has None.
+      c.experts_per_token = experts_per_token_or(8, c.experts);
     }
     c.shared_experts = integer_or("n_shared_experts", 0, 0);
     c.first_dense = integer_or("first_k_dense_replace", 0, 0);
@@ -409,6 +513,10 @@ class HfConfigReader : public DomReader {
     // method.
     c.correction_bias = string_or("topk_method", "noaux_tc") == "noaux_tc";
     c.tied = flag_or("tie_word_embeddings", false);
+    c.mlp = MlpKind::gated;
+    c.norm = NormKind::rms_norm;
+    c.activation = string_or("hidden_act", "silu");
+    c.attention_dropout = probability_or("attention_dropout", 0.0);
   }
 
   const Json* m_root = nullptr;

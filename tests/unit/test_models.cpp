@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -945,4 +946,326 @@ TEST_CASE("models: an unknown built-in model suggests the nearest name",
            "deepseek-v3, gemma-2-2b, gemma-7b, gpt2, llama-3-70b, llama-3-8b, "
            "llama-3.1-405b, mistral-7b-v0.1, mixtral-8x7b-v0.1, phi-3-mini-4k, "
            "qwen2-57b-a14b, qwen2.5-7b; did you mean \"llama-3-8b\"? [model.unknown-model]");
+}
+
+// ---------------------------------------------------------------------------
+// The architecture model of the activations: MLP and norm kinds, dropout,
+// top-k, the layer structure (docs/models.md, "Activation keys").
+
+namespace {
+
+ModelConfig config_of(std::string_view text,
+                      std::string_view source = "config.json") {
+  Diagnostics diags;
+  std::optional<ModelConfig> config = read_hf_config(text, source, diags);
+  INFO((diags.items().empty() ? std::string() : render(diags.items().front())));
+  REQUIRE(config);
+  REQUIRE(diags.items().empty());
+  return *config;
+}
+
+ModelConfig builtin_config(std::string_view name) {
+  std::optional<std::string_view> text = builtin_model_config(name);
+  REQUIRE(text);
+  return config_of(*text, std::string(name) + ".json");
+}
+
+// The one diagnostic read_hf_config gives for `text`, rendered.
+std::string config_error(std::string_view text) {
+  Diagnostics diags;
+  CHECK_FALSE(read_hf_config(text, "config.json", diags));
+  REQUIRE(diags.items().size() == 1);
+  return render(diags.items().front());
+}
+
+LayerStructure structure_of(const ModelConfig& config) {
+  Diagnostics diags;
+  std::optional<LayerStructure> s = layer_structure(config, diags);
+  REQUIRE(s);
+  REQUIRE(diags.items().empty());
+  return *s;
+}
+
+struct Activations {
+  std::string_view model;
+  MlpKind mlp;
+  NormKind norm;
+  std::string_view activation;
+  double attention_dropout;
+  double residual_dropout;
+  double embedding_dropout;
+  int64_t experts_per_token;
+};
+
+}  // namespace
+
+TEST_CASE("models: every built-in model gives the activation keys",
+          "[models]") {
+  // From each configs/models/<name>.json: gpt2 says activation_function
+  // "gelu_new" and attn_pdrop, resid_pdrop, embd_pdrop 0.1; gemma-7b says
+  // hidden_act "gelu" and no hidden_activation; gemma-2-2b
+  // hidden_activation "gelu_pytorch_tanh"; phi-3 attention_dropout,
+  // resid_pdrop, embd_pdrop 0.0; mixtral num_experts_per_tok 2, qwen2-57b
+  // 8, deepseek-v3 8. Mistral's config has no attention_dropout: the
+  // class's 0.0.
+  const Activations expected[] = {
+      {"deepseek-v3", MlpKind::gated, NormKind::rms_norm, "silu", 0, 0, 0, 8},
+      {"gemma-2-2b",
+       MlpKind::gated,
+       NormKind::rms_norm,
+       "gelu_pytorch_tanh",
+       0,
+       0,
+       0,
+       0},
+      {"gemma-7b", MlpKind::gated, NormKind::rms_norm, "gelu", 0, 0, 0, 0},
+      {"gpt2",
+       MlpKind::plain,
+       NormKind::layer_norm,
+       "gelu_new",
+       0.1,
+       0.1,
+       0.1,
+       0},
+      {"llama-3-70b", MlpKind::gated, NormKind::rms_norm, "silu", 0, 0, 0, 0},
+      {"llama-3-8b", MlpKind::gated, NormKind::rms_norm, "silu", 0, 0, 0, 0},
+      {"llama-3.1-405b",
+       MlpKind::gated,
+       NormKind::rms_norm,
+       "silu",
+       0,
+       0,
+       0,
+       0},
+      {"mistral-7b-v0.1",
+       MlpKind::gated,
+       NormKind::rms_norm,
+       "silu",
+       0,
+       0,
+       0,
+       0},
+      {"mixtral-8x7b-v0.1",
+       MlpKind::gated,
+       NormKind::rms_norm,
+       "silu",
+       0,
+       0,
+       0,
+       2},
+      {"phi-3-mini-4k", MlpKind::gated, NormKind::rms_norm, "silu", 0, 0, 0, 0},
+      {"qwen2-57b-a14b",
+       MlpKind::gated,
+       NormKind::rms_norm,
+       "silu",
+       0,
+       0,
+       0,
+       8},
+      {"qwen2.5-7b", MlpKind::gated, NormKind::rms_norm, "silu", 0, 0, 0, 0},
+  };
+  std::vector<std::string> names;
+  for (const BuiltinModel& m : builtin_models()) {
+    names.push_back(m.name);
+  }
+  REQUIRE(names.size() == std::size(expected));
+  for (const Activations& e : expected) {
+    INFO(e.model);
+    CHECK(std::find(names.begin(), names.end(), e.model) != names.end());
+    const ModelConfig c = builtin_config(e.model);
+    CHECK(c.mlp == e.mlp);
+    CHECK(c.norm == e.norm);
+    CHECK(c.activation == e.activation);
+    CHECK(c.attention_dropout == e.attention_dropout);
+    CHECK(c.residual_dropout == e.residual_dropout);
+    CHECK(c.embedding_dropout == e.embedding_dropout);
+    CHECK(c.experts_per_token == e.experts_per_token);
+    CHECK(c.post_norms == (e.model == "gemma-2-2b"));
+    // Gemma2Config's softcaps (50.0 and 30.0; gemma-2-2b's config says the
+    // same); the others have none.
+    CHECK(c.attention_softcap == (e.model == "gemma-2-2b" ? 50.0 : 0.0));
+    CHECK(c.final_softcap == (e.model == "gemma-2-2b" ? 30.0 : 0.0));
+  }
+  CHECK(builtin_config("gpt2").head_dim == 64);  // 768 / 12
+}
+
+TEST_CASE("models: activation keys default to the configuration classes'",
+          "[models]") {
+  // GPT2Config: activation_function "gelu_new", attn_pdrop, resid_pdrop and
+  // embd_pdrop 0.1.
+  const ModelConfig gpt2 = config_of(
+      R"({"architectures": ["GPT2LMHeadModel"], "vocab_size": 10,
+          "n_embd": 8, "n_layer": 1, "n_positions": 4, "n_head": 2})");
+  CHECK(gpt2.activation == "gelu_new");
+  CHECK(gpt2.attention_dropout == 0.1);
+  CHECK(gpt2.residual_dropout == 0.1);
+  CHECK(gpt2.embedding_dropout == 0.1);
+  CHECK(gpt2.head_dim == 4);
+  const std::string llama =
+      R"({"vocab_size": 10, "hidden_size": 8, "intermediate_size": 16,
+          "num_hidden_layers": 1, "num_attention_heads": 2, )";
+  // LlamaConfig: hidden_act "silu", attention_dropout 0.0.
+  const ModelConfig l =
+      config_of(llama + R"("architectures": ["LlamaForCausalLM"]})");
+  CHECK(l.activation == "silu");
+  CHECK(l.attention_dropout == 0.0);
+  CHECK(l.mlp == MlpKind::gated);
+  CHECK(l.norm == NormKind::rms_norm);
+  // Phi3Config: resid_pdrop, embd_pdrop, attention_dropout 0.0; given
+  // values are read.
+  const ModelConfig phi3 = config_of(
+      llama + R"("architectures": ["Phi3ForCausalLM"], "resid_pdrop": 0.1,
+                 "embd_pdrop": 0.05, "attention_dropout": 0.2})");
+  CHECK(phi3.residual_dropout == 0.1);
+  CHECK(phi3.embedding_dropout == 0.05);
+  CHECK(phi3.attention_dropout == 0.2);
+  // Mistral reads no resid_pdrop: it has no such dropout.
+  CHECK(config_of(llama + R"("architectures": ["MistralForCausalLM"],
+                             "resid_pdrop": 0.1})")
+            .residual_dropout
+        == 0.0);
+  // GemmaConfig: hidden_act "gelu_pytorch_tanh"; hidden_activation wins.
+  CHECK(
+      config_of(llama + R"("architectures": ["GemmaForCausalLM"]})").activation
+      == "gelu_pytorch_tanh");
+  CHECK(config_of(llama + R"("architectures": ["GemmaForCausalLM"],
+                             "hidden_act": "gelu",
+                             "hidden_activation": "gelu_pytorch_tanh"})")
+            .activation
+        == "gelu_pytorch_tanh");
+  // Gemma2Config: softcaps 50.0 and 30.0 when absent, none when null.
+  const ModelConfig g2 =
+      config_of(llama + R"("architectures": ["Gemma2ForCausalLM"]})");
+  CHECK(g2.attention_softcap == 50.0);
+  CHECK(g2.final_softcap == 30.0);
+  CHECK(g2.post_norms);
+  const ModelConfig g2_null =
+      config_of(llama + R"("architectures": ["Gemma2ForCausalLM"],
+                 "attn_logit_softcapping": null,
+                 "final_logit_softcapping": null})");
+  CHECK(g2_null.attention_softcap == 0.0);
+  CHECK(g2_null.final_softcap == 0.0);
+  // MixtralConfig: num_experts_per_tok 2.
+  CHECK(config_of(llama + R"("architectures": ["MixtralForCausalLM"],
+                             "num_local_experts": 8})")
+            .experts_per_token
+        == 2);
+  // Qwen2MoeConfig: 4; a toy config with fewer experts gets them all.
+  const std::string qwen = llama + R"("architectures": ["Qwen2MoeForCausalLM"],
+      "moe_intermediate_size": 4, "shared_expert_intermediate_size": 6, )";
+  CHECK(config_of(qwen + R"("num_experts": 60})").experts_per_token == 4);
+  CHECK(config_of(qwen + R"("num_experts": 2})").experts_per_token == 2);
+  CHECK(config_of(qwen + R"("num_experts": 0})").experts_per_token == 0);
+  // DeepseekV3Config: 8.
+  CHECK(config_of(R"({"architectures": ["DeepseekV3ForCausalLM"],
+                      "vocab_size": 10, "hidden_size": 8,
+                      "intermediate_size": 16, "num_hidden_layers": 2,
+                      "num_attention_heads": 2, "kv_lora_rank": 4,
+                      "qk_nope_head_dim": 2, "qk_rope_head_dim": 2,
+                      "v_head_dim": 2, "n_routed_experts": 16,
+                      "moe_intermediate_size": 4})")
+            .experts_per_token
+        == 8);
+}
+
+TEST_CASE("models: bad activation keys are located errors", "[models]") {
+  const std::string gpt2 =
+      R"({"architectures": ["GPT2LMHeadModel"], "vocab_size": 10,
+          "n_layer": 1, "n_positions": 4, )";
+  CHECK(config_error(gpt2 + R"("n_embd": 8, "n_head": 2, "attn_pdrop": 1.5})")
+        == "config.json:/attn_pdrop: error: expected a probability between 0 "
+           "and 1, got number 1.5 [model.bad-value]");
+  CHECK(config_error(gpt2 + R"("n_embd": 8, "n_head": 2, "resid_pdrop": -0.1})")
+        == "config.json:/resid_pdrop: error: expected a number >= 0, got "
+           "number -0.1 [model.bad-value]");
+  CHECK(config_error(gpt2 + R"("n_embd": 8, "n_head": 2, "embd_pdrop": "x"})")
+        == "config.json:/embd_pdrop: error: expected a number >= 0, got "
+           "string \"x\" [json.type]");
+  // GPT2Attention: "embed_dim must be divisible by num_heads".
+  CHECK(config_error(gpt2 + R"("n_embd": 10, "n_head": 4})")
+        == "config.json:/n_head: error: n_embd 10 is not divisible by n_head "
+           "4 [model.bad-value]");
+  CHECK(config_error(
+            R"({"architectures": ["MixtralForCausalLM"], "vocab_size": 10,
+                "hidden_size": 8, "intermediate_size": 16,
+                "num_hidden_layers": 1, "num_attention_heads": 2,
+                "num_local_experts": 8, "num_experts_per_tok": 9})")
+        == "config.json:/num_experts_per_tok: error: num_experts_per_tok 9 is "
+           "more than the 8 experts [model.bad-value]");
+  CHECK(config_error(
+            R"({"architectures": ["Gemma2ForCausalLM"], "vocab_size": 10,
+                "hidden_size": 8, "intermediate_size": 16,
+                "num_hidden_layers": 1, "num_attention_heads": 2,
+                "final_logit_softcapping": -1})")
+        == "config.json:/final_logit_softcapping: error: expected a number "
+           ">= 0, got number -1 [model.bad-value]");
+}
+
+TEST_CASE("models: the layer structure of the built-in MoE models",
+          "[models]") {
+  // DeepSeek-V3: first_k_dense_replace 3, moe_layer_freq 1: layers 0-2
+  // dense, 3-60 MoE (58); the MTP layer 61 >= 3 is MoE. 256 experts of
+  // 2048, top 8; one shared expert: 2048 x 1.
+  const ModelConfig ds = builtin_config("deepseek-v3");
+  const LayerStructure d = structure_of(ds);
+  REQUIRE(d.moe.size() == 61);
+  CHECK(d.dense_layers == 3);
+  CHECK(d.moe_layers == 58);
+  CHECK_FALSE(d.moe[2]);
+  CHECK(d.moe[3]);
+  CHECK(d.mtp_layers == 1);
+  CHECK(d.mtp_moe);
+  CHECK(d.routed_experts == 256);
+  CHECK(d.experts_per_token == 8);
+  CHECK(d.routed_intermediate == 2048);
+  CHECK(d.shared_intermediate == 2048);
+  CHECK_FALSE(d.shared_expert_gate);
+  CHECK(d.dense_intermediate == 18432);
+  CHECK(is_moe_layer(ds, 61));
+  // Mixtral: every layer MoE, experts of intermediate_size 14336, no shared
+  // expert.
+  const LayerStructure m = structure_of(builtin_config("mixtral-8x7b-v0.1"));
+  CHECK(m.moe_layers == 32);
+  CHECK(m.dense_layers == 0);
+  CHECK(m.routed_intermediate == 14336);
+  CHECK(m.shared_intermediate == 0);
+  CHECK(m.experts_per_token == 2);
+  // Qwen2-57B-A14B: decoder_sparse_step 1, no mlp_only_layers: 28 MoE
+  // layers; 64 experts of 2560, top 8; a gated shared expert of 20480.
+  const LayerStructure q = structure_of(builtin_config("qwen2-57b-a14b"));
+  CHECK(q.moe_layers == 28);
+  CHECK(q.routed_experts == 64);
+  CHECK(q.routed_intermediate == 2560);
+  CHECK(q.shared_intermediate == 20480);
+  CHECK(q.shared_expert_gate);
+  // GPT-2: 12 dense layers of 4 x 768 = 3072.
+  const LayerStructure g = structure_of(builtin_config("gpt2"));
+  CHECK(g.dense_layers == 12);
+  CHECK(g.moe_layers == 0);
+  CHECK(g.dense_intermediate == 3072);
+  CHECK(g.mtp_layers == 0);
+  CHECK(structure_of(builtin_config("llama-3-8b")).dense_layers == 32);
+}
+
+TEST_CASE(
+    "models: Qwen2-MoE's sparse layers by decoder_sparse_step and "
+    "mlp_only_layers",
+    "[models]") {
+  // 6 layers, decoder_sparse_step 2: (i + 1) % 2 == 0 for i = 1, 3, 5;
+  // mlp_only_layers [3] makes 3 dense: MoE layers 1 and 5.
+  const ModelConfig c = config_of(
+      R"({"architectures": ["Qwen2MoeForCausalLM"], "vocab_size": 10,
+          "hidden_size": 8, "intermediate_size": 12, "num_hidden_layers": 6,
+          "num_attention_heads": 2, "num_experts": 4,
+          "moe_intermediate_size": 4, "shared_expert_intermediate_size": 6,
+          "decoder_sparse_step": 2, "mlp_only_layers": [3]})");
+  const LayerStructure s = structure_of(c);
+  CHECK(s.moe == std::vector<bool>{false, true, false, false, false, true});
+  CHECK(s.moe_layers == 2);
+  CHECK(s.dense_layers == 4);
+  for (int64_t i = 0; i < 6; ++i) {
+    CHECK(is_moe_layer(c, i) == s.moe[to_size(i)]);
+  }
+  // Without experts every layer is dense.
+  CHECK_FALSE(is_moe_layer(builtin_config("llama-3-8b"), 0));
 }

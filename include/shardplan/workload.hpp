@@ -1,0 +1,278 @@
+#pragma once
+
+// Layer 5: the training step's workload and the activations it keeps on each
+// device (DESIGN.md section 8; docs/memory.md, "Activations", gives every
+// formula with its source).
+//
+// For a model (models.hpp), a mesh whose axes have roles (mesh.hpp,
+// AxisRoles) and a workload (sequence length, batch, microbatches, remat
+// policy, attention kernel, sequence parallelism, pipeline interleaving),
+// estimate_activations gives per device: the tensors each decoder layer keeps
+// for the backward under the policy, by name, split by the axes that shard
+// them; those times the layers a device holds and the microbatches in flight
+// on it; the embedding's and the head's (logits and the loss's fp32 copy of
+// them); and what an offloading policy keeps in host memory instead. Pure
+// computation: no text is parsed but the workload's own small values.
+
+#include <shardplan/diag.hpp>
+#include <shardplan/mesh.hpp>
+#include <shardplan/models.hpp>
+#include <shardplan/tensor.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace shardplan {
+
+// Which activations a decoder layer keeps for the backward; the rest are
+// recomputed from what is kept (docs/memory.md, "Remat policies").
+//   none        everything the backward needs (Korthikanti et al.'s "no
+//               recompute": norm inputs, q/k/v, scores, masks, MLP inputs)
+//   selective   none minus the attention core (scores, softmax, its dropout,
+//               flash's logsumexp): Korthikanti et al.'s selective recompute
+//   full        the layer input only (decoder_layer_input); MaxText's default
+// and MaxText's policies (layers/decoders.py get_remat_policy), each keeping
+// the layer input plus MaxText's checkpoint names:
+//   minimal                           query_proj, key_proj, value_proj,
+//                                     out_proj, mlpwi_0, mlpwi_1 (or mlpwi),
+//                                     mlpwo
+//   minimal_with_context              minimal + context (alias minimal_flash)
+//   save_dot_with_context_except_mlp  q/k/v, context, out_proj
+//   save_dot_except_mlpwi             q/k/v, out_proj, mlpwo
+//   save_dot_except_mlp               q/k/v, out_proj
+//   save_qkv_proj                     q/k/v
+//   save_out_proj                     out_proj
+//   qkv_proj_offloaded                q/k/v in host memory, not HBM
+//   minimal_offloaded                 minimal's set in host memory
+enum class RematPolicy {
+  none,
+  full,
+  selective,
+  minimal,
+  minimal_with_context,
+  save_dot_except_mlp,
+  save_dot_except_mlpwi,
+  save_dot_with_context_except_mlp,
+  save_qkv_proj,
+  save_out_proj,
+  qkv_proj_offloaded,
+  minimal_offloaded,
+};
+
+std::string_view to_string(RematPolicy policy);
+// The names above, and "minimal_flash" for minimal_with_context (MaxText's
+// deprecated alias).
+std::optional<RematPolicy> parse_remat_policy(std::string_view text);
+std::vector<std::string> remat_policy_names();  // for messages and --help
+
+// plain keeps the seq x seq attention scores and their softmax (and the
+// dropout mask and output with attention dropout); flash keeps only the
+// softmax's logsumexp, fp32, one per head and query token (FlashAttention-2,
+// Dao 2023, Algorithm 1: the backward recomputes the scores from Q, K, V
+// and the logsumexp; the dropout mask is regenerated from the RNG state).
+enum class AttentionKind { flash, plain };
+std::string_view to_string(AttentionKind kind);  // "flash", "plain"
+std::optional<AttentionKind> parse_attention(std::string_view text);
+
+// The workload's inputs as the caller got them, each with the name of its
+// source for diagnostics (the command line passes its flags: "--seq",
+// "--batch", ...; a MaxText config its keys). A source is only named in a
+// diagnostic; the core never spells a flag.
+struct Workload {
+  int64_t seq = 0;  // tokens per sequence, >= 1
+  std::string seq_source;
+  // The global batch (sequences per optimizer step), or MaxText's
+  // per_device_batch_size as decimal text ("12", "0.5", "12.0"): global =
+  // per_device_batch x every device of the mesh, which must be whole. Exactly
+  // one of the two.
+  std::optional<int64_t> batch;
+  std::string batch_source;
+  std::string per_device_batch;  // empty when not given
+  std::string per_device_batch_source;
+  // Gradient accumulation steps, and the pipeline's microbatches with a
+  // stage axis: each step runs batch / microbatches sequences at a time.
+  int64_t microbatches = 1;
+  std::string microbatches_source;
+  // A RematPolicy name. Default "full": MaxText's base.yml default
+  // (remat_policy: 'full'), the policy that fits the most.
+  std::string remat = "full";
+  std::string remat_source;
+  std::string attention = "flash";  // "flash" or "plain"
+  std::string attention_source;
+  // Megatron's sequence parallelism (Korthikanti et al. 4.2.2): the regions
+  // outside tensor parallelism (norms, dropout, the residual stream) split
+  // their tokens over the tensor axes. MaxText's rules shard those tensors'
+  // embed dim over `tensor` (activation_embed), which is the same bytes.
+  bool sequence_parallel = false;
+  // Virtual pipeline stages per device (Megatron's interleaved 1F1B); 1 is
+  // plain 1F1B. > 1 needs a stage axis.
+  int64_t stage_interleave = 1;
+  std::string stage_interleave_source;
+  // The dtype of the saved activations (MaxText's `dtype`, bf16 default).
+  std::string activation_dtype = "bf16";
+  std::string activation_dtype_source;
+  // Where the mesh came from ("--mesh"), for errors about its axes: a stage
+  // axis that does not divide the layers, an expert axis larger than the
+  // expert count.
+  std::string mesh_source;
+};
+
+// One tensor a decoder layer keeps, per device.
+struct SavedTensor {
+  // MaxText's checkpoint name where it has one (decoder_layer_input,
+  // query_proj, key_proj, value_proj, context, out_proj, mlpwi_0, mlpwi_1,
+  // mlpwi, mlpwo, query_wa_proj, mla_q, kv_wa_proj, mla_kv); otherwise
+  // ours (docs/memory.md lists every name).
+  std::string name;
+  int64_t bytes_per_layer = 0;  // per device, one microbatch
+  // The formula in the symbols of ActivationEstimate::symbols, e.g.
+  // "2*s*b*h/t" (bytes per element first).
+  std::string formula;
+  std::string source;  // where the term comes from, e.g. "Korthikanti A.4"
+  // The mesh axes that split it, in mesh order: batch axes (data, expert),
+  // sequence axes, tensor axes for heads and MLP width (and, with sequence
+  // parallelism, for the regions outside tensor parallelism).
+  std::vector<std::string> axes;
+  bool offloaded = false;  // kept in host memory (an *_offloaded policy)
+};
+
+// What one decoder layer of a kind keeps, per device and microbatch.
+struct LayerActivations {
+  std::vector<SavedTensor> saved;  // in the layer's order, HBM and host
+  int64_t bytes = 0;               // sum of the saved tensors in HBM
+  int64_t host_bytes = 0;          // sum of the offloaded ones
+};
+
+// A term of the estimate, for the text table: its bytes, formula and source.
+struct ActivationTerm {
+  std::string name;  // "dense layer", "layers", "logits_fp32", ...
+  int64_t bytes = 0;
+  std::string formula;
+  std::string source;
+};
+
+// One pipeline stage's activations (one entry without a stage axis).
+struct StageActivations {
+  int64_t stage = 0;
+  int64_t dense_layers = 0;  // decoder layers of the stage, by kind
+  int64_t moe_layers = 0;
+  // Microbatches' worth of the stage's layers held at the peak (1F1B; see
+  // ActivationEstimate::in_flight_factor); 1 without a stage axis.
+  double in_flight = 1;
+  int64_t layers_bytes = 0;     // its decoder layers x in_flight
+  int64_t embedding_bytes = 0;  // first stage: the embedding's x in flight
+  int64_t logits_bytes = 0;     // last stage: the head's, one microbatch
+  int64_t mtp_bytes = 0;        // last stage: DeepSeek-V3's MTP modules
+  // The backward of one layer at a time recomputes what the policy dropped:
+  // that layer's bytes under remat none less what the policy keeps, for
+  // the largest layer kind of the stage (0 with remat none).
+  int64_t recompute_bytes = 0;
+  int64_t host_bytes = 0;   // offloaded: layers' host bytes x in_flight
+  int64_t total_bytes = 0;  // layers + embedding + logits + mtp + recompute
+};
+
+struct ActivationEstimate {
+  // The workload as resolved.
+  RematPolicy remat = RematPolicy::full;
+  AttentionKind attention = AttentionKind::flash;
+  bool sequence_parallel = false;
+  DType activation_dtype = DType::bf16;
+  int64_t seq = 0;           // tokens per sequence
+  int64_t global_batch = 0;  // sequences per optimizer step
+  int64_t microbatches = 1;
+  // Sequences of one microbatch on one device: global_batch /
+  // (microbatches x batch shards), the batch shards being the product of
+  // the data and expert axes' sizes.
+  int64_t microbatch_size = 0;
+  int64_t batch_shards = 1;
+  int64_t sequence_shards = 1;  // product of the sequence axes' sizes
+  int64_t tensor_shards = 1;    // product of the tensor axes' sizes
+  int64_t stages = 1;           // product of the stage axes' sizes
+  int64_t stage_interleave = 1;
+  int64_t tokens = 0;  // per device and microbatch: microbatch_size x
+                       // seq / sequence_shards
+  // Pipeline: the decoder layers of a stage (layers / stages), and the
+  // microbatches' worth of them the most loaded (first) stage holds at the
+  // peak of 1F1B: min(stages, microbatches); interleaved with V virtual
+  // stages, min(2 (S - 1) + (V - 1) S + 1, M V) / V chunks' worth, which is
+  // 1 + (S - 1) / (S V) times S when M is large enough (Korthikanti et al.
+  // 4.2.3; Megatron's schedules.py warm-up). 1 without a stage axis.
+  int64_t layers_per_stage = 0;
+  double in_flight_factor = 1;
+
+  // What one decoder layer keeps, per kind (dense absent in an all-MoE
+  // model and moe absent in a dense one).
+  std::optional<LayerActivations> dense;
+  std::optional<LayerActivations> moe;
+  // dense->bytes, else moe->bytes: the per-layer figure of a one-kind model.
+  int64_t per_layer_bytes = 0;
+
+  // The most loaded stage's figures (HBM), the totals DESIGN.md section 8
+  // names.
+  int64_t layers_bytes = 0;
+  int64_t embedding_bytes = 0;
+  int64_t logits_bytes = 0;
+  int64_t mtp_bytes = 0;
+  int64_t recompute_bytes = 0;
+  int64_t host_offload_bytes = 0;  // host memory, not HBM
+  // layers + embedding + logits + mtp + recompute
+  int64_t total_bytes = 0;
+  int64_t max_stage = 0;  // the most loaded stage (first on a tie)
+
+  std::vector<StageActivations> per_stage;  // every stage, in order
+  // The terms of the estimate for the text table, each with its formula
+  // and source: "dense layer: <name>" per saved tensor (" (host)" when
+  // offloaded) and "dense layer", likewise "moe layer: ..."; token_ids,
+  // embedding_dropout_mask; final_norm_input, head_input, logits,
+  // logits_softcap, logits_fp32; mtp; layers; recompute; host_offload (each
+  // present when it applies).
+  std::vector<ActivationTerm> terms;
+  // The formulas' symbols and their values: s (tokens of a sequence on a
+  // device), seq, b (microbatch_size), h, a (heads), k (kv heads), d (head
+  // dim), I (dense MLP width), t (tensor shards), v (vocab), ...
+  std::vector<std::pair<std::string, int64_t>> symbols;
+};
+
+// The activations per device of `model` trained with `workload` on `mesh`,
+// whose axes have `roles` (resolve_axis_roles). Reports (and returns
+// nullopt), located at the workload's sources:
+//   workload.bad-value          seq, batch, microbatches or stage_interleave
+//                               < 1; a per-device batch that is not a
+//                               positive decimal number
+//   workload.batch-conflict     both a batch and a per-device batch
+//   workload.missing-batch      neither
+//   workload.batch-fractional   per-device batch x devices is not whole
+//   workload.batch-indivisible  the batch does not divide over microbatches
+//                               x the batch axes (data and expert)
+//   workload.sequence-indivisible  seq does not divide over the sequence
+//                               axes (with sequence parallelism, x the tensor
+//                               axes)
+//   workload.unknown-remat      with "did you mean" (closest_match)
+//   workload.unknown-attention, workload.unknown-dtype (a dtype that is not
+//                               floating point too)
+//   workload.interleave-without-stages  stage_interleave > 1, no stage axis
+//   workload.stages-indivisible the stage axes x stage_interleave do not
+//                               divide the decoder layers (at mesh_source,
+//                               or stage_interleave_source when > 1)
+//   workload.expert-axis-too-large  the expert axes exceed the model's
+//                               expert count (at mesh_source)
+//   workload.overflow           a byte count beyond int64
+// and the model's layer_structure errors. Never throws.
+//
+// Example (docs/memory.md works it): GPT-3 175B's layer (h 12288, a 96,
+// s 2048, b 1, plain attention, dropout 0.1, no recompute) on tp:8 keeps
+// s*b*h*(10 + 24/8 + 5*a*s/(h*8)) = 2048 * 12288 * 23 = 578,813,952 bytes,
+// Korthikanti et al.'s "tensor parallel" row.
+// REQUIRES: `model` as read_hf_config validates it; `roles` name axes of
+// `mesh`.
+std::optional<ActivationEstimate> estimate_activations(const ModelConfig& model,
+                                                       const Mesh& mesh,
+                                                       const AxisRoles& roles,
+                                                       const Workload& workload,
+                                                       Diagnostics& diags);
+
+}  // namespace shardplan
