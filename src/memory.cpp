@@ -581,8 +581,10 @@ std::optional<MemoryEstimate> estimate_memory(
     std::optional<int64_t> layer;
     int64_t stage = k_every;
     bool started = false;
-    Sum common;                // its tensors on every expert rank
-    std::vector<Sum> by_rank;  // its tensors placed on one rank
+    Sum common;  // its tensors on every expert rank
+    // Its tensors placed on one rank: (rank, bytes), by rank; only the
+    // ranks it has tensors on (a layer's experts cover a few).
+    std::vector<std::pair<int64_t, Sum>> by_rank;
   };
   std::vector<Unit> units(embeddings + layer_ids.size() + others);
   std::vector<size_t> unit_of(tensors.size());
@@ -688,6 +690,7 @@ std::optional<MemoryEstimate> estimate_memory(
   };
 
   bool overflow = false;
+  bool any_by_rank = false;  // some unit has tensors placed on one rank
   for (size_t t = 0; t < shardings.size(); ++t) {
     const TensorSharding& s = shardings[t];
     const Tensor& tensor = tensors[t];
@@ -738,15 +741,22 @@ std::optional<MemoryEstimate> estimate_memory(
       if (where.expert_rank == k_every) {
         unit.common.add(cost->gather_buffer);
       } else {
-        unit.by_rank.resize(static_cast<size_t>(ranks));
-        unit.by_rank[static_cast<size_t>(where.expert_rank)].add(
-            cost->gather_buffer);
+        auto at = std::lower_bound(unit.by_rank.begin(),
+                                   unit.by_rank.end(),
+                                   where.expert_rank,
+                                   [](const std::pair<int64_t, Sum>& e,
+                                      int64_t r) { return e.first < r; });
+        if (at == unit.by_rank.end() || at->first != where.expert_rank) {
+          at = unit.by_rank.insert(at, {where.expert_rank, Sum{}});
+        }
+        at->second.add(cost->gather_buffer);
+        any_by_rank = true;
       }
     }
   }
   for (const Unit& unit : units) {
     overflow = overflow || unit.common.overflow();
-    for (const Sum& sum : unit.by_rank) {
+    for (const auto& [rank, sum] : unit.by_rank) {
       overflow = overflow || sum.overflow();
     }
   }
@@ -771,28 +781,43 @@ std::optional<MemoryEstimate> estimate_memory(
     size_t first = 0;
     size_t count = 0;  // 0, 1 or 2 units
   };
+  // A unit's bytes on rank r's devices.
+  auto unit_bytes = [&](const Unit& unit, int64_t r) -> std::optional<int64_t> {
+    auto at = std::lower_bound(unit.by_rank.begin(),
+                               unit.by_rank.end(),
+                               r,
+                               [](const std::pair<int64_t, Sum>& e, int64_t x) {
+                                 return e.first < x;
+                               });
+    if (at == unit.by_rank.end() || at->first != r) {
+      return unit.common.value();
+    }
+    return checked_add(unit.common.value(), at->second.value());
+  };
+  // The units each stage holds, in order (every unit on stage 0 without
+  // stage axes).
+  std::vector<std::vector<size_t>> stage_units(static_cast<size_t>(stages));
+  for (size_t u = 0; u < units.size(); ++u) {
+    for (int64_t st = 0; st < stages; ++st) {
+      if (units[u].started
+          && (units[u].stage == k_every || units[u].stage == st)) {
+        stage_units[static_cast<size_t>(st)].push_back(u);
+      }
+    }
+  }
   auto gather_of = [&](int64_t s, int64_t r) -> std::optional<Gather> {
     Gather best;
     std::optional<size_t> previous;
     int64_t previous_bytes = 0;
-    for (size_t u = 0; u < units.size(); ++u) {
-      const Unit& unit = units[u];
-      if (!unit.started || (unit.stage != k_every && unit.stage != s)) {
-        continue;
-      }
-      int64_t bytes = unit.common.value();
-      if (!unit.by_rank.empty()) {
-        std::optional<int64_t> sum =
-            checked_add(bytes, unit.by_rank[static_cast<size_t>(r)].value());
-        if (!sum) {
-          return std::nullopt;
-        }
-        bytes = *sum;
+    for (size_t u : stage_units[static_cast<size_t>(s)]) {
+      std::optional<int64_t> bytes = unit_bytes(units[u], r);
+      if (!bytes) {
+        return std::nullopt;
       }
       if (!previous) {
-        best = Gather{bytes, u, 1};
+        best = Gather{*bytes, u, 1};
       } else {
-        std::optional<int64_t> pair = checked_add(previous_bytes, bytes);
+        std::optional<int64_t> pair = checked_add(previous_bytes, *bytes);
         if (!pair) {
           return std::nullopt;
         }
@@ -801,12 +826,25 @@ std::optional<MemoryEstimate> estimate_memory(
         }
       }
       previous = u;
-      previous_bytes = bytes;
+      previous_bytes = *bytes;
     }
     if (best.bytes == 0) {
       return Gather{};
     }
     return best;
+  };
+  // Without units placed on one rank every rank of a stage gathers alike:
+  // computed once per stage.
+  std::vector<std::optional<Gather>> stage_gather(static_cast<size_t>(stages));
+  auto gather_for = [&](int64_t s, int64_t r) -> std::optional<Gather> {
+    if (any_by_rank) {
+      return gather_of(s, r);
+    }
+    std::optional<Gather>& cached = stage_gather[static_cast<size_t>(s)];
+    if (!cached) {
+      cached = gather_of(s, r);
+    }
+    return cached;
   };
 
   // Each group's memory; the most loaded one (stage-major order breaks
@@ -830,7 +868,7 @@ std::optional<MemoryEstimate> estimate_memory(
       add(buckets[static_cast<size_t>(1 + stages + r)]);
       add(buckets[static_cast<size_t>(1 + stages + ranks + s * ranks + r)]);
     }
-    std::optional<Gather> gather = gather_of(s, r);
+    std::optional<Gather> gather = gather_for(s, r);
     if (!gather) {
       return std::nullopt;
     }
@@ -901,10 +939,7 @@ std::optional<MemoryEstimate> estimate_memory(
                               ? name_info[unit.first_tensor].layer_prefix_end
                               : name.size();
     g.name = std::string(name.substr(0, prefix));
-    g.bytes = unit.common.value();
-    if (!unit.by_rank.empty()) {
-      g.bytes += unit.by_rank[static_cast<size_t>(group.expert_rank)].value();
-    }
+    g.bytes = unit_bytes(unit, group.expert_rank).value_or(0);  // checked
     out.gather_units.push_back(std::move(g));
   }
   if (gather.count > 0) {
