@@ -153,9 +153,12 @@ struct Placement {
   int64_t stages = 1;                    // S: product of their sizes
   std::vector<std::string> expert_axes;  // those of the mesh, mesh order
   int64_t expert_ranks = 1;              // R: product of their sizes
-  int64_t layers = 0;                    // L as used (0: no layer at all)
-  bool layers_from_config = false;       // PlacementOptions::layers given
-  int64_t experts = 0;                   // N as used (0: no per-expert tensor)
+  // L and N as used, when S x R > 1 (0 otherwise: not needed; L is 0 too
+  // for a manifest with no layer index, N for one with no per-expert
+  // tensor).
+  int64_t layers = 0;
+  bool layers_from_config = false;  // PlacementOptions::layers given
+  int64_t experts = 0;
   // One per manifest tensor when S x R > 1; empty otherwise (every tensor
   // on the one group).
   std::vector<TensorPlacement> tensors;
