@@ -278,14 +278,8 @@ std::optional<MemoryEstimate> estimate_memory(
     return std::nullopt;
   }
 
-  // The data axes, in mesh order.
-  if (options.data_axes.empty()) {
-    for (const MeshAxis& axis : mesh.axes) {
-      if (axis.name == "dp" || axis.name == "data" || axis.name == "fsdp") {
-        out.data_axes.push_back(axis.name);
-      }
-    }
-  } else {
+  // The data axes: --data-axes as given, else the data role's (mesh order).
+  if (!options.data_axes.empty()) {
     std::vector<std::string> names = mesh.axis_names();
     for (const std::string& name : options.data_axes) {
       if (mesh.find(name) == nullptr) {
@@ -307,6 +301,28 @@ std::optional<MemoryEstimate> estimate_memory(
       }
     }
   }
+  // The roles of the axes: the caller's, or by name with the data axes
+  // given (which cannot fail: they are the mesh's, and no other role is
+  // given).
+  std::optional<AxisRoles> resolved = options.roles;
+  if (!resolved) {
+    AxisRoles given;
+    given.data = out.data_axes;
+    AxisRoleSources sources;
+    sources.data = options.data_axes_source;
+    resolved = resolve_axis_roles(mesh, given, sources, diags);
+    if (!resolved) {
+      return std::nullopt;
+    }
+  }
+  const AxisRoles& roles = *resolved;
+  if (options.data_axes.empty()) {
+    for (const std::string& name : roles.data) {
+      if (mesh.find(name) != nullptr) {
+        out.data_axes.push_back(name);
+      }
+    }
+  }
   for (const std::string& name : out.data_axes) {
     out.zero_shards *= mesh.find(name)->size;
   }
@@ -314,8 +330,8 @@ std::optional<MemoryEstimate> estimate_memory(
     Diagnostic& d = diags.warning(
         "memory.zero-no-effect",
         out.data_axes.empty()
-            ? fmt::format("{} {} shards nothing: the mesh {} has no axis "
-                          "named dp, data or fsdp",
+            ? fmt::format("{} {} shards nothing: the mesh {} has no data "
+                          "axis (by name: dp, data, fsdp, fsdp_transpose)",
                           options.zero_source,
                           options.zero,
                           to_string(mesh))
@@ -328,13 +344,41 @@ std::optional<MemoryEstimate> estimate_memory(
     d.hint = fmt::format("name the data-parallel axes with {}",
                          options.data_axes_source);
   }
+
+  // What each tensor's name says: its layer, its expert, an embedding.
+  const std::vector<Tensor>& tensors = manifest.tensors();
+  std::vector<NameFacts> name_info;
+  name_info.reserve(tensors.size());
+  for (const Tensor& tensor : tensors) {
+    name_info.push_back(name_facts(tensor.name));
+  }
+
+  // Where tensors live along the stage and expert axes.
+  {
+    const PlacementOptions placement{roles.stage,
+                                     roles.expert,
+                                     options.layers,
+                                     options.experts,
+                                     options.stage_axes_source,
+                                     options.expert_axes_source};
+    std::optional<Placement> placed =
+        place_tensors(manifest, mesh, shardings, placement, name_info, diags);
+    if (!placed) {
+      return std::nullopt;
+    }
+    out.placement = std::move(*placed);
+  }
+  const Placement& placement = out.placement;
+  const int64_t stages = placement.stages;
+  const int64_t ranks = placement.expert_ranks;
+
   auto is_data = [&](const std::string& axis) {
     return std::find(out.data_axes.begin(), out.data_axes.end(), axis)
            != out.data_axes.end();
   };
-  auto listed = [](const std::vector<std::string>& names,
+  auto listed = [](const std::vector<std::string>& list,
                    const std::string& axis) {
-    return std::find(names.begin(), names.end(), axis) != names.end();
+    return std::find(list.begin(), list.end(), axis) != list.end();
   };
 
   const bool training = options.recipe != Recipe::params_only;
@@ -366,7 +410,6 @@ std::optional<MemoryEstimate> estimate_memory(
         "adam-fp32-accum";
   }
 
-  const std::vector<Tensor>& tensors = manifest.tensors();
   // Each tensor's role. A scale is dropped when the FP8 weight it scales is
   // held in a dtype other than FP8: dequantized, the weight needs it no more
   // (DeepSeek-V3's inference/fp8_cast_bf16.py drops every *_scale_inv).
@@ -387,14 +430,54 @@ std::optional<MemoryEstimate> estimate_memory(
     return is_expert_weight(tensor) ? Role::expert_weight : Role::weight;
   };
 
+  // The axes a matmul keeps a weight split over (tensor and pipeline
+  // parallelism; expert parallelism for an expert weight): the others its
+  // spec splits it over are gathered at use (FSDP).
+  auto kept = [&](const std::string& axis, Role role) {
+    return listed(roles.tensor, axis) || listed(roles.stage, axis)
+           || (role == Role::expert_weight && listed(roles.expert, axis));
+  };
+  // The axes a tensor is gathered over at use, in spec order, then the
+  // ZeRO-3 data axes.
+  auto gather_axes_of = [&](const TensorSharding& s, Role role) {
+    std::vector<std::string> axes;
+    int64_t free_data = out.zero_shards;
+    const PartitionSpec* spec = s.spec();
+    if (spec) {
+      for (const DimSharding& dim : spec->dims) {
+        for (const std::string& axis : dim.axes) {
+          if (is_data(axis)) {
+            free_data /= mesh.find(axis)->size;
+          }
+          if (!kept(axis, role) && mesh.find(axis)->size > 1) {
+            axes.push_back(axis);
+          }
+        }
+      }
+    }
+    if (options.zero >= 3 && free_data > 1) {
+      for (const std::string& axis : out.data_axes) {
+        if (!listed(axes, axis) && mesh.find(axis)->size > 1
+            && !(spec
+                 && std::any_of(spec->dims.begin(),
+                                spec->dims.end(),
+                                [&](const DimSharding& d) {
+                                  return listed(d.axes, axis);
+                                }))) {
+          axes.push_back(axis);
+        }
+      }
+    }
+    return axes;
+  };
+
   // What a tensor costs follows from its layout (spec, shape, dtype) and its
   // role: computed once per pair (a plan's layers and experts share a few).
   struct Cost {
     DType held = DType::f32;
     StateBytes state;
     StateBytes min_state;
-    std::optional<int64_t> gather_buffer;  // when used gathered
-    std::vector<std::string> gather_axes;
+    int64_t gather_buffer = 0;  // when used gathered: params (+ grads)
   };
   auto cost_of = [&](const TensorSharding& s,
                      const Tensor& tensor,
@@ -405,13 +488,6 @@ std::optional<MemoryEstimate> estimate_memory(
     }
     const bool trained = role == Role::weight || role == Role::expert_weight;
     cost.held = trained ? held_dtype(tensor.dtype) : tensor.dtype;
-    // The axes a matmul keeps the weight split over: the others the spec
-    // splits it over are gathered at use (FSDP).
-    auto kept = [&](const std::string& axis) {
-      return listed(options.model_parallel_axes, axis)
-             || (role == Role::expert_weight
-                 && listed(options.expert_axes, axis));
-    };
     // ZeRO shards over the data axes the spec leaves free.
     int64_t free_data = out.zero_shards;
     const PartitionSpec* spec = s.spec();
@@ -421,22 +497,6 @@ std::optional<MemoryEstimate> estimate_memory(
           if (is_data(axis)) {
             free_data /= mesh.find(axis)->size;
           }
-          if (!kept(axis) && mesh.find(axis)->size > 1) {
-            cost.gather_axes.push_back(axis);
-          }
-        }
-      }
-    }
-    if (options.zero >= 3 && free_data > 1) {
-      for (const std::string& axis : out.data_axes) {
-        if (!listed(cost.gather_axes, axis) && mesh.find(axis)->size > 1
-            && !(spec
-                 && std::any_of(spec->dims.begin(),
-                                spec->dims.end(),
-                                [&](const DimSharding& d) {
-                                  return listed(d.axes, axis);
-                                }))) {
-          cost.gather_axes.push_back(axis);
         }
       }
     }
@@ -459,14 +519,14 @@ std::optional<MemoryEstimate> estimate_memory(
     }
     cost.state = *state;
     cost.min_state = *min_state;
-    if (!cost.gather_axes.empty()) {
+    if (!gather_axes_of(s, role).empty()) {
       // Gathered: every dim split only over the axes kept.
       int64_t elements = 1;
       for (size_t d = 0; d < tensor.shape.size() && elements > 0; ++d) {
         int64_t shards = 1;
         if (spec && d < spec->dims.size()) {
           for (const std::string& axis : spec->dims[d].axes) {
-            if (kept(axis)) {
+            if (kept(axis, role)) {
               shards *= mesh.find(axis)->size;
             }
           }
@@ -478,10 +538,11 @@ std::optional<MemoryEstimate> estimate_memory(
         return std::nullopt;
       }
       const int64_t copies = has_grads(options.recipe) && trained ? 2 : 1;
-      cost.gather_buffer = checked_mul(*bytes, copies);
-      if (!cost.gather_buffer) {
+      std::optional<int64_t> gathered = checked_mul(*bytes, copies);
+      if (!gathered) {
         return std::nullopt;
       }
+      cost.gather_buffer = *gathered;
     }
     return cost;
   };
@@ -489,8 +550,109 @@ std::optional<MemoryEstimate> estimate_memory(
                      std::array<std::optional<Cost>, k_roles>>
       costs;
 
+  // The units FSDP gathers one at a time, in execution order: each input
+  // embedding of no layer, each layer by index, each other tensor of no
+  // layer (docs/memory.md, "Gather buffer").
+  std::vector<int64_t> layer_ids;
+  size_t embeddings = 0;
+  size_t others = 0;
+  // An embedding of no layer comes first; one of a layer (DeepSeek-V3's MTP
+  // embed_tokens) is its layer's.
+  auto is_embedding = [&](size_t t) {
+    return !name_info[t].layer && name_info[t].embedding;
+  };
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    if (name_info[t].layer) {
+      // A layer's tensors mostly come together: keep the list short.
+      if (layer_ids.empty() || layer_ids.back() != *name_info[t].layer) {
+        layer_ids.push_back(*name_info[t].layer);
+      }
+    } else if (is_embedding(t)) {
+      ++embeddings;
+    } else {
+      ++others;
+    }
+  }
+  std::sort(layer_ids.begin(), layer_ids.end());
+  layer_ids.erase(std::unique(layer_ids.begin(), layer_ids.end()),
+                  layer_ids.end());
+  struct Unit {
+    size_t first_tensor = 0;
+    std::optional<int64_t> layer;
+    int64_t stage = k_every;
+    bool started = false;
+    Sum common;  // its tensors on every expert rank
+    // Its tensors placed on one rank: (rank, bytes), by rank; only the
+    // ranks it has tensors on (a layer's experts cover a few).
+    std::vector<std::pair<int64_t, Sum>> by_rank;
+  };
+  std::vector<Unit> units(embeddings + layer_ids.size() + others);
+  std::vector<size_t> unit_of(tensors.size());
+  {
+    size_t next_embedding = 0;
+    size_t next_other = embeddings + layer_ids.size();
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      if (const std::optional<int64_t>& layer = name_info[t].layer) {
+        unit_of[t] =
+            embeddings
+            + static_cast<size_t>(
+                std::lower_bound(layer_ids.begin(), layer_ids.end(), *layer)
+                - layer_ids.begin());
+      } else if (is_embedding(t)) {
+        unit_of[t] = next_embedding++;
+      } else {
+        unit_of[t] = next_other++;
+      }
+      Unit& unit = units[unit_of[t]];
+      const int64_t stage =
+          placement.placed() ? placement.tensors[t].stage : k_every;
+      if (!unit.started) {
+        unit.started = true;
+        unit.first_tensor = t;
+        unit.layer = name_info[t].layer;
+        unit.stage = stage;
+      } else if (unit.stage != stage) {
+        unit.stage = k_every;  // its tensors live on different stages
+      }
+    }
+  }
+
+  // Per-device sums of the tensors of each bucket: those on every group
+  // (bucket 0), on one stage and every rank (1 + s), on every stage and one
+  // rank (1 + S + r), on one group (1 + S + R + s x R + r). A group's
+  // devices hold the sum of its four buckets.
+  struct Totals {
+    Sum params, grads, optimizer, min_states;
+  };
+  const size_t groups = static_cast<size_t>(stages * ranks);
+  std::vector<Totals> buckets(static_cast<size_t>(1 + stages + ranks)
+                              + (placement.placed() ? groups : 0));
+  auto bucket_of = [&](const TensorPlacement& p) -> size_t {
+    if (p.stage == k_every && p.expert_rank == k_every) {
+      return 0;
+    }
+    if (p.expert_rank == k_every) {
+      return static_cast<size_t>(1 + p.stage);
+    }
+    if (p.stage == k_every) {
+      return static_cast<size_t>(1 + stages + p.expert_rank);
+    }
+    return static_cast<size_t>(1 + stages + ranks + p.stage * ranks
+                               + p.expert_rank);
+  };
+
+  // Per tensor, what the most loaded group's lists need: counted as the
+  // tensors come without placement (one group holds them all), else once
+  // the group is known.
+  struct Record {
+    StateBytes state;
+    DType held = DType::f32;
+    bool dropped = false;
+    bool uneven = false;
+  };
+  std::vector<Record> records(placement.placed() ? tensors.size() : 0);
   // The `largest` tensors by model states (manifest order breaks ties),
-  // kept as a heap whose top is the least of them.
+  // kept as a heap whose top is the least of them; params by dtype.
   auto larger = [](const TensorMemory& a, const TensorMemory& b) {
     if (a.per_device.model_states() != b.per_device.model_states()) {
       return a.per_device.model_states() > b.per_device.model_states();
@@ -499,9 +661,36 @@ std::optional<MemoryEstimate> estimate_memory(
   };
   std::vector<TensorMemory> largest;
   largest.reserve(options.largest);
+  auto account = [&](size_t t, const Record& record) {
+    if (options.largest > 0) {
+      const TensorMemory entry{t, record.state};
+      if (largest.size() < options.largest) {
+        largest.push_back(entry);
+        std::push_heap(largest.begin(), largest.end(), larger);
+      } else if (larger(entry, largest.front())) {
+        std::pop_heap(largest.begin(), largest.end(), larger);
+        largest.back() = entry;
+        std::push_heap(largest.begin(), largest.end(), larger);
+      }
+    }
+    out.uneven_tensors += record.uneven ? 1 : 0;
+    if (record.dropped) {
+      return;  // not held
+    }
+    auto dtype_it = std::find_if(
+        out.by_dtype.begin(), out.by_dtype.end(), [&](const DtypeMemory& m) {
+          return m.dtype == record.held;
+        });
+    if (dtype_it == out.by_dtype.end()) {
+      out.by_dtype.push_back(DtypeMemory{record.held, 0, 0});
+      dtype_it = out.by_dtype.end() - 1;
+    }
+    ++dtype_it->tensors;
+    dtype_it->params_per_device += record.state.params;  // <= params total
+  };
 
-  Sum params, grads, optimizer, min_total;
   bool overflow = false;
+  bool any_by_rank = false;  // some unit has tensors placed on one rank
   for (size_t t = 0; t < shardings.size(); ++t) {
     const TensorSharding& s = shardings[t];
     const Tensor& tensor = tensors[t];
@@ -531,75 +720,283 @@ std::optional<MemoryEstimate> estimate_memory(
       overflow = true;
       break;
     }
-    params.add(cost->state.params);
-    grads.add(cost->state.grads);
-    optimizer.add(cost->state.optimizer);
-    min_total.add(cost->min_state.model_states());
-    if (options.largest > 0) {
-      const TensorMemory entry{t, cost->state};
-      if (largest.size() < options.largest) {
-        largest.push_back(entry);
-        std::push_heap(largest.begin(), largest.end(), larger);
-      } else if (larger(entry, largest.front())) {
-        std::pop_heap(largest.begin(), largest.end(), larger);
-        largest.back() = entry;
-        std::push_heap(largest.begin(), largest.end(), larger);
+    const TensorPlacement where =
+        placement.placed() ? placement.tensors[t] : TensorPlacement{};
+    Totals& bucket = buckets[bucket_of(where)];
+    bucket.params.add(cost->state.params);
+    bucket.grads.add(cost->state.grads);
+    bucket.optimizer.add(cost->state.optimizer);
+    bucket.min_states.add(cost->min_state.model_states());
+    const Record record{cost->state,
+                        cost->held,
+                        role == Role::dropped_scale,
+                        s.min_bytes_per_device() != s.bytes_per_device()};
+    if (placement.placed()) {
+      records[t] = record;
+    } else {
+      account(t, record);
+    }
+    if (cost->gather_buffer > 0) {
+      Unit& unit = units[unit_of[t]];
+      if (where.expert_rank == k_every) {
+        unit.common.add(cost->gather_buffer);
+      } else {
+        auto at = std::lower_bound(unit.by_rank.begin(),
+                                   unit.by_rank.end(),
+                                   where.expert_rank,
+                                   [](const std::pair<int64_t, Sum>& e,
+                                      int64_t r) { return e.first < r; });
+        if (at == unit.by_rank.end() || at->first != where.expert_rank) {
+          at = unit.by_rank.insert(at, {where.expert_rank, Sum{}});
+        }
+        at->second.add(cost->gather_buffer);
+        any_by_rank = true;
       }
     }
-    if (s.min_bytes_per_device() != s.bytes_per_device()) {
-      ++out.uneven_tensors;
-    }
-    if (cost->gather_buffer && *cost->gather_buffer > out.gather_buffer) {
-      out.gather_buffer = *cost->gather_buffer;
-      out.gather_tensor = t;
-      out.gather_axes = cost->gather_axes;
-    }
-    if (role == Role::dropped_scale) {
-      continue;  // not held
-    }
-
-    auto dtype_it = std::find_if(
-        out.by_dtype.begin(), out.by_dtype.end(), [&](const DtypeMemory& m) {
-          return m.dtype == cost->held;
-        });
-    if (dtype_it == out.by_dtype.end()) {
-      out.by_dtype.push_back(DtypeMemory{cost->held, 0, 0});
-      dtype_it = out.by_dtype.end() - 1;
-    }
-    ++dtype_it->tensors;
-    dtype_it->params_per_device += cost->state.params;  // <= params total
   }
-  Sum total;
-  total.add(params.value());
-  total.add(grads.value());
-  total.add(optimizer.value());
-  total.add(out.gather_buffer);
-  Sum min_device;
-  min_device.add(min_total.value());
-  min_device.add(out.gather_buffer);
-  if (overflow || params.overflow() || grads.overflow() || optimizer.overflow()
-      || min_total.overflow() || total.overflow() || min_device.overflow()) {
+  for (const Unit& unit : units) {
+    overflow = overflow || unit.common.overflow();
+    for (const auto& [rank, sum] : unit.by_rank) {
+      overflow = overflow || sum.overflow();
+    }
+  }
+  for (const Totals& b : buckets) {
+    overflow = overflow || b.params.overflow() || b.grads.overflow()
+               || b.optimizer.overflow() || b.min_states.overflow();
+  }
+  auto overflow_error = [&] {
     diags.error("memory.overflow",
                 "the per-device memory does not fit in a 64-bit byte count",
                 Location::of(manifest.source));
+  };
+  if (overflow) {
+    overflow_error();
     return std::nullopt;
   }
-  out.per_device = StateBytes{params.value(), grads.value(), optimizer.value()};
-  out.max_device_total = total.value();
-  out.min_device_total = min_device.value();
 
+  // The gather buffer of group (s, r): the largest sum of two consecutive
+  // units its devices hold (one unit when they hold one), and those units.
+  struct Gather {
+    int64_t bytes = 0;
+    size_t first = 0;
+    size_t count = 0;  // 0, 1 or 2 units
+  };
+  // A unit's bytes on rank r's devices.
+  auto unit_bytes = [&](const Unit& unit, int64_t r) -> std::optional<int64_t> {
+    auto at = std::lower_bound(unit.by_rank.begin(),
+                               unit.by_rank.end(),
+                               r,
+                               [](const std::pair<int64_t, Sum>& e, int64_t x) {
+                                 return e.first < x;
+                               });
+    if (at == unit.by_rank.end() || at->first != r) {
+      return unit.common.value();
+    }
+    return checked_add(unit.common.value(), at->second.value());
+  };
+  // The units each stage holds, in order (every unit on stage 0 without
+  // stage axes).
+  std::vector<std::vector<size_t>> stage_units(static_cast<size_t>(stages));
+  for (size_t u = 0; u < units.size(); ++u) {
+    for (int64_t st = 0; st < stages; ++st) {
+      if (units[u].started
+          && (units[u].stage == k_every || units[u].stage == st)) {
+        stage_units[static_cast<size_t>(st)].push_back(u);
+      }
+    }
+  }
+  auto gather_of = [&](int64_t s, int64_t r) -> std::optional<Gather> {
+    Gather best;
+    std::optional<size_t> previous;
+    int64_t previous_bytes = 0;
+    for (size_t u : stage_units[static_cast<size_t>(s)]) {
+      std::optional<int64_t> bytes = unit_bytes(units[u], r);
+      if (!bytes) {
+        return std::nullopt;
+      }
+      if (!previous) {
+        best = Gather{*bytes, u, 1};
+      } else {
+        std::optional<int64_t> pair = checked_add(previous_bytes, *bytes);
+        if (!pair) {
+          return std::nullopt;
+        }
+        if (best.count < 2 || *pair > best.bytes) {
+          best = Gather{*pair, *previous, 2};
+        }
+      }
+      previous = u;
+      previous_bytes = *bytes;
+    }
+    if (best.bytes == 0) {
+      return Gather{};
+    }
+    return best;
+  };
+  // Without units placed on one rank every rank of a stage gathers alike:
+  // computed once per stage.
+  std::vector<std::optional<Gather>> stage_gather(static_cast<size_t>(stages));
+  auto gather_for = [&](int64_t s, int64_t r) -> std::optional<Gather> {
+    if (any_by_rank) {
+      return gather_of(s, r);
+    }
+    std::optional<Gather>& cached = stage_gather[static_cast<size_t>(s)];
+    if (!cached) {
+      cached = gather_of(s, r);
+    }
+    return cached;
+  };
+
+  // Each group's memory; the most loaded one (stage-major order breaks
+  // ties).
+  auto group_memory =
+      [&](int64_t s,
+          int64_t r) -> std::optional<std::pair<GroupMemory, Gather>> {
+    GroupMemory g;
+    g.stage = s;
+    g.expert_rank = r;
+    Sum params, grads, optimizer, min_states;
+    auto add = [&](const Totals& b) {
+      params.add(b.params.value());
+      grads.add(b.grads.value());
+      optimizer.add(b.optimizer.value());
+      min_states.add(b.min_states.value());
+    };
+    add(buckets[0]);
+    if (placement.placed()) {
+      add(buckets[static_cast<size_t>(1 + s)]);
+      add(buckets[static_cast<size_t>(1 + stages + r)]);
+      add(buckets[static_cast<size_t>(1 + stages + ranks + s * ranks + r)]);
+    }
+    std::optional<Gather> gather = gather_for(s, r);
+    if (!gather) {
+      return std::nullopt;
+    }
+    g.per_device = StateBytes{params.value(), grads.value(), optimizer.value()};
+    g.gather_buffer = gather->bytes;
+    Sum total, min_total;
+    total.add(params.value());
+    total.add(grads.value());
+    total.add(optimizer.value());
+    total.add(gather->bytes);
+    min_total.add(min_states.value());
+    min_total.add(gather->bytes);
+    if (params.overflow() || grads.overflow() || optimizer.overflow()
+        || min_states.overflow() || total.overflow() || min_total.overflow()) {
+      return std::nullopt;
+    }
+    g.total = total.value();
+    g.min_total = min_total.value();
+    return std::make_pair(g, *gather);
+  };
+  std::optional<std::pair<GroupMemory, Gather>> most;
+  for (int64_t s = 0; s < stages; ++s) {
+    std::optional<GroupMemory> stage_most;
+    for (int64_t r = 0; r < ranks; ++r) {
+      std::optional<std::pair<GroupMemory, Gather>> g = group_memory(s, r);
+      if (!g) {
+        overflow_error();
+        return std::nullopt;
+      }
+      if (!stage_most || g->first.total > stage_most->total) {
+        stage_most = g->first;
+      }
+      if (!most || g->first.total > most->first.total) {
+        most = std::move(g);
+      }
+    }
+    if (placement.placed()) {
+      out.stages.push_back(*stage_most);
+    }
+  }
+  assert(most);
+  const GroupMemory& group = most->first;
+  const Gather& gather = most->second;
+  out.stage = group.stage;
+  out.expert_rank = group.expert_rank;
+  out.per_device = group.per_device;
+  out.gather_buffer = group.gather_buffer;
+  out.max_device_total = group.total;
+  out.min_device_total = group.min_total;
+
+  // A tensor the most loaded group holds.
+  auto in_group = [&](size_t t) {
+    if (!placement.placed()) {
+      return true;
+    }
+    const TensorPlacement& p = placement.tensors[t];
+    return (p.stage == k_every || p.stage == group.stage)
+           && (p.expert_rank == k_every || p.expert_rank == group.expert_rank);
+  };
+
+  // The gather buffer's units, and the axes their tensors are gathered over.
+  for (size_t u = gather.first; u < gather.first + gather.count; ++u) {
+    const Unit& unit = units[u];
+    GatherUnit g;
+    g.layer = unit.layer;
+    const std::string_view name = tensors[unit.first_tensor].name;
+    const size_t prefix = unit.layer
+                              ? name_info[unit.first_tensor].layer_prefix_end
+                              : name.size();
+    g.name = std::string(name.substr(0, prefix));
+    g.bytes = unit_bytes(unit, group.expert_rank).value_or(0);  // checked
+    out.gather_units.push_back(std::move(g));
+  }
+  if (gather.count > 0) {
+    std::vector<bool> gathered(mesh.axes.size(), false);
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      if (unit_of[t] < gather.first || unit_of[t] >= gather.first + gather.count
+          || !in_group(t)) {
+        continue;
+      }
+      for (const std::string& axis :
+           gather_axes_of(shardings[t], role_of(tensors[t]))) {
+        gathered[static_cast<size_t>(mesh.index_of(axis))] = true;
+      }
+    }
+    for (size_t a = 0; a < mesh.axes.size(); ++a) {
+      if (gathered[a]) {
+        out.gather_axes.push_back(mesh.axes[a].name);
+      }
+    }
+  }
+
+  if (placement.placed()) {
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      if (in_group(t)) {
+        account(t, records[t]);
+      }
+    }
+  }
   std::sort_heap(largest.begin(), largest.end(), larger);
   out.largest = std::move(largest);
 
+  // Where the estimate is, for the messages below.
+  const std::string where =
+      !placement.placed()       ? std::string()
+      : stages > 1 && ranks > 1 ? fmt::format(
+            " of stage {}, expert rank {}", out.stage, out.expert_rank)
+      : stages > 1 ? fmt::format(" of stage {}", out.stage)
+                   : fmt::format(" of expert rank {}", out.expert_rank);
   if (out.min_device_total != out.max_device_total) {
     Diagnostic& d = diags.warning(
         "memory.uneven",
-        fmt::format("devices hold different amounts: device 0 {} bytes, the "
-                    "last device {} bytes ({} tensor{} with uneven shards)",
-                    out.max_device_total,
-                    out.min_device_total,
-                    out.uneven_tensors,
-                    out.uneven_tensors == 1 ? "" : "s"));
+        placement.placed()
+            ? fmt::format("devices{} hold different amounts: the most loaded "
+                          "{} bytes, the least {} bytes ({} tensor{} with "
+                          "uneven shards)",
+                          where,
+                          out.max_device_total,
+                          out.min_device_total,
+                          out.uneven_tensors,
+                          out.uneven_tensors == 1 ? "" : "s")
+            : fmt::format("devices hold different amounts: device 0 {} bytes, "
+                          "the last device {} bytes ({} tensor{} with uneven "
+                          "shards)",
+                          out.max_device_total,
+                          out.min_device_total,
+                          out.uneven_tensors,
+                          out.uneven_tensors == 1 ? "" : "s"));
     d.hint = "the estimate is for the most loaded device";
   }
 
@@ -612,8 +1009,9 @@ std::optional<MemoryEstimate> estimate_memory(
     if (!*out.fits) {
       Diagnostic& d = diags.error(
           "memory.over-capacity",
-          fmt::format("the most loaded device needs {} bytes, over the {} "
+          fmt::format("the most loaded device{} needs {} bytes, over the {} "
                       "bytes usable ({} bytes of HBM with {:g}% kept free)",
+                      where,
                       out.max_device_total,
                       *out.capacity_bytes,
                       *out.hbm_bytes,

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,6 +72,140 @@ std::string_view scaled_weight_name(std::string_view name);
 // "mlp.experts.3.gate_proj.weight", "mlp.experts.gate_up_proj").
 bool is_expert_weight(const Tensor& tensor);
 
+// Placement (DESIGN.md 8; docs/memory.md, "Pipeline stages and expert
+// placement"): besides what its spec splits, a tensor may live at only one
+// coordinate of some mesh axes. The stage axes (AxisRoles::stage, sizes
+// multiplied in mesh order, first major: S stages) split the decoder layers;
+// the expert axes (AxisRoles::expert: R ranks) hold whole experts of a
+// checkpoint that stores one tensor per expert. A placement group is one
+// (stage, expert rank) pair: the devices at that coordinate of the stage and
+// expert axes, S x R groups in all.
+
+// The decoder layer a tensor belongs to: the number that follows a name
+// component "layers", "layer", "h", "blocks" or "block" (components are "."
+// or "/" separated; the first such pair wins): Hugging Face's
+// "model.layers.12.mlp.up_proj.weight" and GPT-2's "h.0.attn.c_attn.weight"
+// (12, 0), Meta's "layers.3.attention.wq.weight" (3), BERT's
+// "encoder.layer.5..." (5). nullopt when there is none. The number is digits
+// only, no sign, at most 18 of them (leading zeros allowed: "01" is 1).
+// `prefix_end`, when given, receives where the number ends in `name`:
+// name.substr(0, *prefix_end) is "model.layers.12".
+std::optional<int64_t> layer_index(std::string_view name,
+                                   size_t* prefix_end = nullptr);
+
+// Whether `name` has a layer component ("layers", "layer", "h", "blocks",
+// "block") that no number follows: a stacked (scanned) tensor holding every
+// layer, as MaxText's "decoder.layers.mlp.wi_0.kernel".
+bool is_stacked_layers_name(std::string_view name);
+
+// The expert a per-expert tensor holds: the number that follows a name
+// component "experts" ("model.layers.3.mlp.experts.17.down_proj.weight" ->
+// 17, Mixtral's "block_sparse_moe.experts.7.w1.weight" -> 7). nullopt for
+// stacked experts ("mlp.experts.gate_up_proj") and shared experts
+// ("mlp.shared_experts.gate_proj.weight").
+std::optional<int64_t> expert_index(std::string_view name);
+
+// An input embedding, which the first pipeline stage holds: a name
+// component that starts with "embed" (embed_tokens, embed_in, embeddings;
+// not GPT-NeoX's output head "embed_out"), ends with "_embeddings" or
+// "_embedding" (word_embeddings, tok_embeddings), or is "wte" or "wpe"
+// (GPT-2's token and position embeddings).
+bool is_embedding_name(std::string_view name);
+
+// All of the above from one scan of `name` (what the functions above
+// return; layer_prefix_end as layer_index's prefix_end).
+struct NameFacts {
+  std::optional<int64_t> layer;
+  size_t layer_prefix_end = 0;
+  std::optional<int64_t> expert;
+  bool embedding = false;
+  bool stacked = false;
+};
+NameFacts name_facts(std::string_view name);
+
+// Every stage, or every expert rank: the tensor is not placed along them.
+inline constexpr int64_t k_every = -1;
+
+struct TensorPlacement {
+  int64_t stage = k_every;        // 0 .. S-1, or k_every
+  int64_t expert_rank = k_every;  // 0 .. R-1, or k_every
+
+  bool operator==(const TensorPlacement&) const = default;
+};
+
+struct PlacementOptions {
+  std::vector<std::string> stage_axes;   // AxisRoles::stage
+  std::vector<std::string> expert_axes;  // AxisRoles::expert
+  // L, the decoder layers (ModelConfig::layers). nullopt: the largest layer
+  // index in the manifest + 1.
+  std::optional<int64_t> layers;
+  // N, the routed experts of a layer (ModelConfig::experts). nullopt, or
+  // fewer than the manifest's largest expert index + 1: that.
+  std::optional<int64_t> experts;
+  // What to call the stage and expert axes in diagnostics (the command line
+  // passes "--mesh", or "--stage-axes" / "--expert-axes" when given).
+  std::string stage_source;
+  std::string expert_source;
+};
+
+struct Placement {
+  std::vector<std::string> stage_axes;   // those of the mesh, mesh order
+  int64_t stages = 1;                    // S: product of their sizes
+  std::vector<std::string> expert_axes;  // those of the mesh, mesh order
+  int64_t expert_ranks = 1;              // R: product of their sizes
+  // L and N as used, when S x R > 1 (0 otherwise: not needed; L is 0 too
+  // for a manifest with no layer index, N for one with no per-expert
+  // tensor).
+  int64_t layers = 0;
+  bool layers_from_config = false;  // PlacementOptions::layers given
+  int64_t experts = 0;
+  // One per manifest tensor when S x R > 1; empty otherwise (every tensor
+  // on the one group).
+  std::vector<TensorPlacement> tensors;
+
+  int64_t groups() const { return stages * expert_ranks; }
+  bool placed() const { return groups() > 1; }
+};
+
+// The stage and expert rank of each tensor of `manifest` (shardings[t] is
+// tensor t's, as validate gives them):
+// - stage, when S > 1 and the tensor's spec splits it over no stage axis:
+//   a tensor with layer index i < L lives on stage floor(i x S / L)
+//   (Megatron's contiguous blocks of L/S layers); an input embedding
+//   (is_embedding_name) without a layer index on stage 0; a stacked layer
+//   tensor (is_stacked_layers_name) on every stage; any other tensor
+//   without a layer index (the final norm, the head), and any index >= L
+//   (DeepSeek-V3's multi-token-prediction layer 61), on stage S - 1;
+// - expert rank, when R > 1 and the tensor's spec splits it over no expert
+//   axis: expert E of a per-expert tensor (expert_index) lives on rank
+//   floor(E x R / N) (Megatron's and MaxText's contiguous blocks of N/R
+//   experts); every other tensor on every rank.
+// A spec that splits a tensor over a stage (expert) axis decides its layout
+// there itself: the tensor is spread over the stages (ranks) as the spec
+// says and is not placed along them.
+// Example: L = 4, S = 2, N = 8, R = 4: "model.layers.2.mlp.experts.5.w1"
+// lives on stage floor(2 x 2 / 4) = 1, rank floor(5 x 4 / 8) = 2.
+// Errors (nullopt): S does not divide L, L > 0 [memory.stage-indivisible,
+// at stage_source]; R > N, N > 0 [memory.expert-axis-too-large, at
+// expert_source].
+// REQUIRES: shardings.size() == manifest.size(); the axes are the mesh's.
+std::optional<Placement> place_tensors(
+    const Manifest& manifest,
+    const Mesh& mesh,
+    const std::vector<TensorSharding>& shardings,
+    const PlacementOptions& options,
+    Diagnostics& diags);
+// The same with each tensor's name_facts computed by the caller (facts[t]
+// is tensor t's): one scan of the names for a caller that needs them too.
+// REQUIRES: facts.size() == manifest.size()
+std::optional<Placement> place_tensors(
+    const Manifest& manifest,
+    const Mesh& mesh,
+    const std::vector<TensorSharding>& shardings,
+    const PlacementOptions& options,
+    std::span<const NameFacts> facts,
+    Diagnostics& diags);
+
 struct MemoryOptions {
   Recipe recipe = Recipe::params_only;
   // The dtype the weights are held and trained in, for every floating-point
@@ -84,28 +219,29 @@ struct MemoryOptions {
   // ZeRO stage: 1 shards optimizer state, 2 also gradients, 3 also
   // parameters, over the data axes a tensor's spec does not already use.
   int zero = 0;
-  // Mesh axes ZeRO shards over. Empty: the mesh's axes named dp, data, fsdp.
+  // Mesh axes ZeRO shards over. Empty: the data role's axes (`roles`).
   std::vector<std::string> data_axes;
+  // The role of each mesh axis (resolve_axis_roles). nullopt: by name
+  // (default_role_axes), with `data_axes`, when given, as the data axes.
+  // The data axes are ZeRO's (unless `data_axes` is given); a weight is kept
+  // split over the tensor and stage axes at use, an expert weight also over
+  // the expert axes, and gathered over every other axis its spec splits it
+  // over (docs/memory.md, "Gather buffer"); the stage and expert axes place
+  // tensors (place_tensors).
+  std::optional<AxisRoles> roles;
+  // For place_tensors: the decoder layers and routed experts when a model
+  // config says (ModelConfig::layers, ModelConfig::experts), and what to
+  // call the stage and expert axes in its diagnostics.
+  std::optional<int64_t> layers;
+  std::optional<int64_t> experts;
+  std::string stage_axes_source;
+  std::string expert_axes_source;
   // HBM per device (from the topology, or --hbm); nullopt when unknown.
   std::optional<int64_t> hbm_bytes;
   // The fraction of HBM kept free (XLA and runtime buffers, activations).
   double headroom = 0.1;
   // How many of the largest tensors to list.
   size_t largest = 20;
-  // Mesh axes a matmul keeps its weight split over (tensor and pipeline
-  // parallelism), and those it keeps split over for an expert weight only
-  // (expert parallelism: tokens travel to the experts by all-to-all). Every
-  // other axis a spec splits a weight over is gathered at use (FSDP);
-  // docs/memory.md, "Gather buffer".
-  std::vector<std::string> model_parallel_axes = {"tp",
-                                                  "tensor",
-                                                  "tensor_sequence",
-                                                  "model",
-                                                  "mp",
-                                                  "pp",
-                                                  "stage",
-                                                  "pipeline"};
-  std::vector<std::string> expert_axes = {"ep", "expert"};
   // What to call `zero`, `data_axes`, `param_dtype` and `grad_dtype` in
   // diagnostics (the command line passes "--zero", "--data-axes", ...).
   std::string zero_source;
@@ -133,13 +269,48 @@ struct DtypeMemory {
   int64_t params_per_device = 0;
 };
 
+// One unit FSDP gathers at a time (docs/memory.md, "Gather buffer"): the
+// tensors of one decoder layer, or one tensor of no layer (an embedding, the
+// final norm, the head).
+struct GatherUnit {
+  // A layer's name up to its index ("model.layers.3"), or the tensor's name.
+  std::string name;
+  std::optional<int64_t> layer;  // nullopt for a tensor of no layer
+  // Its weights gathered at use on one device of the group (split only over
+  // the axes kept: tensor, stage, and expert axes for expert weights), in
+  // the param dtype, and as much again for their gradients when the recipe
+  // has gradients: sum over its tensors of elements x itemsize x (1 or 2).
+  int64_t bytes = 0;
+};
+
+// The memory of one placement group's devices (one stage x expert rank).
+struct GroupMemory {
+  int64_t stage = 0;
+  int64_t expert_rank = 0;
+  StateBytes per_device;      // the group's most loaded device
+  int64_t gather_buffer = 0;  // its gather buffer
+  int64_t total = 0;          // per_device model states + gather_buffer
+  int64_t min_total = 0;      // the group's device with the smallest shards
+};
+
 struct MemoryEstimate {
   Recipe recipe = Recipe::params_only;
   int zero = 0;
   std::vector<std::string> data_axes;  // as used (default resolved)
   int64_t zero_shards = 1;             // product of the data axes' sizes
-  // Device 0, which holds the largest shard of every tensor.
+  // The most loaded device: in the most loaded placement group (`stage`,
+  // `expert_rank`), the device at coordinate 0 of every other axis, which
+  // holds the largest shard of every tensor. Without stage or expert axes,
+  // device 0.
   StateBytes per_device;
+  // Where tensors live along the stage and expert axes (place_tensors).
+  Placement placement;
+  // The most loaded group's coordinates (0, 0 without placement).
+  int64_t stage = 0;
+  int64_t expert_rank = 0;
+  // Per stage, its most loaded group (stage 0 first); empty when the mesh
+  // has no stage or expert axis of size > 1.
+  std::vector<GroupMemory> stages;
   // The assumptions the estimate made (docs/memory.md):
   std::optional<DType> param_dtype;  // as given; nullopt: each tensor's own
   // What the FP8 weights (not scales) are held in; nullopt when the manifest
@@ -151,30 +322,41 @@ struct MemoryEstimate {
   std::optional<DType> grad_dtype;
   int64_t scale_tensors = 0;          // quantization scales: model state only
   int64_t dropped_scale_tensors = 0;  // of those, folded into their weights
-  // The largest tensor gathered at use (FSDP, ZeRO-3): its parameters and,
-  // when training, its gradients, in the param dtype (DeepSpeed's
-  // largest_layer_memory, 4 x Lmax for fp16). 0 when no parameter is split
-  // over an axis it is gathered over.
+  // The gather buffer of the most loaded group: FSDP gathers one unit (a
+  // layer) at a time and prefetches the next, so it holds two consecutive
+  // units' gathered weights and, when training, their gradients: the
+  // largest sum of two consecutive units on the group's devices, in
+  // execution order (embeddings, layers 0, 1, ..., then the other tensors
+  // of no layer in manifest order). One unit when the group has one; 0 when
+  // no parameter is split over an axis it is gathered over. (DeepSpeed's
+  // largest_layer_memory, 4 x Lmax for fp16, counts one unit; PyTorch FSDP2
+  // keeps two all-gather outputs alive; hardware-and-costs.md A.10.)
   int64_t gather_buffer = 0;
-  size_t gather_tensor = 0;              // which tensor, when gather_buffer > 0
-  std::vector<std::string> gather_axes;  // the axes it is gathered over
+  std::vector<GatherUnit> gather_units;  // those two units (or one), in order
+  // The mesh axes their tensors are gathered over, in mesh order.
+  std::vector<std::string> gather_axes;
   int64_t max_device_total = 0;  // per_device model states + gather_buffer
-  int64_t min_device_total = 0;  // the last device (smallest shards)
+  // The most loaded group's device with the smallest shards (the last one).
+  int64_t min_device_total = 0;
   std::optional<int64_t> hbm_bytes;
   double headroom = 0.1;
   std::optional<int64_t> capacity_bytes;  // floor(hbm x (1 - headroom))
   std::optional<double> utilization;      // max_device_total / hbm
   std::optional<bool> fits;               // max_device_total <= capacity
-  std::vector<DtypeMemory> by_dtype;      // first appearance order
-  std::vector<TensorMemory> largest;      // by model states, descending
-  int64_t uneven_tensors = 0;             // tensors whose shards differ
+  // Of the tensors the most loaded group holds:
+  std::vector<DtypeMemory> by_dtype;  // first appearance order
+  std::vector<TensorMemory> largest;  // by model states, descending
+  int64_t uneven_tensors = 0;         // tensors whose shards differ
 };
 
 // Estimates per-device memory of `shardings` (validate_specs's result, one per
-// manifest tensor: shardings[t] is tensor t's). Reports an unknown data axis
-// (error, at --data-axes), a param or grad dtype that is not floating point
-// (error memory.dtype), a grad dtype the recipe does not use (warning
-// memory.grad-dtype-unused), devices holding different amounts (warning
+// manifest tensor: shardings[t] is tensor t's), per placement group
+// (place_tensors): each group's devices hold the tensors placed on it and
+// those on every group; the estimate is the most loaded group's. Reports an
+// unknown data axis (error, at --data-axes), a param or grad dtype that is
+// not floating point (error memory.dtype), a grad dtype the recipe does not
+// use (warning memory.grad-dtype-unused), place_tensors's errors, devices
+// of the most loaded group holding different amounts (warning
 // memory.uneven) and a total over capacity (error memory.over-capacity).
 // REQUIRES: shardings.size() == manifest.size(); 0 <= options.zero <= 3;
 // 0 <= options.headroom < 1.

@@ -48,10 +48,37 @@ ordered_json memory_object(const CheckReport& r) {
                      {"optimizer", m.per_device.optimizer},
                      {"gather_buffer", m.gather_buffer},
                      {"total", m.max_device_total}};
-  j["gather_tensor"] = m.gather_buffer > 0 ? ordered_json(std::string(
-                           r.manifest.tensors()[m.gather_tensor].name))
-                                           : ordered_json(nullptr);
+  ordered_json units = ordered_json::array();
+  for (const GatherUnit& u : m.gather_units) {
+    units.push_back(
+        {{"name", u.name},
+         {"layer", u.layer ? ordered_json(*u.layer) : ordered_json(nullptr)},
+         {"bytes", u.bytes}});
+  }
+  j["gather_units"] = std::move(units);
   j["gather_axes"] = m.gather_axes;
+  const Placement& p = m.placement;
+  if (p.placed()) {
+    j["placement"] = {{"stage_axes", p.stage_axes},
+                      {"stages", p.stages},
+                      {"layers", p.layers},
+                      {"expert_axes", p.expert_axes},
+                      {"expert_ranks", p.expert_ranks},
+                      {"experts", p.experts},
+                      {"stage", m.stage},
+                      {"expert_rank", m.expert_rank}};
+    ordered_json stages = ordered_json::array();
+    for (const GroupMemory& g : m.stages) {
+      stages.push_back({{"stage", g.stage},
+                        {"expert_rank", g.expert_rank},
+                        {"params", g.per_device.params},
+                        {"grads", g.per_device.grads},
+                        {"optimizer", g.per_device.optimizer},
+                        {"gather_buffer", g.gather_buffer},
+                        {"total", g.total}});
+    }
+    j["stages"] = std::move(stages);
+  }
   j["max_device_total"] = m.max_device_total;
   j["min_device_total"] = m.min_device_total;
   j["hbm_bytes"] = optional_json(m.hbm_bytes);
@@ -282,6 +309,12 @@ std::string summary_text(const CheckReport& r, const Diagnostics& diags) {
       human_bytes(m.per_device.grads),
       human_bytes(m.per_device.optimizer),
       human_bytes(m.gather_buffer));
+  if (m.placement.placed()) {
+    out += fmt::format("  {}\n", placement_line(m));
+    for (const std::string& line : stage_lines(m)) {
+      out += fmt::format("    {}\n", line);
+    }
+  }
   out += fmt::format("  {}\n", capacity_line(m));
   out += fmt::format("result: {}\n", verdict(diags));
   return out;

@@ -65,8 +65,14 @@ std::string memory_text(const CheckReport& r) {
   }
   if (m.gather_buffer > 0) {
     out += fmt::format("gather buffer: {} gathered over {} at use\n",
-                       r.manifest.tensors()[m.gather_tensor].name,
+                       gather_units_text(m),
                        fmt::join(m.gather_axes, ","));
+  }
+  if (m.placement.placed()) {
+    out += fmt::format("{}\n", placement_line(m));
+    for (const std::string& line : stage_lines(m)) {
+      out += fmt::format("  {}\n", line);
+    }
   }
 
   out += "\nparams per device by dtype:\n";

@@ -198,4 +198,66 @@ std::vector<Category> categories(const MemoryEstimate& m) {
           {"gather buffer", m.gather_buffer}};
 }
 
+std::string placement_line(const MemoryEstimate& m) {
+  const Placement& p = m.placement;
+  if (!p.placed()) {
+    return {};
+  }
+  std::vector<std::string> parts;
+  if (p.stages > 1) {
+    parts.push_back(fmt::format("stage {} of {} ({})",
+                                m.stage,
+                                p.stages,
+                                fmt::join(p.stage_axes, ",")));
+  }
+  if (p.expert_ranks > 1) {
+    parts.push_back(fmt::format("expert rank {} of {} ({})",
+                                m.expert_rank,
+                                p.expert_ranks,
+                                fmt::join(p.expert_axes, ",")));
+  }
+  return fmt::format("most loaded: {}", fmt::join(parts, ", "));
+}
+
+std::vector<std::string> stage_lines(const MemoryEstimate& m) {
+  const Placement& p = m.placement;
+  std::vector<std::string> out;
+  if (p.stages <= 1) {
+    return out;
+  }
+  const int64_t per_stage = p.layers / p.stages;  // S divides L
+  for (const GroupMemory& g : m.stages) {
+    std::string what = fmt::format("stage {}", g.stage);
+    if (per_stage > 0) {
+      what += fmt::format(
+          " ({}{})",
+          per_stage == 1 ? fmt::format("layer {}", g.stage)
+                         : fmt::format("layers {}-{}",
+                                       g.stage * per_stage,
+                                       (g.stage + 1) * per_stage - 1),
+          p.expert_ranks > 1 ? fmt::format(", expert rank {}", g.expert_rank)
+                             : std::string());
+    } else if (p.expert_ranks > 1) {
+      what += fmt::format(" (expert rank {})", g.expert_rank);
+    }
+    out.push_back(fmt::format(
+        "{}: params {}, grads {}, optimizer {}, gather buffer {}, total {}",
+        what,
+        human_bytes(g.per_device.params),
+        human_bytes(g.per_device.grads),
+        human_bytes(g.per_device.optimizer),
+        human_bytes(g.gather_buffer),
+        human_bytes(g.total)));
+  }
+  return out;
+}
+
+std::string gather_units_text(const MemoryEstimate& m) {
+  std::vector<std::string> names;
+  for (const GatherUnit& u : m.gather_units) {
+    names.push_back(u.name);
+  }
+  return fmt::format("{}", fmt::join(names, " + "));
+}
+
 }  // namespace shardplan::report_detail

@@ -61,5 +61,15 @@ struct Category {
   int64_t bytes;
 };
 std::vector<Category> categories(const MemoryEstimate& memory);
+// Where the estimate is with stage or expert axes: "most loaded: stage 1
+// of 2 (pp), expert rank 0 of 4 (ep)"; empty without them.
+std::string placement_line(const MemoryEstimate& memory);
+// One line per pipeline stage (none without a stage axis): "stage 0
+// (layers 0-1): params 1.00 MiB, grads ..., optimizer ..., gather buffer
+// ..., total ...", with ", expert rank r" after the layers when there are
+// expert axes (the stage's most loaded rank).
+std::vector<std::string> stage_lines(const MemoryEstimate& memory);
+// The gather buffer's units: "model.layers.0 + model.layers.1".
+std::string gather_units_text(const MemoryEstimate& memory);
 
 }  // namespace shardplan::report_detail

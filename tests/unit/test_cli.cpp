@@ -768,7 +768,11 @@ TEST_CASE("cli: check --format markdown", "[cli][check]") {
                          {"--topology", "v5e-8", "--format", "markdown"}));
   CHECK(ok.code == 0);
   CHECK(ok.out.rfind("## shardplan check: :white_check_mark: ok\n", 0) == 0);
-  CHECK(ok.out.find("| **total** | **621,056** | **606.50 KiB** |")
+  // params-only: params 493,056 (check_tiny_llama) + gather buffer: layers
+  // 0 and 1, each 724,992 elements (q 65,536 + k, v 2 x 32,768 + o 65,536
+  // + gate, up, down 3 x 176,128) gathered over fsdp and split over tp:4
+  // at 2 bytes: 2 x 724,992 / 4 x 2 = 724,992; 1,218,048 bytes (1.16 MiB).
+  CHECK(ok.out.find("| **total** | **1,218,048** | **1.16 MiB** |")
         != std::string::npos);
   CHECK(ok.out.find("### Errors") == std::string::npos);
   Result bad =
@@ -782,13 +786,13 @@ TEST_CASE("cli: check --format markdown", "[cli][check]") {
 }
 
 TEST_CASE("cli: check over capacity, and the device count", "[cli][check]") {
-  // 4,192,768 bytes per device with adam and ZeRO-1 (the check_tiny_llama
+  // 5,386,752 bytes per device with adam and ZeRO-1 (the check_tiny_llama
   // golden); 4,000,000 bytes of HBM leave 3,600,000 usable.
   Result r = run_cli(check_args(
       examples("tiny-llama.specs.json"),
       {"--devices", "8", "--recipe", "adam", "--zero", "1", "--hbm", "4MB"}));
   CHECK(r.code == 1);
-  CHECK(r.err.find("error: the most loaded device needs 4192768 bytes, over "
+  CHECK(r.err.find("error: the most loaded device needs 5386752 bytes, over "
                    "the 3600000 bytes "
                    "usable (4000000 bytes of HBM with 10% kept free)")
         != std::string::npos);
@@ -804,7 +808,7 @@ TEST_CASE("cli: check over capacity, and the device count", "[cli][check]") {
                                         "4MB",
                                         "--headroom",
                                         "0"}));
-  CHECK(headroom.code == 1);  // 4,192,768 > 4,000,000 still
+  CHECK(headroom.code == 1);  // 5,386,752 > 4,000,000 still
   Result fits = run_cli(check_args(examples("tiny-llama.specs.json"),
                                    {"--devices",
                                     "8",
@@ -813,7 +817,7 @@ TEST_CASE("cli: check over capacity, and the device count", "[cli][check]") {
                                     "--zero",
                                     "1",
                                     "--hbm",
-                                    "4192768B",
+                                    "5386752B",
                                     "--headroom",
                                     "0"}));
   CHECK(fits.code == 0);
@@ -838,7 +842,8 @@ TEST_CASE("cli: check over capacity, and the device count", "[cli][check]") {
 }
 
 TEST_CASE("cli: memory draws each category against HBM", "[cli][memory]") {
-  // Total 4,192,768 bytes against 8,385,536 of HBM: 50%, 20 of 40 marks.
+  // Total 5,386,752 bytes (the check_tiny_llama golden) against 10,773,504
+  // of HBM: 50%, 20 of 40 marks.
   std::vector<std::string> args = check_args(examples("tiny-llama.specs.json"),
                                              {"--devices",
                                               "8",
@@ -847,11 +852,11 @@ TEST_CASE("cli: memory draws each category against HBM", "[cli][memory]") {
                                               "--zero",
                                               "1",
                                               "--hbm",
-                                              "8385536"});
+                                              "10773504"});
   args[0] = "memory";
   Result r = run_cli(args);
   CHECK(r.code == 0);
-  CHECK(r.out.find("total          4,192,768  4.00 MiB    [####################"
+  CHECK(r.out.find("total          5,386,752  5.14 MiB    [####################"
                    "....................]  50.0%\n")
         != std::string::npos);
   CHECK(r.out.find("recipe adam with ZeRO-1 over fsdp (2 devices)\n")
@@ -1375,10 +1380,25 @@ TEST_CASE("cli: --param-dtype and --grad-dtype", "[cli][memory]") {
 
 TEST_CASE("cli: deepseek-v3's gather buffer and FP8 weights (issue 17)",
           "[cli][memory]") {
-  // The command of issue 17, points 6 and 7. The largest gathered tensor is
-  // the embedding (129280 x 7168 bf16, spec None,(fsdp,ep)), gathered over
-  // fsdp and ep: 129280 x 7168 x 2 bytes x 2 (params and grads) =
-  // 3,706,716,160 bytes (3.45 GiB); test_memory.cpp works it through.
+  // The command of issue 17, points 6 and 7, with the per-layer gather
+  // buffer of issue 18. Every weight the fsdp-tp preset splits (dense ones
+  // over (fsdp,ep), routed experts over fsdp, each rank holding 256 / 64 =
+  // 4 whole experts) is gathered whole at use: 4 bytes per element (bf16
+  // params and grads; the FP8 weights train in bf16), per layer:
+  //   attention: q_a 1536x7168 11,010,048 + q_b 24576x1536 37,748,736
+  //     + kv_a 576x7168 4,128,768 + kv_b 32768x512 16,777,216
+  //     + o 7168x16384 117,440,512 = 187,105,280 elements;
+  //   MoE layer: + router 256x7168 1,835,008 + shared expert 3 x 2048x7168
+  //     44,040,192 + 4 routed experts x 3 x 2048x7168 176,160,768
+  //     = 409,141,248 elements, 1,636,564,992 bytes (layer 60);
+  //   MTP layer 61: that + embed_tokens and shared_head.head 2 x 129280x7168
+  //     1,853,358,080 + eh_proj 7168x14336 102,760,448 = 2,365,259,776
+  //     elements, 9,461,039,104 bytes.
+  // The largest two consecutive units are layers 60 and 61:
+  // 1,636,564,992 + 9,461,039,104 = 11,097,604,096 bytes (10.34 GiB).
+  // (Dense layers 0-2: 187,105,280 + 3 x 18432x7168 = 583,467,008 elements;
+  // the embedding and layer 0 are 4 x (926,679,040 + 583,467,008) =
+  // 6,040,584,192; the norm and lm_head 3,706,716,160.)
   Result r = run_cli({"plan",
                       "--topology",
                       "h100x256",
@@ -1401,9 +1421,22 @@ TEST_CASE("cli: deepseek-v3's gather buffer and FP8 weights (issue 17)",
   REQUIRE(to != std::string::npos);
   const json memory = parse_json(
       r.out.substr(from + 13, to - (from + 13)));  // after `  "memory": `
-  CHECK(memory["per_device"]["gather_buffer"] == 3'706'716'160);
-  CHECK(memory["gather_tensor"] == "model.embed_tokens.weight");
+  CHECK(memory["per_device"]["gather_buffer"] == 11'097'604'096);
+  REQUIRE(memory["gather_units"].size() == 2);
+  CHECK(memory["gather_units"][0]
+        == json({{"name", "model.layers.60"},
+                 {"layer", 60},
+                 {"bytes", 1'636'564'992}}));
+  CHECK(memory["gather_units"][1]
+        == json({{"name", "model.layers.61"},
+                 {"layer", 61},
+                 {"bytes", 9'461'039'104}}));
   CHECK(memory["gather_axes"] == json::array({"fsdp", "ep"}));
+  // 256 experts (the largest index, 255, + 1) on 64 ranks; every rank holds
+  // 4 experts of each layer alike, so rank 0 is the most loaded.
+  CHECK(memory["placement"]["experts"] == 256);
+  CHECK(memory["placement"]["expert_ranks"] == 64);
+  CHECK(memory["placement"]["expert_rank"] == 0);
   // The FP8 weights train in bf16, and their weight_scale_inv tensors, one
   // per FP8 linear weight, are folded into them: 62 layers (61 and the MTP
   // layer) x 5 attention projections (q_a, q_b, kv_a, kv_b, o) + 3 dense

@@ -121,16 +121,26 @@ TEST_CASE("memory: DeepSpeed's documented ZeRO-3 per-GPU figures", "[memory]") {
   // DeepSpeed docs (memory.rst), estimate_zero3_model_states_mem_needs with no
   // offload: per GPU = 4 x Lmax + 18 x P / N (largest layer gathered in fp16
   // with its fp16 grads; 18 bytes per parameter partitioned), in 2^30 "GB".
+  // DeepSpeed's estimate gathers one layer; shardplan's gather buffer holds
+  // two consecutive ones (FSDP prefetches the next layer while it computes
+  // one: docs/memory.md, "Gather buffer"), 4 x Lmax more. So the model
+  // states match DeepSpeed's 18 x P / N exactly, and DeepSpeed's figure is
+  // shardplan's total less one layer's 4 x Lmax.
   SECTION("t5-3b, 1 node x 8 GPUs: 6.09 GB") {
-    // P = 2851M, Lmax = 32M: 89 tensors of 32M and one of 3M.
+    // P = 2851M, Lmax = 32M: 89 layers ("layer.0" ...) of 32M and one
+    // tensor of no layer of 3M.
     const Manifest m = model(89, 32'000'000, 3'000'000, "f16");
     REQUIRE(m.total_elements() == 2'851'000'000);
     const Mesh mesh = test::mesh_of("dp:8", 8);
     MemoryEstimate e =
         estimate(m, mesh, all_with(m, mesh, "P()"), Recipe::adam_fp32_grads, 3);
-    CHECK(e.gather_buffer == 4 * 32'000'000);
-    CHECK(e.max_device_total == 4 * 32'000'000 + 18 * 2'851'000'000 / 8);
-    CHECK(round_to(gib(e.max_device_total), 2) == 6.09);
+    CHECK(e.per_device.model_states() == 18 * 2'851'000'000 / 8);
+    CHECK(e.gather_buffer == 2 * 4 * 32'000'000);  // layers 0 and 1
+    REQUIRE(e.gather_units.size() == 2);
+    CHECK(e.gather_units[0].name == "layer.0");
+    CHECK(e.gather_units[1].name == "layer.1");
+    CHECK(e.max_device_total == 8 * 32'000'000 + 18 * 2'851'000'000 / 8);
+    CHECK(round_to(gib(e.max_device_total - 4 * 32'000'000), 2) == 6.09);
   }
   SECTION("t5-large, 4 GPUs: 3291 MiB") {
     // The docs' hand example: 737.67M parameters, largest layer 32.90M.
@@ -139,7 +149,9 @@ TEST_CASE("memory: DeepSpeed's documented ZeRO-3 per-GPU figures", "[memory]") {
     const Mesh mesh = test::mesh_of("dp:4", 4);
     MemoryEstimate e = estimate(
         m, mesh, all_with(m, mesh, "P()"), *parse_recipe("megatron"), 3);
-    CHECK(std::floor(static_cast<double>(e.max_device_total) / (1 << 20))
+    CHECK(e.gather_buffer == 2 * 4 * 32'900'000);
+    CHECK(std::floor(static_cast<double>(e.max_device_total - 4 * 32'900'000)
+                     / (1 << 20))
           == 3291);
   }
 }
@@ -182,9 +194,10 @@ TEST_CASE("memory: scaling book, 10 bytes per parameter sharded over FSDP x TP",
   CHECK(e.per_device.optimizer * 256 == 560'000'000'000);
   CHECK(e.per_device.grads == 0);
   CHECK(e.per_device.model_states() == 10 * 70'000'000'000 / 256);
-  // Sharded over fsdp by its spec, each tensor is gathered at use: the
-  // largest, still split over tp, with no gradients in this recipe.
-  CHECK(e.gather_buffer == 2 * 1'000'000'000 / 4);
+  // Sharded over fsdp by its spec, each tensor ("layer.0" ... "layer.69")
+  // is gathered at use, still split over tp, with no gradients in this
+  // recipe: two consecutive layers, 2 x (2 bytes x 10^9 / 4).
+  CHECK(e.gather_buffer == 2 * (2 * 1'000'000'000 / 4));
 }
 
 TEST_CASE("memory: Megatron's distributed optimizer is 6 + 12/DP bytes",
@@ -462,11 +475,16 @@ TEST_CASE("memory: the gather buffer covers every axis a spec splits for FSDP",
   }
   SECTION("an expert weight keeps its expert-parallel axis") {
     // Hugging Face per-expert tensors, [2048, 7168] FP8 (trained in bf16),
-    // spec None,(ep,fsdp) on fsdp:4,ep:64: ep is expert parallelism (the
-    // expert's tokens travel to it by all-to-all), fsdp is gathered:
+    // spec None,(ep,fsdp) on fsdp:4,ep:64 (a specs file may still split
+    // each expert over ep, as the fsdp-tp preset did before issue 18): ep
+    // is expert parallelism (the expert's tokens travel to it by
+    // all-to-all), fsdp is gathered:
     //   2048 x 7168 / 64 = 229,376 elements x 2 bytes x 2 = 917,504.
     // The shared expert is a dense weight: gathered over ep too:
     //   2048 x 7168 x 2 x 2 = 58,720,256.
+    // Both are layer 3's: one unit, 917,504 + 58,720,256 = 59,637,760.
+    // DeepSeek-V3 has 256 routed experts (a model config says so; the
+    // manifest's largest expert index, 7, would make ep:64 too large).
     const std::string shape = R"("shape": [2048, 7168], "dtype": "f8_e4m3")";
     const std::string manifest = fmt::format(
         R"({{"params": [
@@ -482,9 +500,14 @@ TEST_CASE("memory: the gather buffer covers every axis a spec splits for FSDP",
         "fsdp:4,ep:64",
         256,
         "{" + routed + "}");
-    MemoryEstimate e = estimate_with(only_routed, training(Recipe::adam));
+    MemoryOptions options = training(Recipe::adam);
+    options.experts = 256;
+    MemoryEstimate e = estimate_with(only_routed, options);
     CHECK(e.gather_buffer == 917'504);
     CHECK(e.gather_axes == std::vector<std::string>{"fsdp"});
+    // Split over ep by its spec, it is not placed on one rank as well.
+    REQUIRE(e.placement.tensors.size() == 1);
+    CHECK(e.placement.tensors[0] == TensorPlacement{k_every, k_every});
 
     const Laid both = lay(
         manifest,
@@ -492,10 +515,12 @@ TEST_CASE("memory: the gather buffer covers every axis a spec splits for FSDP",
         256,
         "{" + routed
             + R"(, "model.layers.3.mlp.shared_experts.gate_proj.weight": [null, ["fsdp", "ep"]]})");
-    e = estimate_with(both, training(Recipe::adam));
-    CHECK(e.gather_buffer == 58'720'256);
-    CHECK(both.manifest.tensors()[e.gather_tensor].name
-          == "model.layers.3.mlp.shared_experts.gate_proj.weight");
+    e = estimate_with(both, options);
+    CHECK(e.gather_buffer == 59'637'760);
+    REQUIRE(e.gather_units.size() == 1);
+    CHECK(e.gather_units[0].name == "model.layers.3");
+    CHECK(e.gather_units[0].layer == 3);
+    CHECK(e.gather_axes == std::vector<std::string>{"fsdp", "ep"});
   }
   SECTION("MaxText's logical axis 'exp' marks the experts dim") {
     // wi_0 [8 experts, 64 embed, 128 mlp] f32 on ep:2,fsdp:2,tp:2, spec

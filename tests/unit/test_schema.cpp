@@ -627,6 +627,18 @@ TEST_CASE("schema: check and memory output validates", "[schema][cli]") {
     doc["memory"]["by_dtypes"] = doc["memory"]["by_dtype"];
     CHECK_FALSE(errors_for(doc, "check.schema.json").empty());
   }
+  SECTION("memory with stage and expert axes: placement and stages") {
+    json doc =
+        run_json(args("memory",
+                      good,
+                      {"--devices", "16", "--mesh", "pp:2,ep:2,fsdp:2,tp:2"}));
+    CHECK(doc["memory"]["placement"]["stages"] == 2);
+    CHECK(doc["memory"]["placement"]["expert_ranks"] == 2);
+    CHECK(doc["memory"]["stages"].size() == 2);
+    require_valid(doc, "check.schema.json");
+    doc["memory"]["stages"][0]["layers"] = 1;
+    CHECK_FALSE(errors_for(doc, "check.schema.json").empty());
+  }
 }
 
 TEST_CASE("schema: reshard output validates", "[schema][cli][reshard]") {
