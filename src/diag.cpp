@@ -37,10 +37,6 @@ int64_t count_code_points(std::string_view s) {
 
 }  // namespace
 
-namespace {
-
-// The length of the well-formed UTF-8 sequence at s[i] (RFC 3629: no
-// overlong forms, no surrogates, at most U+10FFFF), or 0 when there is none.
 size_t utf8_length(std::string_view s, size_t i) {
   const auto b0 = static_cast<unsigned char>(s[i]);
   if (b0 < 0x80) {
@@ -73,8 +69,6 @@ size_t utf8_length(std::string_view s, size_t i) {
   }
   return n;
 }
-
-}  // namespace
 
 std::string printable(std::string_view s) {
   std::string out;

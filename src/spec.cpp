@@ -426,8 +426,18 @@ class Parser {
         return v;
       }
       if (c != '\\') {
-        v.name += c;
-        ++m_pos;
+        // Python refuses source text that is not UTF-8; so does a spec, so
+        // that every name it gives prints, and reads back, as itself.
+        const size_t n = utf8_length(m_text, m_pos);
+        if (n == 0) {
+          fail(m_pos,
+               "spec.syntax",
+               fmt::format("invalid UTF-8 byte 0x{:02x} in a string",
+                           static_cast<unsigned char>(c)));
+          return std::nullopt;
+        }
+        v.name += m_text.substr(m_pos, n);
+        m_pos += n;
         continue;
       }
       size_t escape = m_pos;

@@ -171,6 +171,11 @@ std::string json_pointer_child(std::string_view parent, std::string_view token);
 // A byte that is not part of well-formed UTF-8 is shown as "\xff".
 std::string quote(std::string_view s, char quote_char = '"');
 
+// The length of the well-formed UTF-8 sequence starting at s[i] (RFC 3629:
+// no overlong forms, no surrogates, at most U+10FFFF), or 0 when none starts
+// there. REQUIRES: i < s.size().
+size_t utf8_length(std::string_view s, size_t i);
+
 // `s` for a terminal: well-formed UTF-8 kept, every other byte and every
 // control character shown as "\xNN" (render() passes diagnostics through
 // it, so that no message echoes raw input bytes).
