@@ -320,7 +320,7 @@ TEST_CASE("spec: random text never crashes", "[spec][property]") {
 TEST_CASE("spec: a string that is not UTF-8 is refused at its byte", "[spec]") {
   // Python refuses such source text; accepted, the name could neither be
   // shown (messages escape the byte) nor read back from its printed form.
-  // 'a\x87' : the byte 0x87 is the fourth character, column 4.
+  // P('a\x87'): the byte 0x87 is the fifth character, column 5.
   Diagnostics diags;
   CHECK_FALSE(parse_spec("P('a\x87')", "--from-spec", diags));
   REQUIRE(diags.error_count() == 1);
