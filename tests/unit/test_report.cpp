@@ -83,6 +83,37 @@ TEST_CASE("report: capacities, rates and times as they are quoted",
   CHECK(seconds_text(1e-6) == "1 us");
 }
 
+TEST_CASE("report: times in the largest unit, three significant digits",
+          "[report]") {
+  // 11725.1 ms is 11.7251 s: seconds, 3 digits.
+  CHECK(seconds_text(11.7251) == "11.7 s");
+  // 9.5e-4 s = 950e-6 s.
+  CHECK(seconds_text(9.5e-4) == "950 us");
+  // 0.00235 s = 2.35e-3 s.
+  CHECK(seconds_text(0.00235) == "2.35 ms");
+  // 0.0869 s = 86.9 ms; 0.123456 s = 123.456 ms, 3 digits 123.
+  CHECK(seconds_text(0.0869) == "86.9 ms");
+  CHECK(seconds_text(0.123456) == "123 ms");
+  // 90 s = 1.5 min; 5400 s = 1.5 h; 7,200,000 s = 2000 h (no exponent).
+  CHECK(seconds_text(90) == "1.5 min");
+  CHECK(seconds_text(5400) == "1.5 h");
+  CHECK(seconds_text(7.2e6) == "2000 h");
+  // 125 s = 2.0833 min.
+  CHECK(seconds_text(125) == "2.08 min");
+  // Rounding up to the next unit: 999.6 us to 3 digits is 1000 us = 1 ms;
+  // 59.97 s is 60.0 s = 1 min; 3599.9 s is 59.998 min, 60.0 = 1 h.
+  CHECK(seconds_text(999.6e-6) == "1 ms");
+  CHECK(seconds_text(59.97) == "1 min");
+  CHECK(seconds_text(3599.9) == "1 h");
+  // Below a microsecond: us, 3 digits. 1.23456e-5 s = 12.3456 us.
+  CHECK(seconds_text(5e-7) == "0.5 us");
+  CHECK(seconds_text(1.23456e-5) == "12.3 us");
+  // No time has no scale; a negative time (a saving that is a loss) keeps
+  // its sign: -0.5 s = -500 ms.
+  CHECK(seconds_text(0) == "0 s");
+  CHECK(seconds_text(-0.5) == "-500 ms");
+}
+
 TEST_CASE("report: table right-aligns numeric columns only", "[report]") {
   CHECK(table({}).empty());
   // Column 0 has a word below the header: left-aligned, padded to 4
