@@ -772,6 +772,7 @@ std::optional<RuleSet> read_rules_preset(std::string_view name,
           read_rules(text, fmt::format("configs/rules/{}.json", preset), diags);
       if (rules) {
         rules->preset = true;
+        rules->name = preset;
       }
       return rules;
     }

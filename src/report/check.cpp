@@ -297,7 +297,7 @@ void write_check_json(const CheckReport& r,
   }
   j["manifest"] = r.manifest.source;
   if (r.plan != nullptr && r.rules != nullptr) {
-    j["rules"] = {{"source", r.rules->source}, {"preset", r.rules->preset}};
+    j["rules"] = rules_json(*r.rules);
   } else {
     j["specs_file"] = std::string(
         r.specs_source);  // not "specs": that key makes a specs file
@@ -343,10 +343,14 @@ std::string check_markdown(const CheckReport& r, const Diagnostics& diags) {
                                 command_name(r.view),
                                 ok ? ":white_check_mark:" : ":x:",
                                 verdict(diags));
-  out += fmt::format("{} tensors of `{}` with specs `{}`; {}.\n\n",
+  const std::string specs =
+      r.rules == nullptr      ? fmt::format("specs `{}`", r.specs_source)
+      : r.rules->name.empty() ? fmt::format("rules `{}`", r.rules->source)
+                              : fmt::format("rules preset `{}`", r.rules->name);
+  out += fmt::format("{} tensors of `{}` with {}; {}.\n\n",
                      with_commas(static_cast<int64_t>(r.manifest.size())),
                      r.manifest.source,
-                     r.specs_source,
+                     specs,
                      mesh_line(r.mesh, r.topology));
   out += fmt::format("| memory per device, {} | bytes | |\n|---|---:|---:|\n",
                      recipe_text(m));

@@ -141,6 +141,11 @@ std::string verdict(const Diagnostics& diags) {
                      diags.warning_count() == 1 ? "" : "s");
 }
 
+std::string rules_text(const RuleSet& rules) {
+  return rules.name.empty() ? fmt::format("rules {}", rules.source)
+                            : fmt::format("rules preset {}", rules.name);
+}
+
 std::string mesh_line(const Mesh& mesh, const Topology* topology) {
   std::string out =
       fmt::format("mesh {} ({} devices)", to_string(mesh), mesh.num_devices());

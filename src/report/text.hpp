@@ -7,6 +7,7 @@
 #include <shardplan/diag.hpp>
 #include <shardplan/memory.hpp>
 #include <shardplan/mesh.hpp>
+#include <shardplan/rules.hpp>
 #include <shardplan/topology.hpp>
 
 #include <cstdint>
@@ -43,6 +44,10 @@ std::string verdict(const Diagnostics& diags);
 // The message and, after "; ", the hint (as JSON, markdown and github give
 // it).
 std::string message_with_hint(const Diagnostic& d);
+
+// What a plan's specs came from, as headers name it: "rules preset fsdp-tp"
+// for a built-in preset, "rules my-rules.json" for a user's file.
+std::string rules_text(const RuleSet& rules);
 
 // "mesh fsdp:16,tp:4 (64 devices) on v5p-128" (no " on ..." without a
 // topology).

@@ -1131,10 +1131,11 @@ TEST_CASE("cli: plan groups tensors by rule and folds layers", "[cli][plan]") {
   INFO(r.err);
   CHECK(r.code == 0);
   CHECK(r.err.empty());
-  CHECK_THAT(
-      r.out,
-      Catch::StartsWith("plan: 291 tensors of --model llama-3-8b with rules "
-                        "configs/rules/fsdp-tp.json\n"));
+  // The default preset, by its name (not configs/rules/fsdp-tp.json, a
+  // path in shardplan's source tree).
+  CHECK_THAT(r.out,
+             Catch::StartsWith("plan: 291 tensors of --model llama-3-8b with "
+                               "rules preset fsdp-tp\n"));
   // q_proj [4096, 4096] bf16 as tp,fsdp on tp:4, fsdp:16: 1024 x 256 x 2 B.
   CHECK_THAT(
       r.out,
@@ -1414,6 +1415,61 @@ TEST_CASE("cli: deepseek-v3's gather buffer and FP8 weights (issue 17)",
   CHECK(memory["scale_tensors"]["dropped"] == 45'808);
 }
 
+TEST_CASE("cli: plan names a preset by its name, a rules file by its path",
+          "[cli][plan]") {
+  fs::path dir = temp_dir("plan_rules_names");
+  const std::string rules = (dir / "rules.json").string();
+  std::ofstream(rules)
+      << R"({"rules": [{"pattern": ".*", "replicate": true}]})";
+  auto plan = [&](const std::string& given, std::vector<std::string> more) {
+    std::vector<std::string> args = {"plan",
+                                     "--devices",
+                                     "8",
+                                     "--mesh",
+                                     "fsdp:8",
+                                     "--model",
+                                     "gpt2",
+                                     "--rules",
+                                     given};
+    args.insert(args.end(), more.begin(), more.end());
+    Result r = run_cli(args);
+    INFO(r.err);
+    CHECK(r.code == 0);
+    return r.out;
+  };
+  // gpt2: 12 layers of 12 tensors (ln_1, attn.c_attn, attn.c_proj, ln_2,
+  // mlp.c_fc, mlp.c_proj, each a weight and a bias) + wte, wpe and ln_f's
+  // weight and bias = 148.
+  CHECK_THAT(plan("maxtext", {}),
+             Catch::StartsWith("plan: 148 tensors of --model gpt2 with rules "
+                               "preset maxtext\n"));
+  CHECK_THAT(plan(rules, {}),
+             Catch::StartsWith("plan: 148 tensors of --model gpt2 with rules "
+                               + rules + "\n"));
+  CHECK_THAT(plan("maxtext", {"--explain", "wte.weight"}),
+             Catch::Contains("\n  mesh fsdp:8; rules preset maxtext\n"));
+  CHECK_THAT(plan(rules, {"--explain", "wte.weight"}),
+             Catch::Contains("\n  mesh fsdp:8; rules " + rules + "\n"));
+  CHECK_THAT(plan("maxtext", {"--format", "markdown"}),
+             Catch::Contains("148 tensors of `--model gpt2` with rules preset "
+                             "`maxtext`; mesh fsdp:8 (8 devices).\n"));
+  CHECK_THAT(plan(rules, {"--format", "markdown"}),
+             Catch::Contains("148 tensors of `--model gpt2` with rules `"
+                             + rules + "`; mesh fsdp:8 (8 devices).\n"));
+  // JSON keeps `source` (DESIGN.md section 3: the rule set's source) and
+  // adds the preset's name.
+  const json preset = json::parse(plan("maxtext", {"--format", "json"}));
+  CHECK(preset["rules"] == json::parse(R"({"source":
+      "configs/rules/maxtext.json", "preset": true, "name": "maxtext"})"));
+  const json file = json::parse(plan(rules, {"--format", "json"}));
+  CHECK(file["rules"]
+        == json({{"source", rules}, {"preset", false}, {"name", nullptr}}));
+  const json explained = json::parse(
+      plan("maxtext", {"--explain", "wte.weight", "--format", "json"}));
+  CHECK(explained["rules"]["name"] == "maxtext");
+  fs::remove_all(dir);
+}
+
 TEST_CASE("cli: plan input errors exit 2 with a location", "[cli][plan]") {
   fs::path dir = temp_dir("plan_errors");
   const std::string rules = (dir / "rules.json").string();
@@ -1535,6 +1591,7 @@ TEST_CASE("cli: flags mean the same in every command", "[cli]") {
   }
   CHECK(json::parse(memory.out)["rules"]["source"]
         == "configs/rules/fsdp-tp.json");
+  CHECK(json::parse(memory.out)["rules"]["name"] == "fsdp-tp");
   Result neither = run_cli(with({"memory", "--model", "llama-3-8b"}));
   CHECK(neither.code == 2);
   CHECK_THAT(neither.err,
