@@ -53,6 +53,7 @@ expect_exit(1 ${_check} --devices 8 --hbm 1MB --recipe adam
 expect_exit(1 ${_check} --topology v5e-16 --specs ${EXAMPLES}/tiny-llama.specs.json)
 expect_exit(2 ${_check} --topology v5e-8 --specs ${DATA}/does-not-exist.json)
 expect_exit(2 ${_check} --topology v5e-8 --specs ${EXAMPLES}/tiny-llama.specs.json --hbm 12XB)
+expect_exit(2 ${_check} --topology v5e-8 --specs ${EXAMPLES}/tiny-llama.specs.json --hbm 0)
 expect_exit(2 ${_check} --topology v5e-8 --specs ${EXAMPLES}/tiny-llama.specs.json --data-axes dq)
 expect_exit(2 ${_check} --topology v5e-8 --specs ${EXAMPLES}/tiny-llama.specs.json --zero 4)
 expect_exit(2 ${_check} --topology v5e-8 --specs ${EXAMPLES}/tiny-llama.specs.json --recipe sgd)

@@ -834,6 +834,35 @@ TEST_CASE("cli: check over capacity, and the device count", "[cli][check]") {
                        "got \"12XB\" [cli.size]",
                        0)
         == 0);
+  // No HBM at all is no device: 0 bytes, and 0.4 bytes (rounded to whole
+  // bytes: 0), are refused at the flag; so are a negative size and a word.
+  for (const char* zero : {"0", "0GB", "0.4"}) {
+    INFO(zero);
+    Result none =
+        run_cli(check_args(examples("tiny-llama.specs.json"), {"--hbm", zero}));
+    CHECK(none.code == 2);
+    CHECK(none.out.empty());
+    CHECK(none.err
+          == fmt::format("--hbm: error: expected a byte size above 0, got "
+                         "\"{}\"; give the device's memory, such as 80GB or "
+                         "95GiB [cli.size]\n",
+                         zero));
+  }
+  for (const char* bad : {"-5", "-1GB", "abc", ""}) {
+    INFO(bad);
+    Result wrong =
+        run_cli(check_args(examples("tiny-llama.specs.json"), {"--hbm", bad}));
+    CHECK(wrong.code == 2);
+    CHECK(wrong.err
+          == fmt::format("--hbm: error: expected a byte size such as 80GB, "
+                         "95GiB or 1073741824, got \"{}\" [cli.size]\n",
+                         bad));
+  }
+  // One byte is a size (a device that fits nothing: exit 1, not 2).
+  Result one =
+      run_cli(check_args(examples("tiny-llama.specs.json"), {"--hbm", "1"}));
+  CHECK(one.code == 1);
+  CHECK_THAT(one.err, Catch::Contains("[memory.over-capacity]"));
 }
 
 TEST_CASE("cli: memory draws each category against HBM", "[cli][memory]") {
