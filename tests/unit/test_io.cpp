@@ -24,13 +24,18 @@ using namespace shardplan;
 namespace {
 
 // Reads a manifest that must be valid.
-Manifest manifest_ok(std::string_view text) {
+// Reads a manifest that must be read with no diagnostics but `empty`
+// warnings about tensors with no elements [manifest.empty-tensor].
+Manifest manifest_ok(std::string_view text, size_t empty = 0) {
   Diagnostics diags;
   std::optional<Manifest> manifest = read_manifest(text, "m.json", diags);
   INFO("text: " << text);
   INFO(test::first_error(diags));
   REQUIRE(manifest.has_value());
-  REQUIRE(diags.items().empty());
+  REQUIRE(diags.items().size() == empty);
+  for (const Diagnostic& d : diags.items()) {
+    CHECK(d.code == "manifest.empty-tensor");
+  }
   return std::move(*manifest);
 }
 
@@ -157,7 +162,8 @@ TEST_CASE("io: scalars and zero-size dims", "[io]") {
   Manifest m = manifest_ok(R"({"params": [
     {"name": "step", "shape": [], "dtype": "i32"},
     {"name": "empty", "shape": [0, 4096], "dtype": "bf16"},
-    {"name": "bits", "shape": [3], "dtype": "int4"}]})");
+    {"name": "bits", "shape": [3], "dtype": "int4"}]})",
+                           1);
   CHECK(m.tensors()[0].rank() == 0);
   CHECK(m.tensors()[0].num_elements == 1);  // a scalar has one element
   CHECK(m.tensors()[0].num_bytes == 4);
@@ -166,8 +172,56 @@ TEST_CASE("io: scalars and zero-size dims", "[io]") {
   CHECK(m.tensors()[2].num_bytes == 2);  // ceil(3 * 4 bits / 8)
   // A zero dim makes the tensor empty however large the others are.
   m = manifest_ok(R"({"params": [{"name": "z", "shape":
-    [0, 9223372036854775807, 9223372036854775807], "dtype": "f64"}]})");
+    [0, 9223372036854775807, 9223372036854775807], "dtype": "f64"}]})",
+                  1);
   CHECK(m.tensors()[0].num_bytes == 0);
+}
+
+TEST_CASE("io: a tensor with no elements is a warning at its dim", "[io]") {
+  // Line 2, column 3 is where the tensor's object starts.
+  Diagnostics diags;
+  std::optional<Manifest> m = read_manifest(
+      "{\"params\": [\n"
+      "  {\"name\": \"a\", \"shape\": [8, 0], \"dtype\": \"bf16\"},\n"
+      "  {\"name\": \"b\", \"shape\": [8], \"dtype\": \"bf16\"}]}",
+      "m.json",
+      diags);
+  REQUIRE(m);
+  REQUIRE(diags.items().size() == 1);
+  const Diagnostic& d = diags.items()[0];
+  CHECK(d.severity == Severity::warning);
+  CHECK(d.code == "manifest.empty-tensor");
+  CHECK(d.location.source == "m.json");
+  CHECK(d.location.pointer == "/params/0/shape/1");
+  CHECK(d.location.line == 2);
+  CHECK(d.location.column == 3);
+  CHECK(d.tensor == "a");
+  CHECK(d.dim == 1);
+
+  // A safetensors header: the tensor's key, then shape/DIM.
+  diags = Diagnostics();
+  m = read_manifest(
+      R"({"w": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}})",
+      "h.json",
+      diags);
+  REQUIRE(m);
+  REQUIRE(diags.items().size() == 1);
+  CHECK(diags.items()[0].location.pointer == "/w/shape/0");
+
+  // A text first read as a header, then again in the native form once
+  // "params" turns up, warns about what the native form holds only: "a" is
+  // not a tensor of the manifest.
+  diags = Diagnostics();
+  m = read_manifest(
+      R"({"a": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]},
+          "params": [{"name": "b", "shape": [0, 2], "dtype": "f32"}]})",
+      "m.json",
+      diags);
+  REQUIRE(m);
+  REQUIRE(m->size() == 1);
+  REQUIRE(diags.items().size() == 1);
+  CHECK(diags.items()[0].tensor == "b");
+  CHECK(diags.items()[0].location.pointer == "/params/0/shape/0");
 }
 
 TEST_CASE("io: dims in every spelling JSON allows", "[io]") {
@@ -182,7 +236,8 @@ TEST_CASE("io: dims in every spelling JSON allows", "[io]") {
       "\"f32\"},\n"
       "{\"name\": \"e\", \"shape\": [999999999999999999], \"dtype\": \"u8\"},\n"
       "{\"name\": \"g\", \"shape\": [0, 9223372036854775807], "
-      "\"dtype\": \"f32\"}]}");
+      "\"dtype\": \"f32\"}]}",
+      2);
   CHECK(m.tensors()[0].shape.empty());
   CHECK(m.tensors()[1].shape.empty());
   CHECK(m.tensors()[2].shape == std::vector<int64_t>{1, 2, 3});
@@ -196,7 +251,7 @@ TEST_CASE("io: dims in every spelling JSON allows", "[io]") {
 
   // "-0" is 0; a negative dim is read, then refused by Manifest::add.
   m = manifest_ok(
-      R"({"params": [{"name": "z", "shape": [-0], "dtype": "f32"}]})");
+      R"({"params": [{"name": "z", "shape": [-0], "dtype": "f32"}]})", 1);
   CHECK(m.tensors()[0].shape == std::vector<int64_t>{0});
   Diagnostic d = manifest_error(
       R"({"params": [{"name": "n", "shape": [4, -3], "dtype": "f32"}]})");
