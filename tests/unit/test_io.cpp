@@ -738,10 +738,28 @@ TEST_CASE("io: specs errors", "[io]") {
   CHECK(first_line(d)
         == "s.json:/specs/w: error: duplicate tensor name \"w\" (first at "
            "/specs/w)");
-  // A string spec is parsed by parse_spec, located inside the string.
+  // A string spec is parsed by parse_spec, located in the file at the
+  // character it points at: the string opens at column 17 and its text,
+  // "P('fsdp', None" (14 characters), ends at column 17 + 1 + 14 = 32, the
+  // closing quote, where ")" is missing.
   d = specs_error(R"json({"specs": {"w": "P('fsdp', None"}})json");
   CHECK(d.code == "spec.syntax");
-  CHECK(d.location.source == "s.json:/specs/w");
+  CHECK(d.location.source == "s.json");
+  CHECK(d.location.pointer == "/specs/w");
+  CHECK(d.location.line == 1);
+  CHECK(d.location.column == 32);
+  CHECK(d.tensor == "w");
+  // Escapes count as written: in "P(\"a\",,)" the second comma is
+  // character 7 of the text P("a",,) and column 17 + 7 + 2 = 26 of the
+  // file (the quote, then the 7 characters, each \" one longer).
+  d = specs_error(R"json({"specs": {"w": "P(\"a\",,)"}})json");
+  CHECK(d.code == "spec.syntax");
+  CHECK(d.location.column == 26);
+  // \u00e9 is two bytes of text, six characters of the file: the é the
+  // error is about is at column 17 + 1 + 2 = 20.
+  d = specs_error(R"json({"specs": {"w": "P(\u00e9)"}})json");
+  CHECK(d.code == "spec.syntax");
+  CHECK(d.location.column == 20);
   d = specs_error(R"({"spec": {"w": []}})");
   CHECK(first_line(d)
         == "s.json:1:1: error: expected a \"specs\" object or a \"tensors\" "
