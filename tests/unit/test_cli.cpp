@@ -761,6 +761,130 @@ TEST_CASE("cli: check --format github annotates the specs file",
   fs::remove_all(dir);
 }
 
+TEST_CASE("cli: check --format github and markdown report bad input too",
+          "[cli][check]") {
+  // Line 2 lacks its comma: JSON's error is at the string that starts line
+  // 3, column 3 (two spaces in).
+  const std::string syntax =
+      test::data_path("bad_inputs/specs/missing_comma.json");
+  Result r = run_cli(check_args(syntax, {"--format", "github"}));
+  CHECK(r.code == 2);
+  CHECK(r.out
+        == "::error file=" + syntax
+               + ",line=3,col=3,title=shardplan json.syntax::expected ',' or "
+                 "'}', got a string\n"
+                 "shardplan check: 1 error, 0 warnings; bad input: nothing "
+                 "was checked\n");
+  // stderr has the diagnostic as ever.
+  CHECK_THAT(r.err,
+             Catch::StartsWith(syntax
+                               + ":3:3: error: expected ',' or '}', "
+                                 "got a string [json.syntax]\n"));
+
+  // Line 3: `  "lm_head.weight": "P('tp',, 'fsdp')"`: the string opens at
+  // column 21 (2 spaces, 16 for the quoted name, ':' and a space), and the
+  // second comma, 8th character of its text, is at column 21 + 8 = 29.
+  const std::string spec =
+      test::data_path("bad_inputs/specs/string_spec_two_commas.json");
+  Result s = run_cli(check_args(spec, {"--format", "github"}));
+  CHECK(s.code == 2);
+  CHECK(s.out
+        == "::error file=" + spec
+               + ",line=3,col=29,title=shardplan spec.syntax::tensor "
+                 "\"lm_head.weight\": expected an axis name, None or a "
+                 "tuple, got \",\"\n"
+                 "shardplan check: 1 error, 0 warnings; bad input: nothing "
+                 "was checked\n");
+
+  // Markdown: the heading says so, and the table has the error, located.
+  Result md = run_cli(check_args(syntax, {"--format", "markdown"}));
+  CHECK(md.code == 2);
+  CHECK(md.out
+        == "## shardplan check: :x: bad input\n\n"
+           "The inputs could not be read as given: nothing was checked (exit "
+           "code 2).\n\n"
+           "### Errors (1)\n\n"
+           "| code | tensor | where | message |\n|---|---|---|---|\n"
+           "| `json.syntax` |  | `"
+               + syntax
+               + ":3:3` | expected ',' or '}', got a string |\n");
+  // A flag's error: no file, the flag leads the message.
+  Result hbm = run_cli(check_args(examples("tiny-llama.specs.json"),
+                                  {"--hbm", "0", "--format", "github"}));
+  CHECK(hbm.code == 2);
+  CHECK_THAT(hbm.out,
+             Catch::StartsWith("::error title=shardplan cli.size::--hbm: "
+                               "expected a byte size above 0"));
+  // Text writes nothing to stdout on bad input; -o's file is not written.
+  Result text = run_cli(check_args(syntax, {}));
+  CHECK(text.code == 2);
+  CHECK(text.out.empty());
+}
+
+TEST_CASE("cli: check --format github folds 30 findings of one kind",
+          "[cli][check]") {
+  // 30 tensors [6, 8] split over fsdp:4 on dim 0: 6 % 4 = 2, 30 x
+  // spec.indivisible, the spec of l.I.w on line I + 2 at column 12.
+  fs::path dir = temp_dir("github_fold");
+  const std::string manifest = (dir / "m.json").string();
+  const std::string specs = (dir / "s.json").string();
+  {
+    std::ofstream m(manifest);
+    std::ofstream s(specs);
+    m << R"({"params": [)";
+    s << "{\"specs\": {\n";
+    for (int i = 0; i < 30; ++i) {
+      m << (i ? ", " : "")
+        << fmt::format(R"({{"name": "l.{}.w", "shape": [6, 8], "dtype": )"
+                       R"("bf16"}})",
+                       i);
+      s << fmt::format(
+          "  \"l.{}.w\": [\"fsdp\", null]{}\n", i, i < 29 ? "," : "");
+    }
+    m << "]}";
+    s << "}}\n";
+  }
+  Result r = run_cli({"check",
+                      "--devices",
+                      "8",
+                      "--mesh",
+                      "fsdp:4,tp:2",
+                      "--manifest",
+                      manifest,
+                      "--specs",
+                      specs,
+                      "--format",
+                      "github"});
+  CHECK(r.code == 1);
+  // Three annotations, then one for the 27 others at l.3.w (line 5).
+  size_t errors = 0;
+  for (size_t at = r.out.find("::error "); at != std::string::npos;
+       at = r.out.find("::error ", at + 1)) {
+    ++errors;
+  }
+  CHECK(errors == 4);
+  CHECK_THAT(r.out,
+             Catch::Contains("::error file=" + specs
+                             + ",line=4,col=12,title=shardplan "
+                               "spec.indivisible::tensor \"l.2.w\": "));
+  CHECK_THAT(r.out,
+             Catch::Contains("::error file=" + specs
+                             + ",line=5,col=12,title=shardplan "
+                               "spec.indivisible::and 27 more "
+                               "spec.indivisible errors: \"l.3.w\", "
+                               "\"l.4.w\", \"l.5.w\", \"l.6.w\", \"l.7.w\" "
+                               "and 22 others; shardplan's stderr lists "
+                               "every one\n"));
+  // Every finding stays in the text on stderr and in the JSON.
+  size_t on_stderr = 0;
+  for (size_t at = r.err.find("[spec.indivisible]"); at != std::string::npos;
+       at = r.err.find("[spec.indivisible]", at + 1)) {
+    ++on_stderr;
+  }
+  CHECK(on_stderr == 30);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("cli: check --format markdown", "[cli][check]") {
   Result ok =
       run_cli(check_args(examples("tiny-llama.specs.json"),
