@@ -531,6 +531,23 @@ bool Manifest::add(TensorInput tensor,
   if (diags.error_count() != errors_before || !total_elements || !total_bytes) {
     return false;
   }
+  if (any_zero) {
+    // Legal (safetensors and JAX have zero-size arrays), but no weight of a
+    // model is empty: most often a dim lost on the way into the manifest.
+    const auto zero = static_cast<size_t>(
+        std::find(tensor.shape.begin(), tensor.shape.end(), int64_t{0})
+        - tensor.shape.begin());
+    Diagnostic& d = diags.warning(
+        "manifest.empty-tensor",
+        fmt::format("dim {} of {} is 0: the tensor has no elements (shape {})",
+                    zero,
+                    quote(tensor.name),
+                    shape_text(tensor.shape)),
+        sub_location(fmt::format("/shape/{}", zero)));
+    d.tensor = std::string(tensor.name);
+    d.dim = static_cast<int64_t>(zero);
+    d.hint = "it takes 0 bytes on every device";
+  }
   const LogicalAxes* axes = nullptr;
   if (tensor.logical_axes) {
     m_logical_axes.push_back(

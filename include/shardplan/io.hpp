@@ -287,8 +287,8 @@ struct RulePreset {
 // The built-in presets, in name order.
 std::vector<RulePreset> rule_presets();
 
-// The preset `name`, as a RuleSet with preset == true and source
-// "configs/rules/NAME.json". An unknown name is an error at `where` (the
+// The preset `name`, as a RuleSet with preset == true, that name, and
+// source "configs/rules/NAME.json". An unknown name is an error at `where` (the
 // caller's name for the input, e.g. "--rules") that lists the presets, with
 // the nearest as hint [rules.unknown-preset].
 std::optional<RuleSet> read_rules_preset(std::string_view name,

@@ -143,7 +143,8 @@ struct ExplainReport {
 // tensors. Markdown (check, plan): a summary a CI job can post on a pull
 // request. GitHub (check, plan): GitHub Actions workflow commands, one
 // ::error/::warning line per diagnostic, pointing at the specs file line
-// where there is one.
+// where there is one. Both fold a kind of finding (a code) past its first
+// three (src/report/ci.cpp).
 struct CheckReport {
   View view;  // REQUIRES: View::check, View::memory or View::plan
   const Mesh& mesh;
@@ -247,6 +248,17 @@ Document render(const Report& report, Format format, const Diagnostics& diags);
 // keys and `diagnostics`.
 std::string diagnostics_json(std::string_view command,
                              const Diagnostics& diags);
+
+// What `command` writes to stdout in `format` when its input was bad (exit
+// 2), `diags` holding why: nothing for text (the diagnostics go to stderr
+// alone); diagnostics_json for json; for github, an ::error annotation per
+// diagnostic (the file, line and column of a JSON syntax error, of a spec
+// that does not parse) and a line saying nothing was checked; for markdown,
+// a heading and the table of errors. Findings of one kind fold as the
+// documents of check and plan fold them.
+std::string input_error_document(std::string_view command,
+                                 Format format,
+                                 const Diagnostics& diags);
 
 // ---------------------------------------------------------------------------
 // Folding per-tensor rows across layers (src/report/fold.cpp)

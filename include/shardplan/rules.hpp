@@ -189,8 +189,11 @@ struct LogicalAxisRule {
 enum class Unmatched { error, replicate };
 
 struct RuleSet {
-  std::string source;       // the file, or the preset's name, for diagnostics
+  // Where the rules were read from, for diagnostics: the file, or
+  // "configs/rules/NAME.json" for a built-in preset.
+  std::string source;
   bool preset = false;      // adaptive (see the top of this file)
+  std::string name;         // a built-in preset's name ("fsdp-tp"); else empty
   std::string description;  // optional, for `--rules list` and docs
   std::vector<Rule> rules;
   std::vector<LogicalAxisRule> logical_axis_rules;

@@ -69,8 +69,10 @@ struct SpecsFile {
 };
 
 // Parses any of the text forms above. `source` names the input in
-// diagnostics ("--from-spec", or "specs.json:/specs/w" for a string inside a
-// file); problems carry a column and a caret line.
+// diagnostics ("--from-spec"); problems carry a column and a caret line. A
+// reader of a file that holds the text as a string relocates them into the
+// file (io: at the spec's JSON pointer, and where it can, the character's
+// line and column).
 std::optional<PartitionSpec> parse_spec(std::string_view text,
                                         std::string_view source,
                                         Diagnostics& diags);

@@ -216,6 +216,8 @@ class Manifest {
   // taken, dims >= 0, logical_axes (if any) of the tensor's rank, element and
   // byte counts within int64. On a problem it reports to `diags` (at `where`,
   // with the tensor's name) and returns false; the manifest is unchanged.
+  // A tensor with a dim of 0 is added, with a warning at `where` plus
+  // "/shape/DIM" when `where` has a pointer [manifest.empty-tensor].
   // Nothing of `tensor` is referenced after it returns.
   bool add(TensorInput tensor, Diagnostics& diags, const Location& where);
 

@@ -62,7 +62,7 @@ struct CheckCommand {
   int zero = 0;
   std::vector<std::string> data_axes;
   double headroom = 0.1;
-  std::string hbm;
+  std::optional<std::string> hbm;  // given, even as "" (refused)
   std::string warn_replicated = "64MiB";
   size_t largest = 20;
   bool allow_split_physical_axes = false;
@@ -210,10 +210,13 @@ int run_mesh(const MeshCommand& cmd, Session& session) {
 
 // A byte size: "1073741824", "80GB", "95GiB", "64 MiB", "1.5e9". Decimal
 // units (kB, MB, GB, TB) are powers of 1000, binary ones (KiB, MiB, GiB,
-// TiB) of 1024; case does not matter. Reports at `flag`.
+// TiB) of 1024; case does not matter; rounded to whole bytes. With
+// `positive`, a size that is 0 bytes is refused as well (--hbm: a device
+// holds something). Reports at `flag`.
 std::optional<int64_t> parse_size(std::string_view text,
                                   std::string_view flag,
-                                  Diagnostics& diags) {
+                                  Diagnostics& diags,
+                                  bool positive = false) {
   std::string trimmed;
   for (char c : text) {
     if (c != ' ') {
@@ -257,7 +260,16 @@ std::optional<int64_t> parse_size(std::string_view text,
         Location::of(std::string(flag)));
     return std::nullopt;
   }
-  return static_cast<int64_t>(std::llround(bytes));
+  const auto rounded = static_cast<int64_t>(std::llround(bytes));
+  if (positive && rounded == 0) {
+    diags
+        .error("cli.size",
+               fmt::format("expected a byte size above 0, got {}", quote(text)),
+               Location::of(std::string(flag)))
+        .hint = "give the device's memory, such as 80GB or 95GiB";
+    return std::nullopt;
+  }
+  return rounded;
 }
 
 // What check, memory and plan read before they differ: the topology, the
@@ -341,8 +353,8 @@ bool load_inputs(const CheckCommand& cmd, Diagnostics& diags, Inputs& in) {
   };
   in.memory.param_dtype = read_dtype(cmd.param_dtype, "--param-dtype");
   in.memory.grad_dtype = read_dtype(cmd.grad_dtype, "--grad-dtype");
-  if (!cmd.hbm.empty()) {
-    in.memory.hbm_bytes = parse_size(cmd.hbm, "--hbm", diags);
+  if (cmd.hbm) {
+    in.memory.hbm_bytes = parse_size(*cmd.hbm, "--hbm", diags, true);
   } else if (topology) {
     in.memory.hbm_bytes =
         static_cast<int64_t>(topology->figures.hbm_bytes_per_device.value);

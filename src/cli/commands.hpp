@@ -94,15 +94,13 @@ class Session {
   }
 
   Diagnostics& diags() { return m_diags; }
-  bool json() const { return m_format == Format::json; }
 
-  // Reports the diagnostics and, for bad input, the JSON diagnostics
-  // document. Returns the exit code for an input failure.
+  // Reports the diagnostics on stderr and, to stdout, the document of bad
+  // input in the command's --format (none for text; -o's file is left as it
+  // was). Returns the exit code for an input failure.
   int fail_input() {
     print_diagnostics();
-    if (json()) {
-      m_out << diagnostics_json(m_command, m_diags);
-    }
+    m_out << input_error_document(m_command, m_format, m_diags);
     return static_cast<int>(ExitCode::bad_input);
   }
 

@@ -105,7 +105,8 @@ bool load_side_mesh(const ReshardCommand& cmd,
 }
 
 // --shape "1024,4096" (also "[1024, 4096]", "(1024, 4096)"; "" or "[]" is a
-// scalar). Errors carry the column and a caret [cli.shape].
+// scalar). Errors carry the column and a caret [cli.shape]; so does the
+// warning about a dim of 0 [manifest.empty-tensor], as a manifest's.
 std::optional<std::vector<int64_t>> parse_shape(std::string_view text,
                                                 Diagnostics& diags) {
   std::vector<int64_t> shape;
@@ -161,6 +162,15 @@ std::optional<std::vector<int64_t>> parse_shape(std::string_view text,
                   location_in_text("--shape", text, start));
       return std::nullopt;
     }
+    if (value == 0 && std::find(shape.begin(), shape.end(), 0) == shape.end()) {
+      Diagnostic& d = diags.warning(
+          "manifest.empty-tensor",
+          fmt::format("dim {} of the tensor is 0: it has no elements",
+                      shape.size()),
+          location_in_text("--shape", text, start));
+      d.dim = static_cast<int64_t>(shape.size());
+      d.hint = "it takes 0 bytes on every device";
+    }
     shape.push_back(value);
     if (i == end) {
       return shape;
@@ -199,7 +209,15 @@ std::optional<Manifest> single_tensor_manifest(const ReshardCommand& cmd,
   input.name = cmd.name;
   input.shape = *shape;
   input.dtype = *dtype;
-  if (!manifest.add(input, diags, Location::of("--name"))) {
+  // parse_shape warned about a dim of 0 at its column: only errors are new.
+  Diagnostics added;
+  const bool ok = manifest.add(input, added, Location::of("--name"));
+  for (const Diagnostic& d : added.items()) {
+    if (d.severity == Severity::error) {
+      diags.add(d);
+    }
+  }
+  if (!ok) {
     return std::nullopt;
   }
   return manifest;

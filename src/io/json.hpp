@@ -399,6 +399,17 @@ class JsonInput {
   // Copies the diagnostics of a lower layer (Manifest::add, parse_spec) that
   // reported into `scratch`, unless the text has a syntax error.
   void forward(const Diagnostics& scratch);
+  // forward() for what a parser of one string value's text (parse_spec)
+  // reported at `text_source`, with a line and column inside `text`, the
+  // string's value: located in this file instead, at `pointer`, with the
+  // line, column and excerpt of the character in the file that the line
+  // and column point at (escapes in the string's token, which starts at
+  // `at` with its quote, counted as written).
+  void forward_in_string(const Diagnostics& scratch,
+                         std::string_view text_source,
+                         std::string_view text,
+                         const char* at,
+                         const std::string& pointer);
 
   // Where the body of the text starts in m_text (after a byte order mark).
   size_t body_size() const { return m_text.size() - m_skip; }

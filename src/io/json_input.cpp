@@ -31,6 +31,66 @@ std::string simdjson_words(simdjson::error_code error) {
   return text;
 }
 
+// The byte offset in `text` of `line` and `column` (1-based, the column in
+// code points), as location_in_text() counts them; text.size() past its end.
+size_t offset_of(std::string_view text, int64_t line, int64_t column) {
+  size_t i = 0;
+  for (int64_t l = 1; l < line && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++l;
+    }
+  }
+  for (int64_t c = 1; c < column && i < text.size(); ++c) {
+    ++i;
+    while (i < text.size()
+           && (static_cast<unsigned char>(text[i]) & 0xC0U) == 0x80U) {
+      ++i;
+    }
+  }
+  return i;
+}
+
+// The value of the 4 hex digits at `p`; 0 for anything else.
+uint32_t hex4(const char* p, const char* end) {
+  uint32_t value = 0;
+  if (end - p < 4) {
+    return 0;
+  }
+  auto [next, ec] = std::from_chars(p, p + 4, value, 16);
+  return ec == std::errc() && next == p + 4 ? value : 0;
+}
+
+// Where in a JSON string's token, which starts at `quote`, byte `offset`
+// of its value is written: a plain byte is itself, an escape ("\n",
+// "\u00e9", a surrogate pair) the bytes of what it stands for. Stops at
+// the closing quote or `end`.
+const char* token_position(const char* quote, const char* end, size_t offset) {
+  const char* p = quote + 1;
+  size_t value = 0;
+  while (value < offset && p < end && *p != '"') {
+    if (*p != '\\' || end - p < 2) {
+      ++p;
+      ++value;
+      continue;
+    }
+    if (p[1] != 'u') {
+      p += 2;
+      ++value;
+      continue;
+    }
+    uint32_t code = hex4(p + 2, end);
+    size_t length = 6;
+    if (code >= 0xD800 && code < 0xDC00 && end - p >= 12 && p[6] == '\\'
+        && p[7] == 'u') {
+      code = 0x10000;  // a pair: four bytes of UTF-8
+      length = 12;
+    }
+    value += code < 0x80 ? 1 : code < 0x800 ? 2 : code < 0x10000 ? 3 : 4;
+    p += length;
+  }
+  return p;
+}
+
 }  // namespace
 
 JsonKind JsonInput::kind_of(od::json_type type) {
@@ -272,6 +332,27 @@ void JsonInput::forward(const Diagnostics& scratch) {
   }
   for (const Diagnostic& d : scratch.items()) {
     m_diags.add(d);
+  }
+}
+
+void JsonInput::forward_in_string(const Diagnostics& scratch,
+                                  std::string_view text_source,
+                                  std::string_view text,
+                                  const char* at,
+                                  const std::string& pointer) {
+  if (report_syntax_error()) {
+    return;
+  }
+  const char* end = m_padded.data() + m_padded.size();
+  for (Diagnostic d : scratch.items()) {
+    if (d.location.source == text_source) {
+      const char* where =
+          d.location.line > 0 ? token_position(
+              at, end, offset_of(text, d.location.line, d.location.column))
+                              : at;
+      d.location = location(pointer, where);
+    }
+    m_diags.add(std::move(d));
   }
 }
 

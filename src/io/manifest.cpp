@@ -194,6 +194,7 @@ class ManifestReader : public JsonInput {
     if (native) {
       m_pending = Pending{};
       m_scratch = Diagnostics();
+      m_warnings = Diagnostics();
       m_manifest = Manifest();
       bool at_start = false;
       if (auto e = top.reset().get(at_start)) {
@@ -241,6 +242,9 @@ class ManifestReader : public JsonInput {
       return std::nullopt;
     }
     m_manifest.source = m_source;
+    for (const Diagnostic& d : m_warnings.items()) {
+      m_diags.add(d);
+    }
     return std::move(m_manifest);
   }
 
@@ -585,6 +589,9 @@ class ManifestReader : public JsonInput {
   // (`at`) here.
   bool add(TensorInput tensor, const char* at) {
     if (m_manifest.add(std::move(tensor), m_scratch, m_where)) {
+      if (!m_scratch.items().empty()) {
+        keep_warnings(at);
+      }
       return true;
     }
     if (m_defer) {
@@ -594,6 +601,19 @@ class ManifestReader : public JsonInput {
       forward_lower(at);
     }
     return false;
+  }
+
+  // What an add() that succeeded warned about (a tensor with no elements),
+  // located at `at` (the tensor), kept until the manifest is read whole: a
+  // first pass in the wrong form is read again.
+  void keep_warnings(const char* at) {
+    for (Diagnostic d : m_scratch.items()) {
+      if (d.location.line == 0 && d.location.source == m_source) {
+        d.location = location(std::move(d.location.pointer), at);
+      }
+      m_warnings.add(std::move(d));
+    }
+    m_scratch = Diagnostics();
   }
 
   // `name` views the text or the parser's copy of it: valid while the
@@ -870,6 +890,7 @@ class ManifestReader : public JsonInput {
   }
 
   Manifest m_manifest;
+  Diagnostics m_warnings;  // see keep_warnings()
   // Where Manifest::add reports: the pointer of the tensor being read, its
   // buffer reused for every tensor.
   Location m_where;

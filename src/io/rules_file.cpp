@@ -201,13 +201,20 @@ class RulesReader : public DomReader {
     out.pointer = pointer;
     if (j.is_string()) {
       Diagnostics scratch;
+      const std::string text_source = fmt::format("{}:{}", m_source, pointer);
       std::optional<PartitionSpec> parsed =
-          parse_spec(j.get_ref<const std::string&>(),
-                     fmt::format("{}:{}", m_source, pointer),
-                     scratch);
+          parse_spec(j.get_ref<const std::string&>(), text_source, scratch);
       if (!parsed || scratch.has_errors()) {
-        for (const Diagnostic& d : scratch.items()) {
-          m_diags.add(d);
+        // Located in the file, at the spec (the DOM keeps no lines): the
+        // spec's text with its caret stays the excerpt.
+        for (Diagnostic d : scratch.items()) {
+          if (d.location.source == text_source) {
+            d.location.source = m_source;
+            d.location.pointer = pointer;
+            d.location.line = 0;
+            d.location.column = 0;
+          }
+          m_diags.add(std::move(d));
         }
         return false;
       }
@@ -772,6 +779,7 @@ std::optional<RuleSet> read_rules_preset(std::string_view name,
           read_rules(text, fmt::format("configs/rules/{}.json", preset), diags);
       if (rules) {
         rules->preset = true;
+        rules->name = preset;
       }
       return rules;
     }

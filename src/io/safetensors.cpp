@@ -367,8 +367,17 @@ std::optional<Manifest> read_index(std::string_view json,
     input.shape = tensor->shape;
     input.dtype = tensor->dtype;
     input.pointer_form = PointerForm::weight_map;
-    if (!manifest.add(input, diags, entry_location(entry.name))) {
+    // The tensor was checked as its shard was read, where a warning about
+    // it (a tensor with no elements) points at its shape: only errors are
+    // new here (a name in two shards).
+    Diagnostics merged;
+    if (!manifest.add(input, merged, entry_location(entry.name))) {
       ok = false;
+    }
+    for (const Diagnostic& d : merged.items()) {
+      if (d.severity == Severity::error) {
+        diags.add(d);
+      }
     }
   }
   if (!ok) {

@@ -691,10 +691,11 @@ class SpecsReader : public JsonInput {
         return true;
       }
       Diagnostics scratch;
+      const std::string text_source = fmt::format("{}:{}", m_source, pointer);
       std::optional<PartitionSpec> parsed =
-          parse_spec(text, fmt::format("{}:{}", m_source, pointer), scratch);
+          parse_spec(text, text_source, scratch);
       if (!parsed || scratch.has_errors()) {
-        forward(scratch);
+        forward_in_string(scratch, text_source, text, at, pointer);
         return soft_failed(!std::all_of(
             scratch.items().begin(),
             scratch.items().end(),

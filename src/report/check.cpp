@@ -233,59 +233,6 @@ void append_tensors_json(const CheckReport& r,
   out += ']';
 }
 
-// GitHub workflow command escaping (actions/toolkit, command.ts).
-std::string github_data(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '%':
-        out += "%25";
-        break;
-      case '\r':
-        out += "%0D";
-        break;
-      case '\n':
-        out += "%0A";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
-std::string github_property(std::string_view s) {
-  std::string out;
-  for (char c : github_data(s)) {
-    switch (c) {
-      case ':':
-        out += "%3A";
-        break;
-      case ',':
-        out += "%2C";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
-// A Markdown table cell: pipes escaped, newlines as spaces.
-std::string md_cell(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '|') {
-      out += "\\|";
-    } else if (c == '\n' || c == '\r') {
-      out += ' ';
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 // The end of check's and plan's text: specs, memory per device, capacity and
@@ -330,7 +277,7 @@ void write_check_json(const CheckReport& r,
   }
   j["manifest"] = r.manifest.source;
   if (r.plan != nullptr && r.rules != nullptr) {
-    j["rules"] = {{"source", r.rules->source}, {"preset", r.rules->preset}};
+    j["rules"] = rules_json(*r.rules);
   } else {
     j["specs_file"] = std::string(
         r.specs_source);  // not "specs": that key makes a specs file
@@ -376,10 +323,14 @@ std::string check_markdown(const CheckReport& r, const Diagnostics& diags) {
                                 command_name(r.view),
                                 ok ? ":white_check_mark:" : ":x:",
                                 verdict(diags));
-  out += fmt::format("{} tensors of `{}` with specs `{}`; {}.\n\n",
+  const std::string specs =
+      r.rules == nullptr      ? fmt::format("specs `{}`", r.specs_source)
+      : r.rules->name.empty() ? fmt::format("rules `{}`", r.rules->source)
+                              : fmt::format("rules preset `{}`", r.rules->name);
+  out += fmt::format("{} tensors of `{}` with {}; {}.\n\n",
                      with_commas(static_cast<int64_t>(r.manifest.size())),
                      r.manifest.source,
-                     r.specs_source,
+                     specs,
                      mesh_line(r.mesh, r.topology));
   out += fmt::format("| memory per device, {} | bytes | |\n|---|---:|---:|\n",
                      recipe_text(m));
@@ -401,70 +352,16 @@ std::string check_markdown(const CheckReport& r, const Diagnostics& diags) {
                        *m.fits ? "Fits" : "**Does not fit**",
                        *m.utilization * 100);
   }
-  constexpr size_t k_max_rows = 50;
-  for (Severity severity : {Severity::error, Severity::warning}) {
-    size_t count = severity == Severity::error ? diags.error_count()
-                                               : diags.warning_count();
-    if (count == 0) {
-      continue;
-    }
-    out += fmt::format(
-        "\n### {} ({})\n\n| code | tensor | where | message "
-        "|\n|---|---|---|---|\n",
-        severity == Severity::error ? "Errors" : "Warnings",
-        count);
-    size_t shown = 0;
-    for (const Diagnostic& d : diags.items()) {
-      if (d.severity != severity || shown == k_max_rows) {
-        continue;
-      }
-      ++shown;
-      std::string where = d.location.source;
-      if (!d.location.pointer.empty()) {
-        where += ":" + d.location.pointer;
-      }
-      out +=
-          fmt::format("| `{}` | {} | {} | {} |\n",
-                      d.code,
-                      d.tensor ? fmt::format("`{}`", md_cell(*d.tensor)) : "",
-                      where.empty() ? "" : fmt::format("`{}`", md_cell(where)),
-                      md_cell(message_with_hint(d)));
-    }
-    if (count > shown) {
-      out += fmt::format("\n... and {} more.\n", count - shown);
-    }
-  }
+  out += markdown_findings(diags);
   return out;
 }
 
 std::string check_github(const CheckReport& r, const Diagnostics& diags) {
-  std::string out;
-  for (const Diagnostic& d : diags.items()) {
-    const char* kind = d.severity == Severity::error     ? "error"
-                       : d.severity == Severity::warning ? "warning"
-                                                         : "notice";
-    std::vector<std::string> props;
-    // Annotations point at files; flags such as --mesh have none.
-    if (!d.location.source.empty() && !d.location.source.starts_with("--")) {
-      props.push_back("file=" + github_property(d.location.source));
-      if (d.location.line > 0) {
-        props.push_back(fmt::format("line={}", d.location.line));
-        props.push_back(fmt::format("col={}", d.location.column));
-      }
-    }
-    props.push_back("title=" + github_property("shardplan " + d.code));
-    std::string message = message_with_hint(d);
-    if (d.tensor && message.find(*d.tensor) == std::string::npos) {
-      message = fmt::format("tensor {}: {}", quote(*d.tensor), message);
-    }
-    out += fmt::format(
-        "::{} {}::{}\n", kind, fmt::join(props, ","), github_data(message));
-  }
-  out += fmt::format("shardplan {}: {}; {}\n",
-                     command_name(r.view),
-                     verdict(diags),
-                     capacity_line(r.memory));
-  return out;
+  return github_annotations(diags)
+         + fmt::format("shardplan {}: {}; {}\n",
+                       command_name(r.view),
+                       verdict(diags),
+                       capacity_line(r.memory));
 }
 
 }  // namespace shardplan::report_detail

@@ -138,6 +138,14 @@ ordered_json diagnostics_array(const Diagnostics& diags) {
   return arr;
 }
 
+ordered_json rules_json(const RuleSet& rules) {
+  return {
+      {"source", rules.source},
+      {"preset", rules.preset},
+      {"name",
+       rules.name.empty() ? ordered_json(nullptr) : ordered_json(rules.name)}};
+}
+
 ordered_json mesh_object(const Mesh& mesh) {
   ordered_json axes = ordered_json::array();
   for (const MeshAxis& a : mesh.axes) {

@@ -8,6 +8,7 @@
 #include <shardplan/diag.hpp>
 #include <shardplan/mesh.hpp>
 #include <shardplan/report.hpp>
+#include <shardplan/rules.hpp>
 #include <shardplan/spec.hpp>
 #include <shardplan/topology.hpp>
 
@@ -38,6 +39,9 @@ ordered_json diagnostics_array(const Diagnostics& diags);
 // The `mesh` object of mesh, check, plan and reshard: axes, devices,
 // slices, canonical, dcn.
 ordered_json mesh_object(const Mesh& mesh);
+// The `rules` object of plan, memory --rules and plan --explain: source,
+// preset, name (null for a user's file).
+ordered_json rules_json(const RuleSet& rules);
 // The `topology` object of mesh, topology, check, plan and reshard.
 ordered_json topology_object(const Topology& topology);
 // The figures that apply to `topology` (its kind's, and DCN only where it

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <cassert>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -21,11 +22,12 @@
 namespace shardplan::report_detail {
 
 std::string plan_text(const CheckReport& r, const Diagnostics& diags) {
+  assert(r.rules != nullptr);  // a plan's report has its rules
   std::string out =
-      fmt::format("plan: {} tensors of {} with rules {}\n",
+      fmt::format("plan: {} tensors of {} with {}\n",
                   with_commas(static_cast<int64_t>(r.manifest.size())),
                   r.manifest.source,
-                  r.rules != nullptr ? r.rules->source : "");
+                  rules_text(*r.rules));
   out += fmt::format("  {}\n", mesh_line(r.mesh, r.topology));
 
   // Groups in order of the deciding rule (rules by index, then scalars,
@@ -135,7 +137,7 @@ std::string explain_json(const ExplainReport& report) {
   const Mesh& mesh = report.mesh;
   ordered_json j = header("plan");
   j["mesh"] = mesh_object(mesh);
-  j["rules"] = {{"source", rules.source}, {"preset", rules.preset}};
+  j["rules"] = rules_json(rules);
   ordered_json t;
   t["name"] = trace.tensor;
   t["shape"] = trace.shape;
@@ -192,7 +194,7 @@ std::string explain_text(const ExplainReport& report) {
     }
     out += fmt::format("  logical axes: {}\n", fmt::join(names, ", "));
   }
-  out += fmt::format("  mesh {}; rules {}\n", to_string(mesh), rules.source);
+  out += fmt::format("  mesh {}; {}\n", to_string(mesh), rules_text(rules));
   for (const TraceStep& step : trace.before) {
     out += fmt::format("  {}\n", step.text);
   }

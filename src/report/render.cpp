@@ -226,6 +226,22 @@ std::string Document::str() const {
   return out;
 }
 
+std::string input_error_document(std::string_view command,
+                                 Format format,
+                                 const Diagnostics& diags) {
+  switch (format) {
+    case Format::text:
+      return "";
+    case Format::json:
+      return diagnostics_json(command, diags);
+    case Format::markdown:
+      return markdown_input_errors(command, diags);
+    case Format::github:
+      return github_input_errors(command, diags);
+  }
+  return "";
+}
+
 Document render(const Report& report, Format format, const Diagnostics& diags) {
   const View view = view_of(report);
   for (Format chosen : {format, Format::text}) {

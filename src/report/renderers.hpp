@@ -8,6 +8,7 @@
 #include <shardplan/diag.hpp>
 #include <shardplan/report.hpp>
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -46,6 +47,33 @@ std::string check_github(const CheckReport& report, const Diagnostics& diags);
 // The end of check's and plan's text: specs, memory per device, capacity and
 // the verdict.
 std::string summary_text(const CheckReport& report, const Diagnostics& diags);
+
+// report/ci.cpp: diagnostics as CI reads them, and the documents of an
+// input error (exit 2) in markdown and github.
+//
+// Findings of one kind (a severity and a code) past the first
+// k_shown_per_kind fold into one: GitHub shows 10 error and 10 warning
+// annotations per step (actions/toolkit docs/problem-matchers.md), so 40
+// spec.indivisible errors would hide every other kind. A kind of one more
+// than that is not folded (the summary would take the last one's place).
+inline constexpr size_t k_shown_per_kind = 3;
+// One ::error/::warning/::notice workflow command per diagnostic, at its
+// file, line and column (a flag such as --mesh leads the message); the rest
+// of a folded kind as one annotation at the first of them, naming the first
+// five by tensor.
+std::string github_annotations(const Diagnostics& diags);
+// Per severity, "### Errors (N)" and a table (code, tensor, where,
+// message) of the first few of each kind; the rest of a folded kind in a
+// collapsed <details> table; at most 50 rows per severity, the rest
+// counted.
+std::string markdown_findings(const Diagnostics& diags);
+// `command`'s input errors: the annotations, then a line saying nothing was
+// checked.
+std::string github_input_errors(std::string_view command,
+                                const Diagnostics& diags);
+// `command`'s input errors: a heading, a sentence, the findings.
+std::string markdown_input_errors(std::string_view command,
+                                  const Diagnostics& diags);
 
 // report/plan.cpp
 std::string plan_text(const CheckReport& report, const Diagnostics& diags);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -89,10 +90,40 @@ std::string rate_text(double bytes_per_s) {
 }
 
 std::string seconds_text(double seconds) {
-  if (seconds >= 1e-3) {
-    return fmt::format("{:g} ms", seconds * 1e3);
+  if (seconds < 0) {
+    return fmt::format("-{}", seconds_text(-seconds));
   }
-  return fmt::format("{:g} us", seconds * 1e6);
+  if (seconds == 0 || !std::isfinite(seconds)) {
+    return fmt::format("{:g} s", seconds);
+  }
+  struct Unit {
+    const char* name;
+    double seconds;  // one of this unit, in seconds
+    double next;     // how many of it make the next unit
+  };
+  constexpr std::array<Unit, 5> k_units{{{"us", 1e-6, 1000},
+                                         {"ms", 1e-3, 1000},
+                                         {"s", 1, 60},
+                                         {"min", 60, 60},
+                                         {"h", 3600, 0}}};
+  // The largest unit of which there is at least one (us below a
+  // microsecond), then the value to three significant digits.
+  size_t u = 0;
+  while (u + 1 < k_units.size() && seconds >= k_units[u + 1].seconds) {
+    ++u;
+  }
+  const double value = seconds / k_units[u].seconds;
+  if (u + 1 == k_units.size() && value >= 1000) {
+    return fmt::format("{:.0f} h", value);  // no exponent
+  }
+  const std::string digits = fmt::format("{:.3g}", value);
+  double shown = 0;
+  std::from_chars(digits.data(), digits.data() + digits.size(), shown);
+  // 999.6 us rounds to 1000 us and 59.97 s to 60 s: one of the next unit.
+  if (u + 1 < k_units.size() && shown >= k_units[u].next) {
+    return fmt::format("1 {}", k_units[u + 1].name);
+  }
+  return fmt::format("{} {}", digits, k_units[u].name);
 }
 
 std::string verdict(const Diagnostics& diags) {
@@ -108,6 +139,11 @@ std::string verdict(const Diagnostics& diags) {
                      diags.error_count() == 1 ? "" : "s",
                      diags.warning_count(),
                      diags.warning_count() == 1 ? "" : "s");
+}
+
+std::string rules_text(const RuleSet& rules) {
+  return rules.name.empty() ? fmt::format("rules {}", rules.source)
+                            : fmt::format("rules preset {}", rules.name);
 }
 
 std::string mesh_line(const Mesh& mesh, const Topology* topology) {

@@ -7,6 +7,7 @@
 #include <shardplan/diag.hpp>
 #include <shardplan/memory.hpp>
 #include <shardplan/mesh.hpp>
+#include <shardplan/rules.hpp>
 #include <shardplan/topology.hpp>
 
 #include <cstdint>
@@ -26,7 +27,10 @@ std::string human_bytes(int64_t bytes);
 std::string capacity_text(double bytes);
 // Decimal rates, as link bandwidths are quoted: "180 GB/s", "1.2 TB/s".
 std::string rate_text(double bytes_per_s);
-// "0.56 ms" from a millisecond up, else "1.5 us".
+// A time in the largest unit of which there is at least one (us, ms, s,
+// min, h; us below a microsecond), to three significant digits: 11.7251 ->
+// "11.7 s", 9.5e-4 -> "950 us", 0.00235 -> "2.35 ms", 90 -> "1.5 min";
+// 999.6 us is "1 ms"; 0 is "0 s"; a negative time has a "-".
 std::string seconds_text(double seconds);
 // A plain text table: the first row is the header; columns whose cells are
 // all numbers (digits, ',' and '.') or empty below the header are
@@ -40,6 +44,10 @@ std::string verdict(const Diagnostics& diags);
 // The message and, after "; ", the hint (as JSON, markdown and github give
 // it).
 std::string message_with_hint(const Diagnostic& d);
+
+// What a plan's specs came from, as headers name it: "rules preset fsdp-tp"
+// for a built-in preset, "rules my-rules.json" for a user's file.
+std::string rules_text(const RuleSet& rules);
 
 // "mesh fsdp:16,tp:4 (64 devices) on v5p-128" (no " on ..." without a
 // topology).

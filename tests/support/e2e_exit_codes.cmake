@@ -1,7 +1,8 @@
 cmake_minimum_required(VERSION 3.25)
 # Runs the real binary and checks exit codes (DESIGN.md section 4) and that
 # stdout stays empty when input is bad in text mode (exit 1 still prints the
-# result: the plan has errors, the input was read).
+# result: the plan has errors, the input was read); json, github and
+# markdown write the document of bad input.
 # A sanitizer report (SANITIZER_REPORT, a regex) fails a run whatever its
 # exit code: UBSan would otherwise exit 1, as a plan with errors does.
 # cmake -DSHARDPLAN=<binary> -DDATA=<tests/data> -DEXAMPLES=<configs/examples>
@@ -20,7 +21,13 @@ function(expect_exit code)
   if(SANITIZER_REPORT AND "${_out}${_err}" MATCHES "${SANITIZER_REPORT}")
     string(APPEND _f "\n  shardplan ${_args}: a sanitizer report: ${_err}")
   endif()
-  if(code STREQUAL "2" AND NOT "json" IN_LIST ARGN AND NOT _out STREQUAL "")
+  set(_documented FALSE)
+  foreach(_format json github markdown)
+    if(_format IN_LIST ARGN)
+      set(_documented TRUE)
+    endif()
+  endforeach()
+  if(code STREQUAL "2" AND NOT _documented AND NOT _out STREQUAL "")
     string(APPEND _f "\n  shardplan ${_args}: wrote to stdout on failure: ${_out}")
   endif()
   set(_failures "${_f}" PARENT_SCOPE)
@@ -53,6 +60,11 @@ expect_exit(1 ${_check} --devices 8 --hbm 1MB --recipe adam
 expect_exit(1 ${_check} --topology v5e-16 --specs ${EXAMPLES}/tiny-llama.specs.json)
 expect_exit(2 ${_check} --topology v5e-8 --specs ${DATA}/does-not-exist.json)
 expect_exit(2 ${_check} --topology v5e-8 --specs ${EXAMPLES}/tiny-llama.specs.json --hbm 12XB)
+expect_exit(2 ${_check} --topology v5e-8 --specs ${EXAMPLES}/tiny-llama.specs.json --hbm 0)
+expect_exit(2 ${_check} --topology v5e-8 --specs ${DATA}/bad_inputs/specs/missing_comma.json
+            --format github)
+expect_exit(2 ${_check} --topology v5e-8 --specs ${DATA}/bad_inputs/specs/missing_comma.json
+            --format markdown)
 expect_exit(2 ${_check} --topology v5e-8 --specs ${EXAMPLES}/tiny-llama.specs.json --data-axes dq)
 expect_exit(2 ${_check} --topology v5e-8 --specs ${EXAMPLES}/tiny-llama.specs.json --zero 4)
 expect_exit(2 ${_check} --topology v5e-8 --specs ${EXAMPLES}/tiny-llama.specs.json --recipe sgd)

@@ -146,7 +146,10 @@ Manifest manifest_of(std::string_view json) {
   std::optional<Manifest> m = read_manifest(json, "m.json", diags);
   INFO(first_error(diags));
   REQUIRE(m);
-  REQUIRE(diags.items().empty());
+  // Tests of empty tensors build them on purpose: that warning only.
+  for (const Diagnostic& d : diags.items()) {
+    REQUIRE(d.code == "manifest.empty-tensor");
+  }
   return std::move(*m);
 }
 

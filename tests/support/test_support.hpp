@@ -56,7 +56,8 @@ Mesh mesh_of(std::string_view text, int64_t devices, std::string dcn = "");
 Topology topology_of(std::string_view name);
 
 // A manifest read from JSON text as "m.json", and a specs file read as
-// "s.json"; fail the current test when the text has any problem.
+// "s.json"; fail the current test when the text has any problem (a tensor
+// with no elements, which tests build on purpose, is none).
 Manifest manifest_of(std::string_view json);
 SpecsFile specs_of(std::string_view json);
 

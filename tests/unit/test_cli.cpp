@@ -762,6 +762,130 @@ TEST_CASE("cli: check --format github annotates the specs file",
   fs::remove_all(dir);
 }
 
+TEST_CASE("cli: check --format github and markdown report bad input too",
+          "[cli][check]") {
+  // Line 2 lacks its comma: JSON's error is at the string that starts line
+  // 3, column 3 (two spaces in).
+  const std::string syntax =
+      test::data_path("bad_inputs/specs/missing_comma.json");
+  Result r = run_cli(check_args(syntax, {"--format", "github"}));
+  CHECK(r.code == 2);
+  CHECK(r.out
+        == "::error file=" + syntax
+               + ",line=3,col=3,title=shardplan json.syntax::expected ',' or "
+                 "'}', got a string\n"
+                 "shardplan check: 1 error, 0 warnings; bad input: nothing "
+                 "was checked\n");
+  // stderr has the diagnostic as ever.
+  CHECK_THAT(r.err,
+             Catch::StartsWith(syntax
+                               + ":3:3: error: expected ',' or '}', "
+                                 "got a string [json.syntax]\n"));
+
+  // Line 3: `  "lm_head.weight": "P('tp',, 'fsdp')"`: the string opens at
+  // column 21 (2 spaces, 16 for the quoted name, ':' and a space), and the
+  // second comma, 8th character of its text, is at column 21 + 8 = 29.
+  const std::string spec =
+      test::data_path("bad_inputs/specs/string_spec_two_commas.json");
+  Result s = run_cli(check_args(spec, {"--format", "github"}));
+  CHECK(s.code == 2);
+  CHECK(s.out
+        == "::error file=" + spec
+               + ",line=3,col=29,title=shardplan spec.syntax::tensor "
+                 "\"lm_head.weight\": expected an axis name, None or a "
+                 "tuple, got \",\"\n"
+                 "shardplan check: 1 error, 0 warnings; bad input: nothing "
+                 "was checked\n");
+
+  // Markdown: the heading says so, and the table has the error, located.
+  Result md = run_cli(check_args(syntax, {"--format", "markdown"}));
+  CHECK(md.code == 2);
+  CHECK(md.out
+        == "## shardplan check: :x: bad input\n\n"
+           "The inputs could not be read as given: nothing was checked (exit "
+           "code 2).\n\n"
+           "### Errors (1)\n\n"
+           "| code | tensor | where | message |\n|---|---|---|---|\n"
+           "| `json.syntax` |  | `"
+               + syntax
+               + ":3:3` | expected ',' or '}', got a string |\n");
+  // A flag's error: no file, the flag leads the message.
+  Result hbm = run_cli(check_args(examples("tiny-llama.specs.json"),
+                                  {"--hbm", "0", "--format", "github"}));
+  CHECK(hbm.code == 2);
+  CHECK_THAT(hbm.out,
+             Catch::StartsWith("::error title=shardplan cli.size::--hbm: "
+                               "expected a byte size above 0"));
+  // Text writes nothing to stdout on bad input; -o's file is not written.
+  Result text = run_cli(check_args(syntax, {}));
+  CHECK(text.code == 2);
+  CHECK(text.out.empty());
+}
+
+TEST_CASE("cli: check --format github folds 30 findings of one kind",
+          "[cli][check]") {
+  // 30 tensors [6, 8] split over fsdp:4 on dim 0: 6 % 4 = 2, 30 x
+  // spec.indivisible, the spec of l.I.w on line I + 2 at column 12.
+  fs::path dir = temp_dir("github_fold");
+  const std::string manifest = (dir / "m.json").string();
+  const std::string specs = (dir / "s.json").string();
+  {
+    std::ofstream m(manifest);
+    std::ofstream s(specs);
+    m << R"({"params": [)";
+    s << "{\"specs\": {\n";
+    for (int i = 0; i < 30; ++i) {
+      m << (i ? ", " : "")
+        << fmt::format(R"({{"name": "l.{}.w", "shape": [6, 8], "dtype": )"
+                       R"("bf16"}})",
+                       i);
+      s << fmt::format(
+          "  \"l.{}.w\": [\"fsdp\", null]{}\n", i, i < 29 ? "," : "");
+    }
+    m << "]}";
+    s << "}}\n";
+  }
+  Result r = run_cli({"check",
+                      "--devices",
+                      "8",
+                      "--mesh",
+                      "fsdp:4,tp:2",
+                      "--manifest",
+                      manifest,
+                      "--specs",
+                      specs,
+                      "--format",
+                      "github"});
+  CHECK(r.code == 1);
+  // Three annotations, then one for the 27 others at l.3.w (line 5).
+  size_t errors = 0;
+  for (size_t at = r.out.find("::error "); at != std::string::npos;
+       at = r.out.find("::error ", at + 1)) {
+    ++errors;
+  }
+  CHECK(errors == 4);
+  CHECK_THAT(r.out,
+             Catch::Contains("::error file=" + specs
+                             + ",line=4,col=12,title=shardplan "
+                               "spec.indivisible::tensor \"l.2.w\": "));
+  CHECK_THAT(r.out,
+             Catch::Contains("::error file=" + specs
+                             + ",line=5,col=12,title=shardplan "
+                               "spec.indivisible::and 27 more "
+                               "spec.indivisible errors: \"l.3.w\", "
+                               "\"l.4.w\", \"l.5.w\", \"l.6.w\", \"l.7.w\" "
+                               "and 22 others; shardplan's stderr lists "
+                               "every one\n"));
+  // Every finding stays in the text on stderr and in the JSON.
+  size_t on_stderr = 0;
+  for (size_t at = r.err.find("[spec.indivisible]"); at != std::string::npos;
+       at = r.err.find("[spec.indivisible]", at + 1)) {
+    ++on_stderr;
+  }
+  CHECK(on_stderr == 30);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("cli: check --format markdown", "[cli][check]") {
   Result ok =
       run_cli(check_args(examples("tiny-llama.specs.json"),
@@ -839,6 +963,35 @@ TEST_CASE("cli: check over capacity, and the device count", "[cli][check]") {
                        "got \"12XB\" [cli.size]",
                        0)
         == 0);
+  // No HBM at all is no device: 0 bytes, and 0.4 bytes (rounded to whole
+  // bytes: 0), are refused at the flag; so are a negative size and a word.
+  for (const char* zero : {"0", "0GB", "0.4"}) {
+    INFO(zero);
+    Result none =
+        run_cli(check_args(examples("tiny-llama.specs.json"), {"--hbm", zero}));
+    CHECK(none.code == 2);
+    CHECK(none.out.empty());
+    CHECK(none.err
+          == fmt::format("--hbm: error: expected a byte size above 0, got "
+                         "\"{}\"; give the device's memory, such as 80GB or "
+                         "95GiB [cli.size]\n",
+                         zero));
+  }
+  for (const char* bad : {"-5", "-1GB", "abc", ""}) {
+    INFO(bad);
+    Result wrong =
+        run_cli(check_args(examples("tiny-llama.specs.json"), {"--hbm", bad}));
+    CHECK(wrong.code == 2);
+    CHECK(wrong.err
+          == fmt::format("--hbm: error: expected a byte size such as 80GB, "
+                         "95GiB or 1073741824, got \"{}\" [cli.size]\n",
+                         bad));
+  }
+  // One byte is a size (a device that fits nothing: exit 1, not 2).
+  Result one =
+      run_cli(check_args(examples("tiny-llama.specs.json"), {"--hbm", "1"}));
+  CHECK(one.code == 1);
+  CHECK_THAT(one.err, Catch::Contains("[memory.over-capacity]"));
 }
 
 TEST_CASE("cli: memory draws each category against HBM", "[cli][memory]") {
@@ -1137,10 +1290,11 @@ TEST_CASE("cli: plan groups tensors by rule and folds layers", "[cli][plan]") {
   INFO(r.err);
   CHECK(r.code == 0);
   CHECK(r.err.empty());
-  CHECK_THAT(
-      r.out,
-      Catch::StartsWith("plan: 291 tensors of --model llama-3-8b with rules "
-                        "configs/rules/fsdp-tp.json\n"));
+  // The default preset, by its name (not configs/rules/fsdp-tp.json, a
+  // path in shardplan's source tree).
+  CHECK_THAT(r.out,
+             Catch::StartsWith("plan: 291 tensors of --model llama-3-8b with "
+                               "rules preset fsdp-tp\n"));
   // q_proj [4096, 4096] bf16 as tp,fsdp on tp:4, fsdp:16: 1024 x 256 x 2 B.
   CHECK_THAT(
       r.out,
@@ -1448,6 +1602,61 @@ TEST_CASE("cli: deepseek-v3's gather buffer and FP8 weights (issue 17)",
   CHECK(memory["scale_tensors"]["dropped"] == 45'808);
 }
 
+TEST_CASE("cli: plan names a preset by its name, a rules file by its path",
+          "[cli][plan]") {
+  fs::path dir = temp_dir("plan_rules_names");
+  const std::string rules = (dir / "rules.json").string();
+  std::ofstream(rules)
+      << R"({"rules": [{"pattern": ".*", "replicate": true}]})";
+  auto plan = [&](const std::string& given, std::vector<std::string> more) {
+    std::vector<std::string> args = {"plan",
+                                     "--devices",
+                                     "8",
+                                     "--mesh",
+                                     "fsdp:8",
+                                     "--model",
+                                     "gpt2",
+                                     "--rules",
+                                     given};
+    args.insert(args.end(), more.begin(), more.end());
+    Result r = run_cli(args);
+    INFO(r.err);
+    CHECK(r.code == 0);
+    return r.out;
+  };
+  // gpt2: 12 layers of 12 tensors (ln_1, attn.c_attn, attn.c_proj, ln_2,
+  // mlp.c_fc, mlp.c_proj, each a weight and a bias) + wte, wpe and ln_f's
+  // weight and bias = 148.
+  CHECK_THAT(plan("maxtext", {}),
+             Catch::StartsWith("plan: 148 tensors of --model gpt2 with rules "
+                               "preset maxtext\n"));
+  CHECK_THAT(plan(rules, {}),
+             Catch::StartsWith("plan: 148 tensors of --model gpt2 with rules "
+                               + rules + "\n"));
+  CHECK_THAT(plan("maxtext", {"--explain", "wte.weight"}),
+             Catch::Contains("\n  mesh fsdp:8; rules preset maxtext\n"));
+  CHECK_THAT(plan(rules, {"--explain", "wte.weight"}),
+             Catch::Contains("\n  mesh fsdp:8; rules " + rules + "\n"));
+  CHECK_THAT(plan("maxtext", {"--format", "markdown"}),
+             Catch::Contains("148 tensors of `--model gpt2` with rules preset "
+                             "`maxtext`; mesh fsdp:8 (8 devices).\n"));
+  CHECK_THAT(plan(rules, {"--format", "markdown"}),
+             Catch::Contains("148 tensors of `--model gpt2` with rules `"
+                             + rules + "`; mesh fsdp:8 (8 devices).\n"));
+  // JSON keeps `source` (DESIGN.md section 3: the rule set's source) and
+  // adds the preset's name.
+  const json preset = json::parse(plan("maxtext", {"--format", "json"}));
+  CHECK(preset["rules"] == json::parse(R"({"source":
+      "configs/rules/maxtext.json", "preset": true, "name": "maxtext"})"));
+  const json file = json::parse(plan(rules, {"--format", "json"}));
+  CHECK(file["rules"]
+        == json({{"source", rules}, {"preset", false}, {"name", nullptr}}));
+  const json explained = json::parse(
+      plan("maxtext", {"--explain", "wte.weight", "--format", "json"}));
+  CHECK(explained["rules"]["name"] == "maxtext");
+  fs::remove_all(dir);
+}
+
 TEST_CASE("cli: plan input errors exit 2 with a location", "[cli][plan]") {
   fs::path dir = temp_dir("plan_errors");
   const std::string rules = (dir / "rules.json").string();
@@ -1569,6 +1778,7 @@ TEST_CASE("cli: flags mean the same in every command", "[cli]") {
   }
   CHECK(json::parse(memory.out)["rules"]["source"]
         == "configs/rules/fsdp-tp.json");
+  CHECK(json::parse(memory.out)["rules"]["name"] == "fsdp-tp");
   Result neither = run_cli(with({"memory", "--model", "llama-3-8b"}));
   CHECK(neither.code == 2);
   CHECK_THAT(neither.err,

@@ -30,13 +30,18 @@ namespace {
 const InputLimit k_manifest_limit = input_limit(InputKind::manifest);
 
 // Reads a manifest that must be valid.
-Manifest manifest_ok(std::string_view text) {
+// Reads a manifest that must be read with no diagnostics but `empty`
+// warnings about tensors with no elements [manifest.empty-tensor].
+Manifest manifest_ok(std::string_view text, size_t empty = 0) {
   Diagnostics diags;
   std::optional<Manifest> manifest = read_manifest(text, "m.json", diags);
   INFO("text: " << text);
   INFO(test::first_error(diags));
   REQUIRE(manifest.has_value());
-  REQUIRE(diags.items().empty());
+  REQUIRE(diags.items().size() == empty);
+  for (const Diagnostic& d : diags.items()) {
+    CHECK(d.code == "manifest.empty-tensor");
+  }
   return std::move(*manifest);
 }
 
@@ -163,7 +168,8 @@ TEST_CASE("io: scalars and zero-size dims", "[io]") {
   Manifest m = manifest_ok(R"({"params": [
     {"name": "step", "shape": [], "dtype": "i32"},
     {"name": "empty", "shape": [0, 4096], "dtype": "bf16"},
-    {"name": "bits", "shape": [3], "dtype": "int4"}]})");
+    {"name": "bits", "shape": [3], "dtype": "int4"}]})",
+                           1);
   CHECK(m.tensors()[0].rank() == 0);
   CHECK(m.tensors()[0].num_elements == 1);  // a scalar has one element
   CHECK(m.tensors()[0].num_bytes == 4);
@@ -172,8 +178,56 @@ TEST_CASE("io: scalars and zero-size dims", "[io]") {
   CHECK(m.tensors()[2].num_bytes == 2);  // ceil(3 * 4 bits / 8)
   // A zero dim makes the tensor empty however large the others are.
   m = manifest_ok(R"({"params": [{"name": "z", "shape":
-    [0, 9223372036854775807, 9223372036854775807], "dtype": "f64"}]})");
+    [0, 9223372036854775807, 9223372036854775807], "dtype": "f64"}]})",
+                  1);
   CHECK(m.tensors()[0].num_bytes == 0);
+}
+
+TEST_CASE("io: a tensor with no elements is a warning at its dim", "[io]") {
+  // Line 2, column 3 is where the tensor's object starts.
+  Diagnostics diags;
+  std::optional<Manifest> m = read_manifest(
+      "{\"params\": [\n"
+      "  {\"name\": \"a\", \"shape\": [8, 0], \"dtype\": \"bf16\"},\n"
+      "  {\"name\": \"b\", \"shape\": [8], \"dtype\": \"bf16\"}]}",
+      "m.json",
+      diags);
+  REQUIRE(m);
+  REQUIRE(diags.items().size() == 1);
+  const Diagnostic& d = diags.items()[0];
+  CHECK(d.severity == Severity::warning);
+  CHECK(d.code == "manifest.empty-tensor");
+  CHECK(d.location.source == "m.json");
+  CHECK(d.location.pointer == "/params/0/shape/1");
+  CHECK(d.location.line == 2);
+  CHECK(d.location.column == 3);
+  CHECK(d.tensor == "a");
+  CHECK(d.dim == 1);
+
+  // A safetensors header: the tensor's key, then shape/DIM.
+  diags = Diagnostics();
+  m = read_manifest(
+      R"({"w": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}})",
+      "h.json",
+      diags);
+  REQUIRE(m);
+  REQUIRE(diags.items().size() == 1);
+  CHECK(diags.items()[0].location.pointer == "/w/shape/0");
+
+  // A text first read as a header, then again in the native form once
+  // "params" turns up, warns about what the native form holds only: "a" is
+  // not a tensor of the manifest.
+  diags = Diagnostics();
+  m = read_manifest(
+      R"({"a": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]},
+          "params": [{"name": "b", "shape": [0, 2], "dtype": "f32"}]})",
+      "m.json",
+      diags);
+  REQUIRE(m);
+  REQUIRE(m->size() == 1);
+  REQUIRE(diags.items().size() == 1);
+  CHECK(diags.items()[0].tensor == "b");
+  CHECK(diags.items()[0].location.pointer == "/params/0/shape/0");
 }
 
 TEST_CASE("io: dims in every spelling JSON allows", "[io]") {
@@ -188,7 +242,8 @@ TEST_CASE("io: dims in every spelling JSON allows", "[io]") {
       "\"f32\"},\n"
       "{\"name\": \"e\", \"shape\": [999999999999999999], \"dtype\": \"u8\"},\n"
       "{\"name\": \"g\", \"shape\": [0, 9223372036854775807], "
-      "\"dtype\": \"f32\"}]}");
+      "\"dtype\": \"f32\"}]}",
+      2);
   CHECK(m.tensors()[0].shape.empty());
   CHECK(m.tensors()[1].shape.empty());
   CHECK(m.tensors()[2].shape == std::vector<int64_t>{1, 2, 3});
@@ -202,7 +257,7 @@ TEST_CASE("io: dims in every spelling JSON allows", "[io]") {
 
   // "-0" is 0; a negative dim is read, then refused by Manifest::add.
   m = manifest_ok(
-      R"({"params": [{"name": "z", "shape": [-0], "dtype": "f32"}]})");
+      R"({"params": [{"name": "z", "shape": [-0], "dtype": "f32"}]})", 1);
   CHECK(m.tensors()[0].shape == std::vector<int64_t>{0});
   Diagnostic d = manifest_error(
       R"({"params": [{"name": "n", "shape": [4, -3], "dtype": "f32"}]})");
@@ -767,10 +822,28 @@ TEST_CASE("io: specs errors", "[io]") {
   CHECK(first_line(d)
         == "s.json:/specs/w: error: duplicate tensor name \"w\" (first at "
            "/specs/w)");
-  // A string spec is parsed by parse_spec, located inside the string.
+  // A string spec is parsed by parse_spec, located in the file at the
+  // character it points at: the string opens at column 17 and its text,
+  // "P('fsdp', None" (14 characters), ends at column 17 + 1 + 14 = 32, the
+  // closing quote, where ")" is missing.
   d = specs_error(R"json({"specs": {"w": "P('fsdp', None"}})json");
   CHECK(d.code == "spec.syntax");
-  CHECK(d.location.source == "s.json:/specs/w");
+  CHECK(d.location.source == "s.json");
+  CHECK(d.location.pointer == "/specs/w");
+  CHECK(d.location.line == 1);
+  CHECK(d.location.column == 32);
+  CHECK(d.tensor == "w");
+  // Escapes count as written: in "P(\"a\",,)" the second comma is
+  // character 7 of the text P("a",,) and column 17 + 7 + 2 = 26 of the
+  // file (the quote, then the 7 characters, each \" one longer).
+  d = specs_error(R"json({"specs": {"w": "P(\"a\",,)"}})json");
+  CHECK(d.code == "spec.syntax");
+  CHECK(d.location.column == 26);
+  // \u00e9 is two bytes of text, six characters of the file: the é the
+  // error is about is at column 17 + 1 + 2 = 20.
+  d = specs_error(R"json({"specs": {"w": "P(\u00e9)"}})json");
+  CHECK(d.code == "spec.syntax");
+  CHECK(d.location.column == 20);
   d = specs_error(R"({"spec": {"w": []}})");
   CHECK(first_line(d)
         == "s.json:1:1: error: expected a \"specs\" object or a \"tensors\" "

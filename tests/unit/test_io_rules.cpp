@@ -174,7 +174,13 @@ TEST_CASE("io_rules: a spec in Python text with a syntax error",
   const Diagnostic d =
       rules_error(R"json({"rules": [{"spec": "P('fsdp', None"}]})json");
   CHECK(d.code == "spec.syntax");
-  CHECK(d.location.source == "r.json:/rules/0/spec");
+  // In the file at the spec; its text, with a caret at its end (column 15
+  // of "P('fsdp', None"), is the excerpt.
+  CHECK(d.location.source == "r.json");
+  CHECK(d.location.pointer == "/rules/0/spec");
+  CHECK(d.location.line == 0);
+  CHECK(d.location.excerpt == "P('fsdp', None");
+  CHECK(d.location.excerpt_column == 15);
 }
 
 TEST_CASE("io_rules: warnings for likely mistakes", "[rules][io]") {

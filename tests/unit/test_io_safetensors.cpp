@@ -304,6 +304,23 @@ TEST_CASE("safetensors: an index reads each shard's header",
   CHECK(m->source == index);
   CHECK(diags.items().empty());
 
+  SECTION("a tensor with no elements is warned about once, in its shard") {
+    write_raw(dir.file("model-00002-of-00002.safetensors"),
+              R"({"head":{"dtype":"BF16","shape":[0,4],"data_offsets":[0,0]}})",
+              0);
+    Diagnostics d2;
+    std::optional<Manifest> empty = read_manifest_path(index, d2);
+    REQUIRE(empty);
+    CHECK(empty->total_bytes() == 80);  // embed 64 + norm 16
+    // The index's total_size, 144, is now 64 more than the tensors' 80
+    // (its own warning), and head is empty (one warning, at the shard).
+    REQUIRE(d2.items().size() == 2);
+    CHECK(d2.items()[0].code == "manifest.empty-tensor");
+    CHECK(d2.items()[0].location.source
+          == dir.file("model-00002-of-00002.safetensors"));
+    CHECK(d2.items()[0].location.pointer == "/head/shape/0");
+    CHECK(d2.items()[1].code == "safetensors.total-size");
+  }
   SECTION("a folder is read through its index") {
     Diagnostics d2;
     std::optional<Manifest> folder =

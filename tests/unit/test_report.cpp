@@ -3,6 +3,7 @@
 // Folding rows across layers is in test_report_fold.cpp.
 
 #include "report/json.hpp"
+#include "report/renderers.hpp"
 #include "report/text.hpp"
 #include "support/test_support.hpp"
 
@@ -16,8 +17,10 @@
 #include <shardplan/validate.hpp>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -81,6 +84,37 @@ TEST_CASE("report: capacities, rates and times as they are quoted",
   CHECK(seconds_text(0.25) == "250 ms");
   CHECK(seconds_text(2.5e-4) == "250 us");
   CHECK(seconds_text(1e-6) == "1 us");
+}
+
+TEST_CASE("report: times in the largest unit, three significant digits",
+          "[report]") {
+  // 11725.1 ms is 11.7251 s: seconds, 3 digits.
+  CHECK(seconds_text(11.7251) == "11.7 s");
+  // 9.5e-4 s = 950e-6 s.
+  CHECK(seconds_text(9.5e-4) == "950 us");
+  // 0.00235 s = 2.35e-3 s.
+  CHECK(seconds_text(0.00235) == "2.35 ms");
+  // 0.0869 s = 86.9 ms; 0.123456 s = 123.456 ms, 3 digits 123.
+  CHECK(seconds_text(0.0869) == "86.9 ms");
+  CHECK(seconds_text(0.123456) == "123 ms");
+  // 90 s = 1.5 min; 5400 s = 1.5 h; 7,200,000 s = 2000 h (no exponent).
+  CHECK(seconds_text(90) == "1.5 min");
+  CHECK(seconds_text(5400) == "1.5 h");
+  CHECK(seconds_text(7.2e6) == "2000 h");
+  // 125 s = 2.0833 min.
+  CHECK(seconds_text(125) == "2.08 min");
+  // Rounding up to the next unit: 999.6 us to 3 digits is 1000 us = 1 ms;
+  // 59.97 s is 60.0 s = 1 min; 3599.9 s is 59.998 min, 60.0 = 1 h.
+  CHECK(seconds_text(999.6e-6) == "1 ms");
+  CHECK(seconds_text(59.97) == "1 min");
+  CHECK(seconds_text(3599.9) == "1 h");
+  // Below a microsecond: us, 3 digits. 1.23456e-5 s = 12.3456 us.
+  CHECK(seconds_text(5e-7) == "0.5 us");
+  CHECK(seconds_text(1.23456e-5) == "12.3 us");
+  // No time has no scale; a negative time (a saving that is a loss) keeps
+  // its sign: -0.5 s = -500 ms.
+  CHECK(seconds_text(0) == "0 s");
+  CHECK(seconds_text(-0.5) == "-500 ms");
 }
 
 TEST_CASE("report: table right-aligns numeric columns only", "[report]") {
@@ -538,6 +572,139 @@ TEST_CASE("report: check's text, markdown and github by hand", "[report]") {
            "\"w\": bad, really: 100%25\n"
            "shardplan check: 1 error, 0 warnings; total 6.00 KiB per device "
            "(HBM unknown: give --topology or --hbm)\n");
+}
+
+namespace {
+
+// `n` spec.indivisible errors, tensor "l.I.w" at line I + 2 of s.json,
+// column 12, and one spec.missing error with no line, after the first.
+Diagnostics indivisible_errors(size_t n) {
+  Diagnostics diags;
+  for (size_t i = 0; i < n; ++i) {
+    Location at = Location::at("s.json", fmt::format("/specs/l.{}.w", i));
+    at.line = static_cast<int64_t>(i) + 2;
+    at.column = 12;
+    diags.error("spec.indivisible", "6 is not divisible by 4", std::move(at))
+        .tensor = fmt::format("l.{}.w", i);
+    if (i == 0) {
+      diags.error("spec.missing", "no spec", Location::of("s.json")).tensor =
+          "norm";
+    }
+  }
+  return diags;
+}
+
+}  // namespace
+
+TEST_CASE("report: github folds a kind of finding past the first three",
+          "[report]") {
+  // 30 of one code: l.0.w, l.1.w and l.2.w one by one, then one annotation
+  // at l.3.w (line 5) for the other 27, naming the first five of them
+  // (l.3.w to l.7.w) and 27 - 5 = 22 others. spec.missing, one of its
+  // kind, keeps its place after the first.
+  CHECK(github_annotations(indivisible_errors(30))
+        == "::error file=s.json,line=2,col=12,title=shardplan "
+           "spec.indivisible::tensor \"l.0.w\": 6 is not divisible by 4\n"
+           "::error file=s.json,title=shardplan spec.missing::tensor "
+           "\"norm\": no spec\n"
+           "::error file=s.json,line=3,col=12,title=shardplan "
+           "spec.indivisible::tensor \"l.1.w\": 6 is not divisible by 4\n"
+           "::error file=s.json,line=4,col=12,title=shardplan "
+           "spec.indivisible::tensor \"l.2.w\": 6 is not divisible by 4\n"
+           "::error file=s.json,line=5,col=12,title=shardplan "
+           "spec.indivisible::and 27 more spec.indivisible errors: "
+           "\"l.3.w\", \"l.4.w\", \"l.5.w\", \"l.6.w\", \"l.7.w\" and 22 "
+           "others; shardplan's stderr lists every one\n");
+  // Four of a kind are four annotations: a summary would take the fourth's
+  // place. Five are three and a summary of two, both named.
+  const std::string four = github_annotations(indivisible_errors(4));
+  CHECK(four.find("more") == std::string::npos);
+  CHECK(std::count(four.begin(), four.end(), '\n') == 5);
+  const std::string five = github_annotations(indivisible_errors(5));
+  CHECK(std::count(five.begin(), five.end(), '\n') == 5);
+  CHECK_THAT(five,
+             Catch::EndsWith("::error file=s.json,line=5,col=12,title="
+                             "shardplan spec.indivisible::and 2 more "
+                             "spec.indivisible errors: \"l.3.w\", \"l.4.w\"; "
+                             "shardplan's stderr lists every one\n"));
+  // A flag has no file: it leads the message, with its column.
+  Diagnostics flag;
+  Location mesh = Location::of("--mesh");
+  mesh.line = 1;
+  mesh.column = 9;
+  flag.error("mesh.syntax", "expected an integer axis size", mesh);
+  CHECK(github_annotations(flag)
+        == "::error title=shardplan mesh.syntax::--mesh:1:9: expected an "
+           "integer axis size\n");
+}
+
+TEST_CASE("report: markdown folds a kind of finding into <details>",
+          "[report]") {
+  const std::string md = markdown_findings(indivisible_errors(30));
+  const std::string row0 =
+      "| `spec.indivisible` | `l.0.w` | `s.json:/specs/l.0.w` | 6 is not "
+      "divisible by 4 |\n";
+  const std::string head =
+      "| code | tensor | where | message |\n|---|---|---|---|\n";
+  // 31 errors: the table has l.0.w, the spec.missing row (where: the file),
+  // l.1.w and l.2.w; the other 27 in a collapsed table of their own.
+  CHECK_THAT(md,
+             Catch::StartsWith(
+                 "\n### Errors (31)\n\n" + head + row0
+                 + "| `spec.missing` | `norm` | `s.json` | no spec |\n"
+                   "| `spec.indivisible` | `l.1.w` | `s.json:/specs/l.1.w` | 6 "
+                   "is not divisible by 4 |\n"
+                   "| `spec.indivisible` | `l.2.w` | `s.json:/specs/l.2.w` | 6 "
+                   "is not divisible by 4 |\n"
+                   "\n<details><summary>27 more <code>spec.indivisible</code> "
+                   "errors</summary>\n\n"
+                 + head
+                 + "| `spec.indivisible` | `l.3.w` | `s.json:/specs/l.3.w` | 6 "
+                   "is not divisible by 4 |\n"));
+  CHECK_THAT(md,
+             Catch::EndsWith("| `spec.indivisible` | `l.29.w` | "
+                             "`s.json:/specs/l.29.w` | 6 is not divisible by "
+                             "4 |\n\n</details>\n"));
+  // 4 + 27 = 31 rows of findings, every one listed.
+  size_t rows = 0;
+  for (size_t at = md.find("\n| `"); at != std::string::npos;
+       at = md.find("\n| `", at + 1)) {
+    ++rows;
+  }
+  CHECK(rows == 31);
+  // At most 50 rows: 100 findings are 4 in the table and 46 of the other
+  // 97 in <details>, the last 51 counted.
+  const std::string many = markdown_findings(indivisible_errors(100));
+  CHECK_THAT(many,
+             Catch::Contains("<summary>97 more <code>spec.indivisible</code> "
+                             "errors</summary>"));
+  CHECK_THAT(many, Catch::Contains("`l.48.w`"));
+  CHECK(many.find("`l.49.w`") == std::string::npos);
+  CHECK_THAT(many, Catch::EndsWith("\n... and 51 more.\n\n</details>\n"));
+}
+
+TEST_CASE("report: the documents of an input error", "[report]") {
+  Diagnostics diags;
+  Location at = Location::of("s.json");
+  at.line = 3;
+  at.column = 9;
+  diags.error("json.syntax", "invalid literal \"tp\"", std::move(at));
+  // Text: nothing on stdout (the diagnostics go to stderr).
+  CHECK(input_error_document("check", Format::text, diags).empty());
+  CHECK(input_error_document("check", Format::json, diags)
+        == diagnostics_json("check", diags));
+  CHECK(input_error_document("check", Format::github, diags)
+        == "::error file=s.json,line=3,col=9,title=shardplan "
+           "json.syntax::invalid literal \"tp\"\n"
+           "shardplan check: 1 error, 0 warnings; bad input: nothing was "
+           "checked\n");
+  CHECK(input_error_document("plan", Format::markdown, diags)
+        == "## shardplan plan: :x: bad input\n\n"
+           "The inputs could not be read as given: nothing was checked (exit "
+           "code 2).\n\n"
+           "### Errors (1)\n\n"
+           "| code | tensor | where | message |\n|---|---|---|---|\n"
+           "| `json.syntax` |  | `s.json:3:9` | invalid literal \"tp\" |\n");
 }
 
 TEST_CASE("report: the preset list, and its text for formats it lacks",

@@ -569,6 +569,7 @@ TEST_CASE("schema: plan output validates", "[schema][cli]") {
                        "--format",
                        "json"});
   CHECK(doc["rules"]["source"] == "configs/rules/fsdp-tp.json");
+  CHECK(doc["rules"]["name"] == "fsdp-tp");
   CHECK(doc["tensors"][0]["rule"]["index"].is_number_integer());
   require_valid(doc, "check.schema.json");
   // A plan document with both a rules object and specs_file does not.

@@ -305,6 +305,33 @@ TEST_CASE("tensor: a zero dim wins over huge dims", "[tensor]") {
   CHECK(m.total_bytes() == 0);
 }
 
+TEST_CASE("tensor: a tensor with a dim of 0 is added with a located warning",
+          "[tensor]") {
+  Manifest m;
+  Diagnostics diags;
+  // [4, 0, 0] bf16: 4 x 0 x 0 = 0 elements, 0 bytes; the first 0 is dim 1.
+  REQUIRE(m.add(make("w", {4, 0, 0}, DType::bf16), diags, at("/params/0")));
+  REQUIRE(m.add(make("b", {4}, DType::bf16), diags, at("/params/1")));
+  REQUIRE(m.size() == 2);
+  CHECK(m.tensors()[0].num_bytes == 0);
+  CHECK(m.total_bytes() == 8);  // b: 4 x 2 bytes
+  CHECK_FALSE(diags.has_errors());
+  REQUIRE(diags.items().size() == 1);  // one per tensor, none for b
+  const Diagnostic& d = diags.items()[0];
+  CHECK(d.severity == Severity::warning);
+  CHECK(render(d)
+        == "m.json:/params/0/shape/1: warning: dim 1 of \"w\" is 0: the "
+           "tensor has no elements (shape [4, 0, 0]); it takes 0 bytes on "
+           "every device [manifest.empty-tensor]");
+  CHECK(d.tensor == "w");
+  CHECK(d.dim == 1);
+  // A source with no pointer (a built-in model, a flag) is named alone.
+  CHECK(m.add(make("e", {0}), diags, Location::of("--model tiny")));
+  REQUIRE(diags.items().size() == 2);
+  CHECK(diags.items()[1].location.source == "--model tiny");
+  CHECK(diags.items()[1].location.pointer.empty());
+}
+
 TEST_CASE("tensor: add reports bad tensors and leaves the manifest unchanged",
           "[tensor]") {
   Manifest m;
