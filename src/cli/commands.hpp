@@ -94,6 +94,7 @@ class Session {
   }
 
   Diagnostics& diags() { return m_diags; }
+  bool json() const { return m_format == Format::json; }
 
   // Reports the diagnostics on stderr and, to stdout, the document of bad
   // input in the command's --format (none for text; -o's file is left as it
