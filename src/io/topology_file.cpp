@@ -142,6 +142,13 @@ class TopologyReader : public DomReader {
       if (!v) {
         return false;
       }
+      // A latency may be 0; a capacity, a bandwidth or a link count of 0
+      // would make every estimate divide by zero or nothing fit.
+      if (*v == 0 && !it->name.ends_with("_latency_s")) {
+        return bad_value(
+            number_at,
+            io_detail::expected_got("a number > 0", describe(*number)));
+      }
       f.*(it->member) = Figure{*v, std::move(source)};
     }
     return true;

@@ -101,6 +101,20 @@ TEST_CASE("topology files: located errors", "[topology]") {
        "topology.bad-value",
        "/figures/nvlink_latency_s",
        "expected a number >= 0, got number -1"},
+      // Found by fuzz_topology: a zero capacity read from "figures" (the
+      // top-level key refused it) and then failed to read back from show's
+      // JSON. A bandwidth, link count or HBM of 0 is refused; a latency of 0
+      // is fine.
+      {R"({"chip": "v5p", "shape": [2, 2, 2], "figures":
+           {"hbm_bytes_per_device": {"value": 0e11, "source": "s"}}})",
+       "topology.bad-value",
+       "/figures/hbm_bytes_per_device/value",
+       "expected a number > 0, got number 0.0"},
+      {R"({"chip": "h100", "devices": 16, "figures":
+           {"network_bytes_per_s_per_gpu": 0}})",
+       "topology.bad-value",
+       "/figures/network_bytes_per_s_per_gpu",
+       "expected a number > 0, got number 0"},
       {R"({"chip": "v3", "shape": [4, 4, 4]})",
        "topology.bad-value",
        "/shape",
@@ -150,4 +164,14 @@ TEST_CASE("topology files: located errors", "[topology]") {
   REQUIRE(diags.items().size() == 1);
   CHECK(diags.items()[0].code == "json.syntax");
   CHECK(diags.items()[0].location.line == 3);
+}
+
+TEST_CASE("topology files: a latency of 0 is a figure like any", "[topology]") {
+  Diagnostics diags;
+  std::optional<Topology> t = read_topology_file(
+      R"({"chip": "v5p", "shape": [2, 2, 2], "figures": {"ici_latency_s": 0}})",
+      "t.json",
+      diags);
+  REQUIRE(t);
+  CHECK(t->figures.ici_latency_s.value == 0);
 }
