@@ -25,23 +25,6 @@ constexpr std::array<RecipeName, 5> k_recipes{{
     {Recipe::scaling_book, "scaling-book"},
 }};
 
-bool is_trainable(DType dtype) {
-  switch (dtype) {
-    case DType::f64:
-    case DType::f32:
-    case DType::f16:
-    case DType::bf16:
-    case DType::f8_e4m3:
-    case DType::f8_e5m2:
-    case DType::f8_e4m3fnuz:
-    case DType::f8_e5m2fnuz:
-    case DType::f8_e8m0:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // Accumulates int64 sums; remembers an overflow instead of wrapping.
 class Sum {
  public:
@@ -60,18 +43,6 @@ class Sum {
   int64_t m_value = 0;
   bool m_overflow = false;
 };
-
-bool is_fp8(DType dtype) {
-  switch (dtype) {
-    case DType::f8_e4m3:
-    case DType::f8_e5m2:
-    case DType::f8_e4m3fnuz:
-    case DType::f8_e5m2fnuz:
-      return true;
-    default:
-      return false;
-  }
-}
 
 // The last component of a tensor name ("." or "/" separated).
 std::string_view last_component(std::string_view name) {
@@ -261,7 +232,7 @@ std::optional<MemoryEstimate> estimate_memory(
   bool bad_dtype = false;
   auto check_dtype = [&](std::optional<DType> dtype,
                          const std::string& source) {
-    if (dtype && (!is_trainable(*dtype) || *dtype == DType::f8_e8m0)) {
+    if (dtype && (!is_floating(*dtype) || *dtype == DType::f8_e8m0)) {
       diags
           .error("memory.dtype",
                  fmt::format("{} is not a floating-point dtype weights or "
@@ -424,7 +395,7 @@ std::optional<MemoryEstimate> estimate_memory(
       }
       return Role::scale;
     }
-    if (!is_trainable(tensor.dtype)) {
+    if (!is_floating(tensor.dtype)) {
       return Role::frozen;
     }
     return is_expert_weight(tensor) ? Role::expert_weight : Role::weight;

@@ -374,6 +374,16 @@ std::optional<DType> parse_dtype(std::string_view text) {
   return std::nullopt;
 }
 
+bool is_floating(DType dtype) {
+  return dtype == DType::f64 || dtype == DType::f32 || dtype == DType::f16
+         || dtype == DType::bf16 || dtype == DType::f8_e8m0 || is_fp8(dtype);
+}
+
+bool is_fp8(DType dtype) {
+  return dtype == DType::f8_e4m3 || dtype == DType::f8_e5m2
+         || dtype == DType::f8_e4m3fnuz || dtype == DType::f8_e5m2fnuz;
+}
+
 std::vector<std::string> dtype_names() {
   std::vector<std::string> names;
   names.reserve(k_all_dtypes.size());

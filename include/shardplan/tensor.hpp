@@ -54,6 +54,12 @@ int64_t dtype_bits(DType dtype);
 // Case-insensitive; accepts "bfloat16", "BF16", "bf16", "torch.bfloat16",
 // "jnp.bfloat16", "float8_e4m3fn", "F8_E4M3", "fp32", "S32", "PRED", ...
 std::optional<DType> parse_dtype(std::string_view text);
+// A floating-point dtype: f64, f32, f16, bf16 and every f8 (f8_e8m0, the
+// exponent-only MX scale type, included).
+bool is_floating(DType dtype);
+// An 8-bit float that holds values (f8_e4m3, f8_e5m2 and their fnuz forms);
+// not f8_e8m0, which holds scales only.
+bool is_fp8(DType dtype);
 // Every canonical name, in enum order (for messages and docs).
 std::vector<std::string> dtype_names();
 

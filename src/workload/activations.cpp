@@ -576,19 +576,7 @@ std::optional<std::pair<int64_t, int64_t>> parse_decimal(std::string_view s) {
 }
 
 bool is_activation_dtype(DType dtype) {
-  switch (dtype) {
-    case DType::f64:
-    case DType::f32:
-    case DType::f16:
-    case DType::bf16:
-    case DType::f8_e4m3:
-    case DType::f8_e5m2:
-    case DType::f8_e4m3fnuz:
-    case DType::f8_e5m2fnuz:
-      return true;
-    default:
-      return false;
-  }
+  return is_floating(dtype) && dtype != DType::f8_e8m0;
 }
 
 // ---------------------------------------------------------------------------

@@ -536,3 +536,21 @@ TEST_CASE("tensor: the name index finds every name as it fills and grows",
   }
   CHECK(m.size() == names.size());
 }
+
+TEST_CASE("tensor: floating and FP8 dtypes", "[tensor]") {
+  // Every f8 is floating; f8_e8m0 (exponent only, MX scales) holds no values.
+  for (DType d : {DType::f8_e4m3,
+                  DType::f8_e5m2,
+                  DType::f8_e4m3fnuz,
+                  DType::f8_e5m2fnuz}) {
+    CHECK(is_fp8(d));
+    CHECK(is_floating(d));
+  }
+  CHECK(is_floating(DType::f8_e8m0));
+  CHECK_FALSE(is_fp8(DType::f8_e8m0));
+  CHECK(is_floating(DType::bf16));
+  CHECK_FALSE(is_fp8(DType::bf16));
+  CHECK_FALSE(is_floating(DType::i8));
+  CHECK_FALSE(is_floating(DType::boolean));
+  CHECK_FALSE(is_floating(DType::c64));  // complex: not a training dtype
+}
