@@ -410,23 +410,34 @@ std::optional<MemoryEstimate> estimate_memory(
   };
   // The axes a tensor is gathered over at use, in spec order, then the
   // ZeRO-3 data axes.
-  auto gather_axes_of = [&](const TensorSharding& s, Role role) {
-    std::vector<std::string> axes;
+  // The product of the data axes a tensor's spec leaves free: what ZeRO
+  // shards its state over.
+  auto free_data_of = [&](const PartitionSpec* spec) {
     int64_t free_data = out.zero_shards;
-    const PartitionSpec* spec = s.spec();
     if (spec) {
       for (const DimSharding& dim : spec->dims) {
         for (const std::string& axis : dim.axes) {
           if (is_data(axis)) {
             free_data /= mesh.find(axis)->size;
           }
+        }
+      }
+    }
+    return free_data;
+  };
+  auto gather_axes_of = [&](const TensorSharding& s, Role role) {
+    std::vector<std::string> axes;
+    const PartitionSpec* spec = s.spec();
+    if (spec) {
+      for (const DimSharding& dim : spec->dims) {
+        for (const std::string& axis : dim.axes) {
           if (!kept(axis, role) && mesh.find(axis)->size > 1) {
             axes.push_back(axis);
           }
         }
       }
     }
-    if (options.zero >= 3 && free_data > 1) {
+    if (options.zero >= 3 && free_data_of(spec) > 1) {
       for (const std::string& axis : out.data_axes) {
         if (!listed(axes, axis) && mesh.find(axis)->size > 1
             && !(spec
@@ -460,17 +471,8 @@ std::optional<MemoryEstimate> estimate_memory(
     const bool trained = role == Role::weight || role == Role::expert_weight;
     cost.held = trained ? held_dtype(tensor.dtype) : tensor.dtype;
     // ZeRO shards over the data axes the spec leaves free.
-    int64_t free_data = out.zero_shards;
     const PartitionSpec* spec = s.spec();
-    if (spec) {
-      for (const DimSharding& dim : spec->dims) {
-        for (const std::string& axis : dim.axes) {
-          if (is_data(axis)) {
-            free_data /= mesh.find(axis)->size;
-          }
-        }
-      }
-    }
+    const int64_t free_data = free_data_of(spec);
     std::optional<StateBytes> state = state_of(s.elements_per_device(),
                                                cost.held,
                                                trained,
