@@ -236,11 +236,14 @@ struct TopologyFigures {
 
 // Every figure of TopologyFigures with its name (as files and the JSON
 // output spell it), and the kind of topology it belongs to: the one list the
-// catalogue, topology files and the report all walk.
+// catalogue, topology files and the report all walk. `max` bounds what a
+// file may give: beyond it a figure is a typo, and a capacity must stay
+// exact as an int64 byte count.
 struct FigureField {
   std::string_view name;
   Figure TopologyFigures::*member;
   std::optional<TopologyKind> kind;  // nullopt: both kinds
+  double max;
 };
 std::span<const FigureField> figure_fields();
 

@@ -138,20 +138,35 @@ class TopologyReader : public DomReader {
           source = *text;
         }
       }
-      std::optional<double> v = get_number(*number, number_at, 0);
+      std::optional<double> v = read_figure(*number, number_at, *it);
       if (!v) {
         return false;
-      }
-      // A latency may be 0; a capacity, a bandwidth or a link count of 0
-      // would make every estimate divide by zero or nothing fit.
-      if (*v == 0 && !it->name.ends_with("_latency_s")) {
-        return bad_value(
-            number_at,
-            io_detail::expected_got("a number > 0", describe(*number)));
       }
       f.*(it->member) = Figure{*v, std::move(source)};
     }
     return true;
+  }
+
+  // A figure's number within its field's bounds. A latency may be 0; a
+  // capacity, a bandwidth or a link count of 0 would make every estimate
+  // divide by zero or nothing fit.
+  std::optional<double> read_figure(const Json& number,
+                                    const std::string& at,
+                                    const FigureField& field) {
+    const bool may_be_zero = field.name.ends_with("_latency_s");
+    const std::string expected = fmt::format(
+        "a number {} and <= {:g}", may_be_zero ? ">= 0" : "> 0", field.max);
+    if (!number.is_number()) {
+      type_error(number, at, expected);
+      return std::nullopt;
+    }
+    const auto v = number.get<double>();
+    const bool in_range = may_be_zero ? v >= 0 : v > 0;  // false for NaN
+    if (!in_range || !(v <= field.max)) {
+      bad_value(at, io_detail::expected_got(expected, describe(number)));
+      return std::nullopt;
+    }
+    return v;
   }
 
   std::optional<Topology> read(const Json& j, const std::string& base) {
@@ -379,16 +394,16 @@ class TopologyReader : public DomReader {
   }
 
   bool read_hbm(const Json& value, const std::string& at, Topology& t) {
-    constexpr std::string_view k_expected = "a number of bytes > 0";
-    if (!value.is_number()) {
-      return type_error(value, at, k_expected);
+    const auto field =
+        std::ranges::find(figure_fields(),
+                          std::string_view("hbm_bytes_per_device"),
+                          &FigureField::name);
+    std::optional<double> v = read_figure(value, at, *field);
+    if (!v) {
+      return false;
     }
-    if (!(value.get<double>() > 0) || !std::isfinite(value.get<double>())) {
-      return bad_value(at,
-                       io_detail::expected_got(k_expected, describe(value)));
-    }
-    if (value.get<double>() != t.figures.hbm_bytes_per_device.value) {
-      t.figures.hbm_bytes_per_device = {value.get<double>(),
+    if (*v != t.figures.hbm_bytes_per_device.value) {
+      t.figures.hbm_bytes_per_device = {*v,
                                         fmt::format("{}: {}", m_source, at)};
     }
     return true;

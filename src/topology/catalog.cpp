@@ -611,17 +611,27 @@ std::span<const FigureField> figure_fields() {
   using F = TopologyFigures;
   constexpr auto tpu = TopologyKind::tpu;
   constexpr auto gpu = TopologyKind::gpu;
+  // 1 PB of HBM, 1 PB/s per link or chip, 1024 links, 1 s of latency:
+  // each about 1000x any device made, and all exact in int64 and double.
+  constexpr double pb = 1e15;
+  constexpr double pb_per_s = 1e15;
   static const std::array<FigureField, 10> fields = {{
-      {"hbm_bytes_per_device", &F::hbm_bytes_per_device, std::nullopt},
-      {"ici_bytes_per_s_per_link", &F::ici_bytes_per_s_per_link, tpu},
-      {"ici_links_per_chip", &F::ici_links_per_chip, tpu},
-      {"ici_latency_s", &F::ici_latency_s, tpu},
-      {"dcn_bytes_per_s_per_chip", &F::dcn_bytes_per_s_per_chip, tpu},
-      {"dcn_latency_s", &F::dcn_latency_s, tpu},
-      {"nvlink_bytes_per_s_per_gpu", &F::nvlink_bytes_per_s_per_gpu, gpu},
-      {"nvlink_latency_s", &F::nvlink_latency_s, gpu},
-      {"network_bytes_per_s_per_gpu", &F::network_bytes_per_s_per_gpu, gpu},
-      {"network_latency_s", &F::network_latency_s, gpu},
+      {"hbm_bytes_per_device", &F::hbm_bytes_per_device, std::nullopt, pb},
+      {"ici_bytes_per_s_per_link", &F::ici_bytes_per_s_per_link, tpu, pb_per_s},
+      {"ici_links_per_chip", &F::ici_links_per_chip, tpu, 1024},
+      {"ici_latency_s", &F::ici_latency_s, tpu, 1},
+      {"dcn_bytes_per_s_per_chip", &F::dcn_bytes_per_s_per_chip, tpu, pb_per_s},
+      {"dcn_latency_s", &F::dcn_latency_s, tpu, 1},
+      {"nvlink_bytes_per_s_per_gpu",
+       &F::nvlink_bytes_per_s_per_gpu,
+       gpu,
+       pb_per_s},
+      {"nvlink_latency_s", &F::nvlink_latency_s, gpu, 1},
+      {"network_bytes_per_s_per_gpu",
+       &F::network_bytes_per_s_per_gpu,
+       gpu,
+       pb_per_s},
+      {"network_latency_s", &F::network_latency_s, gpu, 1},
   }};
   return fields;
 }

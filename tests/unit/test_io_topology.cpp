@@ -100,7 +100,7 @@ TEST_CASE("topology files: located errors", "[topology]") {
       {R"({"chip": "h100", "devices": 16, "figures": {"nvlink_latency_s": -1}})",
        "topology.bad-value",
        "/figures/nvlink_latency_s",
-       "expected a number >= 0, got number -1"},
+       "expected a number >= 0 and <= 1, got number -1"},
       // Found by fuzz_topology: a zero capacity read from "figures" (the
       // top-level key refused it) and then failed to read back from show's
       // JSON. A bandwidth, link count or HBM of 0 is refused; a latency of 0
@@ -109,12 +109,29 @@ TEST_CASE("topology files: located errors", "[topology]") {
            {"hbm_bytes_per_device": {"value": 0e11, "source": "s"}}})",
        "topology.bad-value",
        "/figures/hbm_bytes_per_device/value",
-       "expected a number > 0, got number 0.0"},
+       "expected a number > 0 and <= 1e+15, got number 0.0"},
       {R"({"chip": "h100", "devices": 16, "figures":
            {"network_bytes_per_s_per_gpu": 0}})",
        "topology.bad-value",
        "/figures/network_bytes_per_s_per_gpu",
-       "expected a number > 0, got number 0"},
+       "expected a number > 0 and <= 1e+15, got number 0"},
+      // Found by fuzz_topology: 9e31 bytes of HBM read, then overflowed the
+      // int64 byte count the report prints. Every figure has a ceiling
+      // about 1000x any device made (1 PB of HBM, 1 PB/s, 1 s latency).
+      {R"({"chip": "v5p", "shape": [2, 2, 2], "figures":
+           {"hbm_bytes_per_device": {"value": 9e31, "source": "s"}}})",
+       "topology.bad-value",
+       "/figures/hbm_bytes_per_device/value",
+       "expected a number > 0 and <= 1e+15, got number 9e+31"},
+      {R"({"chip": "h100", "devices": 8, "hbm_bytes_per_device": 1e300})",
+       "topology.bad-value",
+       "/hbm_bytes_per_device",
+       "expected a number > 0 and <= 1e+15, got number 1e+300"},
+      {R"({"chip": "h100", "devices": 16, "figures":
+           {"nvlink_latency_s": 2}})",
+       "topology.bad-value",
+       "/figures/nvlink_latency_s",
+       "expected a number >= 0 and <= 1, got number 2"},
       {R"({"chip": "v3", "shape": [4, 4, 4]})",
        "topology.bad-value",
        "/shape",
