@@ -597,6 +597,8 @@ std::optional<MemoryEstimate> estimate_memory(
   struct Totals {
     Sum params, grads, optimizer, min_states;
   };
+  assert(options.activations.size() <= 1
+         || options.activations.size() == static_cast<size_t>(stages));
   const size_t groups = static_cast<size_t>(stages * ranks);
   std::vector<Totals> buckets(static_cast<size_t>(1 + stages + ranks)
                               + (placement.placed() ? groups : 0));
@@ -847,13 +849,23 @@ std::optional<MemoryEstimate> estimate_memory(
     }
     g.per_device = StateBytes{params.value(), grads.value(), optimizer.value()};
     g.gather_buffer = gather->bytes;
+    if (!options.activations.empty()) {
+      const ActivationLoad& a =
+          options.activations[options.activations.size() == 1
+                                  ? 0
+                                  : static_cast<size_t>(s)];
+      g.activations = a.hbm_bytes;
+      g.host_offload = a.host_bytes;
+    }
     Sum total, min_total;
     total.add(params.value());
     total.add(grads.value());
     total.add(optimizer.value());
     total.add(gather->bytes);
+    total.add(g.activations);
     min_total.add(min_states.value());
     min_total.add(gather->bytes);
+    min_total.add(g.activations);
     if (params.overflow() || grads.overflow() || optimizer.overflow()
         || min_states.overflow() || total.overflow() || min_total.overflow()) {
       return std::nullopt;
@@ -889,6 +901,9 @@ std::optional<MemoryEstimate> estimate_memory(
   out.expert_rank = group.expert_rank;
   out.per_device = group.per_device;
   out.gather_buffer = group.gather_buffer;
+  out.activations_counted = !options.activations.empty();
+  out.activations = group.activations;
+  out.host_offload = group.host_offload;
   out.max_device_total = group.total;
   out.min_device_total = group.min_total;
 

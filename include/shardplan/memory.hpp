@@ -206,6 +206,13 @@ std::optional<Placement> place_tensors(
     std::span<const NameFacts> facts,
     Diagnostics& diags);
 
+// One pipeline stage's activations per device: in HBM, and kept in host
+// memory by an offloading remat policy.
+struct ActivationLoad {
+  int64_t hbm_bytes = 0;
+  int64_t host_bytes = 0;
+};
+
 struct MemoryOptions {
   Recipe recipe = Recipe::params_only;
   // The dtype the weights are held and trained in, for every floating-point
@@ -236,6 +243,13 @@ struct MemoryOptions {
   std::optional<int64_t> experts;
   std::string stage_axes_source;
   std::string expert_axes_source;
+  // The activations of a training step on each device of each pipeline
+  // stage (workload.hpp's estimate_activations: StageActivations'
+  // total_bytes and host_bytes), one entry per stage, or one for every
+  // stage. Added to each group's total, so the most loaded group is the one
+  // with the most model state and activations together. Empty: activations
+  // are not counted (no workload).
+  std::vector<ActivationLoad> activations;
   // HBM per device (from the topology, or --hbm); nullopt when unknown.
   std::optional<int64_t> hbm_bytes;
   // The fraction of HBM kept free (XLA and runtime buffers, activations).
@@ -289,8 +303,10 @@ struct GroupMemory {
   int64_t expert_rank = 0;
   StateBytes per_device;      // the group's most loaded device
   int64_t gather_buffer = 0;  // its gather buffer
-  int64_t total = 0;          // per_device model states + gather_buffer
-  int64_t min_total = 0;      // the group's device with the smallest shards
+  int64_t activations = 0;    // its stage's ActivationLoad
+  int64_t host_offload = 0;
+  int64_t total = 0;  // per_device model states + gather_buffer + activations
+  int64_t min_total = 0;  // the group's device with the smallest shards
 };
 
 struct MemoryEstimate {
@@ -335,7 +351,13 @@ struct MemoryEstimate {
   std::vector<GatherUnit> gather_units;  // those two units (or one), in order
   // The mesh axes their tensors are gathered over, in mesh order.
   std::vector<std::string> gather_axes;
-  int64_t max_device_total = 0;  // per_device model states + gather_buffer
+  // The most loaded group's activations (options.activations), in HBM and
+  // in host memory; activations_counted: options.activations was given.
+  bool activations_counted = false;
+  int64_t activations = 0;
+  int64_t host_offload = 0;
+  // per_device model states + gather_buffer + activations
+  int64_t max_device_total = 0;
   // The most loaded group's device with the smallest shards (the last one).
   int64_t min_device_total = 0;
   std::optional<int64_t> hbm_bytes;
@@ -359,7 +381,8 @@ struct MemoryEstimate {
 // of the most loaded group holding different amounts (warning
 // memory.uneven) and a total over capacity (error memory.over-capacity).
 // REQUIRES: shardings.size() == manifest.size(); 0 <= options.zero <= 3;
-// 0 <= options.headroom < 1.
+// 0 <= options.headroom < 1; options.activations has 0, 1 or as many
+// entries as the stage axes have stages.
 std::optional<MemoryEstimate> estimate_memory(
     const Manifest& manifest,
     const Mesh& mesh,

@@ -22,6 +22,7 @@
 #include <shardplan/tensor.hpp>
 #include <shardplan/topology.hpp>
 #include <shardplan/validate.hpp>
+#include <shardplan/workload.hpp>
 
 #include <array>
 #include <cstdint>
@@ -157,6 +158,8 @@ struct CheckReport {
   // `plan` only: the rules applied and what each tensor got from them.
   const RuleSet* rules = nullptr;
   const RulePlan* plan = nullptr;
+  // With a workload: its activations (memory.activations counts them).
+  const ActivationEstimate* activations = nullptr;
 };
 
 // `reshard` (docs/reshard.md): a plan moving a manifest's tensors from one

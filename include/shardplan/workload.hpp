@@ -147,12 +147,18 @@ struct LayerActivations {
   int64_t host_bytes = 0;          // sum of the offloaded ones
 };
 
+// What a term of the estimate is part of: one decoder layer (per
+// microbatch), the embedding (first stage, per microbatch), the head and
+// MTP modules (last stage), or a stage's sums (stage_terms).
+enum class TermPart { layer, embedding, head, stage };
+
 // A term of the estimate, for the text table: its bytes, formula and source.
 struct ActivationTerm {
-  std::string name;  // "dense layer", "layers", "logits_fp32", ...
+  std::string name;  // "dense layer", "logits_fp32", "layers", ...
   int64_t bytes = 0;
   std::string formula;
   std::string source;
+  TermPart part = TermPart::layer;
 };
 
 // One pipeline stage's activations (one entry without a stage axis).
@@ -224,12 +230,12 @@ struct ActivationEstimate {
   int64_t max_stage = 0;  // the most loaded stage (first on a tie)
 
   std::vector<StageActivations> per_stage;  // every stage, in order
-  // The terms of the estimate for the text table, each with its formula
-  // and source: "dense layer: <name>" per saved tensor (" (host)" when
-  // offloaded) and "dense layer", likewise "moe layer: ..."; token_ids,
-  // embedding_dropout_mask; final_norm_input, head_input, logits,
-  // logits_softcap, logits_fp32; mtp; layers; recompute; host_offload (each
-  // present when it applies).
+  // The terms of the estimate, each with its formula and source: "dense
+  // layer: <name>" per saved tensor (" (host)" when offloaded) and "dense
+  // layer", likewise "moe layer: ..." (TermPart::layer); token_ids,
+  // embedding_dropout_mask (embedding); final_norm_input, head_input,
+  // logits, logits_softcap, logits_fp32, mtp (head); each present when it
+  // applies. A stage's sums are stage_terms'.
   std::vector<ActivationTerm> terms;
   // The formulas' symbols and their values: s (tokens of a sequence on a
   // device), seq, b (microbatch_size), h, a (heads), k (kv heads), d (head
@@ -274,5 +280,14 @@ std::optional<ActivationEstimate> estimate_activations(const ModelConfig& model,
                                                        const AxisRoles& roles,
                                                        const Workload& workload,
                                                        Diagnostics& diags);
+
+// The terms of one stage's activations for a table: the layer terms; the
+// embedding's on the first stage and the head's on the last; then the
+// stage's sums (TermPart::stage): "layers" (its decoder layers x the
+// microbatches in flight), "embedding", "head", "recompute" (those above 0;
+// the head's "mtp" term is its own sum), "total", and "host_offload" when a
+// policy offloads. REQUIRES: 0 <= stage < estimate.per_stage.size().
+std::vector<ActivationTerm> stage_terms(const ActivationEstimate& estimate,
+                                        int64_t stage);
 
 }  // namespace shardplan

@@ -67,6 +67,7 @@ struct CheckCommand {
   size_t largest = 20;
   bool allow_split_physical_axes = false;
   std::string rules;  // `memory --rules`: specs from rules instead of a file
+  WorkloadFlags workload;
 };
 
 struct PlanCommand {
@@ -285,6 +286,7 @@ struct Inputs {
   MemoryOptions memory;
   ValidateOptions validate;
   std::optional<Manifest> manifest;
+  Training training;
 };
 
 // Reads the inputs; false after an input error (reported).
@@ -374,7 +376,33 @@ bool load_inputs(const CheckCommand& cmd, Diagnostics& diags, Inputs& in) {
   Stopwatch watch;
   in.manifest = load_manifest(cmd.source, diags);
   watch.lap("read the manifest");
-  return in.manifest.has_value();
+  if (!in.manifest) {
+    return false;
+  }
+  if (!load_training(cmd.workload,
+                     cmd.source,
+                     cmd.data_axes,
+                     *in.mesh,
+                     diags,
+                     in.training)) {
+    return false;
+  }
+  watch.lap("estimate activations");
+  const Training& t = in.training;
+  in.memory.roles = t.roles;
+  in.memory.stage_axes_source = t.role_sources.stage;
+  in.memory.expert_axes_source = t.role_sources.expert;
+  if (t.model) {
+    in.memory.layers = t.model->layers;
+    in.memory.experts = t.model->experts;
+  }
+  if (t.activations) {
+    for (const StageActivations& stage : t.activations->per_stage) {
+      in.memory.activations.push_back(
+          ActivationLoad{stage.total_bytes, stage.host_bytes});
+    }
+  }
+  return true;
 }
 
 // Estimates memory for `shardings` and writes the document of `view` (check,
@@ -398,15 +426,17 @@ int finish_check(View view,
   if (!memory) {
     return session.fail_input();
   }
-  const CheckReport report{view,
-                           *in.mesh,
-                           in.topology ? &*in.topology : nullptr,
-                           *in.manifest,
-                           specs_source,
-                           shardings,
-                           *memory,
-                           rules,
-                           plan};
+  const CheckReport report{
+      view,
+      *in.mesh,
+      in.topology ? &*in.topology : nullptr,
+      *in.manifest,
+      specs_source,
+      shardings,
+      *memory,
+      rules,
+      plan,
+      in.training.activations ? &*in.training.activations : nullptr};
   return session.finish(
       report, diags.has_errors() ? ExitCode::plan_errors : ExitCode::ok);
 }
@@ -589,7 +619,8 @@ void add_check_options(CLI::App& app,
                  cmd.dcn,
                  "the multi-slice (DCN) factor of each axis, e.g. \"dp:2\"")
       ->type_name("STR");
-  add_manifest_options(app, cmd.source);
+  const std::vector<CLI::Option*> manifest_options =
+      add_manifest_options(app, cmd.source);
   if (!plan) {
     app.add_option(
            "--specs",
@@ -634,10 +665,10 @@ void add_check_options(CLI::App& app,
       ->check(CLI::Range(0, 3))
       ->type_name("0-3")
       ->default_str("0");
-  app.add_option(
-         "--data-axes",
-         cmd.data_axes,
-         "mesh axes ZeRO shards over (default: those named dp, data, fsdp)")
+  app.add_option("--data-axes",
+                 cmd.data_axes,
+                 "the data-parallel axes: they split the batch, and ZeRO "
+                 "shards over them (default: dp, data, fsdp, fsdp_transpose)")
       ->delimiter(',')
       ->type_name("A,B,..");
   app.add_option("--headroom",
@@ -658,6 +689,7 @@ void add_check_options(CLI::App& app,
          "(0: never)")
       ->type_name("SIZE")
       ->default_str("64MiB");
+  add_workload_options(app, cmd.workload, manifest_options);
 }
 
 // Installs a logger writing to `err` for one run and puts the previous

@@ -12,6 +12,7 @@
 #include <shardplan/rules.hpp>
 #include <shardplan/tensor.hpp>
 #include <shardplan/topology.hpp>
+#include <shardplan/workload.hpp>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -205,6 +206,57 @@ std::vector<CLI::Option*> add_manifest_options(CLI::App& app,
 // when none was [cli.no-manifest].
 std::optional<Manifest> load_manifest(const ManifestSource& source,
                                       Diagnostics& diags);
+
+// The training workload, the axis roles and the architecture file of
+// `plan`, `check` and `memory` (DESIGN.md section 8; cli/workload.cpp).
+// Each workload value is nullopt when its flag was not given.
+struct WorkloadFlags {
+  std::string config;  // --config FILE: the architecture beside --manifest
+  std::optional<int64_t> seq;
+  std::optional<int64_t> batch;
+  std::optional<std::string> per_device_batch;
+  std::optional<int64_t> microbatches;
+  std::optional<std::string> remat;
+  std::optional<std::string> attention;
+  bool sequence_parallel = false;
+  std::optional<int64_t> stage_interleave;
+  std::optional<std::string> activation_dtype;
+  std::vector<std::string> tensor_axes;
+  std::vector<std::string> sequence_axes;
+  std::vector<std::string> expert_axes;
+  std::vector<std::string> stage_axes;
+};
+
+// Adds the workload's flags, the role flags but --data-axes (ZeRO's, which
+// the check options add) and --config, which excludes the manifest options
+// but --manifest (`manifest_options`: --manifest, --model, --from-hf-config).
+void add_workload_options(CLI::App& app,
+                          WorkloadFlags& flags,
+                          const std::vector<CLI::Option*>& manifest_options);
+
+// What the workload flags resolve to for one mesh.
+struct Training {
+  // The architecture: --model's or --from-hf-config's config, or --config's;
+  // nullopt for a manifest alone.
+  std::optional<ModelConfig> model;
+  AxisRoles roles;
+  AxisRoleSources role_sources;
+  // With a workload (any workload flag given):
+  std::optional<Workload> workload;
+  std::optional<ActivationEstimate> activations;
+};
+
+// Reads the architecture, resolves the axis roles of `mesh` (`data_axes`:
+// --data-axes) and, with a workload, estimates its activations. False after
+// an error (reported): workload flags without an architecture
+// [workload.no-architecture] or without --seq [workload.missing-seq], and
+// read_hf_config's, resolve_axis_roles's and estimate_activations's.
+bool load_training(const WorkloadFlags& flags,
+                   const ManifestSource& source,
+                   const std::vector<std::string>& data_axes,
+                   const Mesh& mesh,
+                   Diagnostics& diags,
+                   Training& out);
 
 // For options taking NAME|FILE (--topology, --rules): a path to an existing
 // file (a pipe or a device too: /dev/stdin, <(...)), or one ending in

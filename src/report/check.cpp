@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -22,6 +23,108 @@ namespace {
 
 ordered_json optional_json(const std::optional<int64_t>& v) {
   return v ? ordered_json(*v) : ordered_json(nullptr);
+}
+
+ordered_json term_json(const ActivationTerm& t) {
+  return {{"name", t.name},
+          {"bytes", t.bytes},
+          {"formula", t.formula},
+          {"source", t.source}};
+}
+
+// memory.activations (DESIGN.md section 8): the stage the memory estimate
+// counts, the workload as resolved, each layer kind's saved tensors, every
+// stage's sums, and the terms of the counted stage.
+ordered_json activations_object(const ActivationEstimate& a,
+                                const MemoryEstimate& m) {
+  const int64_t stage = std::min<int64_t>(m.stage, std::ssize(a.per_stage) - 1);
+  const StageActivations& st = a.per_stage[static_cast<size_t>(stage)];
+  ordered_json j;
+  j["remat"] = std::string(to_string(a.remat));
+  j["attention"] = std::string(to_string(a.attention));
+  j["sequence_parallel"] = a.sequence_parallel;
+  j["activation_dtype"] = std::string(to_string(a.activation_dtype));
+  j["seq"] = a.seq;
+  j["global_batch"] = a.global_batch;
+  j["microbatch_size"] = a.microbatch_size;
+  j["microbatches"] = a.microbatches;
+  j["batch_shards"] = a.batch_shards;
+  j["sequence_shards"] = a.sequence_shards;
+  j["tensor_shards"] = a.tensor_shards;
+  j["tokens"] = a.tokens;
+  j["stages"] = a.stages;
+  j["stage_interleave"] = a.stage_interleave;
+  j["layers_per_stage"] = a.layers_per_stage;
+  j["stage"] = stage;
+  j["in_flight_factor"] = st.in_flight;
+  j["per_layer_bytes"] = a.per_layer_bytes;
+  j["layers_bytes"] = st.layers_bytes;
+  j["embedding_bytes"] = st.embedding_bytes;
+  j["logits_bytes"] = st.logits_bytes;
+  j["mtp_bytes"] = st.mtp_bytes;
+  j["recompute_bytes"] = st.recompute_bytes;
+  j["host_offload_bytes"] = st.host_bytes;
+  j["total_bytes"] = st.total_bytes;
+  ordered_json saved = ordered_json::array();
+  for (const auto* kind : {&a.dense, &a.moe}) {
+    if (!*kind) {
+      continue;
+    }
+    for (const SavedTensor& t : (*kind)->saved) {
+      saved.push_back({{"name", t.name},
+                       {"layer", kind == &a.dense ? "dense" : "moe"},
+                       {"bytes_per_layer", t.bytes_per_layer},
+                       {"axes", t.axes},
+                       {"offloaded", t.offloaded},
+                       {"formula", t.formula},
+                       {"source", t.source}});
+    }
+  }
+  j["saved"] = std::move(saved);
+  ordered_json stages = ordered_json::array();
+  for (const StageActivations& s : a.per_stage) {
+    stages.push_back({{"stage", s.stage},
+                      {"dense_layers", s.dense_layers},
+                      {"moe_layers", s.moe_layers},
+                      {"in_flight", s.in_flight},
+                      {"layers_bytes", s.layers_bytes},
+                      {"embedding_bytes", s.embedding_bytes},
+                      {"logits_bytes", s.logits_bytes},
+                      {"mtp_bytes", s.mtp_bytes},
+                      {"recompute_bytes", s.recompute_bytes},
+                      {"host_offload_bytes", s.host_bytes},
+                      {"total_bytes", s.total_bytes}});
+  }
+  j["per_stage"] = std::move(stages);
+  ordered_json terms = ordered_json::array();
+  for (const ActivationTerm& t : stage_terms(a, stage)) {
+    terms.push_back(term_json(t));
+  }
+  j["terms"] = std::move(terms);
+  ordered_json symbols = ordered_json::object();
+  for (const auto& [name, value] : a.symbols) {
+    symbols[name] = value;
+  }
+  j["symbols"] = std::move(symbols);
+  return j;
+}
+
+// The workload a plan assumed (null without one).
+ordered_json workload_object(const ActivationEstimate* a, const Mesh& mesh) {
+  if (a == nullptr) {
+    return nullptr;
+  }
+  return {{"seq", a->seq},
+          {"global_batch", a->global_batch},
+          {"per_device_batch",
+           static_cast<double>(a->global_batch)
+               / static_cast<double>(mesh.num_devices())},
+          {"microbatches", a->microbatches},
+          {"remat", std::string(to_string(a->remat))},
+          {"attention", std::string(to_string(a->attention))},
+          {"sequence_parallel", a->sequence_parallel},
+          {"stage_interleave", a->stage_interleave},
+          {"activation_dtype", std::string(to_string(a->activation_dtype))}};
 }
 
 ordered_json memory_object(const CheckReport& r) {
@@ -47,6 +150,8 @@ ordered_json memory_object(const CheckReport& r) {
                      {"grads", m.per_device.grads},
                      {"optimizer", m.per_device.optimizer},
                      {"gather_buffer", m.gather_buffer},
+                     {"activations", m.activations},
+                     {"host_offload", m.host_offload},
                      {"total", m.max_device_total}};
   ordered_json units = ordered_json::array();
   for (const GatherUnit& u : m.gather_units) {
@@ -75,10 +180,15 @@ ordered_json memory_object(const CheckReport& r) {
                         {"grads", g.per_device.grads},
                         {"optimizer", g.per_device.optimizer},
                         {"gather_buffer", g.gather_buffer},
+                        {"activations", g.activations},
+                        {"host_offload", g.host_offload},
                         {"total", g.total}});
     }
     j["stages"] = std::move(stages);
   }
+  j["activations"] = r.activations != nullptr
+                         ? activations_object(*r.activations, m)
+                         : ordered_json(nullptr);
   j["max_device_total"] = m.max_device_total;
   j["min_device_total"] = m.min_device_total;
   j["hbm_bytes"] = optional_json(m.hbm_bytes);
@@ -248,21 +358,28 @@ std::string summary_text(const CheckReport& r, const Diagnostics& diags) {
       with_commas(s.invalid),
       human_bytes(s.replicated_bytes),
       human_bytes(r.manifest.total_bytes()));
+  if (r.activations != nullptr) {
+    out +=
+        fmt::format("  workload: {}\n", workload_text(*r.activations, r.mesh));
+  }
   out += fmt::format(
       "  memory per device, {}: params {}, grads {}, optimizer {}, gather "
-      "buffer {}\n",
+      "buffer {}{}\n",
       recipe_text(m),
       human_bytes(m.per_device.params),
       human_bytes(m.per_device.grads),
       human_bytes(m.per_device.optimizer),
-      human_bytes(m.gather_buffer));
+      human_bytes(m.gather_buffer),
+      m.activations_counted
+          ? fmt::format(", activations {}", human_bytes(m.activations))
+          : std::string());
   if (m.placement.placed()) {
     out += fmt::format("  {}\n", placement_line(m));
     for (const std::string& line : stage_lines(m)) {
       out += fmt::format("    {}\n", line);
     }
   }
-  out += fmt::format("  {}\n", capacity_line(m));
+  out += fmt::format("  {}\n", capacity_line(m, r.activations));
   out += fmt::format("result: {}\n", verdict(diags));
   return out;
 }
@@ -284,6 +401,7 @@ void write_check_json(const CheckReport& r,
   }
   // One entry per tensor: written directly (nlohmann's objects cost a few
   // microseconds each, most of a 100k-tensor plan), in dump()'s layout.
+  j["workload"] = workload_object(r.activations, r.mesh);
   j["tensors"] = raw_marker();
   j["diagnostics"] = diagnostics_array(diags);
   j["memory"] = memory_object(r);
@@ -348,9 +466,12 @@ std::string check_markdown(const CheckReport& r, const Diagnostics& diags) {
                        m.headroom * 100,
                        with_commas(*m.capacity_bytes),
                        human_bytes(*m.capacity_bytes));
-    out += fmt::format("\n{}: {:.1f}% of HBM.\n",
+    out += fmt::format("\n{}: {:.1f}% of HBM. Counts {}.\n",
                        *m.fits ? "Fits" : "**Does not fit**",
-                       *m.utilization * 100);
+                       *m.utilization * 100,
+                       counted_text(m, r.activations));
+  } else {
+    out += fmt::format("\nCounts {}.\n", counted_text(m, r.activations));
   }
   out += markdown_findings(diags);
   return out;
@@ -361,7 +482,7 @@ std::string check_github(const CheckReport& r, const Diagnostics& diags) {
          + fmt::format("shardplan {}: {}; {}\n",
                        command_name(r.view),
                        verdict(diags),
-                       capacity_line(r.memory));
+                       capacity_line(r.memory, r.activations));
 }
 
 }  // namespace shardplan::report_detail

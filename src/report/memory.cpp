@@ -22,7 +22,11 @@ std::string memory_text(const CheckReport& r) {
                   with_commas(static_cast<int64_t>(r.manifest.size())),
                   r.manifest.source,
                   mesh_line(r.mesh, r.topology));
-  out += fmt::format("{}\n\n", recipe_text(m));
+  out += fmt::format("{}\n", recipe_text(m));
+  if (r.activations != nullptr) {
+    out += fmt::format("workload: {}\n", workload_text(*r.activations, r.mesh));
+  }
+  out += "\n";
   // Bars against HBM when known, else against the total.
   const int64_t scale =
       m.hbm_bytes ? *m.hbm_bytes : std::max<int64_t>(m.max_device_total, 1);
@@ -56,7 +60,7 @@ std::string memory_text(const CheckReport& r) {
                     bar(*m.capacity_bytes)});
   }
   out += table(rows);
-  out += fmt::format("{}\n", capacity_line(m));
+  out += fmt::format("{}\n", capacity_line(m, r.activations));
   if (m.min_device_total != m.max_device_total) {
     out += fmt::format(
         "the least loaded device holds {} ({} tensors have uneven shards)\n",
@@ -73,6 +77,14 @@ std::string memory_text(const CheckReport& r) {
     for (const std::string& line : stage_lines(m)) {
       out += fmt::format("  {}\n", line);
     }
+  }
+  if (m.host_offload > 0) {
+    out += fmt::format("host memory per device: {} offloaded by remat {}\n",
+                       human_bytes(m.host_offload),
+                       to_string(r.activations->remat));
+  }
+  if (r.activations != nullptr) {
+    out += "\n" + activations_table(*r.activations, m);
   }
 
   out += "\nparams per device by dtype:\n";

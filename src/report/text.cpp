@@ -210,28 +210,122 @@ std::string recipe_text(const MemoryEstimate& m) {
   return out;
 }
 
-std::string capacity_line(const MemoryEstimate& m) {
+std::string counted_text(const MemoryEstimate& m, const ActivationEstimate* a) {
+  std::vector<std::string> parts = {"weights"};
+  if (m.per_device.grads > 0 || m.grads_counted) {
+    parts.emplace_back("grads");
+  }
+  if (m.per_device.optimizer > 0) {
+    parts.emplace_back("optimizer");
+  }
+  if (m.gather_buffer > 0) {
+    parts.emplace_back("gather buffer");
+  }
+  if (a == nullptr || !m.activations_counted) {
+    return fmt::format("{}; activations not counted: give --seq and --batch",
+                       fmt::join(parts, " + "));
+  }
+  const StageActivations& st = a->per_stage[static_cast<size_t>(
+      std::min<int64_t>(m.stage, std::ssize(a->per_stage) - 1))];
+  std::string what = fmt::format("remat {}, {} x {} tokens",
+                                 to_string(a->remat),
+                                 a->microbatch_size,
+                                 a->tokens / a->microbatch_size);
+  if (st.in_flight != 1) {
+    what += fmt::format(", {:g} microbatches in flight", st.in_flight);
+  }
+  parts.push_back(fmt::format("activations ({})", what));
+  return fmt::format("{}", fmt::join(parts, " + "));
+}
+
+std::string capacity_line(const MemoryEstimate& m,
+                          const ActivationEstimate* a) {
   if (!m.hbm_bytes) {
     return fmt::format(
-        "total {} per device (HBM unknown: give --topology or --hbm)",
-        human_bytes(m.max_device_total));
+        "total {} per device (HBM unknown: give --topology or --hbm); counts "
+        "{}",
+        human_bytes(m.max_device_total),
+        counted_text(m, a));
   }
   return fmt::format(
       "total {} per device of {} usable ({} HBM, {:g}% kept free): {:.1f}% of "
-      "HBM, {}",
+      "HBM, {} (counts {})",
       human_bytes(m.max_device_total),
       human_bytes(*m.capacity_bytes),
       human_bytes(*m.hbm_bytes),
       m.headroom * 100,
       *m.utilization * 100,
-      *m.fits ? "fits" : "DOES NOT FIT");
+      *m.fits ? "fits" : "DOES NOT FIT",
+      counted_text(m, a));
+}
+
+std::string workload_text(const ActivationEstimate& a, const Mesh& mesh) {
+  const int64_t devices = mesh.num_devices();
+  std::string per_device =
+      a.global_batch % devices == 0
+          ? fmt::format("{}", a.global_batch / devices)
+          : fmt::format("{:g}",
+                        static_cast<double>(a.global_batch)
+                            / static_cast<double>(devices));
+  std::string out = fmt::format(
+      "seq {}, global batch {} ({} per device), {} microbatch{} of {} "
+      "sequence{} per batch shard, remat {}, {} attention",
+      a.seq,
+      a.global_batch,
+      per_device,
+      a.microbatches,
+      a.microbatches == 1 ? "" : "es",
+      a.microbatch_size,
+      a.microbatch_size == 1 ? "" : "s",
+      to_string(a.remat),
+      to_string(a.attention));
+  if (a.sequence_parallel) {
+    out += ", sequence parallel";
+  }
+  if (a.stage_interleave > 1) {
+    out += fmt::format(", {} virtual stages", a.stage_interleave);
+  }
+  if (a.activation_dtype != DType::bf16) {
+    out += fmt::format(", activations in {}", to_string(a.activation_dtype));
+  }
+  return out;
+}
+
+std::string activations_table(const ActivationEstimate& a,
+                              const MemoryEstimate& m) {
+  const int64_t stage = std::min<int64_t>(m.stage, std::ssize(a.per_stage) - 1);
+  std::string out =
+      a.stages > 1 ? fmt::format(
+          "activations per device, stage {} of {}:\n", stage, a.stages)
+                   : std::string("activations per device:\n");
+  std::vector<std::vector<std::string>> rows = {
+      {"term", "bytes", "", "formula", "source"}};
+  for (const ActivationTerm& t : stage_terms(a, stage)) {
+    rows.push_back({t.name,
+                    with_commas(t.bytes),
+                    human_bytes(t.bytes),
+                    t.formula,
+                    t.source});
+  }
+  out += table(rows);
+  std::vector<std::string> symbols;
+  for (const auto& [name, value] : a.symbols) {
+    symbols.push_back(fmt::format("{}={}", name, with_commas(value)));
+  }
+  out += fmt::format("symbols: {} (docs/memory.md, \"Activations\")\n",
+                     fmt::join(symbols, ", "));
+  return out;
 }
 
 std::vector<Category> categories(const MemoryEstimate& m) {
-  return {{"params", m.per_device.params},
-          {"grads", m.per_device.grads},
-          {"optimizer", m.per_device.optimizer},
-          {"gather buffer", m.gather_buffer}};
+  std::vector<Category> out = {{"params", m.per_device.params},
+                               {"grads", m.per_device.grads},
+                               {"optimizer", m.per_device.optimizer},
+                               {"gather buffer", m.gather_buffer}};
+  if (m.activations_counted) {
+    out.push_back({"activations", m.activations});
+  }
+  return out;
 }
 
 std::string placement_line(const MemoryEstimate& m) {
@@ -277,12 +371,15 @@ std::vector<std::string> stage_lines(const MemoryEstimate& m) {
       what += fmt::format(" (expert rank {})", g.expert_rank);
     }
     out.push_back(fmt::format(
-        "{}: params {}, grads {}, optimizer {}, gather buffer {}, total {}",
+        "{}: params {}, grads {}, optimizer {}, gather buffer {}, {}total {}",
         what,
         human_bytes(g.per_device.params),
         human_bytes(g.per_device.grads),
         human_bytes(g.per_device.optimizer),
         human_bytes(g.gather_buffer),
+        m.activations_counted
+            ? fmt::format("activations {}, ", human_bytes(g.activations))
+            : std::string(),
         human_bytes(g.total)));
   }
   return out;

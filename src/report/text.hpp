@@ -9,6 +9,7 @@
 #include <shardplan/mesh.hpp>
 #include <shardplan/rules.hpp>
 #include <shardplan/topology.hpp>
+#include <shardplan/workload.hpp>
 
 #include <cstdint>
 #include <string>
@@ -60,10 +61,26 @@ std::string topology_summary(const Topology& topology);
 
 // A memory estimate's recipe: "recipe adam with ZeRO-1 over dp (2 devices)".
 std::string recipe_text(const MemoryEstimate& memory);
-// The total per device against usable HBM, and whether it fits.
-std::string capacity_line(const MemoryEstimate& memory);
+// What the total counts: "weights + grads + optimizer + gather buffer +
+// activations (remat full, 8 x 8192 tokens)"; without a workload
+// (`activations` null), "...; activations not counted: give --seq and
+// --batch".
+std::string counted_text(const MemoryEstimate& memory,
+                         const ActivationEstimate* activations);
+// The total per device against usable HBM, whether it fits, and what it
+// counts (counted_text).
+std::string capacity_line(const MemoryEstimate& memory,
+                          const ActivationEstimate* activations);
+// The workload: "seq 8192, global batch 256 (2 per device), 1 microbatch
+// of 8 sequences per device, remat full, flash attention".
+std::string workload_text(const ActivationEstimate& activations,
+                          const Mesh& mesh);
+// The activations of the memory estimate's stage as a table: term, bytes,
+// formula, source (stage_terms), under a heading line.
+std::string activations_table(const ActivationEstimate& activations,
+                              const MemoryEstimate& memory);
 // What each device holds, per category (params, grads, optimizer, gather
-// buffer).
+// buffer, and activations when counted).
 struct Category {
   const char* name;
   int64_t bytes;

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -1072,14 +1073,16 @@ class Estimator {
     m_e.terms.push_back({"token_ids",
                          m_embedding,
                          "4*s*b",
-                         "int32 token ids (MaxText; Megatron: 8*s*b)"});
+                         "int32 token ids (MaxText; Megatron: 8*s*b)",
+                         TermPart::embedding});
     if (m_model.embedding_dropout > 0) {
       const int64_t mask = m_arith.mul(m_tokens_outside, m_model.hidden);
       m_embedding = m_arith.add(m_embedding, mask);
       m_e.terms.push_back({"embedding_dropout_mask",
                            mask,
                            sp ? "s*b*h/t" : "s*b*h",
-                           std::string(k_korthikanti_other)});
+                           std::string(k_korthikanti_other),
+                           TermPart::embedding});
     }
 
     // The head (last stage): the final norm's input and output (the head's
@@ -1107,7 +1110,8 @@ class Estimator {
                                        m_s.mtp_moe ? "moe" : "dense",
                                        m_act,
                                        sp ? "/t" : ""),
-                           "DeepSeek-V3 MTP module (README_WEIGHTS.md)"});
+                           "DeepSeek-V3 MTP module (README_WEIGHTS.md)",
+                           TermPart::head});
     }
   }
 
@@ -1150,7 +1154,8 @@ class Estimator {
         m_e.terms.push_back({fmt::format("{}{}", prefix, term.name),
                              term.bytes,
                              term.formula,
-                             std::string(term.source)});
+                             std::string(term.source),
+                             TermPart::head});
       }
     }
     return sum;
@@ -1234,29 +1239,6 @@ class Estimator {
     m_e.recompute_bytes = top.recompute_bytes;
     m_e.host_offload_bytes = top.host_bytes;
     m_e.total_bytes = top.total_bytes;
-    m_e.terms.push_back(
-        {"layers",
-         top.layers_bytes,
-         S == 1 ? "dense layer x dense layers + moe layer x moe layers"
-                : fmt::format("(layers of stage {}) x in flight {}",
-                              top.stage,
-                              top.in_flight),
-         S == 1 ? "one microbatch in flight"
-                : "1F1B in flight (Korthikanti et al. 4.2.3)"});
-    if (m_e.recompute_bytes > 0) {
-      m_e.terms.push_back({"recompute",
-                           m_e.recompute_bytes,
-                           "one layer as remat none keeps it, less what the "
-                           "policy keeps",
-                           "Chen et al. 2016 (arXiv 1604.06174): checkpoints "
-                           "plus one segment recomputed"});
-    }
-    if (m_e.host_offload_bytes > 0) {
-      m_e.terms.push_back({"host_offload",
-                           m_e.host_offload_bytes,
-                           "offloaded tensors x layers x in flight",
-                           "MaxText save_and_offload_only_these_names"});
-    }
     m_e.per_stage = std::move(stages);
   }
 
@@ -1324,6 +1306,76 @@ std::optional<AttentionKind> parse_attention(std::string_view text) {
     return AttentionKind::plain;
   }
   return std::nullopt;
+}
+
+std::vector<ActivationTerm> stage_terms(const ActivationEstimate& estimate,
+                                        int64_t stage) {
+  assert(stage >= 0 && static_cast<size_t>(stage) < estimate.per_stage.size());
+  const StageActivations& st = estimate.per_stage[static_cast<size_t>(stage)];
+  const bool first = stage == 0;
+  const bool last = stage + 1 == estimate.stages;
+  std::vector<ActivationTerm> out;
+  for (const ActivationTerm& t : estimate.terms) {
+    if (t.part == TermPart::layer || (t.part == TermPart::embedding && first)
+        || (t.part == TermPart::head && last)) {
+      out.push_back(t);
+    }
+  }
+  std::vector<std::string> kinds;
+  if (st.dense_layers > 0) {
+    kinds.push_back(fmt::format("{} x dense layer", st.dense_layers));
+  }
+  if (st.moe_layers > 0) {
+    kinds.push_back(fmt::format("{} x moe layer", st.moe_layers));
+  }
+  const std::string layers = fmt::format("{}", fmt::join(kinds, " + "));
+  const bool pipelined = estimate.stages > 1;
+  auto add = [&](std::string name,
+                 int64_t bytes,
+                 std::string formula,
+                 std::string source) {
+    out.push_back({std::move(name),
+                   bytes,
+                   std::move(formula),
+                   std::move(source),
+                   TermPart::stage});
+  };
+  add("layers",
+      st.layers_bytes,
+      !pipelined ? layers
+      : kinds.size() > 1
+          ? fmt::format("({}) x {:g} in flight", layers, st.in_flight)
+          : fmt::format("{} x {:g} in flight", layers, st.in_flight),
+      pipelined ? "1F1B in flight (Korthikanti et al. 4.2.3)"
+                : "one microbatch in flight");
+  if (st.embedding_bytes > 0) {
+    add("embedding",
+        st.embedding_bytes,
+        pipelined
+            ? fmt::format("embedding terms x {:g} in flight", st.in_flight)
+            : "embedding terms",
+        "first stage");
+  }
+  if (st.logits_bytes > 0) {
+    add("head", st.logits_bytes, "head terms", "last stage, one microbatch");
+  }
+  if (st.recompute_bytes > 0) {
+    add("recompute",
+        st.recompute_bytes,
+        "a layer under remat none, less what is kept",
+        "Chen et al. 2016, arXiv 1604.06174");
+  }
+  add("total",
+      st.total_bytes,
+      "layers + embedding + head + mtp + recompute",
+      "HBM");
+  if (st.host_bytes > 0) {
+    add("host_offload",
+        st.host_bytes,
+        "offloaded tensors x layers x in flight",
+        "MaxText offload policy: host memory, not HBM");
+  }
+  return out;
 }
 
 std::optional<ActivationEstimate> estimate_activations(const ModelConfig& model,

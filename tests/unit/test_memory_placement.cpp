@@ -562,6 +562,8 @@ TEST_CASE("memory: one line per pipeline stage in text, stages in JSON",
                            {"grads", 491'520},
                            {"optimizer", 2'949'120},
                            {"gather_buffer", 1'961'984},
+                           {"activations", 0},
+                           {"host_offload", 0},
                            {"total", 5'894'144}}));
   CHECK(memory["stages"][1]["total"] == 5'386'240);
   CHECK(memory["per_device"]["total"] == 5'894'144);

@@ -544,7 +544,8 @@ TEST_CASE("report: check's text, markdown and github by hand", "[report]") {
            "  memory per device, recipe params-only: params 2.00 KiB, grads "
            "0 B, optimizer 0 B, gather buffer 4.00 KiB\n"
            "  total 6.00 KiB per device (HBM unknown: give --topology or "
-           "--hbm)\n"
+           "--hbm); counts weights + gather buffer; activations not "
+           "counted: give --seq and --batch\n"
            "result: ok\n");
   CHECK(render(report, Format::markdown, none).str()
         == "## shardplan check: :white_check_mark: ok\n"
@@ -558,7 +559,10 @@ TEST_CASE("report: check's text, markdown and github by hand", "[report]") {
            "| grads | 0 | 0 B |\n"
            "| optimizer | 0 | 0 B |\n"
            "| gather buffer | 4,096 | 4.00 KiB |\n"
-           "| **total** | **6,144** | **6.00 KiB** |\n");
+           "| **total** | **6,144** | **6.00 KiB** |\n"
+           "\n"
+           "Counts weights + gather buffer; activations not counted: give "
+           "--seq and --batch.\n");
 
   Diagnostics diags;
   Location at = Location::of("s.json");
@@ -571,7 +575,8 @@ TEST_CASE("report: check's text, markdown and github by hand", "[report]") {
         == "::error file=s.json,line=3,col=5,title=shardplan spec.x::tensor "
            "\"w\": bad, really: 100%25\n"
            "shardplan check: 1 error, 0 warnings; total 6.00 KiB per device "
-           "(HBM unknown: give --topology or --hbm)\n");
+           "(HBM unknown: give --topology or --hbm); counts weights + gather "
+           "buffer; activations not counted: give --seq and --batch\n");
 }
 
 namespace {

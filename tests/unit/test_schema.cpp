@@ -640,6 +640,71 @@ TEST_CASE("schema: check and memory output validates", "[schema][cli]") {
     doc["memory"]["stages"][0]["layers"] = 1;
     CHECK_FALSE(errors_for(doc, "check.schema.json").empty());
   }
+  SECTION("without a workload: workload and activations are null") {
+    json doc = run_json(
+        args("check", good, {"--topology", "v5e-8", "--mesh", "fsdp:2,tp:4"}));
+    CHECK(doc["workload"].is_null());
+    CHECK(doc["memory"]["activations"].is_null());
+    CHECK(doc["memory"]["per_device"]["activations"] == 0);
+    require_valid(doc, "check.schema.json");
+  }
+}
+
+TEST_CASE("schema: plan and memory with a workload validate",
+          "[schema][cli][workload]") {
+  SECTION("pipeline stages and an offloading policy") {
+    json doc = run_json({"memory",
+                         "--model",
+                         "llama-3-8b",
+                         "--rules",
+                         "fsdp-tp",
+                         "--topology",
+                         "v5p-128",
+                         "--mesh",
+                         "pp:4,fsdp:4,tp:4",
+                         "--seq",
+                         "4096",
+                         "--batch",
+                         "64",
+                         "--microbatches",
+                         "8",
+                         "--remat",
+                         "minimal_offloaded",
+                         "--recipe",
+                         "adam",
+                         "--format",
+                         "json"});
+    const json& a = doc["memory"]["activations"];
+    CHECK(a["stages"] == 4);
+    CHECK(a["per_stage"].size() == 4);
+    CHECK(doc["memory"]["per_device"]["host_offload"].get<int64_t>() > 0);
+    CHECK(doc["workload"]["remat"] == "minimal_offloaded");
+    require_valid(doc, "check.schema.json");
+    json bad = doc;
+    bad["memory"]["activations"]["saved"][0]["bytes"] = 1;
+    CHECK_FALSE(errors_for(bad, "check.schema.json").empty());
+    bad = doc;
+    bad["workload"]["remat"] = "fulll";
+    CHECK_FALSE(errors_for(bad, "check.schema.json").empty());
+  }
+  SECTION("a mixture-of-experts model on a plan") {
+    json doc = run_json({"plan",
+                         "--model",
+                         "mixtral-8x7b-v0.1",
+                         "--topology",
+                         "v5p-128",
+                         "--mesh",
+                         "fsdp:16,ep:4",
+                         "--seq",
+                         "4096",
+                         "--per-device-batch",
+                         "1",
+                         "--format",
+                         "json"});
+    CHECK(doc["workload"]["global_batch"] == 64);
+    CHECK(doc["memory"]["activations"]["saved"][0]["layer"] == "moe");
+    require_valid(doc, "check.schema.json");
+  }
 }
 
 TEST_CASE("schema: reshard output validates", "[schema][cli][reshard]") {
