@@ -70,6 +70,16 @@ expect_exit(2 ${_check} --topology v5e-8 --specs ${EXAMPLES}/tiny-llama.specs.js
 expect_exit(2 ${_check} --topology v5e-8 --specs ${EXAMPLES}/tiny-llama.specs.json --recipe sgd)
 expect_exit(2 ${_check} --topology v5e-8 --devices 8 --specs ${EXAMPLES}/tiny-llama.specs.json)
 expect_exit(2 ${_check} --topology v5e-8 --specs ${EXAMPLES}/tiny-llama.json)
+# The training workload (DESIGN.md section 8): fits, over capacity, and
+# workload flags without an architecture or with an unknown remat policy.
+expect_exit(0 plan --model llama-3-70b --topology v5p-256 --mesh fsdp:32,tp:4
+            --recipe adam --seq 8192 --batch 128)
+expect_exit(1 plan --model llama-3-70b --topology v5p-256 --mesh fsdp:32,tp:4
+            --recipe adam --seq 8192 --batch 256)
+expect_exit(2 ${_check} --topology v5e-8 --specs ${EXAMPLES}/tiny-llama.specs.json --seq 512
+            --batch 8)
+expect_exit(2 memory --model gpt2 --devices 8 --mesh fsdp:8 --rules fsdp
+            --seq 1024 --batch 8 --remat ful)
 
 # Pipes (docs/cli.md, "Input files and their sizes"): a manifest through
 # /dev/stdin is read; `yes` never ends, and is read one byte past a topology

@@ -1,0 +1,319 @@
+// The training workload on plan, check and memory through cli::run(): the
+// activations memory counts, what the verdict says it counts, --config
+// beside --manifest, and the located input errors (exit 2) of DESIGN.md
+// section 8.
+
+#include "support/test_support.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+using Strings = std::vector<std::string>;
+using shardplan::test::CliResult;
+using shardplan::test::run_cli;
+
+namespace {
+
+// The JSON document of a run that exits 0, or 1 when `over` (a plan over
+// capacity).
+json run_json(Strings args, bool over = false) {
+  args.insert(args.end(), {"--format", "json"});
+  const CliResult r = run_cli(args);
+  INFO(r.err);
+  REQUIRE(r.code == (over ? 1 : 0));
+  REQUIRE(json::accept(r.out));
+  return json::parse(r.out);
+}
+
+// Llama-3-70B (h 8192, 80 layers, vocab 128256) trained with Adam on
+// v5p-256 (128 chips of 95.74 GiB) as fsdp:32,tp:4: the example.
+// `more` is appended; a --mesh in it replaces the mesh.
+Strings llama_70b(Strings more) {
+  Strings args = {"memory",
+                  "--model",
+                  "llama-3-70b",
+                  "--rules",
+                  "fsdp-tp",
+                  "--topology",
+                  "v5p-256",
+                  "--mesh",
+                  "fsdp:32,tp:4",
+                  "--recipe",
+                  "adam"};
+  for (size_t i = 0; i < more.size(); ++i) {
+    if (more[i] == "--mesh" && i + 1 < more.size()) {
+      args[8] = more[++i];
+    } else {
+      args.push_back(more[i]);
+    }
+  }
+  return args;
+}
+
+// The first line of stderr, for a located error.
+std::string first_line(const std::string& text) {
+  return text.substr(0, text.find('\n'));
+}
+
+}  // namespace
+
+TEST_CASE("cli workload: Llama-3-70B's activations worked by hand",
+          "[cli][workload]") {
+  // Batch 128 over the 32 fsdp shards: b = 4 sequences of s = 8192 tokens
+  // per device; tp:4 splits heads and vocab, not the layer input.
+  const json full =
+      run_json(llama_70b({"--seq", "8192", "--batch", "128"}))["memory"];
+  const json none = run_json(
+      llama_70b({"--seq", "8192", "--batch", "128", "--remat", "none"}),
+      true)["memory"];
+  const json& a = full["activations"];
+  CHECK(a["microbatch_size"] == 4);
+  CHECK(a["tokens"] == 32'768);
+  // remat full keeps each layer's input: 2*s*b*h = 2 x 8192 x 4 x 8192.
+  CHECK(a["per_layer_bytes"] == 536'870'912);
+  CHECK(a["layers_bytes"] == 80 * int64_t{536'870'912});
+  // token ids, int32: 4*s*b.
+  CHECK(a["embedding_bytes"] == 131'072);
+  // The head: final norm input and head input 2*s*b*h each, the logits
+  // 2*s*b*v/t and their fp32 copy 4*s*b*v/t, v/t = 128256 / 4 = 32064.
+  CHECK(a["logits_bytes"]
+        == 2 * int64_t{536'870'912} + 2 * int64_t{32'768} * 32'064
+               + 4 * int64_t{32'768} * 32'064);
+  // The backward of one layer rebuilds what remat none would have kept.
+  CHECK(a["recompute_bytes"].get<int64_t>()
+        == none["activations"]["per_layer_bytes"].get<int64_t>() - 536'870'912);
+  CHECK(none["activations"]["recompute_bytes"] == 0);
+  CHECK(a["total_bytes"].get<int64_t>()
+        == a["layers_bytes"].get<int64_t>()
+               + a["embedding_bytes"].get<int64_t>()
+               + a["logits_bytes"].get<int64_t>()
+               + a["recompute_bytes"].get<int64_t>());
+  // Memory counts them beside the model state.
+  const json& d = full["per_device"];
+  CHECK(d["activations"] == a["total_bytes"]);
+  CHECK(d["total"].get<int64_t>()
+        == d["params"].get<int64_t>() + d["grads"].get<int64_t>()
+               + d["optimizer"].get<int64_t>()
+               + d["gather_buffer"].get<int64_t>()
+               + d["activations"].get<int64_t>());
+  CHECK(full["fits"] == true);
+  // Twice the batch holds twice the layers' inputs: 80 GiB of them alone,
+  // over the 86.17 GiB usable with the model state.
+  const CliResult twice =
+      run_cli(llama_70b({"--seq", "8192", "--batch", "256"}));
+  CHECK(twice.code == 1);
+  CHECK(twice.out.find("DOES NOT FIT (counts weights + grads + optimizer + "
+                       "gather buffer + activations (remat full, 8 x 8192 "
+                       "tokens))")
+        != std::string::npos);
+  // Without a workload the verdict says what it leaves out.
+  const CliResult states = run_cli(llama_70b({}));
+  CHECK(states.code == 0);
+  CHECK(states.out.find("fits (counts weights + grads + optimizer + gather "
+                        "buffer; activations not counted: give --seq and "
+                        "--batch)")
+        != std::string::npos);
+}
+
+TEST_CASE("cli workload: microbatches, remat and sequence parallelism",
+          "[cli][workload]") {
+  auto activations = [](Strings more, bool over = false) {
+    Strings args = {"--seq", "8192", "--batch", "128"};
+    args.insert(args.end(), more.begin(), more.end());
+    return run_json(llama_70b(args), over)["memory"]["activations"];
+  };
+  const json one = activations({});
+  // 4 microbatches of 1 sequence: a quarter of each layer's input.
+  const json four = activations({"--microbatches", "4"});
+  CHECK(four["microbatch_size"] == 1);
+  CHECK(four["layers_bytes"].get<int64_t>() * 4 == one["layers_bytes"]);
+  // Megatron's sequence parallelism splits the layer input over tp:4.
+  const json sp = activations({"--sequence-parallel"});
+  CHECK(sp["per_layer_bytes"].get<int64_t>() * 4 == one["per_layer_bytes"]);
+  // More remat never keeps more.
+  const json minimal = activations({"--remat", "minimal"}, true);
+  const json none = activations({"--remat", "none"}, true);
+  CHECK(one["per_layer_bytes"] <= minimal["per_layer_bytes"]);
+  CHECK(minimal["per_layer_bytes"] <= none["per_layer_bytes"]);
+  // An offloading policy keeps its tensors in host memory, not HBM.
+  const json offloaded = activations({"--remat", "minimal_offloaded"});
+  CHECK(offloaded["per_layer_bytes"] == one["per_layer_bytes"]);
+  CHECK(offloaded["host_offload_bytes"].get<int64_t>()
+        == 80
+               * (minimal["per_layer_bytes"].get<int64_t>()
+                  - one["per_layer_bytes"].get<int64_t>()));
+}
+
+TEST_CASE("cli workload: pipeline stages count the most loaded stage",
+          "[cli][workload]") {
+  // pp:4 over 80 layers, 8 microbatches: stage r holds min(4 - r, 8)
+  // microbatches of its 20 layers (1F1B); each layer input is 2*s*b*h with
+  // b = 128 / (8 x 8 fsdp shards) = 2.
+  const json m = run_json(llama_70b({"--mesh",
+                                     "pp:4,fsdp:8,tp:4",
+                                     "--seq",
+                                     "8192",
+                                     "--batch",
+                                     "128",
+                                     "--microbatches",
+                                     "8"}))["memory"];
+  const json& a = m["activations"];
+  const int64_t layer = int64_t{2} * 8192 * 2 * 8192;
+  REQUIRE(a["per_stage"].size() == 4);
+  for (int64_t r = 0; r < 4; ++r) {
+    INFO("stage " << r);
+    const json& st = a["per_stage"][static_cast<size_t>(r)];
+    CHECK(st["in_flight"] == 4 - r);
+    CHECK(st["layers_bytes"] == 20 * layer * (4 - r));
+    CHECK(m["stages"][static_cast<size_t>(r)]["activations"]
+          == st["total_bytes"]);
+  }
+  // The first stage holds the most and is the one counted.
+  CHECK(m["placement"]["stage"] == 0);
+  CHECK(a["stage"] == 0);
+  CHECK(m["per_device"]["activations"] == a["per_stage"][0]["total_bytes"]);
+  // Interleaved with V = 2 virtual stages: the first stage holds
+  // min(2 (S-1) + (V-1) S + 1, M V) = 11 chunks of 10 layers, 110 layers'
+  // worth: Korthikanti et al.'s L (1 + (S-1)/(S V)) = 80 x 1.375.
+  const json v2 = run_json(llama_70b({"--mesh",
+                                      "pp:4,fsdp:8,tp:4",
+                                      "--seq",
+                                      "8192",
+                                      "--batch",
+                                      "128",
+                                      "--microbatches",
+                                      "8",
+                                      "--stage-interleave",
+                                      "2"}))["memory"]["activations"];
+  CHECK(v2["per_stage"][0]["in_flight"] == 5.5);
+  CHECK(v2["per_stage"][0]["layers_bytes"] == 20 * layer * 11 / 2);
+}
+
+TEST_CASE("cli workload: --config gives a manifest its architecture",
+          "[cli][workload]") {
+  const fs::path dir =
+      fs::temp_directory_path() / "shardplan_test_cli_workload";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string manifest = (dir / "llama-3-8b.json").string();
+  REQUIRE(run_cli({"manifest",
+                   "--model",
+                   "llama-3-8b",
+                   "--format",
+                   "json",
+                   "-o",
+                   manifest})
+              .code
+          == 0);
+  const Strings workload = {"--topology",
+                            "v5p-128",
+                            "--mesh",
+                            "fsdp:16,tp:4",
+                            "--seq",
+                            "4096",
+                            "--batch",
+                            "64"};
+  Strings by_model = {"plan", "--model", "llama-3-8b"};
+  by_model.insert(by_model.end(), workload.begin(), workload.end());
+  Strings by_config = {
+      "plan",
+      "--manifest",
+      manifest,
+      "--config",
+      std::string(SHARDPLAN_SOURCE_DIR) + "/configs/models/llama-3-8b.json"};
+  by_config.insert(by_config.end(), workload.begin(), workload.end());
+  const json a = run_json(by_model)["memory"];
+  const json b = run_json(by_config)["memory"];
+  CHECK(a["activations"] == b["activations"]);
+  CHECK(a["per_device"] == b["per_device"]);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("cli workload: bad input is located, exit 2", "[cli][workload]") {
+  const std::string tiny =
+      std::string(SHARDPLAN_SOURCE_DIR) + "/configs/examples/tiny-llama.json";
+  struct Case {
+    Strings args;
+    std::string first_line;
+  };
+  const std::vector<Case> cases = {
+      {{"plan",
+        "--manifest",
+        tiny,
+        "--devices",
+        "8",
+        "--mesh",
+        "fsdp:2,tp:4",
+        "--seq",
+        "1024",
+        "--batch",
+        "8"},
+       "--seq: error: --seq needs the model's architecture (layers, hidden "
+       "size, heads, MLP, dropout), which a manifest's tensors alone do not "
+       "give; give --config FILE (the model's Hugging Face config.json) "
+       "beside --manifest, or --model NAME or --from-hf-config FILE instead "
+       "[workload.no-architecture]"},
+      {llama_70b({"--batch", "128"}),
+       "--seq: error: --batch needs --seq N, the tokens per sequence; e.g. "
+       "--seq 8192 --batch 256 [workload.missing-seq]"},
+      {llama_70b({"--seq", "8192", "--batch", "100"}),
+       "--batch: error: batch 100 is not divisible by 1 microbatches x 32 "
+       "batch shards = 32; batch shards: the data and expert axes: \"fsdp\" "
+       "32 [workload.batch-indivisible]"},
+      {llama_70b({"--seq", "8192", "--batch", "128", "--microbatches", "3"}),
+       "--batch: error: batch 128 is not divisible by 3 microbatches x 32 "
+       "batch shards = 96; batch shards: the data and expert axes: \"fsdp\" "
+       "32 [workload.batch-indivisible]"},
+      {llama_70b({"--seq", "8192", "--batch", "128", "--remat", "minmal"}),
+       "--remat: error: unknown remat policy \"minmal\"; expected one of "
+       "none, full, selective, minimal, minimal_with_context, "
+       "save_dot_except_mlp, save_dot_except_mlpwi, "
+       "save_dot_with_context_except_mlp, save_qkv_proj, save_out_proj, "
+       "qkv_proj_offloaded, minimal_offloaded; did you mean \"minimal\"? "
+       "[workload.unknown-remat]"},
+      {llama_70b({"--stage-axes", "pq"}),
+       "--stage-axes: error: stage axis \"pq\" is not an axis of the mesh "
+       "fsdp:32,tp:4; the mesh's axes are fsdp, tp [mesh.role-axis]"},
+  };
+  for (const Case& c : cases) {
+    const CliResult r = run_cli(c.args);
+    INFO(r.err);
+    CHECK(r.code == 2);
+    CHECK(first_line(r.err) == c.first_line);
+  }
+}
+
+TEST_CASE(
+    "cli workload: a stage axis that does not divide the layers is "
+    "one error",
+    "[cli][workload]") {
+  // Llama-3-8B has 32 layers; pp:3 does not divide them.
+  const Strings mesh = {"plan",
+                        "--model",
+                        "llama-3-8b",
+                        "--devices",
+                        "48",
+                        "--mesh",
+                        "pp:3,fsdp:16"};
+  Strings with = mesh;
+  with.insert(with.end(), {"--seq", "4096", "--batch", "48"});
+  for (const Strings& args : {mesh, with}) {
+    const CliResult r = run_cli(args);
+    INFO(r.err);
+    CHECK(r.code == 2);
+    size_t errors = 0;
+    for (size_t at = r.err.find(": error: "); at != std::string::npos;
+         at = r.err.find(": error: ", at + 1)) {
+      ++errors;
+    }
+    CHECK(errors == 1);
+    CHECK(r.err.find("32 decoder layers") != std::string::npos);
+  }
+}
