@@ -1315,10 +1315,16 @@ std::vector<ActivationTerm> stage_terms(const ActivationEstimate& estimate,
   const bool first = stage == 0;
   const bool last = stage + 1 == estimate.stages;
   std::vector<ActivationTerm> out;
+  std::vector<std::string> embedding_terms, head_terms;
   for (const ActivationTerm& t : estimate.terms) {
     if (t.part == TermPart::layer || (t.part == TermPart::embedding && first)
         || (t.part == TermPart::head && last)) {
       out.push_back(t);
+    }
+    if (t.part == TermPart::embedding) {
+      embedding_terms.push_back(t.name);
+    } else if (t.part == TermPart::head && t.name != "mtp") {
+      head_terms.push_back(t.name);
     }
   }
   std::vector<std::string> kinds;
@@ -1349,15 +1355,21 @@ std::vector<ActivationTerm> stage_terms(const ActivationEstimate& estimate,
       pipelined ? "1F1B in flight (Korthikanti et al. 4.2.3)"
                 : "one microbatch in flight");
   if (st.embedding_bytes > 0) {
+    const std::string sum =
+        fmt::format("{}", fmt::join(embedding_terms, " + "));
     add("embedding",
         st.embedding_bytes,
-        pipelined
-            ? fmt::format("embedding terms x {:g} in flight", st.in_flight)
-            : "embedding terms",
+        !pipelined ? sum
+        : embedding_terms.size() > 1
+            ? fmt::format("({}) x {:g} in flight", sum, st.in_flight)
+            : fmt::format("{} x {:g} in flight", sum, st.in_flight),
         "first stage");
   }
   if (st.logits_bytes > 0) {
-    add("head", st.logits_bytes, "head terms", "last stage, one microbatch");
+    add("head",
+        st.logits_bytes,
+        fmt::format("{}", fmt::join(head_terms, " + ")),
+        "last stage, one microbatch");
   }
   if (st.recompute_bytes > 0) {
     add("recompute",
