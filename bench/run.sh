@@ -137,3 +137,11 @@ for file in "$specs_json" "$plan_json"; do
       "$(ratio "${run%% *}" "${plan%% *}")"
   done
 done
+echo
+echo "== plan with a training workload against plan without, --model deepseek-v3"
+echo "   on fsdp:64,tp:4 (whole processes, median of 5; DESIGN.md section 7:"
+echo "   a workload estimate adds at most 20%: activations are per layer kind)"
+workload=$(median_run "$shardplan" plan "$@" --recipe adam --seq 4096 \
+  --batch 1024 --microbatches 4 --remat minimal)
+echo "plan --seq 4096 --batch 1024: $workload (s, KiB): ratio" \
+  "$(ratio "${workload%% *}" "${plan%% *}") (target <= 1.2)"

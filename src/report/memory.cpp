@@ -84,7 +84,8 @@ std::string memory_text(const CheckReport& r) {
                        to_string(r.activations->remat));
   }
   if (r.activations != nullptr) {
-    out += "\n" + activations_table(*r.activations, m);
+    out += '\n';
+    out += activations_table(*r.activations, m);
   }
 
   out += "\nparams per device by dtype:\n";
