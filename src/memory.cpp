@@ -114,9 +114,13 @@ std::optional<StateBytes> state_of(int64_t elements,
     per_element += 4;
   }
   std::optional<int64_t> optimizer = checked_mul(optimizer_e, per_element);
-  if (!grads || !optimizer) {
+  // The step's update of the optimizer's shard, fp32: the temporary of one
+  // leaf's fused Adam update (docs/memory.md, "Optimizer step").
+  std::optional<int64_t> update = checked_mul(optimizer_e, 4);
+  if (!grads || !optimizer || !update) {
     return std::nullopt;
   }
+  out.update = *update;
   // Their sum too: model_states() adds them unchecked.
   std::optional<int64_t> sum = checked_add(out.params, *grads);
   if (!sum || !checked_add(*sum, *optimizer)) {
@@ -596,6 +600,7 @@ std::optional<MemoryEstimate> estimate_memory(
   // devices hold the sum of its four buckets.
   struct Totals {
     Sum params, grads, optimizer, min_states;
+    int64_t update = 0;  // the largest of its tensors' StateBytes::update
   };
   assert(options.activations.size() <= 1
          || options.activations.size() == static_cast<size_t>(stages));
@@ -702,6 +707,7 @@ std::optional<MemoryEstimate> estimate_memory(
     bucket.grads.add(cost->state.grads);
     bucket.optimizer.add(cost->state.optimizer);
     bucket.min_states.add(cost->min_state.model_states());
+    bucket.update = std::max(bucket.update, cost->state.update);
     const Record record{cost->state,
                         cost->held,
                         role == Role::dropped_scale,
@@ -831,11 +837,13 @@ std::optional<MemoryEstimate> estimate_memory(
     g.stage = s;
     g.expert_rank = r;
     Sum params, grads, optimizer, min_states;
+    int64_t update = 0;
     auto add = [&](const Totals& b) {
       params.add(b.params.value());
       grads.add(b.grads.value());
       optimizer.add(b.optimizer.value());
       min_states.add(b.min_states.value());
+      update = std::max(update, b.update);
     };
     add(buckets[0]);
     if (placement.placed()) {
@@ -857,17 +865,23 @@ std::optional<MemoryEstimate> estimate_memory(
       g.activations = a.hbm_bytes;
       g.host_offload = a.host_bytes;
     }
+    g.optimizer_step = update;
+    // The step runs after the backward has freed the gather buffer and the
+    // activations: the peak is the larger of the two phases.
+    Sum backward;
+    backward.add(gather->bytes);
+    backward.add(g.activations);
+    const int64_t transient = std::max(backward.value(), update);
     Sum total, min_total;
     total.add(params.value());
     total.add(grads.value());
     total.add(optimizer.value());
-    total.add(gather->bytes);
-    total.add(g.activations);
+    total.add(transient);
     min_total.add(min_states.value());
-    min_total.add(gather->bytes);
-    min_total.add(g.activations);
+    min_total.add(transient);
     if (params.overflow() || grads.overflow() || optimizer.overflow()
-        || min_states.overflow() || total.overflow() || min_total.overflow()) {
+        || min_states.overflow() || backward.overflow() || total.overflow()
+        || min_total.overflow()) {
       return std::nullopt;
     }
     g.total = total.value();
@@ -903,6 +917,7 @@ std::optional<MemoryEstimate> estimate_memory(
   out.gather_buffer = group.gather_buffer;
   out.activations_counted = !options.activations.empty();
   out.activations = group.activations;
+  out.optimizer_step = group.optimizer_step;
   out.host_offload = group.host_offload;
   out.max_device_total = group.total;
   out.min_device_total = group.min_total;

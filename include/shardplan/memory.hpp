@@ -268,6 +268,10 @@ struct StateBytes {
   int64_t params = 0;
   int64_t grads = 0;
   int64_t optimizer = 0;
+  // Not a state: the optimizer step's update of this tensor's optimizer
+  // shard in fp32, the temporary of its fused Adam update (0 without
+  // optimizer state).
+  int64_t update = 0;
 
   int64_t model_states() const { return params + grads + optimizer; }
 };
@@ -305,7 +309,10 @@ struct GroupMemory {
   int64_t gather_buffer = 0;  // its gather buffer
   int64_t activations = 0;    // its stage's ActivationLoad
   int64_t host_offload = 0;
-  int64_t total = 0;  // per_device model states + gather_buffer + activations
+  int64_t optimizer_step = 0;  // the largest tensor's StateBytes::update
+  // per_device model states + max(gather_buffer + activations,
+  // optimizer_step)
+  int64_t total = 0;
   int64_t min_total = 0;  // the group's device with the smallest shards
 };
 
@@ -356,7 +363,15 @@ struct MemoryEstimate {
   bool activations_counted = false;
   int64_t activations = 0;
   int64_t host_offload = 0;
-  // per_device model states + gather_buffer + activations
+  // The optimizer step's temporaries on the most loaded group: optax
+  // updates the parameters leaf by leaf, and XLA fuses each leaf's Adam
+  // update into one loop whose outputs alias the donated state, so the step
+  // holds one leaf's fp32 update beside the state: the largest
+  // StateBytes::update. It runs after the backward has freed the gather
+  // buffer and the activations.
+  int64_t optimizer_step = 0;
+  // The peak: per_device model states + max(gather_buffer + activations,
+  // optimizer_step).
   int64_t max_device_total = 0;
   // The most loaded group's device with the smallest shards (the last one).
   int64_t min_device_total = 0;

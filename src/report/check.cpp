@@ -152,6 +152,7 @@ ordered_json memory_object(const CheckReport& r) {
                      {"gather_buffer", m.gather_buffer},
                      {"activations", m.activations},
                      {"host_offload", m.host_offload},
+                     {"optimizer_step", m.optimizer_step},
                      {"total", m.max_device_total}};
   ordered_json units = ordered_json::array();
   for (const GatherUnit& u : m.gather_units) {
@@ -182,6 +183,7 @@ ordered_json memory_object(const CheckReport& r) {
                         {"gather_buffer", g.gather_buffer},
                         {"activations", g.activations},
                         {"host_offload", g.host_offload},
+                        {"optimizer_step", g.optimizer_step},
                         {"total", g.total}});
     }
     j["stages"] = std::move(stages);
@@ -370,9 +372,12 @@ std::string summary_text(const CheckReport& r, const Diagnostics& diags) {
       human_bytes(m.per_device.grads),
       human_bytes(m.per_device.optimizer),
       human_bytes(m.gather_buffer),
-      m.activations_counted
-          ? fmt::format(", activations {}", human_bytes(m.activations))
-          : std::string());
+      (m.activations_counted
+           ? fmt::format(", activations {}", human_bytes(m.activations))
+           : std::string())
+          + (step_is_peak(m) ? fmt::format(", optimizer step {}",
+                                           human_bytes(m.optimizer_step))
+                             : std::string()));
   if (m.placement.placed()) {
     out += fmt::format("  {}\n", placement_line(m));
     for (const std::string& line : stage_lines(m)) {

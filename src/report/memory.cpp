@@ -67,6 +67,9 @@ std::string memory_text(const CheckReport& r) {
         human_bytes(m.min_device_total),
         m.uneven_tensors);
   }
+  if (const std::string step = optimizer_step_line(m); !step.empty()) {
+    out += step + "\n";
+  }
   if (m.gather_buffer > 0) {
     out += fmt::format("gather buffer: {} gathered over {} at use\n",
                        gather_units_text(m),

@@ -218,7 +218,9 @@ std::string counted_text(const MemoryEstimate& m, const ActivationEstimate* a) {
   if (m.per_device.optimizer > 0) {
     parts.emplace_back("optimizer");
   }
-  if (m.gather_buffer > 0) {
+  if (step_is_peak(m)) {
+    parts.emplace_back("optimizer step");
+  } else if (m.gather_buffer > 0) {
     parts.emplace_back("gather buffer");
   }
   if (a == nullptr || !m.activations_counted) {
@@ -234,7 +236,11 @@ std::string counted_text(const MemoryEstimate& m, const ActivationEstimate* a) {
   if (st.in_flight != 1) {
     what += fmt::format(", {:g} microbatches in flight", st.in_flight);
   }
-  parts.push_back(fmt::format("activations ({})", what));
+  if (!step_is_peak(m)) {
+    parts.push_back(fmt::format("activations ({})", what));
+  } else {
+    parts.push_back(fmt::format("activations freed ({})", what));
+  }
   return fmt::format("{}", fmt::join(parts, " + "));
 }
 
@@ -317,15 +323,40 @@ std::string activations_table(const ActivationEstimate& a,
   return out;
 }
 
+bool step_is_peak(const MemoryEstimate& m) {
+  return m.optimizer_step > m.gather_buffer + m.activations;
+}
+
 std::vector<Category> categories(const MemoryEstimate& m) {
   std::vector<Category> out = {{"params", m.per_device.params},
                                {"grads", m.per_device.grads},
-                               {"optimizer", m.per_device.optimizer},
-                               {"gather buffer", m.gather_buffer}};
+                               {"optimizer", m.per_device.optimizer}};
+  if (step_is_peak(m)) {
+    out.push_back({"optimizer step", m.optimizer_step});
+    return out;
+  }
+  out.push_back({"gather buffer", m.gather_buffer});
   if (m.activations_counted) {
     out.push_back({"activations", m.activations});
   }
   return out;
+}
+
+std::string optimizer_step_line(const MemoryEstimate& m) {
+  if (m.optimizer_step == 0) {
+    return {};
+  }
+  return step_is_peak(m) ? fmt::format(
+             "optimizer step: one tensor's fp32 update, {}, "
+             "after the backward has freed its gather buffer "
+             "and activations ({}): the peak",
+             human_bytes(m.optimizer_step),
+             human_bytes(m.gather_buffer + m.activations))
+                         : fmt::format(
+                             "optimizer step: one tensor's fp32 update, {}, "
+                             "below the backward's gather buffer and "
+                             "activations",
+                             human_bytes(m.optimizer_step));
 }
 
 std::string placement_line(const MemoryEstimate& m) {

@@ -85,7 +85,13 @@ struct Category {
   const char* name;
   int64_t bytes;
 };
+// The optimizer step is the peak: its update exceeds the backward's gather
+// buffer and activations (categories then show it instead of them).
+bool step_is_peak(const MemoryEstimate& memory);
 std::vector<Category> categories(const MemoryEstimate& memory);
+// "optimizer step: one tensor's fp32 update, 2.00 GiB, ..."; empty without
+// optimizer state.
+std::string optimizer_step_line(const MemoryEstimate& memory);
 // Where the estimate is with stage or expert axes: "most loaded: stage 1
 // of 2 (pp), expert rank 0 of 4 (ep)"; empty without them.
 std::string placement_line(const MemoryEstimate& memory);

@@ -317,3 +317,43 @@ TEST_CASE(
     CHECK(r.err.find("32 decoder layers") != std::string::npos);
   }
 }
+
+TEST_CASE("cli workload: the optimizer step's peak after the backward",
+          "[cli][workload][memory]") {
+  // GPT-2 (f32) on one device with Adam: nothing is gathered, so without a
+  // workload the step's fp32 update of the largest tensor, wte [50257,
+  // 768]: 4 x 38,597,376 = 154,389,504 bytes, is the transient peak.
+  const Strings gpt2 = {"memory",
+                        "--model",
+                        "gpt2",
+                        "--rules",
+                        "fsdp",
+                        "--devices",
+                        "1",
+                        "--mesh",
+                        "dp:1",
+                        "--recipe",
+                        "adam"};
+  const json m = run_json(gpt2)["memory"];
+  const json& d = m["per_device"];
+  CHECK(d["optimizer_step"] == 154'389'504);
+  CHECK(d["gather_buffer"] == 0);
+  CHECK(d["total"].get<int64_t>()
+        == d["params"].get<int64_t>() + d["grads"].get<int64_t>()
+               + d["optimizer"].get<int64_t>() + 154'389'504);
+  const CliResult text = run_cli(gpt2);
+  CHECK(text.out.find("optimizer step    154,389,504  147.24 MiB")
+        != std::string::npos);
+  CHECK(text.out.find("; counts weights + grads + optimizer + optimizer "
+                      "step; activations not counted: give --seq and --batch")
+        != std::string::npos);
+  // With a workload the backward's activations are the larger phase.
+  Strings workload = gpt2;
+  workload.insert(workload.end(), {"--seq", "1024", "--batch", "8"});
+  const json w = run_json(workload)["memory"]["per_device"];
+  CHECK(w["activations"].get<int64_t>() > 154'389'504);
+  CHECK(w["total"].get<int64_t>()
+        == w["params"].get<int64_t>() + w["grads"].get<int64_t>()
+               + w["optimizer"].get<int64_t>()
+               + w["activations"].get<int64_t>());
+}

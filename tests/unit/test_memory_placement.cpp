@@ -511,7 +511,9 @@ TEST_CASE("memory: one line per pipeline stage in text, stages in JSON",
   //     grads 491,520 bytes (480.00 KiB), optimizer 12 x 245,760 =
   //     2,949,120; gather buffer embed_tokens + layer 0, gathered over fsdp
   //     and still split over tp: (256,000 + 724,992) / 2 x 4 = 1,961,984;
-  //     total 5,894,144 (5.62 MiB).
+  //     total 5,894,144 (5.62 MiB). The optimizer step's largest update,
+  //     embed_tokens' 64,000 elements in fp32, 256,000 bytes, is below the
+  //     gather buffer.
   //   stage 1: layer 1 181,248 + 512 + the final norm 256 + lm_head 64,000
   //     = 246,016 elements: 492,032 (480.50 KiB), optimizer 2,952,192;
   //     gather buffer layer 1 + the norm (which gathers nothing):
@@ -564,6 +566,7 @@ TEST_CASE("memory: one line per pipeline stage in text, stages in JSON",
                            {"gather_buffer", 1'961'984},
                            {"activations", 0},
                            {"host_offload", 0},
+                           {"optimizer_step", 256'000},
                            {"total", 5'894'144}}));
   CHECK(memory["stages"][1]["total"] == 5'386'240);
   CHECK(memory["per_device"]["total"] == 5'894'144);
