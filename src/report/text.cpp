@@ -348,8 +348,8 @@ std::string optimizer_step_line(const MemoryEstimate& m) {
   }
   return step_is_peak(m) ? fmt::format(
              "optimizer step: one tensor's fp32 update, {}, "
-             "after the backward has freed its gather buffer "
-             "and activations ({}): the peak",
+             "is the peak: more than the backward's gather buffer "
+             "and activations ({}), freed before it",
              human_bytes(m.optimizer_step),
              human_bytes(m.gather_buffer + m.activations))
                          : fmt::format(
