@@ -278,6 +278,10 @@ TEST_CASE("cli workload: bad input is located, exit 2", "[cli][workload]") {
        "save_dot_with_context_except_mlp, save_qkv_proj, save_out_proj, "
        "qkv_proj_offloaded, minimal_offloaded; did you mean \"minimal\"? "
        "[workload.unknown-remat]"},
+      {llama_70b(
+           {"--seq", "8190", "--batch", "128", "--mesh", "fsdp:8,cp:4,tp:4"}),
+       "--seq: error: sequence length 8190 is not divisible by 4 sequence "
+       "shards; sequence axes: \"cp\" 4 [workload.sequence-indivisible]"},
       {llama_70b({"--stage-axes", "pq"}),
        "--stage-axes: error: stage axis \"pq\" is not an axis of the mesh "
        "fsdp:32,tp:4; the mesh's axes are fsdp, tp [mesh.role-axis]"},
