@@ -1334,8 +1334,17 @@ std::vector<ActivationTerm> stage_terms(const ActivationEstimate& estimate,
   if (st.moe_layers > 0) {
     kinds.push_back(fmt::format("{} x moe layer", st.moe_layers));
   }
-  const std::string layers = fmt::format("{}", fmt::join(kinds, " + "));
   const bool pipelined = estimate.stages > 1;
+  // "a + b", times the microbatches in flight when pipelined.
+  auto in_flight = [&](const std::vector<std::string>& parts) {
+    const std::string sum = fmt::format("{}", fmt::join(parts, " + "));
+    if (!pipelined) {
+      return sum;
+    }
+    return parts.size() > 1
+               ? fmt::format("({}) x {:g} in flight", sum, st.in_flight)
+               : fmt::format("{} x {:g} in flight", sum, st.in_flight);
+  };
   auto add = [&](std::string name,
                  int64_t bytes,
                  std::string formula,
@@ -1348,21 +1357,13 @@ std::vector<ActivationTerm> stage_terms(const ActivationEstimate& estimate,
   };
   add("layers",
       st.layers_bytes,
-      !pipelined ? layers
-      : kinds.size() > 1
-          ? fmt::format("({}) x {:g} in flight", layers, st.in_flight)
-          : fmt::format("{} x {:g} in flight", layers, st.in_flight),
+      in_flight(kinds),
       pipelined ? "1F1B in flight (Korthikanti et al. 4.2.3)"
                 : "one microbatch in flight");
   if (st.embedding_bytes > 0) {
-    const std::string sum =
-        fmt::format("{}", fmt::join(embedding_terms, " + "));
     add("embedding",
         st.embedding_bytes,
-        !pipelined ? sum
-        : embedding_terms.size() > 1
-            ? fmt::format("({}) x {:g} in flight", sum, st.in_flight)
-            : fmt::format("{} x {:g} in flight", sum, st.in_flight),
+        in_flight(embedding_terms),
         "first stage");
   }
   if (st.logits_bytes > 0) {
