@@ -673,7 +673,8 @@ void add_check_options(CLI::App& app,
       ->type_name("A,B,..");
   app.add_option("--headroom",
                  cmd.headroom,
-                 "fraction of HBM kept free for XLA buffers and activations")
+                 "fraction of HBM kept free for XLA's buffers and the runtime "
+                 "(and activations, without a workload)")
       ->check(CLI::Range(0.0, 0.99))
       ->type_name("F")
       ->default_str("0.1");
@@ -921,6 +922,7 @@ specs or over HBM capacity, 2 unreadable or malformed input.
 Examples:
   shardplan plan --topology v5p-128 --mesh fsdp:-1,tp:4 --model llama-3-8b
   shardplan plan --topology v5p-128 --mesh fsdp:16,ep:2,tp:2 --model deepseek-v3 --recipe adam
+  shardplan plan --topology v5p-256 --mesh fsdp:32,tp:4 --model llama-3-70b --recipe adam --seq 8192 --batch 128
   shardplan plan --devices 8 --mesh fsdp:8 --hbm 80GB --manifest m.json --rules my-rules.json
   shardplan plan ... --format json -o plan.json && shardplan check ... --specs plan.json
   shardplan plan ... --explain model.layers.0.mlp.up_proj.weight
@@ -958,6 +960,7 @@ Examples:
   memory->footer(R"(Examples:
   shardplan memory --topology v5p-128 --mesh fsdp:-1,tp:4 --manifest m.json --specs s.json
   shardplan memory --topology v5p-128 --mesh fsdp:-1,tp:4 --model llama-3-8b --rules fsdp-tp --recipe adam
+  shardplan memory --topology v5p-256 --mesh pp:4,fsdp:8,tp:4 --model llama-3-70b --rules fsdp-tp --recipe adam --seq 8192 --batch 128 --microbatches 8 --remat minimal
   shardplan memory --topology h100x64 --mesh dp:8,tp:8 --manifest m.json --specs s.json --recipe adam --zero 3)");
 
   ReshardCommand reshard_cmd;
