@@ -1019,7 +1019,13 @@ std::optional<MemoryEstimate> estimate_memory(
                       *out.capacity_bytes,
                       *out.hbm_bytes,
                       out.headroom * 100));
-      d.hint = out.zero < 3 && has_grads(out.recipe)
+      d.hint = out.activations > out.per_device.model_states() ? fmt::format(
+                   "activations are {} bytes of it: keep less per layer (a "
+                   "remat policy that saves less), run fewer sequences at a "
+                   "time (more microbatches), or split the tokens further "
+                   "(sequence parallelism, a sequence axis)",
+                   out.activations)
+               : out.zero < 3 && has_grads(out.recipe)
                    ? fmt::format(
                        "shard further: more fsdp, {} 3, or a larger "
                        "slice",

@@ -109,6 +109,8 @@ TEST_CASE("cli workload: Llama-3-70B's activations worked by hand",
   const CliResult twice =
       run_cli(llama_70b({"--seq", "8192", "--batch", "256"}));
   CHECK(twice.code == 1);
+  // The hint points at the activations, most of the total.
+  CHECK(twice.err.find("; activations are ") != std::string::npos);
   CHECK(twice.out.find("DOES NOT FIT (counts weights + grads + optimizer + "
                        "gather buffer + activations (remat full, 8 x 8192 "
                        "tokens))")
