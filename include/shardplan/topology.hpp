@@ -232,6 +232,11 @@ struct TopologyFigures {
   Figure nvlink_latency_s;
   Figure network_bytes_per_s_per_gpu;
   Figure network_latency_s;
+  // Compute (the training step's estimate, DESIGN.md section 8): dense
+  // bf16 matmul peak and HBM bandwidth of one JAX device (a chip's over its
+  // devices: v2, v3 and TPU7x have two).
+  Figure bf16_flops_per_s_per_device;
+  Figure hbm_bytes_per_s_per_device;
 };
 
 // Every figure of TopologyFigures with its name (as files and the JSON

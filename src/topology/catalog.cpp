@@ -615,7 +615,7 @@ std::span<const FigureField> figure_fields() {
   // each about 1000x any device made, and all exact in int64 and double.
   constexpr double pb = 1e15;
   constexpr double pb_per_s = 1e15;
-  static const std::array<FigureField, 10> fields = {{
+  static const std::array<FigureField, 12> fields = {{
       {"hbm_bytes_per_device", &F::hbm_bytes_per_device, std::nullopt, pb},
       {"ici_bytes_per_s_per_link", &F::ici_bytes_per_s_per_link, tpu, pb_per_s},
       {"ici_links_per_chip", &F::ici_links_per_chip, tpu, 1024},
@@ -632,6 +632,15 @@ std::span<const FigureField> figure_fields() {
        gpu,
        pb_per_s},
       {"network_latency_s", &F::network_latency_s, gpu, 1},
+      // 1e18 FLOP/s: about 400x the fastest device.
+      {"bf16_flops_per_s_per_device",
+       &F::bf16_flops_per_s_per_device,
+       std::nullopt,
+       1e18},
+      {"hbm_bytes_per_s_per_device",
+       &F::hbm_bytes_per_s_per_device,
+       std::nullopt,
+       pb_per_s},
   }};
   return fields;
 }

@@ -581,8 +581,12 @@ TEST_CASE("cli: topology list and show", "[cli][topology]") {
   CHECK(t["hbm_bytes_per_device"] == 16909332480LL);
   CHECK(t["links"]["dcn"]["bytes_per_s_per_chip"] == 3.125e9);
   // A multi-slice TPU's figures: HBM, ICI bandwidth per link, links per
-  // chip, ICI latency, DCN bandwidth per chip, DCN latency; each sourced.
-  CHECK(t["figures"].size() == 6);
+  // chip, ICI latency, DCN bandwidth per chip, DCN latency, and the
+  // compute figures: bf16 peak and HBM bandwidth per device (v5e's
+  // 1.97e14 and 8.19e11, one device per chip); each sourced.
+  CHECK(t["figures"].size() == 8);
+  CHECK(t["figures"]["bf16_flops_per_s_per_device"]["value"] == 1.97e14);
+  CHECK(t["figures"]["hbm_bytes_per_s_per_device"]["value"] == 8.19e11);
   for (const auto& [name, figure] : t["figures"].items()) {
     INFO(name);
     CHECK_FALSE(figure["source"].get<std::string>().empty());

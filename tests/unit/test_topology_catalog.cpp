@@ -328,3 +328,26 @@ TEST_CASE("topology names: errors say what is wrong and suggest",
   CHECK(name_error("v5p-99999999999999999999").code == "topology.size");
   CHECK(name_error("").code == "topology.unknown");
 }
+
+TEST_CASE("topology catalogue: compute figures are per JAX device",
+          "[topology]") {
+  // hardware-and-costs.md C.1 and C.2 give bf16 peak and HBM bandwidth
+  // per chip; a JAX device is a chip on v4, v5e, v5p, v6e and the GPUs,
+  // half of one on v2, v3 and TPU7x (two devices per chip).
+  struct Row {
+    const char* topology;
+    double flops;
+    double hbm;
+  };
+  for (Row row : {Row{"v3-8", 1.23e14 / 2, 9.0e11 / 2},
+                  Row{"v5p-8", 4.59e14, 2.765e12},
+                  Row{"v5e-8", 1.97e14, 8.19e11},
+                  Row{"tpu7x-8", 2.307e15 / 2, 7.37e12 / 2},
+                  Row{"h100x8", 9.89e14, 3.35e12}}) {
+    INFO(row.topology);
+    const Topology t = shardplan::test::topology_of(row.topology);
+    CHECK(t.figures.bf16_flops_per_s_per_device.value == row.flops);
+    CHECK(t.figures.hbm_bytes_per_s_per_device.value == row.hbm);
+    CHECK_FALSE(t.figures.bf16_flops_per_s_per_device.source.empty());
+  }
+}
