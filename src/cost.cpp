@@ -7,6 +7,24 @@
 
 namespace shardplan {
 
+std::string_view to_string(Collective op) {
+  switch (op) {
+    case Collective::all_gather:
+      return "all_gather";
+    case Collective::reduce_scatter:
+      return "reduce_scatter";
+    case Collective::all_reduce:
+      return "all_reduce";
+    case Collective::all_to_all:
+      return "all_to_all";
+    case Collective::collective_permute:
+      return "collective_permute";
+    case Collective::send_recv:
+      return "send_recv";
+  }
+  return "all_gather";
+}
+
 namespace {
 
 // One level of a collective: the axes of one link class.

@@ -42,6 +42,9 @@ enum class Collective {
   send_recv,
 };
 
+// "all_gather", "reduce_scatter", ... (the enumerator's name).
+std::string_view to_string(Collective op);
+
 struct CollectiveCost {
   double seconds = 0;
   LinkClass link = LinkClass::none;  // of the axes; mixed when they differ

@@ -158,8 +158,10 @@ struct CheckReport {
   // `plan` only: the rules applied and what each tensor got from them.
   const RuleSet* rules = nullptr;
   const RulePlan* plan = nullptr;
-  // With a workload: its activations (memory.activations counts them).
+  // With a workload: its activations (memory.activations counts them),
+  // and on a topology the step's time.
   const ActivationEstimate* activations = nullptr;
+  const StepEstimate* step = nullptr;
 };
 
 // `reshard` (docs/reshard.md): a plan moving a manifest's tensors from one

@@ -14,13 +14,16 @@
 // them); and what an offloading policy keeps in host memory instead. Pure
 // computation: no text is parsed but the workload's own small values.
 
+#include <shardplan/cost.hpp>
 #include <shardplan/diag.hpp>
 #include <shardplan/mesh.hpp>
 #include <shardplan/models.hpp>
 #include <shardplan/tensor.hpp>
+#include <shardplan/topology.hpp>
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -280,6 +283,109 @@ std::optional<ActivationEstimate> estimate_activations(const ModelConfig& model,
                                                        const AxisRoles& roles,
                                                        const Workload& workload,
                                                        Diagnostics& diags);
+
+// ---------------------------------------------------------------------------
+// The training step's time (DESIGN.md section 8, `step`; docs/step.md gives
+// every formula with its source): the FLOPs a device computes, the
+// collectives it runs on the links of their mesh axes, what overlaps the
+// compute, the pipeline bubble, and the step time, tokens per second and
+// MFU that follow.
+
+// The estimate's settable constants, each named in StepEstimate::
+// assumptions with its value and source.
+struct StepOptions {
+  // The fraction of the bf16 peak a matmul reaches. 1: the roofline (the
+  // scaling book's convention); the references publish no measured figure
+  // for XLA's matmuls, so a user sets it from a profile.
+  double matmul_efficiency = 1.0;
+  // Expert all-to-all bytes x this (MaxText's capacity_factor; 1 is
+  // dropless routing at perfect balance).
+  double capacity_factor = 1.0;
+  // Overlap rules (docs/step.md, "Overlap"): FSDP gathers prefetched
+  // behind the previous layer's compute, gradient reduction behind the
+  // backward (both but the first and last layer); tensor-parallel and
+  // expert collectives on the critical path.
+  bool overlap_fsdp = true;
+  bool overlap_grad_reduce = true;
+  bool overlap_tensor = false;
+  bool overlap_expert = false;
+  std::string matmul_efficiency_source;  // for diagnostics ("--matmul-...")
+};
+
+// One kind of collective of the step.
+struct StepCollective {
+  std::string what;  // "fsdp all-gather (forward)", "tp all-reduce", ...
+  Collective op = Collective::all_gather;
+  std::vector<std::string> mesh_axes;  // in mesh order
+  LinkClass link = LinkClass::none;
+  // One call's group bytes (cost.hpp's V): the gathered array, the summed
+  // buffer, the all-to-all's whole array, a send's bytes.
+  int64_t bytes_per_device = 0;
+  int64_t count = 0;   // calls per step on a device
+  double seconds = 0;  // all calls
+  bool overlapped = false;
+  double exposed_seconds = 0;  // what the compute does not hide
+};
+
+struct StepEstimate {
+  int64_t tokens = 0;  // global tokens per step: global batch x seq
+  // MaxText's convention (calculate_tflops_training_per_device): 3 x the
+  // forward matmul FLOPs of the active weights (experts at top-k, the head)
+  // plus causal attention, for the whole step on every device.
+  double model_flops = 0;
+  // What one device computes: model FLOPs' share plus the remat policy's
+  // recomputation, on the most loaded stage.
+  double flops_per_device = 0;
+  double matmul_seconds = 0;   // flops_per_device / (peak x efficiency)
+  double memory_seconds = 0;   // elementwise work and the optimizer update
+  double compute_seconds = 0;  // matmul + memory
+  std::vector<StepCollective> collectives;
+  double comm_seconds = 0;
+  double exposed_comm_seconds = 0;
+  double bubble_seconds = 0;
+  double step_seconds = 0;
+  double tokens_per_second_per_device = 0;
+  double mfu = 0;
+  // The largest part of the step, in words: "compute-bound", "exposed tp
+  // all-reduce over ici", "pipeline bubble".
+  std::string bottleneck;
+  // Every constant the estimate assumed: its name, value and source.
+  struct Assumption {
+    std::string name;
+    std::string value;
+    std::string source;
+  };
+  std::vector<Assumption> assumptions;
+};
+
+// What the step estimate reads beside the model and the activations.
+struct StepInputs {
+  const Topology* topology = nullptr;  // its bf16 peak and HBM bandwidth
+  // The links of every mesh axis (MeshLayout::links), in mesh order.
+  std::span<const AxisLink> links;
+  // The axes FSDP gathers the weights over at use (MemoryEstimate::
+  // gather_axes: from the specs).
+  std::vector<std::string> gather_axes;
+  // Bytes per element of the weights as trained (the param dtype) and of
+  // their gradients.
+  int64_t weight_bytes = 2;
+  int64_t grad_bytes = 2;
+  // Bytes of the model state a device updates in the optimizer step (its
+  // params + grads + optimizer state), read and written once.
+  int64_t optimizer_state_bytes = 0;
+};
+
+// The training step of `model` under `activations`' workload on `mesh`.
+// nullopt (reported) when the topology lacks a figure the estimate needs
+// [step.no-figure]. REQUIRES: `activations` from estimate_activations on
+// the same model, mesh and roles; inputs.links.size() == mesh.axes.size().
+std::optional<StepEstimate> estimate_step(const ModelConfig& model,
+                                          const Mesh& mesh,
+                                          const AxisRoles& roles,
+                                          const ActivationEstimate& activations,
+                                          const StepInputs& inputs,
+                                          const StepOptions& options,
+                                          Diagnostics& diags);
 
 // The terms of one stage's activations for a table: the layer terms; the
 // embedding's on the first stage and the head's on the last; then the

@@ -68,6 +68,7 @@ struct CheckCommand {
   bool allow_split_physical_axes = false;
   std::string rules;  // `memory --rules`: specs from rules instead of a file
   WorkloadFlags workload;
+  double matmul_efficiency = 1.0;
 };
 
 struct PlanCommand {
@@ -287,6 +288,7 @@ struct Inputs {
   ValidateOptions validate;
   std::optional<Manifest> manifest;
   Training training;
+  StepOptions step_options;
 };
 
 // Reads the inputs; false after an input error (reported).
@@ -388,6 +390,8 @@ bool load_inputs(const CheckCommand& cmd, Diagnostics& diags, Inputs& in) {
     return false;
   }
   watch.lap("estimate activations");
+  in.step_options.matmul_efficiency = cmd.matmul_efficiency;
+  in.step_options.matmul_efficiency_source = "--matmul-efficiency";
   const Training& t = in.training;
   in.memory.roles = t.roles;
   in.memory.stage_axes_source = t.role_sources.stage;
@@ -426,6 +430,34 @@ int finish_check(View view,
   if (!memory) {
     return session.fail_input();
   }
+  // With a workload and a layout on a topology: the step's time.
+  std::optional<StepEstimate> step;
+  if (in.training.activations && in.layout && in.topology) {
+    const ModelConfig& model = *in.training.model;
+    DType weights = memory->param_dtype.value_or(model.dtype);
+    if (is_fp8(weights)) {
+      weights = memory->fp8_param_dtype.value_or(DType::bf16);
+    }
+    StepInputs step_in;
+    step_in.topology = &*in.topology;
+    step_in.links = in.layout->links;
+    step_in.gather_axes = memory->gather_axes;
+    step_in.weight_bytes = dtype_bits(weights) / 8;
+    step_in.grad_bytes = dtype_bits(memory->grad_dtype.value_or(weights)) / 8;
+    step_in.optimizer_state_bytes = memory->per_device.model_states();
+    StepOptions options = in.step_options;
+    step = estimate_step(model,
+                         *in.mesh,
+                         in.training.roles,
+                         *in.training.activations,
+                         step_in,
+                         options,
+                         diags);
+    if (!step) {
+      return session.fail_input();
+    }
+    watch.lap("estimate the step");
+  }
   const CheckReport report{
       view,
       *in.mesh,
@@ -436,7 +468,8 @@ int finish_check(View view,
       *memory,
       rules,
       plan,
-      in.training.activations ? &*in.training.activations : nullptr};
+      in.training.activations ? &*in.training.activations : nullptr,
+      step ? &*step : nullptr};
   return session.finish(
       report, diags.has_errors() ? ExitCode::plan_errors : ExitCode::ok);
 }
@@ -691,6 +724,14 @@ void add_check_options(CLI::App& app,
       ->type_name("SIZE")
       ->default_str("64MiB");
   add_workload_options(app, cmd.workload, manifest_options);
+  app.add_option("--matmul-efficiency",
+                 cmd.matmul_efficiency,
+                 "the fraction of the bf16 peak a matmul reaches, for the "
+                 "step time (default 1: the roofline; docs/step.md)")
+      ->check(CLI::Range(0.01, 1.0))
+      ->type_name("F")
+      ->default_str("1")
+      ->group("Workload (activations; docs/memory.md)");
 }
 
 // Installs a logger writing to `err` for one run and puts the previous

@@ -109,6 +109,45 @@ ordered_json activations_object(const ActivationEstimate& a,
   return j;
 }
 
+// The training step's estimate (DESIGN.md section 8), null without one.
+ordered_json step_object(const StepEstimate* step) {
+  if (step == nullptr) {
+    return nullptr;
+  }
+  const StepEstimate& e = *step;
+  ordered_json collectives = ordered_json::array();
+  for (const StepCollective& c : e.collectives) {
+    collectives.push_back({{"what", c.what},
+                           {"op", std::string(to_string(c.op))},
+                           {"mesh_axes", c.mesh_axes},
+                           {"link", std::string(to_string(c.link))},
+                           {"bytes_per_device", c.bytes_per_device},
+                           {"count", c.count},
+                           {"seconds", c.seconds},
+                           {"overlapped", c.overlapped},
+                           {"exposed_seconds", c.exposed_seconds}});
+  }
+  ordered_json assumptions = ordered_json::object();
+  for (const StepEstimate::Assumption& a : e.assumptions) {
+    assumptions[a.name] = {{"value", a.value}, {"source", a.source}};
+  }
+  return {{"tokens", e.tokens},
+          {"model_flops", e.model_flops},
+          {"flops_per_device", e.flops_per_device},
+          {"matmul_seconds", e.matmul_seconds},
+          {"memory_seconds", e.memory_seconds},
+          {"compute_seconds", e.compute_seconds},
+          {"collectives", std::move(collectives)},
+          {"comm_seconds", e.comm_seconds},
+          {"exposed_comm_seconds", e.exposed_comm_seconds},
+          {"bubble_seconds", e.bubble_seconds},
+          {"step_seconds", e.step_seconds},
+          {"tokens_per_second_per_device", e.tokens_per_second_per_device},
+          {"mfu", e.mfu},
+          {"bottleneck", e.bottleneck},
+          {"assumptions", std::move(assumptions)}};
+}
+
 // The workload a plan assumed (null without one).
 ordered_json workload_object(const ActivationEstimate* a, const Mesh& mesh) {
   if (a == nullptr) {
@@ -385,6 +424,9 @@ std::string summary_text(const CheckReport& r, const Diagnostics& diags) {
     }
   }
   out += fmt::format("  {}\n", capacity_line(m, r.activations));
+  if (r.step != nullptr) {
+    out += fmt::format("  {}\n", step_line(*r.step));
+  }
   out += fmt::format("result: {}\n", verdict(diags));
   return out;
 }
@@ -410,6 +452,7 @@ void write_check_json(const CheckReport& r,
   j["tensors"] = raw_marker();
   j["diagnostics"] = diagnostics_array(diags);
   j["memory"] = memory_object(r);
+  j["step"] = step_object(r.step);
   const ShardingTotals s = sharding_totals(r.manifest, r.mesh, r.shardings);
   j["summary"] = {{"tensors", r.manifest.size()},
                   {"errors", diags.error_count()},

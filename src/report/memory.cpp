@@ -90,6 +90,10 @@ std::string memory_text(const CheckReport& r) {
     out += '\n';
     out += activations_table(*r.activations, m);
   }
+  if (r.step != nullptr) {
+    out += '\n';
+    out += step_table(*r.step);
+  }
 
   out += "\nparams per device by dtype:\n";
   std::vector<std::vector<std::string>> dtypes = {

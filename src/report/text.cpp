@@ -323,6 +323,59 @@ std::string activations_table(const ActivationEstimate& a,
   return out;
 }
 
+std::string step_line(const StepEstimate& e) {
+  return fmt::format("step {}: {} tokens/s per device, MFU {:.1f}%; {}",
+                     seconds_text(e.step_seconds),
+                     with_commas(static_cast<int64_t>(
+                         std::llround(e.tokens_per_second_per_device))),
+                     e.mfu * 100,
+                     e.bottleneck);
+}
+
+std::string step_table(const StepEstimate& e) {
+  std::string out = "training step per device (docs/step.md):\n";
+  std::vector<std::vector<std::string>> rows = {
+      {"part", "axes", "link", "count", "time", "exposed"}};
+  rows.push_back(
+      {fmt::format("matmuls ({:.4g} TFLOP)", e.flops_per_device / 1e12),
+       "",
+       "",
+       "",
+       seconds_text(e.matmul_seconds),
+       seconds_text(e.matmul_seconds)});
+  rows.push_back({"memory-bound work",
+                  "",
+                  "",
+                  "",
+                  seconds_text(e.memory_seconds),
+                  seconds_text(e.memory_seconds)});
+  for (const StepCollective& c : e.collectives) {
+    rows.push_back({c.what,
+                    fmt::format("{}", fmt::join(c.mesh_axes, ",")),
+                    std::string(to_string(c.link)),
+                    with_commas(c.count),
+                    seconds_text(c.seconds),
+                    seconds_text(c.exposed_seconds)});
+  }
+  if (e.bubble_seconds > 0) {
+    rows.push_back({"pipeline bubble",
+                    "",
+                    "",
+                    "",
+                    seconds_text(e.bubble_seconds),
+                    seconds_text(e.bubble_seconds)});
+  }
+  rows.push_back({"step", "", "", "", "", seconds_text(e.step_seconds)});
+  out += table(rows);
+  out += step_line(e) + "\n";
+  std::vector<std::string> assumed;
+  for (const StepEstimate::Assumption& a : e.assumptions) {
+    assumed.push_back(fmt::format("{} {}", a.name, a.value));
+  }
+  out += fmt::format("assumed: {}\n", fmt::join(assumed, "; "));
+  return out;
+}
+
 bool step_is_peak(const MemoryEstimate& m) {
   return m.optimizer_step > m.gather_buffer + m.activations;
 }

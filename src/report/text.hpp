@@ -79,6 +79,13 @@ std::string workload_text(const ActivationEstimate& activations,
 // formula, source (stage_terms), under a heading line.
 std::string activations_table(const ActivationEstimate& activations,
                               const MemoryEstimate& memory);
+// The training step as a table: compute, each collective kind (count,
+// time, what is exposed), the bubble, the step; then tokens/s, MFU and the
+// bottleneck.
+std::string step_table(const StepEstimate& step);
+// One line: "step 1.23 s: 1,234 tokens/s per device, MFU 61.2%;
+// compute-bound: ...".
+std::string step_line(const StepEstimate& step);
 // What each device holds, per category (params, grads, optimizer, gather
 // buffer, and activations when counted).
 struct Category {

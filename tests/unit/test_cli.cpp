@@ -1574,7 +1574,7 @@ TEST_CASE("cli: deepseek-v3's gather buffer and FP8 weights (issue 17)",
   // Only the memory object is read: the 91,991 tensors before it take
   // seconds to parse in a debug build.
   const size_t from = r.out.find("\n  \"memory\": ");
-  const size_t to = r.out.find(",\n  \"summary\": ");
+  const size_t to = r.out.find(",\n  \"step\": ");
   REQUIRE(from != std::string::npos);
   REQUIRE(to != std::string::npos);
   const json memory = parse_json(
