@@ -1,0 +1,232 @@
+// The training step's estimate (include/shardplan/workload.hpp,
+// estimate_step; docs/step.md). FLOPs are worked by hand from the model's
+// dims in MaxText's convention (hardware-and-costs.md A.11); the bubble from
+// the 1F1B schedule; overlap and monotonicity as properties.
+
+#include "support/test_support.hpp"
+
+#include <shardplan/cost.hpp>
+#include <shardplan/io.hpp>
+#include <shardplan/mesh.hpp>
+#include <shardplan/models.hpp>
+#include <shardplan/topology.hpp>
+#include <shardplan/workload.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+using namespace shardplan;
+
+namespace {
+
+ModelConfig builtin(std::string_view name) {
+  std::optional<std::string_view> text = builtin_model_config(name);
+  REQUIRE(text);
+  Diagnostics diags;
+  std::optional<ModelConfig> c =
+      read_hf_config(*text, std::string(name) + ".json", diags);
+  REQUIRE(c);
+  return *c;
+}
+
+// One estimate: `model` on `mesh` laid out on `topology`, FSDP over the
+// data axes, bf16 weights and grads.
+struct Run {
+  Run(std::string model_name,
+      std::string topology_name,
+      std::string mesh_text,
+      int64_t seq_length,
+      int64_t global_batch,
+      int64_t microbatch_count = 1)
+      : model(std::move(model_name)),
+        topology(std::move(topology_name)),
+        mesh(std::move(mesh_text)),
+        seq(seq_length),
+        batch(global_batch),
+        microbatches(microbatch_count) {}
+
+  std::string model;
+  std::string topology;
+  std::string mesh;
+  int64_t seq;
+  int64_t batch;
+  int64_t microbatches;
+  std::string remat = "full";
+  int64_t interleave = 1;
+  StepOptions options;
+};
+
+StepEstimate estimate(const Run& run, Topology* topology_override = nullptr) {
+  const ModelConfig model = builtin(run.model);
+  Topology topology =
+      topology_override ? *topology_override : test::topology_of(run.topology);
+  Diagnostics diags;
+  MeshOptions mesh_options;
+  mesh_options.sources.mesh = "--mesh";
+  mesh_options.num_devices = topology.devices();
+  std::optional<Mesh> mesh = parse_mesh(run.mesh, mesh_options, diags);
+  REQUIRE(mesh);
+  std::optional<MeshLayout> layout =
+      layout_mesh(topology, *mesh, LayoutOptions{}, diags);
+  INFO(test::first_error(diags));
+  REQUIRE(layout);
+  std::optional<AxisRoles> roles =
+      resolve_axis_roles(*mesh, AxisRoles{}, AxisRoleSources{}, diags);
+  REQUIRE(roles);
+  Workload w;
+  w.seq = run.seq;
+  w.batch = run.batch;
+  w.microbatches = run.microbatches;
+  w.remat = run.remat;
+  w.stage_interleave = run.interleave;
+  std::optional<ActivationEstimate> a =
+      estimate_activations(model, *mesh, *roles, w, diags);
+  INFO(test::first_error(diags));
+  REQUIRE(a);
+  StepInputs in;
+  in.topology = &topology;
+  in.links = layout->links;
+  in.gather_axes = roles->data;
+  std::optional<StepEstimate> step =
+      estimate_step(model, *mesh, *roles, *a, in, run.options, diags);
+  INFO(test::first_error(diags));
+  REQUIRE(step);
+  return *step;
+}
+
+}  // namespace
+
+TEST_CASE("step: a dense model's FLOPs are 6 N D plus causal attention",
+          "[step]") {
+  // Llama-3-8B: h 4096, 32 heads of 128, 8 KV heads, gated MLP 14336, 32
+  // layers, vocab 128256. Matmul weights per layer: q, k, v 4096 x 6144
+  // (25,165,824), o 4096 x 4096 (16,777,216), MLP 3 x 4096 x 14336
+  // (176,160,768): 218,103,808; with the head's 4096 x 128256
+  // (525,336,576), N = 32 x 218,103,808 + 525,336,576 = 7,504,658,432
+  // (MaxText counts the logits, not the embedding lookup). Causal
+  // attention: 12 x L x a x d x seq / 2 = 12 x 32 x 32 x 128 x 4096 =
+  // 6,442,450,944 per token at seq 8192.
+  const StepEstimate e =
+      estimate(Run("llama-3-8b", "v5p-128", "fsdp:64", 8192, 256));
+  const double per_token = 6.0 * 7'504'658'432 + 6'442'450'944;
+  REQUIRE(e.tokens == 256 * 8192);
+  CHECK(e.model_flops == Approx(per_token * 256 * 8192).epsilon(1e-12));
+  // Full remat recomputes each layer's forward once more: + L x (2 x
+  // 218,103,808 + 2 x 32 x 128 x 8192 / ... ) = the layers' forward, a
+  // third of their training FLOPs. Per device: / 64.
+  const double layers_forward = 32.0 * (2 * 218'103'808.0 + 67'108'864.0);
+  CHECK(
+      e.flops_per_device
+      == Approx((per_token + layers_forward) * 256 * 8192 / 64).epsilon(1e-12));
+  // Matmuls at v5p's 4.59e14 FLOP/s, the roofline.
+  CHECK(e.matmul_seconds == Approx(e.flops_per_device / 4.59e14));
+  CHECK(e.mfu == Approx(e.model_flops / (e.step_seconds * 64 * 4.59e14)));
+  CHECK(e.tokens_per_second_per_device
+        == Approx(256.0 * 8192 / e.step_seconds / 64));
+}
+
+TEST_CASE("step: an MoE layer's FLOPs count the top-k experts", "[step]") {
+  // Mixtral-8x7B: attention as Llama-3-8B's (41,943,040 weights), a router
+  // 4096 x 8 (32,768) and 2 of 8 experts of 3 x 4096 x 14336
+  // (352,321,536) per token: 394,297,344 a layer; x 32 plus the head's
+  // 4096 x 32000 (131,072,000): N = 12,748,587,008 active. Attention at
+  // seq 4096: 12 x 32 x 32 x 128 x 2048 = 3,221,225,472 per token.
+  Run run{"mixtral-8x7b-v0.1", "v5p-128", "fsdp:16,ep:4", 4096, 64};
+  run.remat = "none";
+  const StepEstimate e = estimate(run);
+  const double per_token = 6.0 * 12'748'587'008 + 3'221'225'472;
+  CHECK(e.model_flops == Approx(per_token * 64 * 4096).epsilon(1e-12));
+  // Without remat a device computes its 1/64 share.
+  CHECK(e.flops_per_device
+        == Approx(per_token * 64 * 4096 / 64).epsilon(1e-12));
+  // The experts' all-to-all: dispatch and combine, forward and backward,
+  // per layer: 4 x 32 calls over ep.
+  bool found = false;
+  for (const StepCollective& c : e.collectives) {
+    if (c.what == "expert all-to-all") {
+      found = true;
+      CHECK(c.count == 128);
+      CHECK(c.mesh_axes == std::vector<std::string>{"ep"});
+      // The group's array: 4 ranks x (1 sequence x 4096 tokens x top-2 x
+      // 4096 x 2 bytes); 64 sequences over 16 x 4 batch shards.
+      CHECK(c.bytes_per_device == int64_t{4} * 4096 * 2 * 4096 * 2);
+    }
+  }
+  CHECK(found);
+}
+
+TEST_CASE("step: the 1F1B bubble is (S - 1) / (M V) of the busy time",
+          "[step]") {
+  // Llama-3-70B, 80 layers over pp:4: S = 4, M = 8.
+  Run run{"llama-3-70b", "v5p-256", "pp:4,fsdp:8,tp:4", 4096, 128, 8};
+  const StepEstimate one = estimate(run);
+  const double busy1 = one.compute_seconds + one.exposed_comm_seconds;
+  CHECK(one.bubble_seconds == Approx(busy1 * 3 / 8));
+  CHECK(one.step_seconds == Approx(busy1 * 11 / 8));
+  run.interleave = 2;
+  const StepEstimate two = estimate(run);
+  const double busy2 = two.compute_seconds + two.exposed_comm_seconds;
+  CHECK(two.bubble_seconds == Approx(busy2 * 3 / 16));
+  // Without stages there is none.
+  const StepEstimate flat =
+      estimate(Run("llama-3-70b", "v5p-256", "fsdp:32,tp:4", 4096, 128));
+  CHECK(flat.bubble_seconds == 0);
+}
+
+TEST_CASE("step: overlap hides what the rules say, and only that", "[step]") {
+  Run run{"llama-3-8b", "v5p-128", "fsdp:16,tp:4", 8192, 64};
+  const StepEstimate on = estimate(run);
+  run.options.overlap_fsdp = false;
+  run.options.overlap_grad_reduce = false;
+  const StepEstimate off = estimate(run);
+  for (size_t i = 0; i < on.collectives.size(); ++i) {
+    const StepCollective& a = on.collectives[i];
+    const StepCollective& b = off.collectives[i];
+    INFO(a.what);
+    CHECK(a.seconds == Approx(b.seconds));
+    CHECK(b.exposed_seconds == Approx(b.seconds));
+    if (a.what.starts_with("fsdp all-gather (forward)")) {
+      // Prefetched behind the previous layer: only the first is exposed,
+      // one of the 32 layers' calls.
+      CHECK(a.exposed_seconds == Approx(a.seconds / 32));
+    }
+    if (a.what.starts_with("tp ")) {
+      CHECK(a.exposed_seconds == Approx(a.seconds));  // exposed either way
+    }
+  }
+  CHECK(off.step_seconds > on.step_seconds);
+  CHECK(off.compute_seconds == Approx(on.compute_seconds));
+}
+
+TEST_CASE("step: a slower link never shortens the step", "[step]") {
+  Run run{"llama-3-8b", "v5p-128", "fsdp:16,tp:4", 8192, 64};
+  Topology fast = test::topology_of("v5p-128");
+  Topology slow = fast;
+  slow.figures.ici_bytes_per_s_per_link.value /= 4;
+  const StepEstimate a = estimate(run, &fast);
+  const StepEstimate b = estimate(run, &slow);
+  CHECK(b.step_seconds >= a.step_seconds);
+  CHECK(b.comm_seconds > a.comm_seconds);
+  CHECK(b.compute_seconds == Approx(a.compute_seconds));
+}
+
+TEST_CASE(
+    "step: more data-parallel devices never lower the tokens per "
+    "step's second when compute-bound",
+    "[step]") {
+  // The same per-device batch (4 sequences) on 32 and 64 devices of pure
+  // FSDP: twice the tokens in about the same time.
+  Run small{"llama-3-8b", "v5p-64", "fsdp:32", 8192, 128};
+  Run large{"llama-3-8b", "v5p-128", "fsdp:64", 8192, 256};
+  const StepEstimate a = estimate(small);
+  const StepEstimate b = estimate(large);
+  CHECK(static_cast<double>(b.tokens) / b.step_seconds
+        >= static_cast<double>(a.tokens) / a.step_seconds);
+  CHECK(a.bottleneck.starts_with("compute-bound"));
+}
