@@ -373,11 +373,18 @@ struct StepInputs {
   // Bytes of the model state a device updates in the optimizer step (its
   // params + grads + optimizer state), read and written once.
   int64_t optimizer_state_bytes = 0;
+  // Where the mesh came from ("--mesh"), for the roofline warnings.
+  std::string mesh_source;
 };
 
 // The training step of `model` under `activations`' workload on `mesh`.
 // nullopt (reported) when the topology lacks a figure the estimate needs
-// [step.no-figure]. REQUIRES: `activations` from estimate_activations on
+// [step.no-figure]. Warns, at inputs.mesh_source, from the scaling book's
+// rooflines (hardware-and-costs.md B.5): a microbatch's tokens per device
+// below an FSDP axis's critical batch, peak / the axis's bandwidth
+// [step.below-critical-batch]; tensor axes wider than MLP width x their
+// bandwidth / peak [step.tensor-too-wide]; an FSDP or tensor axis over DCN
+// [step.over-dcn]. REQUIRES: `activations` from estimate_activations on
 // the same model, mesh and roles; inputs.links.size() == mesh.axes.size().
 std::optional<StepEstimate> estimate_step(const ModelConfig& model,
                                           const Mesh& mesh,

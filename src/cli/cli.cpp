@@ -445,6 +445,7 @@ int finish_check(View view,
     step_in.weight_bytes = dtype_bits(weights) / 8;
     step_in.grad_bytes = dtype_bits(memory->grad_dtype.value_or(weights)) / 8;
     step_in.optimizer_state_bytes = memory->per_device.model_states();
+    step_in.mesh_source = "--mesh";
     StepOptions options = in.step_options;
     step = estimate_step(model,
                          *in.mesh,

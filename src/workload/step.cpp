@@ -243,6 +243,8 @@ std::optional<StepEstimate> estimate_step(const ModelConfig& model,
     }
     return out_links;
   };
+  enum class Phase { forward_pass, backward_pass };
+  std::vector<Phase> hidden_by;  // per collective
   auto add = [&](std::string what,
                  Collective op,
                  const std::vector<std::string>& axes,
@@ -265,6 +267,11 @@ std::optional<StepEstimate> estimate_step(const ModelConfig& model,
     c.seconds = one.seconds * count;
     c.overlapped = overlapped;
     c.exposed_seconds = overlapped ? one.seconds * exposed_calls : c.seconds;
+    // What the compute can hide of the rest: the forward's gathers behind
+    // the forward, the rest behind the backward.
+    hidden_by.push_back(c.what.find("(forward)") != std::string::npos
+                            ? Phase::forward_pass
+                            : Phase::backward_pass);
     out.collectives.push_back(std::move(c));
   };
 
@@ -376,6 +383,31 @@ std::optional<StepEstimate> estimate_step(const ModelConfig& model,
       false,
       0);
 
+  // Overlapped collectives hide behind the compute of their phase: the
+  // forward a third of the step's compute (one of its three matmul
+  // passes), the backward two thirds. What a phase's overlapped
+  // collectives take beyond its compute is exposed too, shared in
+  // proportion to their time.
+  for (Phase phase : {Phase::forward_pass, Phase::backward_pass}) {
+    const double budget = out.compute_seconds
+                          * (phase == Phase::forward_pass ? 1.0 / 3 : 2.0 / 3);
+    double hidden = 0;
+    for (size_t i = 0; i < out.collectives.size(); ++i) {
+      const StepCollective& c = out.collectives[i];
+      if (c.overlapped && hidden_by[i] == phase) {
+        hidden += c.seconds - c.exposed_seconds;
+      }
+    }
+    if (hidden > budget && hidden > 0) {
+      const double excess = (hidden - budget) / hidden;
+      for (size_t i = 0; i < out.collectives.size(); ++i) {
+        StepCollective& c = out.collectives[i];
+        if (c.overlapped && hidden_by[i] == phase) {
+          c.exposed_seconds += (c.seconds - c.exposed_seconds) * excess;
+        }
+      }
+    }
+  }
   for (const StepCollective& c : out.collectives) {
     out.comm_seconds += c.seconds;
     out.exposed_comm_seconds += c.exposed_seconds;
@@ -390,6 +422,80 @@ std::optional<StepEstimate> estimate_step(const ModelConfig& model,
   out.step_seconds = busy + out.bubble_seconds;
   out.tokens_per_second_per_device = tokens / out.step_seconds / devices;
   out.mfu = out.model_flops / (out.step_seconds * devices * peak);
+
+  // The scaling book's rooflines (B.5), as warnings.
+  const auto warn = [&](std::string code,
+                        std::string message,
+                        std::string hint) {
+    diags
+        .warning(
+            std::move(code), std::move(message), Location::of(in.mesh_source))
+        .hint = std::move(hint);
+  };
+  for (const std::string& axis : gather) {
+    const AxisLink& link = in.links[static_cast<size_t>(mesh.index_of(axis))];
+    if (link.link == LinkClass::dcn || link.link == LinkClass::mixed) {
+      warn("step.over-dcn",
+           fmt::format("FSDP axis {} spans slices: its gathers and "
+                       "reduce-scatters of every layer cross DCN at {:g} B/s",
+                       axis,
+                       link.bytes_per_s),
+           "put data parallelism (dp) across slices and FSDP inside them "
+           "(the scaling book, MaxText's dcn_data_parallelism)");
+      continue;
+    }
+    if (!(link.bytes_per_s > 0)) {
+      continue;
+    }
+    const double critical = peak / link.bytes_per_s;
+    if (static_cast<double>(act.tokens) < critical) {
+      warn("step.below-critical-batch",
+           fmt::format("{} tokens per device and microbatch are below the "
+                       "critical batch of FSDP axis {}: {:.0f} = {:g} FLOP/s "
+                       "/ {:g} B/s; its collectives cannot hide behind the "
+                       "compute",
+                       act.tokens,
+                       axis,
+                       critical,
+                       peak,
+                       link.bytes_per_s),
+           "a larger per-device batch, fewer microbatches, or less FSDP "
+           "and more data parallelism (hardware-and-costs.md B.5)");
+    }
+  }
+  if (!tensor_axes.empty()) {
+    double tensor_bw = 0;
+    bool over_dcn = false;
+    for (const std::string& axis : tensor_axes) {
+      const AxisLink& link = in.links[static_cast<size_t>(mesh.index_of(axis))];
+      over_dcn = over_dcn || link.link == LinkClass::dcn
+                 || link.link == LinkClass::mixed;
+      tensor_bw = tensor_bw == 0 ? link.bytes_per_s
+                                 : std::min(tensor_bw, link.bytes_per_s);
+    }
+    const int64_t width =
+        s->dense_layers > 0 ? s->dense_intermediate : s->routed_intermediate;
+    const double limit = static_cast<double>(width) * tensor_bw / peak;
+    if (over_dcn) {
+      warn("step.over-dcn",
+           fmt::format("tensor axes {} span slices: every layer's "
+                       "all-reduces cross DCN",
+                       fmt::join(tensor_axes, ",")),
+           "keep tensor parallelism inside a slice (or an NVLink domain)");
+    } else if (tensor_bw > 0 && t > limit) {
+      warn("step.tensor-too-wide",
+           fmt::format("tensor parallelism {:g}-way exceeds what its links "
+                       "keep compute-bound for an MLP width of {}: {:.1f} = "
+                       "{} x {:g} B/s / {:g} FLOP/s",
+                       t,
+                       width,
+                       limit,
+                       width,
+                       tensor_bw,
+                       peak),
+           "fewer tensor shards, more FSDP (hardware-and-costs.md B.5)");
+    }
+  }
 
   // The bottleneck: the largest part of the step.
   std::string what = "compute-bound";

@@ -363,3 +363,69 @@ TEST_CASE("cli workload: the optimizer step's peak after the backward",
                + w["optimizer"].get<int64_t>()
                + w["activations"].get<int64_t>());
 }
+
+TEST_CASE("cli workload: the step's roofline warnings", "[cli][workload]") {
+  auto warnings = [](Strings args) {
+    const CliResult r = run_cli(args);
+    INFO(r.err);
+    CHECK(r.code == 0);
+    return r.err;
+  };
+  const Strings base = {"plan", "--model", "llama-3-8b", "--recipe", "adam"};
+  auto with = [&](Strings more) {
+    Strings args = base;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  // fsdp:64 on v5p-128 (4x4x4) spans the three torus axes: 3 rings of 2 x
+  // 9e10 B/s = 5.4e11 B/s; critical batch 4.59e14 / 5.4e11 = 850 tokens
+  // (the scaling book's 850 on 3 axes, hardware-and-costs.md B.5). One
+  // sequence of 512 tokens a device is below it; 1024 is not.
+  const std::string below = warnings(with({"--topology",
+                                           "v5p-128",
+                                           "--mesh",
+                                           "fsdp:64",
+                                           "--seq",
+                                           "512",
+                                           "--batch",
+                                           "64"}));
+  CHECK(below.find("512 tokens per device and microbatch are below the "
+                   "critical batch of FSDP axis fsdp: 850")
+        != std::string::npos);
+  CHECK(warnings(with({"--topology",
+                       "v5p-128",
+                       "--mesh",
+                       "fsdp:64",
+                       "--seq",
+                       "1024",
+                       "--batch",
+                       "64"}))
+            .find("step.below-critical-batch")
+        == std::string::npos);
+  // Tensor parallelism: MLP width x bandwidth / peak = 14336 x 3.6e11 /
+  // 4.59e14 = 11.2 on a two-axis ring pair; 16-way is wider.
+  CHECK(warnings(with({"--topology",
+                       "v5p-128",
+                       "--mesh",
+                       "fsdp:4,tp:16",
+                       "--seq",
+                       "2048",
+                       "--batch",
+                       "16"}))
+            .find("tensor parallelism 16-way exceeds what its links keep "
+                  "compute-bound for an MLP width of 14336: 11.2")
+        != std::string::npos);
+  // FSDP across two slices crosses DCN.
+  CHECK(warnings(with({"--topology",
+                       "2xv5p-256",
+                       "--dcn",
+                       "fsdp:2",
+                       "--mesh",
+                       "fsdp:64,tp:4",
+                       "--seq",
+                       "4096",
+                       "--batch",
+                       "256"}))
+            .find("[step.over-dcn]")
+        != std::string::npos);
+}
