@@ -447,18 +447,30 @@ std::optional<StepEstimate> estimate_step(const ModelConfig& model,
     if (!(link.bytes_per_s > 0)) {
       continue;
     }
-    const double critical = peak / link.bytes_per_s;
+    // An MoE layer computes with K of E experts' weights: E / K times the
+    // tokens to hide their gathers (B.5, gpus.md).
+    const double moe_factor =
+        s->moe_layers > 0 && s->experts_per_token > 0
+            ? static_cast<double>(s->routed_experts)
+                  / static_cast<double>(s->experts_per_token)
+            : 1.0;
+    const double critical = peak / link.bytes_per_s * moe_factor;
     if (static_cast<double>(act.tokens) < critical) {
       warn("step.below-critical-batch",
            fmt::format("{} tokens per device and microbatch are below the "
                        "critical batch of FSDP axis {}: {:.0f} = {:g} FLOP/s "
-                       "/ {:g} B/s; its collectives cannot hide behind the "
+                       "/ {:g} B/s{}; its collectives cannot hide behind the "
                        "compute",
                        act.tokens,
                        axis,
                        critical,
                        peak,
-                       link.bytes_per_s),
+                       link.bytes_per_s,
+                       moe_factor > 1
+                           ? fmt::format(" x {} experts / {} per token",
+                                         s->routed_experts,
+                                         s->experts_per_token)
+                           : std::string()),
            "a larger per-device batch, fewer microbatches, or less FSDP "
            "and more data parallelism (hardware-and-costs.md B.5)");
     }
@@ -497,26 +509,34 @@ std::optional<StepEstimate> estimate_step(const ModelConfig& model,
     }
   }
 
-  // The bottleneck: the largest part of the step.
-  std::string what = "compute-bound";
-  double largest = out.compute_seconds;
+  // The bottleneck: the largest of compute, exposed communication and the
+  // bubble; communication named by its most exposed collective.
+  const StepCollective* worst = nullptr;
   for (const StepCollective& c : out.collectives) {
-    if (c.exposed_seconds > largest) {
-      largest = c.exposed_seconds;
-      what = fmt::format("comm-bound on {} over {} ({})",
-                         fmt::join(c.mesh_axes, ","),
-                         to_string(c.link),
-                         c.what);
+    if (worst == nullptr || c.exposed_seconds > worst->exposed_seconds) {
+      worst = &c;
     }
   }
-  if (out.bubble_seconds > largest) {
-    what = "pipeline bubble";
-    largest = out.bubble_seconds;
+  std::string what = fmt::format("compute-bound: compute {}",
+                                 seconds_text(out.compute_seconds));
+  double largest = out.compute_seconds;
+  if (worst != nullptr && out.exposed_comm_seconds > largest) {
+    largest = out.exposed_comm_seconds;
+    what = fmt::format(
+        "comm-bound: {} of exposed communication, most of it {} on {} over "
+        "{} ({})",
+        seconds_text(out.exposed_comm_seconds),
+        worst->what,
+        fmt::join(worst->mesh_axes, ","),
+        to_string(worst->link),
+        seconds_text(worst->exposed_seconds));
   }
-  out.bottleneck = fmt::format("{}: {} of the {} step",
-                               what,
-                               seconds_text(largest),
-                               seconds_text(out.step_seconds));
+  if (out.bubble_seconds > largest) {
+    what = fmt::format("bubble-bound: pipeline bubble {}",
+                       seconds_text(out.bubble_seconds));
+  }
+  out.bottleneck =
+      fmt::format("{} of the {} step", what, seconds_text(out.step_seconds));
 
   out.assumptions = {
       {"peak_bf16_flops_per_s",

@@ -415,6 +415,22 @@ TEST_CASE("cli workload: the step's roofline warnings", "[cli][workload]") {
             .find("tensor parallelism 16-way exceeds what its links keep "
                   "compute-bound for an MLP width of 14336: 11.2")
         != std::string::npos);
+  // An MoE model needs E / K times the tokens: Mixtral's 8 experts, top-2.
+  CHECK(warnings({"plan",
+                  "--model",
+                  "mixtral-8x7b-v0.1",
+                  "--recipe",
+                  "adam",
+                  "--topology",
+                  "v5p-128",
+                  "--mesh",
+                  "fsdp:16,ep:4",
+                  "--seq",
+                  "2048",
+                  "--batch",
+                  "64"})
+            .find(" x 8 experts / 2 per token; its collectives cannot hide")
+        != std::string::npos);
   // FSDP across two slices crosses DCN.
   CHECK(warnings(with({"--topology",
                        "2xv5p-256",
