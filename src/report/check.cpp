@@ -426,6 +426,10 @@ std::string summary_text(const CheckReport& r, const Diagnostics& diags) {
   out += fmt::format("  {}\n", capacity_line(m, r.activations));
   if (r.step != nullptr) {
     out += fmt::format("  {}\n", step_line(*r.step));
+  } else if (r.activations != nullptr) {
+    out +=
+        "  step: not estimated; give --topology (the devices' peak and "
+        "links)\n";
   }
   out += fmt::format("result: {}\n", verdict(diags));
   return out;

@@ -93,6 +93,10 @@ std::string memory_text(const CheckReport& r) {
   if (r.step != nullptr) {
     out += '\n';
     out += step_table(*r.step);
+  } else if (r.activations != nullptr) {
+    out +=
+        "\nstep: not estimated; give --topology (the devices' peak and "
+        "links)\n";
   }
 
   out += "\nparams per device by dtype:\n";
