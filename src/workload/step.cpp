@@ -434,7 +434,9 @@ std::optional<StepEstimate> estimate_step(const ModelConfig& model,
   };
   for (const std::string& axis : gather) {
     const AxisLink& link = in.links[static_cast<size_t>(mesh.index_of(axis))];
-    if (link.link == LinkClass::dcn || link.link == LinkClass::mixed) {
+    const bool gpu = topology->kind == TopologyKind::gpu;
+    if (link.link == LinkClass::dcn
+        || (!gpu && link.link == LinkClass::mixed)) {
       warn("step.over-dcn",
            fmt::format("FSDP axis {} spans slices: its gathers and "
                        "reduce-scatters of every layer cross DCN at {:g} B/s",
@@ -444,7 +446,16 @@ std::optional<StepEstimate> estimate_step(const ModelConfig& model,
            "(the scaling book, MaxText's dcn_data_parallelism)");
       continue;
     }
-    if (!(link.bytes_per_s > 0)) {
+    // Across GPU nodes a collective reduces inside each NVLink domain
+    // first, so the node's egress serves its GPUs: the book's critical
+    // batch across H100 nodes is 990e12 / (8 x 50e9) = 2475 (B.5).
+    const double bandwidth =
+        gpu && link.link == LinkClass::mixed
+            ? link.bytes_per_s
+                  * static_cast<double>(
+                      std::min(topology->nvlink_domain, link.ring_size))
+            : link.bytes_per_s;
+    if (!(bandwidth > 0)) {
       continue;
     }
     // An MoE layer computes with K of E experts' weights: E / K times the
@@ -454,7 +465,7 @@ std::optional<StepEstimate> estimate_step(const ModelConfig& model,
             ? static_cast<double>(s->routed_experts)
                   / static_cast<double>(s->experts_per_token)
             : 1.0;
-    const double critical = peak / link.bytes_per_s * moe_factor;
+    const double critical = peak / bandwidth * moe_factor;
     if (static_cast<double>(act.tokens) < critical) {
       warn("step.below-critical-batch",
            fmt::format("{} tokens per device and microbatch are below the "
@@ -465,7 +476,7 @@ std::optional<StepEstimate> estimate_step(const ModelConfig& model,
                        axis,
                        critical,
                        peak,
-                       link.bytes_per_s,
+                       bandwidth,
                        moe_factor > 1
                            ? fmt::format(" x {} experts / {} per token",
                                          s->routed_experts,
@@ -489,11 +500,16 @@ std::optional<StepEstimate> estimate_step(const ModelConfig& model,
         s->dense_layers > 0 ? s->dense_intermediate : s->routed_intermediate;
     const double limit = static_cast<double>(width) * tensor_bw / peak;
     if (over_dcn) {
-      warn("step.over-dcn",
-           fmt::format("tensor axes {} span slices: every layer's "
-                       "all-reduces cross DCN",
-                       fmt::join(tensor_axes, ",")),
-           "keep tensor parallelism inside a slice (or an NVLink domain)");
+      warn(
+          "step.over-dcn",
+          fmt::format(
+              "tensor axes {} span {}: every layer's "
+              "all-reduces cross {}",
+              fmt::join(tensor_axes, ","),
+              topology->kind == TopologyKind::gpu ? "NVLink domains" : "slices",
+              topology->kind == TopologyKind::gpu ? "the network between them"
+                                                  : "DCN"),
+          "keep tensor parallelism inside a slice (or an NVLink domain)");
     } else if (tensor_bw > 0 && t > limit) {
       warn("step.tensor-too-wide",
            fmt::format("tensor parallelism {:g}-way exceeds what its links "

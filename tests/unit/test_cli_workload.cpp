@@ -415,6 +415,32 @@ TEST_CASE("cli workload: the step's roofline warnings", "[cli][workload]") {
             .find("tensor parallelism 16-way exceeds what its links keep "
                   "compute-bound for an MLP width of 14336: 11.2")
         != std::string::npos);
+  // H100 (B.5, gpus.md): in a node 9.89e14 / 4.5e11 = 2198 (the book's
+  // ~2200 with 990e12); across nodes the node's 8 x 50e9 B/s serve its GPUs,
+  // 9.89e14 / 4e11 = 2472 (the book's 2475).
+  CHECK(warnings(with({"--topology",
+                       "h100x8",
+                       "--mesh",
+                       "fsdp:8",
+                       "--seq",
+                       "2048",
+                       "--batch",
+                       "8"}))
+            .find("critical batch of FSDP axis fsdp: 2198 = 9.89e+14 FLOP/s "
+                  "/ 4.5e+11 B/s")
+        != std::string::npos);
+  const std::string nodes = warnings(with({"--topology",
+                                           "h100x64",
+                                           "--mesh",
+                                           "fsdp:64",
+                                           "--seq",
+                                           "2048",
+                                           "--batch",
+                                           "64"}));
+  CHECK(nodes.find("critical batch of FSDP axis fsdp: 2472 = 9.89e+14 "
+                   "FLOP/s / 4e+11 B/s")
+        != std::string::npos);
+  CHECK(nodes.find("step.over-dcn") == std::string::npos);
   // An MoE model needs E / K times the tokens: Mixtral's 8 experts, top-2.
   CHECK(warnings({"plan",
                   "--model",
