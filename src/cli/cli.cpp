@@ -69,6 +69,8 @@ struct CheckCommand {
   std::string rules;  // `memory --rules`: specs from rules instead of a file
   WorkloadFlags workload;
   double matmul_efficiency = 1.0;
+  double capacity_factor = 1.0;
+  std::vector<std::string> overlap = {"fsdp", "grads"};
 };
 
 struct PlanCommand {
@@ -391,6 +393,15 @@ bool load_inputs(const CheckCommand& cmd, Diagnostics& diags, Inputs& in) {
   }
   watch.lap("estimate activations");
   in.step_options.matmul_efficiency = cmd.matmul_efficiency;
+  in.step_options.capacity_factor = cmd.capacity_factor;
+  auto overlaps = [&](std::string_view kind) {
+    return std::find(cmd.overlap.begin(), cmd.overlap.end(), kind)
+           != cmd.overlap.end();
+  };
+  in.step_options.overlap_fsdp = overlaps("fsdp");
+  in.step_options.overlap_grad_reduce = overlaps("grads");
+  in.step_options.overlap_tensor = overlaps("tensor");
+  in.step_options.overlap_expert = overlaps("expert");
   in.step_options.matmul_efficiency_source = "--matmul-efficiency";
   const Training& t = in.training;
   in.memory.roles = t.roles;
@@ -732,6 +743,23 @@ void add_check_options(CLI::App& app,
       ->check(CLI::Range(0.01, 1.0))
       ->type_name("F")
       ->default_str("1")
+      ->group("Workload (activations; docs/memory.md)");
+  app.add_option("--capacity-factor",
+                 cmd.capacity_factor,
+                 "expert all-to-all bytes x F (MaxText's capacity_factor; "
+                 "default 1, dropless)")
+      ->check(CLI::Range(0.01, 64.0))
+      ->type_name("F")
+      ->default_str("1")
+      ->group("Workload (activations; docs/memory.md)");
+  app.add_option("--overlap",
+                 cmd.overlap,
+                 "the collectives that overlap compute: fsdp (gathers "
+                 "prefetched), grads (reduction behind the backward), tensor, "
+                 "expert, or none (default fsdp,grads; docs/step.md)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"fsdp", "grads", "tensor", "expert", "none"}))
+      ->type_name("KINDS")
       ->group("Workload (activations; docs/memory.md)");
 }
 

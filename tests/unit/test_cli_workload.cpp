@@ -471,3 +471,49 @@ TEST_CASE("cli workload: the step's roofline warnings", "[cli][workload]") {
             .find("[step.over-dcn]")
         != std::string::npos);
 }
+
+TEST_CASE("cli workload: --overlap and --capacity-factor set the step's rules",
+          "[cli][workload]") {
+  auto step = [](Strings more) {
+    Strings args = {"plan",
+                    "--model",
+                    "mixtral-8x7b-v0.1",
+                    "--recipe",
+                    "adam",
+                    "--topology",
+                    "v5p-128",
+                    "--mesh",
+                    "fsdp:16,ep:4",
+                    "--seq",
+                    "4096",
+                    "--batch",
+                    "64"};
+    args.insert(args.end(), more.begin(), more.end());
+    return run_json(args)["step"];
+  };
+  const json base = step({});
+  const json none = step({"--overlap", "none"});
+  const json all = step({"--overlap", "fsdp,grads,tensor,expert"});
+  // Exposing everything never shortens the step; hiding more never
+  // lengthens it; the collectives' own times do not change.
+  CHECK(none["step_seconds"].get<double>()
+        >= base["step_seconds"].get<double>());
+  CHECK(all["step_seconds"].get<double>()
+        <= base["step_seconds"].get<double>());
+  CHECK(none["comm_seconds"].get<double>()
+        == Approx(base["comm_seconds"].get<double>()));
+  CHECK(none["exposed_comm_seconds"].get<double>()
+        == Approx(none["comm_seconds"].get<double>()));
+  CHECK(base["assumptions"]["overlap"]["value"]
+        == "fsdp gathers prefetched, gradient reduction behind the backward, "
+           "tensor collectives exposed, expert all-to-all exposed");
+  // A capacity factor of 2 doubles the all-to-all's bytes.
+  const json doubled = step({"--capacity-factor", "2"});
+  for (size_t i = 0; i < base["collectives"].size(); ++i) {
+    if (base["collectives"][i]["what"] == "expert all-to-all") {
+      CHECK(doubled["collectives"][i]["bytes_per_device"].get<int64_t>()
+            == 2 * base["collectives"][i]["bytes_per_device"].get<int64_t>());
+    }
+  }
+  CHECK(doubled["assumptions"]["capacity_factor"]["value"] == "2");
+}
