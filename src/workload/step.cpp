@@ -546,6 +546,25 @@ std::optional<StepEstimate> estimate_step(const ModelConfig& model,
         fmt::join(worst->mesh_axes, ","),
         to_string(worst->link),
         seconds_text(worst->exposed_seconds));
+    // Data parallelism over DCN, the scaling book's test (B.1): a slice's
+    // tokens per microbatch against peak / DCN bandwidth per device (v5p:
+    // 71,360).
+    const int64_t slices =
+        topology->kind == TopologyKind::tpu ? topology->tpu.num_slices : 1;
+    const double dcn =
+        topology->kind == TopologyKind::tpu
+            ? topology->figures.dcn_bytes_per_s_per_chip.value
+                  / static_cast<double>(topology->tpu.cores_per_chip)
+            : 0;
+    if ((worst->link == LinkClass::dcn || worst->link == LinkClass::mixed)
+        && worst->what.starts_with("data all-reduce") && slices > 1
+        && dcn > 0) {
+      const double slice_tokens = tokens / M / static_cast<double>(slices);
+      what += fmt::format("; per-slice batch {:.0f} tokens {} {:.0f}",
+                          slice_tokens,
+                          slice_tokens < peak / dcn ? "<" : ">=",
+                          peak / dcn);
+    }
   }
   if (out.bubble_seconds > largest) {
     what = fmt::format("bubble-bound: pipeline bubble {}",

@@ -517,3 +517,33 @@ TEST_CASE("cli workload: --overlap and --capacity-factor set the step's rules",
   }
   CHECK(doubled["assumptions"]["capacity_factor"]["value"] == "2");
 }
+
+TEST_CASE("cli workload: data parallelism over DCN names the per-slice batch",
+          "[cli][workload]") {
+  // The scaling book (B.1): pure data parallelism across slices is
+  // compute-bound iff a slice's tokens exceed peak / DCN bandwidth per chip:
+  // 4.59e14 / 6.25e9 = 73,440 on v5p (the book's 71,360 with 4.46e14).
+  // 64 sequences of 256 tokens over 2 slices: 8192 tokens a slice.
+  const CliResult r = run_cli({"plan",
+                               "--model",
+                               "llama-3-8b",
+                               "--recipe",
+                               "adam",
+                               "--topology",
+                               "2xv5p-256",
+                               "--dcn",
+                               "dp:2",
+                               "--mesh",
+                               "dp:2,fsdp:32,tp:4",
+                               "--seq",
+                               "256",
+                               "--batch",
+                               "64"});
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("comm-bound: ") != std::string::npos);
+  CHECK(r.out.find("data all-reduce (gradients) on dp over dcn")
+        != std::string::npos);
+  CHECK(r.out.find("; per-slice batch 8192 tokens < 73440")
+        != std::string::npos);
+}
