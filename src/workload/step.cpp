@@ -186,21 +186,25 @@ std::optional<StepEstimate> estimate_step(const ModelConfig& model,
       L_dense * dense.forward() + L_moe * moe.forward() + head;
   out.model_flops = 3 * forward * tokens;
 
-  // The work of a device: the model's split over every axis with a role
-  // (an axis without one replicates the work), the stages' layers on the
-  // most loaded (first) stage, plus what the policy recomputes.
+  // The work of a device: a stage's layers (and, on the last stage, the
+  // head: the most loaded) for the tokens split over every other axis with
+  // a role (an axis without one replicates the work), plus what the policy
+  // recomputes of its layers.
   double split = 1;
   for (AxisRole role : {AxisRole::data,
                         AxisRole::tensor,
                         AxisRole::sequence,
-                        AxisRole::expert,
-                        AxisRole::stage}) {
+                        AxisRole::expert}) {
     split *= static_cast<double>(roles.size(mesh, role));
   }
+  const double stages = static_cast<double>(act.stages);
+  const double layers_forward = forward - head;
   const double recompute = L_dense * recomputed(act.remat, dense)
                            + L_moe * recomputed(act.remat, moe);
   const double device_tokens = tokens / split;
-  out.flops_per_device = (3 * forward + recompute) * device_tokens;
+  out.flops_per_device =
+      (3 * (layers_forward / stages + head) + recompute / stages)
+      * device_tokens;
   out.matmul_seconds =
       out.flops_per_device / (peak * options.matmul_efficiency);
 
@@ -221,8 +225,7 @@ std::optional<StepEstimate> estimate_step(const ModelConfig& model,
       + L_moe
             * elementwise(s->routed_intermediate
                           * std::max<int64_t>(s->experts_per_token, 1));
-  const double stages = static_cast<double>(act.stages);
-  out.memory_seconds = (3 * per_token_bytes * tokens / split
+  out.memory_seconds = (3 * per_token_bytes * tokens / (split * stages)
                         + 2 * static_cast<double>(in.optimizer_state_bytes))
                        / hbm;
   out.compute_seconds = out.matmul_seconds + out.memory_seconds;

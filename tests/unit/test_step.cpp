@@ -177,6 +177,12 @@ TEST_CASE("step: the 1F1B bubble is (S - 1) / (M V) of the busy time",
   const StepEstimate flat =
       estimate(Run("llama-3-70b", "v5p-256", "fsdp:32,tp:4", 4096, 128));
   CHECK(flat.bubble_seconds == 0);
+  // The last stage also runs the head: per device (3 (L F / 4 + H) + R / 4)
+  // x T / 32 against the flat mesh's (3 (L F + H) + R) x T / 128, which is
+  // 9 H T / 128 more; H = 2 x 8192 x 128256 = 2,101,346,304 FLOPs a token,
+  // T = 128 x 4096 tokens.
+  CHECK(one.flops_per_device - flat.flops_per_device
+        == Approx(9.0 * 2'101'346'304 * 128 * 4096 / 128).epsilon(1e-9));
 }
 
 TEST_CASE("step: overlap hides what the rules say, and only that", "[step]") {
