@@ -525,6 +525,9 @@ std::string check_markdown(const CheckReport& r, const Diagnostics& diags) {
   } else {
     out += fmt::format("\nCounts {}.\n", counted_text(m, r.activations));
   }
+  if (r.step != nullptr) {
+    out += fmt::format("\nStep {}.\n", step_summary(*r.step));
+  }
   out += markdown_findings(diags);
   return out;
 }

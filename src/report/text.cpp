@@ -324,7 +324,11 @@ std::string activations_table(const ActivationEstimate& a,
 }
 
 std::string step_line(const StepEstimate& e) {
-  return fmt::format("step {}: {} tokens/s per device, MFU {:.1f}%; {}",
+  return "step " + step_summary(e);
+}
+
+std::string step_summary(const StepEstimate& e) {
+  return fmt::format("{}: {} tokens/s per device, MFU {:.1f}%; {}",
                      seconds_text(e.step_seconds),
                      with_commas(static_cast<int64_t>(
                          std::llround(e.tokens_per_second_per_device))),

@@ -86,6 +86,8 @@ std::string step_table(const StepEstimate& step);
 // One line: "step 1.23 s: 1,234 tokens/s per device, MFU 61.2%;
 // compute-bound: ...".
 std::string step_line(const StepEstimate& step);
+// The same without "step ": "1.23 s: 1,234 tokens/s per device, ...".
+std::string step_summary(const StepEstimate& step);
 // What each device holds, per category (params, grads, optimizer, gather
 // buffer, and activations when counted).
 struct Category {

@@ -547,3 +547,49 @@ TEST_CASE("cli workload: data parallelism over DCN names the per-slice batch",
   CHECK(r.out.find("; per-slice batch 8192 tokens < 73440")
         != std::string::npos);
 }
+
+TEST_CASE("cli workload: every format of plan shows the step",
+          "[cli][workload]") {
+  const Strings args = {"plan",
+                        "--model",
+                        "llama-3-8b",
+                        "--recipe",
+                        "adam",
+                        "--topology",
+                        "v5p-128",
+                        "--mesh",
+                        "fsdp:16,tp:4",
+                        "--seq",
+                        "8192",
+                        "--batch",
+                        "64"};
+  auto run = [&](std::string format) {
+    Strings a = args;
+    a.insert(a.end(), {"--format", format});
+    const CliResult r = run_cli(a);
+    CHECK(r.code == 0);
+    return r.out;
+  };
+  const json doc = json::parse(run("json"));
+  const double seconds = doc["step"]["step_seconds"].get<double>();
+  CHECK(seconds > 0);
+  CHECK(run("text").find("\n  step ") != std::string::npos);
+  CHECK(run("markdown").find("\nStep ") != std::string::npos);
+  // Without a topology there is no step, and the text says why.
+  Strings devices = {"plan",
+                     "--model",
+                     "llama-3-8b",
+                     "--devices",
+                     "64",
+                     "--mesh",
+                     "fsdp:16,tp:4",
+                     "--seq",
+                     "8192",
+                     "--batch",
+                     "64"};
+  const CliResult r = run_cli(devices);
+  CHECK(r.out.find("step: not estimated; give --topology")
+        != std::string::npos);
+  devices.insert(devices.end(), {"--format", "json"});
+  CHECK(json::parse(run_cli(devices).out)["step"].is_null());
+}
