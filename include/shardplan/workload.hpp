@@ -379,7 +379,8 @@ struct StepInputs {
 
 // The training step of `model` under `activations`' workload on `mesh`.
 // nullopt (reported) when the topology lacks a figure the estimate needs
-// [step.no-figure]. Warns, at inputs.mesh_source, from the scaling book's
+// [step.no-figure], or when the step's tokens overflow int64
+// [step.overflow]. Warns, at inputs.mesh_source, from the scaling book's
 // rooflines (hardware-and-costs.md B.5): a microbatch's tokens per device
 // below an FSDP axis's critical batch, peak / the axis's bandwidth
 // [step.below-critical-batch]; tensor axes wider than MLP width x their

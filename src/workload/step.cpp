@@ -168,7 +168,18 @@ std::optional<StepEstimate> estimate_step(const ModelConfig& model,
 
   StepEstimate out;
   const auto seq = static_cast<double>(act.seq);
-  out.tokens = act.global_batch * act.seq;
+  const std::optional<int64_t> global_tokens =
+      checked_mul(act.global_batch, act.seq);
+  if (!global_tokens) {
+    diags.error("step.overflow",
+                fmt::format("a step of {} sequences of {} tokens is beyond "
+                            "int64 tokens",
+                            act.global_batch,
+                            act.seq),
+                Location::of(in.mesh_source));
+    return std::nullopt;
+  }
+  out.tokens = *global_tokens;
   const auto tokens = static_cast<double>(out.tokens);
   const auto devices = static_cast<double>(mesh.num_devices());
   const auto h = static_cast<double>(model.hidden);
