@@ -16,6 +16,7 @@
 
 #include <shardplan/cost.hpp>
 #include <shardplan/diag.hpp>
+#include <shardplan/memory.hpp>
 #include <shardplan/mesh.hpp>
 #include <shardplan/models.hpp>
 #include <shardplan/tensor.hpp>
@@ -376,6 +377,16 @@ struct StepInputs {
   // Where the mesh came from ("--mesh"), for the roofline warnings.
   std::string mesh_source;
 };
+
+// The step's inputs for a plan whose memory is `memory`: the gather axes,
+// the weights' and gradients' bytes per element as trained (FP8 weights
+// train in bf16 unless the memory estimate says otherwise) and the state
+// the optimizer updates.
+StepInputs step_inputs_for(const ModelConfig& model,
+                           const Topology& topology,
+                           std::span<const AxisLink> links,
+                           const MemoryEstimate& memory,
+                           std::string mesh_source);
 
 // The training step of `model` under `activations`' workload on `mesh`.
 // nullopt (reported) when the topology lacks a figure the estimate needs

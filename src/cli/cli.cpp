@@ -445,18 +445,8 @@ int finish_check(View view,
   std::optional<StepEstimate> step;
   if (in.training.activations && in.layout && in.topology) {
     const ModelConfig& model = *in.training.model;
-    DType weights = memory->param_dtype.value_or(model.dtype);
-    if (is_fp8(weights)) {
-      weights = memory->fp8_param_dtype.value_or(DType::bf16);
-    }
-    StepInputs step_in;
-    step_in.topology = &*in.topology;
-    step_in.links = in.layout->links;
-    step_in.gather_axes = memory->gather_axes;
-    step_in.weight_bytes = dtype_bits(weights) / 8;
-    step_in.grad_bytes = dtype_bits(memory->grad_dtype.value_or(weights)) / 8;
-    step_in.optimizer_state_bytes = memory->per_device.model_states();
-    step_in.mesh_source = "--mesh";
+    const StepInputs step_in = step_inputs_for(
+        model, *in.topology, in.layout->links, *memory, "--mesh");
     StepOptions options = in.step_options;
     step = estimate_step(model,
                          *in.mesh,

@@ -136,6 +136,26 @@ std::string seconds_text(double s) {
 
 }  // namespace
 
+StepInputs step_inputs_for(const ModelConfig& model,
+                           const Topology& topology,
+                           std::span<const AxisLink> links,
+                           const MemoryEstimate& memory,
+                           std::string mesh_source) {
+  DType weights = memory.param_dtype.value_or(model.dtype);
+  if (is_fp8(weights)) {
+    weights = memory.fp8_param_dtype.value_or(DType::bf16);
+  }
+  StepInputs in;
+  in.topology = &topology;
+  in.links = links;
+  in.gather_axes = memory.gather_axes;
+  in.weight_bytes = dtype_bits(weights) / 8;
+  in.grad_bytes = dtype_bits(memory.grad_dtype.value_or(weights)) / 8;
+  in.optimizer_state_bytes = memory.per_device.model_states();
+  in.mesh_source = std::move(mesh_source);
+  return in;
+}
+
 std::optional<StepEstimate> estimate_step(const ModelConfig& model,
                                           const Mesh& mesh,
                                           const AxisRoles& roles,
