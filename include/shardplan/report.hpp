@@ -19,6 +19,7 @@
 #include <shardplan/models.hpp>
 #include <shardplan/reshard.hpp>
 #include <shardplan/rules.hpp>
+#include <shardplan/search.hpp>
 #include <shardplan/tensor.hpp>
 #include <shardplan/topology.hpp>
 #include <shardplan/validate.hpp>
@@ -68,8 +69,9 @@ enum class View {
   check,
   memory,
   reshard,
+  search,
 };
-inline constexpr std::array<View, 11> k_views = {View::mesh,
+inline constexpr std::array<View, 12> k_views = {View::mesh,
                                                  View::topology_list,
                                                  View::topology_show,
                                                  View::manifest,
@@ -79,7 +81,8 @@ inline constexpr std::array<View, 11> k_views = {View::mesh,
                                                  View::explain,
                                                  View::check,
                                                  View::memory,
-                                                 View::reshard};
+                                                 View::reshard,
+                                                 View::search};
 
 // ---------------------------------------------------------------------------
 // What each view renders. Each refers to data its caller holds.
@@ -192,6 +195,19 @@ struct TransfersSize {
 };
 TransfersSize reshard_transfers_size(const ReshardReport& report);
 
+// `shardplan search` (DESIGN.md section 9; docs/search.md): the ranked
+// candidates and the dropped ones, per reason. JSON: candidates (every one,
+// ranked first), dropped_counts, meshes, workload, topology, model. Text:
+// the top `top` as a table, then the dropped counts.
+struct SearchReport {
+  const SearchResult& result;
+  const Topology& topology;
+  std::string_view model;  // the manifest's source
+  const Workload& workload;
+  SearchObjective objective = SearchObjective::tokens;
+  size_t top = 10;
+};
+
 using Report = std::variant<MeshReport,
                             TopologyListReport,
                             TopologyShowReport,
@@ -200,7 +216,8 @@ using Report = std::variant<MeshReport,
                             PresetListReport,
                             ExplainReport,
                             CheckReport,
-                            ReshardReport>;
+                            ReshardReport,
+                            SearchReport>;
 
 // The view `report` shows: its alternative's, or a CheckReport's `view`.
 View view_of(const Report& report);

@@ -1025,6 +1025,8 @@ Examples:
 
   ReshardCommand reshard_cmd;
   CLI::App* reshard = add_reshard_command(app, reshard_cmd, common);
+  SearchCommand search_cmd;
+  CLI::App* search = add_search_command(app, search_cmd, common);
 
   std::vector<const char*> argv;
   argv.reserve(args.size());
@@ -1065,6 +1067,10 @@ Examples:
   if (reshard->parsed()) {
     Session session("reshard", common, out, err, env);
     return run_reshard(reshard_cmd, session);
+  }
+  if (search->parsed()) {
+    Session session("search", common, out, err, env);
+    return run_search(search_cmd, session);
   }
   if (topology->parsed()) {
     Session session("topology", common, out, err, env);

@@ -234,6 +234,42 @@ void add_workload_options(CLI::App& app,
                           WorkloadFlags& flags,
                           const std::vector<CLI::Option*>& manifest_options);
 
+// The architecture of whichever source was given: --model's built-in
+// config, --from-hf-config's file, or `config` (--config) beside
+// --manifest. nullopt with `failed` false for a manifest alone; with
+// `failed` true after an error (reported).
+std::optional<ModelConfig> read_architecture(const std::string& config,
+                                             const ManifestSource& source,
+                                             Diagnostics& diags,
+                                             bool& failed);
+
+// `shardplan search` (cli/search.cpp).
+struct SearchCommand {
+  std::string topology;
+  ManifestSource source;
+  std::string config;
+  std::string rules = "fsdp-tp";
+  std::vector<std::string> axes;
+  std::string recipe = "adam";
+  int zero = 0;
+  double headroom = 0.1;
+  std::optional<int64_t> seq;
+  std::optional<int64_t> batch;
+  std::vector<std::string> per_device_batch;
+  int64_t microbatches = 1;
+  std::vector<std::string> remat = {"full"};
+  std::string attention = "flash";
+  bool sequence_parallel = false;
+  double matmul_efficiency = 1.0;
+  size_t top = 10;
+  std::string objective = "tokens";
+  bool allow_split_physical_axes = false;
+};
+CLI::App* add_search_command(CLI::App& app,
+                             SearchCommand& cmd,
+                             CommonOptions& common);
+int run_search(const SearchCommand& cmd, Session& session);
+
 // What the workload flags resolve to for one mesh.
 struct Training {
   // The architecture: --model's or --from-hf-config's config, or --config's;

@@ -129,10 +129,9 @@ std::string first_workload_flag(const WorkloadFlags& f) {
   return {};
 }
 
-// The architecture of whichever source was given: --model's built-in
-// config, --from-hf-config's file, or --config beside --manifest. nullopt
-// with no error for a manifest alone.
-std::optional<ModelConfig> read_architecture(const WorkloadFlags& flags,
+}  // namespace
+
+std::optional<ModelConfig> read_architecture(const std::string& config,
                                              const ManifestSource& source,
                                              Diagnostics& diags,
                                              bool& failed) {
@@ -149,15 +148,12 @@ std::optional<ModelConfig> read_architecture(const WorkloadFlags& flags,
     model = read_path(
         source.hf_config, InputKind::hf_config, diags, read_hf_config);
     failed = !model;
-  } else if (!flags.config.empty()) {
-    model =
-        read_path(flags.config, InputKind::hf_config, diags, read_hf_config);
+  } else if (!config.empty()) {
+    model = read_path(config, InputKind::hf_config, diags, read_hf_config);
     failed = !model;
   }
   return model;
 }
-
-}  // namespace
 
 bool load_training(const WorkloadFlags& flags,
                    const ManifestSource& source,
@@ -166,7 +162,7 @@ bool load_training(const WorkloadFlags& flags,
                    Diagnostics& diags,
                    Training& out) {
   bool failed = false;
-  out.model = read_architecture(flags, source, diags, failed);
+  out.model = read_architecture(flags.config, source, diags, failed);
   if (failed) {
     return false;
   }

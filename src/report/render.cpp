@@ -93,6 +93,8 @@ constexpr Renderer k_renderers[] = {
     {View::memory, Format::json, streamed<CheckReport, write_check_json>},
     {View::reshard, Format::text, whole<ReshardReport, reshard_text>},
     {View::reshard, Format::json, streamed<ReshardReport, write_reshard_json>},
+    {View::search, Format::text, whole<SearchReport, search_text>},
+    {View::search, Format::json, whole<SearchReport, search_json>},
 };
 
 constexpr const Renderer* find_renderer(View view, Format format) {
@@ -114,7 +116,7 @@ constexpr bool every_view_has_text_and_json() {
   return true;
 }
 static_assert(every_view_has_text_and_json());
-static_assert(k_views.size() == static_cast<size_t>(View::reshard) + 1,
+static_assert(k_views.size() == static_cast<size_t>(View::search) + 1,
               "k_views lists every View");
 static_assert(k_formats.size() == static_cast<size_t>(Format::github) + 1,
               "k_formats lists every Format");
@@ -137,6 +139,7 @@ struct ViewOf {
     return report.view;
   }
   View operator()(const ReshardReport&) const { return View::reshard; }
+  View operator()(const SearchReport&) const { return View::search; }
 };
 
 }  // namespace
@@ -184,6 +187,8 @@ std::string_view report_detail::command_name(View view) {
       return "memory";
     case View::reshard:
       return "reshard";
+    case View::search:
+      return "search";
   }
   return "";
 }

@@ -91,4 +91,8 @@ void write_reshard_json(const ReshardReport& report,
                         const WriteText& write);
 std::string reshard_text(const ReshardReport& report, const Diagnostics& diags);
 
+// report/search.cpp
+std::string search_text(const SearchReport& report, const Diagnostics& diags);
+std::string search_json(const SearchReport& report, const Diagnostics& diags);
+
 }  // namespace shardplan::report_detail

@@ -290,8 +290,26 @@ struct Fixture {
   DeviceGrid grid;
   ReshardOptions reshard_options;
   std::optional<ReshardPlan> reshard;
+  SearchResult search;
+  Workload workload;
 
   Fixture() {
+    SearchCandidate ranked;
+    ranked.mesh = "dp:2,tp:4";
+    ranked.remat = "full";
+    ranked.rank = 1;
+    ranked.fits = true;
+    ranked.max_device_total = 4096;
+    SearchCandidate dropped;
+    dropped.mesh = "dp:8";
+    dropped.remat = "full";
+    dropped.dropped = DropReason::over_hbm;
+    dropped.message = "needs 2 bytes a device of 1 usable";
+    search.candidates = {ranked, dropped};
+    search.dropped_counts = {{"over_hbm", 1}};
+    search.meshes = 2;
+    workload.seq = 8;
+    workload.batch = 8;
     layout.grid = generic_device_grid(mesh);
     shardings = validate_specs(manifest, mesh, specs, ValidateOptions{}, diags);
     memory = estimate_memory(manifest, mesh, shardings, {}, diags);
@@ -355,6 +373,8 @@ struct Fixture {
       case View::reshard:
         return ReshardReport{
             manifest, mesh, nullptr, mesh, nullptr, reshard_options, *reshard};
+      case View::search:
+        return SearchReport{search, topology, "m.json", workload};
     }
     return MeshReport{mesh, layout, nullptr};
   }

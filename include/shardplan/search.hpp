@@ -1,0 +1,92 @@
+#pragma once
+
+// Layer 6: `shardplan search` (DESIGN.md section 9; docs/search.md): the
+// meshes of a topology for a model and a workload, each laid out as JAX
+// would, planned with a rule preset, its memory (with activations) and its
+// step estimated, ranked.
+
+#include <shardplan/diag.hpp>
+#include <shardplan/memory.hpp>
+#include <shardplan/models.hpp>
+#include <shardplan/rules.hpp>
+#include <shardplan/tensor.hpp>
+#include <shardplan/topology.hpp>
+#include <shardplan/workload.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shardplan {
+
+// What ranks the candidates that fit: tokens per second (the default), the
+// step time, memory per device (least first) or MFU.
+enum class SearchObjective { tokens, step, memory, mfu };
+std::string_view to_string(SearchObjective objective);
+std::optional<SearchObjective> parse_search_objective(std::string_view text);
+
+struct SearchOptions {
+  // The mesh axes to assign the devices of a slice to, in mesh order
+  // (default: fsdp, tp, and ep for a model with experts). Across slices a
+  // leading dp axis takes the slices (DCN).
+  std::vector<std::string> axes;
+  std::string axes_source;  // "--axes", for diagnostics
+  // Workload variations: every remat policy (at least one) x every
+  // per-device batch (empty: the workload's own batch).
+  std::vector<std::string> remat;
+  std::vector<std::string> per_device_batch;
+  Workload workload;     // the base workload (seq, batch, microbatches...)
+  MemoryOptions memory;  // recipe, zero, hbm, headroom (roles are set here)
+  StepOptions step;
+  bool allow_split_physical_axes = false;
+  SearchObjective objective = SearchObjective::tokens;
+};
+
+// Why a candidate is not ranked.
+enum class DropReason { layout, indivisible, plan, over_hbm };
+std::string_view to_string(DropReason reason);  // "layout", ...
+
+struct SearchCandidate {
+  std::string mesh;  // canonical, "fsdp:16,tp:4"
+  std::string dcn;   // "dp:2" or ""
+  std::string remat;
+  std::string per_device_batch;  // as given, or "" for the workload's batch
+  std::optional<int64_t> rank;   // 1 = best; nullopt when dropped
+  bool fits = false;
+  // memory: the most loaded device's parts and total
+  StateBytes per_device;
+  int64_t gather_buffer = 0;
+  int64_t max_device_total = 0;
+  std::optional<int64_t> hbm_bytes;
+  std::optional<double> utilization;
+  int64_t activations = 0;
+  // step
+  std::optional<StepEstimate> step;
+  // why dropped
+  std::optional<DropReason> dropped;
+  std::string message;  // the first error when dropped
+};
+
+struct SearchResult {
+  std::vector<SearchCandidate> candidates;        // ranked first, then dropped
+  std::map<std::string, int64_t> dropped_counts;  // by to_string(reason)
+  int64_t meshes = 0;                             // distinct meshes tried
+};
+
+// Every assignment of the topology's devices per slice to options.axes
+// (sizes dividing what the model allows: tensor axes the heads and KV
+// heads, expert axes the experts, stage axes the layers), each evaluated
+// for every workload variation, ranked by options.objective among those
+// that fit. Reports (nullopt) an unknown axis role name only through the
+// caller's checks; never throws.
+// REQUIRES: `model` describes `manifest`'s tensors; rules a preset.
+std::optional<SearchResult> search_meshes(const Manifest& manifest,
+                                          const ModelConfig& model,
+                                          const Topology& topology,
+                                          const RuleSet& rules,
+                                          const SearchOptions& options,
+                                          Diagnostics& diags);
+
+}  // namespace shardplan

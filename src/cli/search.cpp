@@ -1,0 +1,219 @@
+// `shardplan search` (DESIGN.md section 9; docs/search.md): the command
+// line around search_meshes.
+
+#include "cli/commands.hpp"
+
+#include <shardplan/io.hpp>
+#include <shardplan/memory.hpp>
+#include <shardplan/search.hpp>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
+
+namespace shardplan::cli {
+
+CLI::App* add_search_command(CLI::App& app,
+                             SearchCommand& cmd,
+                             CommonOptions& common) {
+  CLI::App* sub = app.add_subcommand(
+      "search",
+      "rank the meshes of a topology for a model and a workload: memory "
+      "with activations, step time, MFU");
+  sub->add_option("--topology", cmd.topology, "the hardware (required)")
+      ->type_name("NAME|FILE")
+      ->required();
+  const std::vector<CLI::Option*> manifest =
+      add_manifest_options(*sub, cmd.source);
+  CLI::Option* config =
+      sub->add_option("--config",
+                      cmd.config,
+                      "the model's config.json beside --manifest")
+          ->type_name("FILE");
+  for (size_t i = 1; i < manifest.size(); ++i) {
+    config->excludes(manifest[i]);
+  }
+  sub->add_option("--rules", cmd.rules, "the preset each mesh is planned with")
+      ->type_name("PRESET")
+      ->default_str("fsdp-tp");
+  sub->add_option("--axes",
+                  cmd.axes,
+                  "the axes to assign the devices of a slice to, in mesh "
+                  "order (default: fsdp,tp, and ep for a model with "
+                  "experts; dp across slices)")
+      ->delimiter(',')
+      ->type_name("A,B,..");
+  sub->add_option("--recipe", cmd.recipe, "training state per parameter")
+      ->check(CLI::IsMember(recipe_names()))
+      ->type_name("NAME")
+      ->default_str("adam");
+  sub->add_option("--zero", cmd.zero, "ZeRO stage over the data axes")
+      ->check(CLI::Range(0, 3))
+      ->type_name("0-3");
+  sub->add_option("--headroom", cmd.headroom, "fraction of HBM kept free")
+      ->check(CLI::Range(0.0, 0.99))
+      ->type_name("F")
+      ->default_str("0.1");
+  sub->add_option("--seq", cmd.seq, "tokens per sequence (required)")
+      ->type_name("N")
+      ->required();
+  CLI::Option* batch =
+      sub->add_option("--batch", cmd.batch, "global batch (sequences)")
+          ->type_name("N");
+  sub->add_option("--per-device-batch",
+                  cmd.per_device_batch,
+                  "instead of --batch: sequences per device; several values "
+                  "are searched (e.g. 1,2,4)")
+      ->delimiter(',')
+      ->type_name("X,..")
+      ->excludes(batch);
+  sub->add_option("--microbatches", cmd.microbatches, "microbatches")
+      ->type_name("M")
+      ->default_str("1");
+  sub->add_option(
+         "--remat", cmd.remat, "remat policies to search (default full)")
+      ->delimiter(',')
+      ->type_name("POLICY,..");
+  sub->add_option("--attention", cmd.attention, "flash or plain")
+      ->type_name("KIND");
+  sub->add_flag("--sequence-parallel",
+                cmd.sequence_parallel,
+                "Megatron's sequence parallelism");
+  sub->add_option("--matmul-efficiency",
+                  cmd.matmul_efficiency,
+                  "fraction of the bf16 peak a matmul reaches (default 1)")
+      ->check(CLI::Range(0.01, 1.0))
+      ->type_name("F");
+  sub->add_option("--top", cmd.top, "candidates shown (default 10)")
+      ->check(CLI::Range(1, 1000000))
+      ->type_name("N");
+  sub->add_option("--objective",
+                  cmd.objective,
+                  "rank by tokens (tokens/s, default), step, memory or mfu")
+      ->check(CLI::IsMember({"tokens", "step", "memory", "mfu"}))
+      ->type_name("NAME");
+  sub->add_flag("--allow-split-physical-axes",
+                cmd.allow_split_physical_axes,
+                "let a mesh axis take part of a physical torus axis");
+  add_common(*sub, common, {View::search});
+  sub->footer(R"(
+Exit codes: 0 a candidate fits, 1 none fits, 2 bad usage or input.
+
+Examples:
+  shardplan search --topology v5p-256 --model llama-3-70b --seq 8192 --batch 128
+  shardplan search --topology v5p-512 --model deepseek-v3 --seq 4096 --per-device-batch 1 --remat full,minimal
+  shardplan search --topology 2xv5p-256 --model llama-3-8b --seq 8192 --batch 512 --format json)");
+  return sub;
+}
+
+int run_search(const SearchCommand& cmd, Session& session) {
+  Diagnostics& diags = session.diags();
+  std::optional<Topology> topology =
+      load_topology(cmd.topology, "--topology", diags);
+  if (!topology) {
+    return session.fail_input();
+  }
+  std::optional<Manifest> manifest = load_manifest(cmd.source, diags);
+  if (!manifest) {
+    return session.fail_input();
+  }
+  bool failed = false;
+  std::optional<ModelConfig> model =
+      read_architecture(cmd.config, cmd.source, diags, failed);
+  if (failed) {
+    return session.fail_input();
+  }
+  if (!model) {
+    diags
+        .error("workload.no-architecture",
+               "search needs the model's architecture, which a manifest's "
+               "tensors alone do not give",
+               Location::of("--manifest"))
+        .hint = "give --config FILE beside --manifest, or --model NAME";
+    return session.fail_input();
+  }
+  std::optional<RuleSet> rules = load_rules(cmd.rules, "--rules", diags);
+  if (!rules) {
+    return session.fail_input();
+  }
+  SearchOptions options;
+  options.axes = cmd.axes;
+  if (options.axes.empty()) {
+    options.axes = {"fsdp", "tp"};
+    if (model->experts > 0) {
+      options.axes.insert(options.axes.begin() + 1, "ep");
+    }
+  }
+  options.axes_source = "--axes";
+  options.remat = cmd.remat;
+  options.per_device_batch = cmd.per_device_batch;
+  options.workload.seq = *cmd.seq;
+  options.workload.seq_source = "--seq";
+  options.workload.batch = cmd.batch;
+  options.workload.batch_source = "--batch";
+  options.workload.per_device_batch_source = "--per-device-batch";
+  options.workload.microbatches = cmd.microbatches;
+  options.workload.microbatches_source = "--microbatches";
+  options.workload.remat_source = "--remat";
+  options.workload.attention = cmd.attention;
+  options.workload.attention_source = "--attention";
+  options.workload.sequence_parallel = cmd.sequence_parallel;
+  if (!cmd.batch && cmd.per_device_batch.empty()) {
+    diags
+        .error("workload.missing-batch",
+               "search needs --batch N or --per-device-batch X",
+               Location::of("--batch"))
+        .hint = "e.g. --seq 8192 --batch 256";
+    return session.fail_input();
+  }
+  // Every remat name is checked before the search: an unknown one would
+  // drop every candidate.
+  for (const std::string& remat : cmd.remat) {
+    if (!parse_remat_policy(remat)) {
+      const std::vector<std::string> names = remat_policy_names();
+      Diagnostic& d =
+          diags.error("workload.unknown-remat",
+                      fmt::format("unknown remat policy {}; expected one of {}",
+                                  quote(remat),
+                                  fmt::join(names, ", ")),
+                      Location::of("--remat"));
+      const std::string near = closest_match(remat, names);
+      if (!near.empty()) {
+        d.hint = fmt::format("did you mean {}?", quote(near));
+      }
+      return session.fail_input();
+    }
+  }
+  options.memory.recipe = *parse_recipe(cmd.recipe);  // CLI11 checked it
+  options.memory.zero = cmd.zero;
+  options.memory.headroom = cmd.headroom;
+  options.memory.zero_source = "--zero";
+  options.memory.hbm_bytes =
+      static_cast<int64_t>(topology->figures.hbm_bytes_per_device.value);
+  options.step.matmul_efficiency = cmd.matmul_efficiency;
+  options.allow_split_physical_axes = cmd.allow_split_physical_axes;
+  options.objective =
+      parse_search_objective(cmd.objective).value_or(SearchObjective::tokens);
+  Stopwatch watch;
+  std::optional<SearchResult> result =
+      search_meshes(*manifest, *model, *topology, *rules, options, diags);
+  watch.lap("search");
+  if (!result) {
+    return session.fail_input();
+  }
+  bool any = false;
+  for (const SearchCandidate& c : result->candidates) {
+    any = any || c.rank.has_value();
+  }
+  const SearchReport report{*result,
+                            *topology,
+                            manifest->source,
+                            options.workload,
+                            options.objective,
+                            cmd.top};
+  return session.finish(report, any ? ExitCode::ok : ExitCode::plan_errors);
+}
+
+}  // namespace shardplan::cli

@@ -1,0 +1,327 @@
+// `shardplan search` (include/shardplan/search.hpp; docs/search.md).
+
+#include <shardplan/mesh.hpp>
+#include <shardplan/search.hpp>
+#include <shardplan/validate.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace shardplan {
+
+namespace {
+
+bool has_name(const std::vector<std::string>& names, const std::string& n) {
+  return std::find(names.begin(), names.end(), n) != names.end();
+}
+
+bool has_role(AxisRole role, const std::string& axis) {
+  const std::vector<std::string_view> names = default_role_axes(role);
+  return std::find(names.begin(), names.end(), axis) != names.end();
+}
+
+// The first error of `diags`, without its location, for a dropped
+// candidate's message.
+std::string first_error(const Diagnostics& diags) {
+  for (const Diagnostic& d : diags.items()) {
+    if (d.severity == Severity::error) {
+      return d.message;
+    }
+  }
+  return {};
+}
+
+// One mesh: axis sizes in options.axes order (within a slice), and the
+// slices on a leading dp axis.
+struct MeshChoice {
+  std::string mesh;
+  std::string dcn;
+};
+
+std::vector<MeshChoice> enumerate_meshes(const ModelConfig& model,
+                                         const Topology& topology,
+                                         const std::vector<std::string>& axes) {
+  const int64_t slices =
+      topology.kind == TopologyKind::tpu ? topology.tpu.num_slices : 1;
+  const int64_t per_slice = topology.devices() / slices;
+  auto allowed = [&](const std::string& axis, int64_t size) {
+    if (size == 1) {
+      return true;
+    }
+    if (has_role(AxisRole::tensor, axis)) {
+      return model.heads % size == 0;
+    }
+    if (has_role(AxisRole::expert, axis)) {
+      return model.experts > 0 && model.experts % size == 0;
+    }
+    if (has_role(AxisRole::stage, axis)) {
+      return model.layers % size == 0;
+    }
+    return true;
+  };
+  std::vector<MeshChoice> out;
+  std::vector<int64_t> sizes(axes.size(), 1);
+  std::function<void(size_t, int64_t)> assign = [&](size_t i,
+                                                    int64_t remaining) {
+    if (i + 1 == axes.size()) {
+      if (!allowed(axes[i], remaining)) {
+        return;
+      }
+      sizes[i] = remaining;
+      std::vector<std::string> parts;
+      const bool dp_given = has_name(axes, "dp");
+      if (slices > 1 && !dp_given) {
+        parts.push_back(fmt::format("dp:{}", slices));
+      }
+      for (size_t k = 0; k < axes.size(); ++k) {
+        const int64_t size =
+            axes[k] == "dp" && slices > 1 ? sizes[k] * slices : sizes[k];
+        if (size > 1 || (parts.empty() && k + 1 == axes.size())) {
+          parts.push_back(fmt::format("{}:{}", axes[k], size));
+        }
+      }
+      out.push_back({fmt::format("{}", fmt::join(parts, ",")),
+                     slices > 1 ? fmt::format("dp:{}", slices) : ""});
+      return;
+    }
+    for (int64_t d = 1; d <= remaining; ++d) {
+      if (remaining % d == 0 && allowed(axes[i], d)) {
+        sizes[i] = d;
+        assign(i + 1, remaining / d);
+      }
+    }
+  };
+  if (!axes.empty()) {
+    assign(0, per_slice);
+  }
+  return out;
+}
+
+double objective_value(const SearchCandidate& c, SearchObjective o) {
+  switch (o) {
+    case SearchObjective::tokens:
+      return c.step ? -c.step->tokens_per_second_per_device : 0;
+    case SearchObjective::step:
+      return c.step ? c.step->step_seconds : 0;
+    case SearchObjective::memory:
+      return static_cast<double>(c.max_device_total);
+    case SearchObjective::mfu:
+      return c.step ? -c.step->mfu : 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string_view to_string(SearchObjective objective) {
+  switch (objective) {
+    case SearchObjective::tokens:
+      return "tokens";
+    case SearchObjective::step:
+      return "step";
+    case SearchObjective::memory:
+      return "memory";
+    case SearchObjective::mfu:
+      return "mfu";
+  }
+  return "tokens";
+}
+
+std::optional<SearchObjective> parse_search_objective(std::string_view text) {
+  for (SearchObjective o : {SearchObjective::tokens,
+                            SearchObjective::step,
+                            SearchObjective::memory,
+                            SearchObjective::mfu}) {
+    if (text == to_string(o)) {
+      return o;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string_view to_string(DropReason reason) {
+  switch (reason) {
+    case DropReason::layout:
+      return "layout";
+    case DropReason::indivisible:
+      return "indivisible";
+    case DropReason::plan:
+      return "plan";
+    case DropReason::over_hbm:
+      return "over_hbm";
+  }
+  return "layout";
+}
+
+std::optional<SearchResult> search_meshes(const Manifest& manifest,
+                                          const ModelConfig& model,
+                                          const Topology& topology,
+                                          const RuleSet& rules,
+                                          const SearchOptions& options,
+                                          Diagnostics& diags) {
+  (void)diags;
+  SearchResult out;
+  const std::vector<MeshChoice> meshes =
+      enumerate_meshes(model, topology, options.axes);
+  out.meshes = static_cast<int64_t>(meshes.size());
+  std::vector<std::string> remats = options.remat;
+  if (remats.empty()) {
+    remats.push_back(options.workload.remat);
+  }
+  std::vector<std::string> batches = options.per_device_batch;
+  if (batches.empty()) {
+    batches.emplace_back();
+  }
+  const MeshSources sources{"--axes",
+                            "--dcn",
+                            "--axis-names",
+                            "--devices",
+                            "--topology",
+                            "--allow-split-physical-axes"};
+  auto drop_all =
+      [&](const MeshChoice& m, DropReason reason, const std::string& message) {
+        for (const std::string& remat : remats) {
+          for (const std::string& batch : batches) {
+            SearchCandidate c;
+            c.mesh = m.mesh;
+            c.dcn = m.dcn;
+            c.remat = remat;
+            c.per_device_batch = batch;
+            c.dropped = reason;
+            c.message = message;
+            out.candidates.push_back(std::move(c));
+          }
+        }
+      };
+  for (const MeshChoice& choice : meshes) {
+    Diagnostics local;
+    const MeshInput input{choice.mesh,
+                          choice.dcn,
+                          {},
+                          &topology,
+                          std::nullopt,
+                          options.allow_split_physical_axes,
+                          sources};
+    std::optional<PlacedMesh> placed = place_mesh(input, local);
+    if (!placed || local.has_errors()) {
+      drop_all(choice, DropReason::layout, first_error(local));
+      continue;
+    }
+    const Mesh* mesh = &placed->mesh;
+    const MeshLayout* layout = &placed->layout;
+    std::optional<AxisRoles> roles =
+        resolve_axis_roles(*mesh, AxisRoles{}, AxisRoleSources{}, local);
+    std::optional<RulePlan> plan =
+        roles ? apply_rules(manifest, *mesh, rules, local) : std::nullopt;
+    if (!plan) {
+      drop_all(choice, DropReason::plan, first_error(local));
+      continue;
+    }
+    const std::vector<const PartitionSpec*> specs = plan->specs();
+    const std::vector<TensorSharding> shardings = validate_planned(
+        manifest, *mesh, specs, rules.source, ValidateOptions{}, local);
+    if (local.has_errors()) {
+      drop_all(choice, DropReason::plan, first_error(local));
+      continue;
+    }
+    for (const std::string& remat : remats) {
+      for (const std::string& batch : batches) {
+        SearchCandidate c;
+        c.mesh = choice.mesh;
+        c.dcn = choice.dcn;
+        c.remat = remat;
+        c.per_device_batch = batch;
+        Workload w = options.workload;
+        w.remat = remat;
+        w.mesh_source = "--axes";
+        if (!batch.empty()) {
+          w.per_device_batch = batch;
+          w.batch.reset();
+        }
+        Diagnostics run;
+        std::optional<ActivationEstimate> act =
+            estimate_activations(model, *mesh, *roles, w, run);
+        if (!act) {
+          c.dropped = DropReason::indivisible;
+          c.message = first_error(run);
+          out.candidates.push_back(std::move(c));
+          continue;
+        }
+        MemoryOptions m = options.memory;
+        m.roles = *roles;
+        m.layers = model.layers;
+        m.experts = model.experts;
+        m.largest = 0;
+        m.activations.clear();
+        for (const StageActivations& st : act->per_stage) {
+          m.activations.push_back(
+              ActivationLoad{st.total_bytes, st.host_bytes});
+        }
+        std::optional<MemoryEstimate> memory =
+            estimate_memory(manifest, *mesh, shardings, m, run);
+        if (!memory) {
+          c.dropped = DropReason::plan;
+          c.message = first_error(run);
+          out.candidates.push_back(std::move(c));
+          continue;
+        }
+        c.per_device = memory->per_device;
+        c.gather_buffer = memory->gather_buffer;
+        c.max_device_total = memory->max_device_total;
+        c.hbm_bytes = memory->hbm_bytes;
+        c.utilization = memory->utilization;
+        c.activations = memory->activations;
+        c.fits = memory->fits.value_or(true);
+        Diagnostics step_diags;
+        c.step = estimate_step(
+            model,
+            *mesh,
+            *roles,
+            *act,
+            step_inputs_for(model, topology, layout->links, *memory, "--axes"),
+            options.step,
+            step_diags);
+        if (!c.fits) {
+          c.dropped = DropReason::over_hbm;
+          c.message = fmt::format("needs {} bytes a device of {} usable",
+                                  memory->max_device_total,
+                                  memory->capacity_bytes.value_or(0));
+        }
+        out.candidates.push_back(std::move(c));
+      }
+    }
+  }
+  // Rank those that fit; keep the dropped after them, in the order tried.
+  std::stable_partition(out.candidates.begin(),
+                        out.candidates.end(),
+                        [](const SearchCandidate& c) { return !c.dropped; });
+  const auto ranked_end = std::find_if(
+      out.candidates.begin(),
+      out.candidates.end(),
+      [](const SearchCandidate& c) { return c.dropped.has_value(); });
+  std::stable_sort(out.candidates.begin(),
+                   ranked_end,
+                   [&](const SearchCandidate& a, const SearchCandidate& b) {
+                     return objective_value(a, options.objective)
+                            < objective_value(b, options.objective);
+                   });
+  int64_t rank = 1;
+  for (auto it = out.candidates.begin(); it != ranked_end; ++it) {
+    it->rank = rank++;
+  }
+  for (const SearchCandidate& c : out.candidates) {
+    if (c.dropped) {
+      ++out.dropped_counts[std::string(to_string(*c.dropped))];
+    }
+  }
+  return out;
+}
+
+}  // namespace shardplan

@@ -1,0 +1,176 @@
+// `shardplan search` through cli::run() (DESIGN.md section 9): the
+// candidates, their figures against `plan` run on each mesh alone, the
+// dropped counts, and bad input.
+
+#include "support/test_support.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+using nlohmann::json;
+using Strings = std::vector<std::string>;
+using shardplan::test::CliResult;
+using shardplan::test::run_cli;
+
+namespace {
+
+json run_json(Strings args, int code = 0) {
+  args.insert(args.end(), {"--format", "json"});
+  const CliResult r = run_cli(args);
+  INFO(r.err);
+  REQUIRE(r.code == code);
+  REQUIRE(json::accept(r.out));
+  return json::parse(r.out);
+}
+
+}  // namespace
+
+TEST_CASE("search: Llama-3-70B on v5p-256, every mesh of fsdp and tp",
+          "[cli][search]") {
+  // 128 devices over fsdp x tp with tp dividing the 64 heads: tp = 1, 2,
+  // 4, ..., 64, seven meshes. On the 4x4x8 torus tp:2 and tp:64 (fsdp:64,
+  // fsdp:2) cannot be laid out without splitting a physical axis; at 128
+  // sequences of 8192 tokens the layer inputs (2 s b h a layer, not split
+  // by tp without sequence parallelism) leave only fsdp:128 and
+  // fsdp:32,tp:4 under HBM; pure FSDP wins: its gathers hide behind the
+  // compute while tp's all-reduces are exposed.
+  const Strings args = {"search",
+                        "--topology",
+                        "v5p-256",
+                        "--model",
+                        "llama-3-70b",
+                        "--seq",
+                        "8192",
+                        "--batch",
+                        "128"};
+  const json doc = run_json(args);
+  CHECK(doc["meshes"] == 7);
+  REQUIRE(doc["candidates"].size() == 7);
+  CHECK(doc["candidates"][0]["rank"] == 1);
+  CHECK(doc["candidates"][0]["mesh"] == "fsdp:128");
+  CHECK(doc["candidates"][1]["mesh"] == "fsdp:32,tp:4");
+  CHECK(doc["dropped_counts"] == json({{"layout", 2}, {"over_hbm", 3}}));
+  // The counts add up: ranked + dropped = candidates.
+  int64_t ranked = 0;
+  for (const json& c : doc["candidates"]) {
+    ranked += c["rank"].is_null() ? 0 : 1;
+    CHECK(c["dropped"].is_null() == !c["rank"].is_null());
+  }
+  CHECK(ranked + 2 + 3 == 7);
+  // Each ranked candidate's figures are what `plan` gives for its mesh.
+  for (const json& c : doc["candidates"]) {
+    if (c["rank"].is_null()) {
+      continue;
+    }
+    INFO(c["mesh"]);
+    const json plan = run_json({"plan",
+                                "--topology",
+                                "v5p-256",
+                                "--model",
+                                "llama-3-70b",
+                                "--mesh",
+                                c["mesh"].get<std::string>(),
+                                "--recipe",
+                                "adam",
+                                "--seq",
+                                "8192",
+                                "--batch",
+                                "128",
+                                "--remat",
+                                c["remat"].get<std::string>()});
+    CHECK(plan["memory"]["max_device_total"]
+          == c["memory"]["max_device_total"]);
+    CHECK(plan["memory"]["per_device"]["activations"]
+          == c["memory"]["per_device"]["activations"]);
+    CHECK(plan["step"]["step_seconds"].get<double>()
+          == Approx(c["step"]["step_seconds"].get<double>()));
+  }
+  // Ranked by memory instead, the smaller total comes first.
+  Strings by_memory = args;
+  by_memory.insert(by_memory.end(), {"--objective", "memory"});
+  const json m = run_json(by_memory);
+  CHECK(m["candidates"][0]["memory"]["max_device_total"]
+        <= m["candidates"][1]["memory"]["max_device_total"]);
+}
+
+TEST_CASE("search: across slices a leading dp axis takes the slices",
+          "[cli][search]") {
+  const json doc = run_json({"search",
+                             "--topology",
+                             "2xv5p-256",
+                             "--model",
+                             "llama-3-8b",
+                             "--seq",
+                             "4096",
+                             "--per-device-batch",
+                             "1,2",
+                             "--remat",
+                             "full,minimal"});
+  REQUIRE_FALSE(doc["candidates"].empty());
+  for (const json& c : doc["candidates"]) {
+    INFO(c["mesh"]);
+    CHECK(c["mesh"].get<std::string>().starts_with("dp:2"));
+    CHECK(c["dcn"] == "dp:2");
+  }
+  // Every mesh once per remat policy and per-device batch.
+  CHECK(doc["candidates"].size() == 4 * doc["meshes"].get<size_t>());
+}
+
+TEST_CASE("search: bad input is located, exit 2", "[cli][search]") {
+  const std::string tiny =
+      std::string(SHARDPLAN_SOURCE_DIR) + "/configs/examples/tiny-llama.json";
+  struct Case {
+    Strings args;
+    std::string first_line;
+  };
+  const std::vector<Case> cases = {
+      {{"search",
+        "--topology",
+        "v5p-8",
+        "--model",
+        "llama-3-8b",
+        "--seq",
+        "1024",
+        "--batch",
+        "8",
+        "--remat",
+        "full,minmal"},
+       "--remat: error: unknown remat policy \"minmal\"; expected one of "
+       "none, full, selective, minimal, minimal_with_context, "
+       "save_dot_except_mlp, save_dot_except_mlpwi, "
+       "save_dot_with_context_except_mlp, save_qkv_proj, save_out_proj, "
+       "qkv_proj_offloaded, minimal_offloaded; did you mean \"minimal\"? "
+       "[workload.unknown-remat]"},
+      {{"search",
+        "--topology",
+        "v5p-8",
+        "--model",
+        "llama-3-8b",
+        "--seq",
+        "1024"},
+       "--batch: error: search needs --batch N or --per-device-batch X; "
+       "e.g. --seq 8192 --batch 256 [workload.missing-batch]"},
+      {{"search",
+        "--topology",
+        "v5e-8",
+        "--manifest",
+        tiny,
+        "--seq",
+        "1024",
+        "--batch",
+        "8"},
+       "--manifest: error: search needs the model's architecture, which a "
+       "manifest's tensors alone do not give; give --config FILE beside "
+       "--manifest, or --model NAME [workload.no-architecture]"},
+  };
+  for (const Case& c : cases) {
+    const CliResult r = run_cli(c.args);
+    INFO(r.err);
+    CHECK(r.code == 2);
+    CHECK(r.err.substr(0, r.err.find('\n')) == c.first_line);
+  }
+}
