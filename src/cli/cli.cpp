@@ -836,6 +836,7 @@ constexpr const char* k_examples = R"(Examples:
   shardplan check --topology v5p-128 --mesh fsdp:-1,tp:4 --manifest m.json --specs s.json
   shardplan memory --topology v5p-128 --mesh fsdp:-1,tp:4 --manifest m.json --specs s.json --recipe adam
   shardplan reshard --topology v5p-128 --model llama-3-8b --from-mesh fsdp:64 --from-rules fsdp --to-mesh fsdp:16,tp:4 --to-rules fsdp-tp
+  shardplan search --topology v5p-256 --model llama-3-70b --seq 8192 --batch 128
   shardplan topology list
   shardplan topology show h100x64 --format json
   shardplan manifest --manifest model.json

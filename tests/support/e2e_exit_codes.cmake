@@ -78,6 +78,10 @@ expect_exit(1 plan --model llama-3-70b --topology v5p-256 --mesh fsdp:32,tp:4
             --recipe adam --seq 8192 --batch 256)
 expect_exit(2 ${_check} --topology v5e-8 --specs ${EXAMPLES}/tiny-llama.specs.json --seq 512
             --batch 8)
+# search: some mesh fits (0), none does (1), bad input (2).
+expect_exit(0 search --topology v5p-256 --model llama-3-70b --seq 8192 --batch 128)
+expect_exit(1 search --topology v5p-8 --model llama-3-70b --seq 8192 --batch 4)
+expect_exit(2 search --topology v5p-8 --model llama-3-8b --seq 1024 --batch 8 --remat ful)
 expect_exit(2 memory --model gpt2 --devices 8 --mesh fsdp:8 --rules fsdp
             --seq 1024 --batch 8 --remat ful)
 

@@ -291,6 +291,7 @@ TEST_CASE("schema: docs/schema files use only supported keywords", "[schema]") {
                    "manifest.schema.json",
                    "mesh.schema.json",
                    "reshard.schema.json",
+                   "search.schema.json",
                    "topology-list.schema.json",
                    "topology-show.schema.json",
                    "topology.schema.json"});
@@ -704,6 +705,33 @@ TEST_CASE("schema: plan and memory with a workload validate",
     CHECK(doc["workload"]["global_batch"] == 64);
     CHECK(doc["memory"]["activations"]["saved"][0]["layer"] == "moe");
     require_valid(doc, "check.schema.json");
+  }
+}
+
+TEST_CASE("schema: search output validates", "[schema][cli][search]") {
+  json doc = run_json({"search",
+                       "--topology",
+                       "2xv5p-256",
+                       "--model",
+                       "llama-3-8b",
+                       "--seq",
+                       "4096",
+                       "--per-device-batch",
+                       "1",
+                       "--remat",
+                       "full,minimal",
+                       "--format",
+                       "json"});
+  CHECK(doc["command"] == "search");
+  REQUIRE_FALSE(doc["candidates"].empty());
+  require_valid(doc, "search.schema.json");
+  // A candidate with a misspelt reason does not.
+  for (json& c : doc["candidates"]) {
+    if (!c["dropped"].is_null()) {
+      c["dropped"]["reason"] = "layouts";
+      CHECK_FALSE(errors_for(doc, "search.schema.json").empty());
+      break;
+    }
   }
 }
 
