@@ -14,6 +14,7 @@
 #include <shardplan/workload.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -42,6 +43,8 @@ struct SearchOptions {
   StepOptions step;
   bool allow_split_physical_axes = false;
   SearchObjective objective = SearchObjective::tokens;
+  // Called after each mesh with (meshes done, meshes in all); may be empty.
+  std::function<void(int64_t, int64_t)> progress;
 };
 
 // Why a candidate is not ranked.

@@ -96,6 +96,9 @@ class Session {
 
   Diagnostics& diags() { return m_diags; }
   bool json() const { return m_format == Format::json; }
+  // Where progress goes (stderr), and whether -q silenced it.
+  std::ostream& err() { return m_err; }
+  bool quiet() const { return m_common.quiet; }
 
   // Reports the diagnostics on stderr and, to stdout, the document of bad
   // input in the command's --format (none for text; -o's file is left as it

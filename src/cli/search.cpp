@@ -10,6 +10,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <chrono>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -196,10 +198,26 @@ int run_search(const SearchCommand& cmd, Session& session) {
   options.allow_split_physical_axes = cmd.allow_split_physical_axes;
   options.objective =
       parse_search_objective(cmd.objective).value_or(SearchObjective::tokens);
+  // A count on stderr once the search has run a second (not with -q).
+  const auto start = std::chrono::steady_clock::now();
+  bool shown = false;
+  std::ostream& progress_out = session.err();
+  if (!session.quiet()) {
+    options.progress = [&](int64_t done, int64_t total) {
+      if (std::chrono::steady_clock::now() - start >= std::chrono::seconds(1)) {
+        progress_out << fmt::format("\rsearch: {}/{} meshes", done, total)
+                     << std::flush;
+        shown = true;
+      }
+    };
+  }
   Stopwatch watch;
   std::optional<SearchResult> result =
       search_meshes(*manifest, *model, *topology, *rules, options, diags);
   watch.lap("search");
+  if (shown) {
+    progress_out << "\n";
+  }
   if (!result) {
     return session.fail_input();
   }

@@ -200,7 +200,12 @@ std::optional<SearchResult> search_meshes(const Manifest& manifest,
           }
         }
       };
+  int64_t done = 0;
   for (const MeshChoice& choice : meshes) {
+    if (options.progress && done > 0) {
+      options.progress(done, out.meshes);
+    }
+    ++done;
     Diagnostics local;
     const MeshInput input{choice.mesh,
                           choice.dcn,
