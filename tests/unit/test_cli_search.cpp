@@ -214,3 +214,63 @@ TEST_CASE("search: progress is reported after each mesh but the last",
   CHECK(calls.front() == std::make_pair(int64_t{1}, int64_t{7}));
   CHECK(calls.back() == std::make_pair(int64_t{6}, int64_t{7}));
 }
+
+TEST_CASE("search: a batch smaller than the devices needs tensor parallelism",
+          "[cli][search]") {
+  // 32 sequences on 128 devices: the batch axes (fsdp) must divide 32, so
+  // fsdp:128 is dropped as indivisible and every mesh that fits has tp.
+  const json doc = run_json({"search",
+                             "--topology",
+                             "v5p-256",
+                             "--model",
+                             "llama-3-70b",
+                             "--seq",
+                             "8192",
+                             "--batch",
+                             "32"});
+  CHECK(doc["dropped_counts"]["indivisible"] == 1);
+  for (const json& c : doc["candidates"]) {
+    if (c["mesh"] == "fsdp:128") {
+      CHECK(c["dropped"]["reason"] == "indivisible");
+    }
+    if (!c["rank"].is_null()) {
+      CHECK(c["mesh"].get<std::string>().find("tp:") != std::string::npos);
+    }
+  }
+  CHECK(doc["candidates"][0]["mesh"] == "fsdp:32,tp:4");
+}
+
+TEST_CASE("search: DeepSeek-V3's experts force an expert axis",
+          "[cli][search]") {
+  // v5p-512 (256 devices), one 4096-token sequence a device. With fsdp
+  // alone, FSDP gathers two MoE layers whole: 256 experts x 3 x 7168 x 2048
+  // = 11,274,289,152 weights a layer, bf16 with their gradients (4 bytes):
+  // 90,194,313,216 bytes for the experts of two layers, beyond the 92.5e9
+  // usable with the model state (42.8e9). An expert axis keeps the experts
+  // split at use (/4 on ep:4), and those meshes fit.
+  const json doc = run_json({"search",
+                             "--topology",
+                             "v5p-512",
+                             "--model",
+                             "deepseek-v3",
+                             "--seq",
+                             "4096",
+                             "--per-device-batch",
+                             "1",
+                             "--axes",
+                             "fsdp,ep"});
+  bool seen = false;
+  for (const json& c : doc["candidates"]) {
+    if (c["mesh"] == "fsdp:256") {
+      seen = true;
+      CHECK(c["dropped"]["reason"] == "over_hbm");
+      CHECK(c["memory"]["per_device"]["gather_buffer"].get<int64_t>()
+            > int64_t{90'194'313'216});
+    }
+    if (!c["rank"].is_null()) {
+      CHECK(c["mesh"].get<std::string>().find("ep:") != std::string::npos);
+    }
+  }
+  CHECK(seen);
+  CHECK(doc["candidates"][0]["mesh"] == "fsdp:64,ep:4");
+}
