@@ -149,3 +149,13 @@ workload=$(median_run "$shardplan" plan "$@" --seq 4096 --batch 64 \
 echo "plan:                       $plain (s, KiB)"
 echo "plan --seq 4096 --batch 64: $workload (s, KiB): ratio" \
   "$(ratio "${workload%% *}" "${plain%% *}") (target <= 1.2)"
+echo
+echo "== search: deepseek-v3 on 2xv5p-1024 over fsdp, ep, tp with three remat"
+echo "   policies (whole process, median of 5; DESIGN.md section 7: under 2 s)"
+search=$(median_run "$shardplan" search --topology 2xv5p-1024 --model deepseek-v3 \
+  --seq 4096 --per-device-batch 1 --remat full,minimal,save_qkv_proj)
+echo "search:                       $search (s, KiB)"
+search_split=$(median_run "$shardplan" search --topology 2xv5p-1024 \
+  --model deepseek-v3 --seq 4096 --per-device-batch 1 \
+  --remat full,minimal,save_qkv_proj --allow-split-physical-axes)
+echo "search, split physical axes:  $search_split (s, KiB)"
