@@ -185,15 +185,21 @@ std::optional<SearchResult> search_meshes(const Manifest& manifest,
                             "--devices",
                             "--topology",
                             "--allow-split-physical-axes"};
+  auto candidate = [](const MeshChoice& m,
+                      const std::string& remat,
+                      const std::string& batch) {
+    SearchCandidate c;
+    c.mesh = m.mesh;
+    c.dcn = m.dcn;
+    c.remat = remat;
+    c.per_device_batch = batch;
+    return c;
+  };
   auto drop_all =
       [&](const MeshChoice& m, DropReason reason, const std::string& message) {
         for (const std::string& remat : remats) {
           for (const std::string& batch : batches) {
-            SearchCandidate c;
-            c.mesh = m.mesh;
-            c.dcn = m.dcn;
-            c.remat = remat;
-            c.per_device_batch = batch;
+            SearchCandidate c = candidate(m, remat, batch);
             c.dropped = reason;
             c.message = message;
             out.candidates.push_back(std::move(c));
@@ -238,11 +244,7 @@ std::optional<SearchResult> search_meshes(const Manifest& manifest,
     }
     for (const std::string& remat : remats) {
       for (const std::string& batch : batches) {
-        SearchCandidate c;
-        c.mesh = choice.mesh;
-        c.dcn = choice.dcn;
-        c.remat = remat;
-        c.per_device_batch = batch;
+        SearchCandidate c = candidate(choice, remat, batch);
         Workload w = options.workload;
         w.remat = remat;
         w.mesh_source = "--axes";
