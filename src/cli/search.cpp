@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ostream>
 #include <string>
@@ -149,6 +150,22 @@ int run_search(const SearchCommand& cmd, Session& session) {
     }
   }
   options.axes_source = "--axes";
+  for (size_t i = 0; i < options.axes.size(); ++i) {
+    const std::string& axis = options.axes[i];
+    const bool twice = std::find(options.axes.begin(),
+                                 options.axes.begin() + static_cast<long>(i),
+                                 axis)
+                       != options.axes.begin() + static_cast<long>(i);
+    if (axis.empty() || twice) {
+      diags
+          .error("cli.usage",
+                 axis.empty() ? std::string("an empty axis name")
+                              : fmt::format("axis {} given twice", quote(axis)),
+                 Location::of("--axes"))
+          .hint = "e.g. --axes fsdp,ep,tp";
+      return session.fail_input();
+    }
+  }
   options.remat = cmd.remat;
   options.per_device_batch = cmd.per_device_batch;
   options.workload.seq = *cmd.seq;
