@@ -172,6 +172,19 @@ TEST_CASE("search: bad input is located, exit 2", "[cli][search]") {
        "--manifest: error: search needs the model's architecture, which a "
        "manifest's tensors alone do not give; give --config FILE beside "
        "--manifest, or --model NAME [workload.no-architecture]"},
+      {{"search",
+        "--topology",
+        "v5p-8",
+        "--model",
+        "llama-3-8b",
+        "--seq",
+        "1024",
+        "--batch",
+        "8",
+        "--axes",
+        "fsdp,tp,fsdp"},
+       "--axes: error: axis \"fsdp\" given twice; e.g. --axes fsdp,ep,tp "
+       "[cli.usage]"},
   };
   for (const Case& c : cases) {
     const CliResult r = run_cli(c.args);
