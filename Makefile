@@ -25,8 +25,8 @@ build: deps
 # The main job on built-in defaults: a built-in model (Llama 3 8B), topology
 # (a v5p-128 slice) and rule preset (fsdp-tp), with Adam's training state.
 demo: build
-	@echo '$$ shardplan plan --topology v5p-128 --mesh fsdp:-1,tp:4 --model llama-3-8b --rules fsdp-tp --recipe adam' >&2
-	@build/release/shardplan plan --topology v5p-128 --mesh fsdp:-1,tp:4 --model llama-3-8b --rules fsdp-tp --recipe adam
+	@echo '$$ shardplan plan --topology v5p-128 --mesh fsdp:-1,tp:4 --model llama-3-8b --rules fsdp-tp --recipe adam --seq 8192 --batch 64' >&2
+	@build/release/shardplan plan --topology v5p-128 --mesh fsdp:-1,tp:4 --model llama-3-8b --rules fsdp-tp --recipe adam --seq 8192 --batch 64
 
 # The release build too: `make demo` uses it, and GCC's -O3 warns where -O0
 # does not. Every fuzz target runs 30 s so that none of them rots.
