@@ -241,14 +241,17 @@ struct TopologyFigures {
 
 // Every figure of TopologyFigures with its name (as files and the JSON
 // output spell it), and the kind of topology it belongs to: the one list the
-// catalogue, topology files and the report all walk. `max` bounds what a
-// file may give: beyond it a figure is a typo, and a capacity must stay
-// exact as an int64 byte count.
+// catalogue, topology files and the report all walk. `max` and `min` bound
+// what a file may give: beyond them a figure is a typo, and a capacity
+// must stay exact as an int64 byte count.
 struct FigureField {
   std::string_view name;
   Figure TopologyFigures::*member;
   std::optional<TopologyKind> kind;  // nullopt: both kinds
   double max;
+  // A count (HBM bytes, links) is at least 1: show writes it as an integer,
+  // so a fraction of one would read back as 0. 0 for the others.
+  double min = 0;
 };
 std::span<const FigureField> figure_fields();
 

@@ -154,14 +154,19 @@ class TopologyReader : public DomReader {
                                     const std::string& at,
                                     const FigureField& field) {
     const bool may_be_zero = field.name.ends_with("_latency_s");
-    const std::string expected = fmt::format(
-        "a number {} and <= {:g}", may_be_zero ? ">= 0" : "> 0", field.max);
+    const std::string expected =
+        fmt::format("a number {} and <= {:g}",
+                    field.min > 0 ? fmt::format(">= {:g}", field.min)
+                    : may_be_zero ? std::string(">= 0")
+                                  : std::string("> 0"),
+                    field.max);
     if (!number.is_number()) {
       type_error(number, at, expected);
       return std::nullopt;
     }
     const auto v = number.get<double>();
-    const bool in_range = may_be_zero ? v >= 0 : v > 0;  // false for NaN
+    const bool in_range = (may_be_zero ? v >= 0 : v > 0)  // false for NaN
+                          && v >= field.min;
     if (!in_range || !(v <= field.max)) {
       bad_value(at, io_detail::expected_got(expected, describe(number)));
       return std::nullopt;

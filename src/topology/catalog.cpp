@@ -616,9 +616,9 @@ std::span<const FigureField> figure_fields() {
   constexpr double pb = 1e15;
   constexpr double pb_per_s = 1e15;
   static const std::array<FigureField, 12> fields = {{
-      {"hbm_bytes_per_device", &F::hbm_bytes_per_device, std::nullopt, pb},
+      {"hbm_bytes_per_device", &F::hbm_bytes_per_device, std::nullopt, pb, 1},
       {"ici_bytes_per_s_per_link", &F::ici_bytes_per_s_per_link, tpu, pb_per_s},
-      {"ici_links_per_chip", &F::ici_links_per_chip, tpu, 1024},
+      {"ici_links_per_chip", &F::ici_links_per_chip, tpu, 1024, 1},
       {"ici_latency_s", &F::ici_latency_s, tpu, 1},
       {"dcn_bytes_per_s_per_chip", &F::dcn_bytes_per_s_per_chip, tpu, pb_per_s},
       {"dcn_latency_s", &F::dcn_latency_s, tpu, 1},

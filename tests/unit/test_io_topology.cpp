@@ -109,7 +109,7 @@ TEST_CASE("topology files: located errors", "[topology]") {
            {"hbm_bytes_per_device": {"value": 0e11, "source": "s"}}})",
        "topology.bad-value",
        "/figures/hbm_bytes_per_device/value",
-       "expected a number > 0 and <= 1e+15, got number 0.0"},
+       "expected a number >= 1 and <= 1e+15, got number 0.0"},
       {R"({"chip": "h100", "devices": 16, "figures":
            {"network_bytes_per_s_per_gpu": 0}})",
        "topology.bad-value",
@@ -122,11 +122,23 @@ TEST_CASE("topology files: located errors", "[topology]") {
            {"hbm_bytes_per_device": {"value": 9e31, "source": "s"}}})",
        "topology.bad-value",
        "/figures/hbm_bytes_per_device/value",
-       "expected a number > 0 and <= 1e+15, got number 9e+31"},
+       "expected a number >= 1 and <= 1e+15, got number 9e+31"},
       {R"({"chip": "h100", "devices": 8, "hbm_bytes_per_device": 1e300})",
        "topology.bad-value",
        "/hbm_bytes_per_device",
-       "expected a number > 0 and <= 1e+15, got number 1e+300"},
+       "expected a number >= 1 and <= 1e+15, got number 1e+300"},
+      // Found by fuzz_topology: 8e-303 bytes of HBM read (> 0), then show
+      // wrote the integer 0, which does not read back. A count (HBM bytes,
+      // ICI links) is at least 1.
+      {R"({"chip": "h100", "devices": 8, "hbm_bytes_per_device": 800001e-308})",
+       "topology.bad-value",
+       "/hbm_bytes_per_device",
+       "expected a number >= 1 and <= 1e+15, got number 8.00001e-303"},
+      {R"({"chip": "v5p", "shape": [2, 2, 2], "figures":
+           {"ici_links_per_chip": 0.5}})",
+       "topology.bad-value",
+       "/figures/ici_links_per_chip",
+       "expected a number >= 1 and <= 1024, got number 0.5"},
       {R"({"chip": "h100", "devices": 16, "figures":
            {"nvlink_latency_s": 2}})",
        "topology.bad-value",
