@@ -33,7 +33,6 @@ struct SearchOptions {
   // (default: fsdp, tp, and ep for a model with experts). Across slices a
   // leading dp axis takes the slices (DCN).
   std::vector<std::string> axes;
-  std::string axes_source;  // "--axes", for diagnostics
   // Workload variations: every remat policy (at least one) x every
   // per-device batch (empty: the workload's own batch).
   std::vector<std::string> remat;

@@ -71,6 +71,11 @@ std::string_view to_string(RematPolicy policy);
 // The names above, and "minimal_flash" for minimal_with_context (MaxText's
 // deprecated alias).
 std::optional<RematPolicy> parse_remat_policy(std::string_view text);
+// parse_remat_policy, reporting an unknown name at `source` with the names
+// and "did you mean" [workload.unknown-remat].
+std::optional<RematPolicy> read_remat_policy(std::string_view text,
+                                             std::string_view source,
+                                             Diagnostics& diags);
 std::vector<std::string> remat_policy_names();  // for messages and --help
 
 // plain keeps the seq x seq attention scores and their softmax (and the

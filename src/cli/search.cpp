@@ -149,7 +149,6 @@ int run_search(const SearchCommand& cmd, Session& session) {
       options.axes.insert(options.axes.begin() + 1, "ep");
     }
   }
-  options.axes_source = "--axes";
   for (size_t i = 0; i < options.axes.size(); ++i) {
     const std::string& axis = options.axes[i];
     const bool twice = std::find(options.axes.begin(),
@@ -190,18 +189,7 @@ int run_search(const SearchCommand& cmd, Session& session) {
   // Every remat name is checked before the search: an unknown one would
   // drop every candidate.
   for (const std::string& remat : cmd.remat) {
-    if (!parse_remat_policy(remat)) {
-      const std::vector<std::string> names = remat_policy_names();
-      Diagnostic& d =
-          diags.error("workload.unknown-remat",
-                      fmt::format("unknown remat policy {}; expected one of {}",
-                                  quote(remat),
-                                  fmt::join(names, ", ")),
-                      Location::of("--remat"));
-      const std::string near = closest_match(remat, names);
-      if (!near.empty()) {
-        d.hint = fmt::format("did you mean {}?", quote(near));
-      }
+    if (!read_remat_policy(remat, "--remat", diags)) {
       return session.fail_input();
     }
   }

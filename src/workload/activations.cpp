@@ -646,20 +646,9 @@ class Estimator {
     } else {
       m_e.activation_dtype = *dtype;
     }
-    std::optional<RematPolicy> remat = parse_remat_policy(m_w.remat);
-    if (!remat) {
-      const std::vector<std::string> names = remat_policy_names();
-      Diagnostic& d =
-          error("workload.unknown-remat",
-                fmt::format("unknown remat policy {}; expected one of {}",
-                            quote(m_w.remat),
-                            fmt::join(names, ", ")),
-                m_w.remat_source);
-      std::string near = closest_match(m_w.remat, names);
-      if (!near.empty()) {
-        d.hint = fmt::format("did you mean {}?", quote(near));
-      }
-    } else {
+    std::optional<RematPolicy> remat =
+        read_remat_policy(m_w.remat, m_w.remat_source, m_diags);
+    if (remat) {
       m_e.remat = *remat;
     }
     std::optional<AttentionKind> attention = parse_attention(m_w.attention);
@@ -1292,6 +1281,26 @@ std::vector<std::string> remat_policy_names() {
     out.emplace_back(p.name);
   }
   return out;
+}
+
+std::optional<RematPolicy> read_remat_policy(std::string_view text,
+                                             std::string_view source,
+                                             Diagnostics& diags) {
+  std::optional<RematPolicy> remat = parse_remat_policy(text);
+  if (!remat) {
+    const std::vector<std::string> names = remat_policy_names();
+    Diagnostic& d =
+        diags.error("workload.unknown-remat",
+                    fmt::format("unknown remat policy {}; expected one of {}",
+                                quote(text),
+                                fmt::join(names, ", ")),
+                    Location::of(std::string(source)));
+    const std::string near = closest_match(text, names);
+    if (!near.empty()) {
+      d.hint = fmt::format("did you mean {}?", quote(near));
+    }
+  }
+  return remat;
 }
 
 std::string_view to_string(AttentionKind kind) {
