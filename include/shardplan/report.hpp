@@ -46,10 +46,17 @@ std::string_view shardplan_version();
 // Formats and views
 
 // What --format takes.
-enum class Format { text, json, markdown, github };
-inline constexpr std::array<Format, 4> k_formats = {
-    Format::text, Format::json, Format::markdown, Format::github};
-// "text", "json", "markdown", "github".
+// jax and maxtext are the paste-back formats (DESIGN.md 10), html the
+// self-contained report (DESIGN.md 11).
+enum class Format { text, json, markdown, github, jax, maxtext, html };
+inline constexpr std::array<Format, 7> k_formats = {Format::text,
+                                                    Format::json,
+                                                    Format::markdown,
+                                                    Format::github,
+                                                    Format::jax,
+                                                    Format::maxtext,
+                                                    Format::html};
+// "text", "json", "markdown", "github", "jax", "maxtext", "html".
 std::string_view to_string(Format format);
 // The format of that name; nullopt for any other name.
 std::optional<Format> parse_format(std::string_view name);

@@ -118,7 +118,7 @@ constexpr bool every_view_has_text_and_json() {
 static_assert(every_view_has_text_and_json());
 static_assert(k_views.size() == static_cast<size_t>(View::search) + 1,
               "k_views lists every View");
-static_assert(k_formats.size() == static_cast<size_t>(Format::github) + 1,
+static_assert(k_formats.size() == static_cast<size_t>(Format::html) + 1,
               "k_formats lists every Format");
 
 struct ViewOf {
@@ -154,6 +154,12 @@ std::string_view to_string(Format format) {
       return "markdown";
     case Format::github:
       return "github";
+    case Format::jax:
+      return "jax";
+    case Format::maxtext:
+      return "maxtext";
+    case Format::html:
+      return "html";
   }
   return "text";
 }
@@ -243,6 +249,10 @@ std::string input_error_document(std::string_view command,
       return markdown_input_errors(command, diags);
     case Format::github:
       return github_input_errors(command, diags);
+    case Format::jax:
+    case Format::maxtext:
+    case Format::html:
+      return "";  // the errors go to stderr; nothing to paste back
   }
   return "";
 }
