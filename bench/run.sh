@@ -159,3 +159,13 @@ search_split=$(median_run "$shardplan" search --topology 2xv5p-1024 \
   --model deepseek-v3 --seq 4096 --per-device-batch 1 \
   --remat full,minimal,save_qkv_proj --allow-split-physical-axes)
 echo "search, split physical axes:  $search_split (s, KiB)"
+search_one=$(median_run "$shardplan" search --topology 2xv5p-1024 \
+  --model deepseek-v3 --seq 4096 --per-device-batch 1 --remat full \
+  --allow-split-physical-axes)
+echo "the same, one remat policy:   $search_one (s, KiB): three policies cost" \
+  "$(ratio "${search_split%% *}" "${search_one%% *}")x of one (the model state is"
+echo "   estimated once per mesh; target ~1)"
+echo "   shared work (-v): $("$shardplan" search --topology 2xv5p-1024 \
+  --model deepseek-v3 --seq 4096 --per-device-batch 1 \
+  --remat full,minimal,save_qkv_proj --allow-split-physical-axes -v 2>&1 \
+  >/dev/null | sed -n 's/.*search: \([0-9]* of\)/\1/p')"

@@ -217,12 +217,67 @@ std::vector<std::string> recipe_names() {
   return out;
 }
 
+MemoryFacts memory_facts(const Manifest& manifest) {
+  MemoryFacts out;
+  const std::vector<Tensor>& tensors = manifest.tensors();
+  out.names.reserve(tensors.size());
+  out.kinds.reserve(tensors.size());
+  out.scaled_dtype.reserve(tensors.size());
+  for (const Tensor& tensor : tensors) {
+    out.names.push_back(name_facts(tensor.name));
+    std::optional<DType> scaled;
+    MemoryFacts::Kind kind = MemoryFacts::Kind::weight;
+    if (is_quantization_scale(tensor.name, tensor.dtype)) {
+      kind = MemoryFacts::Kind::scale;
+      const std::string_view weight_name = scaled_weight_name(tensor.name);
+      if (const Tensor* weight =
+              weight_name.empty() ? nullptr : manifest.find(weight_name)) {
+        scaled = weight->dtype;
+      }
+    } else if (!is_floating(tensor.dtype)) {
+      kind = MemoryFacts::Kind::frozen;
+    } else if (is_expert_weight(tensor)) {
+      kind = MemoryFacts::Kind::expert_weight;
+    }
+    out.kinds.push_back(kind);
+    out.scaled_dtype.push_back(scaled);
+  }
+  return out;
+}
+
 std::optional<MemoryEstimate> estimate_memory(
     const Manifest& manifest,
     const Mesh& mesh,
     const std::vector<TensorSharding>& shardings,
     const MemoryOptions& options,
     Diagnostics& diags) {
+  Diagnostics own[1];
+  std::vector<std::optional<MemoryEstimate>> out =
+      estimate_memory(manifest,
+                      mesh,
+                      shardings,
+                      options,
+                      {&options.activations, 1},
+                      diags,
+                      own);
+  for (const Diagnostic& d : own[0].items()) {
+    diags.add(d);
+  }
+  if (out.empty()) {
+    return std::nullopt;
+  }
+  return std::move(out[0]);
+}
+
+std::vector<std::optional<MemoryEstimate>> estimate_memory(
+    const Manifest& manifest,
+    const Mesh& mesh,
+    const std::vector<TensorSharding>& shardings,
+    const MemoryOptions& options,
+    std::span<const std::vector<ActivationLoad>> activations,
+    Diagnostics& diags,
+    std::span<Diagnostics> activation_diags) {
+  assert(activation_diags.size() == activations.size());
   assert(shardings.size() == manifest.size());
   assert(options.zero >= 0 && options.zero <= 3);
   assert(options.headroom >= 0 && options.headroom < 1);
@@ -250,7 +305,7 @@ std::optional<MemoryEstimate> estimate_memory(
   check_dtype(options.param_dtype, options.param_dtype_source);
   check_dtype(options.grad_dtype, options.grad_dtype_source);
   if (bad_dtype) {
-    return std::nullopt;
+    return {};
   }
 
   // The data axes: --data-axes as given, else the data role's (mesh order).
@@ -268,7 +323,7 @@ std::optional<MemoryEstimate> estimate_memory(
         d.hint = best.empty() ? fmt::format("the mesh's axes are {}",
                                             fmt::join(names, ", "))
                               : fmt::format("did you mean {}?", quote(best));
-        return std::nullopt;
+        return {};
       }
       if (std::find(out.data_axes.begin(), out.data_axes.end(), name)
           == out.data_axes.end()) {
@@ -287,7 +342,7 @@ std::optional<MemoryEstimate> estimate_memory(
     sources.data = options.data_axes_source;
     resolved = resolve_axis_roles(mesh, given, sources, diags);
     if (!resolved) {
-      return std::nullopt;
+      return {};
     }
   }
   const AxisRoles& roles = *resolved;
@@ -320,13 +375,16 @@ std::optional<MemoryEstimate> estimate_memory(
                          options.data_axes_source);
   }
 
-  // What each tensor's name says: its layer, its expert, an embedding.
+  // What each tensor's name says: its layer, its expert, an embedding; its
+  // kind.
   const std::vector<Tensor>& tensors = manifest.tensors();
-  std::vector<NameFacts> name_info;
-  name_info.reserve(tensors.size());
-  for (const Tensor& tensor : tensors) {
-    name_info.push_back(name_facts(tensor.name));
+  std::optional<MemoryFacts> own_facts;
+  if (options.facts == nullptr) {
+    own_facts = memory_facts(manifest);
   }
+  const MemoryFacts& facts = own_facts ? *own_facts : *options.facts;
+  assert(facts.names.size() == tensors.size());
+  const std::vector<NameFacts>& name_info = facts.names;
 
   // Where tensors live along the stage and expert axes.
   {
@@ -339,7 +397,7 @@ std::optional<MemoryEstimate> estimate_memory(
     std::optional<Placement> placed =
         place_tensors(manifest, mesh, shardings, placement, name_info, diags);
     if (!placed) {
-      return std::nullopt;
+      return {};
     }
     out.placement = std::move(*placed);
   }
@@ -388,21 +446,22 @@ std::optional<MemoryEstimate> estimate_memory(
   // Each tensor's role. A scale is dropped when the FP8 weight it scales is
   // held in a dtype other than FP8: dequantized, the weight needs it no more
   // (DeepSeek-V3's inference/fp8_cast_bf16.py drops every *_scale_inv).
-  auto role_of = [&](const Tensor& tensor) {
-    if (is_quantization_scale(tensor.name, tensor.dtype)) {
-      const std::string_view weight_name = scaled_weight_name(tensor.name);
-      const Tensor* weight =
-          weight_name.empty() ? nullptr : manifest.find(weight_name);
-      if (weight && is_fp8(weight->dtype)
-          && !is_fp8(held_dtype(weight->dtype))) {
-        return Role::dropped_scale;
+  auto role_of = [&](size_t t) {
+    switch (facts.kinds[t]) {
+      case MemoryFacts::Kind::scale: {
+        const std::optional<DType>& weight = facts.scaled_dtype[t];
+        return weight && is_fp8(*weight) && !is_fp8(held_dtype(*weight))
+                   ? Role::dropped_scale
+                   : Role::scale;
       }
-      return Role::scale;
+      case MemoryFacts::Kind::frozen:
+        return Role::frozen;
+      case MemoryFacts::Kind::expert_weight:
+        return Role::expert_weight;
+      case MemoryFacts::Kind::weight:
+        break;
     }
-    if (!is_floating(tensor.dtype)) {
-      return Role::frozen;
-    }
-    return is_expert_weight(tensor) ? Role::expert_weight : Role::weight;
+    return Role::weight;
   };
 
   // The axes a matmul keeps a weight split over (tensor and pipeline
@@ -492,7 +551,7 @@ std::optional<MemoryEstimate> estimate_memory(
                                                    options.zero,
                                                    free_data);
     if (!state || !min_state) {
-      return std::nullopt;
+      return {};
     }
     cost.state = *state;
     cost.min_state = *min_state;
@@ -512,12 +571,12 @@ std::optional<MemoryEstimate> estimate_memory(
       }
       std::optional<int64_t> bytes = bytes_for(elements, cost.held);
       if (!bytes) {
-        return std::nullopt;
+        return {};
       }
       const int64_t copies = has_grads(options.recipe) && trained ? 2 : 1;
       std::optional<int64_t> gathered = checked_mul(*bytes, copies);
       if (!gathered) {
-        return std::nullopt;
+        return {};
       }
       cost.gather_buffer = *gathered;
     }
@@ -602,8 +661,11 @@ std::optional<MemoryEstimate> estimate_memory(
     Sum params, grads, optimizer, min_states;
     int64_t update = 0;  // the largest of its tensors' StateBytes::update
   };
-  assert(options.activations.size() <= 1
-         || options.activations.size() == static_cast<size_t>(stages));
+  assert(!activations.empty());
+  for (const std::vector<ActivationLoad>& loads : activations) {
+    assert(loads.size() <= 1 || loads.size() == static_cast<size_t>(stages));
+    (void)loads;
+  }
   const size_t groups = static_cast<size_t>(stages * ranks);
   std::vector<Totals> buckets(static_cast<size_t>(1 + stages + ranks)
                               + (placement.placed() ? groups : 0));
@@ -641,29 +703,32 @@ std::optional<MemoryEstimate> estimate_memory(
   };
   std::vector<TensorMemory> largest;
   largest.reserve(options.largest);
-  auto account = [&](size_t t, const Record& record) {
+  auto account = [&](MemoryEstimate& est,
+                     std::vector<TensorMemory>& heap,
+                     size_t t,
+                     const Record& record) {
     if (options.largest > 0) {
       const TensorMemory entry{t, record.state};
-      if (largest.size() < options.largest) {
-        largest.push_back(entry);
-        std::push_heap(largest.begin(), largest.end(), larger);
-      } else if (larger(entry, largest.front())) {
-        std::pop_heap(largest.begin(), largest.end(), larger);
-        largest.back() = entry;
-        std::push_heap(largest.begin(), largest.end(), larger);
+      if (heap.size() < options.largest) {
+        heap.push_back(entry);
+        std::push_heap(heap.begin(), heap.end(), larger);
+      } else if (larger(entry, heap.front())) {
+        std::pop_heap(heap.begin(), heap.end(), larger);
+        heap.back() = entry;
+        std::push_heap(heap.begin(), heap.end(), larger);
       }
     }
-    out.uneven_tensors += record.uneven ? 1 : 0;
+    est.uneven_tensors += record.uneven ? 1 : 0;
     if (record.dropped) {
       return;  // not held
     }
     auto dtype_it = std::find_if(
-        out.by_dtype.begin(), out.by_dtype.end(), [&](const DtypeMemory& m) {
+        est.by_dtype.begin(), est.by_dtype.end(), [&](const DtypeMemory& m) {
           return m.dtype == record.held;
         });
-    if (dtype_it == out.by_dtype.end()) {
-      out.by_dtype.push_back(DtypeMemory{record.held, 0, 0});
-      dtype_it = out.by_dtype.end() - 1;
+    if (dtype_it == est.by_dtype.end()) {
+      est.by_dtype.push_back(DtypeMemory{record.held, 0, 0});
+      dtype_it = est.by_dtype.end() - 1;
     }
     ++dtype_it->tensors;
     dtype_it->params_per_device += record.state.params;  // <= params total
@@ -674,7 +739,7 @@ std::optional<MemoryEstimate> estimate_memory(
   for (size_t t = 0; t < shardings.size(); ++t) {
     const TensorSharding& s = shardings[t];
     const Tensor& tensor = tensors[t];
-    const Role role = role_of(tensor);
+    const Role role = role_of(t);
     if (role == Role::scale || role == Role::dropped_scale) {
       ++out.scale_tensors;
       out.dropped_scale_tensors += role == Role::dropped_scale ? 1 : 0;
@@ -715,7 +780,7 @@ std::optional<MemoryEstimate> estimate_memory(
     if (placement.placed()) {
       records[t] = record;
     } else {
-      account(t, record);
+      account(out, largest, t, record);
     }
     if (cost->gather_buffer > 0) {
       Unit& unit = units[unit_of[t]];
@@ -745,14 +810,14 @@ std::optional<MemoryEstimate> estimate_memory(
     overflow = overflow || b.params.overflow() || b.grads.overflow()
                || b.optimizer.overflow() || b.min_states.overflow();
   }
-  auto overflow_error = [&] {
-    diags.error("memory.overflow",
-                "the per-device memory does not fit in a 64-bit byte count",
-                Location::of(manifest.source));
+  auto overflow_error = [&](Diagnostics& to) {
+    to.error("memory.overflow",
+             "the per-device memory does not fit in a 64-bit byte count",
+             Location::of(manifest.source));
   };
   if (overflow) {
-    overflow_error();
-    return std::nullopt;
+    overflow_error(diags);
+    return {};
   }
 
   // The gather buffer of group (s, r): the largest sum of two consecutive
@@ -793,14 +858,14 @@ std::optional<MemoryEstimate> estimate_memory(
     for (size_t u : stage_units[static_cast<size_t>(s)]) {
       std::optional<int64_t> bytes = unit_bytes(units[u], r);
       if (!bytes) {
-        return std::nullopt;
+        return {};
       }
       if (!previous) {
         best = Gather{*bytes, u, 1};
       } else {
         std::optional<int64_t> pair = checked_add(previous_bytes, *bytes);
         if (!pair) {
-          return std::nullopt;
+          return {};
         }
         if (best.count < 2 || *pair > best.bytes) {
           best = Gather{*pair, *previous, 2};
@@ -828,214 +893,228 @@ std::optional<MemoryEstimate> estimate_memory(
     return cached;
   };
 
-  // Each group's memory; the most loaded one (stage-major order breaks
-  // ties).
-  auto group_memory =
-      [&](int64_t s,
-          int64_t r) -> std::optional<std::pair<GroupMemory, Gather>> {
-    GroupMemory g;
-    g.stage = s;
-    g.expert_rank = r;
-    Sum params, grads, optimizer, min_states;
-    int64_t update = 0;
-    auto add = [&](const Totals& b) {
-      params.add(b.params.value());
-      grads.add(b.grads.value());
-      optimizer.add(b.optimizer.value());
-      min_states.add(b.min_states.value());
-      update = std::max(update, b.update);
+  // The estimate with one set of activations: the model state above is
+  // the same for each.
+  auto finish = [&](const std::vector<ActivationLoad>& loads,
+                    Diagnostics& found) -> std::optional<MemoryEstimate> {
+    MemoryEstimate est = out;
+    std::vector<TensorMemory> heap = largest;
+    // Each group's memory; the most loaded one (stage-major order breaks
+    // ties).
+    auto group_memory =
+        [&](int64_t s,
+            int64_t r) -> std::optional<std::pair<GroupMemory, Gather>> {
+      GroupMemory g;
+      g.stage = s;
+      g.expert_rank = r;
+      Sum params, grads, optimizer, min_states;
+      int64_t update = 0;
+      auto add = [&](const Totals& b) {
+        params.add(b.params.value());
+        grads.add(b.grads.value());
+        optimizer.add(b.optimizer.value());
+        min_states.add(b.min_states.value());
+        update = std::max(update, b.update);
+      };
+      add(buckets[0]);
+      if (placement.placed()) {
+        add(buckets[static_cast<size_t>(1 + s)]);
+        add(buckets[static_cast<size_t>(1 + stages + r)]);
+        add(buckets[static_cast<size_t>(1 + stages + ranks + s * ranks + r)]);
+      }
+      std::optional<Gather> gather = gather_for(s, r);
+      if (!gather) {
+        return {};
+      }
+      g.per_device =
+          StateBytes{params.value(), grads.value(), optimizer.value()};
+      g.gather_buffer = gather->bytes;
+      if (!loads.empty()) {
+        const ActivationLoad& a =
+            loads[loads.size() == 1 ? 0 : static_cast<size_t>(s)];
+        g.activations = a.hbm_bytes;
+        g.host_offload = a.host_bytes;
+      }
+      g.optimizer_step = update;
+      // The step runs after the backward has freed the gather buffer and the
+      // activations: the peak is the larger of the two phases.
+      Sum backward;
+      backward.add(gather->bytes);
+      backward.add(g.activations);
+      const int64_t transient = std::max(backward.value(), update);
+      Sum total, min_total;
+      total.add(params.value());
+      total.add(grads.value());
+      total.add(optimizer.value());
+      total.add(transient);
+      min_total.add(min_states.value());
+      min_total.add(transient);
+      if (params.overflow() || grads.overflow() || optimizer.overflow()
+          || min_states.overflow() || backward.overflow() || total.overflow()
+          || min_total.overflow()) {
+        return {};
+      }
+      g.total = total.value();
+      g.min_total = min_total.value();
+      return std::make_pair(g, *gather);
     };
-    add(buckets[0]);
+    std::optional<std::pair<GroupMemory, Gather>> most;
+    for (int64_t s = 0; s < stages; ++s) {
+      std::optional<GroupMemory> stage_most;
+      for (int64_t r = 0; r < ranks; ++r) {
+        std::optional<std::pair<GroupMemory, Gather>> g = group_memory(s, r);
+        if (!g) {
+          overflow_error(found);
+          return {};
+        }
+        if (!stage_most || g->first.total > stage_most->total) {
+          stage_most = g->first;
+        }
+        if (!most || g->first.total > most->first.total) {
+          most = std::move(g);
+        }
+      }
+      if (placement.placed()) {
+        est.stages.push_back(*stage_most);
+      }
+    }
+    assert(most);
+    const GroupMemory& group = most->first;
+    const Gather& gather = most->second;
+    est.stage = group.stage;
+    est.expert_rank = group.expert_rank;
+    est.per_device = group.per_device;
+    est.gather_buffer = group.gather_buffer;
+    est.activations_counted = !loads.empty();
+    est.activations = group.activations;
+    est.optimizer_step = group.optimizer_step;
+    est.host_offload = group.host_offload;
+    est.max_device_total = group.total;
+    est.min_device_total = group.min_total;
+
+    // A tensor the most loaded group holds.
+    auto in_group = [&](size_t t) {
+      if (!placement.placed()) {
+        return true;
+      }
+      const TensorPlacement& p = placement.tensors[t];
+      return (p.stage == k_every || p.stage == group.stage)
+             && (p.expert_rank == k_every
+                 || p.expert_rank == group.expert_rank);
+    };
+
+    // The gather buffer's units, and the axes their tensors are gathered over.
+    for (size_t u = gather.first; u < gather.first + gather.count; ++u) {
+      const Unit& unit = units[u];
+      GatherUnit g;
+      g.layer = unit.layer;
+      const std::string_view name = tensors[unit.first_tensor].name;
+      const size_t prefix = unit.layer
+                                ? name_info[unit.first_tensor].layer_prefix_end
+                                : name.size();
+      g.name = std::string(name.substr(0, prefix));
+      g.bytes = unit_bytes(unit, group.expert_rank).value_or(0);  // checked
+      est.gather_units.push_back(std::move(g));
+    }
+    if (gather.count > 0) {
+      std::vector<bool> gathered(mesh.axes.size(), false);
+      for (size_t t = 0; t < tensors.size(); ++t) {
+        if (unit_of[t] < gather.first
+            || unit_of[t] >= gather.first + gather.count || !in_group(t)) {
+          continue;
+        }
+        for (const std::string& axis :
+             gather_axes_of(shardings[t], role_of(t))) {
+          gathered[static_cast<size_t>(mesh.index_of(axis))] = true;
+        }
+      }
+      for (size_t a = 0; a < mesh.axes.size(); ++a) {
+        if (gathered[a]) {
+          est.gather_axes.push_back(mesh.axes[a].name);
+        }
+      }
+    }
+
     if (placement.placed()) {
-      add(buckets[static_cast<size_t>(1 + s)]);
-      add(buckets[static_cast<size_t>(1 + stages + r)]);
-      add(buckets[static_cast<size_t>(1 + stages + ranks + s * ranks + r)]);
+      for (size_t t = 0; t < tensors.size(); ++t) {
+        if (in_group(t)) {
+          account(est, heap, t, records[t]);
+        }
+      }
     }
-    std::optional<Gather> gather = gather_for(s, r);
-    if (!gather) {
-      return std::nullopt;
+    std::sort_heap(heap.begin(), heap.end(), larger);
+    est.largest = std::move(heap);
+
+    // Where the estimate is, for the messages below.
+    const std::string where =
+        !placement.placed()       ? std::string()
+        : stages > 1 && ranks > 1 ? fmt::format(
+              " of stage {}, expert rank {}", est.stage, est.expert_rank)
+        : stages > 1 ? fmt::format(" of stage {}", est.stage)
+                     : fmt::format(" of expert rank {}", est.expert_rank);
+    if (est.min_device_total != est.max_device_total) {
+      Diagnostic& d = found.warning(
+          "memory.uneven",
+          placement.placed()
+              ? fmt::format("devices{} hold different amounts: the most loaded "
+                            "{} bytes, the least {} bytes ({} tensor{} with "
+                            "uneven shards)",
+                            where,
+                            est.max_device_total,
+                            est.min_device_total,
+                            est.uneven_tensors,
+                            est.uneven_tensors == 1 ? "" : "s")
+              : fmt::format(
+                  "devices hold different amounts: device 0 {} bytes, "
+                  "the last device {} bytes ({} tensor{} with uneven "
+                  "shards)",
+                  est.max_device_total,
+                  est.min_device_total,
+                  est.uneven_tensors,
+                  est.uneven_tensors == 1 ? "" : "s"));
+      d.hint = "the estimate is for the most loaded device";
     }
-    g.per_device = StateBytes{params.value(), grads.value(), optimizer.value()};
-    g.gather_buffer = gather->bytes;
-    if (!options.activations.empty()) {
-      const ActivationLoad& a =
-          options.activations[options.activations.size() == 1
-                                  ? 0
-                                  : static_cast<size_t>(s)];
-      g.activations = a.hbm_bytes;
-      g.host_offload = a.host_bytes;
+
+    if (est.hbm_bytes) {
+      const double hbm = static_cast<double>(*est.hbm_bytes);
+      est.capacity_bytes =
+          static_cast<int64_t>(std::floor(hbm * (1.0 - est.headroom)));
+      est.utilization = static_cast<double>(est.max_device_total) / hbm;
+      est.fits = est.max_device_total <= *est.capacity_bytes;
+      if (!*est.fits) {
+        Diagnostic& d = found.error(
+            "memory.over-capacity",
+            fmt::format("the most loaded device{} needs {} bytes, over the {} "
+                        "bytes usable ({} bytes of HBM with {:g}% kept free)",
+                        where,
+                        est.max_device_total,
+                        *est.capacity_bytes,
+                        *est.hbm_bytes,
+                        est.headroom * 100));
+        d.hint = est.activations > est.per_device.model_states() ? fmt::format(
+                     "activations are {} bytes of it: keep less per layer (a "
+                     "remat policy that saves less), run fewer sequences at a "
+                     "time (more microbatches), or split the tokens further "
+                     "(sequence parallelism, a sequence axis)",
+                     est.activations)
+                 : est.zero < 3 && has_grads(est.recipe)
+                     ? fmt::format(
+                         "shard further: more fsdp, {} 3, or a larger "
+                         "slice",
+                         options.zero_source)
+                     : std::string(
+                         "shard further (more fsdp or tp) or use a "
+                         "larger slice");
+      }
     }
-    g.optimizer_step = update;
-    // The step runs after the backward has freed the gather buffer and the
-    // activations: the peak is the larger of the two phases.
-    Sum backward;
-    backward.add(gather->bytes);
-    backward.add(g.activations);
-    const int64_t transient = std::max(backward.value(), update);
-    Sum total, min_total;
-    total.add(params.value());
-    total.add(grads.value());
-    total.add(optimizer.value());
-    total.add(transient);
-    min_total.add(min_states.value());
-    min_total.add(transient);
-    if (params.overflow() || grads.overflow() || optimizer.overflow()
-        || min_states.overflow() || backward.overflow() || total.overflow()
-        || min_total.overflow()) {
-      return std::nullopt;
-    }
-    g.total = total.value();
-    g.min_total = min_total.value();
-    return std::make_pair(g, *gather);
+    return est;
   };
-  std::optional<std::pair<GroupMemory, Gather>> most;
-  for (int64_t s = 0; s < stages; ++s) {
-    std::optional<GroupMemory> stage_most;
-    for (int64_t r = 0; r < ranks; ++r) {
-      std::optional<std::pair<GroupMemory, Gather>> g = group_memory(s, r);
-      if (!g) {
-        overflow_error();
-        return std::nullopt;
-      }
-      if (!stage_most || g->first.total > stage_most->total) {
-        stage_most = g->first;
-      }
-      if (!most || g->first.total > most->first.total) {
-        most = std::move(g);
-      }
-    }
-    if (placement.placed()) {
-      out.stages.push_back(*stage_most);
-    }
+  std::vector<std::optional<MemoryEstimate>> results;
+  results.reserve(activations.size());
+  for (size_t v = 0; v < activations.size(); ++v) {
+    results.push_back(finish(activations[v], activation_diags[v]));
   }
-  assert(most);
-  const GroupMemory& group = most->first;
-  const Gather& gather = most->second;
-  out.stage = group.stage;
-  out.expert_rank = group.expert_rank;
-  out.per_device = group.per_device;
-  out.gather_buffer = group.gather_buffer;
-  out.activations_counted = !options.activations.empty();
-  out.activations = group.activations;
-  out.optimizer_step = group.optimizer_step;
-  out.host_offload = group.host_offload;
-  out.max_device_total = group.total;
-  out.min_device_total = group.min_total;
-
-  // A tensor the most loaded group holds.
-  auto in_group = [&](size_t t) {
-    if (!placement.placed()) {
-      return true;
-    }
-    const TensorPlacement& p = placement.tensors[t];
-    return (p.stage == k_every || p.stage == group.stage)
-           && (p.expert_rank == k_every || p.expert_rank == group.expert_rank);
-  };
-
-  // The gather buffer's units, and the axes their tensors are gathered over.
-  for (size_t u = gather.first; u < gather.first + gather.count; ++u) {
-    const Unit& unit = units[u];
-    GatherUnit g;
-    g.layer = unit.layer;
-    const std::string_view name = tensors[unit.first_tensor].name;
-    const size_t prefix = unit.layer
-                              ? name_info[unit.first_tensor].layer_prefix_end
-                              : name.size();
-    g.name = std::string(name.substr(0, prefix));
-    g.bytes = unit_bytes(unit, group.expert_rank).value_or(0);  // checked
-    out.gather_units.push_back(std::move(g));
-  }
-  if (gather.count > 0) {
-    std::vector<bool> gathered(mesh.axes.size(), false);
-    for (size_t t = 0; t < tensors.size(); ++t) {
-      if (unit_of[t] < gather.first || unit_of[t] >= gather.first + gather.count
-          || !in_group(t)) {
-        continue;
-      }
-      for (const std::string& axis :
-           gather_axes_of(shardings[t], role_of(tensors[t]))) {
-        gathered[static_cast<size_t>(mesh.index_of(axis))] = true;
-      }
-    }
-    for (size_t a = 0; a < mesh.axes.size(); ++a) {
-      if (gathered[a]) {
-        out.gather_axes.push_back(mesh.axes[a].name);
-      }
-    }
-  }
-
-  if (placement.placed()) {
-    for (size_t t = 0; t < tensors.size(); ++t) {
-      if (in_group(t)) {
-        account(t, records[t]);
-      }
-    }
-  }
-  std::sort_heap(largest.begin(), largest.end(), larger);
-  out.largest = std::move(largest);
-
-  // Where the estimate is, for the messages below.
-  const std::string where =
-      !placement.placed()       ? std::string()
-      : stages > 1 && ranks > 1 ? fmt::format(
-            " of stage {}, expert rank {}", out.stage, out.expert_rank)
-      : stages > 1 ? fmt::format(" of stage {}", out.stage)
-                   : fmt::format(" of expert rank {}", out.expert_rank);
-  if (out.min_device_total != out.max_device_total) {
-    Diagnostic& d = diags.warning(
-        "memory.uneven",
-        placement.placed()
-            ? fmt::format("devices{} hold different amounts: the most loaded "
-                          "{} bytes, the least {} bytes ({} tensor{} with "
-                          "uneven shards)",
-                          where,
-                          out.max_device_total,
-                          out.min_device_total,
-                          out.uneven_tensors,
-                          out.uneven_tensors == 1 ? "" : "s")
-            : fmt::format("devices hold different amounts: device 0 {} bytes, "
-                          "the last device {} bytes ({} tensor{} with uneven "
-                          "shards)",
-                          out.max_device_total,
-                          out.min_device_total,
-                          out.uneven_tensors,
-                          out.uneven_tensors == 1 ? "" : "s"));
-    d.hint = "the estimate is for the most loaded device";
-  }
-
-  if (out.hbm_bytes) {
-    const double hbm = static_cast<double>(*out.hbm_bytes);
-    out.capacity_bytes =
-        static_cast<int64_t>(std::floor(hbm * (1.0 - out.headroom)));
-    out.utilization = static_cast<double>(out.max_device_total) / hbm;
-    out.fits = out.max_device_total <= *out.capacity_bytes;
-    if (!*out.fits) {
-      Diagnostic& d = diags.error(
-          "memory.over-capacity",
-          fmt::format("the most loaded device{} needs {} bytes, over the {} "
-                      "bytes usable ({} bytes of HBM with {:g}% kept free)",
-                      where,
-                      out.max_device_total,
-                      *out.capacity_bytes,
-                      *out.hbm_bytes,
-                      out.headroom * 100));
-      d.hint = out.activations > out.per_device.model_states() ? fmt::format(
-                   "activations are {} bytes of it: keep less per layer (a "
-                   "remat policy that saves less), run fewer sequences at a "
-                   "time (more microbatches), or split the tokens further "
-                   "(sequence parallelism, a sequence axis)",
-                   out.activations)
-               : out.zero < 3 && has_grads(out.recipe)
-                   ? fmt::format(
-                       "shard further: more fsdp, {} 3, or a larger "
-                       "slice",
-                       options.zero_source)
-                   : std::string(
-                       "shard further (more fsdp or tp) or use a "
-                       "larger slice");
-    }
-  }
-  return out;
+  return results;
 }
 
 }  // namespace shardplan

@@ -206,6 +206,24 @@ std::optional<Placement> place_tensors(
     std::span<const NameFacts> facts,
     Diagnostics& diags);
 
+// What estimate_memory reads from each tensor's name and dtype, none of it
+// depending on the mesh: computed once (memory_facts) it is shared by the
+// estimates of many meshes (search).
+struct MemoryFacts {
+  enum class Kind : uint8_t {
+    weight,         // floating point: trained when the recipe trains
+    expert_weight,  // the same, of one expert (is_expert_weight)
+    frozen,         // integer or bool: weights only
+    scale,          // a quantization scale (is_quantization_scale)
+  };
+  std::vector<NameFacts> names;  // per tensor, in manifest order
+  std::vector<Kind> kinds;
+  // Per tensor: for a scale, the dtype of the weight it scales
+  // (scaled_weight_name), when the manifest has that weight.
+  std::vector<std::optional<DType>> scaled_dtype;
+};
+MemoryFacts memory_facts(const Manifest& manifest);
+
 // One pipeline stage's activations per device: in HBM, and kept in host
 // memory by an offloading remat policy.
 struct ActivationLoad {
@@ -256,6 +274,8 @@ struct MemoryOptions {
   double headroom = 0.1;
   // How many of the largest tensors to list.
   size_t largest = 20;
+  // memory_facts(manifest) when computed already; nullptr: computed here.
+  const MemoryFacts* facts = nullptr;
   // What to call `zero`, `data_axes`, `param_dtype` and `grad_dtype` in
   // diagnostics (the command line passes "--zero", "--data-axes", ...).
   std::string zero_source;
@@ -404,5 +424,22 @@ std::optional<MemoryEstimate> estimate_memory(
     const std::vector<TensorSharding>& shardings,
     const MemoryOptions& options,
     Diagnostics& diags);
+
+// estimate_memory once per entry of `activations` (options.activations is
+// not read): the model state, the same for each, is computed once (search's
+// workload variations on one mesh). The model state's diagnostics go to
+// `diags`, and then an empty result; each estimate's own (memory.uneven,
+// memory.over-capacity, an overflow with its activations) to
+// activation_diags at its index, and a nullopt estimate on an error.
+// REQUIRES: as estimate_memory's; activation_diags.size() ==
+// activations.size().
+std::vector<std::optional<MemoryEstimate>> estimate_memory(
+    const Manifest& manifest,
+    const Mesh& mesh,
+    const std::vector<TensorSharding>& shardings,
+    const MemoryOptions& options,
+    std::span<const std::vector<ActivationLoad>> activations,
+    Diagnostics& diags,
+    std::span<Diagnostics> activation_diags);
 
 }  // namespace shardplan

@@ -274,6 +274,26 @@ struct RulePlan {
   }
 };
 
+// Which tensors of a manifest share a decision on every mesh: their names
+// match the same patterns of the rules, and their shape, dtype and (when a
+// rule reads them) logical axes are the same. Mesh-independent: computed
+// once (rule_keys), it lets apply_rules decide each key once per mesh
+// without matching a name again (search plans many meshes).
+struct RuleKeys {
+  std::vector<uint32_t> key_of;  // per tensor, in manifest order
+  // Per key: per rule, whether its pattern matches the key's names; empty
+  // for a scalar or a tensor under min_size (decided before any rule).
+  std::vector<std::vector<char>> matches;
+
+  size_t keys() const { return matches.size(); }
+};
+
+// The keys of `manifest`'s tensors under `rules`; nullopt when a pattern
+// does not compile [rules.bad-pattern].
+std::optional<RuleKeys> rule_keys(const Manifest& manifest,
+                                  const RuleSet& rules,
+                                  Diagnostics& diags);
+
 // What apply_rules may warn about beyond its own problems.
 struct ApplyOptions {
   // A preset's plan: warn [rules.unsplit-large] about each tensor of at least
@@ -284,6 +304,9 @@ struct ApplyOptions {
   // What to call that threshold in the hint (the command line passes
   // "--warn-replicated").
   std::string unsplit_warning_source;
+  // rule_keys(manifest, rules) when computed already: each key is decided
+  // once and no name is matched (the plan is the same as without).
+  const RuleKeys* keys = nullptr;
 };
 
 // Applies `rules` to every tensor of `manifest` on `mesh`.

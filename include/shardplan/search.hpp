@@ -75,6 +75,13 @@ struct SearchResult {
   std::vector<SearchCandidate> candidates;        // ranked first, then dropped
   std::map<std::string, int64_t> dropped_counts;  // by to_string(reason)
   int64_t meshes = 0;                             // distinct meshes tried
+  // The work shared across candidates: the manifest's tensors, the keys
+  // they share decisions by (RuleKeys), and the rule decisions made (one
+  // per key and mesh planned).
+  int64_t planned = 0;  // meshes laid out and planned
+  int64_t tensors = 0;
+  int64_t decision_keys = 0;
+  int64_t decisions = 0;
 };
 
 // Every assignment of the topology's devices per slice to options.axes

@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
@@ -226,6 +227,15 @@ int run_search(const SearchCommand& cmd, Session& session) {
   if (!result) {
     return session.fail_input();
   }
+  spdlog::debug(
+      "search: {} of {} meshes planned; {} tensors share {} decision keys: "
+      "{} rule decisions made, not {} (tensors x meshes)",
+      result->planned,
+      result->meshes,
+      result->tensors,
+      result->decision_keys,
+      result->decisions,
+      result->tensors * result->planned);
   bool any = false;
   for (const SearchCandidate& c : result->candidates) {
     any = any || c.rank.has_value();

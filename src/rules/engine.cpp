@@ -156,6 +156,14 @@ struct KeyEqual {
 
 namespace rules_detail {
 
+bool reads_logical_axes(const RuleSet& rules) {
+  return std::any_of(
+      rules.rules.begin(), rules.rules.end(), [](const Rule& rule) {
+        const auto* logical = std::get_if<LogicalAxesYield>(&rule.yield);
+        return logical != nullptr && logical->from_manifest;
+      });
+}
+
 TensorFacts facts_of(const Tensor& t) {
   return TensorFacts{t.shape,
                      t.dtype,
@@ -163,7 +171,7 @@ TensorFacts facts_of(const Tensor& t) {
                      t.logical_axes ? &*t.logical_axes : nullptr};
 }
 
-bool Engine::prepare() {
+bool Engine::prepare(bool compile_patterns) {
   const RuleContext context{m_mesh, m_rules};
   bool ok = true;
   if (m_rules.min_size < 0) {
@@ -184,10 +192,8 @@ bool Engine::prepare() {
       ok = false;
     }
     ok = check_yield(context, rule, m_diags) && ok;
-    const auto* logical = std::get_if<LogicalAxesYield>(&rule.yield);
-    m_reads_logical_axes =
-        m_reads_logical_axes || (logical != nullptr && logical->from_manifest);
   }
+  m_reads_logical_axes = rules_detail::reads_logical_axes(m_rules);
   for (const LogicalAxisRule& rule : m_rules.logical_axis_rules) {
     ok = check_axes(context,
                     rule.axes,
@@ -197,7 +203,9 @@ bool Engine::prepare() {
          && ok;
   }
   // Every pattern is compiled, so that each bad one is reported.
-  ok = m_names.compile(m_diags) && ok;
+  if (compile_patterns) {
+    ok = m_names.compile(m_diags) && ok;
+  }
   return ok;
 }
 
@@ -236,6 +244,15 @@ bool Engine::selectors_match(size_t index,
 Outcome Engine::decide(const TensorFacts& t,
                        uint64_t cls,
                        DecisionTracer& tracer) const {
+  if (t.shape.empty() || t.num_elements < m_rules.min_size) {
+    return decide_matched(t, {}, tracer);
+  }
+  return decide_matched(t, m_names.flags_of(cls), tracer);
+}
+
+Outcome Engine::decide_matched(const TensorFacts& t,
+                               const std::vector<char>& flags,
+                               DecisionTracer& tracer) const {
   Outcome out;
   const size_t rank = t.shape.size();
   if (rank == 0) {
@@ -251,8 +268,7 @@ Outcome Engine::decide(const TensorFacts& t,
     return out;
   }
   // Every tensor that reaches the rules had its name scanned.
-  assert(cls != NameClassifier::k_no_scan_class);
-  const std::vector<char> flags = m_names.flags_of(cls);
+  assert(flags.size() == m_rules.rules.size());
   const RuleContext context{m_mesh, m_rules};
 
   bool decided = false;
@@ -533,8 +549,10 @@ std::optional<RulePlan> apply_rules(const Manifest& manifest,
                                     const RuleSet& rules,
                                     Diagnostics& diags,
                                     const ApplyOptions& options) {
+  const RuleKeys* keys = options.keys;
+  assert(keys == nullptr || keys->key_of.size() == manifest.size());
   Engine engine(mesh, rules, diags);
-  if (!engine.prepare()) {
+  if (!engine.prepare(keys == nullptr)) {
     return std::nullopt;
   }
   const std::vector<Tensor>& tensors = manifest.tensors();
@@ -556,26 +574,44 @@ std::optional<RulePlan> apply_rules(const Manifest& manifest,
   std::unordered_map<size_t, Unmet> unmet;
   DecisionTracer no_trace;
 
+  auto add_decision = [&](Outcome outcome, size_t tensor) {
+    const auto index = static_cast<uint32_t>(plan.decisions.size());
+    plan.decisions.push_back(outcome.decision);
+    outcomes.push_back(std::move(outcome));
+    first_of.push_back(tensor);
+    return index;
+  };
+  // With the keys given, each key's decision (+1; 0: not decided yet).
+  std::vector<uint32_t> decision_of_key(keys ? keys->keys() : 0, 0);
+
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
-    uint64_t cls = NameClassifier::k_no_scan_class;
-    if (t.rank() > 0 && t.num_elements >= rules.min_size) {
-      cls = engine.classify(t.name);
-    }
-    const KeyView key{cls,
-                      t.dtype,
-                      t.shape,
-                      logical && t.logical_axes ? &*t.logical_axes : nullptr};
     uint32_t index = 0;
-    if (auto it = cache.find(key); it != cache.end()) {
-      index = it->second;
+    if (keys) {
+      const uint32_t k = keys->key_of[i];
+      if (decision_of_key[k] == 0) {
+        decision_of_key[k] =
+            1
+            + add_decision(
+                engine.decide_matched(facts_of(t), keys->matches[k], no_trace),
+                i);
+      }
+      index = decision_of_key[k] - 1;
     } else {
-      Outcome outcome = engine.decide(facts_of(t), cls, no_trace);
-      index = static_cast<uint32_t>(plan.decisions.size());
-      plan.decisions.push_back(outcome.decision);
-      outcomes.push_back(std::move(outcome));
-      first_of.push_back(i);
-      cache.emplace(Key(key), index);
+      uint64_t cls = NameClassifier::k_no_scan_class;
+      if (t.rank() > 0 && t.num_elements >= rules.min_size) {
+        cls = engine.classify(t.name);
+      }
+      const KeyView key{cls,
+                        t.dtype,
+                        t.shape,
+                        logical && t.logical_axes ? &*t.logical_axes : nullptr};
+      if (auto it = cache.find(key); it != cache.end()) {
+        index = it->second;
+      } else {
+        index = add_decision(engine.decide(facts_of(t), cls, no_trace), i);
+        cache.emplace(Key(key), index);
+      }
     }
     plan.decision_of.push_back(index);
     const Outcome& outcome = outcomes[index];
@@ -622,6 +658,36 @@ std::optional<RulePlan> apply_rules(const Manifest& manifest,
   }
   warn_unsplit(manifest, mesh, rules, plan, outcomes, first_of, options, diags);
   return plan;
+}
+
+std::optional<RuleKeys> rule_keys(const Manifest& manifest,
+                                  const RuleSet& rules,
+                                  Diagnostics& diags) {
+  NameClassifier names(rules);
+  if (!names.compile(diags)) {
+    return std::nullopt;
+  }
+  const bool logical = rules_detail::reads_logical_axes(rules);
+  RuleKeys out;
+  out.key_of.reserve(manifest.size());
+  std::unordered_map<Key, uint32_t, KeyHash, KeyEqual> index_of;
+  for (const Tensor& t : manifest.tensors()) {
+    const bool scanned = t.rank() > 0 && t.num_elements >= rules.min_size;
+    const uint64_t cls =
+        scanned ? names.classify(t.name) : NameClassifier::k_no_scan_class;
+    const KeyView key{cls,
+                      t.dtype,
+                      t.shape,
+                      logical && t.logical_axes ? &*t.logical_axes : nullptr};
+    auto it = index_of.find(key);
+    if (it == index_of.end()) {
+      it = index_of.emplace(Key(key), static_cast<uint32_t>(out.keys())).first;
+      out.matches.push_back(scanned ? names.flags_of(cls)
+                                    : std::vector<char>());
+    }
+    out.key_of.push_back(it->second);
+  }
+  return out;
 }
 
 }  // namespace shardplan

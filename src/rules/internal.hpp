@@ -151,15 +151,20 @@ class DecisionTracer {
   virtual void fell_through_to(size_t /*index*/) {}
 };
 
+// Whether a rule of `rules` reads the tensors' own logical axes (a decision
+// then depends on them).
+bool reads_logical_axes(const RuleSet& rules);
+
 class Engine {
  public:
   // REQUIRES: the arguments outlive the engine.
   Engine(const Mesh& mesh, const RuleSet& rules, Diagnostics& diags)
       : m_mesh(mesh), m_rules(rules), m_diags(diags), m_names(rules) {}
 
-  // Checks the rules against the mesh and compiles the patterns; false
-  // (reported) on an input error.
-  bool prepare();
+  // Checks the rules against the mesh and, unless the names were matched
+  // already (RuleKeys), compiles the patterns; false (reported) on an input
+  // error.
+  bool prepare(bool compile_patterns = true);
 
   // Whether any rule reads the tensor's own logical axes.
   bool reads_logical_axes() const { return m_reads_logical_axes; }
@@ -176,6 +181,12 @@ class Engine {
   Outcome decide(const TensorFacts& t,
                  uint64_t cls,
                  DecisionTracer& tracer) const;
+  // The same for a tensor whose name matches the patterns of the rules
+  // `matched` flags (NameClassifier::flags_of; empty when it is a scalar or
+  // under min_size).
+  Outcome decide_matched(const TensorFacts& t,
+                         const std::vector<char>& matched,
+                         DecisionTracer& tracer) const;
 
  private:
   RuleRef ref(size_t index) const {

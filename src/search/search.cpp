@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <utility>
@@ -166,8 +167,18 @@ std::optional<SearchResult> search_meshes(const Manifest& manifest,
                                           const RuleSet& rules,
                                           const SearchOptions& options,
                                           Diagnostics& diags) {
-  (void)diags;
   SearchResult out;
+  // Shared by every mesh: which tensors share a rule decision (names are
+  // matched once), and what memory reads from each name.
+  const std::optional<RuleKeys> keys = rule_keys(manifest, rules, diags);
+  if (!keys) {
+    return std::nullopt;
+  }
+  const MemoryFacts facts = memory_facts(manifest);
+  ApplyOptions apply;
+  apply.keys = &*keys;
+  out.tensors = static_cast<int64_t>(manifest.size());
+  out.decision_keys = static_cast<int64_t>(keys->keys());
   const std::vector<MeshChoice> meshes =
       enumerate_meshes(model, topology, options.axes);
   out.meshes = static_cast<int64_t>(meshes.size());
@@ -230,11 +241,14 @@ std::optional<SearchResult> search_meshes(const Manifest& manifest,
     std::optional<AxisRoles> roles =
         resolve_axis_roles(*mesh, AxisRoles{}, AxisRoleSources{}, local);
     std::optional<RulePlan> plan =
-        roles ? apply_rules(manifest, *mesh, rules, local) : std::nullopt;
+        roles ? apply_rules(manifest, *mesh, rules, local, apply)
+              : std::nullopt;
     if (!plan) {
       drop_all(choice, DropReason::plan, first_error(local));
       continue;
     }
+    ++out.planned;
+    out.decisions += static_cast<int64_t>(plan->decisions.size());
     const std::vector<const PartitionSpec*> specs = plan->specs();
     const std::vector<TensorSharding> shardings = validate_planned(
         manifest, *mesh, specs, rules.source, ValidateOptions{}, local);
@@ -242,6 +256,12 @@ std::optional<SearchResult> search_meshes(const Manifest& manifest,
       drop_all(choice, DropReason::plan, first_error(local));
       continue;
     }
+    // The workload variations' activations; the model state's memory is
+    // computed once for all of them.
+    std::vector<SearchCandidate> variants;  // in the order tried
+    std::vector<size_t> estimated;          // those with activations
+    std::vector<ActivationEstimate> acts;
+    std::vector<std::vector<ActivationLoad>> loads;
     for (const std::string& remat : remats) {
       for (const std::string& batch : batches) {
         SearchCandidate c = candidate(choice, remat, batch);
@@ -258,52 +278,66 @@ std::optional<SearchResult> search_meshes(const Manifest& manifest,
         if (!act) {
           c.dropped = DropReason::indivisible;
           c.message = first_error(run);
-          out.candidates.push_back(std::move(c));
+          variants.push_back(std::move(c));
           continue;
         }
-        MemoryOptions m = options.memory;
-        m.roles = *roles;
-        m.layers = model.layers;
-        m.experts = model.experts;
-        m.largest = 0;
-        m.activations.clear();
+        std::vector<ActivationLoad>& load = loads.emplace_back();
         for (const StageActivations& st : act->per_stage) {
-          m.activations.push_back(
-              ActivationLoad{st.total_bytes, st.host_bytes});
+          load.push_back(ActivationLoad{st.total_bytes, st.host_bytes});
         }
-        std::optional<MemoryEstimate> memory =
-            estimate_memory(manifest, *mesh, shardings, m, run);
-        if (!memory) {
-          c.dropped = DropReason::plan;
-          c.message = first_error(run);
-          out.candidates.push_back(std::move(c));
-          continue;
-        }
-        c.per_device = memory->per_device;
-        c.gather_buffer = memory->gather_buffer;
-        c.max_device_total = memory->max_device_total;
-        c.hbm_bytes = memory->hbm_bytes;
-        c.utilization = memory->utilization;
-        c.activations = memory->activations;
-        c.fits = memory->fits.value_or(true);
-        Diagnostics step_diags;
-        c.step = estimate_step(
-            model,
-            *mesh,
-            *roles,
-            *act,
-            step_inputs_for(model, topology, layout->links, *memory, "--axes"),
-            options.step,
-            step_diags);
-        if (!c.fits) {
-          c.dropped = DropReason::over_hbm;
-          c.message = fmt::format("needs {} bytes a device of {} usable",
-                                  memory->max_device_total,
-                                  memory->capacity_bytes.value_or(0));
-        }
-        out.candidates.push_back(std::move(c));
+        acts.push_back(std::move(*act));
+        estimated.push_back(variants.size());
+        variants.push_back(std::move(c));
       }
     }
+    MemoryOptions m = options.memory;
+    m.roles = *roles;
+    m.layers = model.layers;
+    m.experts = model.experts;
+    m.largest = 0;
+    m.facts = &facts;
+    Diagnostics state_diags;
+    std::vector<Diagnostics> found(estimated.size());
+    const std::vector<std::optional<MemoryEstimate>> memories =
+        estimated.empty()
+            ? std::vector<std::optional<MemoryEstimate>>()
+            : estimate_memory(
+                manifest, *mesh, shardings, m, loads, state_diags, found);
+    for (size_t v = 0; v < estimated.size(); ++v) {
+      SearchCandidate& c = variants[estimated[v]];
+      const std::optional<MemoryEstimate>* memory =
+          memories.empty() ? nullptr : &memories[v];
+      if (memory == nullptr || !*memory) {
+        c.dropped = DropReason::plan;
+        c.message = first_error(memory == nullptr ? state_diags : found[v]);
+        continue;
+      }
+      const MemoryEstimate& mem = **memory;
+      c.per_device = mem.per_device;
+      c.gather_buffer = mem.gather_buffer;
+      c.max_device_total = mem.max_device_total;
+      c.hbm_bytes = mem.hbm_bytes;
+      c.utilization = mem.utilization;
+      c.activations = mem.activations;
+      c.fits = mem.fits.value_or(true);
+      Diagnostics step_diags;
+      c.step = estimate_step(
+          model,
+          *mesh,
+          *roles,
+          acts[v],
+          step_inputs_for(model, topology, layout->links, mem, "--axes"),
+          options.step,
+          step_diags);
+      if (!c.fits) {
+        c.dropped = DropReason::over_hbm;
+        c.message = fmt::format("needs {} bytes a device of {} usable",
+                                mem.max_device_total,
+                                mem.capacity_bytes.value_or(0));
+      }
+    }
+    std::move(
+        variants.begin(), variants.end(), std::back_inserter(out.candidates));
   }
   // Rank those that fit; keep the dropped after them, in the order tried.
   std::stable_partition(out.candidates.begin(),

@@ -574,3 +574,47 @@ TEST_CASE("memory: one line per pipeline stage in text, stages in JSON",
   CHECK(memory["gather_units"][0]["layer"].is_null());
   CHECK(memory["gather_units"][1]["name"] == "model.layers.0");
 }
+
+TEST_CASE("memory: estimates for several activations share the model state",
+          "[memory]") {
+  // pp:2 on the toy model, params only: stage 0 holds 20,032 bytes, stage
+  // 1 20,064 (see "pipeline stages place layers by index"). Three sets of
+  // activations, each estimated alone and together:
+  //   none                      -> stage 1 most loaded, 20,064
+  //   100 on stage 0, 0 on 1    -> stage 0: 20,032 + 100 = 20,132
+  //   50 (7 offloaded) on each  -> stage 1: 20,064 + 50 = 20,114
+  const Laid laid = lay(toy_manifest(), "pp:2", 2);
+  MemoryOptions options = options_for();
+  const std::vector<std::vector<ActivationLoad>> loads{
+      {}, {{100, 0}, {0, 0}}, {{50, 7}}};
+  const MemoryFacts facts = memory_facts(laid.manifest);
+  options.facts = &facts;
+  Diagnostics diags;
+  std::vector<Diagnostics> found(loads.size());
+  const std::vector<std::optional<MemoryEstimate>> together = estimate_memory(
+      laid.manifest, laid.mesh, laid.shardings, options, loads, diags, found);
+  CHECK(diags.items().empty());
+  REQUIRE(together.size() == 3);
+  const int64_t totals[] = {20'064, 20'132, 20'114};
+  const int64_t stages[] = {1, 0, 1};
+  for (size_t v = 0; v < loads.size(); ++v) {
+    REQUIRE(together[v]);
+    const MemoryEstimate& e = *together[v];
+    CHECK(e.max_device_total == totals[v]);
+    CHECK(e.stage == stages[v]);
+    MemoryOptions alone_options = options_for();
+    alone_options.activations = loads[v];
+    const MemoryEstimate alone = estimate(laid, alone_options);
+    CHECK(alone.max_device_total == e.max_device_total);
+    CHECK(alone.stage == e.stage);
+    CHECK(alone.activations == e.activations);
+    CHECK(alone.host_offload == e.host_offload);
+    REQUIRE(alone.by_dtype.size() == e.by_dtype.size());
+    CHECK(alone.by_dtype[0].tensors == e.by_dtype[0].tensors);
+    CHECK(alone.largest.size() == e.largest.size());
+    CHECK(alone.stages.size() == e.stages.size());
+  }
+  // Stage 0 holds the embedding and layers 0, 1 (11 tensors each): 23.
+  CHECK(together[1]->by_dtype[0].tensors == 23);
+  CHECK(together[2]->host_offload == 7);
+}

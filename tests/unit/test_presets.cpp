@@ -415,3 +415,43 @@ TEST_CASE("presets: a tensor no rule of a preset names is warned about",
            "is; a rules file with a rule for it can split it over 'tp'; the "
            "warning starts at 67108864 bytes (--warn-replicated)");
 }
+
+TEST_CASE("presets: a plan decided per rule key is the plan per name",
+          "[presets]") {
+  // search computes rule_keys once and plans many meshes with them.
+  for (const RulePreset& p : rule_presets()) {
+    const RuleSet rules = preset(p.name);
+    for (const BuiltinModel& m : builtin_models()) {
+      const Manifest& manifest = model(m.name);
+      Diagnostics diags;
+      const std::optional<RuleKeys> keys = rule_keys(manifest, rules, diags);
+      REQUIRE(keys);
+      REQUIRE(keys->key_of.size() == manifest.size());
+      CHECK(keys->keys() <= manifest.size());
+      {
+        const std::string text = "fsdp:4,ep:8,tp:2";
+        DYNAMIC_SECTION(p.name << " on " << m.name << " with " << text) {
+          const Mesh mesh = test::mesh_of(text, 64);
+          Diagnostics by_name_diags;
+          Diagnostics by_key_diags;
+          ApplyOptions keyed;
+          keyed.keys = &*keys;
+          const std::optional<RulePlan> by_name =
+              apply_rules(manifest, mesh, rules, by_name_diags);
+          const std::optional<RulePlan> by_key =
+              apply_rules(manifest, mesh, rules, by_key_diags, keyed);
+          REQUIRE(by_name);
+          REQUIRE(by_key);
+          // As many decisions as keys at most: one per key.
+          CHECK(by_key->decisions.size() <= keys->keys());
+          size_t differ = 0;
+          for (size_t t = 0; t < manifest.size(); ++t) {
+            differ += by_key->decision(t) == by_name->decision(t) ? 0U : 1U;
+          }
+          CHECK(differ == 0);
+          CHECK(by_key_diags.items().size() == by_name_diags.items().size());
+        }
+      }
+    }
+  }
+}

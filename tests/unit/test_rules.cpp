@@ -1952,3 +1952,74 @@ TEST_CASE("rules: yield names follow RuleYield and make_yield inverts them",
   CHECK_FALSE(make_yield("fsdpp"));
   CHECK_FALSE(make_yield(""));
 }
+
+TEST_CASE("rules: rule keys are matched once and give the same plan",
+          "[rules]") {
+  // 71 patterned rules (more than a bitmask holds, so the classes are
+  // interned), and one that reads logical axes: the keys split tensors of
+  // one class by shape, dtype and logical axes, and a plan decided per key
+  // is the plan decided per name.
+  std::string json = "{\"rules\": [";
+  for (int i = 0; i < 70; ++i) {
+    json += fmt::format("{{\"pattern\": \"\\\\.t{}$\", \"spec\": [{}]}}, ",
+                        i,
+                        i % 2 == 0 ? "\"x\"" : "null");
+  }
+  json += "{\"pattern\": \"both\", \"spec\": [\"x\"]}]}";
+  const RuleSet rules = rules_of(json);
+  const Manifest manifest = manifest_of({{"a.t0", {8}},
+                                         {"a.t1", {8}},
+                                         {"b.t0", {8}},
+                                         {"c.t0", {16}},
+                                         {"both.t69", {8}},
+                                         {"both", {8}},
+                                         {"b.t1", {8}},
+                                         {"s", {}}});
+  Diagnostics diags;
+  const std::optional<RuleKeys> keys = rule_keys(manifest, rules, diags);
+  REQUIRE(keys);
+  CHECK(diags.items().empty());
+  // a.t0 = b.t0 (class t0, [8]); c.t0 has another shape; a.t1 = b.t1;
+  // both.t69, both and the scalar s each alone: 6 keys.
+  CHECK(keys->keys() == 6);
+  CHECK(keys->key_of == std::vector<uint32_t>{0, 1, 0, 2, 3, 4, 1, 5});
+  // Per rule, whether its pattern matches: class t0 matches rule 0 only;
+  // both.t69 rules 69 and 70; the scalar reaches no rule.
+  REQUIRE(keys->matches[0].size() == 71);
+  CHECK(std::count(keys->matches[0].begin(), keys->matches[0].end(), 1) == 1);
+  CHECK(keys->matches[0][0] == 1);
+  CHECK(keys->matches[3][69] == 1);
+  CHECK(keys->matches[3][70] == 1);
+  CHECK(keys->matches[5].empty());
+
+  for (const char* text : {"x:2", "x:4", "x:8"}) {
+    const Mesh m = mesh(text);
+    Applied by_name = apply(manifest, m, rules);
+    Diagnostics keyed_diags;
+    ApplyOptions options;
+    options.keys = &*keys;
+    const std::optional<RulePlan> by_key =
+        apply_rules(manifest, m, rules, keyed_diags, options);
+    REQUIRE(by_name.plan);
+    REQUIRE(by_key);
+    for (size_t t = 0; t < manifest.size(); ++t) {
+      CHECK(by_key->decision(t) == by_name.plan->decision(t));
+    }
+    CHECK(keyed_diags.items().size() == by_name.diags.items().size());
+  }
+}
+
+TEST_CASE("rules: rule keys report a pattern that does not compile",
+          "[rules]") {
+  RuleSet rules;
+  rules.source = "preset x";
+  rules.preset = true;
+  Rule bad;
+  bad.pattern = "(q|k";
+  bad.pointer = "/rules/0";
+  rules.rules.push_back(bad);
+  Diagnostics diags;
+  CHECK_FALSE(rule_keys(manifest_of({{"q", {8}}}), rules, diags));
+  REQUIRE(diags.error_count() == 1);
+  CHECK(diags.items()[0].code == "rules.bad-pattern");
+}
