@@ -867,6 +867,11 @@ std::vector<std::string_view> default_role_axes(AxisRole role) {
   return {};
 }
 
+bool has_default_role(AxisRole role, std::string_view axis) {
+  const std::vector<std::string_view> names = default_role_axes(role);
+  return std::find(names.begin(), names.end(), axis) != names.end();
+}
+
 namespace {
 
 // A role's list of axis names in `roles`, const or not.

@@ -132,6 +132,8 @@ std::string_view to_string(AxisRole role);  // "data", "tensor", ...
 // expert; stage pp, stage, pipeline (eformer's and MaxText's axis names,
 // DESIGN.md 8).
 std::vector<std::string_view> default_role_axes(AxisRole role);
+// Whether `axis` is one of default_role_axes(role).
+bool has_default_role(AxisRole role, std::string_view axis);
 
 // The axes of each role, each list in mesh order. An axis has at most one
 // role; an axis with none holds replicas.

@@ -30,9 +30,14 @@ std::optional<SearchObjective> parse_search_objective(std::string_view text);
 
 struct SearchOptions {
   // The mesh axes to assign the devices of a slice to, in mesh order
-  // (default: fsdp, tp, and ep for a model with experts). Across slices a
-  // leading dp axis takes the slices (DCN).
+  // (default: fsdp, tp, and ep for a model with experts).
   std::vector<std::string> axes;
+  // The axes the slices of a multi-slice topology are assigned to (DCN),
+  // every factorisation of the slice count over them; one that `axes` lacks
+  // leads the mesh (dp). Default (the command line's): dp, and the axes of
+  // `axes` with the data or stage role (fsdp, pp): what MaxText's
+  // dcn_*_parallelism keys are set to in practice.
+  std::vector<std::string> dcn_axes{"dp"};
   // Workload variations: every remat policy (at least one) x every
   // per-device batch (empty: the workload's own batch).
   std::vector<std::string> remat;

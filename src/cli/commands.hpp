@@ -253,6 +253,7 @@ struct SearchCommand {
   std::string config;
   std::string rules = "fsdp-tp";
   std::vector<std::string> axes;
+  std::vector<std::string> dcn_axes;
   std::string recipe = "adam";
   int zero = 0;
   double headroom = 0.1;

@@ -49,6 +49,12 @@ CLI::App* add_search_command(CLI::App& app,
                   "experts; dp across slices)")
       ->delimiter(',')
       ->type_name("A,B,..");
+  sub->add_option("--dcn-axes",
+                  cmd.dcn_axes,
+                  "the axes the slices of a multi-slice topology go to "
+                  "(default: dp, and fsdp and pp when in --axes)")
+      ->delimiter(',')
+      ->type_name("A,B,..");
   sub->add_option("--recipe", cmd.recipe, "training state per parameter")
       ->check(CLI::IsMember(recipe_names()))
       ->type_name("NAME")
@@ -150,21 +156,41 @@ int run_search(const SearchCommand& cmd, Session& session) {
       options.axes.insert(options.axes.begin() + 1, "ep");
     }
   }
-  for (size_t i = 0; i < options.axes.size(); ++i) {
-    const std::string& axis = options.axes[i];
-    const bool twice = std::find(options.axes.begin(),
-                                 options.axes.begin() + static_cast<long>(i),
-                                 axis)
-                       != options.axes.begin() + static_cast<long>(i);
-    if (axis.empty() || twice) {
-      diags
-          .error("cli.usage",
-                 axis.empty() ? std::string("an empty axis name")
-                              : fmt::format("axis {} given twice", quote(axis)),
-                 Location::of("--axes"))
-          .hint = "e.g. --axes fsdp,ep,tp";
-      return session.fail_input();
+  options.dcn_axes = cmd.dcn_axes;
+  if (options.dcn_axes.empty()) {
+    options.dcn_axes = {"dp"};
+    for (const std::string& axis : options.axes) {
+      const bool data = has_default_role(AxisRole::data, axis);
+      if (axis != "dp" && (data || has_default_role(AxisRole::stage, axis))) {
+        options.dcn_axes.push_back(axis);
+      }
     }
+  }
+  // Names: none empty, none twice.
+  auto bad_names = [&](const std::vector<std::string>& names,
+                       std::string_view flag,
+                       std::string_view example) {
+    for (size_t i = 0; i < names.size(); ++i) {
+      const std::string& axis = names[i];
+      const bool twice =
+          std::find(names.begin(), names.begin() + static_cast<long>(i), axis)
+          != names.begin() + static_cast<long>(i);
+      if (axis.empty() || twice) {
+        diags
+            .error("cli.usage",
+                   axis.empty()
+                       ? std::string("an empty axis name")
+                       : fmt::format("axis {} given twice", quote(axis)),
+                   Location::of(std::string(flag)))
+            .hint = fmt::format("e.g. {} {}", flag, example);
+        return true;
+      }
+    }
+    return false;
+  };
+  if (bad_names(options.axes, "--axes", "fsdp,ep,tp")
+      || bad_names(options.dcn_axes, "--dcn-axes", "dp,fsdp")) {
+    return session.fail_input();
   }
   options.remat = cmd.remat;
   options.per_device_batch = cmd.per_device_batch;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -21,11 +22,6 @@ namespace {
 
 bool has_name(const std::vector<std::string>& names, const std::string& n) {
   return std::find(names.begin(), names.end(), n) != names.end();
-}
-
-bool has_role(AxisRole role, const std::string& axis) {
-  const std::vector<std::string_view> names = default_role_axes(role);
-  return std::find(names.begin(), names.end(), axis) != names.end();
 }
 
 // The first error of `diags`, without its location, for a dropped
@@ -40,15 +36,51 @@ std::string first_error(const Diagnostics& diags) {
 }
 
 // One mesh: axis sizes in options.axes order (within a slice), and the
-// slices on a leading dp axis.
+// slices' factors over the DCN axes.
 struct MeshChoice {
   std::string mesh;
   std::string dcn;
 };
 
-std::vector<MeshChoice> enumerate_meshes(const ModelConfig& model,
-                                         const Topology& topology,
-                                         const std::vector<std::string>& axes) {
+// Every way to write `n` as a product of `count` factors, in order (the
+// first factor varies slowest), each factor passing `allowed(i, factor)`.
+std::vector<std::vector<int64_t>> factorisations(
+    int64_t n,
+    size_t count,
+    const std::function<bool(size_t, int64_t)>& allowed) {
+  std::vector<std::vector<int64_t>> out;
+  std::vector<int64_t> sizes(count, 1);
+  std::function<void(size_t, int64_t)> assign = [&](size_t i,
+                                                    int64_t remaining) {
+    if (i == count) {
+      if (remaining == 1) {
+        out.push_back(sizes);
+      }
+      return;
+    }
+    if (i + 1 == count) {
+      if (allowed(i, remaining)) {
+        sizes[i] = remaining;
+        out.push_back(sizes);
+      }
+      return;
+    }
+    for (int64_t d = 1; d <= remaining; ++d) {
+      if (remaining % d == 0 && allowed(i, d)) {
+        sizes[i] = d;
+        assign(i + 1, remaining / d);
+      }
+    }
+  };
+  assign(0, n);
+  return out;
+}
+
+std::vector<MeshChoice> enumerate_meshes(
+    const ModelConfig& model,
+    const Topology& topology,
+    const std::vector<std::string>& axes,
+    const std::vector<std::string>& dcn_axes) {
   const int64_t slices =
       topology.kind == TopologyKind::tpu ? topology.tpu.num_slices : 1;
   const int64_t per_slice = topology.devices() / slices;
@@ -56,67 +88,86 @@ std::vector<MeshChoice> enumerate_meshes(const ModelConfig& model,
     if (size == 1) {
       return true;
     }
-    if (has_role(AxisRole::tensor, axis)) {
+    if (has_default_role(AxisRole::tensor, axis)) {
       return model.heads % size == 0;
     }
-    if (has_role(AxisRole::expert, axis)) {
+    if (has_default_role(AxisRole::expert, axis)) {
       return model.experts > 0 && model.experts % size == 0;
     }
-    if (has_role(AxisRole::stage, axis)) {
+    if (has_default_role(AxisRole::stage, axis)) {
       return model.layers % size == 0;
     }
     return true;
   };
+  // The mesh's axes: a DCN axis that --axes lacks leads (dp), then --axes.
+  std::vector<std::string> names;
+  for (const std::string& axis : dcn_axes) {
+    if (!has_name(axes, axis)) {
+      names.push_back(axis);
+    }
+  }
+  const size_t leading = names.size();
+  names.insert(names.end(), axes.begin(), axes.end());
+  auto index_of = [&](const std::string& axis) {
+    return static_cast<size_t>(std::find(names.begin(), names.end(), axis)
+                               - names.begin());
+  };
+  const std::vector<std::vector<int64_t>> dcn_choices =
+      slices == 1
+          ? std::vector<std::vector<int64_t>>{std::vector<int64_t>(
+              dcn_axes.size(), 1)}
+          : factorisations(slices, dcn_axes.size(), [&](size_t i, int64_t d) {
+              return allowed(dcn_axes[i], d);
+            });
   std::vector<MeshChoice> out;
-  std::vector<int64_t> sizes(axes.size(), 1);
-  std::function<void(size_t, int64_t)> assign = [&](size_t i,
-                                                    int64_t remaining) {
-    if (i + 1 == axes.size()) {
-      if (!allowed(axes[i], remaining)) {
-        return;
-      }
-      sizes[i] = remaining;
+  if (axes.empty()) {
+    return out;
+  }
+  for (const std::vector<int64_t>& dcn : dcn_choices) {
+    std::vector<int64_t> dcn_of(names.size(), 1);
+    for (size_t k = 0; k < dcn_axes.size(); ++k) {
+      dcn_of[index_of(dcn_axes[k])] = dcn[k];
+    }
+    const std::vector<std::vector<int64_t>> ici_choices =
+        factorisations(per_slice, axes.size(), [&](size_t i, int64_t d) {
+          return allowed(axes[i], d * dcn_of[leading + i]);
+        });
+    for (const std::vector<int64_t>& ici : ici_choices) {
       std::vector<std::string> parts;
-      const bool dp_given = has_name(axes, "dp");
-      if (slices > 1 && !dp_given) {
-        parts.push_back(fmt::format("dp:{}", slices));
-      }
-      for (size_t k = 0; k < axes.size(); ++k) {
-        const int64_t size =
-            axes[k] == "dp" && slices > 1 ? sizes[k] * slices : sizes[k];
-        if (size > 1 || (parts.empty() && k + 1 == axes.size())) {
-          parts.push_back(fmt::format("{}:{}", axes[k], size));
+      std::vector<std::string> dcn_parts;
+      for (size_t k = 0; k < names.size(); ++k) {
+        const int64_t size = (k < leading ? 1 : ici[k - leading]) * dcn_of[k];
+        if (size > 1 || (parts.empty() && k + 1 == names.size())) {
+          parts.push_back(fmt::format("{}:{}", names[k], size));
+        }
+        if (dcn_of[k] > 1) {
+          dcn_parts.push_back(fmt::format("{}:{}", names[k], dcn_of[k]));
         }
       }
       out.push_back({fmt::format("{}", fmt::join(parts, ",")),
-                     slices > 1 ? fmt::format("dp:{}", slices) : ""});
-      return;
+                     fmt::format("{}", fmt::join(dcn_parts, ","))});
     }
-    for (int64_t d = 1; d <= remaining; ++d) {
-      if (remaining % d == 0 && allowed(axes[i], d)) {
-        sizes[i] = d;
-        assign(i + 1, remaining / d);
-      }
-    }
-  };
-  if (!axes.empty()) {
-    assign(0, per_slice);
   }
   return out;
 }
 
+// What ranks a candidate that fits, least first: the objective, or +inf
+// when it needs a step estimate the candidate lacks (a topology without
+// the figures), so such candidates rank after every estimated one, in the
+// order tried.
 double objective_value(const SearchCandidate& c, SearchObjective o) {
+  constexpr double k_unknown = std::numeric_limits<double>::infinity();
   switch (o) {
     case SearchObjective::tokens:
-      return c.step ? -c.step->tokens_per_second_per_device : 0;
+      return c.step ? -c.step->tokens_per_second_per_device : k_unknown;
     case SearchObjective::step:
-      return c.step ? c.step->step_seconds : 0;
+      return c.step ? c.step->step_seconds : k_unknown;
     case SearchObjective::memory:
       return static_cast<double>(c.max_device_total);
     case SearchObjective::mfu:
-      return c.step ? -c.step->mfu : 0;
+      return c.step ? -c.step->mfu : k_unknown;
   }
-  return 0;
+  return k_unknown;
 }
 
 }  // namespace
@@ -180,7 +231,7 @@ std::optional<SearchResult> search_meshes(const Manifest& manifest,
   out.tensors = static_cast<int64_t>(manifest.size());
   out.decision_keys = static_cast<int64_t>(keys->keys());
   const std::vector<MeshChoice> meshes =
-      enumerate_meshes(model, topology, options.axes);
+      enumerate_meshes(model, topology, options.axes, options.dcn_axes);
   out.meshes = static_cast<int64_t>(meshes.size());
   std::vector<std::string> remats = options.remat;
   if (remats.empty()) {

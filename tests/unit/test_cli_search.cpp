@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -103,27 +104,58 @@ TEST_CASE("search: Llama-3-70B on v5p-256, every mesh of fsdp and tp",
         <= m["candidates"][1]["memory"]["max_device_total"]);
 }
 
-TEST_CASE("search: across slices a leading dp axis takes the slices",
+TEST_CASE("search: across slices the DCN axes take the slices",
           "[cli][search]") {
-  const json doc = run_json({"search",
-                             "--topology",
-                             "2xv5p-256",
-                             "--model",
-                             "llama-3-8b",
-                             "--seq",
-                             "4096",
-                             "--per-device-batch",
-                             "1,2",
-                             "--remat",
-                             "full,minimal"});
-  REQUIRE_FALSE(doc["candidates"].empty());
+  // 2xv5p-256: 2 slices of 128 chips. Llama-3-8B has 32 heads: tp in 1, 2,
+  // 4, 8, 16, 32 and fsdp the rest of a slice's 128, 6 meshes per slice;
+  // the 2 slices go to dp (a leading axis) or to fsdp (the default DCN
+  // axes: dp and the data axes of --axes): 12 meshes, each with 2 remat
+  // policies x 2 per-device batches.
+  std::vector<std::string> args{"search",
+                                "--topology",
+                                "2xv5p-256",
+                                "--model",
+                                "llama-3-8b",
+                                "--seq",
+                                "4096",
+                                "--per-device-batch",
+                                "1,2",
+                                "--remat",
+                                "full,minimal"};
+  const json doc = run_json(args);
+  CHECK(doc["meshes"] == 12);
+  REQUIRE(doc["candidates"].size() == 48);
+  std::map<std::string, int> by_dcn;
   for (const json& c : doc["candidates"]) {
+    INFO(c["mesh"]);
+    const std::string mesh = c["mesh"];
+    ++by_dcn[c["dcn"].get<std::string>()];
+    if (c["dcn"] == "dp:2") {
+      CHECK(mesh.starts_with("dp:2,"));
+    } else {
+      CHECK(c["dcn"] == "fsdp:2");
+      CHECK_FALSE(mesh.starts_with("dp"));
+      // fsdp takes both slices: its size is even (2 x its part of a slice).
+      const size_t at = mesh.find("fsdp:");
+      if (at != std::string::npos) {
+        CHECK(std::stoi(mesh.substr(at + 5)) % 2 == 0);
+      } else {
+        CHECK(false);
+      }
+    }
+  }
+  CHECK(by_dcn == std::map<std::string, int>{{"dp:2", 24}, {"fsdp:2", 24}});
+
+  // --dcn-axes dp: a leading dp axis takes the slices, on every mesh.
+  args.insert(args.end(), {"--dcn-axes", "dp"});
+  const json dp = run_json(args);
+  CHECK(dp["meshes"] == 6);
+  REQUIRE(dp["candidates"].size() == 24);
+  for (const json& c : dp["candidates"]) {
     INFO(c["mesh"]);
     CHECK(c["mesh"].get<std::string>().starts_with("dp:2"));
     CHECK(c["dcn"] == "dp:2");
   }
-  // Every mesh once per remat policy and per-device batch.
-  CHECK(doc["candidates"].size() == 4 * doc["meshes"].get<size_t>());
 }
 
 TEST_CASE("search: bad input is located, exit 2", "[cli][search]") {
@@ -184,6 +216,19 @@ TEST_CASE("search: bad input is located, exit 2", "[cli][search]") {
         "--axes",
         "fsdp,tp,fsdp"},
        "--axes: error: axis \"fsdp\" given twice; e.g. --axes fsdp,ep,tp "
+       "[cli.usage]"},
+      {{"search",
+        "--topology",
+        "2xv5p-8",
+        "--model",
+        "llama-3-8b",
+        "--seq",
+        "1024",
+        "--batch",
+        "8",
+        "--dcn-axes",
+        ""},
+       "--dcn-axes: error: an empty axis name; e.g. --dcn-axes dp,fsdp "
        "[cli.usage]"},
   };
   for (const Case& c : cases) {
