@@ -94,6 +94,18 @@ inline constexpr std::array<View, 12> k_views = {View::mesh,
 // ---------------------------------------------------------------------------
 // What each view renders. Each refers to data its caller holds.
 
+// What the paste-back formats (jax, maxtext; DESIGN.md 10) write beyond
+// the report: the command that made it, and how JAX is to lay the mesh out
+// (the layout shardplan computed, and whether axes could split physical
+// ones).
+struct Provenance {
+  std::string command_line;  // "shardplan plan --model llama-3-8b ..."
+  bool allow_split_physical_axes = false;
+  const MeshLayout* layout = nullptr;  // null without a topology
+  // A line for the header (search: which candidate this is).
+  std::string note;
+};
+
 // `shardplan mesh`: the mesh object, device_ids and diagnostics; with a
 // topology also the topology object, physical_assignment, axes_links and
 // hosts (DESIGN.md section 3). Text: the axes, the links per axis, the
@@ -101,7 +113,8 @@ inline constexpr std::array<View, 12> k_views = {View::mesh,
 struct MeshReport {
   const Mesh& mesh;
   const MeshLayout& layout;
-  const Topology* topology;  // null for --devices
+  const Topology* topology;                // null for --devices
+  const Provenance* provenance = nullptr;  // for jax and maxtext
 };
 
 // `shardplan topology list`: a table of the catalogue.
@@ -172,6 +185,9 @@ struct CheckReport {
   // and on a topology the step's time.
   const ActivationEstimate* activations = nullptr;
   const StepEstimate* step = nullptr;
+  // For jax and maxtext: the command, the layout. With a workload, the
+  // workload as given (MaxText's per_device_batch_size, remat_policy).
+  const Provenance* provenance = nullptr;
 };
 
 // `reshard` (docs/reshard.md): a plan moving a manifest's tensors from one
@@ -228,6 +244,12 @@ using Report = std::variant<MeshReport,
 
 // The view `report` shows: its alternative's, or a CheckReport's `view`.
 View view_of(const Report& report);
+
+// Whether `report` can be written in `format`; false, with the reason
+// reported in `diags`, when it cannot: the maxtext format of a mesh (or of
+// logical axis rules) with an axis MaxText has no name for
+// [maxtext.axis-name].
+bool can_render(const Report& report, Format format, Diagnostics& diags);
 
 // ---------------------------------------------------------------------------
 // Rendering

@@ -16,6 +16,7 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <array>
 #include <cassert>
 #include <cctype>
@@ -47,45 +48,17 @@ struct ManifestCommand {
   std::string from_safetensors;
 };
 
-// `check` and `memory`: specs for a manifest on a mesh.
-struct CheckCommand {
-  std::string mesh;
-  std::optional<int64_t> devices;
-  std::vector<std::string> axis_names;
-  std::string dcn;
-  std::string topology;
-  ManifestSource source;
-  std::string specs;
-  std::string recipe = "params-only";
-  std::string param_dtype;
-  std::string grad_dtype;
-  int zero = 0;
-  std::vector<std::string> data_axes;
-  double headroom = 0.1;
-  std::optional<std::string> hbm;  // given, even as "" (refused)
-  std::string warn_replicated = "64MiB";
-  size_t largest = 20;
-  bool allow_split_physical_axes = false;
-  std::string rules;  // `memory --rules`: specs from rules instead of a file
-  WorkloadFlags workload;
-  double matmul_efficiency = 1.0;
-  double capacity_factor = 1.0;
-  std::vector<std::string> overlap = {"fsdp", "grads"};
-};
-
-struct PlanCommand {
-  CheckCommand check;
-  std::string rules = "fsdp-tp";
-  std::string explain;
-};
-
 }  // namespace
 
 void add_common(CLI::App& app,
                 CommonOptions& common,
-                std::initializer_list<View> views) {
+                std::initializer_list<View> views,
+                std::initializer_list<Format> more_formats) {
   std::vector<std::string> formats;
   for (Format format : formats_of(views)) {
+    formats.emplace_back(to_string(format));
+  }
+  for (Format format : more_formats) {
     formats.emplace_back(to_string(format));
   }
   app.add_option("--format",
@@ -208,8 +181,13 @@ int run_mesh(const MeshCommand& cmd, Session& session) {
   }
   spdlog::debug(
       "mesh {} resolved to {} devices", cmd.mesh, placed->mesh.num_devices());
+  const Provenance provenance{session.command_line(),
+                              cmd.allow_split_physical_axes,
+                              input.topology ? &placed->layout : nullptr,
+                              {}};
   return session.finish(
-      MeshReport{placed->mesh, placed->layout, input.topology}, ExitCode::ok);
+      MeshReport{placed->mesh, placed->layout, input.topology, &provenance},
+      ExitCode::ok);
 }
 
 // A byte size: "1073741824", "80GB", "95GiB", "64 MiB", "1.5e9". Decimal
@@ -286,6 +264,7 @@ struct Inputs {
   // topology, or when the mesh does not cover its devices (the validator
   // reports that with the plan's other errors).
   std::optional<MeshLayout> layout;
+  bool allow_split_physical_axes = false;
   MemoryOptions memory;
   ValidateOptions validate;
   std::optional<Manifest> manifest;
@@ -302,6 +281,7 @@ bool load_inputs(const CheckCommand& cmd, Diagnostics& diags, Inputs& in) {
     }
   }
   const std::optional<Topology>& topology = in.topology;
+  in.allow_split_physical_axes = cmd.allow_split_physical_axes;
   // With a topology, a mesh of another device count is a plan error that
   // the validator reports with the others.
   const MeshInput input{cmd.mesh,
@@ -460,6 +440,10 @@ int finish_check(View view,
     }
     watch.lap("estimate the step");
   }
+  const Provenance provenance{session.command_line(),
+                              in.allow_split_physical_axes,
+                              in.layout ? &*in.layout : nullptr,
+                              session.note()};
   const CheckReport report{
       view,
       *in.mesh,
@@ -471,7 +455,8 @@ int finish_check(View view,
       rules,
       plan,
       in.training.activations ? &*in.training.activations : nullptr,
-      step ? &*step : nullptr};
+      step ? &*step : nullptr,
+      &provenance};
   return session.finish(
       report, diags.has_errors() ? ExitCode::plan_errors : ExitCode::ok);
 }
@@ -551,7 +536,7 @@ std::optional<RuleSet> load_rules(const std::string& arg,
   return read_rules_preset(arg, Location::of(flag), diags);
 }
 
-namespace {
+namespace {}  // namespace
 
 int run_plan(const PlanCommand& cmd, Session& session) {
   Diagnostics& diags = session.diags();
@@ -585,6 +570,8 @@ int run_plan(const PlanCommand& cmd, Session& session) {
   }
   return run_rules(*rules, View::plan, in, session);
 }
+
+namespace {
 
 int run_topology_list(Session& session) {
   const std::vector<Topology> all = catalogue_topologies();
@@ -847,6 +834,33 @@ Docs: docs/cli.md, docs/mesh-syntax.md, docs/topologies.md, docs/manifest-format
 
 }  // namespace
 
+// `args` as a shell would take them back: "shardplan" and each argument,
+// single-quoted unless it is plain; bytes that are not printable as \xNN
+// (the line goes into comments).
+std::string command_line(const std::vector<std::string>& args) {
+  std::string out = "shardplan";
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    const bool plain =
+        !arg.empty() && std::all_of(arg.begin(), arg.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) != 0
+                 || std::string_view("_@%+=:,./-").find(c)
+                        != std::string_view::npos;
+        });
+    out += ' ';
+    if (plain) {
+      out += arg;
+    } else {
+      out += '\'';
+      for (char c : arg) {
+        out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      }
+      out += '\'';
+    }
+  }
+  return printable(out);
+}
+
 int run(const std::vector<std::string>& args,
         std::ostream& out,
         std::ostream& err,
@@ -1049,6 +1063,7 @@ Examples:
   }
 
   ScopedLogging logging(common, err);
+  common.command_line = command_line(args);
   if (mesh->parsed()) {
     Session session("mesh", common, out, err, env);
     return run_mesh(mesh_cmd, session);

@@ -43,6 +43,9 @@ struct CommonOptions {
   bool verbose = false;
   bool quiet = false;
   std::string color = "auto";
+  // The command as typed, for the paste-back formats' headers ("shardplan
+  // plan --model ..."; run() sets it).
+  std::string command_line;
 };
 
 // Logs at debug level (-v) how long each phase of a command took and how
@@ -95,6 +98,11 @@ class Session {
   }
 
   Diagnostics& diags() { return m_diags; }
+  const std::string& command_line() const { return m_common.command_line; }
+  // A line the paste-back formats add to their header (search's winner).
+  const std::string& note() const { return m_note; }
+  void set_note(std::string note) { m_note = std::move(note); }
+  Format format() const { return m_format; }
   bool json() const { return m_format == Format::json; }
   // Where progress goes (stderr), and whether -q silenced it.
   std::ostream& err() { return m_err; }
@@ -103,6 +111,14 @@ class Session {
   // Reports the diagnostics on stderr and, to stdout, the document of bad
   // input in the command's --format (none for text; -o's file is left as it
   // was). Returns the exit code for an input failure.
+  // Reports the diagnostics on stderr and writes nothing: a result that
+  // does not exist for a plan error (search's winner when none fits).
+  // Returns exit code 1.
+  int fail_plan() {
+    print_diagnostics();
+    return static_cast<int>(ExitCode::plan_errors);
+  }
+
   int fail_input() {
     print_diagnostics();
     m_out << input_error_document(m_command, m_format, m_diags);
@@ -114,6 +130,11 @@ class Session {
   // formatting and writing took (a streamed document is formatted as it is
   // written).
   int finish(const Report& report, ExitCode code) {
+    // A format the report cannot be written in (a mesh axis MaxText has no
+    // name for): nothing is written.
+    if (!can_render(report, m_format, m_diags)) {
+      return fail_input();
+    }
     Stopwatch watch;
     const Document document = render(report, m_format, m_diags);
     if (!document.streamed()) {
@@ -163,6 +184,7 @@ class Session {
   }
 
   std::string m_command;
+  std::string m_note;
   const CommonOptions& m_common;
   Format m_format;
   std::ostream& m_out;
@@ -190,7 +212,8 @@ auto read_path(const std::string& path,
 // --format takes the formats any of them has (formats_of).
 void add_common(CLI::App& app,
                 CommonOptions& common,
-                std::initializer_list<View> views);
+                std::initializer_list<View> views,
+                std::initializer_list<Format> more_formats = {});
 
 // Where a command's tensors come from: one of --manifest PATH, --model NAME
 // and --from-hf-config FILE.
@@ -247,6 +270,41 @@ std::optional<ModelConfig> read_architecture(const std::string& config,
                                              bool& failed);
 
 // `shardplan search` (cli/search.cpp).
+// `check` and `memory`: specs for a manifest on a mesh.
+struct CheckCommand {
+  std::string mesh;
+  std::optional<int64_t> devices;
+  std::vector<std::string> axis_names;
+  std::string dcn;
+  std::string topology;
+  ManifestSource source;
+  std::string specs;
+  std::string recipe = "params-only";
+  std::string param_dtype;
+  std::string grad_dtype;
+  int zero = 0;
+  std::vector<std::string> data_axes;
+  double headroom = 0.1;
+  std::optional<std::string> hbm;  // given, even as "" (refused)
+  std::string warn_replicated = "64MiB";
+  size_t largest = 20;
+  bool allow_split_physical_axes = false;
+  std::string rules;  // `memory --rules`: specs from rules instead of a file
+  WorkloadFlags workload;
+  double matmul_efficiency = 1.0;
+  double capacity_factor = 1.0;
+  std::vector<std::string> overlap = {"fsdp", "grads"};
+};
+
+// `plan`: rules applied to a manifest on a mesh.
+struct PlanCommand {
+  CheckCommand check;
+  std::string rules = "fsdp-tp";
+  std::string explain;
+};
+// Runs `plan` (search writes its winner's paste-back document with it).
+int run_plan(const PlanCommand& cmd, Session& session);
+
 struct SearchCommand {
   std::string topology;
   ManifestSource source;

@@ -107,7 +107,8 @@ CLI::App* add_search_command(CLI::App& app,
   sub->add_flag("--allow-split-physical-axes",
                 cmd.allow_split_physical_axes,
                 "let a mesh axis take part of a physical torus axis");
-  add_common(*sub, common, {View::search});
+  // jax and maxtext write the winner's plan (DESIGN.md 9, 10).
+  add_common(*sub, common, {View::search}, {Format::jax, Format::maxtext});
   sub->footer(R"(
 Exit codes: 0 a candidate fits, 1 none fits, 2 bad usage or input.
 
@@ -117,6 +118,57 @@ Examples:
   shardplan search --topology 2xv5p-256 --model llama-3-8b --seq 8192 --batch 512 --format json)");
   return sub;
 }
+
+namespace {
+
+// The winner (rank 1) planned as `plan --mesh MESH --dcn DCN` plans it with
+// search's rules, recipe and workload: its paste-back document is plan's.
+int write_winner(const SearchCommand& cmd,
+                 const SearchResult& result,
+                 SearchObjective objective,
+                 Session& session) {
+  const SearchCandidate& winner = result.candidates.front();
+  PlanCommand plan;
+  plan.rules = cmd.rules;
+  CheckCommand& c = plan.check;
+  c.mesh = winner.mesh;
+  c.dcn = winner.dcn;
+  c.topology = cmd.topology;
+  c.source = cmd.source;
+  c.recipe = cmd.recipe;
+  c.zero = cmd.zero;
+  c.headroom = cmd.headroom;
+  c.allow_split_physical_axes = cmd.allow_split_physical_axes;
+  c.matmul_efficiency = cmd.matmul_efficiency;
+  WorkloadFlags& w = c.workload;
+  w.config = cmd.config;
+  w.seq = cmd.seq;
+  if (!winner.per_device_batch.empty()) {
+    w.per_device_batch = winner.per_device_batch;
+  } else {
+    w.batch = cmd.batch;
+  }
+  w.microbatches = cmd.microbatches;
+  w.remat = winner.remat;
+  w.attention = cmd.attention;
+  w.sequence_parallel = cmd.sequence_parallel;
+  session.set_note(fmt::format(
+      "search's winner, rank 1 of {} by {}: plan --mesh {}{} --remat {}{}",
+      std::count_if(
+          result.candidates.begin(),
+          result.candidates.end(),
+          [](const SearchCandidate& x) { return x.rank.has_value(); }),
+      to_string(objective),
+      winner.mesh,
+      winner.dcn.empty() ? std::string() : " --dcn " + winner.dcn,
+      winner.remat,
+      winner.per_device_batch.empty()
+          ? std::string()
+          : " --per-device-batch " + winner.per_device_batch));
+  return run_plan(plan, session);
+}
+
+}  // namespace
 
 int run_search(const SearchCommand& cmd, Session& session) {
   Diagnostics& diags = session.diags();
@@ -265,6 +317,17 @@ int run_search(const SearchCommand& cmd, Session& session) {
   bool any = false;
   for (const SearchCandidate& c : result->candidates) {
     any = any || c.rank.has_value();
+  }
+  if (session.format() == Format::jax || session.format() == Format::maxtext) {
+    if (!any) {
+      diags.error("search.no-winner",
+                  fmt::format("no candidate fits, so there is no winner to "
+                              "write as {}",
+                              to_string(session.format())),
+                  Location::of("--format"));
+      return session.fail_plan();
+    }
+    return write_winner(cmd, *result, options.objective, session);
   }
   const SearchReport report{*result,
                             *topology,

@@ -2,6 +2,8 @@
 
 #include <shardplan/report.hpp>
 
+#include <fmt/format.h>
+
 #include <cassert>
 #include <string>
 #include <string_view>
@@ -95,6 +97,14 @@ constexpr Renderer k_renderers[] = {
     {View::reshard, Format::json, streamed<ReshardReport, write_reshard_json>},
     {View::search, Format::text, whole<SearchReport, search_text>},
     {View::search, Format::json, whole<SearchReport, search_json>},
+    // The paste-back formats (DESIGN.md 10); search writes its winner's
+    // with plan's (src/cli/search.cpp).
+    {View::mesh, Format::jax, whole<MeshReport, mesh_jax>},
+    {View::mesh, Format::maxtext, whole<MeshReport, mesh_maxtext>},
+    {View::plan, Format::jax, whole<CheckReport, plan_jax>},
+    {View::plan, Format::maxtext, whole<CheckReport, plan_maxtext>},
+    {View::check, Format::jax, whole<CheckReport, plan_jax>},
+    {View::check, Format::maxtext, whole<CheckReport, plan_maxtext>},
 };
 
 constexpr const Renderer* find_renderer(View view, Format format) {
@@ -201,6 +211,19 @@ std::string_view report_detail::command_name(View view) {
 
 View view_of(const Report& report) {
   return std::visit(ViewOf{}, report);
+}
+
+bool can_render(const Report& report, Format format, Diagnostics& diags) {
+  if (format != Format::maxtext) {
+    return true;
+  }
+  if (const auto* mesh = std::get_if<MeshReport>(&report)) {
+    return maxtext_names_ok(mesh->mesh, nullptr, diags);
+  }
+  if (const auto* check = std::get_if<CheckReport>(&report)) {
+    return maxtext_names_ok(check->mesh, check->rules, diags);
+  }
+  return true;
 }
 
 bool has_renderer(View view, Format format) {

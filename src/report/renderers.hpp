@@ -75,6 +75,20 @@ std::string github_input_errors(std::string_view command,
 std::string markdown_input_errors(std::string_view command,
                                   const Diagnostics& diags);
 
+// report/jax.cpp: the paste-back Python module (DESIGN.md 10).
+std::string mesh_jax(const MeshReport& report);
+std::string plan_jax(const CheckReport& report, const Diagnostics& diags);
+
+// report/maxtext.cpp: the paste-back MaxText overrides (DESIGN.md 10).
+std::string mesh_maxtext(const MeshReport& report);
+std::string plan_maxtext(const CheckReport& report, const Diagnostics& diags);
+// Whether every axis of `mesh` (and of the logical axis rules of `rules`,
+// when they are logical) has a MaxText name, one axis per name; false with
+// each that has none reported [maxtext.axis-name].
+bool maxtext_names_ok(const Mesh& mesh,
+                      const RuleSet* rules,
+                      Diagnostics& diags);
+
 // report/plan.cpp
 std::string plan_text(const CheckReport& report, const Diagnostics& diags);
 std::string explain_json(const ExplainReport& report);

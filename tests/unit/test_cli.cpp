@@ -5,6 +5,7 @@
 #include "support/test_support.hpp"
 
 #include <shardplan/io.hpp>
+#include <shardplan/report.hpp>
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
@@ -297,6 +298,56 @@ TEST_CASE("cli: golden cases", "[cli][golden]") {
         FAIL_CHECK("expected:\n"
                    << expected.dump(2) << "\nactual:\n"
                    << actual.dump(2));
+      }
+    }
+  }
+}
+
+// Paste-back golden files: tests/golden_paste/<case>/args.txt as for the
+// golden cases; expected.py is --format jax's document, expected.yaml
+// --format maxtext's, byte for byte but the version (written {version})
+// and the command line (the args as given). Their content is checked
+// against plan's JSON by tests/paste_back/check_paste_back.py (the
+// paste-back.* tests); these pin the text. UPDATE_GOLDEN=1 rewrites them.
+TEST_CASE("cli: paste-back golden files", "[cli][golden]") {
+  const fs::path root =
+      fs::path(SHARDPLAN_SOURCE_DIR) / "tests" / "golden_paste";
+  std::vector<fs::path> cases;
+  for (const auto& entry : fs::directory_iterator(root)) {
+    if (entry.is_directory()) {
+      cases.push_back(entry.path());
+    }
+  }
+  std::sort(cases.begin(), cases.end());
+  REQUIRE(cases.size() >= 2);
+  for (const fs::path& dir : cases) {
+    std::vector<std::string> args;
+    std::istringstream lines(test::slurp((dir / "args.txt").string()));
+    for (std::string line; std::getline(lines, line);) {
+      if (!line.empty() && line[0] != '#') {
+        args.push_back(line);
+      }
+    }
+    for (const auto& [format, file] :
+         {std::pair<std::string, std::string>{"jax", "expected.py"},
+          {"maxtext", "expected.yaml"}}) {
+      DYNAMIC_SECTION(dir.filename().string() << " " << format) {
+        std::vector<std::string> with_format = args;
+        with_format.insert(with_format.end(), {"--format", format});
+        Result r = run_cli(with_format);
+        INFO(r.err);
+        REQUIRE(r.code == 0);
+        std::string out = r.out;
+        const std::string version(shardplan::shardplan_version());
+        const size_t at = out.find("shardplan " + version);
+        REQUIRE(at != std::string::npos);
+        out.replace(at + 10, version.size(), "{version}");
+        const fs::path expected_path = dir / file;
+        const char* update = std::getenv("UPDATE_GOLDEN");
+        if (update != nullptr && std::string(update) == "1") {
+          std::ofstream(expected_path) << out;
+        }
+        CHECK(out == test::slurp(expected_path.string()));
       }
     }
   }
@@ -1972,4 +2023,41 @@ TEST_CASE("cli: every input file is refused over its kind's limit",
     }
   }
   fs::remove_all(dir);
+}
+
+TEST_CASE("cli: paste-back formats refuse what MaxText cannot name", "[cli]") {
+  // An axis without a MaxText name, and two axes with one MaxText name (sp
+  // and cp are both MaxText's context): exit 2, nothing on stdout.
+  const Result unnamed = run_cli({"plan",
+                                  "--model",
+                                  "llama-3-8b",
+                                  "--topology",
+                                  "v5p-128",
+                                  "--mesh",
+                                  "foo:4,fsdp:16",
+                                  "--format",
+                                  "maxtext"});
+  CHECK(unnamed.code == 2);
+  CHECK(unnamed.out.empty());
+  CHECK(unnamed.err.substr(0, unnamed.err.find('\n'))
+        == "--format maxtext: error: mesh axis \"foo\" has no MaxText name; "
+           "name the axes as MaxText does (data, stage, fsdp, "
+           "fsdp_transpose, sequence, context, context_autoregressive, "
+           "tensor, tensor_transpose, tensor_sequence, expert, "
+           "autoregressive) or dp, tp, ep, sp, cp, pp [maxtext.axis-name]");
+  const Result twice = run_cli(
+      {"mesh", "--devices", "8", "--mesh", "sp:2,cp:4", "--format", "maxtext"});
+  CHECK(twice.code == 2);
+  CHECK(twice.err.substr(0, twice.err.find('\n'))
+        == "--format maxtext: error: mesh axis \"cp\" is MaxText's "
+           "\"context\", as another axis of the mesh is [maxtext.axis-name]");
+  // The same mesh as jax: every name is JAX's to take.
+  const Result jax = run_cli(
+      {"mesh", "--devices", "8", "--mesh", "sp:2,cp:4", "--format", "jax"});
+  CHECK(jax.code == 0);
+  CHECK(jax.out.find("MESH_AXES = (\"sp\", \"cp\")\n") != std::string::npos);
+  CHECK(jax.out.find("return jax.make_mesh(MESH_SHAPE, MESH_AXES")
+        != std::string::npos);
+  // Without a topology there is no device order to check.
+  CHECK(jax.out.find("DEVICE_IDS") == std::string::npos);
 }

@@ -9,11 +9,13 @@
 #include <shardplan/search.hpp>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -331,4 +333,97 @@ TEST_CASE("search: DeepSeek-V3's experts force an expert axis",
   }
   CHECK(seen);
   CHECK(doc["candidates"][0]["mesh"] == "fsdp:64,ep:4");
+}
+
+TEST_CASE("search: --format jax and maxtext write the winner's plan",
+          "[cli][search]") {
+  // The winner's document is plan's for its mesh, DCN factors, remat and
+  // batch (the note line names them), with search's rules and recipe: the
+  // two documents differ only in their command and note lines.
+  const Strings search{"search",
+                       "--topology",
+                       "2xv5p-256",
+                       "--model",
+                       "llama-3-8b",
+                       "--seq",
+                       "4096",
+                       "--per-device-batch",
+                       "1,2",
+                       "--remat",
+                       "full,minimal"};
+  const json ranked = run_json(search);
+  REQUIRE(ranked["candidates"][0]["rank"] == 1);
+  const json& winner = ranked["candidates"][0];
+  size_t ranked_count = 0;
+  for (const json& c : ranked["candidates"]) {
+    ranked_count += c["rank"].is_null() ? 0U : 1U;
+  }
+  for (const std::string format : {"jax", "maxtext"}) {
+    Strings args = search;
+    args.insert(args.end(), {"--format", format});
+    const CliResult found = run_cli(args);
+    INFO(found.err);
+    REQUIRE(found.code == 0);
+    const Strings plan{"plan",
+                       "--topology",
+                       "2xv5p-256",
+                       "--model",
+                       "llama-3-8b",
+                       "--recipe",
+                       "adam",
+                       "--mesh",
+                       winner["mesh"],
+                       "--dcn",
+                       winner["dcn"],
+                       "--seq",
+                       "4096",
+                       "--per-device-batch",
+                       winner["per_device_batch"],
+                       "--remat",
+                       winner["remat"],
+                       "--format",
+                       format};
+    const CliResult planned = run_cli(plan);
+    REQUIRE(planned.code == 0);
+    // Without the command and note lines, the documents are the same.
+    auto body = [](const std::string& text) {
+      std::string out;
+      std::istringstream lines(text);
+      for (std::string line; std::getline(lines, line);) {
+        if (!line.starts_with("# Command:")
+            && !line.starts_with("# search's winner")) {
+          out += line + "\n";
+        }
+      }
+      return out;
+    };
+    CHECK(body(found.out) == body(planned.out));
+    CHECK(found.out.find(fmt::format(
+              "# search's winner, rank 1 of {} by tokens: plan --mesh {} "
+              "--dcn {} --remat {} --per-device-batch {}\n",
+              ranked_count,
+              winner["mesh"].get<std::string>(),
+              winner["dcn"].get<std::string>(),
+              winner["remat"].get<std::string>(),
+              winner["per_device_batch"].get<std::string>()))
+          != std::string::npos);
+  }
+
+  // No candidate fits: no winner, exit 1, nothing on stdout.
+  const CliResult none = run_cli({"search",
+                                  "--topology",
+                                  "v5p-8",
+                                  "--model",
+                                  "llama-3-70b",
+                                  "--seq",
+                                  "4096",
+                                  "--batch",
+                                  "64",
+                                  "--format",
+                                  "jax"});
+  CHECK(none.code == 1);
+  CHECK(none.out.empty());
+  CHECK(none.err.substr(0, none.err.find('\n'))
+        == "--format: error: no candidate fits, so there is no winner to "
+           "write as jax [search.no-winner]");
 }

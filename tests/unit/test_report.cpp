@@ -242,9 +242,17 @@ TEST_CASE("report: each command's --format offers what its views render",
           "[report]") {
   using F = std::vector<Format>;
   const F text_json = {Format::text, Format::json};
-  const F all = {Format::text, Format::json, Format::markdown, Format::github};
-  // The views each subcommand shows, as src/cli/ passes them to add_common.
-  CHECK(formats_of({View::mesh}) == text_json);
+  const F all = {Format::text,
+                 Format::json,
+                 Format::markdown,
+                 Format::github,
+                 Format::jax,
+                 Format::maxtext};
+  // The views each subcommand shows, as src/cli/ passes them to add_common
+  // (search adds jax and maxtext: its winner's plan).
+  CHECK(formats_of({View::mesh})
+        == F{Format::text, Format::json, Format::jax, Format::maxtext});
+  CHECK(formats_of({View::search}) == text_json);
   CHECK(formats_of({View::topology_list}) == text_json);
   CHECK(formats_of({View::topology_show}) == text_json);
   CHECK(formats_of({View::manifest, View::model_list}) == text_json);

@@ -1,0 +1,320 @@
+// `--format maxtext` (DESIGN.md 10; docs/paste-back.md): YAML overrides
+// for MaxText's base.yml that give MaxText the plan's mesh (its ici_* and
+// dcn_* parallelism, num_slices, allow_split_physical_axes, and mesh_axes
+// when the plan orders its axes otherwise), the logical axis rules when the
+// plan's rules are logical, and the workload's keys.
+
+#include "report/renderers.hpp"
+#include "report/text.hpp"
+
+#include <shardplan/report.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace shardplan::report_detail {
+
+namespace {
+
+// MaxText's mesh axes, in base.yml's mesh_axes order, and the word of
+// their ici_*/dcn_* keys ("stage" is ici_pipeline_parallelism): the
+// snapshot the maxtext preset copies its rules from (configs/rules/
+// maxtext.json, AI-Hypercomputer/maxtext at 003b41698f6e).
+struct MaxTextAxis {
+  std::string_view name;
+  std::string_view key;
+};
+constexpr std::array<MaxTextAxis, 12> k_maxtext_axes{{
+    {"data", "data"},
+    {"stage", "pipeline"},
+    {"fsdp", "fsdp"},
+    {"fsdp_transpose", "fsdp_transpose"},
+    {"sequence", "sequence"},
+    {"context", "context"},
+    {"context_autoregressive", "context_autoregressive"},
+    {"tensor", "tensor"},
+    {"tensor_transpose", "tensor_transpose"},
+    {"tensor_sequence", "tensor_sequence"},
+    {"expert", "expert"},
+    {"autoregressive", "autoregressive"},
+}};
+
+// shardplan's short names (DESIGN.md 10) and their MaxText axes.
+struct Alias {
+  std::string_view name;
+  std::string_view maxtext;
+};
+constexpr std::array<Alias, 7> k_aliases{{
+    {"dp", "data"},
+    {"tp", "tensor"},
+    {"ep", "expert"},
+    {"sp", "context"},
+    {"cp", "context"},
+    {"pp", "stage"},
+    {"pipeline", "stage"},
+}};
+
+// MaxText's remat_policy values (base.yml's comment, decoders.py); none
+// and selective are shardplan's (Korthikanti et al.), not MaxText's.
+constexpr std::array<std::string_view, 10> k_maxtext_remat{
+    "full",
+    "minimal",
+    "minimal_with_context",
+    "save_dot_except_mlp",
+    "save_dot_except_mlpwi",
+    "save_dot_with_context_except_mlp",
+    "save_qkv_proj",
+    "save_out_proj",
+    "qkv_proj_offloaded",
+    "minimal_offloaded"};
+
+// The MaxText axis of a mesh axis name; nullopt for a name MaxText lacks.
+std::optional<std::string_view> maxtext_name(std::string_view axis) {
+  for (const MaxTextAxis& a : k_maxtext_axes) {
+    if (a.name == axis) {
+      return a.name;
+    }
+  }
+  for (const Alias& a : k_aliases) {
+    if (a.name == axis) {
+      return a.maxtext;
+    }
+  }
+  return std::nullopt;
+}
+
+// The rules' logical axis rules, when they are what decides the specs (the
+// maxtext preset, or a user's logical rules).
+bool logical_rules(const RuleSet* rules) {
+  return rules != nullptr && !rules->logical_axis_rules.empty();
+}
+
+// "'text'", YAML's single-quoted scalar ('' for a quote).
+std::string yaml_str(std::string_view text) {
+  std::string out = "'";
+  for (char c : text) {
+    out += c;
+    if (c == '\'') {
+      out += '\'';
+    }
+  }
+  return out + "'";
+}
+
+std::string mesh_yaml(const Mesh& mesh,
+                      const Topology* topology,
+                      const Provenance* provenance,
+                      std::string_view what) {
+  std::string out;
+  out += fmt::format(
+      "# MaxText overrides for base.yml: {}, written by "
+      "shardplan {}.\n",
+      what,
+      shardplan_version());
+  if (provenance != nullptr && !provenance->command_line.empty()) {
+    out += fmt::format("# Command: {}\n", provenance->command_line);
+  }
+  if (provenance != nullptr && !provenance->note.empty()) {
+    out += fmt::format("# {}\n", provenance->note);
+  }
+  if (topology != nullptr) {
+    out += fmt::format("# Topology: {}\n", topology_summary(*topology));
+  }
+  // Each MaxText axis's ICI and DCN parts (can_render checked the names).
+  std::array<int64_t, k_maxtext_axes.size()> ici{};
+  std::array<int64_t, k_maxtext_axes.size()> dcn{};
+  ici.fill(1);
+  dcn.fill(1);
+  std::vector<std::string> mapped;
+  std::vector<std::string> order;  // the mesh's axes of size > 1, mapped
+  for (const MeshAxis& axis : mesh.axes) {
+    const std::string_view name = maxtext_name(axis.name).value_or("");
+    const auto at = static_cast<size_t>(
+        std::find_if(k_maxtext_axes.begin(),
+                     k_maxtext_axes.end(),
+                     [&](const MaxTextAxis& a) { return a.name == name; })
+        - k_maxtext_axes.begin());
+    if (at == k_maxtext_axes.size()) {
+      continue;
+    }
+    ici[at] = axis.ici;
+    dcn[at] = axis.dcn;
+    mapped.push_back(fmt::format("{}:{}", name, axis.size));
+    if (axis.size > 1) {
+      order.emplace_back(name);
+    }
+  }
+  out += fmt::format(
+      "# Mesh: {} (MaxText's {})\n", to_string(mesh), fmt::join(mapped, ","));
+  out += "# Re-run the command to update this file.\n\n";
+  out += fmt::format("num_slices: {}\n", mesh.num_slices());
+  out += fmt::format(
+      "allow_split_physical_axes: {}\n",
+      provenance != nullptr && provenance->allow_split_physical_axes ? "true"
+                                                                     : "false");
+  // MaxText lays out its axes in mesh_axes order: the plan's order of the
+  // axes that split devices must be the same, or mesh_axes says it.
+  std::vector<std::string> default_order;
+  for (size_t a = 0; a < k_maxtext_axes.size(); ++a) {
+    if (ici[a] * dcn[a] > 1) {
+      default_order.emplace_back(k_maxtext_axes[a].name);
+    }
+  }
+  if (order != default_order) {
+    std::vector<std::string> axes;
+    for (const std::string& name : order) {
+      axes.push_back(yaml_str(name));
+    }
+    for (const MaxTextAxis& a : k_maxtext_axes) {
+      if (std::find(order.begin(), order.end(), a.name) == order.end()) {
+        axes.push_back(yaml_str(a.name));
+      }
+    }
+    out += fmt::format(
+        "# The plan orders its axes {}, not base.yml's order: mesh_axes "
+        "keeps the plan's device layout.\nmesh_axes: [{}]\n",
+        fmt::join(order, ", "),
+        fmt::join(axes, ", "));
+  }
+  for (size_t a = 0; a < k_maxtext_axes.size(); ++a) {
+    out +=
+        fmt::format("ici_{}_parallelism: {}\n", k_maxtext_axes[a].key, ici[a]);
+  }
+  for (size_t a = 0; a < k_maxtext_axes.size(); ++a) {
+    out +=
+        fmt::format("dcn_{}_parallelism: {}\n", k_maxtext_axes[a].key, dcn[a]);
+  }
+  return out;
+}
+
+}  // namespace
+
+bool maxtext_names_ok(const Mesh& mesh,
+                      const RuleSet* rules,
+                      Diagnostics& diags) {
+  bool ok = true;
+  std::vector<std::string_view> seen;
+  for (const MeshAxis& axis : mesh.axes) {
+    const std::optional<std::string_view> name = maxtext_name(axis.name);
+    if (!name) {
+      diags
+          .error(
+              "maxtext.axis-name",
+              fmt::format("mesh axis {} has no MaxText name", quote(axis.name)),
+              Location::of("--format maxtext"))
+          .hint =
+          "name the axes as MaxText does (data, stage, fsdp, "
+          "fsdp_transpose, sequence, context, context_autoregressive, "
+          "tensor, tensor_transpose, tensor_sequence, expert, "
+          "autoregressive) or dp, tp, ep, sp, cp, pp";
+      ok = false;
+    } else if (std::find(seen.begin(), seen.end(), *name) != seen.end()) {
+      diags.error("maxtext.axis-name",
+                  fmt::format("mesh axis {} is MaxText's {}, as another axis "
+                              "of the mesh is",
+                              quote(axis.name),
+                              quote(*name)),
+                  Location::of("--format maxtext"));
+      ok = false;
+    } else {
+      seen.push_back(*name);
+    }
+  }
+  if (logical_rules(rules)) {
+    for (const LogicalAxisRule& rule : rules->logical_axis_rules) {
+      for (const AxisRef& axis : rule.axes) {
+        if (!maxtext_name(axis.name)) {
+          diags.error(
+              "maxtext.axis-name",
+              fmt::format("logical axis rule {} names mesh axis {}, which "
+                          "has no MaxText name",
+                          quote(rule.name),
+                          quote(axis.name)),
+              Location::at(rules->source, axis.pointer));
+          ok = false;
+        }
+      }
+    }
+  }
+  return ok;
+}
+
+std::string mesh_maxtext(const MeshReport& report) {
+  return mesh_yaml(
+      report.mesh, report.topology, report.provenance, "the mesh of a plan");
+}
+
+std::string plan_maxtext(const CheckReport& report, const Diagnostics& diags) {
+  (void)diags;
+  std::string out = mesh_yaml(report.mesh,
+                              report.topology,
+                              report.provenance,
+                              "the mesh and rules of a plan");
+  if (logical_rules(report.rules)) {
+    out += fmt::format(
+        "# The logical axis rules of {}, in order.\nlogical_axis_rules: [\n",
+        rules_text(*report.rules));
+    for (const LogicalAxisRule& rule : report.rules->logical_axis_rules) {
+      std::vector<std::string> axes;
+      for (const AxisRef& axis : rule.axes) {
+        axes.push_back(yaml_str(maxtext_name(axis.name).value_or(axis.name)));
+      }
+      out += fmt::format(
+          "  [{}, [{}]],\n", yaml_str(rule.name), fmt::join(axes, ", "));
+    }
+    out += "]\n";
+  } else if (report.rules != nullptr) {
+    out += fmt::format(
+        "# The specs come from {}, which decides by tensor name, not\n"
+        "# by logical axes: MaxText's logical_axis_rules cannot express them,\n"
+        "# so only the mesh is written.\n",
+        rules_text(*report.rules));
+  } else {
+    out +=
+        "# The specs come from a specs file, not from logical axis rules: "
+        "only\n# the mesh is written.\n";
+  }
+  if (const ActivationEstimate* act = report.activations) {
+    // MaxText's global batch is per_device_batch_size x devices x
+    // gradient_accumulation_steps (pyconfig's global_batch_size_to_train_on);
+    // a pipeline splits per_device_batch_size x devices into
+    // num_pipeline_microbatches instead.
+    const int64_t devices = report.mesh.num_devices();
+    const bool pipeline = act->stages > 1;
+    const int64_t accumulation = pipeline ? 1 : act->microbatches;
+    const double per_device = static_cast<double>(act->global_batch)
+                              / static_cast<double>(devices * accumulation);
+    out += fmt::format(
+        "# The workload: {} sequences of {} tokens per step on {} devices.\n",
+        act->global_batch,
+        act->seq,
+        devices);
+    out += fmt::format("per_device_batch_size: {}\n", per_device);
+    out += fmt::format("max_target_length: {}\n", act->seq);
+    if (act->microbatches > 1) {
+      out += fmt::format("{}: {}\n",
+                         pipeline ? "num_pipeline_microbatches"
+                                  : "gradient_accumulation_steps",
+                         act->microbatches);
+    }
+    const std::string_view remat = to_string(act->remat);
+    if (std::find(k_maxtext_remat.begin(), k_maxtext_remat.end(), remat)
+        != k_maxtext_remat.end()) {
+      out += fmt::format("remat_policy: {}\n", yaml_str(remat));
+    } else {
+      out += fmt::format(
+          "# remat {} is not a MaxText remat_policy: left as base.yml's.\n",
+          remat);
+    }
+  }
+  return out;
+}
+
+}  // namespace shardplan::report_detail

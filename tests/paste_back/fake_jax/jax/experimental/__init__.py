@@ -1,0 +1,1 @@
+from . import mesh_utils
