@@ -427,3 +427,47 @@ TEST_CASE("search: --format jax and maxtext write the winner's plan",
         == "--format: error: no candidate fits, so there is no winner to "
            "write as jax [search.no-winner]");
 }
+
+TEST_CASE("search: a model of wide layers only fits with tensor parallelism",
+          "[cli][search]") {
+  // tests/data/search/wide-llama.json: 4 Llama layers of hidden 32768 and
+  // MLP 131072 (64 heads). A layer's matrices: q, k, v, o 4 x 32768^2 =
+  // 4,294,967,296 and gate, up, down 3 x 32768 x 131072 = 12,884,901,888,
+  // 17,179,869,184 weights. FSDP gathers two consecutive layers whole at use,
+  // bf16 weights and gradients (4 bytes): 137,438,953,472 bytes, over v5p's
+  // 95.74 GiB whatever the fsdp size, so fsdp:128 cannot fit; a tensor axis
+  // keeps the weights split at use (/4 on tp:4: 34,359,738,368).
+  // Parameters per device: 70,816,628,736 matrix weights x 2 bytes / 128 =
+  // 1,106,509,824, plus 9 replicated norms of 32768 (589,824 bytes).
+  const json doc = run_json(
+      {"search",
+       "--topology",
+       "v5p-256",
+       "--from-hf-config",
+       std::string(SHARDPLAN_TEST_DATA_DIR) + "/search/wide-llama.json",
+       "--seq",
+       "2048",
+       "--batch",
+       "128"});
+  bool seen = false;
+  size_t ranked = 0;
+  for (const json& c : doc["candidates"]) {
+    INFO(c["mesh"]);
+    if (c["mesh"] == "fsdp:128") {
+      seen = true;
+      CHECK(c["dropped"]["reason"] == "over_hbm");
+      CHECK(c["memory"]["per_device"]["gather_buffer"]
+            == int64_t{137'438'953'472});
+      CHECK(c["memory"]["per_device"]["params"] == int64_t{1'107'099'648});
+    }
+    if (!c["rank"].is_null()) {
+      ++ranked;
+      CHECK(c["mesh"].get<std::string>().find("tp:") != std::string::npos);
+    }
+  }
+  CHECK(seen);
+  CHECK(ranked > 0);
+  CHECK(doc["candidates"][0]["mesh"] == "fsdp:32,tp:4");
+  CHECK(doc["candidates"][0]["memory"]["per_device"]["gather_buffer"]
+        == int64_t{34'359'738'368});
+}
