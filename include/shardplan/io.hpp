@@ -369,7 +369,7 @@ std::string maxtext_source(const Location& at);
 //                       got \"x\""
 //   maxtext.override    an override that is not KEY=VALUE, or whose key no
 //                       file has ("Key K was passed at the command line but
-//                       isn't in config.", MaxText's words), unless a
+//                       isn't in config", MaxText's words), unless a
 //                       base_config could not be read
 //   maxtext.base-config a base_config chain too deep or circular
 // Unknown keys are one info note [maxtext.ignored-keys]: the count and the
@@ -401,15 +401,16 @@ struct MaxTextMesh {
 // when num_slices, or 1, gives the slices). num_slices -1 takes the slice
 // count. ICI values are filled against the devices per slice and, on more
 // than one slice, DCN values against the slices, as MaxText's
-// fill_unspecified_mesh_axes does, with its messages [maxtext.mesh]:
+// fill_unspecified_mesh_axes does, with its messages (without their final
+// period) [maxtext.mesh]:
 //   "Found unspecified values (-1) for more than one ICI parallelism axis.
-//    At most one axis can be unspecified."
+//    At most one axis can be unspecified"
 //   "Unspecified value unable to be determined with the given ICI
 //    parallelism values"
 //   "Number of devices per slice 64 does not match the product of the ICI
 //    parallelism 63"
 // (DCN: "slices"). On one slice a DCN value above 1 is "DCN parallelism
-// requested but only one slice available." [maxtext.dcn]; a num_slices other
+// requested but only one slice available" [maxtext.dcn]; a num_slices other
 // than the topology's, or one that does not divide the devices, is
 // maxtext.bad-value. Errors are located at the key that decides them.
 // The mesh string lists mesh_axes in order, without axes of size 1 (at least
