@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <deque>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -209,12 +210,13 @@ bool parse_yaml_float(std::string_view s, Scalar& out) {
   }
   if (is_one_of(body, {".inf", ".Inf", ".INF"})) {
     out.kind = ScalarKind::floating;
-    out.floating = negative ? -INFINITY : INFINITY;
+    out.floating = negative ? -std::numeric_limits<double>::infinity()
+                            : std::numeric_limits<double>::infinity();
     return true;
   }
   if (is_one_of(s, {".nan", ".NaN", ".NAN"})) {
     out.kind = ScalarKind::floating;
-    out.floating = NAN;
+    out.floating = std::numeric_limits<double>::quiet_NaN();
     return true;
   }
   std::string clean;
