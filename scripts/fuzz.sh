@@ -45,6 +45,7 @@ targets=(
   "fuzz_rules         json.dict      32768"
   "fuzz_topology      json.dict      32768"
   "fuzz_hf_config     json.dict      32768"
+  "fuzz_maxtext_config yaml.dict     32768"
 )
 
 # Seed sources, relative to the source tree:
@@ -86,6 +87,8 @@ seeds_of() {
       echo "configs/topologies/*.json" ;;
     fuzz_hf_config)
       echo "configs/models/*.json" ;;
+    fuzz_maxtext_config)
+      echo "tests/fuzz/seeds/maxtext/* tests/data/maxtext/*.yml" ;;
     *) echo "fuzz: no seeds for $1" >&2; return 1 ;;
   esac
 }

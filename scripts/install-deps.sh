@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ make pkg-config
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev catch2
-  libsimdjson-dev libre2-dev clang-format
+  libsimdjson-dev libre2-dev libyaml-cpp-dev clang-format
   clang libclang-rt-dev  # the fuzz preset: clang and libFuzzer's runtime
   python3 python3-yaml  # the paste-back round trip (tests/paste_back/)
 )

@@ -32,11 +32,13 @@ namespace shardplan {
 // reads is one of these, and read as one (docs/cli.md, "Input files and
 // their sizes").
 enum class InputKind {
-  manifest,   // --manifest JSON: native, a safetensors header, an index
-  specs,      // --specs, --from-specs, --to-specs (a plan's JSON is one)
-  rules,      // --rules FILE, --from-rules FILE, --to-rules FILE
-  topology,   // --topology FILE, topology show FILE
-  hf_config,  // --from-hf-config: a Hugging Face config.json
+  manifest,        // --manifest JSON: native, a safetensors header, an index
+  specs,           // --specs, --from-specs, --to-specs (a plan's JSON is one)
+  rules,           // --rules FILE, --from-rules FILE, --to-rules FILE
+  topology,        // --topology FILE, topology show FILE
+  hf_config,       // --from-hf-config: a Hugging Face config.json
+  maxtext_config,  // --maxtext-config: a MaxText YAML config (and its
+                   // base_config files)
 };
 
 // The most bytes an input of one kind may have, and its name in messages.
@@ -57,6 +59,8 @@ struct InputLimit {
 //                    keys (under 2 KB in configs/topologies/)
 //   hf_config        16 MiB: a config.json is a few KB (DeepSeek-V3's is
 //                    1.7 KB); some carry label maps or module lists
+//   maxtext_config   4 MiB: MaxText's base.yml, the largest config it
+//                    ships, is 58 KB
 // A safetensors file is read only up to its header, which the format caps
 // at 100,000,000 bytes (k_safetensors_max_header_bytes).
 InputLimit input_limit(InputKind kind);
@@ -294,5 +298,134 @@ std::vector<RulePreset> rule_presets();
 std::optional<RuleSet> read_rules_preset(std::string_view name,
                                          const Location& where,
                                          Diagnostics& diags);
+
+// ---------------------------------------------------------------------------
+// MaxText configs (docs/maxtext.md): the mesh, logical_axis_rules and the
+// workload of a base.yml-style YAML file, with MaxText's command-line
+// overrides (KEY=VALUE, the VALUE read as YAML).
+
+// A value of a MaxText config and where it was set: a file's line and column
+// (with an excerpt and caret), or the override on the command line
+// (source "--maxtext-config", the override as the excerpt). `at` is empty
+// when no file or override sets the key and MaxText's default applies.
+template <typename T>
+struct MaxTextValue {
+  T value{};
+  Location at;
+
+  bool set() const { return !at.empty(); }
+};
+
+// One mesh axis of a MaxText config, in mesh_axes order.
+struct MaxTextAxis {
+  std::string name;           // the mesh axis: "data", "stage", "fsdp", ...
+  std::string key;            // its keys' stem: "data", "pipeline", "fsdp"
+  MaxTextValue<int64_t> ici;  // ici_<key>_parallelism: >= 1, or -1 (fill)
+  MaxTextValue<int64_t> dcn;  // dcn_<key>_parallelism: >= 1, or -1 (fill)
+};
+
+// What shardplan reads of a MaxText config. Keys neither the files nor the
+// overrides set keep MaxText's defaults of base.yml: every ici_* 1 but
+// ici_fsdp_parallelism -1, every dcn_* 1 but dcn_data_parallelism -1,
+// num_slices -1 (the topology's), allow_split_physical_axes false, and
+// base.yml's mesh_axes. The workload keys have no default here: unset, they
+// are not given (the command line's flags or nothing).
+struct MaxTextConfig {
+  std::string source;             // the file, as given
+  std::vector<MaxTextAxis> axes;  // mesh_axes' order, one per name
+  Location mesh_axes_at;          // empty: base.yml's mesh_axes
+  MaxTextValue<int64_t> num_slices{-1, {}};
+  MaxTextValue<bool> allow_split_physical_axes;
+  bool explicit_axes = false;  // shard_mode: explicit
+  // logical_axis_rules, when set: each entry's pointer is
+  // "/logical_axis_rules/N", its axes' "/logical_axis_rules/N/1/M".
+  std::optional<std::vector<LogicalAxisRule>> logical_axis_rules;
+  Location logical_axis_rules_at;
+  // The workload keys, when set. per_device_batch_size as written ("12.0",
+  // "0.5"); weight_dtype as a DType (MaxText's names: float32, bfloat16).
+  std::optional<MaxTextValue<std::string>> per_device_batch_size;
+  std::optional<MaxTextValue<int64_t>> max_target_length;
+  std::optional<MaxTextValue<std::string>> remat_policy;
+  std::optional<MaxTextValue<DType>> weight_dtype;
+  // Microbatches: gradient_accumulation_steps (the global batch is then
+  // per_device_batch_size x devices x steps, pyconfig's
+  // global_batch_size_to_train_on) and num_pipeline_microbatches (a
+  // pipeline splits per_device_batch_size x devices), when set above 1.
+  std::optional<MaxTextValue<int64_t>> gradient_accumulation_steps;
+  std::optional<MaxTextValue<int64_t>> num_pipeline_microbatches;
+  // Keys shardplan does not read, in file order (noted, never an error).
+  std::vector<std::string> ignored_keys;
+};
+
+// Where a MaxText value was set, as a flag-like source for messages of
+// other layers: "cfg.yml:12:24", "--maxtext-config max_target_length=8192",
+// or "--maxtext-config" for a default.
+std::string maxtext_source(const Location& at);
+
+// Reads the MaxText config at `path` and applies `overrides` (KEY=VALUE,
+// later ones win, each over every file). A `base_config` key names a file
+// (relative to the naming file's folder) read first, as MaxText's pyconfig
+// does; one that cannot be found is noted (info) and base.yml's defaults
+// stand in. Stops at the first error, located at file:line:column or at the
+// override [maxtext.*]:
+//   maxtext.syntax      not YAML, or not a mapping of keys (yaml-cpp's
+//                       message and position)
+//   maxtext.bad-value   a value of the wrong kind or out of range, e.g.
+//                       "ici_fsdp_parallelism must be an integer >= 1 or -1,
+//                       got \"x\""
+//   maxtext.override    an override that is not KEY=VALUE, or whose key no
+//                       file has ("Key K was passed at the command line but
+//                       isn't in config", MaxText's words), unless a
+//                       base_config could not be read
+//   maxtext.base-config a base_config chain too deep or circular
+// Unknown keys are one info note [maxtext.ignored-keys]: the count and the
+// first few. Files are read within InputKind::maxtext_config's limit.
+std::optional<MaxTextConfig> read_maxtext_config(
+    const std::string& path,
+    const std::vector<std::string>& overrides,
+    Diagnostics& diags);
+
+// read_maxtext_config of the text `yaml` of a file named `source`, without
+// base_config (noted as not followed when set): for tests and the fuzzer.
+std::optional<MaxTextConfig> read_maxtext_config_text(
+    std::string_view yaml,
+    const std::string& source,
+    const std::vector<std::string>& overrides,
+    Diagnostics& diags);
+
+// The mesh a MaxText config builds on `devices` devices.
+struct MaxTextMesh {
+  std::string mesh;  // "data:2,fsdp:16,tensor:4": global sizes (ici x dcn)
+  std::string dcn;   // "data:2"; "" on one slice
+  int64_t num_slices = 1;
+  bool allow_split_physical_axes = false;
+  std::vector<MaxTextAxis> axes;  // every axis, -1 filled (ici and dcn)
+};
+
+// MaxText's mesh (maxtext_utils.create_device_mesh) for `devices` devices in
+// `topology_slices` slices (a topology's; nullopt for a bare device count,
+// when num_slices, or 1, gives the slices). num_slices -1 takes the slice
+// count. ICI values are filled against the devices per slice and, on more
+// than one slice, DCN values against the slices, as MaxText's
+// fill_unspecified_mesh_axes does, with its messages (without their final
+// period) [maxtext.mesh]:
+//   "Found unspecified values (-1) for more than one ICI parallelism axis.
+//    At most one axis can be unspecified"
+//   "Unspecified value unable to be determined with the given ICI
+//    parallelism values"
+//   "Number of devices per slice 64 does not match the product of the ICI
+//    parallelism 63"
+// (DCN: "slices"). On one slice a DCN value above 1 is "DCN parallelism
+// requested but only one slice available" [maxtext.dcn]; a num_slices other
+// than the topology's, or one that does not divide the devices, is
+// maxtext.bad-value. Errors are located at the key that decides them.
+// The mesh string lists mesh_axes in order, without axes of size 1 (at least
+// one axis stays: the ICI -1 axis, else the first); with shard_mode
+// explicit each axis is ":explicit". Example: ici_fsdp_parallelism -1,
+// ici_tensor_parallelism 4 on 64 devices gives "fsdp:16,tensor:4".
+std::optional<MaxTextMesh> maxtext_mesh(const MaxTextConfig& config,
+                                        int64_t devices,
+                                        std::optional<int64_t> topology_slices,
+                                        Diagnostics& diags);
 
 }  // namespace shardplan

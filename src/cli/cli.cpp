@@ -270,6 +270,10 @@ struct Inputs {
   std::optional<Manifest> manifest;
   Training training;
   StepOptions step_options;
+  // With --maxtext-config: the config, and the mesh strings it gave.
+  std::optional<MaxTextConfig> maxtext;
+  std::string mesh_text;
+  std::string dcn_text;
 };
 
 // Reads the inputs; false after an input error (reported).
@@ -281,16 +285,60 @@ bool load_inputs(const CheckCommand& cmd, Diagnostics& diags, Inputs& in) {
     }
   }
   const std::optional<Topology>& topology = in.topology;
-  in.allow_split_physical_axes = cmd.allow_split_physical_axes;
+  in.mesh_text = cmd.mesh;
+  in.dcn_text = cmd.dcn;
+  bool allow_split = cmd.allow_split_physical_axes;
+  MeshSources sources = mesh_flags();
+  if (!cmd.maxtext.empty()) {
+    in.maxtext = load_maxtext_config(cmd.maxtext, diags);
+    if (!in.maxtext) {
+      return false;
+    }
+  }
+  if (!cmd.maxtext.empty() && cmd.mesh.empty()) {
+    // The mesh MaxText builds from the config on these devices (search's
+    // winner gives its own --mesh with the config's rules and workload).
+    if (!topology && !cmd.devices) {
+      diags
+          .error("cli.usage",
+                 "--maxtext-config needs the devices: --topology or --devices",
+                 Location::of("--maxtext-config"))
+          .hint = "e.g. --topology v5p-128 --maxtext-config my.yml";
+      return false;
+    }
+    std::optional<MaxTextMesh> built =
+        maxtext_mesh(*in.maxtext,
+                     topology ? topology->devices() : *cmd.devices,
+                     topology ? std::optional<int64_t>(topology->num_slices())
+                              : std::nullopt,
+                     diags);
+    if (!built) {
+      return false;
+    }
+    spdlog::debug(
+        "--maxtext-config: mesh {} dcn \"{}\"", built->mesh, built->dcn);
+    in.mesh_text = built->mesh;
+    in.dcn_text = built->dcn;
+    allow_split = allow_split || built->allow_split_physical_axes;
+    sources = maxtext_flags();
+  } else if (cmd.mesh.empty()) {
+    diags
+        .error("cli.usage",
+               "--mesh is required (or --maxtext-config FILE)",
+               Location::of("--mesh"))
+        .hint = "e.g. --topology v5p-128 --mesh fsdp:-1,tp:4";
+    return false;
+  }
+  in.allow_split_physical_axes = allow_split;
   // With a topology, a mesh of another device count is a plan error that
   // the validator reports with the others.
-  const MeshInput input{cmd.mesh,
-                        cmd.dcn,
+  const MeshInput input{in.mesh_text,
+                        in.dcn_text,
                         cmd.axis_names,
                         topology ? &*topology : nullptr,
                         cmd.devices,
                         false,
-                        mesh_flags()};
+                        sources};
   in.mesh = resolve_mesh(input, topology.has_value(), diags);
   if (!in.mesh) {
     return false;
@@ -298,12 +346,11 @@ bool load_inputs(const CheckCommand& cmd, Diagnostics& diags, Inputs& in) {
   if (topology && in.mesh->num_devices() == topology->devices()) {
     // Every command lays the mesh out as `mesh` does: a mesh JAX cannot
     // place on the topology is refused with the same error.
-    in.layout = layout_mesh(
-        *topology,
-        *in.mesh,
-        LayoutOptions{
-            cmd.allow_split_physical_axes, mesh_flags(), cmd.mesh, false},
-        diags);
+    in.layout =
+        layout_mesh(*topology,
+                    *in.mesh,
+                    LayoutOptions{allow_split, sources, in.mesh_text, false},
+                    diags);
     if (!in.layout || diags.has_errors()) {
       return false;
     }
@@ -338,6 +385,11 @@ bool load_inputs(const CheckCommand& cmd, Diagnostics& diags, Inputs& in) {
     return dtype;
   };
   in.memory.param_dtype = read_dtype(cmd.param_dtype, "--param-dtype");
+  if (!in.memory.param_dtype && in.maxtext && in.maxtext->weight_dtype) {
+    // MaxText's weight_dtype: the dtype the weights are trained in.
+    in.memory.param_dtype = in.maxtext->weight_dtype->value;
+    in.memory.param_dtype_source = maxtext_source(in.maxtext->weight_dtype->at);
+  }
   in.memory.grad_dtype = read_dtype(cmd.grad_dtype, "--grad-dtype");
   if (cmd.hbm) {
     in.memory.hbm_bytes = parse_size(*cmd.hbm, "--hbm", diags, true);
@@ -352,7 +404,7 @@ bool load_inputs(const CheckCommand& cmd, Diagnostics& diags, Inputs& in) {
   }
   in.validate.replicated_warning_bytes = *warn;
   in.validate.replicated_warning_source = "--warn-replicated";
-  in.validate.mesh_source = "--mesh";
+  in.validate.mesh_source = sources.mesh;
   if (topology) {
     in.validate.topology_devices = topology->devices();
     in.validate.devices_source = "--topology " + topology->name;
@@ -363,12 +415,15 @@ bool load_inputs(const CheckCommand& cmd, Diagnostics& diags, Inputs& in) {
   if (!in.manifest) {
     return false;
   }
-  if (!load_training(cmd.workload,
-                     cmd.source,
-                     cmd.data_axes,
-                     *in.mesh,
-                     diags,
-                     in.training)) {
+  WorkloadFlags workload = cmd.workload;
+  if (in.maxtext) {
+    const bool has_architecture = !cmd.source.model.empty()
+                                  || !cmd.source.hf_config.empty()
+                                  || !cmd.workload.config.empty();
+    apply_maxtext_workload(*in.maxtext, has_architecture, workload, diags);
+  }
+  if (!load_training(
+          workload, cmd.source, cmd.data_axes, *in.mesh, diags, in.training)) {
     return false;
   }
   watch.lap("estimate activations");
@@ -486,7 +541,10 @@ int run_rules(const RuleSet& rules, View view, Inputs& in, Session& session) {
 
 int run_check(const CheckCommand& cmd, View view, Session& session) {
   Diagnostics& diags = session.diags();
-  if (cmd.specs.empty() == cmd.rules.empty()) {
+  // memory with --maxtext-config alone plans with the config's rules.
+  const bool maxtext_rules_only =
+      !cmd.maxtext.empty() && cmd.specs.empty() && cmd.rules.empty();
+  if (!maxtext_rules_only && cmd.specs.empty() == cmd.rules.empty()) {
     // Only `memory` takes both; CLI11 makes --specs required for check.
     diags
         .error("cli.usage",
@@ -499,6 +557,17 @@ int run_check(const CheckCommand& cmd, View view, Session& session) {
   Inputs in;
   if (!load_inputs(cmd, diags, in)) {
     return session.fail_input();
+  }
+  if (maxtext_rules_only) {
+    std::optional<RuleSet> rules = maxtext_rules(*in.maxtext, diags);
+    if (!rules) {
+      return session.fail_input();
+    }
+    return run_rules(*rules, view, in, session);
+  }
+  if (in.maxtext) {
+    note_maxtext_rules_unused(
+        *in.maxtext, cmd.rules.empty() ? "--specs" : "--rules", diags);
   }
   if (!cmd.rules.empty()) {
     std::optional<RuleSet> rules = load_rules(cmd.rules, "--rules", diags);
@@ -544,7 +613,7 @@ int run_plan(const PlanCommand& cmd, Session& session) {
     const std::vector<RulePreset> presets = rule_presets();
     return session.finish(PresetListReport{presets}, ExitCode::ok);
   }
-  if (cmd.check.mesh.empty()) {
+  if (cmd.check.mesh.empty() && cmd.check.maxtext.empty()) {
     diags.error("cli.usage", "--mesh is required", Location::of("--mesh"))
         .hint =
         "shardplan plan --topology v5p-128 --mesh fsdp:-1,tp:4 --model "
@@ -555,7 +624,18 @@ int run_plan(const PlanCommand& cmd, Session& session) {
   if (!load_inputs(cmd.check, diags, in)) {
     return session.fail_input();
   }
-  std::optional<RuleSet> rules = load_rules(cmd.rules, "--rules", diags);
+  // --rules given wins; with --maxtext-config alone, the config's rules.
+  std::optional<RuleSet> rules;
+  if (in.maxtext && cmd.rules.empty()) {
+    rules = maxtext_rules(*in.maxtext, diags);
+  } else {
+    if (in.maxtext) {
+      note_maxtext_rules_unused(*in.maxtext, "--rules", diags);
+    }
+    rules = load_rules(cmd.rules.empty() ? std::string("fsdp-tp") : cmd.rules,
+                       "--rules",
+                       diags);
+  }
   if (!rules) {
     return session.fail_input();
   }
@@ -608,12 +688,12 @@ void add_check_options(CLI::App& app,
                        CheckCommand& cmd,
                        bool plan = false,
                        bool memory = false) {
-  app.add_option("--mesh",
-                 cmd.mesh,
-                 "axes major to minor: \"dp:2,fsdp:-1,tp:4\", or sizes with "
-                 "--axis-names")
-      ->required(!plan)
-      ->type_name("STR");
+  CLI::Option* mesh =
+      app.add_option("--mesh",
+                     cmd.mesh,
+                     "axes major to minor: \"dp:2,fsdp:-1,tp:4\", or sizes "
+                     "with --axis-names (required, unless --maxtext-config)")
+          ->type_name("STR");
   CLI::Option* devices = app.add_option("--devices",
                                         cmd.devices,
                                         "number of devices, when no topology "
@@ -637,10 +717,12 @@ void add_check_options(CLI::App& app,
                  "names for a positional mesh, e.g. dp,fsdp,tp")
       ->delimiter(',')
       ->type_name("A,B,..");
-  app.add_option("--dcn",
-                 cmd.dcn,
-                 "the multi-slice (DCN) factor of each axis, e.g. \"dp:2\"")
-      ->type_name("STR");
+  CLI::Option* dcn =
+      app.add_option("--dcn",
+                     cmd.dcn,
+                     "the multi-slice (DCN) factor of each axis, e.g. \"dp:2\"")
+          ->type_name("STR");
+  add_maxtext_option(app, cmd.maxtext)->excludes(mesh)->excludes(dcn);
   const std::vector<CLI::Option*> manifest_options =
       add_manifest_options(app, cmd.source);
   if (!plan) {

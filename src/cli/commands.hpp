@@ -251,6 +251,13 @@ struct WorkloadFlags {
   std::vector<std::string> sequence_axes;
   std::vector<std::string> expert_axes;
   std::vector<std::string> stage_axes;
+  // Where seq, per_device_batch, remat and microbatches came from: their
+  // flags, or a
+  // MaxText config's keys (maxtext_source: "cfg.yml:12:24").
+  std::string seq_source = "--seq";
+  std::string per_device_batch_source = "--per-device-batch";
+  std::string remat_source = "--remat";
+  std::string microbatches_source = "--microbatches";
 };
 
 // Adds the workload's flags, the role flags but --data-axes (ZeRO's, which
@@ -294,12 +301,13 @@ struct CheckCommand {
   double matmul_efficiency = 1.0;
   double capacity_factor = 1.0;
   std::vector<std::string> overlap = {"fsdp", "grads"};
+  std::vector<std::string> maxtext;  // --maxtext-config FILE [KEY=VALUE ...]
 };
 
 // `plan`: rules applied to a manifest on a mesh.
 struct PlanCommand {
   CheckCommand check;
-  std::string rules = "fsdp-tp";
+  std::string rules;  // empty: fsdp-tp, or with --maxtext-config its rules
   std::string explain;
 };
 // Runs `plan` (search writes its winner's paste-back document with it).
@@ -326,6 +334,9 @@ struct SearchCommand {
   size_t top = 10;
   std::string objective = "tokens";
   bool allow_split_physical_axes = false;
+  std::vector<std::string> maxtext;  // --maxtext-config FILE [KEY=VALUE ...]
+  bool remat_given = false;          // --remat was given (search.cpp)
+  bool rules_given = false;          // --rules was given
 };
 CLI::App* add_search_command(CLI::App& app,
                              SearchCommand& cmd,
@@ -376,6 +387,40 @@ MeshSources mesh_flags();
 std::optional<RuleSet> load_rules(const std::string& arg,
                                   const std::string& flag,
                                   Diagnostics& diags);
+
+// --maxtext-config FILE [KEY=VALUE ...] (cli/maxtext.cpp; docs/maxtext.md).
+
+// Adds --maxtext-config to `app`, filling `args` (the file, then overrides).
+CLI::Option* add_maxtext_option(CLI::App& app, std::vector<std::string>& args);
+
+// The MaxText config of `args` (read_maxtext_config).
+std::optional<MaxTextConfig> load_maxtext_config(
+    const std::vector<std::string>& args, Diagnostics& diags);
+
+// The flags a mesh built from a MaxText config is reported at.
+MeshSources maxtext_flags();
+
+// The config's workload keys as flags, where `flags` has none of its own
+// (flags given win): max_target_length -> --seq, per_device_batch_size ->
+// --per-device-batch (unless --batch), remat_policy -> --remat. Without an
+// architecture (`has_architecture` false) the keys are not used and an
+// info note says so [maxtext.workload-ignored].
+void apply_maxtext_workload(const MaxTextConfig& config,
+                            bool has_architecture,
+                            WorkloadFlags& flags,
+                            Diagnostics& diags);
+
+// The rules a MaxText config gives: the maxtext preset, its
+// logical_axis_rules replaced by the config's when it has them (the preset's
+// Hugging Face name -> logical axes mapping kept).
+std::optional<RuleSet> maxtext_rules(const MaxTextConfig& config,
+                                     Diagnostics& diags);
+
+// An info note that the config's logical_axis_rules are not used because
+// `flag` (--rules, --specs) gives the specs [maxtext.rules-ignored].
+void note_maxtext_rules_unused(const MaxTextConfig& config,
+                               const std::string& flag,
+                               Diagnostics& diags);
 
 // `shardplan reshard` (cli/reshard.cpp).
 struct ReshardCommand {

@@ -41,7 +41,8 @@ CLI::App* add_search_command(CLI::App& app,
   }
   sub->add_option("--rules", cmd.rules, "the preset each mesh is planned with")
       ->type_name("PRESET")
-      ->default_str("fsdp-tp");
+      ->default_str("fsdp-tp")
+      ->each([&cmd](const std::string&) { cmd.rules_given = true; });
   sub->add_option("--axes",
                   cmd.axes,
                   "the axes to assign the devices of a slice to, in mesh "
@@ -66,9 +67,11 @@ CLI::App* add_search_command(CLI::App& app,
       ->check(CLI::Range(0.0, 0.99))
       ->type_name("F")
       ->default_str("0.1");
-  sub->add_option("--seq", cmd.seq, "tokens per sequence (required)")
-      ->type_name("N")
-      ->required();
+  sub->add_option("--seq",
+                  cmd.seq,
+                  "tokens per sequence (required, unless --maxtext-config "
+                  "has max_target_length)")
+      ->type_name("N");
   CLI::Option* batch =
       sub->add_option("--batch", cmd.batch, "global batch (sequences)")
           ->type_name("N");
@@ -85,7 +88,8 @@ CLI::App* add_search_command(CLI::App& app,
   sub->add_option(
          "--remat", cmd.remat, "remat policies to search (default full)")
       ->delimiter(',')
-      ->type_name("POLICY,..");
+      ->type_name("POLICY,..")
+      ->each([&cmd](const std::string&) { cmd.remat_given = true; });
   sub->add_option("--attention", cmd.attention, "flash or plain")
       ->type_name("KIND");
   sub->add_flag("--sequence-parallel",
@@ -107,6 +111,7 @@ CLI::App* add_search_command(CLI::App& app,
   sub->add_flag("--allow-split-physical-axes",
                 cmd.allow_split_physical_axes,
                 "let a mesh axis take part of a physical torus axis");
+  add_maxtext_option(*sub, cmd.maxtext);
   // jax and maxtext write the winner's plan (DESIGN.md 9, 10).
   add_common(*sub, common, {View::search}, {Format::jax, Format::maxtext});
   sub->footer(R"(
@@ -125,11 +130,14 @@ namespace {
 // search's rules, recipe and workload: its paste-back document is plan's.
 int write_winner(const SearchCommand& cmd,
                  const SearchResult& result,
-                 SearchObjective objective,
+                 const SearchOptions& options,
                  Session& session) {
   const SearchCandidate& winner = result.candidates.front();
   PlanCommand plan;
-  plan.rules = cmd.rules;
+  // The rules search used: --rules, else a MaxText config's, else fsdp-tp
+  // (plan's empty --rules means the same).
+  plan.rules = cmd.rules_given || cmd.maxtext.empty() ? cmd.rules : "";
+  plan.check.maxtext = cmd.maxtext;  // its rules and workload; not its mesh
   CheckCommand& c = plan.check;
   c.mesh = winner.mesh;
   c.dcn = winner.dcn;
@@ -138,7 +146,7 @@ int write_winner(const SearchCommand& cmd,
   c.recipe = cmd.recipe;
   c.zero = cmd.zero;
   c.headroom = cmd.headroom;
-  c.allow_split_physical_axes = cmd.allow_split_physical_axes;
+  c.allow_split_physical_axes = options.allow_split_physical_axes;
   c.matmul_efficiency = cmd.matmul_efficiency;
   WorkloadFlags& w = c.workload;
   w.config = cmd.config;
@@ -158,7 +166,7 @@ int write_winner(const SearchCommand& cmd,
           result.candidates.begin(),
           result.candidates.end(),
           [](const SearchCandidate& x) { return x.rank.has_value(); }),
-      to_string(objective),
+      to_string(options.objective),
       winner.mesh,
       winner.dcn.empty() ? std::string() : " --dcn " + winner.dcn,
       winner.remat,
@@ -196,8 +204,53 @@ int run_search(const SearchCommand& cmd, Session& session) {
         .hint = "give --config FILE beside --manifest, or --model NAME";
     return session.fail_input();
   }
-  std::optional<RuleSet> rules = load_rules(cmd.rules, "--rules", diags);
+  // --maxtext-config: the rules, the workload and allow_split of a MaxText
+  // config; the meshes are still search's, named as MaxText names axes.
+  std::optional<MaxTextConfig> maxtext;
+  if (!cmd.maxtext.empty()) {
+    maxtext = load_maxtext_config(cmd.maxtext, diags);
+    if (!maxtext) {
+      return session.fail_input();
+    }
+  }
+  std::optional<RuleSet> rules;
+  if (maxtext && !cmd.rules_given) {
+    rules = maxtext_rules(*maxtext, diags);
+  } else {
+    if (maxtext) {
+      note_maxtext_rules_unused(*maxtext, "--rules", diags);
+    }
+    rules = load_rules(cmd.rules, "--rules", diags);
+  }
   if (!rules) {
+    return session.fail_input();
+  }
+  WorkloadFlags workload;
+  workload.seq = cmd.seq;
+  workload.batch = cmd.batch;
+  if (!cmd.per_device_batch.empty()) {
+    workload.per_device_batch = cmd.per_device_batch.front();
+  }
+  if (cmd.remat_given) {
+    workload.remat = cmd.remat.front();
+  }
+  if (maxtext) {
+    apply_maxtext_workload(*maxtext, true, workload, diags);
+  }
+  std::vector<std::string> per_device_batch = cmd.per_device_batch;
+  if (per_device_batch.empty() && workload.per_device_batch) {
+    per_device_batch = {*workload.per_device_batch};
+  }
+  std::vector<std::string> remat = cmd.remat;
+  if (!cmd.remat_given && workload.remat) {
+    remat = {*workload.remat};
+  }
+  if (!workload.seq) {
+    diags
+        .error("cli.usage",
+               "--seq is required (or max_target_length in --maxtext-config)",
+               Location::of("--seq"))
+        .hint = "e.g. --seq 8192 --batch 256";
     return session.fail_input();
   }
   SearchOptions options;
@@ -207,13 +260,21 @@ int run_search(const SearchCommand& cmd, Session& session) {
     if (model->experts > 0) {
       options.axes.insert(options.axes.begin() + 1, "ep");
     }
+    if (maxtext) {
+      // MaxText's names, in its mesh_axes order.
+      options.axes = {"fsdp", "tensor"};
+      if (model->experts > 0) {
+        options.axes.push_back("expert");
+      }
+    }
   }
   options.dcn_axes = cmd.dcn_axes;
   if (options.dcn_axes.empty()) {
-    options.dcn_axes = {"dp"};
+    options.dcn_axes = {maxtext ? "data" : "dp"};
     for (const std::string& axis : options.axes) {
       const bool data = has_default_role(AxisRole::data, axis);
-      if (axis != "dp" && (data || has_default_role(AxisRole::stage, axis))) {
+      if (axis != options.dcn_axes.front()
+          && (data || has_default_role(AxisRole::stage, axis))) {
         options.dcn_axes.push_back(axis);
       }
     }
@@ -244,20 +305,20 @@ int run_search(const SearchCommand& cmd, Session& session) {
       || bad_names(options.dcn_axes, "--dcn-axes", "dp,fsdp")) {
     return session.fail_input();
   }
-  options.remat = cmd.remat;
-  options.per_device_batch = cmd.per_device_batch;
-  options.workload.seq = *cmd.seq;
-  options.workload.seq_source = "--seq";
+  options.remat = remat;
+  options.per_device_batch = per_device_batch;
+  options.workload.seq = *workload.seq;
+  options.workload.seq_source = workload.seq_source;
   options.workload.batch = cmd.batch;
   options.workload.batch_source = "--batch";
-  options.workload.per_device_batch_source = "--per-device-batch";
+  options.workload.per_device_batch_source = workload.per_device_batch_source;
   options.workload.microbatches = cmd.microbatches;
   options.workload.microbatches_source = "--microbatches";
-  options.workload.remat_source = "--remat";
+  options.workload.remat_source = workload.remat_source;
   options.workload.attention = cmd.attention;
   options.workload.attention_source = "--attention";
   options.workload.sequence_parallel = cmd.sequence_parallel;
-  if (!cmd.batch && cmd.per_device_batch.empty()) {
+  if (!cmd.batch && per_device_batch.empty()) {
     diags
         .error("workload.missing-batch",
                "search needs --batch N or --per-device-batch X",
@@ -267,8 +328,8 @@ int run_search(const SearchCommand& cmd, Session& session) {
   }
   // Every remat name is checked before the search: an unknown one would
   // drop every candidate.
-  for (const std::string& remat : cmd.remat) {
-    if (!read_remat_policy(remat, "--remat", diags)) {
+  for (const std::string& policy : remat) {
+    if (!read_remat_policy(policy, workload.remat_source, diags)) {
       return session.fail_input();
     }
   }
@@ -279,7 +340,14 @@ int run_search(const SearchCommand& cmd, Session& session) {
   options.memory.hbm_bytes =
       static_cast<int64_t>(topology->figures.hbm_bytes_per_device.value);
   options.step.matmul_efficiency = cmd.matmul_efficiency;
-  options.allow_split_physical_axes = cmd.allow_split_physical_axes;
+  options.allow_split_physical_axes =
+      cmd.allow_split_physical_axes
+      || (maxtext && maxtext->allow_split_physical_axes.value);
+  if (maxtext && maxtext->weight_dtype) {
+    options.memory.param_dtype = maxtext->weight_dtype->value;
+    options.memory.param_dtype_source =
+        maxtext_source(maxtext->weight_dtype->at);
+  }
   options.objective =
       parse_search_objective(cmd.objective).value_or(SearchObjective::tokens);
   // A count on stderr once the search has run a second (not with -q).
@@ -327,7 +395,7 @@ int run_search(const SearchCommand& cmd, Session& session) {
                   Location::of("--format"));
       return session.fail_plan();
     }
-    return write_winner(cmd, *result, options.objective, session);
+    return write_winner(cmd, *result, options, session);
   }
   const SearchReport report{*result,
                             *topology,

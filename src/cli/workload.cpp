@@ -111,11 +111,11 @@ namespace {
 // The first workload flag given, by its name; empty when none was.
 std::string first_workload_flag(const WorkloadFlags& f) {
   const std::pair<bool, const char*> given[] = {
-      {f.seq.has_value(), "--seq"},
+      {f.seq.has_value(), f.seq_source.c_str()},
       {f.batch.has_value(), "--batch"},
-      {f.per_device_batch.has_value(), "--per-device-batch"},
-      {f.microbatches.has_value(), "--microbatches"},
-      {f.remat.has_value(), "--remat"},
+      {f.per_device_batch.has_value(), f.per_device_batch_source.c_str()},
+      {f.microbatches.has_value(), f.microbatches_source.c_str()},
+      {f.remat.has_value(), f.remat_source.c_str()},
       {f.attention.has_value(), "--attention"},
       {f.sequence_parallel, "--sequence-parallel"},
       {f.stage_interleave.has_value(), "--stage-interleave"},
@@ -227,15 +227,15 @@ bool load_training(const WorkloadFlags& flags,
   }
   Workload w;
   w.seq = *flags.seq;
-  w.seq_source = "--seq";
+  w.seq_source = flags.seq_source;
   w.batch = flags.batch;
   w.batch_source = "--batch";
   w.per_device_batch = flags.per_device_batch.value_or("");
-  w.per_device_batch_source = "--per-device-batch";
+  w.per_device_batch_source = flags.per_device_batch_source;
   w.microbatches = flags.microbatches.value_or(1);
-  w.microbatches_source = "--microbatches";
+  w.microbatches_source = flags.microbatches_source;
   w.remat = flags.remat.value_or("full");
-  w.remat_source = "--remat";
+  w.remat_source = flags.remat_source;
   w.attention = flags.attention.value_or("flash");
   w.attention_source = "--attention";
   w.sequence_parallel = flags.sequence_parallel;

@@ -67,6 +67,8 @@ InputLimit input_limit(InputKind kind) {
       return {"topology file", 1 * k_mib};
     case InputKind::hf_config:
       return {"Hugging Face config", 16 * k_mib};
+    case InputKind::maxtext_config:
+      return {"MaxText config", 4 * k_mib};
   }
   return {"file", 0};
 }

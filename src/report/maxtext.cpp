@@ -225,6 +225,32 @@ bool maxtext_names_ok(const Mesh& mesh,
       ok = false;
     } else {
       seen.push_back(*name);
+      if (*name != axis.name && logical_rules(rules)
+          && std::any_of(rules->logical_axis_rules.begin(),
+                         rules->logical_axis_rules.end(),
+                         [&](const LogicalAxisRule& rule) {
+                           return std::any_of(rule.axes.begin(),
+                                              rule.axes.end(),
+                                              [&](const AxisRef& a) {
+                                                return a.name == *name;
+                                              });
+                         })) {
+        diags
+            .warning("maxtext.renamed-axis",
+                     fmt::format("mesh axis {} is written as MaxText's {}, "
+                                 "which the logical axis rules name: MaxText "
+                                 "will shard over it where this plan, whose "
+                                 "rules do not name {}, did not",
+                                 quote(axis.name),
+                                 quote(*name),
+                                 quote(axis.name)),
+                     Location::of("--format maxtext"))
+            .hint = fmt::format(
+            "plan with MaxText's axis names (--mesh {}:{}...) for the specs "
+            "MaxText will use",
+            *name,
+            axis.size);
+      }
     }
   }
   if (logical_rules(rules)) {

@@ -84,7 +84,9 @@ std::string mesh_maxtext(const MeshReport& report);
 std::string plan_maxtext(const CheckReport& report, const Diagnostics& diags);
 // Whether every axis of `mesh` (and of the logical axis rules of `rules`,
 // when they are logical) has a MaxText name, one axis per name; false with
-// each that has none reported [maxtext.axis-name].
+// each that has none reported [maxtext.axis-name]. Warns
+// [maxtext.renamed-axis] about an axis written under another name that the
+// logical rules use: MaxText's specs will differ from the plan's.
 bool maxtext_names_ok(const Mesh& mesh,
                       const RuleSet* rules,
                       Diagnostics& diags);

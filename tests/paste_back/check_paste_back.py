@@ -194,6 +194,7 @@ def check_jax(shardplan, source_dir, args, plan):
 def check_maxtext(shardplan, source_dir, args, plan):
     text = run(shardplan, args, "maxtext")
     doc = yaml.safe_load(text)
+    check_read_back(shardplan, args, plan, text)
     axes = plan["mesh"]["axes"]
     slices = plan["mesh"]["slices"]
     devices = plan["mesh"]["devices"]
@@ -241,6 +242,54 @@ def check_maxtext(shardplan, source_dir, args, plan):
         check(doc["remat_policy"] == workload["remat"], "remat_policy")
     else:
         check("per_device_batch_size" not in doc, "no workload keys")
+
+
+# Flags --maxtext-config replaces (with a value, and without).
+REPLACED = {"--mesh", "--dcn", "--rules", "--seq", "--batch",
+            "--per-device-batch", "--microbatches", "--remat"}
+
+
+def check_read_back(shardplan, args, plan, text):
+    """--maxtext-config reads the YAML back to the same mesh, rules and
+    workload: the same command with the flags the config gives left out."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "overrides.yml")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        kept = []
+        i = 0
+        while i < len(args):
+            if args[i] in REPLACED:
+                i += 2
+            elif args[i] == "--allow-split-physical-axes":
+                i += 1
+            else:
+                kept.append(args[i])
+                i += 1
+        back = json.loads(run(shardplan, kept + ["--maxtext-config", path],
+                              "json"))
+    def split_axes(mesh):
+        return [(ALIASES.get(a["name"], a["name"]), a["size"], a["ici"],
+                 a["dcn"]) for a in mesh["axes"] if a["size"] > 1]
+    check(split_axes(back["mesh"]) == split_axes(plan["mesh"]),
+          f"read back: mesh {back['mesh']['canonical']}, "
+          f"not {plan['mesh']['canonical']}")
+    check(back["mesh"]["slices"] == plan["mesh"]["slices"], "read back: slices")
+    rules = plan.get("rules")
+    if rules and rules.get("name") == "maxtext":
+        def named(spec):
+            return [[ALIASES.get(a, a) for a in e] if isinstance(e, list)
+                    else ALIASES.get(e, e) if e else e for e in spec]
+        wrong = [t["name"] for t, u in zip(plan["tensors"], back["tensors"])
+                 if named(t["spec"]) != named(u["spec"])]
+        check(not wrong, f"read back: specs differ for {wrong[:5]}")
+    workload = plan.get("workload")
+    if workload:
+        got = back.get("workload") or {}
+        for key in ("seq", "global_batch", "microbatches"):
+            check(got.get(key) == workload[key], f"read back: workload {key}")
+        if workload["remat"] not in ("none", "selective"):
+            check(got.get("remat") == workload["remat"], "read back: remat")
 
 
 def main():

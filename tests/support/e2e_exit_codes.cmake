@@ -82,6 +82,17 @@ expect_exit(2 ${_check} --topology v5e-8 --specs ${EXAMPLES}/tiny-llama.specs.js
 expect_exit(0 search --topology v5p-256 --model llama-3-70b --seq 8192 --batch 128)
 expect_exit(1 search --topology v5p-8 --model llama-3-70b --seq 8192 --batch 4)
 expect_exit(2 search --topology v5p-8 --model llama-3-8b --seq 1024 --batch 8 --remat ful)
+# --maxtext-config (docs/maxtext.md): a config, a bad override, a YAML
+# syntax error (the file is not YAML), a missing file, --mesh beside it.
+set(_maxtext ${DATA}/maxtext/small.yml)
+expect_exit(0 plan --topology v5p-128 --model llama-3-8b --maxtext-config ${_maxtext})
+expect_exit(0 memory --topology 2xv5p-128 --model llama-3-8b --maxtext-config ${_maxtext} ici_tensor_parallelism=8 allow_split_physical_axes=true)
+expect_exit(2 plan --topology v5p-128 --model llama-3-8b --maxtext-config ${_maxtext} ici_tensor_parallelism=3)
+expect_exit(2 plan --topology v5p-128 --model llama-3-8b --maxtext-config ${_maxtext} dcn_fsdp_parallelism=2)
+expect_exit(2 plan --topology v5p-128 --model llama-3-8b --maxtext-config ${_maxtext} "logical_axis_rules=[[a, b")
+expect_exit(2 plan --topology v5p-128 --model llama-3-8b --maxtext-config ${DATA}/maxtext/does-not-exist.yml)
+expect_exit(2 plan --topology v5p-128 --model llama-3-8b --maxtext-config ${_maxtext} --mesh fsdp:64)
+expect_exit(2 plan --topology v5p-128 --model llama-3-8b --maxtext-config ${_maxtext} ici_tensor_parallelism=3 --format json)
 expect_exit(2 memory --model gpt2 --devices 8 --mesh fsdp:8 --rules fsdp
             --seq 1024 --batch 8 --remat ful)
 

@@ -1,7 +1,7 @@
 # The mesh and partition specs of a plan, written by shardplan {version}.
-# Command: shardplan plan --model deepseek-v3 --topology 2xv5p-1024 --mesh dp:2,fsdp:64,ep:8 --dcn dp:2 --rules maxtext --seq 4096 --per-device-batch 1 --recipe adam --format jax
+# Command: shardplan plan --model deepseek-v3 --topology 2xv5p-1024 --mesh data:2,fsdp:64,expert:8 --dcn data:2 --rules maxtext --seq 4096 --per-device-batch 1 --recipe adam --format jax
 # Topology: 2xv5p-1024: 1024 TPU v5p devices (2 x 8x8x8), 95.74 GiB of HBM each
-# Mesh: dp:2,fsdp:64,ep:8
+# Mesh: data:2,fsdp:64,expert:8
 # Re-run the command to update this file.
 
 import jax
@@ -10,7 +10,7 @@ from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 MESH_SHAPE = (2, 64, 8)
-MESH_AXES = ("dp", "fsdp", "ep")
+MESH_AXES = ("data", "fsdp", "expert")
 AXIS_TYPES = (AxisType.Auto, AxisType.Auto, AxisType.Auto)
 ICI_SHAPE = (1, 64, 8)
 DCN_SHAPE = (2, 1, 1)
@@ -104,54 +104,54 @@ def check_device_order(mesh):
 
 # The partition spec of every tensor, by name.
 SPECS = {
-    "model.embed_tokens.weight": P(None, 'fsdp'),
-    "model.layers.61.embed_tokens.weight": P(None, 'fsdp'),
+    "model.embed_tokens.weight": P(None, ('fsdp', 'expert')),
+    "model.layers.61.embed_tokens.weight": P(None, ('fsdp', 'expert')),
     "model.layers.61.enorm.weight": P(None),
     "model.layers.61.hnorm.weight": P(None),
-    "model.layers.61.eh_proj.weight": P('fsdp', None),
+    "model.layers.61.eh_proj.weight": P(('fsdp', 'expert'), None),
     "model.layers.61.shared_head.norm.weight": P(None),
-    "model.layers.61.shared_head.head.weight": P(None, 'fsdp'),
+    "model.layers.61.shared_head.head.weight": P(None, ('fsdp', 'expert')),
     "model.norm.weight": P(None),
-    "lm_head.weight": P(None, 'fsdp'),
+    "lm_head.weight": P(None, ('fsdp', 'expert')),
 }
 
 # Tensors of many layers (and experts): a name pattern, the indices
 # of each {} in it, and their spec.
 _FOLDED = (
-    ("model.layers.{}.self_attn.q_a_proj.weight", (range(0, 62),), P(None, 'fsdp')),
-    ("model.layers.{}.self_attn.q_a_proj.weight_scale_inv", (range(0, 62),), P(None, None)),
+    ("model.layers.{}.self_attn.q_a_proj.weight", (range(0, 62),), P(None, ('fsdp', 'expert'))),
+    ("model.layers.{}.self_attn.q_a_proj.weight_scale_inv", (range(0, 62),), P(None, 'expert')),
     ("model.layers.{}.self_attn.q_a_layernorm.weight", (range(0, 62),), P(None)),
-    ("model.layers.{}.self_attn.q_b_proj.weight", (range(0, 62),), P(None, 'fsdp')),
+    ("model.layers.{}.self_attn.q_b_proj.weight", (range(0, 62),), P(None, ('fsdp', 'expert'))),
     ("model.layers.{}.self_attn.q_b_proj.weight_scale_inv", (range(0, 62),), P(None, None)),
-    ("model.layers.{}.self_attn.kv_a_proj_with_mqa.weight", (range(0, 62),), P(None, 'fsdp')),
-    ("model.layers.{}.self_attn.kv_a_proj_with_mqa.weight_scale_inv", (range(0, 62),), P(None, None)),
+    ("model.layers.{}.self_attn.kv_a_proj_with_mqa.weight", (range(0, 62),), P(None, ('fsdp', 'expert'))),
+    ("model.layers.{}.self_attn.kv_a_proj_with_mqa.weight_scale_inv", (range(0, 62),), P(None, 'expert')),
     ("model.layers.{}.self_attn.kv_a_layernorm.weight", (range(0, 62),), P(None)),
-    ("model.layers.{}.self_attn.kv_b_proj.weight", (range(0, 62),), P(None, 'fsdp')),
+    ("model.layers.{}.self_attn.kv_b_proj.weight", (range(0, 62),), P(None, ('fsdp', 'expert'))),
     ("model.layers.{}.self_attn.kv_b_proj.weight_scale_inv", (range(0, 62),), P(None, None)),
-    ("model.layers.{}.self_attn.o_proj.weight", (range(0, 62),), P('fsdp', None)),
-    ("model.layers.{}.self_attn.o_proj.weight_scale_inv", (range(0, 62),), P(None, None)),
-    ("model.layers.{}.mlp.gate_proj.weight", (range(0, 3),), P(None, 'fsdp')),
-    ("model.layers.{}.mlp.gate_proj.weight_scale_inv", (range(0, 3),), P(None, None)),
-    ("model.layers.{}.mlp.up_proj.weight", (range(0, 3),), P(None, 'fsdp')),
-    ("model.layers.{}.mlp.up_proj.weight_scale_inv", (range(0, 3),), P(None, None)),
-    ("model.layers.{}.mlp.down_proj.weight", (range(0, 3),), P('fsdp', None)),
-    ("model.layers.{}.mlp.down_proj.weight_scale_inv", (range(0, 3),), P(None, None)),
+    ("model.layers.{}.self_attn.o_proj.weight", (range(0, 62),), P(('fsdp', 'expert'), None)),
+    ("model.layers.{}.self_attn.o_proj.weight_scale_inv", (range(0, 62),), P('expert', None)),
+    ("model.layers.{}.mlp.gate_proj.weight", (range(0, 3),), P(None, ('fsdp', 'expert'))),
+    ("model.layers.{}.mlp.gate_proj.weight_scale_inv", (range(0, 3),), P(None, 'expert')),
+    ("model.layers.{}.mlp.up_proj.weight", (range(0, 3),), P(None, ('fsdp', 'expert'))),
+    ("model.layers.{}.mlp.up_proj.weight_scale_inv", (range(0, 3),), P(None, 'expert')),
+    ("model.layers.{}.mlp.down_proj.weight", (range(0, 3),), P(('fsdp', 'expert'), None)),
+    ("model.layers.{}.mlp.down_proj.weight_scale_inv", (range(0, 3),), P('expert', None)),
     ("model.layers.{}.input_layernorm.weight", (range(0, 62),), P(None)),
     ("model.layers.{}.post_attention_layernorm.weight", (range(0, 62),), P(None)),
-    ("model.layers.{}.mlp.experts.{}.gate_proj.weight", (range(3, 62), range(0, 256)), P(None, 'fsdp')),
-    ("model.layers.{}.mlp.experts.{}.gate_proj.weight_scale_inv", (range(3, 62), range(0, 256)), P(None, None)),
-    ("model.layers.{}.mlp.experts.{}.up_proj.weight", (range(3, 62), range(0, 256)), P(None, 'fsdp')),
-    ("model.layers.{}.mlp.experts.{}.up_proj.weight_scale_inv", (range(3, 62), range(0, 256)), P(None, None)),
-    ("model.layers.{}.mlp.experts.{}.down_proj.weight", (range(3, 62), range(0, 256)), P('fsdp', None)),
-    ("model.layers.{}.mlp.experts.{}.down_proj.weight_scale_inv", (range(3, 62), range(0, 256)), P(None, None)),
-    ("model.layers.{}.mlp.gate.weight", (range(3, 62),), P(None, 'fsdp')),
+    ("model.layers.{}.mlp.experts.{}.gate_proj.weight", (range(3, 62), range(0, 256)), P(None, ('fsdp', 'expert'))),
+    ("model.layers.{}.mlp.experts.{}.gate_proj.weight_scale_inv", (range(3, 62), range(0, 256)), P(None, 'expert')),
+    ("model.layers.{}.mlp.experts.{}.up_proj.weight", (range(3, 62), range(0, 256)), P(None, ('fsdp', 'expert'))),
+    ("model.layers.{}.mlp.experts.{}.up_proj.weight_scale_inv", (range(3, 62), range(0, 256)), P(None, 'expert')),
+    ("model.layers.{}.mlp.experts.{}.down_proj.weight", (range(3, 62), range(0, 256)), P(('fsdp', 'expert'), None)),
+    ("model.layers.{}.mlp.experts.{}.down_proj.weight_scale_inv", (range(3, 62), range(0, 256)), P('expert', None)),
+    ("model.layers.{}.mlp.gate.weight", (range(3, 62),), P(None, ('fsdp', 'expert'))),
     ("model.layers.{}.mlp.gate.e_score_correction_bias", (range(3, 62),), P(None)),
-    ("model.layers.{}.mlp.shared_experts.gate_proj.weight", (range(3, 62),), P(None, 'fsdp')),
-    ("model.layers.{}.mlp.shared_experts.gate_proj.weight_scale_inv", (range(3, 62),), P(None, None)),
-    ("model.layers.{}.mlp.shared_experts.up_proj.weight", (range(3, 62),), P(None, 'fsdp')),
-    ("model.layers.{}.mlp.shared_experts.up_proj.weight_scale_inv", (range(3, 62),), P(None, None)),
-    ("model.layers.{}.mlp.shared_experts.down_proj.weight", (range(3, 62),), P('fsdp', None)),
-    ("model.layers.{}.mlp.shared_experts.down_proj.weight_scale_inv", (range(3, 62),), P(None, None)),
+    ("model.layers.{}.mlp.shared_experts.gate_proj.weight", (range(3, 62),), P(None, ('fsdp', 'expert'))),
+    ("model.layers.{}.mlp.shared_experts.gate_proj.weight_scale_inv", (range(3, 62),), P(None, 'expert')),
+    ("model.layers.{}.mlp.shared_experts.up_proj.weight", (range(3, 62),), P(None, ('fsdp', 'expert'))),
+    ("model.layers.{}.mlp.shared_experts.up_proj.weight_scale_inv", (range(3, 62),), P(None, 'expert')),
+    ("model.layers.{}.mlp.shared_experts.down_proj.weight", (range(3, 62),), P(('fsdp', 'expert'), None)),
+    ("model.layers.{}.mlp.shared_experts.down_proj.weight_scale_inv", (range(3, 62),), P('expert', None)),
 )
 
 

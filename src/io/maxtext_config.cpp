@@ -1,0 +1,1281 @@
+// MaxText configs (include/shardplan/io.hpp, docs/maxtext.md): a
+// base.yml-style YAML file read with yaml-cpp, its base_config files, and
+// MaxText's KEY=VALUE overrides; then the mesh MaxText builds from the
+// ici_*/dcn_* parallelism keys (maxtext_utils.create_device_mesh and
+// fill_unspecified_mesh_axes).
+
+#include <shardplan/io.hpp>
+#include <shardplan/workload.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <deque>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+namespace shardplan {
+
+namespace {
+
+// base.yml's mesh_axes (AI-Hypercomputer/maxtext at 003b41698f6e, the
+// version configs/rules/maxtext.json copies its logical_axis_rules from).
+const std::vector<std::string>& default_mesh_axes() {
+  static const std::vector<std::string> axes = {"data",
+                                                "stage",
+                                                "fsdp",
+                                                "fsdp_transpose",
+                                                "sequence",
+                                                "context",
+                                                "context_autoregressive",
+                                                "tensor",
+                                                "tensor_transpose",
+                                                "tensor_sequence",
+                                                "expert",
+                                                "autoregressive"};
+  return axes;
+}
+
+// The keys read besides the ici_*/dcn_* parallelism keys.
+const std::vector<std::string>& read_keys() {
+  static const std::vector<std::string> keys = {"base_config",
+                                                "mesh_axes",
+                                                "shard_mode",
+                                                "num_slices",
+                                                "allow_split_physical_axes",
+                                                "logical_axis_rules",
+                                                "per_device_batch_size",
+                                                "max_target_length",
+                                                "remat_policy",
+                                                "weight_dtype",
+                                                "gradient_accumulation_steps",
+                                                "num_pipeline_microbatches"};
+  return keys;
+}
+
+// The parallelism keys of every mesh axis MaxText has had (diloco and
+// context_usp_ulysses are newer than base.yml's mesh_axes above).
+std::vector<std::string> known_parallelism_keys() {
+  std::vector<std::string> keys;
+  for (const char* stem : {"diloco",
+                           "data",
+                           "pipeline",
+                           "fsdp",
+                           "fsdp_transpose",
+                           "sequence",
+                           "context",
+                           "context_usp_ulysses",
+                           "context_autoregressive",
+                           "tensor",
+                           "tensor_transpose",
+                           "tensor_sequence",
+                           "expert",
+                           "autoregressive"}) {
+    keys.push_back(fmt::format("ici_{}_parallelism", stem));
+    keys.push_back(fmt::format("dcn_{}_parallelism", stem));
+  }
+  return keys;
+}
+
+// "ici_X_parallelism" or "dcn_X_parallelism": X; else empty.
+std::string_view parallelism_stem(std::string_view key) {
+  constexpr std::string_view k_suffix = "_parallelism";
+  if (key.size() <= 4 + k_suffix.size()
+      || (!key.starts_with("ici_") && !key.starts_with("dcn_"))
+      || !key.ends_with(k_suffix)) {
+    return {};
+  }
+  return key.substr(4, key.size() - 4 - k_suffix.size());
+}
+
+std::string key_stem(const std::string& axis) {
+  return axis == "stage" ? std::string("pipeline") : axis;
+}
+
+// The text a value was read from: a file, or one override argument (the
+// value's YAML starts at `offset`).
+struct Origin {
+  std::string name;  // the file, or "--maxtext-config"
+  std::string text;
+  size_t offset = 0;
+  bool is_override = false;
+};
+
+// A key's winning setting.
+struct Setting {
+  YAML::Node value;
+  YAML::Mark key_mark;
+  const Origin* origin = nullptr;
+};
+
+// A plain scalar as PyYAML (YAML 1.1) resolves it; quoted scalars are
+// strings.
+enum class ScalarKind { null, boolean, integer, floating, string, other };
+
+struct Scalar {
+  ScalarKind kind = ScalarKind::other;
+  std::string text;  // the scalar as written (empty for non-scalars)
+  bool boolean = false;
+  int64_t integer = 0;
+  bool overflow = false;  // an integer beyond int64_t
+  double floating = 0;
+};
+
+bool is_one_of(std::string_view s, std::initializer_list<std::string_view> l) {
+  return std::find(l.begin(), l.end(), s) != l.end();
+}
+
+// Digits of `base` with '_' separators (at least one digit) into `out`.
+bool parse_digits(std::string_view s, int base, int64_t& out, bool& overflow) {
+  out = 0;
+  overflow = false;
+  bool any = false;
+  for (char c : s) {
+    if (c == '_') {
+      continue;
+    }
+    int digit = 0;
+    if (is_digit(c)) {
+      digit = c - '0';
+    } else if (c >= 'a' && c <= 'f') {
+      digit = c - 'a' + 10;
+    } else if (c >= 'A' && c <= 'F') {
+      digit = c - 'A' + 10;
+    } else {
+      return false;
+    }
+    if (digit >= base) {
+      return false;
+    }
+    any = true;
+    std::optional<int64_t> next = checked_mul(out, base);
+    if (next) {
+      next = checked_add(*next, digit);
+    }
+    if (!next) {
+      overflow = true;
+      out = 0;
+    } else if (!overflow) {
+      out = *next;
+    }
+  }
+  return any;
+}
+
+bool parse_yaml_int(std::string_view s, Scalar& out) {
+  bool negative = false;
+  if (!s.empty() && (s[0] == '-' || s[0] == '+')) {
+    negative = s[0] == '-';
+    s.remove_prefix(1);
+  }
+  if (s.empty() || !is_digit(s[0])) {
+    return false;
+  }
+  int base = 10;
+  if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'b')) {
+    base = s[1] == 'x' ? 16 : 2;
+    s.remove_prefix(2);
+  } else if (s.size() > 1 && s[0] == '0') {
+    base = 8;
+    s.remove_prefix(1);
+  }
+  int64_t value = 0;
+  bool overflow = false;
+  if (!parse_digits(s, base, value, overflow)) {
+    return false;
+  }
+  out.kind = ScalarKind::integer;
+  out.integer = negative ? -value : value;
+  out.overflow = overflow;
+  return true;
+}
+
+// PyYAML's float: [-+]?([0-9][0-9_]*)?\.[0-9_]*([eE][-+][0-9]+)?, .inf, .nan.
+bool parse_yaml_float(std::string_view s, Scalar& out) {
+  std::string_view body = s;
+  bool negative = false;
+  if (!body.empty() && (body[0] == '-' || body[0] == '+')) {
+    negative = body[0] == '-';
+    body.remove_prefix(1);
+  }
+  if (is_one_of(body, {".inf", ".Inf", ".INF"})) {
+    out.kind = ScalarKind::floating;
+    out.floating = negative ? -std::numeric_limits<double>::infinity()
+                            : std::numeric_limits<double>::infinity();
+    return true;
+  }
+  if (is_one_of(s, {".nan", ".NaN", ".NAN"})) {
+    out.kind = ScalarKind::floating;
+    out.floating = std::numeric_limits<double>::quiet_NaN();
+    return true;
+  }
+  std::string clean;
+  size_t i = 0;
+  bool digits = false;
+  while (i < body.size() && (is_digit(body[i]) || body[i] == '_')) {
+    if (body[i] != '_') {
+      clean += body[i];
+      digits = true;
+    }
+    ++i;
+  }
+  if (i == body.size() || body[i] != '.') {
+    return false;
+  }
+  clean += body[i++];
+  while (i < body.size() && (is_digit(body[i]) || body[i] == '_')) {
+    if (body[i] != '_') {
+      clean += body[i];
+      digits = true;
+    }
+    ++i;
+  }
+  if (!digits) {
+    return false;
+  }
+  if (i < body.size()) {
+    if ((body[i] != 'e' && body[i] != 'E') || i + 2 >= body.size()
+        || (body[i + 1] != '-' && body[i + 1] != '+')) {
+      return false;
+    }
+    clean += 'e';
+    clean += body[i + 1];
+    i += 2;
+    if (i == body.size()) {
+      return false;
+    }
+    for (; i < body.size(); ++i) {
+      if (!is_digit(body[i])) {
+        return false;
+      }
+      clean += body[i];
+    }
+  }
+  if (clean.front() == '.') {
+    clean.insert(clean.begin(), '0');
+  }
+  out.kind = ScalarKind::floating;
+  out.floating = std::strtod(clean.c_str(), nullptr);
+  if (negative) {
+    out.floating = -out.floating;
+  }
+  return true;
+}
+
+Scalar classify(const YAML::Node& node) {
+  Scalar out;
+  if (!node.IsDefined() || node.IsNull()) {
+    out.kind = ScalarKind::null;
+    return out;
+  }
+  if (!node.IsScalar()) {
+    return out;
+  }
+  out.text = node.Scalar();
+  if (node.Tag() == "!") {  // quoted: a string
+    out.kind = ScalarKind::string;
+    return out;
+  }
+  const std::string& s = out.text;
+  if (is_one_of(s, {"", "~", "null", "Null", "NULL"})) {
+    out.kind = ScalarKind::null;
+  } else if (is_one_of(s,
+                       {"yes",
+                        "Yes",
+                        "YES",
+                        "true",
+                        "True",
+                        "TRUE",
+                        "on",
+                        "On",
+                        "ON"})) {
+    out.kind = ScalarKind::boolean;
+    out.boolean = true;
+  } else if (is_one_of(s,
+                       {"no",
+                        "No",
+                        "NO",
+                        "false",
+                        "False",
+                        "FALSE",
+                        "off",
+                        "Off",
+                        "OFF"})) {
+    out.kind = ScalarKind::boolean;
+  } else if (!parse_yaml_int(s, out) && !parse_yaml_float(s, out)) {
+    out.kind = ScalarKind::string;
+  }
+  return out;
+}
+
+// What a value is, for "got ..." in messages.
+std::string describe(const YAML::Node& node) {
+  if (node.IsSequence()) {
+    return "a list";
+  }
+  if (node.IsMap()) {
+    return "a mapping";
+  }
+  const Scalar s = classify(node);
+  switch (s.kind) {
+    case ScalarKind::null:
+      return "nothing (null)";
+    case ScalarKind::string:
+      return node.Tag() == "!" ? fmt::format("the string {}", quote(s.text))
+                               : quote(s.text);
+    default:
+      return quote(s.text);
+  }
+}
+
+constexpr size_t k_max_base_configs = 8;
+constexpr size_t k_ignored_shown = 5;
+
+class Reader {
+ public:
+  Reader(const std::vector<std::string>& overrides, Diagnostics& diags)
+      : m_overrides(overrides), m_diags(diags) {}
+
+  // Reads the file at `path`, its base_config chain first.
+  bool load_path(const std::string& path) {
+    std::vector<std::string> chain;
+    return load_chain(path, chain);
+  }
+
+  // A file's text, base_config not followed.
+  bool load_text(std::string_view text, const std::string& source) {
+    return load_file(std::string(text), source, nullptr);
+  }
+
+  std::optional<MaxTextConfig> finish(const std::string& source) {
+    m_config.source = source;
+    if (!apply_overrides()) {
+      return std::nullopt;
+    }
+    if (!read_mesh() || !read_rules() || !read_workload()) {
+      return std::nullopt;
+    }
+    note_ignored();
+    return std::move(m_config);
+  }
+
+ private:
+  // ---- files and overrides ----------------------------------------------
+
+  bool load_chain(const std::string& path, std::vector<std::string>& chain) {
+    if (std::find(chain.begin(), chain.end(), path) != chain.end()) {
+      m_diags.error("maxtext.base-config",
+                    fmt::format("base_config {} names a file of its own chain",
+                                quote(path)),
+                    Location::of(chain.back()));
+      return false;
+    }
+    if (chain.size() >= k_max_base_configs) {
+      m_diags.error("maxtext.base-config",
+                    fmt::format("base_config chain deeper than {} files",
+                                k_max_base_configs),
+                    Location::of(chain.back()));
+      return false;
+    }
+    chain.push_back(path);
+    std::optional<std::string> text =
+        read_file(path, InputKind::maxtext_config, m_diags);
+    if (!text) {
+      return false;
+    }
+    return load_file(std::move(*text), path, &chain);
+  }
+
+  Location location(const Origin& origin, const YAML::Mark& mark) const {
+    if (mark.is_null() || mark.pos < 0) {
+      return origin.is_override ? Location::of(origin.name)
+                                : Location::of(origin.name);
+    }
+    const size_t pos = std::min(origin.offset + static_cast<size_t>(mark.pos),
+                                origin.text.size());
+    return location_in_text(origin.name, origin.text, pos);
+  }
+
+  Location at(const Setting& s, const YAML::Node& node) const {
+    YAML::Mark mark = node.IsDefined() ? node.Mark() : YAML::Mark::null_mark();
+    if (mark.is_null() || node.IsNull()) {
+      mark = s.key_mark;
+    }
+    return location(*s.origin, mark);
+  }
+
+  // Parses `yaml` (the text of `origin` from its offset), reporting a syntax
+  // error as maxtext.syntax.
+  std::optional<YAML::Node> parse(const Origin& origin, std::string_view yaml) {
+    try {
+      return YAML::Load(std::string(yaml));
+    } catch (const YAML::Exception& e) {
+      Location loc = location(origin, e.mark);
+      m_diags.error("maxtext.syntax",
+                    fmt::format("not valid YAML: {}", e.msg),
+                    std::move(loc));
+    } catch (const std::exception& e) {
+      m_diags.error("maxtext.syntax",
+                    fmt::format("not valid YAML: {}", e.what()),
+                    Location::of(origin.name));
+    }
+    return std::nullopt;
+  }
+
+  bool load_file(std::string text,
+                 const std::string& source,
+                 std::vector<std::string>* chain) {
+    Origin& origin = m_origins.emplace_back();
+    origin.name = source;
+    origin.text = std::move(text);
+    std::optional<YAML::Node> root = parse(origin, origin.text);
+    if (!root) {
+      return false;
+    }
+    if (!root->IsMap()) {
+      m_diags.error(
+          "maxtext.syntax",
+          fmt::format("expected a mapping of keys (\"key: value\" lines), "
+                      "got {}",
+                      root->IsNull() ? std::string("an empty document")
+                                     : describe(*root)),
+          root->IsNull() ? Location::of(source)
+                         : location(origin, root->Mark()));
+      return false;
+    }
+    // base_config first: this file's keys win over its base's.
+    for (const auto& entry : *root) {
+      const Scalar key = classify(entry.first);
+      if (key.kind == ScalarKind::string && key.text == "base_config") {
+        const Setting base{entry.second, entry.first.Mark(), &origin};
+        if (!load_base(base, source, chain)) {
+          return false;
+        }
+      }
+    }
+    for (const auto& entry : *root) {
+      if (!entry.first.IsScalar()) {
+        m_diags.error(
+            "maxtext.syntax",
+            fmt::format("expected a key name, got {}", describe(entry.first)),
+            location(origin, entry.first.Mark()));
+        return false;
+      }
+      const std::string name = entry.first.Scalar();
+      if (!m_settings.contains(name)) {
+        m_order.push_back(name);
+      }
+      m_settings[name] = Setting{entry.second, entry.first.Mark(), &origin};
+    }
+    return true;
+  }
+
+  bool load_base(const Setting& base,
+                 const std::string& source,
+                 std::vector<std::string>* chain) {
+    const Scalar value = classify(base.value);
+    if (value.kind == ScalarKind::null
+        || (value.kind == ScalarKind::string && value.text.empty())) {
+      return true;
+    }
+    if (value.kind != ScalarKind::string) {
+      return bad_value(base,
+                       base.value,
+                       fmt::format("base_config must be a file name, got {}",
+                                   describe(base.value)));
+    }
+    if (chain == nullptr) {
+      note_base(base, value.text, "base_config is not followed here");
+      return true;
+    }
+    std::filesystem::path path(value.text);
+    if (path.is_relative()) {
+      path = std::filesystem::path(source).parent_path() / path;
+    }
+    std::error_code error;
+    if (!std::filesystem::exists(path, error)) {
+      note_base(base,
+                value.text,
+                fmt::format("{} does not exist", quote(path.string())));
+      return true;
+    }
+    return load_chain(path.string(), *chain);
+  }
+
+  void note_base(const Setting& base,
+                 const std::string& name,
+                 const std::string& why) {
+    m_base_missing = true;
+    Diagnostic d;
+    d.severity = Severity::info;
+    d.code = "maxtext.base-config";
+    d.message = fmt::format(
+        "base_config {} not read ({}): base.yml's defaults stand in for "
+        "the keys it would set",
+        quote(name),
+        why);
+    d.location = at(base, base.value);
+    d.hint =
+        "put the base file beside the config, or give the keys in the "
+        "config or as KEY=VALUE";
+    m_diags.add(std::move(d));
+  }
+
+  bool override_error(const Origin& origin,
+                      size_t column,
+                      std::string message,
+                      std::string hint = {}) {
+    Location loc = location_in_text(origin.name, origin.text, column);
+    m_diags.error("maxtext.override", std::move(message), std::move(loc)).hint =
+        std::move(hint);
+    return false;
+  }
+
+  bool is_read_key(const std::string& key) const {
+    const std::vector<std::string>& keys = read_keys();
+    static const std::vector<std::string> parallelism =
+        known_parallelism_keys();
+    return std::find(keys.begin(), keys.end(), key) != keys.end()
+           || std::find(parallelism.begin(), parallelism.end(), key)
+                  != parallelism.end();
+  }
+
+  bool apply_overrides() {
+    for (const std::string& arg : m_overrides) {
+      Origin& origin = m_origins.emplace_back();
+      origin.name = "--maxtext-config";
+      origin.text = arg;
+      origin.is_override = true;
+      const size_t eq = arg.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        return override_error(
+            origin,
+            0,
+            fmt::format("expected KEY=VALUE, got {}", quote(arg)),
+            "e.g. --maxtext-config my.yml ici_tensor_parallelism=4");
+      }
+      const std::string key = arg.substr(0, eq);
+      origin.offset = eq + 1;
+      std::optional<YAML::Node> value =
+          parse(origin, std::string_view(arg).substr(eq + 1));
+      if (!value) {
+        return false;
+      }
+      if (!m_settings.contains(key) && !is_read_key(key)) {
+        if (m_base_missing) {
+          m_order.push_back(key);
+        } else {
+          std::vector<std::string> candidates = m_order;
+          const std::vector<std::string> known = known_parallelism_keys();
+          candidates.insert(candidates.end(), known.begin(), known.end());
+          candidates.insert(
+              candidates.end(), read_keys().begin(), read_keys().end());
+          const std::string near = closest_match(key, candidates);
+          return override_error(
+              origin,
+              0,
+              fmt::format(
+                  "Key {} was passed at the command line but isn't in config",
+                  key),
+              near.empty() ? std::string()
+                           : fmt::format("did you mean {}?", quote(near)));
+        }
+      } else if (!m_settings.contains(key)) {
+        m_order.push_back(key);
+      }
+      // The override's own mark: its value's first character.
+      YAML::Mark mark;
+      mark.pos = 0;
+      m_settings[key] = Setting{*value, mark, &origin};
+    }
+    return true;
+  }
+
+  // ---- values ---------------------------------------------------------------
+
+  const Setting* find(const std::string& key) {
+    auto it = m_settings.find(key);
+    if (it == m_settings.end()) {
+      return nullptr;
+    }
+    m_used.insert(key);
+    return &it->second;
+  }
+
+  bool bad_value(const Setting& s,
+                 const YAML::Node& node,
+                 std::string message) {
+    m_diags.error("maxtext.bad-value", std::move(message), at(s, node));
+    return false;
+  }
+
+  // An integer >= `min` (or -1 when `fill`) at `key`.
+  std::optional<MaxTextValue<int64_t>> integer(const std::string& key,
+                                               int64_t min,
+                                               bool fill) {
+    const Setting* s = find(key);
+    if (s == nullptr) {
+      return MaxTextValue<int64_t>{};
+    }
+    const Scalar v = classify(s->value);
+    const bool ok = v.kind == ScalarKind::integer && !v.overflow
+                    && (v.integer >= min || (fill && v.integer == -1));
+    if (!ok) {
+      const std::string expected =
+          fill ? fmt::format("an integer >= {} or -1", min)
+               : fmt::format("an integer >= {}", min);
+      bad_value(*s,
+                s->value,
+                fmt::format("{} must be {}, got {}",
+                            key,
+                            expected,
+                            v.overflow ? quote(v.text) + " (out of range)"
+                                       : describe(s->value)));
+      return std::nullopt;
+    }
+    return MaxTextValue<int64_t>{v.integer, at(*s, s->value)};
+  }
+
+  // A string at `key` (quoted or plain, as PyYAML would give a str).
+  std::optional<MaxTextValue<std::string>> string(const std::string& key,
+                                                  std::string_view expected) {
+    const Setting* s = find(key);
+    if (s == nullptr) {
+      return MaxTextValue<std::string>{};
+    }
+    const Scalar v = classify(s->value);
+    if (v.kind != ScalarKind::string) {
+      bad_value(
+          *s,
+          s->value,
+          fmt::format(
+              "{} must be {}, got {}", key, expected, describe(s->value)));
+      return std::nullopt;
+    }
+    return MaxTextValue<std::string>{v.text, at(*s, s->value)};
+  }
+
+  // A list of axis names: ["data", "fsdp"] or a single name.
+  bool axis_list(const Setting& s,
+                 const YAML::Node& node,
+                 const std::string& what,
+                 std::vector<std::string>& out,
+                 std::vector<Location>& where) {
+    auto one = [&](const YAML::Node& item) {
+      const Scalar v = classify(item);
+      if (v.kind != ScalarKind::string || v.text.empty()
+          || !is_name_start(v.text[0])
+          || !std::all_of(v.text.begin(), v.text.end(), is_name_char)) {
+        return bad_value(s,
+                         item,
+                         fmt::format("{} must name mesh axes "
+                                     "([A-Za-z_][A-Za-z0-9_]*), got {}",
+                                     what,
+                                     describe(item)));
+      }
+      if (std::find(out.begin(), out.end(), v.text) != out.end()) {
+        return bad_value(
+            s,
+            item,
+            fmt::format("{} names axis {} twice", what, quote(v.text)));
+      }
+      out.push_back(v.text);
+      where.push_back(at(s, item));
+      return true;
+    };
+    if (node.IsSequence()) {
+      for (const YAML::Node& item : node) {
+        if (!one(item)) {
+          return false;
+        }
+      }
+      return true;
+    }
+    return one(node);
+  }
+
+  bool read_mesh() {
+    std::vector<std::string> names = default_mesh_axes();
+    if (const Setting* s = find("mesh_axes")) {
+      names.clear();
+      std::vector<Location> where;
+      if (!s->value.IsSequence() || s->value.size() == 0) {
+        return bad_value(*s,
+                         s->value,
+                         fmt::format("mesh_axes must be a list of axis "
+                                     "names, got {}",
+                                     describe(s->value)));
+      }
+      if (!axis_list(*s, s->value, "mesh_axes", names, where)) {
+        return false;
+      }
+      m_config.mesh_axes_at = at(*s, s->value);
+    }
+    if (const Setting* s = find("shard_mode")) {
+      const Scalar v = classify(s->value);
+      if (v.kind != ScalarKind::string
+          || (v.text != "auto" && v.text != "explicit")) {
+        return bad_value(
+            *s,
+            s->value,
+            fmt::format("shard_mode must be \"auto\" or \"explicit\", got {}",
+                        describe(s->value)));
+      }
+      m_config.explicit_axes = v.text == "explicit";
+    }
+    std::set<std::string> stems;
+    for (const std::string& name : names) {
+      MaxTextAxis axis;
+      axis.name = name;
+      axis.key = key_stem(name);
+      stems.insert(axis.key);
+      axis.ici.value = axis.key == "fsdp" ? -1 : 1;
+      axis.dcn.value = axis.key == "data" ? -1 : 1;
+      for (auto [prefix, value] :
+           {std::pair{"ici", &axis.ici}, std::pair{"dcn", &axis.dcn}}) {
+        const std::string key =
+            fmt::format("{}_{}_parallelism", prefix, axis.key);
+        std::optional<MaxTextValue<int64_t>> v = integer(key, 1, true);
+        if (!v) {
+          return false;
+        }
+        if (v->set()) {
+          *value = std::move(*v);
+        }
+      }
+      m_config.axes.push_back(std::move(axis));
+    }
+    // Parallelism keys of axes mesh_axes lacks: MaxText does not use them.
+    for (const std::string& key : m_order) {
+      const std::string_view stem = parallelism_stem(key);
+      if (stem.empty() || stems.contains(std::string(stem))) {
+        continue;
+      }
+      const Setting& s = m_settings.at(key);
+      m_used.insert(key);
+      const Scalar v = classify(s.value);
+      if (v.kind == ScalarKind::integer && v.integer > 1) {
+        const std::string axis =
+            stem == "pipeline" ? std::string("stage") : std::string(stem);
+        m_diags.warning(
+            "maxtext.unused-axis",
+            fmt::format("{} is {}, but mesh_axes has no axis {}: MaxText "
+                        "does not use it",
+                        key,
+                        v.integer,
+                        quote(axis)),
+            at(s, s.value));
+      }
+    }
+    std::optional<MaxTextValue<int64_t>> slices =
+        integer("num_slices", 1, true);
+    if (!slices) {
+      return false;
+    }
+    if (slices->set()) {
+      m_config.num_slices = std::move(*slices);
+    }
+    if (const Setting* s = find("allow_split_physical_axes")) {
+      const Scalar v = classify(s->value);
+      if (v.kind != ScalarKind::boolean) {
+        return bad_value(*s,
+                         s->value,
+                         fmt::format("allow_split_physical_axes must be true "
+                                     "or false, got {}",
+                                     describe(s->value)));
+      }
+      m_config.allow_split_physical_axes = {v.boolean, at(*s, s->value)};
+    }
+    return true;
+  }
+
+  bool read_rules() {
+    const Setting* s = find("logical_axis_rules");
+    if (s == nullptr) {
+      return true;
+    }
+    const YAML::Node& list = s->value;
+    if (!list.IsSequence()) {
+      return bad_value(*s,
+                       list,
+                       fmt::format("logical_axis_rules must be a list of "
+                                   "[logical_name, mesh_axes] pairs, got {}",
+                                   describe(list)));
+    }
+    std::vector<std::string> mesh_names;
+    for (const MaxTextAxis& axis : m_config.axes) {
+      mesh_names.push_back(axis.name);
+    }
+    std::vector<LogicalAxisRule> rules;
+    size_t index = 0;
+    for (const YAML::Node& entry : list) {
+      const std::string pointer = fmt::format("/logical_axis_rules/{}", index);
+      const std::string what = fmt::format("logical_axis_rules[{}]", index);
+      ++index;
+      if (!entry.IsSequence() || entry.size() != 2) {
+        return bad_value(*s,
+                         entry,
+                         fmt::format("{} must be a pair [logical_name, "
+                                     "mesh_axes], got {}",
+                                     what,
+                                     entry.IsSequence() ? fmt::format(
+                                         "a list of {} items", entry.size())
+                                                        : describe(entry)));
+      }
+      const Scalar name = classify(entry[0]);
+      if (name.kind != ScalarKind::string || name.text.empty()) {
+        return bad_value(
+            *s,
+            entry[0],
+            fmt::format("{} must start with a logical axis name, got {}",
+                        what,
+                        describe(entry[0])));
+      }
+      LogicalAxisRule rule;
+      rule.name = name.text;
+      rule.pointer = pointer;
+      std::vector<std::string> axes;
+      std::vector<Location> where;
+      const YAML::Node value = entry[1];
+      if (!value.IsNull() && !axis_list(*s, value, what, axes, where)) {
+        return false;
+      }
+      for (size_t i = 0; i < axes.size(); ++i) {
+        if (std::find(mesh_names.begin(), mesh_names.end(), axes[i])
+            == mesh_names.end()) {
+          const std::string near = closest_match(axes[i], mesh_names);
+          m_diags
+              .error("maxtext.bad-value",
+                     fmt::format("{} names {}, which is not in mesh_axes",
+                                 what,
+                                 quote(axes[i])),
+                     where[i])
+              .hint =
+              near.empty()
+                  ? fmt::format("mesh_axes: {}", fmt::join(mesh_names, ", "))
+                  : fmt::format("did you mean {}?", quote(near));
+          return false;
+        }
+        rule.axes.push_back(
+            AxisRef{axes[i], fmt::format("{}/1/{}", pointer, i)});
+      }
+      rules.push_back(std::move(rule));
+    }
+    m_config.logical_axis_rules = std::move(rules);
+    m_config.logical_axis_rules_at = at(*s, list);
+    return true;
+  }
+
+  bool read_workload() {
+    if (const Setting* s = find("per_device_batch_size")) {
+      const Scalar v = classify(s->value);
+      std::string text;
+      if (v.kind == ScalarKind::integer && !v.overflow && v.integer > 0) {
+        text = std::to_string(v.integer);
+      } else if (v.kind == ScalarKind::floating && std::isfinite(v.floating)
+                 && v.floating > 0) {
+        text = v.text;
+        text.erase(std::remove(text.begin(), text.end(), '_'), text.end());
+        if (!text.empty() && text.front() == '+') {
+          text.erase(text.begin());
+        }
+        if (!text.empty() && text.back() == '.') {
+          text += '0';
+        }
+        if (!text.empty() && text.front() == '.') {
+          text.insert(text.begin(), '0');
+        }
+      } else {
+        return bad_value(*s,
+                         s->value,
+                         fmt::format("per_device_batch_size must be a number "
+                                     "> 0, got {}",
+                                     describe(s->value)));
+      }
+      m_config.per_device_batch_size =
+          MaxTextValue<std::string>{text, at(*s, s->value)};
+    }
+    std::optional<MaxTextValue<int64_t>> seq =
+        integer("max_target_length", 1, false);
+    if (!seq) {
+      return false;
+    }
+    if (seq->set()) {
+      m_config.max_target_length = std::move(*seq);
+    }
+    for (const char* key :
+         {"gradient_accumulation_steps", "num_pipeline_microbatches"}) {
+      std::optional<MaxTextValue<int64_t>> steps = integer(key, 1, false);
+      if (!steps) {
+        return false;
+      }
+      if (steps->set() && steps->value > 1) {
+        (std::string_view(key) == "gradient_accumulation_steps"
+             ? m_config.gradient_accumulation_steps
+             : m_config.num_pipeline_microbatches) = std::move(*steps);
+      }
+    }
+    std::optional<MaxTextValue<std::string>> remat =
+        string("remat_policy", "a remat policy name");
+    if (!remat) {
+      return false;
+    }
+    if (remat->set()) {
+      if (!parse_remat_policy(remat->value)) {
+        const std::vector<std::string> names = remat_policy_names();
+        const std::string near = closest_match(remat->value, names);
+        m_diags
+            .error("maxtext.bad-value",
+                   fmt::format("remat_policy {} is not one shardplan "
+                               "estimates; known: {}",
+                               quote(remat->value),
+                               fmt::join(names, ", ")),
+                   remat->at)
+            .hint = near.empty() ? std::string(
+                        "MaxText's \"custom\" policy has no "
+                        "estimate: give --remat with the "
+                        "nearest named policy")
+                                 : fmt::format("did you mean {}?", quote(near));
+        return false;
+      }
+      m_config.remat_policy = std::move(*remat);
+    }
+    std::optional<MaxTextValue<std::string>> dtype =
+        string("weight_dtype", "a dtype name such as \"float32\"");
+    if (!dtype) {
+      return false;
+    }
+    if (dtype->set()) {
+      std::optional<DType> parsed = parse_dtype(dtype->value);
+      if (!parsed) {
+        m_diags
+            .error("maxtext.bad-value",
+                   fmt::format("weight_dtype {} is not a dtype",
+                               quote(dtype->value)),
+                   dtype->at)
+            .hint = dtype_hint(dtype->value);
+        return false;
+      }
+      m_config.weight_dtype = MaxTextValue<DType>{*parsed, dtype->at};
+    }
+    return true;
+  }
+
+  void note_ignored() {
+    for (const std::string& key : m_order) {
+      if (!m_used.contains(key) && key != "base_config") {
+        m_config.ignored_keys.push_back(key);
+      }
+    }
+    const std::vector<std::string>& ignored = m_config.ignored_keys;
+    if (ignored.empty()) {
+      return;
+    }
+    std::vector<std::string> shown;
+    for (size_t i = 0; i < ignored.size() && i < k_ignored_shown; ++i) {
+      shown.push_back(ignored[i]);
+    }
+    Diagnostic d;
+    d.severity = Severity::info;
+    d.code = "maxtext.ignored-keys";
+    d.message = fmt::format("{} key{} shardplan does not read {} ignored: {}{}",
+                            ignored.size(),
+                            ignored.size() == 1 ? "" : "s",
+                            ignored.size() == 1 ? "was" : "were",
+                            fmt::join(shown, ", "),
+                            ignored.size() > shown.size() ? ", ..." : "");
+    d.location = Location::of(m_config.source);
+    d.hint = "docs/maxtext.md lists the keys shardplan reads";
+    m_diags.add(std::move(d));
+  }
+
+  const std::vector<std::string>& m_overrides;
+  Diagnostics& m_diags;
+  std::deque<Origin> m_origins;  // stable addresses for Setting::origin
+  std::map<std::string, Setting> m_settings;
+  std::vector<std::string> m_order;  // first-seen order of the keys
+  std::set<std::string> m_used;
+  bool m_base_missing = false;
+  MaxTextConfig m_config;
+};
+
+// A value's key for messages: "ici_fsdp_parallelism".
+std::string key_of(const MaxTextAxis& axis, bool dcn) {
+  return fmt::format("{}_{}_parallelism", dcn ? "dcn" : "ici", axis.key);
+}
+
+// "ici_fsdp_parallelism -1 (cfg.yml:3:23)" or "... (MaxText's default)".
+std::string term(const MaxTextAxis& axis, bool dcn, int64_t value) {
+  const MaxTextValue<int64_t>& v = dcn ? axis.dcn : axis.ici;
+  return fmt::format(
+      "{} {} ({})",
+      key_of(axis, dcn),
+      value,
+      v.set() ? maxtext_source(v.at) : std::string("MaxText's default"));
+}
+
+// fill_unspecified_mesh_axes for the ICI (dcn false) or DCN values of
+// `axes` against `target`; fills `values`.
+bool fill(std::vector<MaxTextAxis>& axes,
+          bool dcn,
+          int64_t target,
+          const std::string& source,
+          Diagnostics& diags) {
+  const std::string type = dcn ? "DCN" : "ICI";
+  auto value = [&](size_t i) -> MaxTextValue<int64_t>& {
+    return dcn ? axes[i].dcn : axes[i].ici;
+  };
+  auto where = [&](size_t i) {
+    return value(i).set() ? value(i).at : Location::of(source);
+  };
+  std::vector<size_t> unspecified;
+  int64_t product = 1;
+  bool overflow = false;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (value(i).value == -1) {
+      unspecified.push_back(i);
+      continue;
+    }
+    std::optional<int64_t> p = checked_mul(product, value(i).value);
+    overflow = overflow || !p;
+    product = p.value_or(product);
+  }
+  std::vector<std::string> terms;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (value(i).value != 1) {
+      terms.push_back(term(axes[i], dcn, value(i).value));
+    }
+  }
+  const std::string listed = fmt::format("{}", fmt::join(terms, ", "));
+  if (unspecified.size() > 1) {
+    diags
+        .error("maxtext.mesh",
+               fmt::format("Found unspecified values (-1) for more than one {} "
+                           "parallelism axis. At most one axis can be "
+                           "unspecified",
+                           type),
+               where(unspecified[1]))
+        .hint = fmt::format("-1: {}", listed);
+    return false;
+  }
+  const std::string target_type = dcn ? "slices" : "devices per slice";
+  if (overflow) {
+    diags
+        .error("maxtext.mesh",
+               fmt::format("Number of {} {} does not match the product of the "
+                           "{} parallelism (beyond 2^63)",
+                           target_type,
+                           target,
+                           type),
+               Location::of(source))
+        .hint = listed;
+    return false;
+  }
+  std::string filled;
+  if (unspecified.size() == 1) {
+    const size_t i = unspecified[0];
+    if (product > target) {
+      diags
+          .error("maxtext.mesh",
+                 fmt::format("Unspecified value unable to be determined with "
+                             "the given {} parallelism values",
+                             type),
+                 where(i))
+          .hint = fmt::format(
+          "the other {} values multiply to {}, more than the {} {}: {}",
+          type,
+          product,
+          target,
+          target_type,
+          listed);
+      return false;
+    }
+    // MaxText's int(target / product): a fraction is dropped.
+    value(i).value = target / product;
+    if (target % product != 0) {
+      filled = fmt::format(
+          "the -1 of {} became {} / {} = {}, truncated as MaxText does; ",
+          key_of(axes[i], dcn),
+          target,
+          product,
+          target / product);
+    }
+    product *= value(i).value;
+  }
+  if (product != target) {
+    size_t culprit = axes.size();
+    if (unspecified.size() == 1) {
+      culprit = unspecified[0];
+    } else {
+      for (size_t i = 0; i < axes.size(); ++i) {
+        if (value(i).value != 1 && value(i).set()) {
+          culprit = i;
+        }
+      }
+    }
+    diags
+        .error("maxtext.mesh",
+               fmt::format("Number of {} {} does not match the product of the "
+                           "{} parallelism {}",
+                           target_type,
+                           target,
+                           type,
+                           product),
+               culprit < axes.size() ? where(culprit) : Location::of(source))
+        .hint =
+        fmt::format("{}{}",
+                    filled,
+                    terms.empty() ? std::string("every value is 1") : listed);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string maxtext_source(const Location& at) {
+  if (at.line > 0) {
+    if (at.source == "--maxtext-config") {
+      return fmt::format("--maxtext-config {}", at.excerpt);
+    }
+    return fmt::format("{}:{}:{}", at.source, at.line, at.column);
+  }
+  return at.source.empty() ? std::string("--maxtext-config") : at.source;
+}
+
+std::optional<MaxTextConfig> read_maxtext_config(
+    const std::string& path,
+    const std::vector<std::string>& overrides,
+    Diagnostics& diags) {
+  try {
+    Reader reader(overrides, diags);
+    if (!reader.load_path(path)) {
+      return std::nullopt;
+    }
+    return reader.finish(path);
+  } catch (const std::exception& e) {
+    diags.error("maxtext.syntax",
+                fmt::format("cannot read the config: {}", e.what()),
+                Location::of(path));
+    return std::nullopt;
+  }
+}
+
+std::optional<MaxTextConfig> read_maxtext_config_text(
+    std::string_view yaml,
+    const std::string& source,
+    const std::vector<std::string>& overrides,
+    Diagnostics& diags) {
+  try {
+    Reader reader(overrides, diags);
+    if (!reader.load_text(yaml, source)) {
+      return std::nullopt;
+    }
+    return reader.finish(source);
+  } catch (const std::exception& e) {
+    diags.error("maxtext.syntax",
+                fmt::format("cannot read the config: {}", e.what()),
+                Location::of(source));
+    return std::nullopt;
+  }
+}
+
+std::optional<MaxTextMesh> maxtext_mesh(const MaxTextConfig& config,
+                                        int64_t devices,
+                                        std::optional<int64_t> topology_slices,
+                                        Diagnostics& diags) {
+  MaxTextMesh out;
+  out.axes = config.axes;
+  out.allow_split_physical_axes = config.allow_split_physical_axes.value;
+  int64_t slices = topology_slices.value_or(1);
+  if (config.num_slices.value > 0) {
+    if (topology_slices && *topology_slices != config.num_slices.value) {
+      diags
+          .error("maxtext.bad-value",
+                 fmt::format("num_slices is {}, but the topology has {} "
+                             "slice{}",
+                             config.num_slices.value,
+                             *topology_slices,
+                             *topology_slices == 1 ? "" : "s"),
+                 config.num_slices.at)
+          .hint =
+          "set num_slices to -1 (the topology's), or give the "
+          "topology the config is for";
+      return std::nullopt;
+    }
+    slices = config.num_slices.value;
+  }
+  if (slices < 1 || devices < slices || devices % slices != 0) {
+    diags.error(
+        "maxtext.bad-value",
+        fmt::format("{} slices do not divide the {} devices", slices, devices),
+        config.num_slices.set() ? config.num_slices.at
+                                : Location::of(config.source));
+    return std::nullopt;
+  }
+  out.num_slices = slices;
+  if (slices == 1) {
+    for (const MaxTextAxis& axis : out.axes) {
+      if (axis.dcn.value > 1) {
+        diags
+            .error("maxtext.dcn",
+                   "DCN parallelism requested but only one slice available",
+                   axis.dcn.set() ? axis.dcn.at : Location::of(config.source))
+            .hint = fmt::format(
+            "{} is {}; one slice has no DCN axes: set it to 1, or give a "
+            "multi-slice topology (2xv5p-128)",
+            key_of(axis, true),
+            axis.dcn.value);
+        return std::nullopt;
+      }
+    }
+    for (MaxTextAxis& axis : out.axes) {
+      axis.dcn.value = 1;
+    }
+  }
+  if (!fill(out.axes, false, devices / slices, config.source, diags)) {
+    return std::nullopt;
+  }
+  if (slices > 1 && !fill(out.axes, true, slices, config.source, diags)) {
+    return std::nullopt;
+  }
+  std::vector<std::string> mesh;
+  std::vector<std::string> dcn;
+  const std::string type = config.explicit_axes ? ":explicit" : "";
+  size_t keep = 0;
+  for (size_t i = 0; i < config.axes.size(); ++i) {
+    if (config.axes[i].ici.value == -1) {
+      keep = i;
+    }
+  }
+  for (size_t i = 0; i < out.axes.size(); ++i) {
+    const MaxTextAxis& axis = out.axes[i];
+    const int64_t size = axis.ici.value * axis.dcn.value;
+    if (size > 1) {
+      mesh.push_back(fmt::format("{}:{}{}", axis.name, size, type));
+    }
+    if (axis.dcn.value > 1) {
+      dcn.push_back(fmt::format("{}:{}", axis.name, axis.dcn.value));
+    }
+  }
+  if (mesh.empty() && !out.axes.empty()) {
+    mesh.push_back(fmt::format("{}:1{}", out.axes[keep].name, type));
+  }
+  out.mesh = fmt::format("{}", fmt::join(mesh, ","));
+  out.dcn = fmt::format("{}", fmt::join(dcn, ","));
+  return out;
+}
+
+}  // namespace shardplan

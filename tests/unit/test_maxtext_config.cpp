@@ -1,0 +1,665 @@
+// MaxText configs (--maxtext-config; docs/maxtext.md): the reader, MaxText's
+// -1 fill of the ici_*/dcn_* parallelism keys with its own messages, the
+// KEY=VALUE overrides, and the command line that takes the mesh, the rules
+// and the workload from a config. Expected values are worked out by hand
+// from MaxText's maxtext_utils.fill_unspecified_mesh_axes and base.yml.
+
+#include "support/test_support.hpp"
+
+#include <shardplan/io.hpp>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+using namespace shardplan;
+using nlohmann::json;
+
+namespace {
+
+std::optional<MaxTextConfig> read(const std::string& yaml,
+                                  Diagnostics& diags,
+                                  std::vector<std::string> overrides = {}) {
+  return read_maxtext_config_text(yaml, "cfg.yml", overrides, diags);
+}
+
+// The mesh of `yaml` on `devices` devices in `slices` slices; fails the
+// test on an error.
+MaxTextMesh mesh_of(const std::string& yaml,
+                    int64_t devices,
+                    std::optional<int64_t> slices = 1,
+                    std::vector<std::string> overrides = {}) {
+  Diagnostics diags;
+  std::optional<MaxTextConfig> config = read(yaml, diags, overrides);
+  INFO(test::first_error(diags));
+  REQUIRE(config);
+  std::optional<MaxTextMesh> mesh =
+      maxtext_mesh(*config, devices, slices, diags);
+  INFO(test::first_error(diags));
+  REQUIRE(mesh);
+  return *mesh;
+}
+
+// The first error of reading `yaml` and building its mesh, rendered.
+std::string mesh_error(const std::string& yaml,
+                       int64_t devices,
+                       std::optional<int64_t> slices = 1,
+                       std::vector<std::string> overrides = {}) {
+  Diagnostics diags;
+  std::optional<MaxTextConfig> config = read(yaml, diags, overrides);
+  if (config) {
+    CHECK_FALSE(maxtext_mesh(*config, devices, slices, diags));
+  }
+  return test::first_error(diags);
+}
+
+std::string data(const std::string& name) {
+  return test::data_path("maxtext/" + name);
+}
+
+const json* tensor_of(const json& doc, const std::string& name) {
+  for (const json& t : doc.at("tensors")) {
+    if (t.at("name") == name) {
+      return &t;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("maxtext: reads a base.yml-style file with its locations",
+          "[maxtext]") {
+  Diagnostics diags;
+  std::optional<MaxTextConfig> c =
+      read_maxtext_config(data("small.yml"), {}, diags);
+  INFO(test::first_error(diags));
+  REQUIRE(c);
+  CHECK(c->source == data("small.yml"));
+  // base.yml's mesh_axes: data, stage, fsdp, ..., tensor at index 7.
+  REQUIRE(c->axes.size() == 12);
+  CHECK(c->axes[0].name == "data");
+  CHECK(c->axes[1].name == "stage");
+  CHECK(c->axes[1].key == "pipeline");
+  const MaxTextAxis& fsdp = c->axes[2];
+  CHECK(fsdp.ici.value == -1);
+  CHECK(fsdp.ici.at.line == 3);
+  CHECK(fsdp.ici.at.column == 23);
+  const MaxTextAxis& tensor = c->axes[7];
+  CHECK(tensor.name == "tensor");
+  CHECK(tensor.ici.value == 4);
+  CHECK(tensor.ici.at.line == 4);
+  CHECK(tensor.ici.at.column == 25);
+  CHECK_FALSE(tensor.dcn.set());  // MaxText's default
+  CHECK(c->num_slices.value == -1);
+  CHECK_FALSE(c->allow_split_physical_axes.value);
+  REQUIRE(c->per_device_batch_size);
+  CHECK(c->per_device_batch_size->value == "2.0");
+  CHECK(c->per_device_batch_size->at.line == 6);
+  REQUIRE(c->max_target_length);
+  CHECK(c->max_target_length->value == 4096);
+  CHECK(maxtext_source(c->max_target_length->at)
+        == data("small.yml") + ":7:20");
+  REQUIRE(c->remat_policy);
+  CHECK(c->remat_policy->value == "full");
+  REQUIRE(c->weight_dtype);
+  CHECK(c->weight_dtype->value == DType::bf16);
+  CHECK_FALSE(c->logical_axis_rules);
+  CHECK(c->ignored_keys == std::vector<std::string>{"run_name"});
+}
+
+TEST_CASE("maxtext: unknown keys are one short info note", "[maxtext]") {
+  Diagnostics diags;
+  std::optional<MaxTextConfig> c =
+      read_maxtext_config(data("large.yml"), {}, diags);
+  INFO(test::first_error(diags));
+  REQUIRE(c);
+  // 72 keys, of which 33 are read: 24 ici/dcn keys, mesh_axes, shard_mode,
+  // num_slices, allow_split_physical_axes, logical_axis_rules and the four
+  // workload keys.
+  CHECK(c->ignored_keys.size() == 39);
+  REQUIRE(diags.items().size() == 1);
+  const Diagnostic& d = diags.items()[0];
+  CHECK(d.severity == Severity::info);
+  CHECK(d.code == "maxtext.ignored-keys");
+  CHECK(d.message
+        == "39 keys shardplan does not read were ignored: run_name, "
+           "model_name, override_model_config, override_logical_axis_rules, "
+           "normalization_layer_epsilon, ...");
+  CHECK(d.location.source == data("large.yml"));
+  // Its logical_axis_rules, in order, with MaxText's forms.
+  REQUIRE(c->logical_axis_rules);
+  REQUIRE(c->logical_axis_rules->size() == 9);
+  const LogicalAxisRule& mlp = (*c->logical_axis_rules)[1];
+  CHECK(mlp.name == "mlp");
+  REQUIRE(mlp.axes.size() == 4);
+  CHECK(mlp.axes[1].name == "tensor");
+  CHECK(mlp.pointer == "/logical_axis_rules/1");
+  CHECK((*c->logical_axis_rules)[7].name == "norm");
+  CHECK((*c->logical_axis_rules)[7].axes.empty());
+  CHECK((*c->logical_axis_rules)[8].axes.size() == 1);
+  CHECK((*c->logical_axis_rules)[8].axes[0].name == "stage");
+  CHECK(c->per_device_batch_size->value == "12.0");
+  CHECK(c->weight_dtype->value == DType::f32);
+}
+
+TEST_CASE("maxtext: -1 fill as MaxText's fill_unspecified_mesh_axes",
+          "[maxtext]") {
+  const std::string yaml =
+      "ici_fsdp_parallelism: -1\nici_tensor_parallelism: 4\n";
+  SECTION("ICI: fsdp -1 with tensor 4 on 64 devices is fsdp 16") {
+    MaxTextMesh m = mesh_of(yaml, 64);
+    CHECK(m.mesh == "fsdp:16,tensor:4");
+    CHECK(m.dcn == "");
+    CHECK(m.num_slices == 1);
+    CHECK(m.axes[2].ici.value == 16);
+    CHECK(m.axes[0].dcn.value == 1);  // dcn_data -1 unused on one slice
+  }
+  SECTION("DCN: dcn_data -1 takes the 2 slices of the topology") {
+    MaxTextMesh m = mesh_of(yaml, 128, 2);
+    CHECK(m.mesh == "data:2,fsdp:16,tensor:4");
+    CHECK(m.dcn == "data:2");
+    CHECK(m.num_slices == 2);
+  }
+  SECTION("num_slices gives the slices of a bare device count") {
+    MaxTextMesh m = mesh_of(yaml + "num_slices: 4\n", 256, std::nullopt);
+    CHECK(m.mesh == "data:4,fsdp:16,tensor:4");
+    CHECK(m.dcn == "data:4");
+  }
+  SECTION("DCN on fsdp, data set to 1") {
+    MaxTextMesh m = mesh_of(
+        yaml + "dcn_data_parallelism: 1\ndcn_fsdp_parallelism: 2\n", 128, 2);
+    CHECK(m.mesh == "fsdp:32,tensor:4");
+    CHECK(m.dcn == "fsdp:2");
+  }
+  SECTION("stage takes ici_pipeline_parallelism; mesh_axes gives the order") {
+    MaxTextMesh m = mesh_of(
+        "mesh_axes: [stage, fsdp, tensor]\nici_pipeline_parallelism: 2\n"
+        "ici_tensor_parallelism: 4\n",
+        64);
+    CHECK(m.mesh == "stage:2,fsdp:8,tensor:4");
+  }
+  SECTION("one device keeps the -1 axis; explicit axis types") {
+    CHECK(mesh_of("{}", 1).mesh == "fsdp:1");
+    CHECK(mesh_of("shard_mode: explicit\nici_tensor_parallelism: 2\n", 8).mesh
+          == "fsdp:4:explicit,tensor:2:explicit");
+  }
+  SECTION("allow_split_physical_axes is carried") {
+    CHECK(mesh_of("allow_split_physical_axes: true\n", 8)
+              .allow_split_physical_axes);
+  }
+}
+
+TEST_CASE("maxtext: fill errors carry MaxText's words, located", "[maxtext]") {
+  SECTION("more than one -1") {
+    CHECK(mesh_error("ici_tensor_parallelism: -1\n", 64)
+          == "cfg.yml:1:25: error: Found unspecified values (-1) for more "
+             "than one ICI parallelism axis. At most one axis can be "
+             "unspecified; -1: ici_fsdp_parallelism -1 (MaxText's default), "
+             "ici_tensor_parallelism -1 (cfg.yml:1:25) [maxtext.mesh]\n"
+             "  ici_tensor_parallelism: -1\n"
+             "                          ^");
+  }
+  SECTION("a fill that does not divide: MaxText truncates, then compares") {
+    // 64 / 3 = 21.33: int() gives 21, and 21 x 3 = 63 != 64.
+    const std::string e = mesh_error("ici_tensor_parallelism: 3\n", 64);
+    CHECK(
+        e.starts_with("cfg.yml: error: Number of devices per slice 64 does "
+                      "not match the product of the ICI parallelism 63"));
+  }
+  SECTION("others larger than the slice") {
+    CHECK(mesh_error("ici_tensor_parallelism: 128\n", 64)
+              .starts_with("cfg.yml: error: Unspecified value unable to be "
+                           "determined with the "
+                           "given ICI parallelism values"));
+  }
+  SECTION("a product without -1 that misses the device count") {
+    // 8 x 4 = 32 on 64 devices: located at the last key set.
+    CHECK(mesh_error("ici_fsdp_parallelism: 8\nici_tensor_parallelism: 4\n", 64)
+              .starts_with("cfg.yml:2:25: error: Number of devices per slice "
+                           "64 does not match the product of the ICI "
+                           "parallelism 32; ici_fsdp_parallelism 8 "
+                           "(cfg.yml:1:23), ici_tensor_parallelism 4 "
+                           "(cfg.yml:2:25) [maxtext.mesh]"));
+  }
+  SECTION("DCN product against the slices") {
+    CHECK(mesh_error("dcn_data_parallelism: 4\n", 128, 2)
+              .starts_with("cfg.yml:1:23: error: Number of slices 2 does not "
+                           "match the product of the DCN parallelism 4"));
+  }
+  SECTION("DCN on one slice") {
+    CHECK(mesh_error("dcn_fsdp_parallelism: 2\n", 64)
+              .starts_with("cfg.yml:1:23: error: DCN parallelism requested "
+                           "but only one slice available; "
+                           "dcn_fsdp_parallelism is 2"));
+  }
+  SECTION("num_slices other than the topology's") {
+    CHECK(mesh_error("num_slices: 2\n", 64)
+              .starts_with("cfg.yml:1:13: error: num_slices is 2, but the "
+                           "topology has 1 slice"));
+  }
+}
+
+TEST_CASE("maxtext: KEY=VALUE overrides win, parsed as YAML", "[maxtext]") {
+  const std::string yaml =
+      "ici_tensor_parallelism: 4\nmax_target_length: 2048\n";
+  SECTION("an override wins over the file") {
+    Diagnostics diags;
+    std::optional<MaxTextConfig> c = read(
+        yaml, diags, {"ici_tensor_parallelism=8", "max_target_length=1_024"});
+    REQUIRE(c);
+    CHECK(c->axes[7].ici.value == 8);
+    CHECK(c->max_target_length->value == 1024);
+    CHECK(maxtext_source(c->axes[7].ici.at)
+          == "--maxtext-config ici_tensor_parallelism=8");
+    CHECK(mesh_of(yaml, 64, 1, {"ici_tensor_parallelism=8"}).mesh
+          == "fsdp:8,tensor:8");
+  }
+  SECTION("a bad override is located in the argument") {
+    CHECK(mesh_error(yaml, 64, 1, {"ici_tensor_parallelism=x"})
+          == "--maxtext-config:1:24: error: ici_tensor_parallelism must be "
+             "an integer >= 1 or -1, got \"x\" [maxtext.bad-value]\n"
+             "  ici_tensor_parallelism=x\n"
+             "                         ^");
+  }
+  SECTION("a key no file has is MaxText's error, with a hint") {
+    Diagnostics diags;
+    CHECK_FALSE(read(yaml, diags, {"ici_tensr_parallelism=2"}));
+    REQUIRE(diags.has_errors());
+    const Diagnostic& d = diags.items().back();
+    CHECK(d.code == "maxtext.override");
+    CHECK(d.message
+          == "Key ici_tensr_parallelism was passed at the command line but "
+             "isn't in config");
+    CHECK(d.hint == "did you mean \"ici_tensor_parallelism\"?");
+  }
+  SECTION("not KEY=VALUE") {
+    CHECK(mesh_error(yaml, 64, 1, {"ici_tensor_parallelism"})
+              .starts_with("--maxtext-config:1:1: error: expected KEY=VALUE, "
+                           "got \"ici_tensor_parallelism\""));
+  }
+  SECTION("keys shardplan reads may be overridden when the file lacks them") {
+    Diagnostics diags;
+    std::optional<MaxTextConfig> c =
+        read(yaml, diags, {"dcn_fsdp_parallelism=2", "num_slices=2"});
+    REQUIRE(c);
+    CHECK(c->axes[2].dcn.value == 2);
+    CHECK(c->num_slices.value == 2);
+  }
+}
+
+TEST_CASE("maxtext: bad values are located errors", "[maxtext]") {
+  struct Case {
+    const char* yaml;
+    const char* error;
+  };
+  const Case cases[] = {
+      {"ici_fsdp_parallelism: \"4\"\n",
+       "cfg.yml:1:23: error: ici_fsdp_parallelism must be an integer >= 1 or "
+       "-1, got the string \"4\" [maxtext.bad-value]"},
+      {"x: 1\nici_data_parallelism: 0\n",
+       "cfg.yml:2:23: error: ici_data_parallelism must be an integer >= 1 or "
+       "-1, got \"0\" [maxtext.bad-value]"},
+      {"ici_data_parallelism: 99999999999999999999\n",
+       "cfg.yml:1:23: error: ici_data_parallelism must be an integer >= 1 or "
+       "-1, got \"99999999999999999999\" (out of range) [maxtext.bad-value]"},
+      {"max_target_length: 0\n",
+       "cfg.yml:1:20: error: max_target_length must be an integer >= 1, got "
+       "\"0\" [maxtext.bad-value]"},
+      {"allow_split_physical_axes: maybe\n",
+       "cfg.yml:1:28: error: allow_split_physical_axes must be true or false, "
+       "got \"maybe\" [maxtext.bad-value]"},
+      {"per_device_batch_size: -1\n",
+       "cfg.yml:1:24: error: per_device_batch_size must be a number > 0, got "
+       "\"-1\" [maxtext.bad-value]"},
+      {"weight_dtype: float33\n",
+       "cfg.yml:1:15: error: weight_dtype \"float33\" is not a dtype; did "
+       "you mean \"float32\"? [maxtext.bad-value]"},
+      {"mesh_axes: [data, data]\n",
+       "cfg.yml:1:19: error: mesh_axes names axis \"data\" twice "
+       "[maxtext.bad-value]"},
+      {"shard_mode: manual\n",
+       "cfg.yml:1:13: error: shard_mode must be \"auto\" or \"explicit\", got "
+       "\"manual\" [maxtext.bad-value]"},
+      {"logical_axis_rules: [[embed, tensr]]\n",
+       "cfg.yml:1:30: error: logical_axis_rules[0] names \"tensr\", which is "
+       "not in mesh_axes; did you mean \"tensor\"? [maxtext.bad-value]"},
+      {"logical_axis_rules: [[embed]]\n",
+       "cfg.yml:1:22: error: logical_axis_rules[0] must be a pair "
+       "[logical_name, mesh_axes], got a list of 1 items "
+       "[maxtext.bad-value]"},
+      {"- a\n- b\n",
+       "cfg.yml:1:1: error: expected a mapping of keys (\"key: value\" "
+       "lines), got a list [maxtext.syntax]"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.yaml);
+    Diagnostics diags;
+    CHECK_FALSE(read(c.yaml, diags));
+    const std::string e = test::first_error(diags);
+    CHECK(e.substr(0, e.find('\n')) == c.error);
+  }
+  SECTION("hints") {
+    Diagnostics diags;
+    CHECK_FALSE(read("logical_axis_rules: [[embed, tensr]]\n", diags));
+    CHECK(diags.items().back().hint == "did you mean \"tensor\"?");
+    Diagnostics remat;
+    CHECK_FALSE(read("remat_policy: minimall\n", remat));
+    CHECK(remat.items().back().hint == "did you mean \"minimal\"?");
+  }
+}
+
+TEST_CASE("maxtext: YAML syntax errors are located, never thrown",
+          "[maxtext]") {
+  for (const char* yaml : {"ici_fsdp_parallelism: [1, 2\n",
+                           "a: b\n  c: d\n",
+                           "a: *nowhere\n",
+                           "\t- x\n"}) {
+    INFO(yaml);
+    Diagnostics diags;
+    CHECK_FALSE(read(yaml, diags));
+    REQUIRE(diags.has_errors());
+    const Diagnostic& d = diags.items().back();
+    CHECK(d.code == "maxtext.syntax");
+    CHECK(d.location.source == "cfg.yml");
+    CHECK(d.location.line >= 1);
+    CHECK(d.message.starts_with("not valid YAML: "));
+  }
+  // An empty file is no mapping.
+  Diagnostics diags;
+  CHECK_FALSE(read("", diags));
+  CHECK(test::first_error(diags)
+        == "cfg.yml: error: expected a mapping of keys (\"key: value\" "
+           "lines), got an empty document [maxtext.syntax]");
+}
+
+TEST_CASE("maxtext: base_config is read first, a missing one noted",
+          "[maxtext]") {
+  SECTION("missing beside the file") {
+    Diagnostics diags;
+    std::optional<MaxTextConfig> c =
+        read_maxtext_config(data("child_missing_base.yml"), {}, diags);
+    REQUIRE(c);
+    REQUIRE_FALSE(diags.items().empty());
+    CHECK(diags.items()[0].code == "maxtext.base-config");
+    CHECK(diags.items()[0].severity == Severity::info);
+    CHECK(c->axes[7].ici.value == 2);
+  }
+  SECTION("found beside the file: the child's keys win") {
+    Diagnostics diags;
+    std::optional<MaxTextConfig> c =
+        read_maxtext_config(data("child.yml"), {}, diags);
+    INFO(test::first_error(diags));
+    REQUIRE(c);
+    CHECK(c->axes[7].ici.value == 2);            // child
+    CHECK(c->max_target_length->value == 4096);  // small.yml, the base
+    CHECK(c->max_target_length->at.source == data("small.yml"));
+  }
+}
+
+TEST_CASE("maxtext cli: plan takes the mesh and the rules of a config",
+          "[maxtext][cli]") {
+  const std::string config = data("small.yml");
+  test::CliResult r = test::run_cli({"plan",
+                                     "--topology",
+                                     "v5p-128",
+                                     "--model",
+                                     "llama-3-8b",
+                                     "--maxtext-config",
+                                     config,
+                                     "--format",
+                                     "json"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  json doc = json::parse(r.out);
+  // fsdp -1 and tensor 4 on the 64 devices of v5p-128.
+  REQUIRE(doc["mesh"]["axes"].size() == 2);
+  CHECK(doc["mesh"]["axes"][0]["name"] == "fsdp");
+  CHECK(doc["mesh"]["axes"][0]["size"] == 16);
+  CHECK(doc["mesh"]["axes"][1]["name"] == "tensor");
+  CHECK(doc["mesh"]["axes"][1]["size"] == 4);
+  // base.yml's rules: mlp -> tensor first, embed -> fsdp; norm -> tensor.
+  const json* up = tensor_of(doc, "model.layers.0.mlp.up_proj.weight");
+  REQUIRE(up);
+  CHECK((*up)["spec"] == json::array({"tensor", "fsdp"}));
+  const json* norm = tensor_of(doc, "model.norm.weight");
+  REQUIRE(norm);
+  CHECK((*norm)["spec"] == json::array({"tensor"}));
+
+  SECTION("logical_axis_rules of the config replace the preset's") {
+    // embed -> tensor comes first, then mlp -> fsdp: up_proj [mlp, embed]
+    // becomes [fsdp, tensor]; norm -> [] is replicated.
+    test::CliResult custom = test::run_cli(
+        {"plan",
+         "--topology",
+         "v5p-128",
+         "--model",
+         "llama-3-8b",
+         "--maxtext-config",
+         config,
+         "logical_axis_rules=[[embed, tensor], [mlp, fsdp], [norm, []]]",
+         "--format",
+         "json"});
+    INFO(custom.err);
+    REQUIRE(custom.code == 0);
+    json c = json::parse(custom.out);
+    const json* cup = tensor_of(c, "model.layers.0.mlp.up_proj.weight");
+    REQUIRE(cup);
+    CHECK((*cup)["spec"] == json::array({"fsdp", "tensor"}));
+    const json* cnorm = tensor_of(c, "model.norm.weight");
+    REQUIRE(cnorm);
+    CHECK((*cnorm)["spec"] == json::array({nullptr}));
+  }
+  SECTION("--rules wins over the config's rules") {
+    test::CliResult given = test::run_cli({"plan",
+                                           "--topology",
+                                           "v5p-128",
+                                           "--model",
+                                           "llama-3-8b",
+                                           "--maxtext-config",
+                                           data("large.yml"),
+                                           "--rules",
+                                           "fsdp",
+                                           "--format",
+                                           "json"});
+    INFO(given.err);
+    REQUIRE(given.code == 0);
+    CHECK(given.err.find("[maxtext.rules-ignored]") != std::string::npos);
+  }
+}
+
+TEST_CASE("maxtext cli: the workload keys flow into memory, flags win",
+          "[maxtext][cli]") {
+  auto memory = [](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"memory",
+                                     "--topology",
+                                     "v5p-128",
+                                     "--model",
+                                     "llama-3-8b",
+                                     "--recipe",
+                                     "adam",
+                                     "--format",
+                                     "json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    test::CliResult r = test::run_cli(args);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    return json::parse(r.out)["memory"];
+  };
+  // small.yml: max_target_length 4096, per_device_batch_size 2.0, remat
+  // full, weight_dtype bfloat16, on fsdp:16,tensor:4.
+  const json from_config = memory({"--maxtext-config", data("small.yml")});
+  const json from_flags = memory({"--mesh",
+                                  "fsdp:16,tensor:4",
+                                  "--rules",
+                                  "maxtext",
+                                  "--seq",
+                                  "4096",
+                                  "--per-device-batch",
+                                  "2",
+                                  "--remat",
+                                  "full",
+                                  "--param-dtype",
+                                  "bf16"});
+  REQUIRE(from_config.contains("activations"));
+  CHECK(from_config["activations"] == from_flags["activations"]);
+  CHECK(from_config["per_device"] == from_flags["per_device"]);
+  CHECK(from_config["per_device"]["activations"].get<int64_t>() > 0);
+
+  const json seq_flag =
+      memory({"--maxtext-config", data("small.yml"), "--seq", "1024"});
+  const json seq_1024 = memory({"--mesh",
+                                "fsdp:16,tensor:4",
+                                "--rules",
+                                "maxtext",
+                                "--seq",
+                                "1024",
+                                "--per-device-batch",
+                                "2",
+                                "--param-dtype",
+                                "bf16"});
+  CHECK(seq_flag["activations"] == seq_1024["activations"]);
+  // A quarter of the tokens: fewer bytes of activations.
+  CHECK(seq_flag["per_device"]["activations"].get<int64_t>()
+        < from_config["per_device"]["activations"].get<int64_t>());
+  // weight_dtype float32 against bfloat16: the same specs, and the params
+  // themselves take twice the bytes.
+  const json f32 =
+      memory({"--maxtext-config", data("small.yml"), "weight_dtype=float32"});
+  CHECK(f32["per_device"]["params"].get<int64_t>()
+        == 2 * from_config["per_device"]["params"].get<int64_t>());
+  // gradient_accumulation_steps=4: MaxText's global batch is
+  // per_device_batch_size x devices x steps = 2 x 64 x 4 = 512 sequences,
+  // run 4 microbatches of 128: --batch 512 --microbatches 4.
+  const json accumulated = memory(
+      {"--maxtext-config", data("small.yml"), "gradient_accumulation_steps=4"});
+  const json batch_512 = memory({"--mesh",
+                                 "fsdp:16,tensor:4",
+                                 "--rules",
+                                 "maxtext",
+                                 "--seq",
+                                 "4096",
+                                 "--batch",
+                                 "512",
+                                 "--microbatches",
+                                 "4",
+                                 "--param-dtype",
+                                 "bf16"});
+  CHECK(accumulated["activations"] == batch_512["activations"]);
+  CHECK(accumulated["activations"]["global_batch"] == 512);
+  CHECK(accumulated["activations"]["microbatches"] == 4);
+  // A stage axis splits per_device_batch_size x devices (128) into
+  // num_pipeline_microbatches: no more sequences a step.
+  const json pipelined = memory(
+      {"--maxtext-config", data("small.yml"), "num_pipeline_microbatches=4"});
+  CHECK(pipelined["activations"]["global_batch"] == 128);
+  CHECK(pipelined["activations"]["microbatches"] == 4);
+}
+
+TEST_CASE("maxtext cli: exit codes and messages", "[maxtext][cli]") {
+  const std::string config = data("small.yml");
+  SECTION("bad input is exit 2 with a located message") {
+    test::CliResult r = test::run_cli({"plan",
+                                       "--topology",
+                                       "v5p-128",
+                                       "--model",
+                                       "llama-3-8b",
+                                       "--maxtext-config",
+                                       config,
+                                       "ici_tensor_parallelism=3"});
+    CHECK(r.code == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err.find(config
+                     + ":3:23: error: Number of devices per slice 64 "
+                       "does not match the product of the ICI "
+                       "parallelism 63")
+          != std::string::npos);
+  }
+  SECTION("--mesh and --maxtext-config exclude each other") {
+    test::CliResult r = test::run_cli({"check",
+                                       "--topology",
+                                       "v5p-128",
+                                       "--model",
+                                       "llama-3-8b",
+                                       "--mesh",
+                                       "fsdp:64",
+                                       "--maxtext-config",
+                                       config,
+                                       "--specs",
+                                       "s.json"});
+    CHECK(r.code == 2);
+    CHECK(r.err.find("excludes") != std::string::npos);
+  }
+  SECTION("the devices are needed") {
+    test::CliResult r = test::run_cli(
+        {"plan", "--model", "llama-3-8b", "--maxtext-config", config});
+    CHECK(r.code == 2);
+    CHECK(r.err.find("--maxtext-config needs the devices")
+          != std::string::npos);
+  }
+  SECTION("a missing file names its path") {
+    test::CliResult r = test::run_cli({"plan",
+                                       "--devices",
+                                       "8",
+                                       "--model",
+                                       "llama-3-8b",
+                                       "--maxtext-config",
+                                       "no-such.yml"});
+    CHECK(r.code == 2);
+    CHECK(r.err.find("no-such.yml: error: cannot read file")
+          != std::string::npos);
+  }
+  SECTION("check and memory need --mesh without a config") {
+    test::CliResult r = test::run_cli({"memory",
+                                       "--devices",
+                                       "8",
+                                       "--model",
+                                       "llama-3-8b",
+                                       "--rules",
+                                       "fsdp"});
+    CHECK(r.code == 2);
+    CHECK(r.err.find("--mesh is required") != std::string::npos);
+  }
+  SECTION("a manifest alone: the workload keys are noted, not used") {
+    test::CliResult r =
+        test::run_cli({"plan",
+                       "--devices",
+                       "64",
+                       "--manifest",
+                       std::string(SHARDPLAN_SOURCE_DIR)
+                           + "/configs/examples/tiny-llama.json",
+                       "--maxtext-config",
+                       config});
+    CHECK(r.code == 0);
+    CHECK(r.err.find("[maxtext.workload-ignored]") != std::string::npos);
+  }
+}
+
+TEST_CASE("maxtext cli: search takes the workload and names axes as MaxText",
+          "[maxtext][cli]") {
+  test::CliResult r = test::run_cli({"search",
+                                     "--topology",
+                                     "v5p-128",
+                                     "--model",
+                                     "llama-3-8b",
+                                     "--maxtext-config",
+                                     test::data_path("maxtext/small.yml"),
+                                     "--top",
+                                     "3",
+                                     "--format",
+                                     "json"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  json doc = json::parse(r.out);
+  CHECK(doc["workload"]["seq"] == 4096);
+  bool tensor_named = false;
+  for (const json& c : doc["candidates"]) {
+    const std::string mesh = c["mesh"];
+    CHECK(mesh.find("tp") == std::string::npos);
+    tensor_named = tensor_named || mesh.find("tensor:") != std::string::npos;
+  }
+  CHECK(tensor_named);
+}
