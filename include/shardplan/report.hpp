@@ -306,6 +306,9 @@ struct FoldedRow {
   std::string name;
   std::string rest;
   size_t count = 1;
+  // The input rows it stands for (indices into the rows given), ascending;
+  // count of them.
+  std::vector<size_t> members;
 };
 
 // Folds rows whose names differ only in dot-separated integer components
