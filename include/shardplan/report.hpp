@@ -172,6 +172,9 @@ struct CheckReport {
   // and on a topology the step's time.
   const ActivationEstimate* activations = nullptr;
   const StepEstimate* step = nullptr;
+  // The mesh laid on the topology (html draws its device grid); null
+  // without a topology, or when the mesh does not cover its devices.
+  const MeshLayout* layout = nullptr;
 };
 
 // `reshard` (docs/reshard.md): a plan moving a manifest's tensors from one
@@ -238,8 +241,9 @@ bool has_renderer(View view, Format format);
 
 // The formats that at least one of `views` has a renderer for, in the order
 // of k_formats: what --format offers on a command that shows `views`.
-// formats_of({View::mesh}) is {text, json}; formats_of({View::plan,
-// View::explain, View::preset_list}) is {text, json, markdown, github}.
+// formats_of({View::topology_list}) is {text, json}; formats_of({View::plan,
+// View::explain, View::preset_list}) is {text, json, markdown, github,
+// html}.
 std::vector<Format> formats_of(std::initializer_list<View> views);
 
 // Where a document goes as it is written: called with each piece, in order.

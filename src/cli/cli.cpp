@@ -471,7 +471,8 @@ int finish_check(View view,
       rules,
       plan,
       in.training.activations ? &*in.training.activations : nullptr,
-      step ? &*step : nullptr};
+      step ? &*step : nullptr,
+      in.layout ? &*in.layout : nullptr};
   return session.finish(
       report, diags.has_errors() ? ExitCode::plan_errors : ExitCode::ok);
 }

@@ -242,16 +242,22 @@ TEST_CASE("report: each command's --format offers what its views render",
           "[report]") {
   using F = std::vector<Format>;
   const F text_json = {Format::text, Format::json};
-  const F all = {Format::text, Format::json, Format::markdown, Format::github};
+  const F text_json_html = {Format::text, Format::json, Format::html};
+  const F all = {Format::text,
+                 Format::json,
+                 Format::markdown,
+                 Format::github,
+                 Format::html};
   // The views each subcommand shows, as src/cli/ passes them to add_common.
-  CHECK(formats_of({View::mesh}) == text_json);
+  CHECK(formats_of({View::mesh}) == text_json_html);
   CHECK(formats_of({View::topology_list}) == text_json);
   CHECK(formats_of({View::topology_show}) == text_json);
   CHECK(formats_of({View::manifest, View::model_list}) == text_json);
   CHECK(formats_of({View::plan, View::explain, View::preset_list}) == all);
   CHECK(formats_of({View::check}) == all);
-  CHECK(formats_of({View::memory}) == text_json);
-  CHECK(formats_of({View::reshard}) == text_json);
+  CHECK(formats_of({View::memory}) == text_json_html);
+  CHECK(formats_of({View::reshard}) == text_json_html);
+  CHECK(formats_of({View::search}) == text_json_html);
   CHECK(formats_of({}).empty());
   // Every format a command offers has a renderer of the view it shows by
   // default; its other views fall back to text.
