@@ -8,6 +8,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev catch2
   libsimdjson-dev libre2-dev clang-format
   clang libclang-rt-dev  # the fuzz preset: clang and libFuzzer's runtime
+  python3 chromium       # the HTML reports' browser test (tests/browser/)
 )
 
 missing=()
