@@ -403,7 +403,7 @@ TEST_CASE("report: every view renders in every format, else as text",
     CHECK(json.starts_with("{\n  \"schema_version\": 1,\n"));
     CHECK(json.back() == '\n');
     CHECK(nlohmann::json::accept(json));
-    for (Format format : {Format::markdown, Format::github}) {
+    for (Format format : {Format::markdown, Format::github, Format::html}) {
       const std::string doc = render(report, format, none).str();
       if (has_renderer(view, format)) {
         CHECK(doc != text);
