@@ -530,6 +530,9 @@ std::string mesh_html(const MeshReport& report, const Diagnostics& diags) {
   out += title_block("shardplan mesh", lines, &diags);
   out += diagnostics_section(
       diags, [](const std::string&) { return std::optional<size_t>(); });
+  // The picture first: the axes' tables follow it.
+  out += device_grid_section(
+      mesh, topology != nullptr ? &layout : nullptr, topology);
   out += section_start("axes", "Axes");
   std::vector<std::vector<std::string>> rows = {
       {"axis", "size", "ici", "dcn", "type"}};
@@ -573,8 +576,6 @@ std::string mesh_html(const MeshReport& report, const Diagnostics& diags) {
     out += "<p>" + html(hosts) + "</p>\n";
   }
   out += k_section_end;
-  out += device_grid_section(
-      mesh, topology != nullptr ? &layout : nullptr, topology);
   out += page_end();
   return out;
 }

@@ -253,6 +253,7 @@ constexpr std::string_view k_script = R"JS(
       }
     });
   }
+  document.querySelectorAll('select.axis').forEach(colourBy);
   applyFragment();
   window.addEventListener('hashchange', applyFragment);
   document.body.setAttribute('data-ready', '1');
