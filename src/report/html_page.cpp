@@ -525,8 +525,12 @@ std::string axis_select(const Mesh& mesh, std::string_view grid_id) {
     std::string inks;
     for (int64_t c = 0; c < a.size; ++c) {
       const std::string_view fill = coordinate_colour(c, a.size);
-      fills += (c > 0 ? " " : "") + std::string(fill);
-      inks += (c > 0 ? " " : "") + std::string(text_colour(fill));
+      if (c > 0) {
+        fills += ' ';
+        inks += ' ';
+      }
+      fills += fill;
+      inks += text_colour(fill);
     }
     fmt::format_to(std::back_inserter(out),
                    "<option value=\"{}\" data-name=\"{}\" data-fills=\"{}\" "
