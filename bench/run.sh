@@ -169,3 +169,15 @@ echo "   shared work (-v): $("$shardplan" search --topology 2xv5p-1024 \
   --model deepseek-v3 --seq 4096 --per-device-batch 1 \
   --remat full,minimal,save_qkv_proj --allow-split-physical-axes -v 2>&1 \
   >/dev/null | sed -n 's/.*search: \([0-9]* of\)/\1/p')"
+echo
+echo "== plan --format html against plan's text, --model deepseek-v3 on"
+echo "   v5p-512 as fsdp:64,tp:4 with a workload (whole processes, median of"
+echo "   5; the page folds layers: ~92k tensors in a few dozen rows)"
+set -- --topology v5p-512 --mesh fsdp:64,tp:4 --model deepseek-v3 --recipe adam \
+  --seq 4096 --batch 64
+text=$(median_run "$shardplan" plan "$@")
+page="$tmp/shardplan-bench-deepseek.html"
+html=$(median_run "$shardplan" plan "$@" --format html -o "$page")
+echo "plan (text):          $text (s, KiB)"
+echo "plan --format html:   $html (s, KiB): ratio" \
+  "$(ratio "${html%% *}" "${text%% *}"), page $(wc -c <"$page") bytes"

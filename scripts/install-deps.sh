@@ -9,6 +9,7 @@ packages=(
   libsimdjson-dev libre2-dev libyaml-cpp-dev clang-format
   clang libclang-rt-dev  # the fuzz preset: clang and libFuzzer's runtime
   python3 python3-yaml  # the paste-back round trip (tests/paste_back/)
+  chromium              # the HTML reports' browser test (tests/browser/)
 )
 
 missing=()

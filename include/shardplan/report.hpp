@@ -95,13 +95,11 @@ inline constexpr std::array<View, 12> k_views = {View::mesh,
 // What each view renders. Each refers to data its caller holds.
 
 // What the paste-back formats (jax, maxtext; DESIGN.md 10) write beyond
-// the report: the command that made it, and how JAX is to lay the mesh out
-// (the layout shardplan computed, and whether axes could split physical
-// ones).
+// the report: the command that made it, and whether JAX is to let mesh axes
+// split physical ones.
 struct Provenance {
   std::string command_line;  // "shardplan plan --model llama-3-8b ..."
   bool allow_split_physical_axes = false;
-  const MeshLayout* layout = nullptr;  // null without a topology
   // A line for the header (search: which candidate this is).
   std::string note;
 };
@@ -185,6 +183,9 @@ struct CheckReport {
   // and on a topology the step's time.
   const ActivationEstimate* activations = nullptr;
   const StepEstimate* step = nullptr;
+  // The mesh laid on the topology (html draws its device grid); null
+  // without a topology, or when the mesh does not cover its devices.
+  const MeshLayout* layout = nullptr;
   // For jax and maxtext: the command, the layout. With a workload, the
   // workload as given (MaxText's per_device_batch_size, remat_policy).
   const Provenance* provenance = nullptr;
@@ -260,8 +261,9 @@ bool has_renderer(View view, Format format);
 
 // The formats that at least one of `views` has a renderer for, in the order
 // of k_formats: what --format offers on a command that shows `views`.
-// formats_of({View::mesh}) is {text, json}; formats_of({View::plan,
-// View::explain, View::preset_list}) is {text, json, markdown, github}.
+// formats_of({View::topology_list}) is {text, json}; formats_of({View::plan,
+// View::explain, View::preset_list}) is {text, json, markdown, github,
+// html}.
 std::vector<Format> formats_of(std::initializer_list<View> views);
 
 // Where a document goes as it is written: called with each piece, in order.
@@ -328,6 +330,9 @@ struct FoldedRow {
   std::string name;
   std::string rest;
   size_t count = 1;
+  // The input rows it stands for (indices into the rows given), ascending;
+  // count of them.
+  std::vector<size_t> members;
 };
 
 // Folds rows whose names differ only in dot-separated integer components

@@ -181,10 +181,8 @@ int run_mesh(const MeshCommand& cmd, Session& session) {
   }
   spdlog::debug(
       "mesh {} resolved to {} devices", cmd.mesh, placed->mesh.num_devices());
-  const Provenance provenance{session.command_line(),
-                              cmd.allow_split_physical_axes,
-                              input.topology ? &placed->layout : nullptr,
-                              {}};
+  const Provenance provenance{
+      session.command_line(), cmd.allow_split_physical_axes, {}};
   return session.finish(
       MeshReport{placed->mesh, placed->layout, input.topology, &provenance},
       ExitCode::ok);
@@ -495,10 +493,8 @@ int finish_check(View view,
     }
     watch.lap("estimate the step");
   }
-  const Provenance provenance{session.command_line(),
-                              in.allow_split_physical_axes,
-                              in.layout ? &*in.layout : nullptr,
-                              session.note()};
+  const Provenance provenance{
+      session.command_line(), in.allow_split_physical_axes, session.note()};
   const CheckReport report{
       view,
       *in.mesh,
@@ -511,6 +507,7 @@ int finish_check(View view,
       plan,
       in.training.activations ? &*in.training.activations : nullptr,
       step ? &*step : nullptr,
+      in.layout ? &*in.layout : nullptr,
       &provenance};
   return session.finish(
       report, diags.has_errors() ? ExitCode::plan_errors : ExitCode::ok);

@@ -84,6 +84,11 @@ struct Row {
   uint64_t skeleton = 0;
   uint32_t rest = 0;  // an id: rows with equal rest text have equal ids
   size_t count = 1;
+  // The input rows it stands for, a chain through Folder::m_next from
+  // `head` to `tail` (input indices): merging appends a chain, allocating
+  // nothing.
+  uint32_t head = 0;
+  uint32_t tail = 0;
   // The row's numeric components, left to right:
   // m_spans[spans, spans + numerics).
   size_t spans = 0;
@@ -105,9 +110,11 @@ class Folder {
     // Rows often view one string for their rest: known by its address, it
     // is not hashed again.
     std::unordered_map<const char*, uint32_t> rest_at;
+    m_next.assign(input.size(), k_end);
     for (const NameRowRef& r : input) {
       Row row;
       row.text = r.name;
+      row.head = row.tail = static_cast<uint32_t>(&r - input.data());
       auto seen = rest_at.find(r.rest.data());
       if (seen != rest_at.end()
           && m_rests[seen->second].size() == r.rest.size()) {
@@ -161,8 +168,16 @@ class Folder {
     std::vector<FoldedRow> out;
     out.reserve(m_rows.size());
     for (const Row& row : m_rows) {
-      out.push_back(
-          {std::string(row.text), std::string(m_rests[row.rest]), row.count});
+      std::vector<size_t> members;
+      members.reserve(row.count);
+      for (uint32_t i = row.head; i != k_end; i = m_next[i]) {
+        members.push_back(i);
+      }
+      std::sort(members.begin(), members.end());
+      out.push_back({std::string(row.text),
+                     std::string(m_rests[row.rest]),
+                     row.count,
+                     std::move(members)});
     }
     return out;
   }
@@ -233,6 +248,8 @@ class Folder {
     }
     append_values(row, j, values);
     g.count += row.count;
+    m_next[g.tail] = row.head;
+    g.tail = row.tail;
     return true;
   }
 
@@ -349,6 +366,10 @@ class Folder {
       m_touched_pass;  // per m_values entry: last pass + 1 that merged into it
   std::deque<std::string> m_texts;  // texts of rows that absorbed others
   size_t m_passes = 0;
+  // The member chains of the rows: the next input row of the same folded
+  // row, or k_end.
+  static constexpr uint32_t k_end = UINT32_MAX;
+  std::vector<uint32_t> m_next;
 };
 
 }  // namespace

@@ -169,6 +169,7 @@ MeshCall mesh_call(const Mesh& mesh,
 // The header, the imports and the mesh: shared by every document.
 std::string mesh_module(const Mesh& mesh,
                         const Topology* topology,
+                        const MeshLayout* layout,
                         const Provenance* provenance,
                         std::string_view what) {
   const bool allow_split =
@@ -214,8 +215,6 @@ std::string mesh_module(const Mesh& mesh,
     out += fmt::format("ICI_SHAPE = {}\n", py_ints(mesh.ici_shape()));
     out += fmt::format("DCN_SHAPE = {}\n", py_ints(mesh.dcn_shape()));
   }
-  const MeshLayout* layout =
-      provenance != nullptr ? provenance->layout : nullptr;
   const bool listed = layout != nullptr && topology != nullptr
                       && mesh.num_devices() <= k_max_listed_devices;
   if (listed) {
@@ -286,14 +285,18 @@ std::string mesh_module(const Mesh& mesh,
 }  // namespace
 
 std::string mesh_jax(const MeshReport& report) {
-  return mesh_module(
-      report.mesh, report.topology, report.provenance, "The mesh of a plan");
+  return mesh_module(report.mesh,
+                     report.topology,
+                     report.topology != nullptr ? &report.layout : nullptr,
+                     report.provenance,
+                     "The mesh of a plan");
 }
 
 std::string plan_jax(const CheckReport& report, const Diagnostics& diags) {
   (void)diags;
   std::string out = mesh_module(report.mesh,
                                 report.topology,
+                                report.layout,
                                 report.provenance,
                                 "The mesh and partition specs of a plan");
   // One row per tensor with a spec, folded across layers and experts.

@@ -59,6 +59,7 @@ struct Renderer {
 constexpr Renderer k_renderers[] = {
     {View::mesh, Format::text, whole<MeshReport, mesh_text>},
     {View::mesh, Format::json, whole<MeshReport, mesh_json>},
+    {View::mesh, Format::html, whole<MeshReport, mesh_html>},
     {View::topology_list,
      Format::text,
      whole<TopologyListReport, topology_list_text>},
@@ -85,16 +86,20 @@ constexpr Renderer k_renderers[] = {
     {View::plan, Format::json, streamed<CheckReport, write_check_json>},
     {View::plan, Format::markdown, whole<CheckReport, check_markdown>},
     {View::plan, Format::github, whole<CheckReport, check_github>},
+    {View::plan, Format::html, whole<CheckReport, check_html>},
     {View::explain, Format::text, whole<ExplainReport, explain_text>},
     {View::explain, Format::json, whole<ExplainReport, explain_json>},
     {View::check, Format::text, whole<CheckReport, check_text>},
     {View::check, Format::json, streamed<CheckReport, write_check_json>},
     {View::check, Format::markdown, whole<CheckReport, check_markdown>},
     {View::check, Format::github, whole<CheckReport, check_github>},
+    {View::check, Format::html, whole<CheckReport, check_html>},
     {View::memory, Format::text, whole<CheckReport, memory_text>},
     {View::memory, Format::json, streamed<CheckReport, write_check_json>},
+    {View::memory, Format::html, whole<CheckReport, check_html>},
     {View::reshard, Format::text, whole<ReshardReport, reshard_text>},
     {View::reshard, Format::json, streamed<ReshardReport, write_reshard_json>},
+    {View::reshard, Format::html, whole<ReshardReport, reshard_html>},
     {View::search, Format::text, whole<SearchReport, search_text>},
     {View::search, Format::json, whole<SearchReport, search_json>},
     // The paste-back formats (DESIGN.md 10); search writes its winner's
@@ -105,6 +110,7 @@ constexpr Renderer k_renderers[] = {
     {View::plan, Format::maxtext, whole<CheckReport, plan_maxtext>},
     {View::check, Format::jax, whole<CheckReport, plan_jax>},
     {View::check, Format::maxtext, whole<CheckReport, plan_maxtext>},
+    {View::search, Format::html, whole<SearchReport, search_html>},
 };
 
 constexpr const Renderer* find_renderer(View view, Format format) {

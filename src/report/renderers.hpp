@@ -107,6 +107,13 @@ void write_reshard_json(const ReshardReport& report,
                         const WriteText& write);
 std::string reshard_text(const ReshardReport& report, const Diagnostics& diags);
 
+// report/html.cpp: every view's --format html (DESIGN.md section 11).
+std::string mesh_html(const MeshReport& report, const Diagnostics& diags);
+// check's, memory's and plan's.
+std::string check_html(const CheckReport& report, const Diagnostics& diags);
+std::string reshard_html(const ReshardReport& report, const Diagnostics& diags);
+std::string search_html(const SearchReport& report, const Diagnostics& diags);
+
 // report/search.cpp
 std::string search_text(const SearchReport& report, const Diagnostics& diags);
 std::string search_json(const SearchReport& report, const Diagnostics& diags);

@@ -45,6 +45,10 @@ expect_exit(2 mesh --mesh dp:2,tp:x --devices 8)
 expect_exit(2 mesh --mesh dp:2,tp:4 --devices 7)
 expect_exit(2 mesh --mesh dp:2 --format yaml)
 expect_exit(2 mesh --mesh dp:2,tp:x --format json)
+# html: bad input writes nothing to stdout (checked below for exit 2).
+expect_exit(0 mesh --mesh dp:2,tp:4 --devices 8 --format html)
+expect_exit(2 mesh --mesh dp:2,tp:x --devices 8 --format html)
+expect_exit(2 mesh --mesh dp:2,tp:4 --topology v5e-16 --format html)
 expect_exit(2 manifest --manifest ${DATA}/does-not-exist.json)
 expect_exit(2 manifest --manifest ${DATA})
 

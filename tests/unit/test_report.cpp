@@ -242,24 +242,30 @@ TEST_CASE("report: each command's --format offers what its views render",
           "[report]") {
   using F = std::vector<Format>;
   const F text_json = {Format::text, Format::json};
+  const F text_json_html = {Format::text, Format::json, Format::html};
   const F all = {Format::text,
                  Format::json,
                  Format::markdown,
                  Format::github,
                  Format::jax,
-                 Format::maxtext};
+                 Format::maxtext,
+                 Format::html};
   // The views each subcommand shows, as src/cli/ passes them to add_common
   // (search adds jax and maxtext: its winner's plan).
   CHECK(formats_of({View::mesh})
-        == F{Format::text, Format::json, Format::jax, Format::maxtext});
-  CHECK(formats_of({View::search}) == text_json);
+        == F{Format::text,
+             Format::json,
+             Format::jax,
+             Format::maxtext,
+             Format::html});
   CHECK(formats_of({View::topology_list}) == text_json);
   CHECK(formats_of({View::topology_show}) == text_json);
   CHECK(formats_of({View::manifest, View::model_list}) == text_json);
   CHECK(formats_of({View::plan, View::explain, View::preset_list}) == all);
   CHECK(formats_of({View::check}) == all);
-  CHECK(formats_of({View::memory}) == text_json);
-  CHECK(formats_of({View::reshard}) == text_json);
+  CHECK(formats_of({View::memory}) == text_json_html);
+  CHECK(formats_of({View::reshard}) == text_json_html);
+  CHECK(formats_of({View::search}) == text_json_html);
   CHECK(formats_of({}).empty());
   // Every format a command offers has a renderer of the view it shows by
   // default; its other views fall back to text.
@@ -405,7 +411,7 @@ TEST_CASE("report: every view renders in every format, else as text",
     CHECK(json.starts_with("{\n  \"schema_version\": 1,\n"));
     CHECK(json.back() == '\n');
     CHECK(nlohmann::json::accept(json));
-    for (Format format : {Format::markdown, Format::github}) {
+    for (Format format : {Format::markdown, Format::github, Format::html}) {
       const std::string doc = render(report, format, none).str();
       if (has_renderer(view, format)) {
         CHECK(doc != text);

@@ -304,3 +304,55 @@ TEST_CASE("report: property: folding agrees with the plain fold",
   INFO(fmt::format("{}", fmt::join(folded_names(rows), "\n")));
   CHECK(folded_names(rows) == reference_fold(rows));
 }
+
+TEST_CASE("report: a folded row lists the input rows it stands for",
+          "[report][fold]") {
+  // Rows 0..5: experts {0,1} of layers {0,1,2} in layer-major order, then an
+  // unrelated row, then layer 3 with experts {0,1} of another rest; the
+  // members of each folded row are the input indices, ascending, whatever
+  // the order the passes merged them in.
+  std::vector<NameRow> rows;
+  for (int layer = 0; layer < 3; ++layer) {
+    for (int expert = 0; expert < 2; ++expert) {
+      rows.push_back(
+          {fmt::format("layers.{}.experts.{}.w", layer, expert), "ep"});
+    }
+  }
+  rows.push_back({"head", "tp"});
+  rows.push_back({"layers.3.experts.0.w", "tp"});
+  rows.push_back({"layers.3.experts.1.w", "tp"});
+  std::vector<NameRowRef> refs;
+  for (const NameRow& r : rows) {
+    refs.push_back({r.name, r.rest});
+  }
+  const std::vector<FoldedRow> folded = fold_row_refs(refs);
+  REQUIRE(folded.size() == 3);
+  CHECK(folded[0].name == "layers.{0..2}.experts.{0..1}.w");
+  CHECK(folded[0].members == std::vector<size_t>{0, 1, 2, 3, 4, 5});
+  CHECK(folded[1].name == "head");
+  CHECK(folded[1].members == std::vector<size_t>{6});
+  CHECK(folded[2].name == "layers.3.experts.{0..1}.w");
+  CHECK(folded[2].members == std::vector<size_t>{7, 8});
+  // Every input row is a member of exactly one row, and count says how
+  // many (random names, some folding, some not).
+  std::mt19937 rng(7);
+  std::vector<NameRow> random_rows;
+  for (int i = 0; i < 500; ++i) {
+    random_rows.push_back({fmt::format("a.{}.b.{}.c", rng() % 7, rng() % 5),
+                           rng() % 3 == 0 ? "x" : "y"});
+  }
+  std::vector<NameRowRef> random_refs;
+  for (const NameRow& r : random_rows) {
+    random_refs.push_back({r.name, r.rest});
+  }
+  std::vector<int> seen(random_rows.size(), 0);
+  for (const FoldedRow& r : fold_row_refs(random_refs)) {
+    CHECK(r.members.size() == r.count);
+    CHECK(std::is_sorted(r.members.begin(), r.members.end()));
+    for (size_t m : r.members) {
+      ++seen[m];
+      CHECK(random_rows[m].rest == r.rest);
+    }
+  }
+  CHECK(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+}
