@@ -67,6 +67,7 @@ struct SearchCandidate {
   int64_t gather_buffer = 0;
   int64_t max_device_total = 0;
   std::optional<int64_t> hbm_bytes;
+  std::optional<int64_t> capacity_bytes;  // usable: HBM less the headroom
   std::optional<double> utilization;
   int64_t activations = 0;
   // step

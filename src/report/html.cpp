@@ -509,6 +509,23 @@ std::string check_html(const CheckReport& r, const Diagnostics& diags) {
   return out;
 }
 
+std::string table_doc_html(const TableDoc& doc) {
+  std::string out = page_start(doc.title);
+  out += title_block(doc.title, doc.lines, nullptr);
+  for (size_t i = 0; i < doc.tables.size(); ++i) {
+    const TableDoc::Table& t = doc.tables[i];
+    out += section_start(fmt::format("table-{}", i),
+                         t.caption.empty() ? doc.title : t.caption);
+    out += plain_table(t.rows);
+    out += k_section_end;
+  }
+  if (!doc.note.empty()) {
+    out += "<p>" + html(doc.note) + "</p>\n";
+  }
+  out += page_end();
+  return out;
+}
+
 std::string mesh_html(const MeshReport& report, const Diagnostics& diags) {
   const Mesh& mesh = report.mesh;
   const MeshLayout& layout = report.layout;
@@ -876,15 +893,15 @@ std::string search_html(const SearchReport& r, const Diagnostics& diags) {
   out += diagnostics_section(
       diags, [](const std::string&) { return std::optional<size_t>(); });
 
-  // The scatter: step time against memory per device, the HBM line, the
-  // winner marked. Candidates without a step estimate are not drawn.
+  // The scatter: step time against memory per device, the usable-HBM line,
+  // the winner marked. Candidates without a step estimate are not drawn.
   out += section_start("scatter", "Step time against memory per device");
   double max_x = 1;
   double max_y = 0;
-  std::optional<int64_t> hbm;
+  std::optional<int64_t> hbm;  // usable: HBM less the headroom
   for (const SearchCandidate& c : res.candidates) {
-    if (c.hbm_bytes) {
-      hbm = c.hbm_bytes;
+    if (c.capacity_bytes) {
+      hbm = c.capacity_bytes;
     }
     if (!c.step) {
       continue;
@@ -954,7 +971,7 @@ std::string search_html(const SearchReport& r, const Diagnostics& diags) {
                    "x1=\"{1:.1f}\" x2=\"{1:.1f}\" y1=\"{2}\" y2=\"{3}\" "
                    "stroke=\"#000\" stroke-width=\"2\" "
                    "stroke-dasharray=\"4 3\"/><text x=\"{4:.1f}\" y=\"{5}\" "
-                   "text-anchor=\"end\">HBM {6}</text></g>\n",
+                   "text-anchor=\"end\">usable HBM {6}</text></g>\n",
                    *hbm,
                    px(static_cast<double>(*hbm)),
                    k_top,
@@ -1025,7 +1042,8 @@ std::string search_html(const SearchReport& r, const Diagnostics& diags) {
   out +=
       "</svg>\n<figcaption class=\"muted\">Each point a candidate: "
       "ranked (filled circle), dropped (x), the winner (diamond); the "
-      "dashed line is HBM per device. Hover a point for its "
+      "dashed line is the usable HBM per device (less the headroom). Hover "
+      "a point for its "
       "figures.</figcaption>\n</figure>\n";
   out += k_section_end;
 

@@ -45,15 +45,17 @@ std::string manifest_json(const ManifestReport& report,
   return dump(j);
 }
 
-std::string manifest_text(const ManifestReport& report) {
+TableDoc manifest_doc(const ManifestReport& report) {
   const Manifest& manifest = report.manifest;
-  std::string out =
-      fmt::format("manifest {}: {} tensors, {} parameters, {} bytes ({})\n\n",
+  TableDoc doc;
+  doc.title = "shardplan manifest " + manifest.source;
+  doc.lines.push_back(
+      fmt::format("manifest {}: {} tensors, {} parameters, {} bytes ({})",
                   manifest.source,
                   with_commas(static_cast<int64_t>(manifest.size())),
                   with_commas(manifest.total_elements()),
                   with_commas(manifest.total_bytes()),
-                  human_bytes(manifest.total_bytes()));
+                  human_bytes(manifest.total_bytes())));
 
   struct Totals {
     int64_t tensors = 0;
@@ -76,7 +78,7 @@ std::string manifest_text(const ManifestReport& report) {
                     with_commas(s.bytes),
                     human_bytes(s.bytes)});
   }
-  out += table(rows);
+  doc.tables.push_back({"", std::move(rows)});
 
   std::vector<size_t> order(manifest.size());
   std::iota(order.begin(), order.end(), size_t{0});
@@ -91,7 +93,6 @@ std::string manifest_text(const ManifestReport& report) {
                       }
                       return a < b;
                     });
-  out += fmt::format("\nlargest tensors:\n");
   std::vector<std::vector<std::string>> big = {
       {"tensor", "shape", "dtype", "bytes", ""}};
   for (size_t i = 0; i < top; ++i) {
@@ -102,8 +103,12 @@ std::string manifest_text(const ManifestReport& report) {
                    with_commas(t.num_bytes),
                    human_bytes(t.num_bytes)});
   }
-  out += table(big);
-  return out;
+  doc.tables.push_back({"largest tensors", std::move(big)});
+  return doc;
+}
+
+std::string manifest_text(const ManifestReport& report) {
+  return table_doc_text(manifest_doc(report));
 }
 
 std::string model_list_json(const ModelListReport& report) {
@@ -120,7 +125,9 @@ std::string model_list_json(const ModelListReport& report) {
   return dump(j);
 }
 
-std::string model_list_text(const ModelListReport& report) {
+TableDoc model_list_doc(const ModelListReport& report) {
+  TableDoc doc;
+  doc.title = "shardplan manifest --model list";
   std::vector<std::vector<std::string>> rows = {
       {"model", "architecture", "parameters", "tensors"}};
   for (const BuiltinModel& m : report.models) {
@@ -129,7 +136,12 @@ std::string model_list_text(const ModelListReport& report) {
                     with_commas(m.parameters),
                     with_commas(m.tensors)});
   }
-  return table(rows);
+  doc.tables.push_back({"", std::move(rows)});
+  return doc;
+}
+
+std::string model_list_text(const ModelListReport& report) {
+  return table_doc_text(model_list_doc(report));
 }
 
 }  // namespace shardplan::report_detail

@@ -49,6 +49,20 @@ Document streamed(const Report& report, const Diagnostics& diags) {
   });
 }
 
+// The views that are a few lines and tables, as pages.
+std::string topology_list_html(const TopologyListReport& report) {
+  return table_doc_html(topology_list_doc(report));
+}
+std::string topology_show_html(const TopologyShowReport& report) {
+  return table_doc_html(topology_show_doc(report));
+}
+std::string manifest_html(const ManifestReport& report) {
+  return table_doc_html(manifest_doc(report));
+}
+std::string model_list_html(const ModelListReport& report) {
+  return table_doc_html(model_list_doc(report));
+}
+
 struct Renderer {
   View view;
   Format format;
@@ -111,6 +125,14 @@ constexpr Renderer k_renderers[] = {
     {View::check, Format::jax, whole<CheckReport, plan_jax>},
     {View::check, Format::maxtext, whole<CheckReport, plan_maxtext>},
     {View::search, Format::html, whole<SearchReport, search_html>},
+    {View::topology_list,
+     Format::html,
+     whole<TopologyListReport, topology_list_html>},
+    {View::topology_show,
+     Format::html,
+     whole<TopologyShowReport, topology_show_html>},
+    {View::manifest, Format::html, whole<ManifestReport, manifest_html>},
+    {View::model_list, Format::html, whole<ModelListReport, model_list_html>},
 };
 
 constexpr const Renderer* find_renderer(View view, Format format) {

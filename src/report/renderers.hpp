@@ -5,6 +5,8 @@
 // the way in). A renderer returns its document whole, or, for the large
 // JSON documents, hands it to `write` in pieces.
 
+#include "report/text.hpp"
+
 #include <shardplan/diag.hpp>
 #include <shardplan/report.hpp>
 
@@ -25,6 +27,10 @@ std::string mesh_text(const MeshReport& report);
 
 // report/topology.cpp
 std::string topology_list_json(const TopologyListReport& report);
+// Their documents as summary lines and tables (text.hpp's TableDoc), which
+// the text and HTML renderers share.
+TableDoc topology_list_doc(const TopologyListReport& report);
+TableDoc topology_show_doc(const TopologyShowReport& report);
 std::string topology_list_text(const TopologyListReport& report);
 std::string topology_show_json(const TopologyShowReport& report);
 std::string topology_show_text(const TopologyShowReport& report);
@@ -32,6 +38,8 @@ std::string topology_show_text(const TopologyShowReport& report);
 // report/manifest.cpp
 std::string manifest_json(const ManifestReport& report,
                           const Diagnostics& diags);
+TableDoc manifest_doc(const ManifestReport& report);
+TableDoc model_list_doc(const ModelListReport& report);
 std::string manifest_text(const ManifestReport& report);
 std::string model_list_json(const ModelListReport& report);
 std::string model_list_text(const ModelListReport& report);
@@ -113,6 +121,8 @@ std::string mesh_html(const MeshReport& report, const Diagnostics& diags);
 std::string check_html(const CheckReport& report, const Diagnostics& diags);
 std::string reshard_html(const ReshardReport& report, const Diagnostics& diags);
 std::string search_html(const SearchReport& report, const Diagnostics& diags);
+// A TableDoc as a page: topology list and show, manifest, the model list.
+std::string table_doc_html(const TableDoc& doc);
 
 // report/search.cpp
 std::string search_text(const SearchReport& report, const Diagnostics& diags);

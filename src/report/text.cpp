@@ -41,6 +41,32 @@ std::string human_bytes(int64_t bytes) {
   return fmt::format("{:.2f} {}", value, k_units[unit]);
 }
 
+std::string table_doc_text(const TableDoc& doc) {
+  std::string out;
+  for (const std::string& line : doc.lines) {
+    out += line;
+    out += '\n';
+  }
+  if (!doc.lines.empty()) {
+    out += '\n';
+  }
+  for (size_t i = 0; i < doc.tables.size(); ++i) {
+    const TableDoc::Table& t = doc.tables[i];
+    if (!t.caption.empty()) {
+      out += i > 0 ? "\n" : "";
+      out += t.caption;
+      out += ":\n";
+    }
+    out += table(t.rows);
+  }
+  if (!doc.note.empty()) {
+    out += '\n';
+    out += doc.note;
+    out += '\n';
+  }
+  return out;
+}
+
 std::string table(const std::vector<std::vector<std::string>>& rows) {
   if (rows.empty()) {
     return "";

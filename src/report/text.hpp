@@ -40,6 +40,23 @@ std::string seconds_text(double seconds);
 // REQUIRES: every row has as many cells as the first
 std::string table(const std::vector<std::vector<std::string>>& rows);
 
+// A document of a few summary lines and captioned tables (topology list
+// and show, manifest, the model list): their text and HTML renderers
+// render the same one.
+struct TableDoc {
+  std::string title;               // "shardplan topology"
+  std::vector<std::string> lines;  // the summary, a line each
+  struct Table {
+    std::string caption;                         // "" for none
+    std::vector<std::vector<std::string>> rows;  // the first is the header
+  };
+  std::vector<Table> tables;
+  std::string note;  // a closing sentence, or ""
+};
+// The lines, a blank line, each table (a caption as "\ncaption:\n"), the
+// note after a blank line.
+std::string table_doc_text(const TableDoc& doc);
+
 // The end of a text report: "ok", "ok, 2 warnings", "3 errors, 1 warning".
 std::string verdict(const Diagnostics& diags);
 // The message and, after "; ", the hint (as JSON, markdown and github give

@@ -44,7 +44,9 @@ std::string topology_list_json(const TopologyListReport& report) {
   return dump(j);
 }
 
-std::string topology_list_text(const TopologyListReport& report) {
+TableDoc topology_list_doc(const TopologyListReport& report) {
+  TableDoc doc;
+  doc.title = "shardplan topology list";
   std::vector<std::vector<std::string>> rows = {{"name",
                                                  "kind",
                                                  "devices",
@@ -59,9 +61,15 @@ std::string topology_list_text(const TopologyListReport& report) {
                     capacity_text(t.figures.hbm_bytes_per_device.value),
                     links_text(t)});
   }
-  return table(rows)
-         + "\nAny size of these families also works by shape (v5p:4x4x12), and Kx "
-           "in front makes K slices (2xv5p-256).\n";
+  doc.tables.push_back({"", std::move(rows)});
+  doc.note =
+      "Any size of these families also works by shape (v5p:4x4x12), and Kx "
+      "in front makes K slices (2xv5p-256).";
+  return doc;
+}
+
+std::string topology_list_text(const TopologyListReport& report) {
+  return table_doc_text(topology_list_doc(report));
 }
 
 std::string topology_show_json(const TopologyShowReport& report) {
@@ -70,9 +78,11 @@ std::string topology_show_json(const TopologyShowReport& report) {
   return dump(j);
 }
 
-std::string topology_show_text(const TopologyShowReport& report) {
+TableDoc topology_show_doc(const TopologyShowReport& report) {
   const Topology& t = report.topology;
-  std::string out = fmt::format("topology {}\n\n", topology_summary(t));
+  TableDoc doc;
+  doc.title = "shardplan topology " + t.name;
+  doc.lines.push_back("topology " + topology_summary(t));
   std::vector<std::vector<std::string>> rows = {{"property", "value"}};
   rows.push_back({"kind", std::string(to_string(t.kind))});
   rows.push_back({"device_kind", t.device_kind});
@@ -97,8 +107,7 @@ std::string topology_show_text(const TopologyShowReport& report) {
   rows.push_back(
       {"hosts",
        fmt::format("{} of {} devices", t.num_hosts(), t.devices_per_host())});
-  out += table(rows);
-  out += "\nfigures:\n";
+  doc.tables.push_back({"", std::move(rows)});
   std::vector<std::vector<std::string>> figs = {{"figure", "value", "source"}};
   for (const auto& [name, f] : figure_list(t)) {
     // Capacities exactly (a byte count), rates and times as %g.
@@ -108,8 +117,12 @@ std::string topology_show_text(const TopologyShowReport& report) {
                         : fmt::format("{:g}", f->value),
                     f->source});
   }
-  out += table(figs);
-  return out;
+  doc.tables.push_back({"figures", std::move(figs)});
+  return doc;
+}
+
+std::string topology_show_text(const TopologyShowReport& report) {
+  return table_doc_text(topology_show_doc(report));
 }
 
 }  // namespace shardplan::report_detail

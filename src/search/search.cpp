@@ -368,6 +368,7 @@ std::optional<SearchResult> search_meshes(const Manifest& manifest,
       c.gather_buffer = mem.gather_buffer;
       c.max_device_total = mem.max_device_total;
       c.hbm_bytes = mem.hbm_bytes;
+      c.capacity_bytes = mem.capacity_bytes;
       c.utilization = mem.utilization;
       c.activations = mem.activations;
       c.fits = mem.fits.value_or(true);

@@ -37,6 +37,7 @@ import argparse
 import html.parser
 import itertools
 import json
+import math
 import os
 import re
 import shutil
@@ -623,8 +624,41 @@ def case_search(run, case, argv):
     if len(drawn) != len(with_step):
         fail(case, f"{len(drawn)} points, {len(with_step)} candidates with a "
                    "step")
+    # The usable-HBM line: HBM less the default headroom of 10%, floored as
+    # memory computes capacity.
+    hbm = next(c["memory"]["hbm_bytes"] for c in doc["candidates"]
+               if c["memory"] and c["memory"].get("hbm_bytes"))
+    line = root.find("svg", id="scatter").find("g", **{"class": "capacity"})
+    if line is None or int(line.attrs["data-bytes"]) != math.floor(
+            hbm * (1.0 - 0.1)):
+        fail(case, "the scatter's line is not the usable HBM")
     check_sorting(run, case, path, "candidates", "step")
     run.screenshot(case, path)
+
+
+def case_tables(run, case, argv, key, first_column):
+    """A view of summary lines and tables (topology, manifest): its first
+    table has one row per entry of the JSON's `key`, in order."""
+    doc = run.run_shardplan(case, argv, "json", (0,))
+    page = run.run_shardplan(case, argv, "html", (0,))
+    if doc is None or page is None:
+        return
+    check_no_url(case, page)
+    entries = json.loads(doc)[key]
+    root = run.dom(case, os.path.join(run.out, f"{case}.html"))
+    if root is None:
+        return
+    section = root.find("section", id="sec-table-0")
+    if section is None:
+        fail(case, "no table section")
+        return
+    body = section.find("tbody")
+    rows = body.find_all("tr") if body is not None else []
+    names = [r.find("td").text().strip() for r in rows]
+    expected = [e[first_column] for e in entries]
+    if names != expected:
+        fail(case, f"rows {names[:5]}..., JSON {expected[:5]}...")
+    run.screenshot(case, os.path.join(run.out, f"{case}.html"))
 
 
 def case_escaping(run, case):
@@ -717,6 +751,10 @@ def main():
                     ["search", "--topology", "v5p-256", "--model",
                      "llama-3-70b", "--seq", "8192", "--batch", "128",
                      "--top", "3"])
+        case_tables(run, "topology-list", ["topology", "list"],
+                    "topologies", "name")
+        case_tables(run, "model-list", ["manifest", "--model", "list"],
+                    "models", "name")
         case_escaping(run, "escaping")
     finally:
         shutil.rmtree(run.profile, ignore_errors=True)
