@@ -514,8 +514,10 @@ std::string table_doc_html(const TableDoc& doc) {
   out += title_block(doc.title, doc.lines, nullptr);
   for (size_t i = 0; i < doc.tables.size(); ++i) {
     const TableDoc::Table& t = doc.tables[i];
-    out += section_start(fmt::format("table-{}", i),
-                         t.caption.empty() ? doc.title : t.caption);
+    // A table without a caption follows the title directly.
+    out += t.caption.empty()
+               ? fmt::format("<section id=\"sec-table-{}\">\n", i)
+               : section_start(fmt::format("table-{}", i), t.caption);
     out += plain_table(t.rows);
     out += k_section_end;
   }

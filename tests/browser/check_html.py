@@ -47,7 +47,8 @@ import tempfile
 
 FAILURES = []
 # The cases whose screenshots docs/html.md shows.
-DOC_CASES = {"mesh", "plan", "check", "memory", "reshard", "search"}
+DOC_CASES = {"mesh", "plan", "check", "memory", "reshard", "search",
+             "topology-list"}
 
 
 def fail(case, message):
