@@ -206,6 +206,10 @@ struct ReshardReport {
   const Topology* to_topology;
   const ReshardOptions& options;
   const ReshardPlan& plan;
+  // Each side's mesh laid on its topology (html draws both grids); null
+  // without a topology.
+  const MeshLayout* from_layout = nullptr;
+  const MeshLayout* to_layout = nullptr;
 };
 
 // What the transfers lists of a reshard's JSON hold (steps[].transfers of
@@ -230,6 +234,10 @@ struct SearchReport {
   const Workload& workload;
   SearchObjective objective = SearchObjective::tokens;
   size_t top = 10;
+  // The winner's mesh laid on the topology (html draws its grid); null
+  // when none fits or the format does not draw it.
+  const Mesh* winner_mesh = nullptr;
+  const MeshLayout* winner_layout = nullptr;
 };
 
 using Report = std::variant<MeshReport,

@@ -666,7 +666,9 @@ int run_reshard(const ReshardCommand& cmd, Session& session) {
                              *target.mesh,
                              to_topology,
                              options,
-                             *plan};
+                             *plan,
+                             from_topology ? &source.layout : nullptr,
+                             to_topology ? &target.layout : nullptr};
   if (options.transfers && session.json()) {
     // Said before the output, which is written after the diagnostics.
     warn_transfers_size(reshard_transfers_size(report),

@@ -397,12 +397,29 @@ int run_search(const SearchCommand& cmd, Session& session) {
     }
     return write_winner(cmd, *result, options, session);
   }
+  // html draws the winner's mesh on the topology: laid out again (it fits,
+  // so it lays out).
+  std::optional<PlacedMesh> winner;
+  if (any && session.format() == Format::html) {
+    const SearchCandidate& best = result->candidates.front();
+    Diagnostics quiet;
+    winner = place_mesh(MeshInput{best.mesh,
+                                  best.dcn,
+                                  {},
+                                  &*topology,
+                                  std::nullopt,
+                                  options.allow_split_physical_axes,
+                                  MeshSources{}},
+                        quiet);
+  }
   const SearchReport report{*result,
                             *topology,
                             manifest->source,
                             options.workload,
                             options.objective,
-                            cmd.top};
+                            cmd.top,
+                            winner ? &winner->mesh : nullptr,
+                            winner ? &winner->layout : nullptr};
   return session.finish(report, any ? ExitCode::ok : ExitCode::plan_errors);
 }
 

@@ -821,6 +821,23 @@ std::string reshard_html(const ReshardReport& r, const Diagnostics& diags) {
   }
   out += "</tbody>\n</table>\n</div>\n";
   out += k_section_end;
+  // Where each side's devices sit (on a topology).
+  if (r.from_layout != nullptr) {
+    out += device_grid_section(
+        r.from_mesh,
+        r.from_layout,
+        r.from_topology,
+        "from-",
+        "Devices of the source mesh " + to_string(r.from_mesh));
+  }
+  if (r.to_layout != nullptr) {
+    out += device_grid_section(
+        r.to_mesh,
+        r.to_layout,
+        r.to_topology,
+        "to-",
+        "Devices of the target mesh " + to_string(r.to_mesh));
+  }
   out += page_end();
   return out;
 }
@@ -1107,6 +1124,15 @@ std::string search_html(const SearchReport& r, const Diagnostics& diags) {
   }
   out += "</tbody>\n</table>\n</div>\n";
   out += k_section_end;
+  // The winner's mesh on the topology.
+  if (r.winner_mesh != nullptr && r.winner_layout != nullptr) {
+    out += device_grid_section(
+        *r.winner_mesh,
+        r.winner_layout,
+        &r.topology,
+        "",
+        "Devices of the winner's mesh " + to_string(*r.winner_mesh));
+  }
   out += page_end();
   return out;
 }

@@ -93,9 +93,14 @@ std::string bytes_td(int64_t bytes);
 // mesh's grid alone, of generic_device_grid. At most k_max_drawn_devices
 // devices are drawn.
 inline constexpr int64_t k_max_drawn_devices = 4096;
+// A page with two grids (reshard's two sides) tells them apart by
+// `id_prefix` ("from-": svg#from-grid-mesh, section#sec-from-devices) and
+// `heading`.
 std::string device_grid_section(const Mesh& mesh,
                                 const MeshLayout* layout,
-                                const Topology* topology);
+                                const Topology* topology,
+                                std::string_view id_prefix = "",
+                                std::string_view heading = "Devices");
 
 // The memory per device as stacked bars against usable HBM: the most
 // loaded device's bar (data-bar="device") with a segment per category

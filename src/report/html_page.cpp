@@ -823,8 +823,12 @@ void physical_panels(const Topology& t,
 
 std::string device_grid_section(const Mesh& mesh,
                                 const MeshLayout* layout,
-                                const Topology* topology) {
-  std::string out = section_start("devices", "Devices");
+                                const Topology* topology,
+                                std::string_view id_prefix,
+                                std::string_view heading) {
+  const std::string physical_id = std::string(id_prefix) + "grid-physical";
+  const std::string mesh_id = std::string(id_prefix) + "grid-mesh";
+  std::string out = section_start(std::string(id_prefix) + "devices", heading);
   const int64_t n = mesh.num_devices();
   if (n > k_max_drawn_devices) {
     out += fmt::format(
@@ -856,12 +860,12 @@ std::string device_grid_section(const Mesh& mesh,
 
   const bool physical = layout != nullptr && topology != nullptr;
   out += "<div class=\"controls\">";
-  out += axis_select(mesh, physical ? "grid-physical" : "grid-mesh");
+  out += axis_select(mesh, physical ? physical_id : mesh_id);
   out +=
       "<span class=\"muted\">each cell: device id, and its coordinate "
       "along the axis; hover for the rest</span></div>\n";
   out += "<div class=\"legend\" id=\"";
-  out += physical ? "grid-physical" : "grid-mesh";
+  out += physical ? physical_id : mesh_id;
   out += "-legend\">";
   const MeshAxis& last = mesh.axes.back();
   for (int64_t c = 0; c < last.size; ++c) {
@@ -879,7 +883,7 @@ std::string device_grid_section(const Mesh& mesh,
     std::vector<Placed> cells;
     physical_panels(*topology, panels, cells, devices);
     out += "<h3>Where the devices sit</h3>\n";
-    out += grid_svg("grid-physical",
+    out += grid_svg(physical_id,
                     mesh,
                     panels,
                     cells,
@@ -933,7 +937,7 @@ std::string device_grid_section(const Mesh& mesh,
   mesh_panels(mesh, grid, panels, cells);
   out += physical ? "<h3>The mesh's grid</h3>\n" : "";
   const std::vector<std::string> names = mesh.axis_names();
-  out += grid_svg("grid-mesh",
+  out += grid_svg(mesh_id,
                   mesh,
                   panels,
                   cells,
@@ -950,8 +954,8 @@ std::string device_grid_section(const Mesh& mesh,
     // The second grid follows the same selector.
     const size_t at = out.rfind("<figure>");
     out.insert(at,
-               "<div class=\"controls\" hidden>"
-                   + axis_select(mesh, "grid-mesh") + "</div>\n");
+               "<div class=\"controls\" hidden>" + axis_select(mesh, mesh_id)
+                   + "</div>\n");
   }
   out += k_section_end;
   return out;

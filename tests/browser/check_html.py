@@ -397,9 +397,11 @@ def mesh_coordinates(device_ids):
     return out
 
 
-def check_grids(run, case, page, root, mesh_json, axes, physical):
+def check_grids(run, case, page, root, mesh_json, axes, physical,
+                prefix=""):
     coords = mesh_coordinates(mesh_json["device_ids"])
-    grids = ["grid-mesh"] + (["grid-physical"] if physical else [])
+    grids = [prefix + "grid-mesh"] + (
+        [prefix + "grid-physical"] if physical else [])
     for grid_id in grids:
         svg = root.find("svg", id=grid_id)
         if svg is None:
@@ -417,7 +419,7 @@ def check_grids(run, case, page, root, mesh_json, axes, physical):
                 fail(case, f"{grid_id}: device {g.attrs['data-device']} at "
                            f"{g.attrs.get('data-c')}, expected {want}")
                 break
-        if physical and grid_id == "grid-physical":
+        if physical and grid_id == prefix + "grid-physical":
             hosts = mesh_json["hosts"]["count"]
             drawn = {r.attrs["data-host"] for r in svg.find_all(
                 "rect", data_host=True)}
@@ -595,7 +597,22 @@ def case_reshard(run, case, argv):
                 "peak_bytes_per_device"]:
             fail(case, f"totals: {key} differs from the JSON")
     check_sorting(run, case, path, "tensors", "bytes")
+    # Each side's devices, as `mesh` lays that side's mesh out.
+    for prefix, side in (("from-", "from"), ("to-", "to")):
+        mesh_argv = ["mesh", "--topology", flag(argv, "--topology"),
+                     "--mesh", flag(argv, f"--{side}-mesh")]
+        mesh_doc = run.run_shardplan(f"{case}-{side}-mesh", mesh_argv,
+                                     "json", (0,))
+        if mesh_doc is None:
+            continue
+        mesh_doc = json.loads(mesh_doc)
+        check_grids(run, case, path, root, mesh_doc, mesh_doc["mesh"]["axes"],
+                    True, prefix)
     run.screenshot(case, path)
+
+
+def flag(argv, name):
+    return argv[argv.index(name) + 1]
 
 
 def case_search(run, case, argv):
@@ -634,6 +651,17 @@ def case_search(run, case, argv):
             hbm * (1.0 - 0.1)):
         fail(case, "the scatter's line is not the usable HBM")
     check_sorting(run, case, path, "candidates", "step")
+    # The winner's devices, as `mesh` lays its mesh out.
+    mesh_argv = ["mesh", "--topology", flag(argv, "--topology"), "--mesh",
+                 winner[0]["mesh"]]
+    if winner[0]["dcn"]:
+        mesh_argv += ["--dcn", winner[0]["dcn"]]
+    mesh_doc = run.run_shardplan(f"{case}-winner-mesh", mesh_argv, "json",
+                                 (0,))
+    if mesh_doc is not None:
+        mesh_doc = json.loads(mesh_doc)
+        check_grids(run, case, path, root, mesh_doc, mesh_doc["mesh"]["axes"],
+                    True)
     run.screenshot(case, path)
 
 
