@@ -169,47 +169,10 @@ std::string filter_name(const FoldedRow& row, const NameOf& name_of) {
 
 std::string step_section(const StepEstimate& e) {
   std::string out = section_start("step", "Training step per device");
-  std::vector<std::vector<std::string>> rows = {
-      {"part", "axes", "link", "count", "time", "exposed"}};
-  rows.push_back(
-      {fmt::format("matmuls ({:.4g} TFLOP)", e.flops_per_device / 1e12),
-       "",
-       "",
-       "",
-       seconds_text(e.matmul_seconds),
-       seconds_text(e.matmul_seconds)});
-  rows.push_back({"memory-bound work",
-                  "",
-                  "",
-                  "",
-                  seconds_text(e.memory_seconds),
-                  seconds_text(e.memory_seconds)});
-  for (const StepCollective& c : e.collectives) {
-    rows.push_back({c.what,
-                    fmt::format("{}", fmt::join(c.mesh_axes, ",")),
-                    std::string(to_string(c.link)),
-                    with_commas(c.count),
-                    seconds_text(c.seconds),
-                    seconds_text(c.exposed_seconds)});
-  }
-  if (e.bubble_seconds > 0) {
-    rows.push_back({"pipeline bubble",
-                    "",
-                    "",
-                    "",
-                    seconds_text(e.bubble_seconds),
-                    seconds_text(e.bubble_seconds)});
-  }
-  rows.push_back({"step", "", "", "", "", seconds_text(e.step_seconds)});
-  out += plain_table(rows);
+  out += plain_table(step_rows(e));
   out += "<p>" + html(step_line(e)) + "</p>\n";
-  std::vector<std::string> assumed;
-  for (const StepEstimate::Assumption& a : e.assumptions) {
-    assumed.push_back(fmt::format("{} {}", a.name, a.value));
-  }
   out += "<p class=\"muted\">"
-         + html(fmt::format("assumed: {} (docs/step.md)",
-                            fmt::join(assumed, "; ")))
+         + html(fmt::format("assumed: {} (docs/step.md)", step_assumptions(e)))
          + "</p>\n";
   out += k_section_end;
   return out;
@@ -217,29 +180,16 @@ std::string step_section(const StepEstimate& e) {
 
 std::string activations_section(const ActivationEstimate& a,
                                 const MemoryEstimate& m) {
-  const int64_t stage = std::min<int64_t>(m.stage, std::ssize(a.per_stage) - 1);
+  const int64_t stage = activations_stage(a, m);
   std::string out = section_start(
       "activations",
       a.stages > 1 ? fmt::format(
           "Activations per device, stage {} of {}", stage, a.stages)
                    : std::string("Activations per device"));
-  std::vector<std::vector<std::string>> rows = {
-      {"term", "bytes", "", "formula", "source"}};
-  for (const ActivationTerm& t : stage_terms(a, stage)) {
-    rows.push_back({t.name,
-                    with_commas(t.bytes),
-                    human_bytes(t.bytes),
-                    t.formula,
-                    t.source});
-  }
-  out += plain_table(rows);
-  std::vector<std::string> symbols;
-  for (const auto& [name, value] : a.symbols) {
-    symbols.push_back(fmt::format("{}={}", name, with_commas(value)));
-  }
+  out += plain_table(activation_rows(a, stage));
   out += "<p class=\"muted\">"
          + html(fmt::format("symbols: {} (docs/memory.md, \"Activations\")",
-                            fmt::join(symbols, ", ")))
+                            activation_symbols(a)))
          + "</p>\n";
   out += k_section_end;
   return out;
@@ -391,32 +341,12 @@ std::string tensors_section(
 std::string memory_tables(const CheckReport& r) {
   const MemoryEstimate& m = r.memory;
   std::string out = section_start("by-dtype", "Params per device by dtype");
-  std::vector<std::vector<std::string>> dtypes = {
-      {"dtype", "tensors", "bytes", ""}};
-  for (const DtypeMemory& d : m.by_dtype) {
-    dtypes.push_back({std::string(to_string(d.dtype)),
-                      with_commas(d.tensors),
-                      with_commas(d.params_per_device),
-                      human_bytes(d.params_per_device)});
-  }
-  out += plain_table(dtypes);
+  out += plain_table(dtype_rows(m));
   out += k_section_end;
   out += section_start(
       "largest",
       fmt::format("Largest tensors per device ({})", m.largest.size()));
-  std::vector<std::vector<std::string>> big = {
-      {"tensor", "shape", "dtype", "spec", "params", "with state"}};
-  for (const TensorMemory& t : m.largest) {
-    const Tensor& tensor = r.manifest.tensors()[t.tensor];
-    const TensorSharding& s = r.shardings[t.tensor];
-    big.push_back({std::string(tensor.name),
-                   shape_text(tensor.shape),
-                   std::string(to_string(tensor.dtype)),
-                   s.spec() ? to_short(*s.spec()) : "-",
-                   human_bytes(t.per_device.params),
-                   human_bytes(t.per_device.model_states())});
-  }
-  out += plain_table(big);
+  out += plain_table(largest_rows(m, r.manifest, r.shardings));
   out += k_section_end;
   return out;
 }

@@ -100,30 +100,9 @@ std::string memory_text(const CheckReport& r) {
   }
 
   out += "\nparams per device by dtype:\n";
-  std::vector<std::vector<std::string>> dtypes = {
-      {"dtype", "tensors", "bytes", ""}};
-  for (const DtypeMemory& d : m.by_dtype) {
-    dtypes.push_back({std::string(to_string(d.dtype)),
-                      with_commas(d.tensors),
-                      with_commas(d.params_per_device),
-                      human_bytes(d.params_per_device)});
-  }
-  out += table(dtypes);
-
+  out += table(dtype_rows(m));
   out += fmt::format("\nlargest tensors per device ({}):\n", m.largest.size());
-  std::vector<std::vector<std::string>> big = {
-      {"tensor", "shape", "dtype", "spec", "params", "with state"}};
-  for (const TensorMemory& t : m.largest) {
-    const Tensor& tensor = r.manifest.tensors()[t.tensor];
-    const TensorSharding& s = r.shardings[t.tensor];
-    big.push_back({std::string(tensor.name),
-                   shape_text(tensor.shape),
-                   std::string(to_string(tensor.dtype)),
-                   s.spec() ? to_short(*s.spec()) : "-",
-                   human_bytes(t.per_device.params),
-                   human_bytes(t.per_device.model_states())});
-  }
-  out += table(big);
+  out += table(largest_rows(m, r.manifest, r.shardings));
   return out;
 }
 

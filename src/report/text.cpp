@@ -323,15 +323,13 @@ std::string workload_text(const ActivationEstimate& a, const Mesh& mesh) {
   return out;
 }
 
-std::string activations_table(const ActivationEstimate& a,
-                              const MemoryEstimate& m) {
-  const int64_t stage = std::min<int64_t>(m.stage, std::ssize(a.per_stage) - 1);
-  std::string out =
-      a.stages > 1 ? fmt::format(
-          "activations per device, stage {} of {}:\n", stage, a.stages)
-                   : std::string("activations per device:\n");
-  std::vector<std::vector<std::string>> rows = {
-      {"term", "bytes", "", "formula", "source"}};
+int64_t activations_stage(const ActivationEstimate& a,
+                          const MemoryEstimate& m) {
+  return std::min<int64_t>(m.stage, std::ssize(a.per_stage) - 1);
+}
+
+Rows activation_rows(const ActivationEstimate& a, int64_t stage) {
+  Rows rows = {{"term", "bytes", "", "formula", "source"}};
   for (const ActivationTerm& t : stage_terms(a, stage)) {
     rows.push_back({t.name,
                     with_commas(t.bytes),
@@ -339,13 +337,27 @@ std::string activations_table(const ActivationEstimate& a,
                     t.formula,
                     t.source});
   }
-  out += table(rows);
+  return rows;
+}
+
+std::string activation_symbols(const ActivationEstimate& a) {
   std::vector<std::string> symbols;
   for (const auto& [name, value] : a.symbols) {
     symbols.push_back(fmt::format("{}={}", name, with_commas(value)));
   }
+  return fmt::format("{}", fmt::join(symbols, ", "));
+}
+
+std::string activations_table(const ActivationEstimate& a,
+                              const MemoryEstimate& m) {
+  const int64_t stage = activations_stage(a, m);
+  std::string out =
+      a.stages > 1 ? fmt::format(
+          "activations per device, stage {} of {}:\n", stage, a.stages)
+                   : std::string("activations per device:\n");
+  out += table(activation_rows(a, stage));
   out += fmt::format("symbols: {} (docs/memory.md, \"Activations\")\n",
-                     fmt::join(symbols, ", "));
+                     activation_symbols(a));
   return out;
 }
 
@@ -362,23 +374,20 @@ std::string step_summary(const StepEstimate& e) {
                      e.bottleneck);
 }
 
-std::string step_table(const StepEstimate& e) {
-  std::string out = "training step per device (docs/step.md):\n";
-  std::vector<std::vector<std::string>> rows = {
-      {"part", "axes", "link", "count", "time", "exposed"}};
-  rows.push_back(
-      {fmt::format("matmuls ({:.4g} TFLOP)", e.flops_per_device / 1e12),
-       "",
-       "",
-       "",
-       seconds_text(e.matmul_seconds),
-       seconds_text(e.matmul_seconds)});
-  rows.push_back({"memory-bound work",
-                  "",
-                  "",
-                  "",
-                  seconds_text(e.memory_seconds),
-                  seconds_text(e.memory_seconds)});
+Rows step_rows(const StepEstimate& e) {
+  Rows rows = {{"part", "axes", "link", "count", "time", "exposed"}};
+  // A part that is exposed whole: no axes, link or count.
+  auto whole = [&](std::string part, double seconds) {
+    rows.push_back({std::move(part),
+                    "",
+                    "",
+                    "",
+                    seconds_text(seconds),
+                    seconds_text(seconds)});
+  };
+  whole(fmt::format("matmuls ({:.4g} TFLOP)", e.flops_per_device / 1e12),
+        e.matmul_seconds);
+  whole("memory-bound work", e.memory_seconds);
   for (const StepCollective& c : e.collectives) {
     rows.push_back({c.what,
                     fmt::format("{}", fmt::join(c.mesh_axes, ",")),
@@ -388,22 +397,54 @@ std::string step_table(const StepEstimate& e) {
                     seconds_text(c.exposed_seconds)});
   }
   if (e.bubble_seconds > 0) {
-    rows.push_back({"pipeline bubble",
-                    "",
-                    "",
-                    "",
-                    seconds_text(e.bubble_seconds),
-                    seconds_text(e.bubble_seconds)});
+    whole("pipeline bubble", e.bubble_seconds);
   }
   rows.push_back({"step", "", "", "", "", seconds_text(e.step_seconds)});
-  out += table(rows);
-  out += step_line(e) + "\n";
+  return rows;
+}
+
+std::string step_assumptions(const StepEstimate& e) {
   std::vector<std::string> assumed;
   for (const StepEstimate::Assumption& a : e.assumptions) {
     assumed.push_back(fmt::format("{} {}", a.name, a.value));
   }
-  out += fmt::format("assumed: {}\n", fmt::join(assumed, "; "));
+  return fmt::format("{}", fmt::join(assumed, "; "));
+}
+
+std::string step_table(const StepEstimate& e) {
+  std::string out = "training step per device (docs/step.md):\n";
+  out += table(step_rows(e));
+  out += step_line(e) + "\n";
+  out += fmt::format("assumed: {}\n", step_assumptions(e));
   return out;
+}
+
+Rows dtype_rows(const MemoryEstimate& m) {
+  Rows rows = {{"dtype", "tensors", "bytes", ""}};
+  for (const DtypeMemory& d : m.by_dtype) {
+    rows.push_back({std::string(to_string(d.dtype)),
+                    with_commas(d.tensors),
+                    with_commas(d.params_per_device),
+                    human_bytes(d.params_per_device)});
+  }
+  return rows;
+}
+
+Rows largest_rows(const MemoryEstimate& m,
+                  const Manifest& manifest,
+                  const std::vector<TensorSharding>& shardings) {
+  Rows rows = {{"tensor", "shape", "dtype", "spec", "params", "with state"}};
+  for (const TensorMemory& t : m.largest) {
+    const Tensor& tensor = manifest.tensors()[t.tensor];
+    const TensorSharding& s = shardings[t.tensor];
+    rows.push_back({std::string(tensor.name),
+                    shape_text(tensor.shape),
+                    std::string(to_string(tensor.dtype)),
+                    s.spec() ? to_short(*s.spec()) : "-",
+                    human_bytes(t.per_device.params),
+                    human_bytes(t.per_device.model_states())});
+  }
+  return rows;
 }
 
 bool step_is_peak(const MemoryEstimate& m) {

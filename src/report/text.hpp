@@ -92,6 +92,27 @@ std::string capacity_line(const MemoryEstimate& memory,
 // of 8 sequences per device, remat full, flash attention".
 std::string workload_text(const ActivationEstimate& activations,
                           const Mesh& mesh);
+using Rows = std::vector<std::vector<std::string>>;
+
+// The rows the text and the HTML reports both show (the first is the
+// header), and their closing lines' contents.
+// The activation terms of `stage` (stage_terms): term, bytes, formula,
+// source; the symbols they use, "s=8,192, b=4, ...".
+Rows activation_rows(const ActivationEstimate& activations, int64_t stage);
+std::string activation_symbols(const ActivationEstimate& activations);
+// The stage whose activations the memory estimate counts.
+int64_t activations_stage(const ActivationEstimate& activations,
+                          const MemoryEstimate& memory);
+// The training step: compute, memory-bound work, each collective kind, the
+// bubble, the step; the assumptions "name value; ...".
+Rows step_rows(const StepEstimate& step);
+std::string step_assumptions(const StepEstimate& step);
+// Params per device by dtype; the largest tensors per device.
+Rows dtype_rows(const MemoryEstimate& memory);
+Rows largest_rows(const MemoryEstimate& memory,
+                  const Manifest& manifest,
+                  const std::vector<TensorSharding>& shardings);
+
 // The activations of the memory estimate's stage as a table: term, bytes,
 // formula, source (stage_terms), under a heading line.
 std::string activations_table(const ActivationEstimate& activations,
