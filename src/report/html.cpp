@@ -253,22 +253,19 @@ std::string tensors_section(
       fmt::format("Tensors ({} in {} rows, layers folded)",
                   with_commas(static_cast<int64_t>(tensors.size())),
                   with_commas(static_cast<int64_t>(folded.size()))));
-  out += filter_box("tensors", "tensor name");
-  out +=
-      "<div class=\"scroll\">\n<table id=\"tensors\" class=\"tensors\">\n"
-      "<thead><tr>";
-  out += sortable_th("name", "tensor", false);
-  out += sortable_th("count", "count", true);
-  out += sortable_th("shape", "shape", false);
-  out += sortable_th("dtype", "dtype", false);
-  out += sortable_th("spec", "spec", false);
+  std::vector<SortColumn> columns = {{"name", "tensor", false},
+                                     {"count", "count", true},
+                                     {"shape", "shape", false},
+                                     {"dtype", "dtype", false},
+                                     {"spec", "spec", false}};
   if (r.plan != nullptr) {
-    out += sortable_th("rule", "rule", false);
+    columns.push_back({"rule", "rule", false});
   }
-  out += sortable_th("bytes", "per device, each", true);
-  out += sortable_th("group_bytes", "per device, all", true);
-  out += sortable_th("findings", "findings", true);
-  out += "</tr></thead>\n<tbody>\n";
+  columns.insert(columns.end(),
+                 {{"bytes", "per device, each", true},
+                  {"group_bytes", "per device, all", true},
+                  {"findings", "findings", true}});
+  out += sortable_table_start("tensors", "tensors", "tensor name", columns);
   for (size_t k = 0; k < folded.size(); ++k) {
     const FoldedRow& row = folded[k];
     const size_t t = row.members.front();
@@ -328,7 +325,7 @@ std::string tensors_section(
     }
     out += "</tr>\n";
   }
-  out += "</tbody>\n</table>\n</div>\n";
+  out += k_sortable_table_end;
   out +=
       "<p class=\"muted\">Click a column's heading to sort by it; a "
       "folded row opens to list its tensors. \"per device, all\" is what "
@@ -706,20 +703,18 @@ std::string reshard_html(const ReshardReport& r, const Diagnostics& diags) {
       fmt::format("Steps per tensor ({} in {} rows, layers folded)",
                   with_commas(static_cast<int64_t>(tensors.size())),
                   with_commas(static_cast<int64_t>(folded.size()))));
-  out += filter_box("tensors", "tensor name");
-  out +=
-      "<div class=\"scroll\">\n<table id=\"tensors\" class=\"tensors\">\n"
-      "<thead><tr>";
-  out += sortable_th("name", "tensor", false);
-  out += sortable_th("count", "count", true);
-  out += sortable_th("shape", "shape", false);
-  out += sortable_th("from", "from spec", false);
-  out += sortable_th("to", "to spec", false);
-  out += sortable_th("steps", "steps", false);
-  out += sortable_th("bytes", "moved per device", true);
-  out += sortable_th("seconds", "time", true);
-  out += sortable_th("peak", "peak per device", true);
-  out += "</tr></thead>\n<tbody>\n";
+  out += sortable_table_start("tensors",
+                              "tensors",
+                              "tensor name",
+                              {{"name", "tensor", false},
+                               {"count", "count", true},
+                               {"shape", "shape", false},
+                               {"from", "from spec", false},
+                               {"to", "to spec", false},
+                               {"steps", "steps", false},
+                               {"bytes", "moved per device", true},
+                               {"seconds", "time", true},
+                               {"peak", "peak per device", true}});
   for (size_t k = 0; k < folded.size(); ++k) {
     const FoldedRow& row = folded[k];
     const size_t t = row.members.front();
@@ -749,7 +744,7 @@ std::string reshard_html(const ReshardReport& r, const Diagnostics& diags) {
     out += bytes_td(tr.cost.peak_bytes_per_device);
     out += "</tr>\n";
   }
-  out += "</tbody>\n</table>\n</div>\n";
+  out += k_sortable_table_end;
   out += k_section_end;
   // Where each side's devices sit (on a topology).
   if (r.from_layout != nullptr) {
@@ -998,18 +993,18 @@ std::string search_html(const SearchReport& r, const Diagnostics& diags) {
 
   out += section_start("candidates",
                        fmt::format("Candidates ({})", res.candidates.size()));
-  out += filter_box("candidates", "mesh");
-  out += "<div class=\"scroll\">\n<table id=\"candidates\">\n<thead><tr>";
-  out += sortable_th("rank", "rank", true);
-  out += sortable_th("mesh", "mesh", false);
-  out += sortable_th("remat", "remat", false);
-  out += sortable_th("memory", "memory per device", true);
-  out += sortable_th("of_hbm", "of HBM", true);
-  out += sortable_th("step", "step", true);
-  out += sortable_th("tokens", "tokens/s/device", true);
-  out += sortable_th("mfu", "MFU", true);
-  out += sortable_th("bottleneck", "bottleneck / dropped", false);
-  out += "</tr></thead>\n<tbody>\n";
+  out += sortable_table_start("candidates",
+                              "",
+                              "mesh",
+                              {{"rank", "rank", true},
+                               {"mesh", "mesh", false},
+                               {"remat", "remat", false},
+                               {"memory", "memory per device", true},
+                               {"of_hbm", "of HBM", true},
+                               {"step", "step", true},
+                               {"tokens", "tokens/s/device", true},
+                               {"mfu", "MFU", true},
+                               {"bottleneck", "bottleneck / dropped", false}});
   for (const SearchCandidate& c : res.candidates) {
     const StepEstimate* s = c.step ? &*c.step : nullptr;
     std::string mesh = c.mesh;
@@ -1052,7 +1047,7 @@ std::string search_html(const SearchReport& r, const Diagnostics& diags) {
     }
     out += "</td></tr>\n";
   }
-  out += "</tbody>\n</table>\n</div>\n";
+  out += k_sortable_table_end;
   out += k_section_end;
   // The winner's mesh on the topology.
   if (r.winner_mesh != nullptr && r.winner_layout != nullptr) {

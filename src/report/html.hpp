@@ -60,15 +60,26 @@ std::string summary_list(const std::vector<std::string>& lines);
 // cells are numbers right-aligned, not sortable: small tables of figures.
 std::string plain_table(const std::vector<std::vector<std::string>>& rows);
 
-// A <th> of a sortable table: `col` names it in the URL fragment
-// (#sort=col), `numeric` sorts by the cells' data-sort numbers (largest
-// first on the first click).
-std::string sortable_th(std::string_view col,
-                        std::string_view label,
-                        bool numeric);
-// A filter box for table `table_id`: rows whose data-name contains the
-// text (case-insensitively) stay shown, and "N of M rows" says how many.
-std::string filter_box(std::string_view table_id, std::string_view what);
+// A column of a sortable table: `col` names it in the URL fragment
+// (#sort=col), a `numeric` one sorts by its cells' data-sort numbers
+// (largest first on the first click).
+struct SortColumn {
+  std::string_view col;
+  std::string_view label;
+  bool numeric = false;
+};
+// The start of a filterable, sortable table, up to its <tbody>: a filter
+// box (rows whose data-name contains the text, case-insensitively, stay
+// shown; "N of M rows" says how many; `filter_what` names what is typed),
+// the scrolling <table id="`table_id`"> (with `table_class` when not
+// empty) and a sortable heading per column.
+std::string sortable_table_start(std::string_view table_id,
+                                 std::string_view table_class,
+                                 std::string_view filter_what,
+                                 const std::vector<SortColumn>& columns);
+inline constexpr std::string_view k_sortable_table_end =
+    "</tbody>\n</table>\n</div>\n";
+
 // A numeric cell: the text shown, its value to sort by, and its exact
 // value as a tooltip when given.
 std::string num_td(std::string_view shown,

@@ -438,6 +438,10 @@ std::string plain_table(const std::vector<std::vector<std::string>>& rows) {
   return out;
 }
 
+namespace {
+
+// A <th> that sorts its table: `col` names it in the URL fragment, a
+// `numeric` column sorts by its cells' data-sort numbers.
 std::string sortable_th(std::string_view col,
                         std::string_view label,
                         bool numeric) {
@@ -447,6 +451,8 @@ std::string sortable_th(std::string_view col,
                      html(label));
 }
 
+// A filter box for table `table_id`: rows whose data-name contains the
+// text (case-insensitively) stay shown, and "N of M rows" says how many.
 std::string filter_box(std::string_view table_id, std::string_view what) {
   return fmt::format(
       "<div class=\"controls\"><label>filter by {}: <input class=\"filter\" "
@@ -455,6 +461,25 @@ std::string filter_box(std::string_view table_id, std::string_view what) {
       html(what),
       html(table_id),
       html(table_id));
+}
+
+}  // namespace
+
+std::string sortable_table_start(std::string_view table_id,
+                                 std::string_view table_class,
+                                 std::string_view filter_what,
+                                 const std::vector<SortColumn>& columns) {
+  std::string out = filter_box(table_id, filter_what);
+  out += fmt::format("<div class=\"scroll\">\n<table id=\"{}\"{}>\n<thead><tr>",
+                     html(table_id),
+                     table_class.empty()
+                         ? std::string()
+                         : fmt::format(" class=\"{}\"", html(table_class)));
+  for (const SortColumn& c : columns) {
+    out += sortable_th(c.col, c.label, c.numeric);
+  }
+  out += "</tr></thead>\n<tbody>\n";
+  return out;
 }
 
 std::string num_td(std::string_view shown,
