@@ -317,6 +317,14 @@ struct MaxTextValue {
 };
 
 // One mesh axis of a MaxText config, in mesh_axes order.
+// MaxText's mesh axes in base.yml's mesh_axes order (AI-Hypercomputer/
+// maxtext at 003b41698f6e, the snapshot configs/rules/maxtext.json copies
+// its logical_axis_rules from): data, stage, fsdp, ..., autoregressive.
+const std::vector<std::string>& maxtext_mesh_axes();
+// The stem of an axis's ici_*/dcn_* keys: the axis, but "pipeline" for
+// "stage" (ici_pipeline_parallelism).
+std::string maxtext_key_stem(std::string_view axis);
+
 struct MaxTextAxis {
   std::string name;           // the mesh axis: "data", "stage", "fsdp", ...
   std::string key;            // its keys' stem: "data", "pipeline", "fsdp"

@@ -28,11 +28,9 @@
 
 namespace shardplan {
 
-namespace {
-
 // base.yml's mesh_axes (AI-Hypercomputer/maxtext at 003b41698f6e, the
 // version configs/rules/maxtext.json copies its logical_axis_rules from).
-const std::vector<std::string>& default_mesh_axes() {
+const std::vector<std::string>& maxtext_mesh_axes() {
   static const std::vector<std::string> axes = {"data",
                                                 "stage",
                                                 "fsdp",
@@ -47,6 +45,12 @@ const std::vector<std::string>& default_mesh_axes() {
                                                 "autoregressive"};
   return axes;
 }
+
+std::string maxtext_key_stem(std::string_view axis) {
+  return axis == "stage" ? std::string("pipeline") : std::string(axis);
+}
+
+namespace {
 
 // The keys read besides the ici_*/dcn_* parallelism keys.
 const std::vector<std::string>& read_keys() {
@@ -98,10 +102,6 @@ std::string_view parallelism_stem(std::string_view key) {
     return {};
   }
   return key.substr(4, key.size() - 4 - k_suffix.size());
-}
-
-std::string key_stem(const std::string& axis) {
-  return axis == "stage" ? std::string("pipeline") : axis;
 }
 
 // The text a value was read from: a file, or one override argument (the
@@ -707,7 +707,7 @@ class Reader {
   }
 
   bool read_mesh() {
-    std::vector<std::string> names = default_mesh_axes();
+    std::vector<std::string> names = maxtext_mesh_axes();
     if (const Setting* s = find("mesh_axes")) {
       names.clear();
       std::vector<Location> where;
@@ -739,7 +739,7 @@ class Reader {
     for (const std::string& name : names) {
       MaxTextAxis axis;
       axis.name = name;
-      axis.key = key_stem(name);
+      axis.key = maxtext_key_stem(name);
       stems.insert(axis.key);
       axis.ici.value = axis.key == "fsdp" ? -1 : 1;
       axis.dcn.value = axis.key == "data" ? -1 : 1;

@@ -23,29 +23,6 @@ namespace shardplan::report_detail {
 
 namespace {
 
-// MaxText's mesh axes, in base.yml's mesh_axes order, and the word of
-// their ici_*/dcn_* keys ("stage" is ici_pipeline_parallelism): the
-// snapshot the maxtext preset copies its rules from (configs/rules/
-// maxtext.json, AI-Hypercomputer/maxtext at 003b41698f6e).
-struct MaxTextAxis {
-  std::string_view name;
-  std::string_view key;
-};
-constexpr std::array<MaxTextAxis, 12> k_maxtext_axes{{
-    {"data", "data"},
-    {"stage", "pipeline"},
-    {"fsdp", "fsdp"},
-    {"fsdp_transpose", "fsdp_transpose"},
-    {"sequence", "sequence"},
-    {"context", "context"},
-    {"context_autoregressive", "context_autoregressive"},
-    {"tensor", "tensor"},
-    {"tensor_transpose", "tensor_transpose"},
-    {"tensor_sequence", "tensor_sequence"},
-    {"expert", "expert"},
-    {"autoregressive", "autoregressive"},
-}};
-
 // shardplan's short names (DESIGN.md 10) and their MaxText axes.
 struct Alias {
   std::string_view name;
@@ -77,9 +54,9 @@ constexpr std::array<std::string_view, 10> k_maxtext_remat{
 
 // The MaxText axis of a mesh axis name; nullopt for a name MaxText lacks.
 std::optional<std::string_view> maxtext_name(std::string_view axis) {
-  for (const MaxTextAxis& a : k_maxtext_axes) {
-    if (a.name == axis) {
-      return a.name;
+  for (const std::string& name : maxtext_mesh_axes()) {
+    if (name == axis) {
+      return name;
     }
   }
   for (const Alias& a : k_aliases) {
@@ -128,20 +105,17 @@ std::string mesh_yaml(const Mesh& mesh,
     out += fmt::format("# Topology: {}\n", topology_summary(*topology));
   }
   // Each MaxText axis's ICI and DCN parts (can_render checked the names).
-  std::array<int64_t, k_maxtext_axes.size()> ici{};
-  std::array<int64_t, k_maxtext_axes.size()> dcn{};
-  ici.fill(1);
-  dcn.fill(1);
+  const std::vector<std::string>& maxtext_axes = maxtext_mesh_axes();
+  std::vector<int64_t> ici(maxtext_axes.size(), 1);
+  std::vector<int64_t> dcn(maxtext_axes.size(), 1);
   std::vector<std::string> mapped;
   std::vector<std::string> order;  // the mesh's axes of size > 1, mapped
   for (const MeshAxis& axis : mesh.axes) {
     const std::string_view name = maxtext_name(axis.name).value_or("");
     const auto at = static_cast<size_t>(
-        std::find_if(k_maxtext_axes.begin(),
-                     k_maxtext_axes.end(),
-                     [&](const MaxTextAxis& a) { return a.name == name; })
-        - k_maxtext_axes.begin());
-    if (at == k_maxtext_axes.size()) {
+        std::find(maxtext_axes.begin(), maxtext_axes.end(), name)
+        - maxtext_axes.begin());
+    if (at == maxtext_axes.size()) {
       continue;
     }
     ici[at] = axis.ici;
@@ -162,9 +136,9 @@ std::string mesh_yaml(const Mesh& mesh,
   // MaxText lays out its axes in mesh_axes order: the plan's order of the
   // axes that split devices must be the same, or mesh_axes says it.
   std::vector<std::string> default_order;
-  for (size_t a = 0; a < k_maxtext_axes.size(); ++a) {
+  for (size_t a = 0; a < maxtext_axes.size(); ++a) {
     if (ici[a] * dcn[a] > 1) {
-      default_order.emplace_back(k_maxtext_axes[a].name);
+      default_order.push_back(maxtext_axes[a]);
     }
   }
   if (order != default_order) {
@@ -172,9 +146,9 @@ std::string mesh_yaml(const Mesh& mesh,
     for (const std::string& name : order) {
       axes.push_back(yaml_str(name));
     }
-    for (const MaxTextAxis& a : k_maxtext_axes) {
-      if (std::find(order.begin(), order.end(), a.name) == order.end()) {
-        axes.push_back(yaml_str(a.name));
+    for (const std::string& name : maxtext_axes) {
+      if (std::find(order.begin(), order.end(), name) == order.end()) {
+        axes.push_back(yaml_str(name));
       }
     }
     out += fmt::format(
@@ -183,13 +157,14 @@ std::string mesh_yaml(const Mesh& mesh,
         fmt::join(order, ", "),
         fmt::join(axes, ", "));
   }
-  for (size_t a = 0; a < k_maxtext_axes.size(); ++a) {
-    out +=
-        fmt::format("ici_{}_parallelism: {}\n", k_maxtext_axes[a].key, ici[a]);
-  }
-  for (size_t a = 0; a < k_maxtext_axes.size(); ++a) {
-    out +=
-        fmt::format("dcn_{}_parallelism: {}\n", k_maxtext_axes[a].key, dcn[a]);
+  for (const std::string_view part : {"ici", "dcn"}) {
+    const std::vector<int64_t>& sizes = part == "ici" ? ici : dcn;
+    for (size_t a = 0; a < maxtext_axes.size(); ++a) {
+      out += fmt::format("{}_{}_parallelism: {}\n",
+                         part,
+                         maxtext_key_stem(maxtext_axes[a]),
+                         sizes[a]);
+    }
   }
   return out;
 }
