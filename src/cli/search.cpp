@@ -256,16 +256,14 @@ int run_search(const SearchCommand& cmd, Session& session) {
   SearchOptions options;
   options.axes = cmd.axes;
   if (options.axes.empty()) {
-    options.axes = {"fsdp", "tp"};
-    if (model->experts > 0) {
-      options.axes.insert(options.axes.begin() + 1, "ep");
-    }
-    if (maxtext) {
-      // MaxText's names, in its mesh_axes order.
-      options.axes = {"fsdp", "tensor"};
-      if (model->experts > 0) {
-        options.axes.push_back("expert");
-      }
+    // fsdp, ep, tp; with a MaxText config MaxText's names in its mesh_axes
+    // order: fsdp, tensor, expert.
+    const bool moe = model->experts > 0;
+    options.axes = maxtext ? std::vector<std::string>{"fsdp", "tensor"}
+                   : moe   ? std::vector<std::string>{"fsdp", "ep", "tp"}
+                           : std::vector<std::string>{"fsdp", "tp"};
+    if (maxtext && moe) {
+      options.axes.push_back("expert");
     }
   }
   options.dcn_axes = cmd.dcn_axes;

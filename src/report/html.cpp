@@ -480,16 +480,7 @@ std::string mesh_html(const MeshReport& report, const Diagnostics& diags) {
   out += device_grid_section(
       mesh, topology != nullptr ? &layout : nullptr, topology);
   out += section_start("axes", "Axes");
-  std::vector<std::vector<std::string>> rows = {
-      {"axis", "size", "ici", "dcn", "type"}};
-  for (const MeshAxis& a : mesh.axes) {
-    rows.push_back({a.name,
-                    std::to_string(a.size),
-                    std::to_string(a.ici),
-                    std::to_string(a.dcn),
-                    std::string(to_string(a.type))});
-  }
-  out += plain_table(rows);
+  out += plain_table(mesh_axis_rows(mesh));
   if (topology != nullptr) {
     if (!layout.physical_assignment.empty()) {
       std::vector<std::vector<std::string>> assignment = {{"physical axis"}};

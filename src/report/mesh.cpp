@@ -100,16 +100,7 @@ std::string mesh_text(const MeshReport& report) {
     out += fmt::format("topology {}\n", topology_summary(*topology));
   }
   out += "\n";
-  std::vector<std::vector<std::string>> rows = {
-      {"axis", "size", "ici", "dcn", "type"}};
-  for (const MeshAxis& a : mesh.axes) {
-    rows.push_back({a.name,
-                    std::to_string(a.size),
-                    std::to_string(a.ici),
-                    std::to_string(a.dcn),
-                    std::string(to_string(a.type))});
-  }
-  out += table(rows);
+  out += table(mesh_axis_rows(mesh));
 
   if (topology != nullptr) {
     out +=

@@ -419,6 +419,18 @@ std::string step_table(const StepEstimate& e) {
   return out;
 }
 
+Rows mesh_axis_rows(const Mesh& mesh) {
+  Rows rows = {{"axis", "size", "ici", "dcn", "type"}};
+  for (const MeshAxis& a : mesh.axes) {
+    rows.push_back({a.name,
+                    std::to_string(a.size),
+                    std::to_string(a.ici),
+                    std::to_string(a.dcn),
+                    std::string(to_string(a.type))});
+  }
+  return rows;
+}
+
 Rows dtype_rows(const MemoryEstimate& m) {
   Rows rows = {{"dtype", "tensors", "bytes", ""}};
   for (const DtypeMemory& d : m.by_dtype) {

@@ -107,6 +107,8 @@ int64_t activations_stage(const ActivationEstimate& activations,
 // bubble, the step; the assumptions "name value; ...".
 Rows step_rows(const StepEstimate& step);
 std::string step_assumptions(const StepEstimate& step);
+// A mesh's axes: name, size, ici and dcn parts, type.
+Rows mesh_axis_rows(const Mesh& mesh);
 // Params per device by dtype; the largest tensors per device.
 Rows dtype_rows(const MemoryEstimate& memory);
 Rows largest_rows(const MemoryEstimate& memory,
