@@ -165,10 +165,34 @@ search_one=$(median_run "$shardplan" search --topology 2xv5p-1024 \
 echo "the same, one remat policy:   $search_one (s, KiB): three policies cost" \
   "$(ratio "${search_split%% *}" "${search_one%% *}")x of one (the model state is"
 echo "   estimated once per mesh; target ~1)"
-echo "   shared work (-v): $("$shardplan" search --topology 2xv5p-1024 \
-  --model deepseek-v3 --seq 4096 --per-device-batch 1 \
-  --remat full,minimal,save_qkv_proj --allow-split-physical-axes -v 2>&1 \
-  >/dev/null | sed -n 's/.*search: \([0-9]* of\)/\1/p')"
+echo "   shared work (-v):"
+"$shardplan" search --topology 2xv5p-1024 --model deepseek-v3 --seq 4096 \
+  --per-device-batch 1 --remat full,minimal,save_qkv_proj \
+  --allow-split-physical-axes -v 2>&1 >/dev/null |
+  sed -n 's/.*search: \([0-9]* of\|the meshes walked\)/     \1/p'
+echo
+echo "== search time against tensors: DeepSeek-V3 with its 256 experts a layer"
+echo "   (91,991 tensors) and with 32 (12,695), over fsdp, sp, tp (104 meshes,"
+echo "   no expert axis: both fold into the same 1,414 tensor classes); the"
+echo "   search's own time (-v), median of 5. Tensors x meshes would make the"
+echo "   ratio ~7.2: names are read once per search (linear in tensors), and"
+echo "   each mesh walks the classes, so it stays far below that."
+few="$tmp/shardplan-bench-deepseek-32-experts.json"
+sed 's/"n_routed_experts": 256/"n_routed_experts": 32/' \
+  "$root/configs/models/deepseek-v3.json" >"$few"
+# The median of 5 runs of the search's own time (ms) as -v prints it.
+search_ms() {
+  for _ in 1 2 3 4 5; do
+    "$shardplan" search --topology 2xv5p-1024 --from-hf-config "$1" --seq 4096 \
+      --per-device-batch 1 --remat full,minimal,save_qkv_proj \
+      --allow-split-physical-axes --axes fsdp,sp,tp -v 2>&1 >/dev/null |
+      sed -n 's/.*debug: search: \([0-9.]*\) ms.*/\1/p'
+  done | sort -n | sed -n 3p
+}
+many_ms=$(search_ms "$root/configs/models/deepseek-v3.json")
+few_ms=$(search_ms "$few")
+echo "91,991 tensors: $many_ms ms; 12,695 tensors: $few_ms ms; ratio" \
+  "$(ratio "$many_ms" "$few_ms")"
 echo
 echo "== plan --format html against plan's text, --model deepseek-v3 on"
 echo "   v5p-512 as fsdp:64,tp:4 with a workload (whole processes, median of"

@@ -36,6 +36,15 @@ class Sum {
       m_overflow = true;
     }
   }
+  // Adds value x times.
+  void add(int64_t value, int64_t times) {
+    std::optional<int64_t> product = checked_mul(value, times);
+    if (product) {
+      add(*product);
+    } else {
+      m_overflow = true;
+    }
+  }
   int64_t value() const { return m_value; }
   bool overflow() const { return m_overflow; }
 
@@ -689,6 +698,7 @@ std::vector<std::optional<MemoryEstimate>> estimate_memory(
   struct Record {
     StateBytes state;
     DType held = DType::f32;
+    int64_t count = 1;  // the tensors it stands for (MemoryFacts::counts)
     bool dropped = false;
     bool uneven = false;
   };
@@ -718,7 +728,7 @@ std::vector<std::optional<MemoryEstimate>> estimate_memory(
         std::push_heap(heap.begin(), heap.end(), larger);
       }
     }
-    est.uneven_tensors += record.uneven ? 1 : 0;
+    est.uneven_tensors += record.uneven ? record.count : 0;
     if (record.dropped) {
       return;  // not held
     }
@@ -730,8 +740,9 @@ std::vector<std::optional<MemoryEstimate>> estimate_memory(
       est.by_dtype.push_back(DtypeMemory{record.held, 0, 0});
       dtype_it = est.by_dtype.end() - 1;
     }
-    ++dtype_it->tensors;
-    dtype_it->params_per_device += record.state.params;  // <= params total
+    dtype_it->tensors += record.count;
+    // A part of the group's params, whose sum was checked: no overflow.
+    dtype_it->params_per_device += record.state.params * record.count;
   };
 
   bool overflow = false;
@@ -740,9 +751,10 @@ std::vector<std::optional<MemoryEstimate>> estimate_memory(
     const TensorSharding& s = shardings[t];
     const Tensor& tensor = tensors[t];
     const Role role = role_of(t);
+    const int64_t count = facts.count(t);  // the tensors it stands for
     if (role == Role::scale || role == Role::dropped_scale) {
-      ++out.scale_tensors;
-      out.dropped_scale_tensors += role == Role::dropped_scale ? 1 : 0;
+      out.scale_tensors += count;
+      out.dropped_scale_tensors += role == Role::dropped_scale ? count : 0;
     } else if (is_fp8(tensor.dtype) && !out.fp8_param_dtype) {
       out.fp8_param_dtype = held_dtype(tensor.dtype);  // FP8 is trainable
     }
@@ -768,13 +780,14 @@ std::vector<std::optional<MemoryEstimate>> estimate_memory(
     const TensorPlacement where =
         placement.placed() ? placement.tensors[t] : TensorPlacement{};
     Totals& bucket = buckets[bucket_of(where)];
-    bucket.params.add(cost->state.params);
-    bucket.grads.add(cost->state.grads);
-    bucket.optimizer.add(cost->state.optimizer);
-    bucket.min_states.add(cost->min_state.model_states());
+    bucket.params.add(cost->state.params, count);
+    bucket.grads.add(cost->state.grads, count);
+    bucket.optimizer.add(cost->state.optimizer, count);
+    bucket.min_states.add(cost->min_state.model_states(), count);
     bucket.update = std::max(bucket.update, cost->state.update);
     const Record record{cost->state,
                         cost->held,
+                        count,
                         role == Role::dropped_scale,
                         s.min_bytes_per_device() != s.bytes_per_device()};
     if (placement.placed()) {
@@ -785,7 +798,7 @@ std::vector<std::optional<MemoryEstimate>> estimate_memory(
     if (cost->gather_buffer > 0) {
       Unit& unit = units[unit_of[t]];
       if (where.expert_rank == k_every) {
-        unit.common.add(cost->gather_buffer);
+        unit.common.add(cost->gather_buffer, count);
       } else {
         auto at = std::lower_bound(unit.by_rank.begin(),
                                    unit.by_rank.end(),
@@ -795,7 +808,7 @@ std::vector<std::optional<MemoryEstimate>> estimate_memory(
         if (at == unit.by_rank.end() || at->first != where.expert_rank) {
           at = unit.by_rank.insert(at, {where.expert_rank, Sum{}});
         }
-        at->second.add(cost->gather_buffer);
+        at->second.add(cost->gather_buffer, count);
         any_by_rank = true;
       }
     }

@@ -134,6 +134,13 @@ bool is_embedding_name(std::string_view name) {
   return name_facts(name).embedding;
 }
 
+int64_t expert_rank_of(int64_t expert, int64_t ranks, int64_t experts) {
+  assert(0 <= expert && expert < experts && ranks >= 1);
+  // E < N and R, both int64, so the product fits in 128 bits; the quotient
+  // is below R.
+  return static_cast<int64_t>(static_cast<int128>(expert) * ranks / experts);
+}
+
 std::optional<Placement> place_tensors(
     const Manifest& manifest,
     const Mesh& mesh,
@@ -267,10 +274,7 @@ std::optional<Placement> place_tensors(
     }
     if (out.expert_ranks > 1 && !splits_over(spec, out.expert_axes)) {
       if (const std::optional<int64_t>& e = name.expert) {
-        // floor(E x R / N), in 128 bits: E < N and R <= N, both below
-        // 10^18, so the product fits; the quotient is below R.
-        p.expert_rank = static_cast<int64_t>(static_cast<int128>(*e)
-                                             * out.expert_ranks / out.experts);
+        p.expert_rank = expert_rank_of(*e, out.expert_ranks, out.experts);
       }
     }
   }

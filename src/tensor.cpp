@@ -705,6 +705,33 @@ const Tensor* Manifest::find(std::string_view name) const {
   return m_tags[slot] == 0 ? nullptr : &m_tensors[m_positions[slot]];
 }
 
+Manifest Manifest::subset(std::span<const size_t> indices) const {
+  Manifest out;
+  out.source = source;
+  out.reserve(indices.size());
+  for (size_t i : indices) {
+    assert(i < m_tensors.size());
+    Tensor tensor = m_tensors[i];
+    if (tensor.logical_axes) {
+      out.m_logical_axes.push_back(
+          std::make_unique<const LogicalAxes>(*tensor.logical_axes));
+      tensor.logical_axes =
+          OptionalRef<LogicalAxes>(out.m_logical_axes.back().get());
+    }
+    const uint32_t hash = hash_name(tensor.name);
+    const size_t slot = out.probe(tensor.name, hash);
+    assert(out.m_tags[slot] == 0);  // names are unique here already
+    const auto position = static_cast<uint32_t>(out.m_tensors.size());
+    out.store(tensor);
+    out.set_tag(slot, tag_of(hash));
+    out.m_positions[slot] = position;
+    // A part of sums that fit in int64, each term >= 0: no overflow.
+    out.m_total_elements += tensor.num_elements;
+    out.m_total_bytes += tensor.num_bytes;
+  }
+  return out;
+}
+
 void Manifest::reserve(size_t n) {
   m_tensors.reserve(n);
   n = std::min(n, k_max_tensors);

@@ -167,6 +167,11 @@ struct Placement {
   bool placed() const { return groups() > 1; }
 };
 
+// The expert rank expert E of N lives on among R ranks: floor(E x R / N),
+// computed in 128 bits (Megatron's and MaxText's contiguous blocks of N/R
+// experts). REQUIRES: 0 <= E < N; R >= 1.
+int64_t expert_rank_of(int64_t expert, int64_t ranks, int64_t experts);
+
 // The stage and expert rank of each tensor of `manifest` (shardings[t] is
 // tensor t's, as validate gives them):
 // - stage, when S > 1 and the tensor's spec splits it over no stage axis:
@@ -221,6 +226,15 @@ struct MemoryFacts {
   // Per tensor: for a scale, the dtype of the weight it scales
   // (scaled_weight_name), when the manifest has that weight.
   std::vector<std::optional<DType>> scaled_dtype;
+  // Per tensor: how many tensors it stands for, when the manifest holds
+  // one representative of each class of tensors an estimate treats alike
+  // (search's fold_tensor_classes): estimate_memory counts its bytes, and
+  // it in its counts of tensors, that many times. Empty: one each.
+  std::vector<int64_t> counts;
+
+  int64_t count(size_t tensor) const {
+    return counts.empty() ? 1 : counts[tensor];
+  }
 };
 MemoryFacts memory_facts(const Manifest& manifest);
 
@@ -402,8 +416,10 @@ struct MemoryEstimate {
   std::optional<bool> fits;               // max_device_total <= capacity
   // Of the tensors the most loaded group holds:
   std::vector<DtypeMemory> by_dtype;  // first appearance order
-  std::vector<TensorMemory> largest;  // by model states, descending
-  int64_t uneven_tensors = 0;         // tensors whose shards differ
+  // By model states, descending (a tensor standing for several, as
+  // MemoryFacts::counts has it, is listed once).
+  std::vector<TensorMemory> largest;
+  int64_t uneven_tensors = 0;  // tensors whose shards differ
 };
 
 // Estimates per-device memory of `shardings` (validate_specs's result, one per

@@ -49,6 +49,11 @@ struct SearchOptions {
   SearchObjective objective = SearchObjective::tokens;
   // Called after each mesh with (meshes done, meshes in all); may be empty.
   std::function<void(int64_t, int64_t)> progress;
+  // Plan, validate and estimate each mesh over the manifest's tensor
+  // classes (fold_tensor_classes), not its tensors: the same figures, in
+  // time that grows with the classes. false: every tensor is walked on
+  // every mesh (what the folded walk is tested against).
+  bool fold_tensors = true;
 };
 
 // Why a candidate is not ranked.
@@ -88,7 +93,42 @@ struct SearchResult {
   int64_t tensors = 0;
   int64_t decision_keys = 0;
   int64_t decisions = 0;
+  // The tensors (tensor classes, with SearchOptions::fold_tensors) the
+  // planned meshes walked, summed over them, and the foldings made (one per
+  // distinct expert rank count).
+  int64_t walked = 0;
+  int64_t foldings = 0;
 };
+
+// A manifest's tensors folded into classes whose members every mesh with
+// `expert_ranks` expert ranks plans, validates and places alike, so that one
+// member, counted as many times as the class has members, gives the
+// estimate all of them give: tensors of one decoder layer with the same
+// rule key (RuleKeys: the same patterns match their names, the same shape,
+// dtype and logical axes), the same MemoryFacts kind and scaled dtype, and,
+// for per-expert tensors, the same expert rank (expert_rank_of: the
+// contiguous experts of one rank). A tensor of no layer is a class of its
+// own (FSDP gathers it alone; docs/memory.md, "Gather buffer"). Under
+// fsdp-tp DeepSeek-V3's 91,991 tensors are 1,414 classes on a mesh without
+// expert ranks, 3,066 with 8 and 61,594 with 256 (one expert a rank).
+struct TensorClasses {
+  // Each class's first tensor, in manifest order: its first tensor of a
+  // layer, of a dtype, with an error, is the manifest's.
+  Manifest representatives;
+  RuleKeys keys;      // the representatives', with every key of the manifest
+  MemoryFacts facts;  // the representatives', counts the classes' sizes
+  // N as place_tensors takes it for the manifest: the larger of the model
+  // config's experts and the manifest's largest expert index + 1 (the
+  // representatives may lack that index). Pass it as MemoryOptions::experts.
+  int64_t experts = 0;
+};
+// REQUIRES: keys and facts are rule_keys and memory_facts of `manifest`;
+// expert_ranks >= 1.
+TensorClasses fold_tensor_classes(const Manifest& manifest,
+                                  const RuleKeys& keys,
+                                  const MemoryFacts& facts,
+                                  int64_t expert_ranks,
+                                  int64_t config_experts);
 
 // Every assignment of the topology's devices per slice to options.axes
 // (sizes dividing what the model allows: tensor axes the heads and KV

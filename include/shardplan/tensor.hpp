@@ -238,6 +238,11 @@ class Manifest {
   void prefetch(std::string_view name) const;
   // Room for `n` tensors in all, so that adding them moves nothing.
   void reserve(size_t n);
+  // A manifest of the tensors at `indices` (positions in tensors()), in the
+  // order given, with the same source: the tensors are copied as they are
+  // (names, dims, logical axes, where they were read from), not checked
+  // again. REQUIRES: every index < size(), none repeated.
+  Manifest subset(std::span<const size_t> indices) const;
 
   // Sums over all tensors; each fits in int64 (checked as tensors are added).
   int64_t total_elements() const { return m_total_elements; }

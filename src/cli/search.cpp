@@ -380,6 +380,14 @@ int run_search(const SearchCommand& cmd, Session& session) {
       result->decision_keys,
       result->decisions,
       result->tensors * result->planned);
+  spdlog::debug(
+      "search: the meshes walked {} tensor classes in all, not {} tensors "
+      "(tensors x meshes; {} folding{} of the manifest, one per expert rank "
+      "count)",
+      result->walked,
+      result->tensors * result->planned,
+      result->foldings,
+      result->foldings == 1 ? "" : "s");
   bool any = false;
   for (const SearchCandidate& c : result->candidates) {
     any = any || c.rank.has_value();

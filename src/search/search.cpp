@@ -7,12 +7,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cstdint>
 #include <functional>
 #include <iterator>
 #include <limits>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -170,7 +172,105 @@ double objective_value(const SearchCandidate& c, SearchObjective o) {
   return k_unknown;
 }
 
+// What makes tensors of one layer a class (fold_tensor_classes).
+struct ClassKey {
+  uint32_t key = 0;  // RuleKeys::key_of
+  MemoryFacts::Kind kind = MemoryFacts::Kind::weight;
+  std::optional<DType> scaled;
+  int64_t layer = 0;
+  int64_t expert_rank = -1;  // -1: not a per-expert tensor
+
+  bool operator==(const ClassKey&) const = default;
+};
+
+struct ClassKeyHash {
+  size_t operator()(const ClassKey& k) const noexcept {
+    // Each field mixed in (boost's hash_combine, then splitmix64's
+    // finalizer steps).
+    auto mix = [](uint64_t h, uint64_t v) {
+      h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6U) + (h >> 2U);
+      h ^= h >> 30U;
+      h *= 0xbf58476d1ce4e5b9ULL;
+      h ^= h >> 27U;
+      return h;
+    };
+    uint64_t h = mix(0, k.key);
+    h = mix(h, static_cast<uint64_t>(k.kind));
+    h = mix(h, k.scaled ? static_cast<uint64_t>(*k.scaled) + 1 : 0);
+    h = mix(h, static_cast<uint64_t>(k.layer));
+    h = mix(h, static_cast<uint64_t>(k.expert_rank));
+    return static_cast<size_t>(h);
+  }
+};
+
+// The product of the sizes of the mesh's expert axes (not also stage axes):
+// R as place_tensors computes it.
+int64_t expert_ranks_of(const Mesh& mesh, const AxisRoles& roles) {
+  int64_t ranks = 1;
+  for (const MeshAxis& axis : mesh.axes) {
+    if (has_name(roles.expert, axis.name)
+        && !has_name(roles.stage, axis.name)) {
+      ranks *= axis.size;
+    }
+  }
+  return ranks;
+}
+
 }  // namespace
+
+TensorClasses fold_tensor_classes(const Manifest& manifest,
+                                  const RuleKeys& keys,
+                                  const MemoryFacts& facts,
+                                  int64_t expert_ranks,
+                                  int64_t config_experts) {
+  assert(expert_ranks >= 1);
+  assert(keys.key_of.size() == manifest.size());
+  assert(facts.names.size() == manifest.size());
+  TensorClasses out;
+  int64_t largest_expert = -1;
+  for (const NameFacts& name : facts.names) {
+    largest_expert = std::max(largest_expert, name.expert.value_or(-1));
+  }
+  out.experts = std::max(config_experts, largest_expert + 1);
+  std::vector<size_t> members;  // each class's first tensor
+  std::vector<int64_t> counts;
+  std::unordered_map<ClassKey, size_t, ClassKeyHash> class_of;
+  for (size_t t = 0; t < manifest.size(); ++t) {
+    const NameFacts& name = facts.names[t];
+    if (!name.layer) {
+      members.push_back(t);
+      counts.push_back(facts.count(t));
+      continue;
+    }
+    ClassKey key{keys.key_of[t],
+                 facts.kinds[t],
+                 facts.scaled_dtype[t],
+                 *name.layer,
+                 name.expert
+                     ? expert_rank_of(*name.expert, expert_ranks, out.experts)
+                     : -1};
+    auto [it, added] = class_of.try_emplace(key, members.size());
+    if (added) {
+      members.push_back(t);
+      counts.push_back(0);
+    }
+    counts[it->second] += facts.count(t);
+  }
+  out.representatives = manifest.subset(members);
+  out.keys.matches = keys.matches;
+  out.keys.key_of.reserve(members.size());
+  out.facts.names.reserve(members.size());
+  out.facts.kinds.reserve(members.size());
+  out.facts.scaled_dtype.reserve(members.size());
+  for (size_t t : members) {
+    out.keys.key_of.push_back(keys.key_of[t]);
+    out.facts.names.push_back(facts.names[t]);
+    out.facts.kinds.push_back(facts.kinds[t]);
+    out.facts.scaled_dtype.push_back(facts.scaled_dtype[t]);
+  }
+  out.facts.counts = std::move(counts);
+  return out;
+}
 
 std::string_view to_string(SearchObjective objective) {
   switch (objective) {
@@ -227,7 +327,8 @@ std::optional<SearchResult> search_meshes(const Manifest& manifest,
   }
   const MemoryFacts facts = memory_facts(manifest);
   ApplyOptions apply;
-  apply.keys = &*keys;
+  // The manifest folded into tensor classes, per expert rank count.
+  std::map<int64_t, TensorClasses> folds;
   out.tensors = static_cast<int64_t>(manifest.size());
   out.decision_keys = static_cast<int64_t>(keys->keys());
   const std::vector<MeshChoice> meshes =
@@ -291,18 +392,43 @@ std::optional<SearchResult> search_meshes(const Manifest& manifest,
     const MeshLayout* layout = &placed->layout;
     std::optional<AxisRoles> roles =
         resolve_axis_roles(*mesh, AxisRoles{}, AxisRoleSources{}, local);
+    if (!roles) {
+      drop_all(choice, DropReason::plan, first_error(local));
+      continue;
+    }
+    // The tensors this mesh walks: the manifest's classes for its expert
+    // rank count (folded once per count), or every tensor.
+    const Manifest* tensors = &manifest;
+    const MemoryFacts* tensor_facts = &facts;
+    int64_t experts = model.experts;
+    apply.keys = &*keys;
+    if (options.fold_tensors) {
+      const int64_t ranks = expert_ranks_of(*mesh, *roles);
+      auto it = folds.find(ranks);
+      if (it == folds.end()) {
+        it = folds
+                 .emplace(ranks,
+                          fold_tensor_classes(
+                              manifest, *keys, facts, ranks, model.experts))
+                 .first;
+      }
+      tensors = &it->second.representatives;
+      tensor_facts = &it->second.facts;
+      experts = it->second.experts;
+      apply.keys = &it->second.keys;
+    }
     std::optional<RulePlan> plan =
-        roles ? apply_rules(manifest, *mesh, rules, local, apply)
-              : std::nullopt;
+        apply_rules(*tensors, *mesh, rules, local, apply);
     if (!plan) {
       drop_all(choice, DropReason::plan, first_error(local));
       continue;
     }
     ++out.planned;
+    out.walked += static_cast<int64_t>(tensors->size());
     out.decisions += static_cast<int64_t>(plan->decisions.size());
     const std::vector<const PartitionSpec*> specs = plan->specs();
     const std::vector<TensorSharding> shardings = validate_planned(
-        manifest, *mesh, specs, rules.source, ValidateOptions{}, local);
+        *tensors, *mesh, specs, rules.source, ValidateOptions{}, local);
     if (local.has_errors()) {
       drop_all(choice, DropReason::plan, first_error(local));
       continue;
@@ -344,16 +470,16 @@ std::optional<SearchResult> search_meshes(const Manifest& manifest,
     MemoryOptions m = options.memory;
     m.roles = *roles;
     m.layers = model.layers;
-    m.experts = model.experts;
+    m.experts = experts;
     m.largest = 0;
-    m.facts = &facts;
+    m.facts = tensor_facts;
     Diagnostics state_diags;
     std::vector<Diagnostics> found(estimated.size());
     const std::vector<std::optional<MemoryEstimate>> memories =
         estimated.empty()
             ? std::vector<std::optional<MemoryEstimate>>()
             : estimate_memory(
-                manifest, *mesh, shardings, m, loads, state_diags, found);
+                *tensors, *mesh, shardings, m, loads, state_diags, found);
     for (size_t v = 0; v < estimated.size(); ++v) {
       SearchCandidate& c = variants[estimated[v]];
       const std::optional<MemoryEstimate>* memory =
@@ -391,6 +517,7 @@ std::optional<SearchResult> search_meshes(const Manifest& manifest,
     std::move(
         variants.begin(), variants.end(), std::back_inserter(out.candidates));
   }
+  out.foldings = static_cast<int64_t>(folds.size());
   // Rank those that fit; keep the dropped after them, in the order tried.
   std::stable_partition(out.candidates.begin(),
                         out.candidates.end(),
