@@ -47,7 +47,8 @@ CLI::App* add_search_command(CLI::App& app,
                   cmd.axes,
                   "the axes to assign the devices of a slice to, in mesh "
                   "order (default: fsdp,tp, and ep for a model with "
-                  "experts; dp across slices)")
+                  "experts; dp across slices; MaxText's names with "
+                  "--rules maxtext or --maxtext-config)")
       ->delimiter(',')
       ->type_name("A,B,..");
   sub->add_option("--dcn-axes",
@@ -255,20 +256,24 @@ int run_search(const SearchCommand& cmd, Session& session) {
   }
   SearchOptions options;
   options.axes = cmd.axes;
+  // MaxText's rules split over MaxText's axis names only ("tensor", not
+  // "tp": other axes hold replicas), so with them the axes are named so.
+  const bool maxtext_names =
+      maxtext || (cmd.rules_given && cmd.rules == "maxtext");
   if (options.axes.empty()) {
-    // fsdp, ep, tp; with a MaxText config MaxText's names in its mesh_axes
+    // fsdp, ep, tp; with MaxText's rules MaxText's names in its mesh_axes
     // order: fsdp, tensor, expert.
     const bool moe = model->experts > 0;
-    options.axes = maxtext ? std::vector<std::string>{"fsdp", "tensor"}
-                   : moe   ? std::vector<std::string>{"fsdp", "ep", "tp"}
-                           : std::vector<std::string>{"fsdp", "tp"};
-    if (maxtext && moe) {
+    options.axes = maxtext_names ? std::vector<std::string>{"fsdp", "tensor"}
+                   : moe         ? std::vector<std::string>{"fsdp", "ep", "tp"}
+                                 : std::vector<std::string>{"fsdp", "tp"};
+    if (maxtext_names && moe) {
       options.axes.push_back("expert");
     }
   }
   options.dcn_axes = cmd.dcn_axes;
   if (options.dcn_axes.empty()) {
-    options.dcn_axes = {maxtext ? "data" : "dp"};
+    options.dcn_axes = {maxtext_names ? "data" : "dp"};
     for (const std::string& axis : options.axes) {
       const bool data = has_default_role(AxisRole::data, axis);
       if (axis != options.dcn_axes.front()

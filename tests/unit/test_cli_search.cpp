@@ -471,3 +471,47 @@ TEST_CASE("search: a model of wide layers only fits with tensor parallelism",
   CHECK(doc["candidates"][0]["memory"]["per_device"]["gather_buffer"]
         == int64_t{34'359'738'368});
 }
+
+TEST_CASE("search: MaxText's rules search MaxText's axis names",
+          "[cli][search]") {
+  // The maxtext preset splits over MaxText's names only ("tensor", not
+  // "tp": other axes hold replicas), so its default axes are fsdp and
+  // tensor (and data across slices): a tp axis would hold replicas of every
+  // weight while the step counted it as tensor parallelism.
+  const json doc = run_json({"search",
+                             "--topology",
+                             "v5p-256",
+                             "--model",
+                             "llama-3-8b",
+                             "--seq",
+                             "4096",
+                             "--per-device-batch",
+                             "1",
+                             "--rules",
+                             "maxtext"});
+  bool tensor_mesh = false;
+  for (const json& c : doc["candidates"]) {
+    const std::string mesh = c["mesh"].get<std::string>();
+    INFO(mesh);
+    CHECK(mesh.find("tp:") == std::string::npos);
+    tensor_mesh = tensor_mesh || mesh == "fsdp:32,tensor:4";
+  }
+  REQUIRE(tensor_mesh);
+  // fsdp:32,tensor:4 splits each weight 4 ways more than fsdp:32,tp:4,
+  // where MaxText's rules replicate over tp.
+  auto total = [](const std::string& mesh) {
+    return run_json({"plan",
+                     "--topology",
+                     "v5p-256",
+                     "--model",
+                     "llama-3-8b",
+                     "--rules",
+                     "maxtext",
+                     "--recipe",
+                     "adam",
+                     "--mesh",
+                     mesh})["memory"]["per_device"]["params"]
+        .get<int64_t>();
+  };
+  CHECK(total("fsdp:32,tensor:4") * 3 < total("fsdp:32,tp:4"));
+}
