@@ -515,23 +515,21 @@ void check_same_estimate(const MemoryEstimate& a, const MemoryEstimate& b) {
   CHECK(a.placement.expert_ranks == b.placement.expert_ranks);
   CHECK(a.placement.layers == b.placement.layers);
   CHECK(a.placement.experts == b.placement.experts);
+  auto group = [&](const GroupMemory& g) {
+    std::vector<int64_t> out{g.stage,
+                             g.expert_rank,
+                             g.gather_buffer,
+                             g.optimizer_step,
+                             g.total,
+                             g.min_total};
+    for (int64_t bytes : state(g.per_device)) {
+      out.push_back(bytes);
+    }
+    return out;
+  };
   REQUIRE(a.stages.size() == b.stages.size());
   for (size_t s = 0; s < a.stages.size(); ++s) {
-    const GroupMemory& x = a.stages[s];
-    const GroupMemory& y = b.stages[s];
-    CHECK(std::vector<int64_t>{x.stage,
-                               x.expert_rank,
-                               x.gather_buffer,
-                               x.optimizer_step,
-                               x.total,
-                               x.min_total}
-          == std::vector<int64_t>{y.stage,
-                                  y.expert_rank,
-                                  y.gather_buffer,
-                                  y.optimizer_step,
-                                  y.total,
-                                  y.min_total});
-    CHECK(state(x.per_device) == state(y.per_device));
+    CHECK(group(a.stages[s]) == group(b.stages[s]));
   }
   CHECK(a.gather_buffer == b.gather_buffer);
   REQUIRE(a.gather_units.size() == b.gather_units.size());
