@@ -533,6 +533,8 @@ std::vector<std::optional<MemoryEstimate>> estimate_memory(
     StateBytes min_state;
     int64_t gather_buffer = 0;  // when used gathered: params (+ grads)
   };
+  // Per mesh axis: the spec of some tensor held splits it over the axis.
+  std::vector<bool> split(mesh.axes.size(), false);
   auto cost_of = [&](const TensorSharding& s,
                      const Tensor& tensor,
                      Role role) -> std::optional<Cost> {
@@ -544,6 +546,13 @@ std::vector<std::optional<MemoryEstimate>> estimate_memory(
     cost.held = trained ? held_dtype(tensor.dtype) : tensor.dtype;
     // ZeRO shards over the data axes the spec leaves free.
     const PartitionSpec* spec = s.spec();
+    if (spec) {
+      for (const DimSharding& dim : spec->dims) {
+        for (const std::string& axis : dim.axes) {
+          split[static_cast<size_t>(mesh.index_of(axis))] = true;
+        }
+      }
+    }
     const int64_t free_data = free_data_of(spec);
     std::optional<StateBytes> state = state_of(s.elements_per_device(),
                                                cost.held,
@@ -822,6 +831,11 @@ std::vector<std::optional<MemoryEstimate>> estimate_memory(
   for (const Totals& b : buckets) {
     overflow = overflow || b.params.overflow() || b.grads.overflow()
                || b.optimizer.overflow() || b.min_states.overflow();
+  }
+  for (size_t a = 0; a < mesh.axes.size(); ++a) {
+    if (split[a]) {
+      out.split_axes.push_back(mesh.axes[a].name);
+    }
   }
   auto overflow_error = [&](Diagnostics& to) {
     to.error("memory.overflow",

@@ -392,6 +392,10 @@ struct MemoryEstimate {
   std::vector<GatherUnit> gather_units;  // those two units (or one), in order
   // The mesh axes their tensors are gathered over, in mesh order.
   std::vector<std::string> gather_axes;
+  // The mesh axes the spec of some tensor held splits it over, in mesh
+  // order (a tensor axis none splits holds whole weights: estimate_step
+  // warns).
+  std::vector<std::string> split_axes;
   // The most loaded group's activations (options.activations), in HBM and
   // in host memory; activations_counted: options.activations was given.
   bool activations_counted = false;

@@ -355,6 +355,11 @@ struct StepEstimate {
   // The largest part of the step, in words: "compute-bound", "exposed tp
   // all-reduce over ici", "pipeline bubble".
   std::string bottleneck;
+  // Tensor axes (size > 1) the specs split no tensor over
+  // (StepInputs::split_axes): the estimate counts each as tensor
+  // parallelism, but its devices hold whole weights and would repeat the
+  // same matmuls, so the estimate does not hold [step.tensor-axis-unsplit].
+  std::vector<std::string> unsplit_tensor_axes;
   // Every constant the estimate assumed: its name, value and source.
   struct Assumption {
     std::string name;
@@ -372,6 +377,9 @@ struct StepInputs {
   // The axes FSDP gathers the weights over at use (MemoryEstimate::
   // gather_axes: from the specs).
   std::vector<std::string> gather_axes;
+  // The axes the specs split some tensor over (MemoryEstimate::
+  // split_axes); nullopt: not known, not checked.
+  std::optional<std::vector<std::string>> split_axes;
   // Bytes per element of the weights as trained (the param dtype) and of
   // their gradients.
   int64_t weight_bytes = 2;
@@ -401,7 +409,9 @@ StepInputs step_inputs_for(const ModelConfig& model,
 // below an FSDP axis's critical batch, peak / the axis's bandwidth
 // [step.below-critical-batch]; tensor axes wider than MLP width x their
 // bandwidth / peak [step.tensor-too-wide]; an FSDP or tensor axis over DCN
-// [step.over-dcn]. REQUIRES: `activations` from estimate_activations on
+// [step.over-dcn]; a tensor axis no spec splits a tensor over
+// [step.tensor-axis-unsplit] (StepEstimate::unsplit_tensor_axes). REQUIRES:
+// `activations` from estimate_activations on
 // the same model, mesh and roles; inputs.links.size() == mesh.axes.size().
 std::optional<StepEstimate> estimate_step(const ModelConfig& model,
                                           const Mesh& mesh,

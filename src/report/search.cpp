@@ -145,12 +145,23 @@ std::string search_text(const SearchReport& r, const Diagnostics& diags) {
       counts.push_back(fmt::format("{} {}", n, reason));
     }
     out += fmt::format("\ndropped: {}\n", fmt::join(counts, ", "));
-    // The closest miss over HBM, for a user deciding what to change.
-    for (const SearchCandidate& c : res.candidates) {
-      if (c.dropped == DropReason::over_hbm) {
-        out += fmt::format(
-            "first over HBM: {} ({}): {}\n", c.mesh, c.remat, c.message);
-        break;
+    // The first candidate dropped for each reason, with why: for a user
+    // deciding what to change (over HBM: the closest miss).
+    for (DropReason reason : {DropReason::layout,
+                              DropReason::indivisible,
+                              DropReason::plan,
+                              DropReason::over_hbm}) {
+      for (const SearchCandidate& c : res.candidates) {
+        if (c.dropped == reason) {
+          out += fmt::format("first {}: {} ({}): {}\n",
+                             reason == DropReason::over_hbm
+                                 ? std::string_view("over HBM")
+                                 : to_string(reason),
+                             c.mesh,
+                             c.remat,
+                             c.message);
+          break;
+        }
       }
     }
   }

@@ -37,6 +37,16 @@ std::string first_error(const Diagnostics& diags) {
   return {};
 }
 
+// The message of the first diagnostic of `diags` with `code`.
+std::string first_of(const Diagnostics& diags, std::string_view code) {
+  for (const Diagnostic& d : diags.items()) {
+    if (d.code == code) {
+      return d.message;
+    }
+  }
+  return {};
+}
+
 // One mesh: axis sizes in options.axes order (within a slice), and the
 // slices' factors over the DCN axes.
 struct MeshChoice {
@@ -507,7 +517,12 @@ std::optional<SearchResult> search_meshes(const Manifest& manifest,
           step_inputs_for(model, topology, layout->links, mem, "--axes"),
           options.step,
           step_diags);
-      if (!c.fits) {
+      if (c.step && !c.step->unsplit_tensor_axes.empty()) {
+        // The rules leave a tensor axis holding whole weights: the step's
+        // figures do not hold for this mesh.
+        c.dropped = DropReason::plan;
+        c.message = first_of(step_diags, "step.tensor-axis-unsplit");
+      } else if (!c.fits) {
         c.dropped = DropReason::over_hbm;
         c.message = fmt::format("needs {} bytes a device of {} usable",
                                 mem.max_device_total,

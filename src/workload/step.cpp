@@ -149,6 +149,7 @@ StepInputs step_inputs_for(const ModelConfig& model,
   in.topology = &topology;
   in.links = links;
   in.gather_axes = memory.gather_axes;
+  in.split_axes = memory.split_axes;
   in.weight_bytes = dtype_bits(weights) / 8;
   in.grad_bytes = dtype_bits(memory.grad_dtype.value_or(weights)) / 8;
   in.optimizer_state_bytes = memory.per_device.model_states();
@@ -519,6 +520,34 @@ std::optional<StepEstimate> estimate_step(const ModelConfig& model,
            "a larger per-device batch, fewer microbatches, or less FSDP "
            "and more data parallelism (hardware-and-costs.md B.5)");
     }
+  }
+  if (in.split_axes) {
+    for (const std::string& axis : tensor_axes) {
+      if (mesh.find(axis)->size > 1
+          && std::find(in.split_axes->begin(), in.split_axes->end(), axis)
+                 == in.split_axes->end()) {
+        out.unsplit_tensor_axes.push_back(axis);
+      }
+    }
+  }
+  if (!out.unsplit_tensor_axes.empty()) {
+    std::vector<std::string> sizes;
+    for (const std::string& axis : out.unsplit_tensor_axes) {
+      sizes.push_back(
+          fmt::format("{} ({})", quote(axis), mesh.find(axis)->size));
+    }
+    warn("step.tensor-axis-unsplit",
+         fmt::format("tensor ax{} {} split{} no tensor: the step counts {} as "
+                     "tensor parallelism, each device a share of every "
+                     "matmul, but with these specs {} devices hold whole "
+                     "weights and would repeat the same work",
+                     sizes.size() == 1 ? "is" : "es",
+                     fmt::join(sizes, ", "),
+                     sizes.size() == 1 ? "s" : "",
+                     sizes.size() == 1 ? "it" : "them",
+                     sizes.size() == 1 ? "its" : "their"),
+         "split the weights over it (rules fsdp-tp; MaxText's rules split "
+         "over \"tensor\"), or leave the axis out of the mesh");
   }
   if (!tensor_axes.empty()) {
     double tensor_bw = 0;

@@ -515,3 +515,59 @@ TEST_CASE("search: MaxText's rules search MaxText's axis names",
   };
   CHECK(total("fsdp:32,tensor:4") * 3 < total("fsdp:32,tp:4"));
 }
+
+TEST_CASE("search: a tensor axis the rules split nothing over is dropped",
+          "[cli][search]") {
+  // The fsdp preset splits over fsdp only: on a mesh with tp its tp devices
+  // hold whole weights, so the step's tensor parallelism does not hold.
+  // Every candidate with tp is dropped (reason plan) but the one JAX cannot
+  // lay out (fsdp:64,tp:2 on the 4x4x8 torus); fsdp:128 alone ranks.
+  const Strings args{"search",
+                     "--topology",
+                     "v5p-256",
+                     "--model",
+                     "llama-3-8b",
+                     "--seq",
+                     "4096",
+                     "--per-device-batch",
+                     "1",
+                     "--rules",
+                     "fsdp"};
+  const json doc = run_json(args);
+  REQUIRE(doc["candidates"].size() == 6);
+  CHECK(doc["candidates"][0]["mesh"] == "fsdp:128");
+  CHECK(doc["candidates"][0]["rank"] == 1);
+  CHECK(doc["dropped_counts"] == json({{"layout", 1}, {"plan", 4}}));
+  for (const json& c : doc["candidates"]) {
+    if (c["dropped"] == "plan") {
+      INFO(c["mesh"]);
+      CHECK(c["mesh"].get<std::string>().find(",tp:") != std::string::npos);
+      CHECK(c["message"].get<std::string>().find("tensor axis \"tp\" (") == 0);
+    }
+  }
+  const CliResult text = run_cli(args);
+  CHECK(text.out.find("\nfirst plan: fsdp:4,tp:32 (full): tensor axis "
+                      "\"tp\" (32) splits no tensor")
+        != std::string::npos);
+  // plan warns on the same mesh with a workload; fsdp-tp splits over tp.
+  Strings plan{"plan",
+               "--topology",
+               "v5p-256",
+               "--model",
+               "llama-3-8b",
+               "--mesh",
+               "fsdp:32,tp:4",
+               "--seq",
+               "4096",
+               "--batch",
+               "128",
+               "--rules",
+               "fsdp"};
+  const CliResult fsdp = run_cli(plan);
+  CHECK(fsdp.code == 0);
+  CHECK(fsdp.err.find("[step.tensor-axis-unsplit]") != std::string::npos);
+  plan.back() = "fsdp-tp";
+  const CliResult fsdp_tp = run_cli(plan);
+  CHECK(fsdp_tp.code == 0);
+  CHECK(fsdp_tp.err.find("step.tensor-axis-unsplit") == std::string::npos);
+}

@@ -60,6 +60,8 @@ struct Run {
   std::string remat = "full";
   int64_t interleave = 1;
   StepOptions options;
+  // The axes the specs split some tensor over (StepInputs::split_axes).
+  std::optional<std::vector<std::string>> split_axes;
 };
 
 StepEstimate estimate(const Run& run, Topology* topology_override = nullptr) {
@@ -93,6 +95,7 @@ StepEstimate estimate(const Run& run, Topology* topology_override = nullptr) {
   in.topology = &topology;
   in.links = layout->links;
   in.gather_axes = roles->data;
+  in.split_axes = run.split_axes;
   std::optional<StepEstimate> step =
       estimate_step(model, *mesh, *roles, *a, in, run.options, diags);
   INFO(test::first_error(diags));
@@ -208,6 +211,21 @@ TEST_CASE("step: overlap hides what the rules say, and only that", "[step]") {
   }
   CHECK(off.step_seconds > on.step_seconds);
   CHECK(off.compute_seconds == Approx(on.compute_seconds));
+}
+
+TEST_CASE("step: a tensor axis no spec splits is named", "[step]") {
+  // fsdp:16,tp:4 counts tp as tensor parallelism; specs that split nothing
+  // over tp (the fsdp preset) leave its devices repeating the same work.
+  Run run{"llama-3-8b", "v5p-128", "fsdp:16,tp:4", 8192, 64};
+  CHECK(estimate(run).unsplit_tensor_axes.empty());  // not known: no check
+  run.split_axes = std::vector<std::string>{"fsdp", "tp"};
+  CHECK(estimate(run).unsplit_tensor_axes.empty());
+  run.split_axes = std::vector<std::string>{"fsdp"};
+  CHECK(estimate(run).unsplit_tensor_axes == std::vector<std::string>{"tp"});
+  // An axis of size 1 splits nothing and costs nothing.
+  Run one{"llama-3-8b", "v5p-128", "fsdp:64,tp:1", 8192, 64};
+  one.split_axes = std::vector<std::string>{"fsdp"};
+  CHECK(estimate(one).unsplit_tensor_axes.empty());
 }
 
 TEST_CASE("step: a slower link never shortens the step", "[step]") {
