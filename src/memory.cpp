@@ -1117,7 +1117,8 @@ std::vector<std::optional<MemoryEstimate>> estimate_memory(
                         est.max_device_total,
                         *est.capacity_bytes,
                         *est.hbm_bytes,
-                        est.headroom * 100));
+                        est.headroom * 100),
+            Location::of(options.hbm_source));
         d.hint = est.activations > est.per_device.model_states() ? fmt::format(
                      "activations are {} bytes of it: keep less per layer (a "
                      "remat policy that saves less), run fewer sequences at a "

@@ -284,6 +284,9 @@ struct MemoryOptions {
   std::vector<ActivationLoad> activations;
   // HBM per device (from the topology, or --hbm); nullopt when unknown.
   std::optional<int64_t> hbm_bytes;
+  // Where hbm_bytes came from ("--hbm", "--topology v5p-128"): where a
+  // total over capacity is reported.
+  std::string hbm_source;
   // The fraction of HBM kept free (XLA and runtime buffers, activations).
   double headroom = 0.1;
   // How many of the largest tensors to list.

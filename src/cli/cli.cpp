@@ -391,9 +391,11 @@ bool load_inputs(const CheckCommand& cmd, Diagnostics& diags, Inputs& in) {
   in.memory.grad_dtype = read_dtype(cmd.grad_dtype, "--grad-dtype");
   if (cmd.hbm) {
     in.memory.hbm_bytes = parse_size(*cmd.hbm, "--hbm", diags, true);
+    in.memory.hbm_source = "--hbm";
   } else if (topology) {
     in.memory.hbm_bytes =
         static_cast<int64_t>(topology->figures.hbm_bytes_per_device.value);
+    in.memory.hbm_source = "--topology " + topology->name;
   }
   std::optional<int64_t> warn =
       parse_size(cmd.warn_replicated, "--warn-replicated", diags);
@@ -709,17 +711,21 @@ void add_check_options(CLI::App& app,
                cmd.allow_split_physical_axes,
                "let a mesh axis take part of a physical torus axis (JAX's "
                "allow_split_physical_axes)");
-  app.add_option("--axis-names",
-                 cmd.axis_names,
-                 "names for a positional mesh, e.g. dp,fsdp,tp")
-      ->delimiter(',')
-      ->type_name("A,B,..");
+  CLI::Option* axis_names =
+      app.add_option("--axis-names",
+                     cmd.axis_names,
+                     "names for a positional mesh, e.g. dp,fsdp,tp")
+          ->delimiter(',')
+          ->type_name("A,B,..");
   CLI::Option* dcn =
       app.add_option("--dcn",
                      cmd.dcn,
                      "the multi-slice (DCN) factor of each axis, e.g. \"dp:2\"")
           ->type_name("STR");
-  add_maxtext_option(app, cmd.maxtext)->excludes(mesh)->excludes(dcn);
+  add_maxtext_option(app, cmd.maxtext)
+      ->excludes(mesh)
+      ->excludes(dcn)
+      ->excludes(axis_names);
   const std::vector<CLI::Option*> manifest_options =
       add_manifest_options(app, cmd.source);
   if (!plan) {

@@ -35,12 +35,14 @@ std::optional<MaxTextConfig> load_maxtext_config(
 }
 
 MeshSources maxtext_flags() {
+  // A config's allow_split_physical_axes: true, or the flag beside it,
+  // lets an axis split a physical one: the hint names the flag.
   return MeshSources{"--maxtext-config",
                      "--maxtext-config",
                      "--maxtext-config",
                      "--devices",
                      "--topology",
-                     "--maxtext-config"};
+                     "--allow-split-physical-axes"};
 }
 
 void apply_maxtext_workload(const MaxTextConfig& config,

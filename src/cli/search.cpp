@@ -342,6 +342,7 @@ int run_search(const SearchCommand& cmd, Session& session) {
   options.memory.zero_source = "--zero";
   options.memory.hbm_bytes =
       static_cast<int64_t>(topology->figures.hbm_bytes_per_device.value);
+  options.memory.hbm_source = "--topology " + topology->name;
   options.step.matmul_efficiency = cmd.matmul_efficiency;
   options.allow_split_physical_axes =
       cmd.allow_split_physical_axes

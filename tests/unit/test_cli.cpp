@@ -971,7 +971,9 @@ TEST_CASE("cli: check over capacity, and the device count", "[cli][check]") {
       examples("tiny-llama.specs.json"),
       {"--devices", "8", "--recipe", "adam", "--zero", "1", "--hbm", "4MB"}));
   CHECK(r.code == 1);
-  CHECK(r.err.find("error: the most loaded device needs 5386752 bytes, over "
+  // Located at where the HBM figure came from.
+  CHECK(r.err.find("--hbm: error: the most loaded device needs 5386752 "
+                   "bytes, over "
                    "the 3600000 bytes "
                    "usable (4000000 bytes of HBM with 10% kept free)")
         != std::string::npos);

@@ -593,6 +593,21 @@ TEST_CASE("maxtext cli: exit codes and messages", "[maxtext][cli]") {
     CHECK(r.code == 2);
     CHECK(r.err.find("excludes") != std::string::npos);
   }
+  SECTION("--axis-names and --maxtext-config exclude each other") {
+    // The config names its axes as MaxText does.
+    test::CliResult r = test::run_cli({"plan",
+                                       "--topology",
+                                       "v5p-128",
+                                       "--model",
+                                       "llama-3-8b",
+                                       "--maxtext-config",
+                                       config,
+                                       "--axis-names",
+                                       "a,b"});
+    CHECK(r.code == 2);
+    CHECK(r.err.find("--axis-names excludes --maxtext-config")
+          != std::string::npos);
+  }
   SECTION("the devices are needed") {
     test::CliResult r = test::run_cli(
         {"plan", "--model", "llama-3-8b", "--maxtext-config", config});
