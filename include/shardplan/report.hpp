@@ -229,15 +229,19 @@ TransfersSize reshard_transfers_size(const ReshardReport& report);
 // the top `top` as a table, then the dropped counts.
 struct SearchReport {
   const SearchResult& result;
-  const Topology& topology;
+  const Topology& topology;  // --topology
+  // The slices searched: --topology alone, or the catalogue slices of its
+  // chip --devices names (SearchCandidate::topology names each one's).
+  std::span<const Topology> slices;
   std::string_view model;  // the manifest's source
   const Workload& workload;
   SearchObjective objective = SearchObjective::tokens;
   size_t top = 10;
-  // The winner's mesh laid on the topology (html draws its grid); null
-  // when none fits or the format does not draw it.
+  // The winner's mesh laid on its slice (html draws its grid); null when
+  // none fits or the format does not draw it.
   const Mesh* winner_mesh = nullptr;
   const MeshLayout* winner_layout = nullptr;
+  const Topology* winner_slice = nullptr;
 };
 
 using Report = std::variant<MeshReport,

@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -61,8 +62,9 @@ enum class DropReason { layout, indivisible, plan, over_hbm };
 std::string_view to_string(DropReason reason);  // "layout", ...
 
 struct SearchCandidate {
-  std::string mesh;  // canonical, "fsdp:16,tp:4"
-  std::string dcn;   // "dp:2" or ""
+  std::string topology;  // the slice's name ("v5p-256", "2xv5p-128")
+  std::string mesh;      // canonical, "fsdp:16,tp:4"
+  std::string dcn;       // "dp:2" or ""
   std::string remat;
   std::string per_device_batch;  // as given, or "" for the workload's batch
   std::optional<int64_t> rank;   // 1 = best; nullopt when dropped
@@ -140,6 +142,15 @@ TensorClasses fold_tensor_classes(const Manifest& manifest,
 std::optional<SearchResult> search_meshes(const Manifest& manifest,
                                           const ModelConfig& model,
                                           const Topology& topology,
+                                          const RuleSet& rules,
+                                          const SearchOptions& options,
+                                          Diagnostics& diags);
+// The same over several slices (a --devices range: one topology per device
+// count), each slice's meshes tried in turn, all ranked together.
+// REQUIRES: topologies not empty.
+std::optional<SearchResult> search_meshes(const Manifest& manifest,
+                                          const ModelConfig& model,
+                                          std::span<const Topology> topologies,
                                           const RuleSet& rules,
                                           const SearchOptions& options,
                                           Diagnostics& diags);

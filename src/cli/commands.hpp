@@ -315,6 +315,9 @@ int run_plan(const PlanCommand& cmd, Session& session);
 
 struct SearchCommand {
   std::string topology;
+  // --devices: device counts to search, "64", "64,128" or "64-512": a
+  // catalogue slice of --topology's chip for each (search.cpp).
+  std::string devices;
   ManifestSource source;
   std::string config;
   std::string rules = "fsdp-tp";

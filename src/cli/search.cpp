@@ -12,9 +12,13 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <vector>
 
 namespace shardplan::cli {
@@ -29,6 +33,13 @@ CLI::App* add_search_command(CLI::App& app,
   sub->add_option("--topology", cmd.topology, "the hardware (required)")
       ->type_name("NAME|FILE")
       ->required();
+  sub->add_option("--devices",
+                  cmd.devices,
+                  "device counts to search instead of --topology's: \"64\", "
+                  "\"64,128\" or a range \"64-512\", each the catalogue "
+                  "slice of --topology's chip (and slice count) with as many "
+                  "devices")
+      ->type_name("N,A-B,..");
   const std::vector<CLI::Option*> manifest =
       add_manifest_options(*sub, cmd.source);
   CLI::Option* config =
@@ -127,6 +138,134 @@ Examples:
 
 namespace {
 
+// The catalogue slices of `topology`'s chip (and slice count) that --devices
+// names: each count, or every catalogue slice within a range, smallest
+// first. nullopt (reported at --devices) on a bad count or range, a count
+// the catalogue has no slice of, or a topology from a file.
+std::optional<std::vector<Topology>> device_slices(const Topology& topology,
+                                                   std::string_view text,
+                                                   Diagnostics& diags) {
+  const Location where = Location::of("--devices");
+  if (topology.source != "catalogue") {
+    diags
+        .error("cli.usage",
+               fmt::format("--devices takes catalogue slices of a chip; "
+                           "--topology {} is a file",
+                           topology.source),
+               where)
+        .hint =
+        "give --topology a catalogue name of the chip (v5p-256, "
+        "h100x64), or search the file's topology without --devices";
+    return std::nullopt;
+  }
+  const int64_t slices =
+      topology.kind == TopologyKind::tpu ? topology.tpu.num_slices : 1;
+  std::vector<Topology> family;  // the chip's catalogue slices, smallest first
+  for (Topology& t : catalogue_topologies()) {
+    if (t.chip == topology.chip && t.kind == topology.kind) {
+      family.push_back(std::move(t));
+    }
+  }
+  std::vector<std::string> counts;
+  for (const Topology& t : family) {
+    counts.push_back(std::to_string(t.devices() * slices));
+  }
+  const std::string per_slice =
+      slices > 1 ? fmt::format(" in {} slices", slices) : std::string();
+  std::vector<const Topology*> chosen;
+  auto choose = [&](const Topology& t) {
+    if (std::find(chosen.begin(), chosen.end(), &t) == chosen.end()) {
+      chosen.push_back(&t);
+    }
+  };
+  auto number = [](std::string_view part) -> std::optional<int64_t> {
+    int64_t n = 0;
+    const auto [end, ec] =
+        std::from_chars(part.data(), part.data() + part.size(), n);
+    if (ec != std::errc() || end != part.data() + part.size() || n < 1) {
+      return std::nullopt;
+    }
+    return n;
+  };
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    const size_t comma = text.find(',', start);
+    parts.emplace_back(text.substr(start, comma - start));
+    if (comma == std::string_view::npos) {
+      break;
+    }
+    start = comma + 1;
+  }
+  for (const std::string& part : parts) {
+    const size_t dash = part.find('-');
+    const std::optional<int64_t> low =
+        number(std::string_view(part).substr(0, dash));
+    const std::optional<int64_t> high =
+        dash == std::string::npos
+            ? low
+            : number(std::string_view(part).substr(dash + 1));
+    if (!low || !high || *low > *high) {
+      diags
+          .error("cli.usage",
+                 fmt::format("{} is not a device count or a range A-B of "
+                             "counts (A <= B)",
+                             quote(part)),
+                 where)
+          .hint = "e.g. --devices 64,128 or --devices 64-512";
+      return std::nullopt;
+    }
+    bool any = false;
+    for (const Topology& t : family) {
+      const int64_t n = t.devices() * slices;
+      if (n >= *low && n <= *high) {
+        choose(t);
+        any = true;
+      }
+    }
+    if (!any) {
+      diags
+          .error("topology.size",
+                 fmt::format("the catalogue has no {} slice of {} devices{}",
+                             topology.chip,
+                             dash == std::string::npos
+                                 ? std::to_string(*low)
+                                 : fmt::format("{} to {}", *low, *high),
+                             per_slice),
+                 where)
+          .hint = slices > 1 ? fmt::format(
+                      "{} {} slices together have {} "
+                      "devices",
+                      slices,
+                      topology.chip,
+                      fmt::join(counts, ", "))
+                             : fmt::format("{}'s slices have {} devices",
+                                           topology.chip,
+                                           fmt::join(counts, ", "));
+      return std::nullopt;
+    }
+  }
+  std::sort(
+      chosen.begin(), chosen.end(), [](const Topology* a, const Topology* b) {
+        return a->devices() < b->devices();
+      });
+  std::vector<Topology> out;
+  for (const Topology* t : chosen) {
+    if (slices == 1) {
+      out.push_back(*t);
+      continue;
+    }
+    std::optional<Topology> joined =
+        resolve_topology(fmt::format("{}x{}", slices, t->name),
+                         Location::of("--topology"),
+                         diags);
+    if (!joined) {
+      return std::nullopt;
+    }
+    out.push_back(std::move(*joined));
+  }
+  return out;
+}
+
 // The winner (rank 1) planned as `plan --mesh MESH --dcn DCN` plans it with
 // search's rules, recipe and workload: its paste-back document is plan's.
 int write_winner(const SearchCommand& cmd,
@@ -142,7 +281,8 @@ int write_winner(const SearchCommand& cmd,
   CheckCommand& c = plan.check;
   c.mesh = winner.mesh;
   c.dcn = winner.dcn;
-  c.topology = cmd.topology;
+  // Its slice: --topology, or the catalogue slice --devices chose.
+  c.topology = cmd.devices.empty() ? cmd.topology : winner.topology;
   c.source = cmd.source;
   c.recipe = cmd.recipe;
   c.zero = cmd.zero;
@@ -185,6 +325,16 @@ int run_search(const SearchCommand& cmd, Session& session) {
       load_topology(cmd.topology, "--topology", diags);
   if (!topology) {
     return session.fail_input();
+  }
+  // The slices searched: --topology's, or those --devices names.
+  std::vector<Topology> slices{*topology};
+  if (!cmd.devices.empty()) {
+    std::optional<std::vector<Topology>> chosen =
+        device_slices(*topology, cmd.devices, diags);
+    if (!chosen) {
+      return session.fail_input();
+    }
+    slices = std::move(*chosen);
   }
   std::optional<Manifest> manifest = load_manifest(cmd.source, diags);
   if (!manifest) {
@@ -369,7 +519,7 @@ int run_search(const SearchCommand& cmd, Session& session) {
   }
   Stopwatch watch;
   std::optional<SearchResult> result =
-      search_meshes(*manifest, *model, *topology, *rules, options, diags);
+      search_meshes(*manifest, *model, slices, *rules, options, diags);
   watch.lap("search");
   if (shown) {
     progress_out << "\n";
@@ -412,13 +562,17 @@ int run_search(const SearchCommand& cmd, Session& session) {
   // html draws the winner's mesh on the topology: laid out again (it fits,
   // so it lays out).
   std::optional<PlacedMesh> winner;
+  const Topology* winner_slice = nullptr;
   if (any && session.format() == Format::html) {
     const SearchCandidate& best = result->candidates.front();
+    for (const Topology& t : slices) {
+      winner_slice = t.name == best.topology ? &t : winner_slice;
+    }
     Diagnostics quiet;
     winner = place_mesh(MeshInput{best.mesh,
                                   best.dcn,
                                   {},
-                                  &*topology,
+                                  winner_slice,
                                   std::nullopt,
                                   options.allow_split_physical_axes,
                                   MeshSources{}},
@@ -426,12 +580,14 @@ int run_search(const SearchCommand& cmd, Session& session) {
   }
   const SearchReport report{*result,
                             *topology,
+                            slices,
                             manifest->source,
                             options.workload,
                             options.objective,
                             cmd.top,
                             winner ? &winner->mesh : nullptr,
-                            winner ? &winner->layout : nullptr};
+                            winner ? &winner->layout : nullptr,
+                            winner ? winner_slice : nullptr};
   return session.finish(report, any ? ExitCode::ok : ExitCode::plan_errors);
 }
 

@@ -804,7 +804,7 @@ std::string search_html(const SearchReport& r, const Diagnostics& diags) {
                   res.candidates.size(),
                   ranked,
                   to_string(r.objective)),
-      "topology " + topology_summary(r.topology)};
+      "topology " + slices_summary(r.slices)};
   if (winner != nullptr) {
     lines.push_back(
         fmt::format("winner: {}{} ({}){}",
@@ -1002,13 +1002,18 @@ std::string search_html(const SearchReport& r, const Diagnostics& diags) {
     if (!c.dcn.empty()) {
       mesh += fmt::format(" (dcn {})", c.dcn);
     }
+    if (r.slices.size() > 1) {
+      mesh = c.topology + " " + mesh;  // --devices: the slice first
+    }
     std::string remat = c.remat;
     if (!c.per_device_batch.empty()) {
       remat += fmt::format(", {}/dev", c.per_device_batch);
     }
     fmt::format_to(std::back_inserter(out),
-                   "<tr data-name=\"{}\" data-mesh=\"{}\" data-rank=\"{}\"{}>",
+                   "<tr data-name=\"{}\" data-slice=\"{}\" data-mesh=\"{}\" "
+                   "data-rank=\"{}\"{}>",
                    html(mesh + " " + remat),
+                   html(c.topology),
                    html(c.mesh),
                    c.rank ? std::to_string(*c.rank) : std::string(),
                    c.rank && *c.rank == 1 ? " class=\"winner\"" : "");
@@ -1045,7 +1050,7 @@ std::string search_html(const SearchReport& r, const Diagnostics& diags) {
     out += device_grid_section(
         *r.winner_mesh,
         r.winner_layout,
-        &r.topology,
+        r.winner_slice != nullptr ? r.winner_slice : &r.topology,
         "",
         "Devices of the winner's mesh " + to_string(*r.winner_mesh));
   }

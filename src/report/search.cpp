@@ -22,6 +22,7 @@ ordered_json optional_number(const std::optional<double>& v) {
 ordered_json candidate_json(const SearchCandidate& c) {
   ordered_json j;
   j["rank"] = c.rank ? ordered_json(*c.rank) : ordered_json(nullptr);
+  j["slice"] = c.topology;
   j["mesh"] = c.mesh;
   j["dcn"] = c.dcn;
   j["remat"] = c.remat;
@@ -62,6 +63,11 @@ ordered_json candidate_json(const SearchCandidate& c) {
 std::string search_json(const SearchReport& r, const Diagnostics& diags) {
   ordered_json j = header("search");
   j["topology"] = topology_object(r.topology);
+  ordered_json slices = ordered_json::array();
+  for (const Topology& t : r.slices) {
+    slices.push_back(t.name);
+  }
+  j["slices"] = std::move(slices);
   j["model"] = std::string(r.model);
   j["workload"] = {{"seq", r.workload.seq},
                    {"batch",
@@ -95,10 +101,12 @@ std::string search_text(const SearchReport& r, const Diagnostics& diags) {
       "search: {} meshes of {} on {}, {} candidates, {} fit; ranked by {}\n\n",
       res.meshes,
       r.model,
-      topology_summary(r.topology),
+      slices_summary(r.slices),
       res.candidates.size(),
       ranked,
       to_string(r.objective));
+  // Over several slices (--devices) each candidate names its slice.
+  const bool several = r.slices.size() > 1;
   std::vector<std::vector<std::string>> rows = {{"rank",
                                                  "mesh",
                                                  "remat",
@@ -133,6 +141,12 @@ std::string search_text(const SearchReport& r, const Diagnostics& diags) {
            : "-",
          s ? fmt::format("{:.1f}%", s->mfu * 100) : "-",
          s ? s->bottleneck.substr(0, s->bottleneck.find(':')) : "-"});
+    if (several) {
+      rows.back().insert(rows.back().begin() + 1, c.topology);
+    }
+  }
+  if (several) {
+    rows.front().insert(rows.front().begin() + 1, "slice");
   }
   if (rows.size() > 1) {
     out += table(rows);
@@ -153,10 +167,11 @@ std::string search_text(const SearchReport& r, const Diagnostics& diags) {
                               DropReason::over_hbm}) {
       for (const SearchCandidate& c : res.candidates) {
         if (c.dropped == reason) {
-          out += fmt::format("first {}: {} ({}): {}\n",
+          out += fmt::format("first {}: {}{} ({}): {}\n",
                              reason == DropReason::over_hbm
                                  ? std::string_view("over HBM")
                                  : to_string(reason),
+                             several ? c.topology + " " : std::string(),
                              c.mesh,
                              c.remat,
                              c.message);

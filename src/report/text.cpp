@@ -207,6 +207,27 @@ std::string topology_summary(const Topology& t) {
                      capacity_text(t.figures.hbm_bytes_per_device.value));
 }
 
+std::string slices_summary(std::span<const Topology> slices) {
+  assert(!slices.empty());
+  if (slices.size() == 1) {
+    return topology_summary(slices.front());
+  }
+  std::vector<std::string> names;
+  for (const Topology& t : slices) {
+    names.push_back(t.name);
+  }
+  const Topology& first = slices.front();
+  return fmt::format(
+      "{} slices of {}: {} ({} to {} {} devices), {} of HBM each",
+      slices.size(),
+      first.chip,
+      fmt::join(names, ", "),
+      first.devices(),
+      slices.back().devices(),
+      first.device_kind,
+      capacity_text(first.figures.hbm_bytes_per_device.value));
+}
+
 std::string recipe_text(const MemoryEstimate& m) {
   std::string out = fmt::format("recipe {}", to_string(m.recipe));
   if (m.zero > 0) {

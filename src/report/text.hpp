@@ -12,6 +12,7 @@
 #include <shardplan/workload.hpp>
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,10 @@ std::string mesh_line(const Mesh& mesh, const Topology* topology);
 std::string topology_shape_text(const Topology& topology);
 // "v5p-128: 64 TPU v5p devices (4x4x4), 95.00 GiB of HBM each".
 std::string topology_summary(const Topology& topology);
+// The slices a search ran on: topology_summary of one; of several,
+// "3 slices of v5p: v5p-128, v5p-256, v5p-512 (64 to 256 TPU v5p devices),
+// 95.74 GiB of HBM each". REQUIRES: not empty.
+std::string slices_summary(std::span<const Topology> slices);
 
 // A memory estimate's recipe: "recipe adam with ZeRO-1 over dp (2 devices)".
 std::string recipe_text(const MemoryEstimate& memory);

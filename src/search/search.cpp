@@ -13,6 +13,7 @@
 #include <iterator>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -52,6 +53,7 @@ std::string first_of(const Diagnostics& diags, std::string_view code) {
 struct MeshChoice {
   std::string mesh;
   std::string dcn;
+  const Topology* topology = nullptr;  // the slice it is laid out on
 };
 
 // Every way to write `n` as a product of `count` factors, in order (the
@@ -157,7 +159,8 @@ std::vector<MeshChoice> enumerate_meshes(
         }
       }
       out.push_back({fmt::format("{}", fmt::join(parts, ",")),
-                     fmt::format("{}", fmt::join(dcn_parts, ","))});
+                     fmt::format("{}", fmt::join(dcn_parts, ",")),
+                     &topology});
     }
   }
   return out;
@@ -328,6 +331,16 @@ std::optional<SearchResult> search_meshes(const Manifest& manifest,
                                           const RuleSet& rules,
                                           const SearchOptions& options,
                                           Diagnostics& diags) {
+  return search_meshes(
+      manifest, model, std::span(&topology, 1), rules, options, diags);
+}
+
+std::optional<SearchResult> search_meshes(const Manifest& manifest,
+                                          const ModelConfig& model,
+                                          std::span<const Topology> topologies,
+                                          const RuleSet& rules,
+                                          const SearchOptions& options,
+                                          Diagnostics& diags) {
   SearchResult out;
   // Shared by every mesh: which tensors share a rule decision (names are
   // matched once), and what memory reads from each name.
@@ -341,8 +354,13 @@ std::optional<SearchResult> search_meshes(const Manifest& manifest,
   std::map<int64_t, TensorClasses> folds;
   out.tensors = static_cast<int64_t>(manifest.size());
   out.decision_keys = static_cast<int64_t>(keys->keys());
-  const std::vector<MeshChoice> meshes =
-      enumerate_meshes(model, topology, options.axes, options.dcn_axes);
+  // Every slice's meshes, slice by slice.
+  std::vector<MeshChoice> meshes;
+  for (const Topology& topology : topologies) {
+    std::vector<MeshChoice> of_slice =
+        enumerate_meshes(model, topology, options.axes, options.dcn_axes);
+    std::move(of_slice.begin(), of_slice.end(), std::back_inserter(meshes));
+  }
   out.meshes = static_cast<int64_t>(meshes.size());
   std::vector<std::string> remats = options.remat;
   if (remats.empty()) {
@@ -362,6 +380,7 @@ std::optional<SearchResult> search_meshes(const Manifest& manifest,
                       const std::string& remat,
                       const std::string& batch) {
     SearchCandidate c;
+    c.topology = m.topology->name;
     c.mesh = m.mesh;
     c.dcn = m.dcn;
     c.remat = remat;
@@ -389,7 +408,7 @@ std::optional<SearchResult> search_meshes(const Manifest& manifest,
     const MeshInput input{choice.mesh,
                           choice.dcn,
                           {},
-                          &topology,
+                          choice.topology,
                           std::nullopt,
                           options.allow_split_physical_axes,
                           sources};
@@ -514,7 +533,8 @@ std::optional<SearchResult> search_meshes(const Manifest& manifest,
           *mesh,
           *roles,
           acts[v],
-          step_inputs_for(model, topology, layout->links, mem, "--axes"),
+          step_inputs_for(
+              model, *choice.topology, layout->links, mem, "--axes"),
           options.step,
           step_diags);
       if (c.step && !c.step->unsplit_tensor_axes.empty()) {

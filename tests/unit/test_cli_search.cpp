@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -570,4 +572,117 @@ TEST_CASE("search: a tensor axis the rules split nothing over is dropped",
   const CliResult fsdp_tp = run_cli(plan);
   CHECK(fsdp_tp.code == 0);
   CHECK(fsdp_tp.err.find("step.tensor-axis-unsplit") == std::string::npos);
+}
+
+TEST_CASE("search: --devices searches the catalogue slices of the chip",
+          "[cli][search]") {
+  // v5p's catalogue slices of 64 to 256 devices: v5p-128 (64 chips, 4x4x4),
+  // v5p-256 (128, 4x4x8), v5p-384 (192, 4x4x12), v5p-512 (256, 4x8x8).
+  const Strings args{"search",
+                     "--topology",
+                     "v5p-256",
+                     "--devices",
+                     "64-256",
+                     "--model",
+                     "llama-3-70b",
+                     "--seq",
+                     "8192",
+                     "--per-device-batch",
+                     "1"};
+  const json doc = run_json(args);
+  CHECK(doc["slices"] == json({"v5p-128", "v5p-256", "v5p-384", "v5p-512"}));
+  CHECK(doc["topology"]["name"] == "v5p-256");
+  // Every slice's meshes are tried: the meshes of each, summed (a search
+  // of one slice gives the same candidates for it).
+  int64_t meshes = 0;
+  std::map<std::string, size_t> per_slice;
+  for (const json& c : doc["candidates"]) {
+    ++per_slice[c["slice"].get<std::string>()];
+  }
+  for (const std::string slice : {"v5p-128", "v5p-256", "v5p-384", "v5p-512"}) {
+    INFO(slice);
+    Strings one{"search",
+                "--topology",
+                slice,
+                "--model",
+                "llama-3-70b",
+                "--seq",
+                "8192",
+                "--per-device-batch",
+                "1"};
+    // v5p-384 (4x4x12) fits nothing: 192 = 3 x 64 divides no dim of the
+    // model (8192 = 2^13 wide), so each mesh leaves weights whole.
+    const json alone = run_json(one, slice == "v5p-384" ? 1 : 0);
+    CHECK(alone["slices"] == json({slice}));
+    meshes += alone["meshes"].get<int64_t>();
+    CHECK(per_slice[slice] == alone["candidates"].size());
+    // Its best candidate has the same figures within the wider search.
+    const json& best = alone["candidates"][0];
+    if (best["rank"].is_null()) {
+      continue;
+    }
+    bool found = false;
+    for (const json& c : doc["candidates"]) {
+      if (c["slice"] == slice && c["mesh"] == best["mesh"]
+          && c["remat"] == best["remat"]) {
+        found = true;
+        CHECK(c["memory"] == best["memory"]);
+        CHECK(c["step"] == best["step"]);
+      }
+    }
+    CHECK(found);
+  }
+  CHECK(doc["meshes"] == meshes);
+  // The winner's plan is written on the winner's slice.
+  Strings yaml = args;
+  yaml.insert(yaml.end(), {"--format", "maxtext"});
+  const CliResult r = run_cli(yaml);
+  REQUIRE(r.code == 0);
+  const std::string winner_slice = doc["candidates"][0]["slice"];
+  CHECK(r.out.find("# Topology: " + winner_slice + ":") != std::string::npos);
+}
+
+TEST_CASE("search: --devices errors are located", "[cli][search]") {
+  const Strings base{
+      "search", "--model", "llama-3-8b", "--seq", "4096", "--batch", "64"};
+  auto run = [&](Strings extra) {
+    Strings args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_cli(args);
+  };
+  // No v5p slice of 48 devices: the counts the catalogue has.
+  CliResult r = run({"--topology", "v5p-256", "--devices", "48"});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--devices: error: the catalogue has no v5p slice of 48 "
+                   "devices; v5p's slices have 4, 8, 16, 32, 64, 128, 192, "
+                   "256,")
+        != std::string::npos);
+  CHECK(r.err.find("[topology.size]") != std::string::npos);
+  // With two slices the counts are of both slices together.
+  r = run({"--topology", "2xv5p-256", "--devices", "100-120"});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("no v5p slice of 100 to 120 devices in 2 slices; 2 v5p "
+                   "slices together have 8, 16, 32,")
+        != std::string::npos);
+  for (const char* bad : {"x", "64-", "-64", "128-64", "0", "64,,128"}) {
+    INFO(bad);
+    r = run({"--topology", "v5p-256", "--devices", bad});
+    CHECK(r.code == 2);
+    CHECK(r.err.find("--devices: error: ") != std::string::npos);
+    CHECK(r.err.find("[cli.usage]") != std::string::npos);
+  }
+  // A topology file has no catalogue slices to choose from.
+  const std::filesystem::path file = std::filesystem::temp_directory_path()
+                                     / "shardplan-test-search-devices.json";
+  {
+    std::ofstream out(file);
+    out << R"({"name": "lab", "chip": "v5p", "shape": [4, 4, 8]})";
+  }
+  r = run({"--topology", file.string(), "--devices", "64"});
+  std::filesystem::remove(file);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--devices: error: --devices takes catalogue slices of a "
+                   "chip; --topology "
+                   + file.string() + " is a file")
+        != std::string::npos);
 }

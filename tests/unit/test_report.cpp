@@ -387,7 +387,8 @@ struct Fixture {
         return ReshardReport{
             manifest, mesh, nullptr, mesh, nullptr, reshard_options, *reshard};
       case View::search:
-        return SearchReport{search, topology, "m.json", workload};
+        return SearchReport{
+            search, topology, std::span(&topology, 1), "m.json", workload};
     }
     return MeshReport{mesh, layout, nullptr};
   }
