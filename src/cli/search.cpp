@@ -132,7 +132,8 @@ Exit codes: 0 a candidate fits, 1 none fits, 2 bad usage or input.
 Examples:
   shardplan search --topology v5p-256 --model llama-3-70b --seq 8192 --batch 128
   shardplan search --topology v5p-512 --model deepseek-v3 --seq 4096 --per-device-batch 1 --remat full,minimal
-  shardplan search --topology 2xv5p-256 --model llama-3-8b --seq 8192 --batch 512 --format json)");
+  shardplan search --topology 2xv5p-256 --model llama-3-8b --seq 8192 --batch 512 --format json
+  shardplan search --topology v5p-256 --devices 64-512 --model llama-3-70b --seq 8192 --per-device-batch 1)");
   return sub;
 }
 
