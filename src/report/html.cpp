@@ -807,7 +807,8 @@ std::string search_html(const SearchReport& r, const Diagnostics& diags) {
       "topology " + slices_summary(r.slices)};
   if (winner != nullptr) {
     lines.push_back(
-        fmt::format("winner: {}{} ({}){}",
+        fmt::format("winner: {}{}{} ({}){}",
+                    r.slices.size() > 1 ? winner->topology + " " : "",
                     winner->mesh,
                     winner->dcn.empty() ? std::string() : " dcn " + winner->dcn,
                     winner->remat,
