@@ -159,8 +159,9 @@ std::string search_text(const SearchReport& r, const Diagnostics& diags) {
       counts.push_back(fmt::format("{} {}", n, reason));
     }
     out += fmt::format("\ndropped: {}\n", fmt::join(counts, ", "));
-    // The first candidate dropped for each reason, with why: for a user
-    // deciding what to change (over HBM: the closest miss).
+    // The first candidate dropped for each reason, with why (its message's
+    // first sentence; JSON has it whole): for a user deciding what to
+    // change (over HBM: the closest miss).
     for (DropReason reason : {DropReason::layout,
                               DropReason::indivisible,
                               DropReason::plan,
@@ -174,7 +175,7 @@ std::string search_text(const SearchReport& r, const Diagnostics& diags) {
                              several ? c.topology + " " : std::string(),
                              c.mesh,
                              c.remat,
-                             c.message);
+                             c.message.substr(0, c.message.find(". ")));
           break;
         }
       }
