@@ -38,6 +38,22 @@ json run_json(Strings args, int code = 0) {
   return json::parse(r.out);
 }
 
+// search of Llama 3 8B on v5p-256 (128 devices), 4096 tokens, one sequence
+// a device, then `extra`.
+Strings llama_8b_search(const Strings& extra) {
+  Strings args{"search",
+               "--topology",
+               "v5p-256",
+               "--model",
+               "llama-3-8b",
+               "--seq",
+               "4096",
+               "--per-device-batch",
+               "1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
 }  // namespace
 
 TEST_CASE("search: Llama-3-70B on v5p-256, every mesh of fsdp and tp",
@@ -480,17 +496,7 @@ TEST_CASE("search: MaxText's rules search MaxText's axis names",
   // "tp": other axes hold replicas), so its default axes are fsdp and
   // tensor (and data across slices): a tp axis would hold replicas of every
   // weight while the step counted it as tensor parallelism.
-  const json doc = run_json({"search",
-                             "--topology",
-                             "v5p-256",
-                             "--model",
-                             "llama-3-8b",
-                             "--seq",
-                             "4096",
-                             "--per-device-batch",
-                             "1",
-                             "--rules",
-                             "maxtext"});
+  const json doc = run_json(llama_8b_search({"--rules", "maxtext"}));
   bool tensor_mesh = false;
   for (const json& c : doc["candidates"]) {
     const std::string mesh = c["mesh"].get<std::string>();
@@ -524,17 +530,7 @@ TEST_CASE("search: a tensor axis the rules split nothing over is dropped",
   // hold whole weights, so the step's tensor parallelism does not hold.
   // Every candidate with tp is dropped (reason plan) but the one JAX cannot
   // lay out (fsdp:64,tp:2 on the 4x4x8 torus); fsdp:128 alone ranks.
-  const Strings args{"search",
-                     "--topology",
-                     "v5p-256",
-                     "--model",
-                     "llama-3-8b",
-                     "--seq",
-                     "4096",
-                     "--per-device-batch",
-                     "1",
-                     "--rules",
-                     "fsdp"};
+  const Strings args = llama_8b_search({"--rules", "fsdp"});
   const json doc = run_json(args);
   REQUIRE(doc["candidates"].size() == 6);
   CHECK(doc["candidates"][0]["mesh"] == "fsdp:128");
