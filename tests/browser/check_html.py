@@ -158,6 +158,20 @@ class Runner:
         with open(path, "rb") as f:
             return f.read()
 
+    def page(self, case, argv, codes=(0,)):
+        """The command's JSON and its html page rendered: (doc, path, root),
+        or None after a failure. The page is checked for URLs first."""
+        doc = self.run_shardplan(case, argv, "json", codes)
+        page = self.run_shardplan(case, argv, "html", codes)
+        if doc is None or page is None:
+            return None
+        check_no_url(case, page)
+        path = os.path.join(self.out, f"{case}.html")
+        root = self.dom(case, path)
+        if root is None:
+            return None
+        return json.loads(doc), path, root
+
     def chromium_args(self):
         return [self.chromium, "--headless", "--no-sandbox", "--disable-gpu",
                 "--no-first-run", "--no-default-browser-check",
@@ -508,16 +522,10 @@ def check_diagnostic_links(case, root, doc):
 # Cases.
 
 def case_mesh(run, case, argv):
-    doc = run.run_shardplan(case, argv, "json", (0,))
-    page = run.run_shardplan(case, argv, "html", (0,))
-    if doc is None or page is None:
+    rendered = run.page(case, argv)
+    if rendered is None:
         return
-    check_no_url(case, page)
-    doc = json.loads(doc)
-    path = os.path.join(run.out, f"{case}.html")
-    root = run.dom(case, path)
-    if root is None:
-        return
+    doc, path, root = rendered
     check_grids(run, case, path, root, doc, doc["mesh"]["axes"],
                 "topology" in doc)
     links = [r.attrs["data-axis"] for r in root.find_all("tr", data_axis=True)]
@@ -527,16 +535,10 @@ def case_mesh(run, case, argv):
 
 
 def case_check(run, case, argv, codes, sort_col, filter_text, diagnostics):
-    doc = run.run_shardplan(case, argv, "json", codes)
-    page = run.run_shardplan(case, argv, "html", codes)
-    if doc is None or page is None:
+    rendered = run.page(case, argv, codes)
+    if rendered is None:
         return
-    check_no_url(case, page)
-    doc = json.loads(doc)
-    path = os.path.join(run.out, f"{case}.html")
-    root = run.dom(case, path)
-    if root is None:
-        return
+    doc, path, root = rendered
     rows = table_rows(root, "tensors")
     if rows is None:
         fail(case, "no table#tensors")
@@ -571,16 +573,10 @@ def case_check(run, case, argv, codes, sort_col, filter_text, diagnostics):
 
 
 def case_reshard(run, case, argv):
-    doc = run.run_shardplan(case, argv, "json", (0,))
-    page = run.run_shardplan(case, argv, "html", (0,))
-    if doc is None or page is None:
+    rendered = run.page(case, argv)
+    if rendered is None:
         return
-    check_no_url(case, page)
-    doc = json.loads(doc)
-    path = os.path.join(run.out, f"{case}.html")
-    root = run.dom(case, path)
-    if root is None:
-        return
+    doc, path, root = rendered
     rows = table_rows(root, "tensors")
     check_rows_cover(case, rows, {t["name"]: short_spec(t["to_spec"])
                                   for t in doc["tensors"]})
@@ -616,16 +612,10 @@ def flag(argv, name):
 
 
 def case_search(run, case, argv):
-    doc = run.run_shardplan(case, argv, "json", (0,))
-    page = run.run_shardplan(case, argv, "html", (0,))
-    if doc is None or page is None:
+    rendered = run.page(case, argv)
+    if rendered is None:
         return
-    check_no_url(case, page)
-    doc = json.loads(doc)
-    path = os.path.join(run.out, f"{case}.html")
-    root = run.dom(case, path)
-    if root is None:
-        return
+    doc, path, root = rendered
     rows = table_rows(root, "candidates")
     meshes = [r.attrs["data-mesh"] for r in rows]
     if meshes != [c["mesh"] for c in doc["candidates"]]:
@@ -668,15 +658,11 @@ def case_search(run, case, argv):
 def case_tables(run, case, argv, key, first_column):
     """A view of summary lines and tables (topology, manifest): its first
     table has one row per entry of the JSON's `key`, in order."""
-    doc = run.run_shardplan(case, argv, "json", (0,))
-    page = run.run_shardplan(case, argv, "html", (0,))
-    if doc is None or page is None:
+    rendered = run.page(case, argv)
+    if rendered is None:
         return
-    check_no_url(case, page)
-    entries = json.loads(doc)[key]
-    root = run.dom(case, os.path.join(run.out, f"{case}.html"))
-    if root is None:
-        return
+    doc, path, root = rendered
+    entries = doc[key]
     section = root.find("section", id="sec-table-0")
     if section is None:
         fail(case, "no table section")
@@ -687,7 +673,7 @@ def case_tables(run, case, argv, key, first_column):
     expected = [e[first_column] for e in entries]
     if names != expected:
         fail(case, f"rows {names[:5]}..., JSON {expected[:5]}...")
-    run.screenshot(case, os.path.join(run.out, f"{case}.html"))
+    run.screenshot(case, path)
 
 
 def case_escaping(run, case):
