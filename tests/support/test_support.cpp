@@ -141,6 +141,19 @@ Topology topology_of(std::string_view name) {
   return *t;
 }
 
+ModelConfig model_config(std::string_view name) {
+  const std::optional<std::string_view> text = builtin_model_config(name);
+  INFO(name);
+  REQUIRE(text);
+  Diagnostics diags;
+  std::optional<ModelConfig> config =
+      read_hf_config(*text, std::string(name) + ".json", diags);
+  INFO(first_error(diags));
+  REQUIRE(config);
+  REQUIRE(diags.items().empty());
+  return *config;
+}
+
 Manifest manifest_of(std::string_view json) {
   Diagnostics diags;
   std::optional<Manifest> m = read_manifest(json, "m.json", diags);

@@ -5,6 +5,7 @@
 
 #include <shardplan/diag.hpp>
 #include <shardplan/mesh.hpp>
+#include <shardplan/models.hpp>
 #include <shardplan/spec.hpp>
 #include <shardplan/tensor.hpp>
 #include <shardplan/topology.hpp>
@@ -54,6 +55,11 @@ Mesh mesh_of(std::string_view text, int64_t devices, std::string dcn = "");
 // The catalogue topology `name`; fails the current test when it does not
 // resolve or reports anything.
 Topology topology_of(std::string_view name);
+
+// The built-in model `name`'s config (configs/models/NAME.json) as
+// read_hf_config reads it from "NAME.json"; fails the current test when
+// there is none or reading it reports anything.
+ModelConfig model_config(std::string_view name);
 
 // A manifest read from JSON text as "m.json", and a specs file read as
 // "s.json"; fail the current test when the text has any problem (a tensor

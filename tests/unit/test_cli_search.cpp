@@ -266,9 +266,7 @@ TEST_CASE("search: progress is reported after each mesh but the last",
   std::optional<Manifest> manifest =
       read_builtin_model("llama-3-70b", "--model", diags);
   REQUIRE(manifest);
-  std::optional<ModelConfig> model = read_hf_config(
-      *builtin_model_config("llama-3-70b"), "llama-3-70b.json", diags);
-  REQUIRE(model);
+  const ModelConfig model = test::model_config("llama-3-70b");
   const Topology topology = test::topology_of("v5p-256");
   std::optional<RuleSet> rules =
       read_rules_preset("fsdp-tp", Location::of("--rules"), diags);
@@ -285,7 +283,7 @@ TEST_CASE("search: progress is reported after each mesh but the last",
     calls.emplace_back(done, total);
   };
   std::optional<SearchResult> result =
-      search_meshes(*manifest, *model, topology, *rules, options, diags);
+      search_meshes(*manifest, model, topology, *rules, options, diags);
   REQUIRE(result);
   REQUIRE(result->meshes == 7);
   REQUIRE(calls.size() == 6);

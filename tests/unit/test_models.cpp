@@ -2,6 +2,8 @@
 // are the published checkpoints' (the acceptance list): tensor count,
 // elements and bytes of model.safetensors(.index.json).
 
+#include "support/test_support.hpp"
+
 #include <shardplan/io.hpp>
 #include <shardplan/models.hpp>
 
@@ -964,12 +966,6 @@ ModelConfig config_of(std::string_view text,
   return *config;
 }
 
-ModelConfig builtin_config(std::string_view name) {
-  std::optional<std::string_view> text = builtin_model_config(name);
-  REQUIRE(text);
-  return config_of(*text, std::string(name) + ".json");
-}
-
 // The one diagnostic read_hf_config gives for `text`, rendered.
 std::string config_error(std::string_view text) {
   Diagnostics diags;
@@ -1072,7 +1068,7 @@ TEST_CASE("models: every built-in model gives the activation keys",
   for (const Activations& e : expected) {
     INFO(e.model);
     CHECK(std::find(names.begin(), names.end(), e.model) != names.end());
-    const ModelConfig c = builtin_config(e.model);
+    const ModelConfig c = test::model_config(e.model);
     CHECK(c.mlp == e.mlp);
     CHECK(c.norm == e.norm);
     CHECK(c.activation == e.activation);
@@ -1086,7 +1082,7 @@ TEST_CASE("models: every built-in model gives the activation keys",
     CHECK(c.attention_softcap == (e.model == "gemma-2-2b" ? 50.0 : 0.0));
     CHECK(c.final_softcap == (e.model == "gemma-2-2b" ? 30.0 : 0.0));
   }
-  CHECK(builtin_config("gpt2").head_dim == 64);  // 768 / 12
+  CHECK(test::model_config("gpt2").head_dim == 64);  // 768 / 12
 }
 
 TEST_CASE("models: activation keys default to the configuration classes'",
@@ -1206,7 +1202,7 @@ TEST_CASE("models: the layer structure of the built-in MoE models",
   // DeepSeek-V3: first_k_dense_replace 3, moe_layer_freq 1: layers 0-2
   // dense, 3-60 MoE (58); the MTP layer 61 >= 3 is MoE. 256 experts of
   // 2048, top 8; one shared expert: 2048 x 1.
-  const ModelConfig ds = builtin_config("deepseek-v3");
+  const ModelConfig ds = test::model_config("deepseek-v3");
   const LayerStructure d = structure_of(ds);
   REQUIRE(d.moe.size() == 61);
   CHECK(d.dense_layers == 3);
@@ -1224,7 +1220,8 @@ TEST_CASE("models: the layer structure of the built-in MoE models",
   CHECK(is_moe_layer(ds, 61));
   // Mixtral: every layer MoE, experts of intermediate_size 14336, no shared
   // expert.
-  const LayerStructure m = structure_of(builtin_config("mixtral-8x7b-v0.1"));
+  const LayerStructure m =
+      structure_of(test::model_config("mixtral-8x7b-v0.1"));
   CHECK(m.moe_layers == 32);
   CHECK(m.dense_layers == 0);
   CHECK(m.routed_intermediate == 14336);
@@ -1232,19 +1229,19 @@ TEST_CASE("models: the layer structure of the built-in MoE models",
   CHECK(m.experts_per_token == 2);
   // Qwen2-57B-A14B: decoder_sparse_step 1, no mlp_only_layers: 28 MoE
   // layers; 64 experts of 2560, top 8; a gated shared expert of 20480.
-  const LayerStructure q = structure_of(builtin_config("qwen2-57b-a14b"));
+  const LayerStructure q = structure_of(test::model_config("qwen2-57b-a14b"));
   CHECK(q.moe_layers == 28);
   CHECK(q.routed_experts == 64);
   CHECK(q.routed_intermediate == 2560);
   CHECK(q.shared_intermediate == 20480);
   CHECK(q.shared_expert_gate);
   // GPT-2: 12 dense layers of 4 x 768 = 3072.
-  const LayerStructure g = structure_of(builtin_config("gpt2"));
+  const LayerStructure g = structure_of(test::model_config("gpt2"));
   CHECK(g.dense_layers == 12);
   CHECK(g.moe_layers == 0);
   CHECK(g.dense_intermediate == 3072);
   CHECK(g.mtp_layers == 0);
-  CHECK(structure_of(builtin_config("llama-3-8b")).dense_layers == 32);
+  CHECK(structure_of(test::model_config("llama-3-8b")).dense_layers == 32);
 }
 
 TEST_CASE(
@@ -1267,5 +1264,5 @@ TEST_CASE(
     CHECK(is_moe_layer(c, i) == s.moe[to_size(i)]);
   }
   // Without experts every layer is dense.
-  CHECK_FALSE(is_moe_layer(builtin_config("llama-3-8b"), 0));
+  CHECK_FALSE(is_moe_layer(test::model_config("llama-3-8b"), 0));
 }

@@ -685,9 +685,7 @@ TEST_CASE("search: the folded walk ranks as the per-tensor walk does",
     DYNAMIC_SECTION(name << " on " << topology_name) {
       Diagnostics diags;
       const Manifest& manifest = model(name);
-      std::optional<ModelConfig> config = read_hf_config(
-          *builtin_model_config(name), std::string(name) + ".json", diags);
-      REQUIRE(config);
+      const ModelConfig config = test::model_config(name);
       const Topology topology = test::topology_of(topology_name);
       const RuleSet rules = preset("fsdp-tp");
       SearchOptions options;
@@ -700,10 +698,10 @@ TEST_CASE("search: the folded walk ranks as the per-tensor walk does",
       options.memory.hbm_bytes =
           static_cast<int64_t>(topology.figures.hbm_bytes_per_device.value);
       std::optional<SearchResult> folded =
-          search_meshes(manifest, *config, topology, rules, options, diags);
+          search_meshes(manifest, config, topology, rules, options, diags);
       options.fold_tensors = false;
       std::optional<SearchResult> per_tensor =
-          search_meshes(manifest, *config, topology, rules, options, diags);
+          search_meshes(manifest, config, topology, rules, options, diags);
       REQUIRE(folded);
       REQUIRE(per_tensor);
       CHECK(folded->walked < per_tensor->walked);

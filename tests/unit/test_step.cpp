@@ -25,16 +25,6 @@ using namespace shardplan;
 
 namespace {
 
-ModelConfig builtin(std::string_view name) {
-  std::optional<std::string_view> text = builtin_model_config(name);
-  REQUIRE(text);
-  Diagnostics diags;
-  std::optional<ModelConfig> c =
-      read_hf_config(*text, std::string(name) + ".json", diags);
-  REQUIRE(c);
-  return *c;
-}
-
 // One estimate: `model` on `mesh` laid out on `topology`, FSDP over the
 // data axes, bf16 weights and grads.
 struct Run {
@@ -65,7 +55,7 @@ struct Run {
 };
 
 StepEstimate estimate(const Run& run, Topology* topology_override = nullptr) {
-  const ModelConfig model = builtin(run.model);
+  const ModelConfig model = test::model_config(run.model);
   Topology topology =
       topology_override ? *topology_override : test::topology_of(run.topology);
   Diagnostics diags;

@@ -3,6 +3,8 @@
 // (hardware-and-costs.md A.4) evaluated by hand, MaxText's policies' saved
 // names (A.11) and sums worked out in the comments.
 
+#include "support/test_support.hpp"
+
 #include <shardplan/io.hpp>
 #include <shardplan/mesh.hpp>
 #include <shardplan/models.hpp>
@@ -43,16 +45,6 @@ AxisRoles roles_of(const Mesh& mesh) {
       resolve_axis_roles(mesh, AxisRoles{}, sources, diags);
   REQUIRE(roles);
   return *roles;
-}
-
-ModelConfig builtin(std::string_view name) {
-  std::optional<std::string_view> text = builtin_model_config(name);
-  REQUIRE(text);
-  Diagnostics diags;
-  std::optional<ModelConfig> c =
-      read_hf_config(*text, std::string(name) + ".json", diags);
-  REQUIRE(c);
-  return *c;
 }
 
 // A GPT-style config as Korthikanti et al. describe it: LayerNorm, a 4h GeLU
@@ -378,7 +370,7 @@ TEST_CASE("workload: MaxText's remat policies keep their named tensors",
   // query_proj, context: T ceil(32/2) 128 2 = 67,108,864; key_proj,
   // value_proj: T ceil(8/2) 128 2 = 16,777,216; mlpwi_0, mlpwi_1:
   // T 14336/2 2 = 234,881,024.
-  const ModelConfig m = builtin("llama-3-8b");
+  const ModelConfig m = test::model_config("llama-3-8b");
   auto run = [&](std::string policy) {
     return estimate(m, "fsdp:4,tp:2", workload(8192, 8, std::move(policy)));
   };
@@ -501,7 +493,7 @@ TEST_CASE("workload: Llama keeps no dropout masks and three gated MLP tensors",
   // 1,048,576) and gate, up and their product (234,881,024 each):
   // 536,870,912 + 134,217,728 + 33,554,432 + 1,048,576 + 704,643,072 =
   // 1,410,334,720.
-  const ModelConfig m = builtin("llama-3-8b");
+  const ModelConfig m = test::model_config("llama-3-8b");
   const ActivationEstimate none =
       estimate(m, "fsdp:4,tp:2", workload(8192, 8, "none"));
   CHECK(names_of(*none.dense)
@@ -557,7 +549,7 @@ TEST_CASE("workload: the scaling book's MLP checkpoints, 2 L B (D + 2F)",
   // save_dot_except_mlp's set, so the difference is that. Llama-3-70B
   // (L 80, D 8192, F 28672) on fsdp:64, seq 4096, batch 64: B = 4096 tokens
   // a device: 2 x 80 x 4096 x (8192 + 57344) = 42,949,672,960 bytes.
-  const ModelConfig m = builtin("llama-3-70b");
+  const ModelConfig m = test::model_config("llama-3-70b");
   const ActivationEstimate minimal =
       estimate(m, "fsdp:64", workload(4096, 64, "minimal"));
   const ActivationEstimate except =
@@ -569,7 +561,7 @@ TEST_CASE("workload: the scaling book's MLP checkpoints, 2 L B (D + 2F)",
 
 TEST_CASE("workload: a per-device batch, f32 activations, context parallel",
           "[workload]") {
-  const ModelConfig m = builtin("llama-3-8b");
+  const ModelConfig m = test::model_config("llama-3-8b");
   // MaxText's per_device_batch_size 0.5 on 16 devices: a global batch of
   // 8; on dp:8,cp:2 each device holds 1 sequence's half: T = 1 x 4096 / 2
   // = 2048 tokens; the layer input in f32: 2048 x 4096 x 4 = 33,554,432.
@@ -604,7 +596,7 @@ TEST_CASE("workload: Mixtral's MoE layer, dispatched over an expert axis",
   //   moe_dispatch           2 T x 4096 x 2         =  67,108,864
   //   moe_mlpwi_0, _1, act   2 T x 14336 x 2 each   = 234,881,024 each
   //   moe_mlpwo              2 T x 4096 x 2         =  67,108,864
-  const ModelConfig m = builtin("mixtral-8x7b-v0.1");
+  const ModelConfig m = test::model_config("mixtral-8x7b-v0.1");
   const ActivationEstimate e = estimate(m, "ep:4", workload(4096, 4, "none"));
   REQUIRE_FALSE(e.dense);
   REQUIRE(e.moe);
@@ -651,7 +643,7 @@ TEST_CASE("workload: DeepSeek-V3's MLA, dense and MoE layers, and MTP",
   //   4,194,304
   //   query_proj, key_proj: T x 128/8 x 192 x 2 = 25,165,824 each
   //   value_proj, context: T x 16 x 128 x 2 = 16,777,216 each
-  const ModelConfig m = builtin("deepseek-v3");
+  const ModelConfig m = test::model_config("deepseek-v3");
   const ActivationEstimate e =
       estimate(m, "fsdp:8,tp:8", workload(4096, 8, "none"));
   REQUIRE(e.dense);
@@ -701,7 +693,7 @@ TEST_CASE("workload: Gemma2's sandwich norms and soft-caps, Qwen2-MoE's gate",
   // attention keeps the soft-cap's tanh output as well as the softmax:
   // 2 x 8 x 1024 x 1024 = 16,777,216 each; the head's soft-cap another
   // logits' worth: T x 256000 x 2 = 524,288,000.
-  const ModelConfig g = builtin("gemma-2-2b");
+  const ModelConfig g = test::model_config("gemma-2-2b");
   const ActivationEstimate e =
       estimate(g, "dp:1", workload(1024, 1, "none", "plain"));
   CHECK(saved(*e.dense, "out_proj").bytes_per_layer == 4'718'592);
@@ -713,8 +705,8 @@ TEST_CASE("workload: Gemma2's sandwich norms and soft-caps, Qwen2-MoE's gate",
   CHECK(term(e, "logits_fp32") == 1'048'576'000);
   // Qwen2-57B-A14B: sigmoid(shared_expert_gate(x)) * shared_expert(x) keeps
   // the shared expert's output (T h 2) and the gate (T x 1 x 2).
-  const ActivationEstimate q =
-      estimate(builtin("qwen2-57b-a14b"), "dp:1", workload(1024, 1, "none"));
+  const ActivationEstimate q = estimate(
+      test::model_config("qwen2-57b-a14b"), "dp:1", workload(1024, 1, "none"));
   CHECK(saved(*q.moe, "shared_mlpwo").bytes_per_layer == 1024 * 3584 * 2);
   CHECK(saved(*q.moe, "shared_expert_gate").bytes_per_layer == 1024 * 2);
 }
@@ -762,7 +754,7 @@ TEST_CASE("workload: more remat never increases activations",
   const std::string attention = GENERATE(as<std::string>{}, "flash", "plain");
   const bool sp = GENERATE(false, true);
   const std::string mesh = GENERATE(as<std::string>{}, "dp:2,tp:4", "tp:8");
-  const ModelConfig m = builtin(model);
+  const ModelConfig m = test::model_config(model);
   INFO(model << " " << attention << " sp " << sp << " " << mesh);
   int checked = 0;
   for (const auto& [more, less] : k_more_remat) {
@@ -792,7 +784,7 @@ TEST_CASE("workload: more sharding never increases per-device bytes",
   const std::string remat =
       GENERATE(as<std::string>{}, "none", "selective", "full", "minimal");
   const bool sp = GENERATE(false, true);
-  const ModelConfig m = builtin(model);
+  const ModelConfig m = test::model_config(model);
   // One axis per role, each grown from 1 to 2 to 4 while the others stay.
   const std::vector<std::string> axes = {"dp", "tp", "sp", "ep", "pp"};
   int checked = 0;
@@ -833,7 +825,7 @@ TEST_CASE("workload: more sharding never increases per-device bytes",
 // Bad input: located, coded, and the exact text.
 
 TEST_CASE("workload: bad input is a located error", "[workload]") {
-  const ModelConfig m = builtin("llama-3-8b");
+  const ModelConfig m = test::model_config("llama-3-8b");
   Workload w = workload(4096, 8, "minmal");
   CHECK(error_of(m, "dp:8", w)
         == "--remat: error: unknown remat policy \"minmal\"; expected one of "
@@ -938,7 +930,7 @@ TEST_CASE("workload: bad input is a located error", "[workload]") {
 }
 
 TEST_CASE("workload: independent bad inputs are all reported", "[workload]") {
-  const ModelConfig m = builtin("llama-3-8b");
+  const ModelConfig m = test::model_config("llama-3-8b");
   Workload w = workload(0, 8, "fulll", "plane");
   const Mesh mesh = mesh_of("dp:8");
   Diagnostics diags;
