@@ -318,6 +318,13 @@ bool whole_hosts(const std::array<int64_t, 3>& chips,
 
 // The catalogue's standard entries, family by family, smallest first.
 std::vector<Topology> catalogue_topologies();
+// The catalogue's standard slices of `topology`'s chip family with its
+// slice count (a TPU topology of 2 slices gives "2xv5p-8", "2xv5p-16",
+// ...), fewest devices first, those within the device cap: the sizes a
+// search over device counts tries. Empty when the chip is no catalogue
+// family. REQUIRES: topology.chip names a family (by name or alias) or is
+// empty.
+std::vector<Topology> catalogue_slices_like(const Topology& topology);
 // The family names: "v2", ..., "tpu7x", "a100", ..., "gb200".
 std::vector<std::string> catalogue_families();
 

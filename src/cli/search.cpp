@@ -161,24 +161,15 @@ std::optional<std::vector<Topology>> device_slices(const Topology& topology,
   }
   const int64_t slices =
       topology.kind == TopologyKind::tpu ? topology.tpu.num_slices : 1;
-  std::vector<Topology> family;  // the chip's catalogue slices, smallest first
-  for (Topology& t : catalogue_topologies()) {
-    if (t.chip == topology.chip && t.kind == topology.kind) {
-      family.push_back(std::move(t));
-    }
-  }
+  // The chip's slices with --topology's slice count, fewest devices first.
+  std::vector<Topology> family = catalogue_slices_like(topology);
   std::vector<std::string> counts;
   for (const Topology& t : family) {
-    counts.push_back(std::to_string(t.devices() * slices));
+    counts.push_back(std::to_string(t.devices()));
   }
   const std::string per_slice =
       slices > 1 ? fmt::format(" in {} slices", slices) : std::string();
-  std::vector<const Topology*> chosen;
-  auto choose = [&](const Topology& t) {
-    if (std::find(chosen.begin(), chosen.end(), &t) == chosen.end()) {
-      chosen.push_back(&t);
-    }
-  };
+  std::vector<bool> chosen(family.size(), false);
   auto number = [](std::string_view part) -> std::optional<int64_t> {
     int64_t n = 0;
     const auto [end, ec] =
@@ -216,10 +207,10 @@ std::optional<std::vector<Topology>> device_slices(const Topology& topology,
       return std::nullopt;
     }
     bool any = false;
-    for (const Topology& t : family) {
-      const int64_t n = t.devices() * slices;
+    for (size_t i = 0; i < family.size(); ++i) {
+      const int64_t n = family[i].devices();
       if (n >= *low && n <= *high) {
-        choose(t);
+        chosen[i] = true;
         any = true;
       }
     }
@@ -245,24 +236,11 @@ std::optional<std::vector<Topology>> device_slices(const Topology& topology,
       return std::nullopt;
     }
   }
-  std::sort(
-      chosen.begin(), chosen.end(), [](const Topology* a, const Topology* b) {
-        return a->devices() < b->devices();
-      });
   std::vector<Topology> out;
-  for (const Topology* t : chosen) {
-    if (slices == 1) {
-      out.push_back(*t);
-      continue;
+  for (size_t i = 0; i < family.size(); ++i) {
+    if (chosen[i]) {
+      out.push_back(std::move(family[i]));
     }
-    std::optional<Topology> joined =
-        resolve_topology(fmt::format("{}x{}", slices, t->name),
-                         Location::of("--topology"),
-                         diags);
-    if (!joined) {
-      return std::nullopt;
-    }
-    out.push_back(std::move(*joined));
   }
   return out;
 }

@@ -734,6 +734,34 @@ std::vector<Topology> catalogue_topologies() {
   return out;
 }
 
+std::vector<Topology> catalogue_slices_like(const Topology& topology) {
+  std::vector<Topology> out;
+  const Family* f = find_family(topology.chip);
+  if (f == nullptr || f->kind != topology.kind) {
+    return out;
+  }
+  if (f->kind == TopologyKind::gpu) {
+    for (int64_t count : f->standard_counts) {
+      out.push_back(make_gpu(*f, count, fmt::format("{}x{}", f->name, count)));
+    }
+    return out;
+  }
+  const int64_t slices = topology.tpu.num_slices;
+  for (const Shape3& shape : f->slices) {
+    // A slice is at most 16x24x24 chips of 2 devices, so the product fits.
+    if (shape[0] * shape[1] * shape[2] * f->devices_per_chip * slices
+        > k_max_devices) {
+      break;  // the slices grow
+    }
+    std::string name = standard_name(*f, shape);
+    if (slices > 1) {
+      name = fmt::format("{}x{}", slices, name);
+    }
+    out.push_back(make_tpu(*f, shape, slices, std::move(name)));
+  }
+  return out;
+}
+
 std::vector<std::string> catalogue_families() {
   std::vector<std::string> names;
   for (const Family& f : families()) {

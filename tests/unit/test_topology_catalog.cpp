@@ -351,3 +351,31 @@ TEST_CASE("topology catalogue: compute figures are per JAX device",
     CHECK_FALSE(t.figures.bf16_flops_per_s_per_device.source.empty());
   }
 }
+
+TEST_CASE("topology catalogue: the slices like a topology", "[topology]") {
+  // v5p's standard slices with 2 slices each: 2 x 4 chips first (v5p-8 is
+  // 2x2x1), each named as resolve_topology names it.
+  const std::vector<Topology> tpu =
+      catalogue_slices_like(test::topology_of("2xv5p-256"));
+  REQUIRE(tpu.size() >= 3);
+  CHECK(tpu[0].name == "2xv5p-8");
+  CHECK(tpu[0].devices() == 8);
+  for (size_t i = 0; i < tpu.size(); ++i) {
+    INFO(tpu[i].name);
+    CHECK(tpu[i].tpu.num_slices == 2);
+    CHECK(tpu[i].devices() == test::topology_of(tpu[i].name).devices());
+    if (i > 0) {
+      CHECK(tpu[i].devices() > tpu[i - 1].devices());
+    }
+  }
+  // GPUs: the standard counts of the chip.
+  const std::vector<Topology> gpu =
+      catalogue_slices_like(test::topology_of("h100x64"));
+  REQUIRE(gpu.size() == 8);
+  CHECK(gpu.front().name == "h100x8");
+  CHECK(gpu.back().name == "h100x1024");
+  // No family: nothing.
+  Topology lab = test::topology_of("v5p-8");
+  lab.chip = "";
+  CHECK(catalogue_slices_like(lab).empty());
+}
