@@ -1,3 +1,4 @@
+#include "report/html.hpp"
 #include "report/renderers.hpp"
 #include "report/text.hpp"
 
@@ -179,27 +180,6 @@ std::string findings_table(const Diagnostics& diags,
   return out;
 }
 
-// `s` for HTML text (a <summary>).
-std::string html_text(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string github_annotations(const Diagnostics& diags) {
@@ -293,7 +273,7 @@ std::string markdown_findings(const Diagnostics& diags) {
       out += fmt::format(
           "\n<details><summary>{} more <code>{}</code> {}s</summary>\n\n",
           with_commas(static_cast<int64_t>(rest)),
-          html_text(first.code),
+          html(first.code),
           severity_word(severity));
       std::vector<size_t> rows;
       for (size_t m = k_shown_per_kind;
