@@ -770,7 +770,7 @@ class ManifestReader : public JsonInput {
   bool read_logical_axes(od::value& value,
                          const std::string& base,
                          std::optional<LogicalAxes>& axes) {
-    const std::string pointer = base + "/logical_axes";
+    std::string pointer = base + "/logical_axes";
     const char* at = start_of(value);
     od::json_type type{};
     if (auto e = value.type().get(type)) {

@@ -113,8 +113,9 @@ struct Origin {
   bool is_override = false;
 };
 
-// A key's winning setting.
-struct Setting {
+// A key's winning setting. Its implicit assignment may throw
+// (YAML::Node's allocates); std::bad_alloc ends the run like any other.
+struct Setting {  // NOLINT(bugprone-exception-escape)
   YAML::Node value;
   YAML::Mark key_mark;
   const Origin* origin = nullptr;
@@ -400,8 +401,7 @@ class Reader {
 
   Location location(const Origin& origin, const YAML::Mark& mark) const {
     if (mark.is_null() || mark.pos < 0) {
-      return origin.is_override ? Location::of(origin.name)
-                                : Location::of(origin.name);
+      return Location::of(origin.name);
     }
     const size_t pos = std::min(origin.offset + static_cast<size_t>(mark.pos),
                                 origin.text.size());

@@ -751,10 +751,12 @@ void mesh_panels(const Mesh& mesh,
       int64_t rest = b;
       std::string label;
       for (size_t k = rank - 2; k-- > 0;) {
-        label = fmt::format("{} {}{}",
-                            names[k],
-                            rest % grid.shape[k],
-                            label.empty() ? "" : ", " + label);
+        std::string part = fmt::format("{} {}", names[k], rest % grid.shape[k]);
+        if (!label.empty()) {
+          part += ", ";
+          part += label;
+        }
+        label = std::move(part);
         rest /= grid.shape[k];
       }
       panel.label = label;

@@ -174,10 +174,12 @@ std::string mesh_text(const MeshReport& report) {
       std::string label;
       int64_t rest = b;
       for (size_t k = rank - 2; k-- > 0;) {
-        label = fmt::format("{}={}{}",
-                            names[k],
-                            rest % grid.shape[k],
-                            label.empty() ? "" : ", " + label);
+        std::string part = fmt::format("{}={}", names[k], rest % grid.shape[k]);
+        if (!label.empty()) {
+          part += ", ";
+          part += label;
+        }
+        label = std::move(part);
         rest /= grid.shape[k];
       }
       out += fmt::format("  [{}]\n", label);

@@ -223,6 +223,7 @@ std::vector<int64_t> blocks_per_device(const Mesh& mesh,
 std::vector<int64_t> counts_of(const Context& c,
                                const std::vector<AxisList>& dims) {
   std::vector<int64_t> counts;
+  counts.reserve(dims.size());
   for (const AxisList& axes : dims) {
     counts.push_back(c.shards(axes));
   }

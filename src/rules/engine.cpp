@@ -634,6 +634,7 @@ std::optional<RulePlan> apply_rules(const Manifest& manifest,
   }
 
   std::vector<size_t> unmet_rules;
+  unmet_rules.reserve(unmet.size());
   for (const auto& [rule, u] : unmet) {
     unmet_rules.push_back(rule);
   }

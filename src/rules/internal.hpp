@@ -182,10 +182,10 @@ class Engine {
                  uint64_t cls,
                  DecisionTracer& tracer) const;
   // The same for a tensor whose name matches the patterns of the rules
-  // `matched` flags (NameClassifier::flags_of; empty when it is a scalar or
+  // `flags` (NameClassifier::flags_of; empty when it is a scalar or
   // under min_size).
   Outcome decide_matched(const TensorFacts& t,
-                         const std::vector<char>& matched,
+                         const std::vector<char>& flags,
                          DecisionTracer& tracer) const;
 
  private:

@@ -35,7 +35,7 @@ std::optional<std::string> pattern_error(std::string_view pattern,
       *hint = "RE2 has no lookahead or lookbehind (Python's re has)";
     } else if (e.find("invalid escape sequence: \\") != std::string::npos
                && pattern.find('\\') != std::string_view::npos) {
-      const size_t at = e.find("\\");
+      const size_t at = e.find('\\');
       if (at + 1 < e.size() && e[at + 1] >= '1' && e[at + 1] <= '9') {
         *hint = "RE2 has no backreferences (Python's re has)";
       }

@@ -125,6 +125,7 @@ bool check_axes(const RuleContext& context,
         d.hint = fmt::format("did you mean {}?", quote(near));
       } else {
         std::vector<std::string> quoted;
+        quoted.reserve(names.size());
         for (const std::string& n : names) {
           quoted.push_back(quote(n));
         }
