@@ -24,7 +24,7 @@
 // string_view), so this is the strictest "bare parse" for it: what is left
 // of the reader's time past the walk is building the Manifest.
 //
-// The target of DESIGN.md section 7 and issue 2 (reading a manifest within
+// The target of docs/performance.md and issue 2 (reading a manifest within
 // 2x a bare simdjson parse of the file) is measured by bench/run.sh on whole
 // processes, as the tool runs: read_once (the file read as the CLI reads
 // it, the Manifest built) against parse_once (simdjson loads and parses the

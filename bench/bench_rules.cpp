@@ -1,4 +1,4 @@
-// bench_rules: the rules engine on generated manifests (DESIGN.md 7).
+// bench_rules: the rules engine on generated manifests (docs/performance.md).
 //
 //   bench_rules FILE... [--reps R] [--mesh MESH]
 //
@@ -226,7 +226,8 @@ int main(int argc, char** argv) {
         row.rules / row.bare);
     fmt::print(
         "  read + apply_rules    {:9.2f} ms  {:7.1f} ns/tensor  = {:.2f} "
-        "x bare (DESIGN: <= 3 for all of plan)\n",
+        "x bare (an earlier bound, docs/performance.md: <= 3 for all of "
+        "plan)\n",
         row.plan,
         per_tensor_ns(row.plan),
         row.plan / row.bare);

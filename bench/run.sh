@@ -1,6 +1,6 @@
 #!/bin/sh
 # Benchmarks the manifest reader and the rules engine against bare simdjson
-# parses (DESIGN.md section 7), times the reshard planner, then the manifest
+# parses (docs/performance.md), times the reshard planner, then the manifest
 # read (read_once) and `plan` end to end against parse_once (a whole process
 # that loads the file and parses it once); what each measures is described at
 # the top of bench_read.cpp, bench_rules.cpp, bench_reshard.cpp,
@@ -83,7 +83,7 @@ for file in "$native" "$header"; do
 done
 echo
 echo "== plan end to end against a bare DOM parse, $n tensors (whole processes,"
-echo "   median of 5; DESIGN.md section 7: within 3x, peak RSS under 10x the file)"
+echo "   median of 5; docs/performance.md has the targets; peak RSS under 10x the file)"
 shardplan="$root/build/release/shardplan"
 echo "file: $(wc -c <"$native") bytes"
 base=$(median_run "$bin/parse_once" "$native")
@@ -140,7 +140,7 @@ done
 echo
 echo "== plan with a training workload (activations and the step's time)"
 echo "   against plan without, --model deepseek-v3 on v5p-512 as fsdp:64,tp:4"
-echo "   (whole processes, median of 5; DESIGN.md section 7: a workload adds"
+echo "   (whole processes, median of 5; docs/performance.md: a workload adds"
 echo "   at most 20%, the step estimate under 10%: both per layer kind)"
 set -- --topology v5p-512 --mesh fsdp:64,tp:4 --model deepseek-v3 --recipe adam
 plain=$(median_run "$shardplan" plan "$@")
@@ -151,7 +151,7 @@ echo "plan --seq 4096 --batch 64: $workload (s, KiB): ratio" \
   "$(ratio "${workload%% *}" "${plain%% *}") (target <= 1.2)"
 echo
 echo "== search: deepseek-v3 on 2xv5p-1024 over fsdp, ep, tp with three remat"
-echo "   policies (whole process, median of 5; DESIGN.md section 7: under 2 s)"
+echo "   policies (whole process, median of 5; docs/performance.md: under 2 s)"
 search=$(median_run "$shardplan" search --topology 2xv5p-1024 --model deepseek-v3 \
   --seq 4096 --per-device-batch 1 --remat full,minimal,save_qkv_proj)
 echo "search:                       $search (s, KiB)"

@@ -1,5 +1,5 @@
 cmake_minimum_required(VERSION 3.25)
-# The layering rule of DESIGN.md section 6: a file of layer N includes
+# The layering rule (docs/architecture.md): a file of layer N includes
 # headers of layers <= N only, through <shardplan/...> and quoted includes
 # alike, and a module's private headers (src/<module>/*.hpp) only from that
 # module. Run as: cmake -DSOURCE_DIR=<repo> -P cmake/check_layers.cmake
@@ -9,7 +9,7 @@ cmake_minimum_required(VERSION 3.25)
 #   src/<module>/...                      a module of several files
 #   src/<module>.cpp, src/<module>_x.cpp  a module of one file (or a data
 #                                         header such as src/embedded.hpp)
-# Keep this table, DESIGN.md section 6 and docs/architecture.md in step.
+# Keep this table and docs/architecture.md in step.
 set(_layer_diag 1)
 set(_layer_tensor 1)
 set(_layer_embedded 1)  # src/embedded.hpp: files from configs/, data only

@@ -1,5 +1,5 @@
 # Compiles JSON files into a C++ source: one {name, text} entry per file, in
-# name order, so the binary needs no files at run time (DESIGN.md 2.2).
+# name order, so the binary needs no files at run time (docs/topologies.md).
 #   shardplan_embed_configs(OUTPUT file.cpp SYMBOL topology_files FILES a.json ...)
 # defines `std::span<const EmbeddedFile> SYMBOL()` in namespace
 # shardplan::embedded; src/embedded.hpp declares it.

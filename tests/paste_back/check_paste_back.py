@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Round trip of the paste-back formats (DESIGN.md 10; issue 21).
+"""Round trip of the paste-back formats (docs/paste-back.md; issue 21).
 
     check_paste_back.py SHARDPLAN SOURCE_DIR plan|check ARGS...
 

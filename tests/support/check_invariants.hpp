@@ -1,6 +1,6 @@
 #pragma once
 
-// The invariant checker (STYLE.md section 5), run on the JSON of every golden
+// The invariant checker, run on the JSON of every golden
 // case and property run, like bloaty's CheckConsistency: parts add up to
 // their totals, whatever the input.
 

@@ -1,5 +1,5 @@
 cmake_minimum_required(VERSION 3.25)
-# Runs the real binary and checks exit codes (DESIGN.md section 4) and that
+# Runs the real binary and checks exit codes (docs/cli.md, "Exit codes") and that
 # stdout stays empty when input is bad in text mode (exit 1 still prints the
 # result: the plan has errors, the input was read); json, github and
 # markdown write the document of bad input.
@@ -74,7 +74,7 @@ expect_exit(2 ${_check} --topology v5e-8 --specs ${EXAMPLES}/tiny-llama.specs.js
 expect_exit(2 ${_check} --topology v5e-8 --specs ${EXAMPLES}/tiny-llama.specs.json --recipe sgd)
 expect_exit(2 ${_check} --topology v5e-8 --devices 8 --specs ${EXAMPLES}/tiny-llama.specs.json)
 expect_exit(2 ${_check} --topology v5e-8 --specs ${EXAMPLES}/tiny-llama.json)
-# The training workload (DESIGN.md section 8): fits, over capacity, and
+# The training workload (docs/memory.md, "Activations"): fits, over capacity, and
 # workload flags without an architecture or with an unknown remat policy.
 expect_exit(0 plan --model llama-3-70b --topology v5p-256 --mesh fsdp:32,tp:4
             --recipe adam --seq 8192 --batch 128)

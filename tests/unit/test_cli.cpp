@@ -109,7 +109,8 @@ TEST_CASE("cli: mesh text output is a table and the device grid", "[cli]") {
            "    6 7\n");
 }
 
-TEST_CASE("cli: mesh JSON has the DESIGN keys and nested device ids", "[cli]") {
+TEST_CASE("cli: mesh JSON has the documented keys and nested device ids",
+          "[cli]") {
   Result r = run_cli({"mesh",
                       "--mesh",
                       "dp:4,tp:2:explicit",
@@ -1700,7 +1701,7 @@ TEST_CASE("cli: plan names a preset by its name, a rules file by its path",
   CHECK_THAT(plan(rules, {"--format", "markdown"}),
              Catch::Contains("148 tensors of `--model gpt2` with rules `"
                              + rules + "`; mesh fsdp:8 (8 devices).\n"));
-  // JSON keeps `source` (DESIGN.md section 3: the rule set's source) and
+  // JSON keeps `source` (docs/output-schema.md: the rule set's source) and
   // adds the preset's name.
   const json preset = json::parse(plan("maxtext", {"--format", "json"}));
   CHECK(preset["rules"] == json::parse(R"({"source":

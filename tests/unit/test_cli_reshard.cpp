@@ -340,7 +340,7 @@ TEST_CASE("reshard: every bad input exits 2 with a located message",
   fs::remove_all(dir);
 }
 
-TEST_CASE("reshard: JSON has the DESIGN keys", "[cli][reshard]") {
+TEST_CASE("reshard: JSON has the documented keys", "[cli][reshard]") {
   CliResult r = run_cli({"reshard",
                          "--topology",
                          "v5p-128",
@@ -403,7 +403,7 @@ TEST_CASE("reshard: JSON has the DESIGN keys", "[cli][reshard]") {
     CHECK(up.contains(key));
   }
   // Same topology, TPU: ICI, one link of a route (v5p: 9e10 B/s one way,
-  // hardware-and-costs.md B.1), not all six of a chip at once.
+  // docs/sources.md#tpu-v5p), not all six of a chip at once.
   CHECK(j["same_devices"] == true);
   CHECK(j["transfer_link"]
         == json::parse(

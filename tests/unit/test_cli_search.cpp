@@ -1,4 +1,4 @@
-// `shardplan search` through cli::run() (DESIGN.md section 9): the
+// `shardplan search` through cli::run() (docs/search.md): the
 // candidates, their figures against `plan` run on each mesh alone, the
 // dropped counts, and bad input.
 

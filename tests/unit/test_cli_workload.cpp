@@ -1,7 +1,7 @@
 // The training workload on plan, check and memory through cli::run(): the
 // activations memory counts, what the verdict says it counts, --config
-// beside --manifest, and the located input errors (exit 2) of DESIGN.md
-// section 8.
+// beside --manifest, and the located input errors (exit 2) of docs/memory.md
+// ("Errors").
 
 #include "support/test_support.hpp"
 
@@ -379,7 +379,7 @@ TEST_CASE("cli workload: the step's roofline warnings", "[cli][workload]") {
   };
   // fsdp:64 on v5p-128 (4x4x4) spans the three torus axes: 3 rings of 2 x
   // 9e10 B/s = 5.4e11 B/s; critical batch 4.59e14 / 5.4e11 = 850 tokens
-  // (the scaling book's 850 on 3 axes, hardware-and-costs.md B.5). One
+  // (the scaling book's 850 on 3 axes, docs/sources.md#rooflines). One
   // sequence of 512 tokens a device is below it; 1024 is not.
   const std::string below = warnings(with({"--topology",
                                            "v5p-128",

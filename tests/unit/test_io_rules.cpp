@@ -1,5 +1,5 @@
-// The rules-file reader (include/shardplan/io_rules.hpp): the DESIGN.md 2.5
-// example read key by key, located errors for every kind of problem (the
+// The rules-file reader (include/shardplan/io_rules.hpp): the example of
+// docs/rules.md read key by key, located errors for every kind of problem (the
 // negative cases live in tests/data/bad_rules/, one file per case), warnings,
 // and inputs that must never crash it.
 
@@ -57,7 +57,8 @@ std::vector<AxisRef> axes(
 
 }  // namespace
 
-TEST_CASE("io_rules: reads the DESIGN example key by key", "[rules][io]") {
+TEST_CASE("io_rules: reads the docs/rules.md example key by key",
+          "[rules][io]") {
   const RuleSet r = rules_ok(R"({"rules": [
   {"pattern": "embed_tokens", "spec": ["tp", "fsdp"]},
   {"pattern": "norm", "spec": []},

@@ -1,6 +1,6 @@
-// User topology files (DESIGN.md 2.2, docs/topologies.md): read by io's
+// User topology files (docs/topologies.md): read by io's
 // read_topology_file, with the located-JSON toolkit's codes; what a file
-// omits comes from its chip's catalogue family (hardware-and-costs.md C).
+// omits comes from its chip's catalogue family (docs/sources.md, Hardware).
 
 #include "support/test_support.hpp"
 

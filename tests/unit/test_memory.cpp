@@ -1,5 +1,6 @@
-// The memory estimator against published figures (shared/reference/
-// hardware-and-costs.md A.1, A.6, A.8, A.9): one test per source.
+// The memory estimator against published figures, one test per source:
+// docs/sources.md#deepspeed, docs/sources.md#ultra-scale-playbook,
+// docs/sources.md#scaling-book-memory, docs/sources.md#zero.
 
 #include "support/test_support.hpp"
 
@@ -157,8 +158,8 @@ TEST_CASE("memory: DeepSpeed's documented ZeRO-3 per-GPU figures", "[memory]") {
 }
 
 TEST_CASE("memory: Ultra-Scale Playbook model-state table", "[memory]") {
-  // hardware-and-costs.md A.6: bf16 mixed precision, 16N bytes without and
-  // 20N with fp32 gradient accumulation: 1B 16/20 GB, 7B 112/140,
+  // docs/sources.md#ultra-scale-playbook: bf16 mixed precision, 16N bytes
+  // without and 20N with fp32 gradient accumulation: 1B 16/20 GB, 7B 112/140,
   // 70B 1120/1400, 405B 6480/8100 (decimal GB, one device).
   struct Row {
     int64_t billions;
@@ -189,8 +190,8 @@ TEST_CASE("memory: Ultra-Scale Playbook model-state table", "[memory]") {
 
 TEST_CASE("memory: scaling book, 10 bytes per parameter sharded over FSDP x TP",
           "[memory]") {
-  // hardware-and-costs.md A.8: bf16 params + fp32 Adam m and v, grads not
-  // counted: 10 P / (X Y) per device with FSDP over X and TP over Y.
+  // docs/sources.md#scaling-book-memory: bf16 params + fp32 Adam m and v, grads
+  // not counted: 10 P / (X Y) per device with FSDP over X and TP over Y.
   // LLaMA-3-70B-sized: params 140 GB and optimizer 560 GB in all.
   const Manifest m = model(70, 1'000'000'000, 0, "bf16");
   const Mesh mesh = test::mesh_of("fsdp:64,tp:4", 256);
@@ -208,7 +209,7 @@ TEST_CASE("memory: scaling book, 10 bytes per parameter sharded over FSDP x TP",
 
 TEST_CASE("memory: Megatron's distributed optimizer is 6 + 12/DP bytes",
           "[memory]") {
-  // hardware-and-costs.md A.0/A.3: bf16 weights and fp32 grads stay, the fp32
+  // docs/sources.md#megatron-memory: bf16 weights and fp32 grads stay, the fp32
   // master copy and Adam state (12 bytes) are split over DP.
   const Manifest m = model(8, 1'000'000, 0, "bf16");
   const Mesh mesh = test::mesh_of("dp:8", 8);

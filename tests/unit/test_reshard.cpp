@@ -1,6 +1,6 @@
 // The reshard planner: plans worked by hand, the pathways intermediate
-// sharding (DESIGN.md 5), and a simulation that runs every plan on integer
-// arrays across the device grid.
+// sharding (docs/reshard.md, "Intermediate sharding"), and a simulation that
+// runs every plan on integer arrays across the device grid.
 //
 // The simulation is an independent model of the collectives: each device
 // holds a box of the tensor (per dim [begin, end)) and its values (each
@@ -704,7 +704,8 @@ TEST_CASE("reshard: donate frees the source as the first step consumes it") {
 
 TEST_CASE("reshard: the intermediate sharding of the pathways docstring") {
   // [fsdp:8, tp:1] -> [fsdp:1, tp:4] goes through
-  // [fsdp_split:4, fsdp_replica:2, tp:1] (DESIGN.md 5; MaxText's variant).
+  // [fsdp_split:4, fsdp_replica:2, tp:1] (docs/reshard.md; MaxText's
+  // variant).
   const Side a = side("fsdp:8,tp:1", 8);
   const Side b = side("fsdp:1,tp:4", 4);
   std::optional<IntermediateSharding> im = find_intermediate_sharding(
@@ -1112,8 +1113,8 @@ TEST_CASE("reshard: a no-op on one mesh counts each tensor once in totals") {
 
 TEST_CASE("reshard: transfer_cost follows the links between two devices") {
   SECTION("the book's point-to-point example: both ports of a 2D move") {
-    // hardware-and-costs.md B.1: 1.7e7 B between opposite corners of a v5e
-    // 4x4 (no wraparound) uses 2 ports x 4.5e10 B/s: 188 us; 6 hops. Device
+    // docs/sources.md#ici-collectives: 1.7e7 B between opposite corners of a
+    // v5e 4x4 (no wraparound) uses 2 ports x 4.5e10 B/s: 188 us; 6 hops. Device
     // 0 is chip (0,0), device 15 chip (3,3); the two dimension orders carry
     // 8.5e6 B each.
     const Topology t = test::topology_of("v5e-16");

@@ -1,7 +1,8 @@
-// The rules engine (DESIGN.md 2.5, docs/rules.md): each seed algorithm
-// against cases worked by hand from the seed text, each eformer defect of
-// sharding-anchors.md 2.1 that we fix, logical-axis resolution against the
-// Flax docstring and MaxText's base.yml rules (sharding-anchors.md 2.2), the
+// The rules engine (docs/rules.md): each seed algorithm against cases
+// worked by hand from the seed text (docs/sources.md#seeds), each eformer
+// defect that we fix (docs/rules.md, "Seed defects fixed"), logical-axis
+// resolution against the Flax docstring and MaxText's base.yml rules
+// (docs/sources.md#logical-axis-rules), the
 // engine (order, fallthrough, min_size, unmatched, presets), explain, and a
 // property: preset specs always validate.
 //
@@ -148,7 +149,7 @@ Manifest manifest_of(const std::vector<T>& tensors) {
 }  // namespace
 
 // ===========================================================================
-// nnx `fsdp` (shared/seeds/nnx-regex-sharding.txt): skip tensors of at most
+// nnx `fsdp` (docs/sources.md#nnx-fsdp): skip tensors of at most
 // min_size_to_shard_mb MiB; np.argsort(shape)[::-1]; the first dim not yet
 // split that the axis size (product for a tuple) divides.
 
@@ -546,7 +547,7 @@ TEST_CASE("rules: a shape selector with a spec is the same rule", "[rules]") {
 
 // ===========================================================================
 // Logical axis rules: Flax linen _logical_to_mesh_axes, then MaxText's
-// remove_size_one_mesh_axis (sharding-anchors.md 2.2).
+// remove_size_one_mesh_axis (docs/sources.md#logical-axis-rules).
 
 namespace {
 

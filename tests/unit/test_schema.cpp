@@ -1,4 +1,4 @@
-// The JSON Schemas in docs/schema/ (DESIGN.md section 3): the validator
+// The JSON Schemas in docs/schema/ (docs/output-schema.md): the validator
 // itself, the topology files, and real output of every command checked
 // against its schema.
 

@@ -1,7 +1,8 @@
 // The training step's estimate (include/shardplan/workload.hpp,
 // estimate_step; docs/step.md). FLOPs are worked by hand from the model's
-// dims in MaxText's convention (hardware-and-costs.md A.11); the bubble from
-// the 1F1B schedule; overlap and monotonicity as properties.
+// dims in MaxText's convention (docs/sources.md#model-flops); the bubble from
+// the 1F1B schedule (docs/sources.md#pipeline); overlap and monotonicity as
+// properties.
 
 #include "support/test_support.hpp"
 

@@ -1,7 +1,7 @@
 // The topology catalogue, names and user files. Expected figures come from
-// shared/reference/hardware-and-costs.md section C (and jax's tpu_info.py);
-// sizes from Cloud TPU naming (DESIGN.md 2.2: v4/v5p/tpu7x count
-// TensorCores, v5e/v6e chips); wraparound from hardware-and-costs.md B.1.
+// docs/sources.md, Hardware (and jax's tpu_info.py); sizes from Cloud TPU
+// naming (docs/topologies.md, "Names": v4/v5p/tpu7x count TensorCores,
+// v5e/v6e chips); wraparound from docs/sources.md#tpu-wraparound.
 
 #include "support/test_support.hpp"
 
@@ -145,7 +145,7 @@ TEST_CASE("topology catalogue: GPU counts stop at k_max_devices",
   CHECK(name_error("gb200x4194300").hint == "nearest: gb200x4194288");
 }
 
-TEST_CASE("topology catalogue: figures as hardware-and-costs.md C gives them",
+TEST_CASE("topology catalogue: figures as docs/sources.md gives them",
           "[topology]") {
   // One unit everywhere: bytes, bytes per second (one way), seconds.
   CHECK(test::topology_of("v5p-8").figures.ici_bytes_per_s_per_link.value
@@ -217,7 +217,7 @@ TEST_CASE("topology catalogue: HBM per device as the runtime reports it",
   CHECK(hbm("gb200x72") == 189'471 * k_mib);  // 198,674,743,296
 }
 
-TEST_CASE("topology catalogue: wraparound per hardware-and-costs.md B.1",
+TEST_CASE("topology catalogue: wraparound as the scaling book gives it",
           "[topology]") {
   using Wrap = std::array<bool, 3>;
   // v4/v5p: tori only in whole 4x4x4 cubes; 2x2x4 has none.
@@ -331,7 +331,7 @@ TEST_CASE("topology names: errors say what is wrong and suggest",
 
 TEST_CASE("topology catalogue: compute figures are per JAX device",
           "[topology]") {
-  // hardware-and-costs.md C.1 and C.2 give bf16 peak and HBM bandwidth
+  // docs/sources.md (Hardware) gives bf16 peak and HBM bandwidth
   // per chip; a JAX device is a chip on v4, v5e, v5p, v6e and the GPUs,
   // half of one on v2, v3 and TPU7x (two devices per chip).
   struct Row {

@@ -1,7 +1,7 @@
 // TPU device grids against JAX's jax.experimental.mesh_utils. Every expected
 // value comes from JAX (tests/mesh_utils_test.py, the make_mesh docstring) or
-// DESIGN.md 2.2, or is worked by hand from the algorithm (the comment says
-// which).
+// docs/topologies.md ("Device ids"), or is worked by hand from the algorithm
+// (the comment says which).
 
 #include "support/test_support.hpp"
 
@@ -96,8 +96,7 @@ void check_assignment_products(const Matrix& a,
 
 }  // namespace
 
-TEST_CASE("topology: tpu_devices lists devices host by host (DESIGN 2.2)",
-          "[topology]") {
+TEST_CASE("topology: tpu_devices lists devices host by host", "[topology]") {
   auto devices = tpu_devices(slice_of(TpuChip::v4, 4, 4, 1, 1));
   Ids ids;
   Ids processes;
@@ -145,7 +144,7 @@ TEST_CASE("topology: TPU v3 tray ring (make_mesh docstring, mesh_utils_test)",
 TEST_CASE(
     "topology: TPU v4 has no ring handler, and (8,) on 2x2x2 runs z fastest",
     "[topology]") {
-  // DESIGN 2.2.
+  // docs/topologies.md, "Device ids".
   const TpuGrid g = grid_of(slice_of(TpuChip::v4, 2, 2, 2, 1), {8});
   CHECK(g.grid.ids == Ids{0, 4, 2, 6, 1, 5, 3, 7});
   CHECK(g.physical_assignment == Matrix{{2}, {2}, {2}});

@@ -1,7 +1,9 @@
 // Meshes laid on catalogue topologies: device ids as JAX numbers them
-// (sharding-anchors.md b1, b7; DESIGN.md 2.2), links per axis (the scaling
-// book's ring rules, hardware-and-costs.md B.1/B.2), hosts (eformer's
-// calculate_host_mesh_shape), and properties over the whole catalogue.
+// (docs/sources.md#jax-device-mesh, docs/sources.md#jax-make_mesh;
+// docs/topologies.md, "Device ids"), links per axis (the scaling book's ring
+// rules, docs/sources.md#ici-collectives, docs/sources.md#gpu-collectives),
+// hosts (eformer's calculate_host_mesh_shape), and properties over the whole
+// catalogue.
 
 #include "support/test_support.hpp"
 
@@ -66,8 +68,7 @@ TEST_CASE("mesh on topology: the make_mesh docstring's TPU v3 ids (b7)",
   CHECK(laid("v3:2x4", "a:4,b:4").grid.ids == iota);
 }
 
-TEST_CASE("mesh on topology: v4 2x2x2 as (8,) runs z fastest (DESIGN 2.2)",
-          "[topology]") {
+TEST_CASE("mesh on topology: v4 2x2x2 as (8,) runs z fastest", "[topology]") {
   MeshLayout layout = laid("v4-16", "a:8");
   CHECK(layout.grid.ids == Ids{0, 4, 2, 6, 1, 5, 3, 7});
   // The torus path: one mesh axis takes all three physical axes.

@@ -1,5 +1,5 @@
-// The validator: JAX's PartitionSpec rules (sharding-anchors.md b8), every
-// problem of a run reported, and exact per-device bytes.
+// The validator: JAX's PartitionSpec rules (docs/sources.md#jax-partitionspec),
+// every problem of a run reported, and exact per-device bytes.
 
 #include "support/test_support.hpp"
 

@@ -1,7 +1,7 @@
 // Activations per device (include/shardplan/workload.hpp, docs/memory.md
 // "Activations"). The expected values are Korthikanti et al.'s formulas
-// (hardware-and-costs.md A.4) evaluated by hand, MaxText's policies' saved
-// names (A.11) and sums worked out in the comments.
+// (docs/sources.md#korthikanti) evaluated by hand, MaxText's policies' saved
+// names (docs/sources.md#maxtext-remat) and sums worked out in the comments.
 
 #include "support/test_support.hpp"
 
@@ -543,9 +543,9 @@ TEST_CASE("workload: Llama keeps no dropout masks and three gated MLP tensors",
 
 TEST_CASE("workload: the scaling book's MLP checkpoints, 2 L B (D + 2F)",
           "[workload]") {
-  // The JAX scaling book (hardware-and-costs.md A.8): keeping the outputs
-  // of the three MLP matmuls (B x F, B x F, B x D in bf16) costs
-  // 2 L B (D + 2F) bytes, B the tokens. minimal keeps them on top of
+  // The JAX scaling book (docs/sources.md#scaling-book-memory): keeping the
+  // outputs of the three MLP matmuls (B x F, B x F, B x D in bf16) costs 2 L B
+  // (D + 2F) bytes, B the tokens. minimal keeps them on top of
   // save_dot_except_mlp's set, so the difference is that. Llama-3-70B
   // (L 80, D 8192, F 28672) on fsdp:64, seq 4096, batch 64: B = 4096 tokens
   // a device: 2 x 80 x 4096 x (8192 + 57344) = 42,949,672,960 bytes.
