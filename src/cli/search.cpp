@@ -23,13 +23,15 @@
 
 namespace shardplan::cli {
 
-CLI::App* add_search_command(CLI::App& app,
-                             SearchCommand& cmd,
-                             CommonOptions& common) {
-  CLI::App* sub = app.add_subcommand(
-      "search",
-      "rank the meshes of a topology for a model and a workload: memory "
-      "with activations, step time, MFU");
+// The `search` row of the command table (cli.cpp).
+Runner add_search(CLI::App& sub, CommonOptions& common) {
+  return bind_options(sub, common, add_search_options, run_search);
+}
+
+void add_search_options(CLI::App& search,
+                        SearchCommand& cmd,
+                        CommonOptions& common) {
+  CLI::App* sub = &search;
   sub->add_option("--topology", cmd.topology, "the hardware (required)")
       ->type_name("NAME|FILE")
       ->required();
@@ -134,7 +136,6 @@ Examples:
   shardplan search --topology v5p-512 --model deepseek-v3 --seq 4096 --per-device-batch 1 --remat full,minimal
   shardplan search --topology 2xv5p-256 --model llama-3-8b --seq 8192 --batch 512 --format json
   shardplan search --topology v5p-256 --devices 64-512 --model llama-3-70b --seq 8192 --per-device-batch 1)");
-  return sub;
 }
 
 namespace {
