@@ -519,6 +519,28 @@ std::optional<TorusLayout> assign_torus_axes(
   return TorusLayout{std::move(a), transpose_order(physical_shape, perm)};
 }
 
+namespace {
+
+// JAX's error for a second device on a chip of a generation whose physical
+// mesh has no core axis, first letter lowered.
+std::string megacore_message(TpuChip chip, const TpuDevice& d) {
+  return fmt::format(
+      "creating meshes for TPU >v3 requires one device per chip "
+      "(\"megacore\" mode). Got device id {} for a device of kind "
+      "{}: TpuDevice(id={}, process_index={}, coords=({},{},{}), "
+      "core_on_chip={})",
+      d.core_on_chip,
+      device_kind(chip),
+      d.id,
+      d.process_index,
+      d.coords[0],
+      d.coords[1],
+      d.coords[2],
+      d.core_on_chip);
+}
+
+}  // namespace
+
 std::optional<PhysicalTpuMesh> physical_tpu_mesh(
     TpuChip chip, const std::vector<TpuDevice>& devices, Diagnostics& diags) {
   assert(!devices.empty());
@@ -547,11 +569,21 @@ std::optional<PhysicalTpuMesh> physical_tpu_mesh(
   }
 
   PhysicalTpuMesh mesh;
-  const TpuPhysicalMesh form = chip_info(chip).physical_mesh;
-  const bool two_d = form == TpuPhysicalMesh::xy_core;
-  const bool with_cores =
-      form == TpuPhysicalMesh::xyz_core
-      || (form == TpuPhysicalMesh::xyz_core_if_two && cores == 2);
+  bool two_d = false;       // (x, y, core)
+  bool with_cores = false;  // (x, y, z, core); neither: (x, y, z)
+  switch (chip_info(chip).physical_mesh) {
+    case TpuPhysicalMesh::xy_core:
+      two_d = true;
+      break;
+    case TpuPhysicalMesh::xyz:
+      break;
+    case TpuPhysicalMesh::xyz_core:
+      with_cores = true;
+      break;
+    case TpuPhysicalMesh::xyz_core_if_two:
+      with_cores = cores == 2;
+      break;
+  }
   if (two_d) {
     mesh.shape = {dims[0], dims[1], cores};
   } else if (with_cores) {
@@ -580,21 +612,7 @@ std::optional<PhysicalTpuMesh> physical_tpu_mesh(
       flat = ((x * dims[1] + y) * dims[2] + z) * cores + core;
     } else {
       if (d.core_on_chip != 0) {
-        diags.error(
-            "topology.megacore",
-            fmt::format(
-                "creating meshes for TPU >v3 requires one device per chip "
-                "(\"megacore\" mode). Got device id {} for a device of kind "
-                "{}: TpuDevice(id={}, process_index={}, coords=({},{},{}), "
-                "core_on_chip={})",
-                d.core_on_chip,
-                device_kind(chip),
-                d.id,
-                d.process_index,
-                d.coords[0],
-                d.coords[1],
-                d.coords[2],
-                d.core_on_chip));
+        diags.error("topology.megacore", megacore_message(chip, d));
         return std::nullopt;
       }
       flat = (x * dims[1] + y) * dims[2] + z;
