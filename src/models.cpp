@@ -280,6 +280,46 @@ void qwen2_moe_block(Builder& b, const ModelConfig& d, const std::string& m) {
   b.linear(m + "shared_expert_gate", 1, d.hidden, false, false);
 }
 
+// MixtralSparseMoeBlock: the router, then the experts (w1 gate, w2 down,
+// w3 up).
+void mixtral_block(Builder& b, const ModelConfig& d, const std::string& p) {
+  b.linear(p + "block_sparse_moe.gate", d.experts, d.hidden, false, false);
+  for (int64_t e = 0; e < d.experts; ++e) {
+    const std::string x = fmt::format("{}block_sparse_moe.experts.{}.", p, e);
+    b.linear(x + "w1", d.intermediate, d.hidden, false, true);
+    b.linear(x + "w2", d.hidden, d.intermediate, false, true);
+    b.linear(x + "w3", d.intermediate, d.hidden, false, true);
+  }
+}
+
+// The MLP of layer `p` (not Phi-3's): `block` on every layer (Mixtral) or
+// on the MoE layers (Qwen2-MoE, `moe_layer`), else the gated MLP with
+// Llama's mlp_bias.
+void llama_mlp(Builder& b,
+               const ModelConfig& d,
+               MoeBlock block,
+               bool moe_layer,
+               const std::string& p) {
+  switch (block) {
+    case MoeBlock::mixtral:
+      mixtral_block(b, d, p);
+      return;
+    case MoeBlock::qwen2_moe:
+      if (moe_layer) {
+        qwen2_moe_block(b, d, p + "mlp.");
+        return;
+      }
+      break;
+    case MoeBlock::none:
+    case MoeBlock::deepseek_v3:  // DeepSeek-V3's family, not this one
+      break;
+  }
+  const bool bias = d.mlp_bias;
+  b.linear(p + "mlp.gate_proj", d.intermediate, d.hidden, bias, true);
+  b.linear(p + "mlp.up_proj", d.intermediate, d.hidden, bias, true);
+  b.linear(p + "mlp.down_proj", d.hidden, d.intermediate, bias, true);
+}
+
 std::optional<std::vector<ModelTensor>> llama_family(Builder& b,
                                                      const ModelConfig& d) {
   const Architecture arch = d.architecture;
@@ -292,7 +332,6 @@ std::optional<std::vector<ModelTensor>> llama_family(Builder& b,
   const bool qwen2_moe = block == MoeBlock::qwen2_moe;
   const bool phi3 = arch == Architecture::phi3;
   const bool attention_bias = d.attention_bias;
-  const bool mlp_bias = d.mlp_bias;
   const int64_t experts = mixtral || qwen2_moe ? d.experts : 0;
   const std::string_view experts_key =
       mixtral ? "num_local_experts" : "num_experts";
@@ -334,23 +373,8 @@ std::optional<std::vector<ModelTensor>> llama_family(Builder& b,
       // Phi3MLP: gate and up as one [2 * intermediate, hidden] weight.
       b.linear(p + "mlp.gate_up_proj", gate_up_out, d.hidden, false, true);
       b.linear(p + "mlp.down_proj", d.hidden, d.intermediate, false, true);
-    } else if (qwen2_moe && sparse(i)) {
-      qwen2_moe_block(b, d, p + "mlp.");
-    } else if (mixtral) {
-      // MixtralSparseMoeBlock: the router, then the experts (w1 gate,
-      // w2 down, w3 up).
-      b.linear(p + "block_sparse_moe.gate", experts, d.hidden, false, false);
-      for (int64_t e = 0; e < experts; ++e) {
-        const std::string x =
-            fmt::format("{}block_sparse_moe.experts.{}.", p, e);
-        b.linear(x + "w1", d.intermediate, d.hidden, false, true);
-        b.linear(x + "w2", d.hidden, d.intermediate, false, true);
-        b.linear(x + "w3", d.intermediate, d.hidden, false, true);
-      }
     } else {
-      b.linear(p + "mlp.gate_proj", d.intermediate, d.hidden, mlp_bias, true);
-      b.linear(p + "mlp.up_proj", d.intermediate, d.hidden, mlp_bias, true);
-      b.linear(p + "mlp.down_proj", d.hidden, d.intermediate, mlp_bias, true);
+      llama_mlp(b, d, block, sparse(i), p);
     }
     b.vector(p + "input_layernorm.weight", d.hidden);
     b.vector(p + "post_attention_layernorm.weight", d.hidden);

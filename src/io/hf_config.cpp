@@ -380,12 +380,17 @@ class HfConfigReader : public DomReader {
         (arch == A::llama || gemma) && flag_or("attention_bias", false);
     c.qkv_bias = arch == A::qwen2 || (qwen2_moe && flag_or("qkv_bias", true));
     c.mlp_bias = arch == A::llama && flag_or("mlp_bias", false);
-    if (block == MoeBlock::mixtral) {
-      c.experts = integer("num_local_experts");
-      c.experts_per_token = experts_per_token_or(2, c.experts);
-    }
-    if (block == MoeBlock::qwen2_moe) {
-      read_qwen2_moe(c);
+    switch (block) {
+      case MoeBlock::mixtral:
+        c.experts = integer("num_local_experts");
+        c.experts_per_token = experts_per_token_or(2, c.experts);
+        break;
+      case MoeBlock::qwen2_moe:
+        read_qwen2_moe(c);
+        break;
+      case MoeBlock::none:
+      case MoeBlock::deepseek_v3:  // read_deepseek_v3 reads its keys
+        break;
     }
     read_llama_activations(c);
   }
