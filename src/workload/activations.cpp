@@ -861,7 +861,8 @@ class Estimator {
     Dims& d = m_dims;
     d.h = c.hidden;
     d.heads = ceil_div(c.heads, t);
-    d.mla = c.architecture == "DeepseekV3ForCausalLM";
+    d.mla =
+        architecture_info(c.architecture).family == ModelFamily::deepseek_v3;
     d.kv_heads = d.mla ? d.heads : ceil_div(c.kv_heads, t);
     d.q_head = d.mla ? m_arith.add(c.qk_nope, c.qk_rope) : c.head_dim;
     d.v_head = d.mla ? c.v_head : c.head_dim;
