@@ -1046,14 +1046,14 @@ std::string search_html(const SearchReport& r, const Diagnostics& diags) {
   }
   out += k_sortable_table_end;
   out += k_section_end;
-  // The winner's mesh on the topology.
-  if (r.winner_mesh != nullptr && r.winner_layout != nullptr) {
+  // The winner's mesh on its slice, as the search laid it out.
+  if (res.winner_mesh) {
     out += device_grid_section(
-        *r.winner_mesh,
-        r.winner_layout,
-        r.winner_slice != nullptr ? r.winner_slice : &r.topology,
+        res.winner_mesh->mesh,
+        &res.winner_mesh->layout,
+        res.winner_slice != nullptr ? res.winner_slice : &r.topology,
         "",
-        "Devices of the winner's mesh " + to_string(*r.winner_mesh));
+        "Devices of the winner's mesh " + to_string(res.winner_mesh->mesh));
   }
   out += page_end();
   return out;
