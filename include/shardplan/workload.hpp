@@ -52,6 +52,9 @@ namespace shardplan {
 //   save_out_proj                     out_proj
 //   qkv_proj_offloaded                q/k/v in host memory, not HBM
 //   minimal_offloaded                 minimal's set in host memory
+// Each is one row of the table in src/workload/remat.cpp, from which follow
+// its name, what it keeps and where, and what its backward recomputes
+// (docs/step.md, "FLOPs").
 enum class RematPolicy {
   none,
   full,

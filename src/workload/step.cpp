@@ -1,6 +1,8 @@
 // The training step's time (include/shardplan/workload.hpp; docs/step.md
 // gives every formula with its source).
 
+#include "workload/internal.hpp"
+
 #include <shardplan/workload.hpp>
 
 #include <fmt/format.h>
@@ -16,23 +18,9 @@ namespace shardplan {
 
 namespace {
 
-// Forward matmul FLOPs per token of one decoder layer's parts, and the
-// parameters (elements) they touch: 2 FLOPs per multiply-add, so a weight
-// of P elements costs 2 P per token (MaxText's calculate_*_tflops).
-struct LayerFlops {
-  double qkv = 0;        // q, k, v projections (MLA: its low-rank chain)
-  double attention = 0;  // causal scores and values: 2 seq a (dqk + dv) / 2
-  double out = 0;        // the output projection
-  double mlp_in = 0;     // gate and up (mlpwi_0, mlpwi_1) or fc_in
-  double mlp_out = 0;    // down (mlpwo)
-  double router = 0;     // MoE gate: 2 h E
-  // Weights (elements) gathered for the layer: every expert, not top-k.
-  double weights = 0;
-  double expert_weights = 0;  // of those, routed experts' (split over ep)
-
-  double matmuls() const { return qkv + out + mlp_in + mlp_out + router; }
-  double forward() const { return matmuls() + attention; }
-};
+using workload_detail::LayerFlops;
+using workload_detail::recomputed;
+using workload_detail::reruns_forward;
 
 LayerFlops layer_flops(const ModelConfig& m,
                        const LayerStructure& s,
@@ -83,37 +71,6 @@ LayerFlops layer_flops(const ModelConfig& m,
     }
   }
   return f;
-}
-
-// The FLOPs per token a remat policy recomputes in one layer's backward:
-// the matmuls whose outputs it does not keep, and the attention core
-// unless it keeps the context (docs/step.md, "Recomputation").
-double recomputed(RematPolicy policy, const LayerFlops& f) {
-  switch (policy) {
-    case RematPolicy::none:
-      return 0;
-    case RematPolicy::full:
-      return f.forward();
-    case RematPolicy::selective:
-      return f.attention;
-    case RematPolicy::minimal:
-    case RematPolicy::minimal_offloaded:
-      return f.attention;
-    case RematPolicy::minimal_with_context:
-      return 0;
-    case RematPolicy::save_dot_with_context_except_mlp:
-      return f.mlp_in + f.mlp_out + f.router;
-    case RematPolicy::save_dot_except_mlpwi:
-      return f.attention + f.mlp_in + f.router;
-    case RematPolicy::save_dot_except_mlp:
-      return f.attention + f.mlp_in + f.mlp_out + f.router;
-    case RematPolicy::save_qkv_proj:
-    case RematPolicy::qkv_proj_offloaded:
-      return f.attention + f.out + f.mlp_in + f.mlp_out + f.router;
-    case RematPolicy::save_out_proj:
-      return f.qkv + f.attention + f.mlp_in + f.mlp_out + f.router;
-  }
-  return 0;
 }
 
 std::vector<std::string> present(const Mesh& mesh,
@@ -371,7 +328,7 @@ std::optional<StepEstimate> estimate_step(const ModelConfig& model,
   // tensor axes, forward, backward, and in a full recompute.
   const double micro_tokens = static_cast<double>(act.tokens);
   const double tp_bytes = micro_tokens * h * act_bytes;
-  const double tp_per_layer = act.remat == RematPolicy::full ? 6 : 4;
+  const double tp_per_layer = reruns_forward(act.remat) ? 6 : 4;
   if (act.sequence_parallel) {
     add("tp reduce-scatter",
         Collective::reduce_scatter,
