@@ -1040,7 +1040,7 @@ std::string search_html(const SearchReport& r, const Diagnostics& diags) {
       out += "<span class=\"sev-warning\">dropped: "
              + html(to_string(*c.dropped)) + "</span> " + html(c.message);
     } else if (s != nullptr) {
-      append_html(out, s->bottleneck);
+      append_html(out, bottleneck_text(*s));
     }
     out += "</td></tr>\n";
   }
