@@ -1060,7 +1060,7 @@ std::string candidate_row(const SearchCandidate& c, bool several_slices) {
     out += "<span class=\"sev-warning\">dropped: " + html(to_string(*c.dropped))
            + "</span> " + html(c.message);
   } else if (s != nullptr) {
-    append_html(out, s->bottleneck);
+    append_html(out, bottleneck_text(*s));
   }
   out += "</td></tr>\n";
   return out;

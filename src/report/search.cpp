@@ -47,7 +47,7 @@ ordered_json candidate_json(const SearchCandidate& c) {
         {"step_seconds", c.step->step_seconds},
         {"mfu", c.step->mfu},
         {"tokens_per_second_per_device", c.step->tokens_per_second_per_device},
-        {"bottleneck", c.step->bottleneck}};
+        {"bottleneck", bottleneck_text(*c.step)}};
   } else {
     j["step"] = nullptr;
   }
@@ -136,7 +136,7 @@ std::string search_text(const SearchReport& r, const Diagnostics& diags) {
              std::llround(s->tokens_per_second_per_device)))
            : "-",
          s ? fmt::format("{:.1f}%", s->mfu * 100) : "-",
-         s ? s->bottleneck.substr(0, s->bottleneck.find(':')) : "-"});
+         s ? std::string(bottleneck_kind_text(s->bottleneck.kind)) : "-"});
     if (several) {
       rows.back().insert(rows.back().begin() + 1, c.topology);
     }
