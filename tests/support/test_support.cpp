@@ -36,6 +36,58 @@ CliResult run_cli(std::vector<std::string> args) {
   return r;
 }
 
+std::vector<std::string> args_with(std::string_view line,
+                                   std::vector<std::string> values) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  char quote = 0;
+  for (char c : line) {
+    if (quote != 0) {
+      if (c == quote) {
+        quote = 0;
+      } else {
+        word += c;
+      }
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+      in_word = true;
+    } else if (c == ' ') {
+      if (in_word) {
+        words.push_back(word);
+        word.clear();
+        in_word = false;
+      }
+    } else {
+      word += c;
+      in_word = true;
+    }
+  }
+  if (quote != 0) {
+    FAIL("args: an unclosed " << quote << " in: " << line);
+  }
+  if (in_word) {
+    words.push_back(word);
+  }
+  size_t used = 0;
+  for (std::string& w : words) {
+    for (size_t at = w.find("{}"); at != std::string::npos;
+         at = w.find("{}", at)) {
+      if (used == values.size()) {
+        FAIL("args: more {} than values in: " << line);
+      }
+      w.replace(at, 2, values[used]);
+      at += values[used].size();
+      ++used;
+    }
+  }
+  if (used != values.size()) {
+    FAIL("args: " << values.size() << " values for " << used
+                  << " {} in: " << line);
+  }
+  return words;
+}
+
 std::vector<NegativeCase> load_cases(std::string_view relative) {
   std::string text = slurp(data_path(relative));
   std::vector<NegativeCase> cases;

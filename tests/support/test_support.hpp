@@ -76,6 +76,21 @@ struct CliResult {
 // `args` without the program name.
 CliResult run_cli(std::vector<std::string> args);
 
+// A command line written as one string: args("plan --mesh fsdp:4 --model
+// gpt2"). Words are split on spaces; 'single' or "double" quotes make one
+// word of what they enclose, spaces included ('' is an empty word), and are
+// dropped; there is no other shell syntax (no escapes, comments or
+// expansions). Each "{}" in a word stands for the next of `values`, which is
+// never split: computed words such as paths go there,
+// args("check --manifest {} --specs {}", manifest, specs). A count of "{}"
+// other than the count of values fails the current test.
+std::vector<std::string> args_with(std::string_view line,
+                                   std::vector<std::string> values);
+template <typename... Values>
+std::vector<std::string> args(std::string_view line, const Values&... values) {
+  return args_with(line, std::vector<std::string>{values...});
+}
+
 // The first error in `diags` rendered without colour; empty when none.
 std::string first_error(const Diagnostics& diags);
 // The first line of render(d) without the trailing " [code]".

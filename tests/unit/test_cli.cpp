@@ -26,6 +26,7 @@ namespace fs = std::filesystem;
 namespace {
 
 using Result = test::CliResult;
+using test::args;
 using test::run_cli;
 
 json parse_json(const std::string& text) {
@@ -45,11 +46,11 @@ fs::path temp_dir(const std::string& name) {
 }  // namespace
 
 TEST_CASE("cli: --help shows examples and exits 0", "[cli]") {
-  Result r = run_cli({"--help"});
+  Result r = run_cli(args("--help"));
   CHECK(r.code == 0);
   CHECK(r.out.find("Examples:") != std::string::npos);
   CHECK(r.out.find("mesh") != std::string::npos);
-  Result sub = run_cli({"mesh", "--help"});
+  Result sub = run_cli(args("mesh --help"));
   CHECK(sub.code == 0);
   CHECK(sub.out.find("--axis-names") != std::string::npos);
   CHECK(sub.out.find("shardplan mesh --mesh") != std::string::npos);
@@ -57,28 +58,28 @@ TEST_CASE("cli: --help shows examples and exits 0", "[cli]") {
 
 TEST_CASE("cli: the logger installed for a run does not outlive it", "[cli]") {
   auto before = spdlog::default_logger();
-  Result r = run_cli({"mesh", "--mesh", "dp:2", "-v"});
+  Result r = run_cli(args("mesh --mesh dp:2 -v"));
   CHECK(r.code == 0);
   // The run's logger wrote to a stream that no longer exists.
   CHECK(spdlog::default_logger() == before);
 }
 
 TEST_CASE("cli: --version", "[cli]") {
-  Result r = run_cli({"--version"});
+  Result r = run_cli(args("--version"));
   CHECK(r.code == 0);
   CHECK(r.out == std::string("shardplan ") + SHARDPLAN_VERSION + "\n");
 }
 
 TEST_CASE("cli: usage errors exit 2 with a message on stderr", "[cli]") {
   for (const auto& args : std::vector<std::vector<std::string>>{
-           {},
-           {"frobnicate"},
-           {"mesh"},
-           {"mesh", "--mesh", "dp:2", "--format", "xml"},
-           {"mesh", "--mesh", "dp:2", "--devices", "eight"},
-           {"mesh", "--mesh", "dp:2", "--bogus"},
-           {"mesh", "--mesh", "dp:2", "--color", "sometimes"},
-           {"manifest"},
+           args(""),
+           args("frobnicate"),
+           args("mesh"),
+           args("mesh --mesh dp:2 --format xml"),
+           args("mesh --mesh dp:2 --devices eight"),
+           args("mesh --mesh dp:2 --bogus"),
+           args("mesh --mesh dp:2 --color sometimes"),
+           args("manifest"),
        }) {
     Result r = run_cli(args);
     INFO(r.err);
@@ -89,7 +90,7 @@ TEST_CASE("cli: usage errors exit 2 with a message on stderr", "[cli]") {
 }
 
 TEST_CASE("cli: mesh text output is a table and the device grid", "[cli]") {
-  Result r = run_cli({"mesh", "--mesh", "dp:2,fsdp:-1,tp:2", "--devices", "8"});
+  Result r = run_cli(args("mesh --mesh dp:2,fsdp:-1,tp:2 --devices 8"));
   CHECK(r.code == 0);
   CHECK(r.err.empty());
   CHECK(r.out
@@ -111,15 +112,9 @@ TEST_CASE("cli: mesh text output is a table and the device grid", "[cli]") {
 
 TEST_CASE("cli: mesh JSON has the documented keys and nested device ids",
           "[cli]") {
-  Result r = run_cli({"mesh",
-                      "--mesh",
-                      "dp:4,tp:2:explicit",
-                      "--devices",
-                      "8",
-                      "--dcn",
-                      "dp:2",
-                      "--format",
-                      "json"});
+  Result r =
+      run_cli(args("mesh --mesh dp:4,tp:2:explicit --devices 8 --dcn dp:2 "
+                   "--format json"));
   REQUIRE(r.code == 0);
   json j = parse_json(r.out);
   CHECK(j["schema_version"] == 1);
@@ -138,7 +133,7 @@ TEST_CASE("cli: mesh JSON has the documented keys and nested device ids",
 TEST_CASE(
     "cli: bad mesh exits 2 with caret on stderr and JSON diagnostics on stdout",
     "[cli]") {
-  Result text = run_cli({"mesh", "--mesh", "dp:2,tp:x", "--devices", "8"});
+  Result text = run_cli(args("mesh --mesh dp:2,tp:x --devices 8"));
   CHECK(text.code == 2);
   CHECK(text.out.empty());
   CHECK(text.err
@@ -146,8 +141,7 @@ TEST_CASE(
            "  dp:2,tp:x\n"
            "          ^\n");
 
-  Result js = run_cli(
-      {"mesh", "--mesh", "dp:2,tp:x", "--devices", "8", "--format", "json"});
+  Result js = run_cli(args("mesh --mesh dp:2,tp:x --devices 8 --format json"));
   CHECK(js.code == 2);
   json j = parse_json(js.out);
   CHECK(j["schema_version"] == 1);
@@ -160,9 +154,9 @@ TEST_CASE(
 }
 
 TEST_CASE("cli: --color always colours diagnostics, never does not", "[cli]") {
-  Result c = run_cli({"mesh", "--mesh", "dp:0", "--color", "always"});
+  Result c = run_cli(args("mesh --mesh dp:0 --color always"));
   CHECK(c.err.find("\x1b[1;31merror:") != std::string::npos);
-  Result n = run_cli({"mesh", "--mesh", "dp:0", "--color", "never"});
+  Result n = run_cli(args("mesh --mesh dp:0 --color never"));
   CHECK(n.err.find('\x1b') == std::string::npos);
 }
 
@@ -173,8 +167,8 @@ TEST_CASE("cli: -o writes the result atomically and prints nothing", "[cli]") {
     std::ofstream old(file);
     old << "old contents";
   }
-  Result r = run_cli(
-      {"mesh", "--mesh", "dp:2,tp:4", "--format", "json", "-o", file.string()});
+  Result r =
+      run_cli(args("mesh --mesh dp:2,tp:4 --format json -o {}", file.string()));
   CHECK(r.code == 0);
   CHECK(r.out.empty());
   json j = parse_json(test::slurp(file.string()));
@@ -184,20 +178,20 @@ TEST_CASE("cli: -o writes the result atomically and prints nothing", "[cli]") {
         == 1);
 
   // A bad input leaves the old output untouched.
-  Result bad = run_cli({"mesh", "--mesh", "dp:0", "-o", file.string()});
+  Result bad = run_cli(args("mesh --mesh dp:0 -o {}", file.string()));
   CHECK(bad.code == 2);
   CHECK(test::slurp(file.string()).find("\"devices\": 8") != std::string::npos);
 
   // An output in a missing directory is an error naming the path.
   std::string missing = (dir / "no" / "such" / "out.json").string();
-  Result unwritable = run_cli({"mesh", "--mesh", "dp:2", "-o", missing});
+  Result unwritable = run_cli(args("mesh --mesh dp:2 -o {}", missing));
   CHECK(unwritable.code == 2);
   CHECK(unwritable.err.find(missing) != std::string::npos);
   fs::remove_all(dir);
 }
 
 TEST_CASE("cli: a missing manifest names its path", "[cli]") {
-  Result r = run_cli({"manifest", "--manifest", "/nonexistent/dir/model.json"});
+  Result r = run_cli(args("manifest --manifest /nonexistent/dir/model.json"));
   CHECK(r.code == 2);
   CHECK(r.out.empty());
   CHECK(r.err.rfind("/nonexistent/dir/model.json: error: cannot read file", 0)
@@ -216,8 +210,7 @@ TEST_CASE("cli: manifest JSON output reads back as the same manifest",
       {"name": "h.0.ln.weight", "shape": [768], "dtype": "BF16", "logical_axes": ["embed"]},
       {"name": "step", "shape": [], "dtype": "int32"}]})";
   }
-  Result r =
-      run_cli({"manifest", "--manifest", in.string(), "--format", "json"});
+  Result r = run_cli(args("manifest --manifest {} --format json", in.string()));
   REQUIRE(r.code == 0);
   json j = parse_json(r.out);
   CHECK(j["command"] == "manifest");
@@ -388,31 +381,26 @@ TEST_CASE("cli: bad-input corpus replays to located errors",
         if (!text.empty() && text.back() == '\n') {
           text.pop_back();
         }
-        Result r = run_cli({"mesh", "--mesh", text, "--devices", "8"});
+        Result r = run_cli(args("mesh --mesh {} --devices 8", text));
         CHECK(r.code == 2);
         CHECK(r.err.rfind("--mesh:1:", 0) == 0);
       } else if (kind == "manifest") {
-        Result r = run_cli({"manifest", "--manifest", path});
+        Result r = run_cli(args("manifest --manifest {}", path));
         INFO(r.err);
         CHECK(r.code == 2);
         CHECK(r.err.rfind(path + ":", 0) == 0);
       } else if (kind == "specs") {
-        Result r = run_cli({"check",
-                            "--mesh",
-                            "fsdp:2,tp:4",
-                            "--devices",
-                            "8",
-                            "--manifest",
-                            std::string(SHARDPLAN_SOURCE_DIR)
-                                + "/configs/examples/tiny-llama.json",
-                            "--specs",
-                            path});
+        Result r = run_cli(args(
+            "check --mesh fsdp:2,tp:4 --devices 8 --manifest {} --specs {}",
+            std::string(SHARDPLAN_SOURCE_DIR)
+                + "/configs/examples/tiny-llama.json",
+            path));
         INFO(r.err);
         CHECK(r.code == 2);
         // A spec written as a string is located as "FILE:/specs/NAME".
         CHECK(r.err.rfind(path + ":", 0) == 0);
       } else if (kind == "topology") {
-        Result r = run_cli({"topology", "show", path});
+        Result r = run_cli(args("topology show {}", path));
         INFO(r.err);
         CHECK(r.code == 2);
         CHECK(r.err.rfind(path + ":", 0) == 0);
@@ -421,24 +409,15 @@ TEST_CASE("cli: bad-input corpus replays to located errors",
         if (!name.empty() && name.back() == '\n') {
           name.pop_back();
         }
-        Result r = run_cli({"mesh", "--topology", name, "--mesh", "dp:-1"});
+        Result r = run_cli(args("mesh --topology {} --mesh dp:-1", name));
         INFO(r.err);
         CHECK(r.code == 2);
         CHECK(r.err.rfind("--topology:", 0) == 0);
       } else if (kind == "plan") {
-        Result r = run_cli({"plan",
-                            "--manifest",
-                            path,
-                            "--devices",
-                            "64",
-                            "--mesh",
-                            "dp:2,fsdp:4,tp:8",
-                            "--rules",
-                            "fsdp-tp",
-                            "--recipe",
-                            "adam",
-                            "--zero",
-                            "1"});
+        Result r = run_cli(
+            args("plan --manifest {} --devices 64 --mesh dp:2,fsdp:4,tp:8 "
+                 "--rules fsdp-tp --recipe adam --zero 1",
+                 path));
         INFO(r.err);
         CHECK(r.code == 2);
         CHECK(r.err.find(path + ": error: ") != std::string::npos);
@@ -609,19 +588,19 @@ TEST_CASE("cli: console examples in the docs match the binary", "[cli][docs]") {
 }
 
 TEST_CASE("cli: topology list and show", "[cli][topology]") {
-  Result list = run_cli({"topology", "list"});
+  Result list = run_cli(args("topology list"));
   CHECK(list.code == 0);
   CHECK_THAT(list.out, Catch::Contains("v5p-128      tpu        64  4x4x4"));
   CHECK_THAT(list.out,
              Catch::Contains("h100x64      gpu        64  8 x 8 GPUs"));
 
-  Result all = run_cli({"topology", "list", "--format", "json"});
+  Result all = run_cli(args("topology list --format json"));
   REQUIRE(all.code == 0);
   json doc = json::parse(all.out);
   CHECK(doc["command"] == "topology");
   CHECK(doc["topologies"].size() > 60);
 
-  Result show = run_cli({"topology", "show", "2xv5e-256", "--format", "json"});
+  Result show = run_cli(args("topology show 2xv5e-256 --format json"));
   REQUIRE(show.code == 0);
   json t = json::parse(show.out)["topology"];
   CHECK(t["name"] == "2xv5e-256");
@@ -644,19 +623,18 @@ TEST_CASE("cli: topology list and show", "[cli][topology]") {
     CHECK_FALSE(figure["source"].get<std::string>().empty());
   }
 
-  Result text = run_cli({"topology", "show", "h100x64"});
+  Result text = run_cli(args("topology show h100x64"));
   CHECK(text.code == 0);
   CHECK_THAT(text.out, Catch::Contains("nvlink_bytes_per_s_per_gpu   4.5e+11"));
 
-  Result unknown = run_cli({"topology", "show", "v9-8"});
+  Result unknown = run_cli(args("topology show v9-8"));
   CHECK(unknown.code == 2);
   CHECK_THAT(unknown.err,
              Catch::StartsWith("--topology: error: unknown topology \"v9-8\""));
 }
 
 TEST_CASE("cli: mesh --topology", "[cli][topology]") {
-  Result r =
-      run_cli({"mesh", "--topology", "v5p-128", "--mesh", "fsdp:-1,tp:4"});
+  Result r = run_cli(args("mesh --topology v5p-128 --mesh fsdp:-1,tp:4"));
   CHECK(r.code == 0);
   CHECK_THAT(
       r.out,
@@ -671,25 +649,19 @@ TEST_CASE("cli: mesh --topology", "[cli][topology]") {
   CHECK_THAT(r.err, Catch::Contains("[topology.host-block]"));
 
   // A topology fixes the device count: --devices is a usage error with it.
-  Result both = run_cli(
-      {"mesh", "--topology", "v5p-128", "--devices", "64", "--mesh", "a:64"});
+  Result both =
+      run_cli(args("mesh --topology v5p-128 --devices 64 --mesh a:64"));
   CHECK(both.code == 2);
 
-  Result count =
-      run_cli({"mesh", "--topology", "v5p-128", "--mesh", "dp:2,tp:4"});
+  Result count = run_cli(args("mesh --topology v5p-128 --mesh dp:2,tp:4"));
   CHECK(count.code == 2);
   CHECK_THAT(count.err, Catch::Contains("--topology v5p-128 has 64 devices"));
 
-  Result torus =
-      run_cli({"mesh", "--topology", "v5p-128", "--mesh", "a:2,b:32"});
+  Result torus = run_cli(args("mesh --topology v5p-128 --mesh a:2,b:32"));
   CHECK(torus.code == 2);
   CHECK_THAT(torus.err, Catch::Contains("[topology.no-assignment]"));
-  CHECK(run_cli({"mesh",
-                 "--topology",
-                 "v5p-128",
-                 "--mesh",
-                 "a:2,b:32",
-                 "--allow-split-physical-axes"})
+  CHECK(run_cli(args("mesh --topology v5p-128 --mesh a:2,b:32 "
+                     "--allow-split-physical-axes"))
             .code
         == 0);
 
@@ -699,13 +671,8 @@ TEST_CASE("cli: mesh --topology", "[cli][topology]") {
     std::ofstream f(file);
     f << R"({"name": "lab", "chip": "v5e", "shape": [4, 4]})";
   }
-  Result from_file = run_cli({"mesh",
-                              "--topology",
-                              file.string(),
-                              "--mesh",
-                              "a:16",
-                              "--format",
-                              "json"});
+  Result from_file = run_cli(
+      args("mesh --topology {} --mesh a:16 --format json", file.string()));
   fs::remove(file);
   REQUIRE(from_file.code == 0);
   json doc = json::parse(from_file.out);
@@ -725,13 +692,10 @@ std::string examples(const std::string& file) {
 
 std::vector<std::string> check_args(const std::string& specs,
                                     std::vector<std::string> more) {
-  std::vector<std::string> args = {"check",
-                                   "--mesh",
-                                   "fsdp:2,tp:4",
-                                   "--manifest",
-                                   examples("tiny-llama.json"),
-                                   "--specs",
-                                   specs};
+  std::vector<std::string> args =
+      test::args("check --mesh fsdp:2,tp:4 --manifest {} --specs {}",
+                 examples("tiny-llama.json"),
+                 specs);
   args.insert(args.end(), more.begin(), more.end());
   return args;
 }
@@ -741,7 +705,7 @@ std::vector<std::string> check_args(const std::string& specs,
 TEST_CASE("cli: check reports every fault, located, and exits 1",
           "[cli][check]") {
   const std::string bad = test::data_path("check/tiny-llama.bad-specs.json");
-  Result r = run_cli(check_args(bad, {"--topology", "v5e-8"}));
+  Result r = run_cli(check_args(bad, args("--topology v5e-8")));
   CHECK(r.code == 1);
   CHECK(r.out.find("result: 6 errors, 0 warnings\n") != std::string::npos);
   CHECK(r.out.find("specs: 16 valid, 5 with problems") != std::string::npos);
@@ -760,15 +724,14 @@ TEST_CASE("cli: check reports every fault, located, and exits 1",
           + bad)
       != std::string::npos);
   // -q keeps the errors; warnings would go.
-  Result quiet = run_cli(check_args(bad, {"--topology", "v5e-8", "-q"}));
+  Result quiet = run_cli(check_args(bad, args("--topology v5e-8 -q")));
   CHECK(quiet.err == r.err);
 }
 
 TEST_CASE("cli: check --format github annotates the specs file",
           "[cli][check]") {
   const std::string bad = test::data_path("check/tiny-llama.bad-specs.json");
-  Result r =
-      run_cli(check_args(bad, {"--topology", "v5e-8", "--format", "github"}));
+  Result r = run_cli(check_args(bad, args("--topology v5e-8 --format github")));
   CHECK(r.code == 1);
   // Line 4 of the file, the '[' of the spec at column 45 (counted by hand).
   CHECK(r.out.find("::error file=" + bad
@@ -793,15 +756,10 @@ TEST_CASE("cli: check --format github annotates the specs file",
   const std::string manifest = (dir / "m.json").string();
   std::ofstream(manifest)
       << R"({"params": [{"name": "w", "shape": [4], "dtype": "f32"}]})";
-  Result e = run_cli({"check",
-                      "--mesh",
-                      "a:2",
-                      "--manifest",
-                      manifest,
-                      "--specs",
-                      specs,
-                      "--format",
-                      "github"});
+  Result e =
+      run_cli(args("check --mesh a:2 --manifest {} --specs {} --format github",
+                   manifest,
+                   specs));
   CHECK(e.code == 1);
   std::string escaped_dir = dir.string();
   for (auto [from, to] :
@@ -824,7 +782,7 @@ TEST_CASE("cli: check --format github and markdown report bad input too",
   // 3, column 3 (two spaces in).
   const std::string syntax =
       test::data_path("bad_inputs/specs/missing_comma.json");
-  Result r = run_cli(check_args(syntax, {"--format", "github"}));
+  Result r = run_cli(check_args(syntax, args("--format github")));
   CHECK(r.code == 2);
   CHECK(r.out
         == "::error file=" + syntax
@@ -843,7 +801,7 @@ TEST_CASE("cli: check --format github and markdown report bad input too",
   // second comma, 8th character of its text, is at column 21 + 8 = 29.
   const std::string spec =
       test::data_path("bad_inputs/specs/string_spec_two_commas.json");
-  Result s = run_cli(check_args(spec, {"--format", "github"}));
+  Result s = run_cli(check_args(spec, args("--format github")));
   CHECK(s.code == 2);
   CHECK(s.out
         == "::error file=" + spec
@@ -854,7 +812,7 @@ TEST_CASE("cli: check --format github and markdown report bad input too",
                  "was checked\n");
 
   // Markdown: the heading says so, and the table has the error, located.
-  Result md = run_cli(check_args(syntax, {"--format", "markdown"}));
+  Result md = run_cli(check_args(syntax, args("--format markdown")));
   CHECK(md.code == 2);
   CHECK(md.out
         == "## shardplan check: :x: bad input\n\n"
@@ -867,7 +825,7 @@ TEST_CASE("cli: check --format github and markdown report bad input too",
                + ":3:3` | expected ',' or '}', got a string |\n");
   // A flag's error: no file, the flag leads the message.
   Result hbm = run_cli(check_args(examples("tiny-llama.specs.json"),
-                                  {"--hbm", "0", "--format", "github"}));
+                                  args("--hbm 0 --format github")));
   CHECK(hbm.code == 2);
   CHECK_THAT(hbm.out,
              Catch::StartsWith("::error title=shardplan cli.size::--hbm: "
@@ -901,17 +859,11 @@ TEST_CASE("cli: check --format github folds 30 findings of one kind",
     m << "]}";
     s << "}}\n";
   }
-  Result r = run_cli({"check",
-                      "--devices",
-                      "8",
-                      "--mesh",
-                      "fsdp:4,tp:2",
-                      "--manifest",
-                      manifest,
-                      "--specs",
-                      specs,
-                      "--format",
-                      "github"});
+  Result r = run_cli(
+      args("check --devices 8 --mesh fsdp:4,tp:2 --manifest {} --specs {} "
+           "--format github",
+           manifest,
+           specs));
   CHECK(r.code == 1);
   // Three annotations, then one for the 27 others at l.3.w (line 5).
   size_t errors = 0;
@@ -943,9 +895,8 @@ TEST_CASE("cli: check --format github folds 30 findings of one kind",
 }
 
 TEST_CASE("cli: check --format markdown", "[cli][check]") {
-  Result ok =
-      run_cli(check_args(examples("tiny-llama.specs.json"),
-                         {"--topology", "v5e-8", "--format", "markdown"}));
+  Result ok = run_cli(check_args(examples("tiny-llama.specs.json"),
+                                 args("--topology v5e-8 --format markdown")));
   CHECK(ok.code == 0);
   CHECK(ok.out.rfind("## shardplan check: :white_check_mark: ok\n", 0) == 0);
   // params-only: params 493,056 (check_tiny_llama) + gather buffer: layers
@@ -957,7 +908,7 @@ TEST_CASE("cli: check --format markdown", "[cli][check]") {
   CHECK(ok.out.find("### Errors") == std::string::npos);
   Result bad =
       run_cli(check_args(test::data_path("check/tiny-llama.bad-specs.json"),
-                         {"--topology", "v5e-8", "--format", "markdown"}));
+                         args("--topology v5e-8 --format markdown")));
   CHECK(bad.code == 1);
   CHECK(bad.out.rfind("## shardplan check: :x: 6 errors, 0 warnings\n", 0)
         == 0);
@@ -968,9 +919,9 @@ TEST_CASE("cli: check --format markdown", "[cli][check]") {
 TEST_CASE("cli: check over capacity, and the device count", "[cli][check]") {
   // 5,386,752 bytes per device with adam and ZeRO-1 (the check_tiny_llama
   // golden); 4,000,000 bytes of HBM leave 3,600,000 usable.
-  Result r = run_cli(check_args(
-      examples("tiny-llama.specs.json"),
-      {"--devices", "8", "--recipe", "adam", "--zero", "1", "--hbm", "4MB"}));
+  Result r =
+      run_cli(check_args(examples("tiny-llama.specs.json"),
+                         args("--devices 8 --recipe adam --zero 1 --hbm 4MB")));
   CHECK(r.code == 1);
   // Located at where the HBM figure came from.
   CHECK(r.err.find("--hbm: error: the most loaded device needs 5386752 "
@@ -979,33 +930,18 @@ TEST_CASE("cli: check over capacity, and the device count", "[cli][check]") {
                    "usable (4000000 bytes of HBM with 10% kept free)")
         != std::string::npos);
   CHECK(r.out.find("DOES NOT FIT") != std::string::npos);
-  Result headroom = run_cli(check_args(examples("tiny-llama.specs.json"),
-                                       {"--devices",
-                                        "8",
-                                        "--recipe",
-                                        "adam",
-                                        "--zero",
-                                        "1",
-                                        "--hbm",
-                                        "4MB",
-                                        "--headroom",
-                                        "0"}));
+  Result headroom = run_cli(check_args(
+      examples("tiny-llama.specs.json"),
+      args("--devices 8 --recipe adam --zero 1 --hbm 4MB --headroom 0")));
   CHECK(headroom.code == 1);  // 5,386,752 > 4,000,000 still
-  Result fits = run_cli(check_args(examples("tiny-llama.specs.json"),
-                                   {"--devices",
-                                    "8",
-                                    "--recipe",
-                                    "adam",
-                                    "--zero",
-                                    "1",
-                                    "--hbm",
-                                    "5386752B",
-                                    "--headroom",
-                                    "0"}));
+  Result fits = run_cli(
+      check_args(examples("tiny-llama.specs.json"),
+                 args("--devices 8 --recipe adam --zero 1 --hbm 5386752B "
+                      "--headroom 0")));
   CHECK(fits.code == 0);
 
   Result count = run_cli(
-      check_args(examples("tiny-llama.specs.json"), {"--topology", "v5e-16"}));
+      check_args(examples("tiny-llama.specs.json"), args("--topology v5e-16")));
   CHECK(count.code == 1);
   CHECK(count.err.find(
             "--mesh: error: number of devices 16 must equal the product of "
@@ -1013,8 +949,8 @@ TEST_CASE("cli: check over capacity, and the device count", "[cli][check]") {
             "[mesh.device-count]")
         != std::string::npos);
 
-  Result size =
-      run_cli(check_args(examples("tiny-llama.specs.json"), {"--hbm", "12XB"}));
+  Result size = run_cli(
+      check_args(examples("tiny-llama.specs.json"), args("--hbm 12XB")));
   CHECK(size.code == 2);
   CHECK(size.err.rfind("--hbm: error: expected a byte size such as 80GB, 95GiB "
                        "or 1073741824, "
@@ -1025,8 +961,8 @@ TEST_CASE("cli: check over capacity, and the device count", "[cli][check]") {
   // bytes: 0), are refused at the flag; so are a negative size and a word.
   for (const char* zero : {"0", "0GB", "0.4"}) {
     INFO(zero);
-    Result none =
-        run_cli(check_args(examples("tiny-llama.specs.json"), {"--hbm", zero}));
+    Result none = run_cli(
+        check_args(examples("tiny-llama.specs.json"), args("--hbm {}", zero)));
     CHECK(none.code == 2);
     CHECK(none.out.empty());
     CHECK(none.err
@@ -1037,8 +973,8 @@ TEST_CASE("cli: check over capacity, and the device count", "[cli][check]") {
   }
   for (const char* bad : {"-5", "-1GB", "abc", ""}) {
     INFO(bad);
-    Result wrong =
-        run_cli(check_args(examples("tiny-llama.specs.json"), {"--hbm", bad}));
+    Result wrong = run_cli(
+        check_args(examples("tiny-llama.specs.json"), args("--hbm {}", bad)));
     CHECK(wrong.code == 2);
     CHECK(wrong.err
           == fmt::format("--hbm: error: expected a byte size such as 80GB, "
@@ -1047,7 +983,7 @@ TEST_CASE("cli: check over capacity, and the device count", "[cli][check]") {
   }
   // One byte is a size (a device that fits nothing: exit 1, not 2).
   Result one =
-      run_cli(check_args(examples("tiny-llama.specs.json"), {"--hbm", "1"}));
+      run_cli(check_args(examples("tiny-llama.specs.json"), args("--hbm 1")));
   CHECK(one.code == 1);
   CHECK_THAT(one.err, Catch::Contains("[memory.over-capacity]"));
 }
@@ -1055,15 +991,9 @@ TEST_CASE("cli: check over capacity, and the device count", "[cli][check]") {
 TEST_CASE("cli: memory draws each category against HBM", "[cli][memory]") {
   // Total 5,386,752 bytes (the check_tiny_llama golden) against 10,773,504
   // of HBM: 50%, 20 of 40 marks.
-  std::vector<std::string> args = check_args(examples("tiny-llama.specs.json"),
-                                             {"--devices",
-                                              "8",
-                                              "--recipe",
-                                              "adam",
-                                              "--zero",
-                                              "1",
-                                              "--hbm",
-                                              "10773504"});
+  std::vector<std::string> args = check_args(
+      examples("tiny-llama.specs.json"),
+      test::args("--devices 8 --recipe adam --zero 1 --hbm 10773504"));
   args[0] = "memory";
   Result r = run_cli(args);
   CHECK(r.code == 0);
@@ -1086,9 +1016,9 @@ TEST_CASE("cli: check -o writes the result atomically, even with errors",
           "[cli][check]") {
   fs::path dir = temp_dir("check_output");
   const std::string out = (dir / "check.json").string();
-  Result r = run_cli(
-      check_args(test::data_path("check/tiny-llama.bad-specs.json"),
-                 {"--topology", "v5e-8", "--format", "json", "-o", out}));
+  Result r =
+      run_cli(check_args(test::data_path("check/tiny-llama.bad-specs.json"),
+                         args("--topology v5e-8 --format json -o {}", out)));
   CHECK(r.code == 1);
   CHECK(r.out.empty());
   json doc = parse_json(test::slurp(out));
@@ -1100,12 +1030,12 @@ TEST_CASE("cli: check -o writes the result atomically, even with errors",
 
   // The JSON written by check is itself a specs file (tensors[].spec): check
   // it again and get the same result.
-  Result good = run_cli(
-      check_args(examples("tiny-llama.specs.json"),
-                 {"--topology", "v5e-8", "--format", "json", "-o", out}));
+  Result good =
+      run_cli(check_args(examples("tiny-llama.specs.json"),
+                         args("--topology v5e-8 --format json -o {}", out)));
   CHECK(good.code == 0);
   Result again =
-      run_cli(check_args(out, {"--topology", "v5e-8", "--format", "json"}));
+      run_cli(check_args(out, args("--topology v5e-8 --format json")));
   CHECK(again.code == 0);
   json first = parse_json(test::slurp(out));
   json second = parse_json(again.out);
@@ -1126,13 +1056,8 @@ TEST_CASE("cli: specs JAX refuses but that read are plan errors (exit 1)",
     const std::string path = entry.path().string();
     DYNAMIC_SECTION(entry.path().filename().string()) {
       ++seen;
-      Result r = run_cli({"check",
-                          "--mesh",
-                          "dp:2,fsdp:4",
-                          "--manifest",
-                          manifest,
-                          "--specs",
-                          path});
+      Result r = run_cli(args(
+          "check --mesh dp:2,fsdp:4 --manifest {} --specs {}", manifest, path));
       INFO(r.err);
       CHECK(r.code == 1);
       CHECK(r.err.rfind(path + ":/specs/w/0/", 0) == 0);
@@ -1194,23 +1119,16 @@ TEST_CASE("cli: check on random disagreeing inputs", "[cli][check][property]") {
   std::ofstream(s) << specs.dump();
   const std::vector<std::string> recipes = {
       "params-only", "adam", "megatron", "scaling-book"};
-  Result r = run_cli({"check",
-                      "--mesh",
-                      "dp:2,fsdp:4,tp:2",
-                      "--devices",
-                      "16",
-                      "--manifest",
-                      m,
-                      "--specs",
-                      s,
-                      "--recipe",
-                      recipes[static_cast<size_t>(pick(0, 3))],
-                      "--zero",
-                      std::to_string(pick(0, 3)),
-                      "--hbm",
-                      "1MB",
-                      "--format",
-                      "json"});
+  // Two picks in a fixed order (a function's arguments have none).
+  const std::string recipe = recipes[static_cast<size_t>(pick(0, 3))];
+  const std::string zero = std::to_string(pick(0, 3));
+  Result r =
+      run_cli(args("check --mesh dp:2,fsdp:4,tp:2 --devices 16 --manifest {} "
+                   "--specs {} --recipe {} --zero {} --hbm 1MB --format json",
+                   m,
+                   s,
+                   recipe,
+                   zero));
   INFO(manifest.dump() << "\n" << specs.dump() << "\n" << r.err);
   CHECK((r.code == 0 || r.code == 1));
   json doc = parse_json(r.out);
@@ -1268,20 +1186,19 @@ TEST_CASE("cli: the invariant checker catches broken documents",
 
 TEST_CASE("cli: built-in models and Hugging Face configs as manifests",
           "[cli][models]") {
-  Result list = run_cli({"manifest", "--model", "list", "--format", "json"});
+  Result list = run_cli(args("manifest --model list --format json"));
   CHECK(list.code == 0);
   json models = parse_json(list.out)["models"];
   REQUIRE(models.size() >= 10);
   // The issue's acceptance figures, through the command line.
-  Result llama =
-      run_cli({"manifest", "--model", "llama-3-8b", "--format", "json"});
+  Result llama = run_cli(args("manifest --model llama-3-8b --format json"));
   CHECK(llama.code == 0);
   json summary = parse_json(llama.out)["summary"];
   CHECK(summary["tensors"] == 291);
   CHECK(summary["parameters"] == 8030261248LL);
   CHECK(summary["bytes"] == 16060522496LL);
 
-  Result unknown = run_cli({"manifest", "--model", "lama-3-8b"});
+  Result unknown = run_cli(args("manifest --model lama-3-8b"));
   CHECK(unknown.code == 2);
   CHECK(unknown.err.rfind("--model: error: unknown model \"lama-3-8b\"", 0)
         == 0);
@@ -1295,39 +1212,27 @@ TEST_CASE("cli: built-in models and Hugging Face configs as manifests",
     "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_layer": 12, "n_positions": 1024,
     "vocab_size": 50257, "layer_norm_epsilon": 1e-05})";
   Result gpt2 =
-      run_cli({"manifest", "--from-hf-config", config, "--format", "json"});
+      run_cli(args("manifest --from-hf-config {} --format json", config));
   INFO(gpt2.err);
   CHECK(gpt2.code == 0);
   CHECK(parse_json(gpt2.out)["summary"]["parameters"] == 124439808);
   std::ofstream(config) << R"({"architectures": ["FalconForCausalLM"]})";
-  Result falcon = run_cli({"manifest", "--from-hf-config", config});
+  Result falcon = run_cli(args("manifest --from-hf-config {}", config));
   CHECK(falcon.code == 2);
   CHECK(falcon.err.find("[model.unknown-architecture]") != std::string::npos);
   fs::remove_all(dir);
 
   // check and memory take --model wherever --manifest goes.
-  Result check = run_cli({"check",
-                          "--model",
-                          "gpt2",
-                          "--devices",
-                          "4",
-                          "--mesh",
-                          "dp:4",
-                          "--specs",
-                          examples("tiny-llama.specs.json"),
-                          "--format",
-                          "json"});
+  Result check =
+      run_cli(args("check --model gpt2 --devices 4 --mesh dp:4 --specs {} "
+                   "--format json",
+                   examples("tiny-llama.specs.json")));
   CHECK(check.code == 1);  // tiny-llama's specs name none of gpt2's tensors
   json doc = parse_json(check.out);
   CHECK(doc["manifest"] == "--model gpt2");
   CHECK(doc["summary"]["parameters"] == 124439808);
-  Result none = run_cli({"check",
-                         "--devices",
-                         "4",
-                         "--mesh",
-                         "dp:4",
-                         "--specs",
-                         examples("tiny-llama.specs.json")});
+  Result none = run_cli(args("check --devices 4 --mesh dp:4 --specs {}",
+                             examples("tiny-llama.specs.json")));
   CHECK(none.code == 2);
   CHECK(none.err.find("give --manifest PATH, --model NAME or "
                       "--from-hf-config FILE")
@@ -1338,13 +1243,8 @@ TEST_CASE("cli: built-in models and Hugging Face configs as manifests",
 // plan
 
 TEST_CASE("cli: plan groups tensors by rule and folds layers", "[cli][plan]") {
-  Result r = run_cli({"plan",
-                      "--topology",
-                      "v5p-128",
-                      "--mesh",
-                      "fsdp:-1,tp:4",
-                      "--model",
-                      "llama-3-8b"});
+  Result r = run_cli(
+      args("plan --topology v5p-128 --mesh fsdp:-1,tp:4 --model llama-3-8b"));
   INFO(r.err);
   CHECK(r.code == 0);
   CHECK(r.err.empty());
@@ -1369,19 +1269,11 @@ TEST_CASE("cli: plan groups tensors by rule and folds layers", "[cli][plan]") {
 TEST_CASE("cli: plan JSON is a specs file check accepts", "[cli][plan]") {
   fs::path dir = temp_dir("plan_roundtrip");
   const std::string plan_file = (dir / "plan.json").string();
-  Result plan = run_cli({"plan",
-                         "--topology",
-                         "v5e-8",
-                         "--mesh",
-                         "fsdp:2,tp:4",
-                         "--manifest",
-                         examples("tiny-llama.json"),
-                         "--rules",
-                         "fsdp-tp",
-                         "--format",
-                         "json",
-                         "-o",
-                         plan_file});
+  Result plan =
+      run_cli(args("plan --topology v5e-8 --mesh fsdp:2,tp:4 --manifest {} "
+                   "--rules fsdp-tp --format json -o {}",
+                   examples("tiny-llama.json"),
+                   plan_file));
   INFO(plan.err);
   REQUIRE(plan.code == 0);
   json doc = json::parse(test::slurp(plan_file));
@@ -1396,17 +1288,11 @@ TEST_CASE("cli: plan JSON is a specs file check accepts", "[cli][plan]") {
   CHECK(doc["tensors"][1]["spec"] == json::parse("[null]"));
   CHECK(doc["tensors"][1]["rule"]["index"] == 0);
 
-  Result check = run_cli({"check",
-                          "--topology",
-                          "v5e-8",
-                          "--mesh",
-                          "fsdp:2,tp:4",
-                          "--manifest",
-                          examples("tiny-llama.json"),
-                          "--specs",
-                          plan_file,
-                          "--format",
-                          "json"});
+  Result check =
+      run_cli(args("check --topology v5e-8 --mesh fsdp:2,tp:4 --manifest {} "
+                   "--specs {} --format json",
+                   examples("tiny-llama.json"),
+                   plan_file));
   INFO(check.err);
   CHECK(check.code == 0);
   json checked = json::parse(check.out);
@@ -1425,17 +1311,10 @@ TEST_CASE("cli: plan JSON writes each tensor on a line of its own",
   // One line per entry, tuple specs included (fsdp-tp puts ("fsdp", "ep")
   // on a dim when the mesh has ep), each line the entry itself: grep finds a
   // whole entry and a diff of two plans shows one line per changed tensor.
-  Result plan = run_cli({"plan",
-                         "--topology",
-                         "v5e-8",
-                         "--mesh",
-                         "fsdp:2,ep:2,tp:2",
-                         "--manifest",
-                         examples("tiny-llama.json"),
-                         "--rules",
-                         "fsdp-tp",
-                         "--format",
-                         "json"});
+  Result plan = run_cli(
+      args("plan --topology v5e-8 --mesh fsdp:2,ep:2,tp:2 --manifest {} "
+           "--rules fsdp-tp --format json",
+           examples("tiny-llama.json")));
   INFO(plan.err);
   REQUIRE(plan.code == 0);
   const json doc = json::parse(plan.out);
@@ -1461,15 +1340,10 @@ TEST_CASE("cli: plan JSON writes each tensor on a line of its own",
 }
 
 TEST_CASE("cli: plan -v logs each phase's time on stderr only", "[cli][plan]") {
-  const std::vector<std::string> args = {"plan",
-                                         "--topology",
-                                         "v5e-8",
-                                         "--mesh",
-                                         "fsdp:2,tp:4",
-                                         "--manifest",
-                                         examples("tiny-llama.json"),
-                                         "--rules",
-                                         "fsdp-tp"};
+  const std::vector<std::string> args = test::args(
+      "plan --topology v5e-8 --mesh fsdp:2,tp:4 --manifest {} "
+      "--rules fsdp-tp",
+      examples("tiny-llama.json"));
   std::vector<std::string> verbose = args;
   verbose.push_back("-v");
   Result quiet = run_cli(args);
@@ -1490,23 +1364,16 @@ TEST_CASE("cli: plan -v logs each phase's time on stderr only", "[cli][plan]") {
 }
 
 TEST_CASE("cli: plan --rules list and --explain", "[cli][plan]") {
-  Result list = run_cli({"plan", "--rules", "list"});
+  Result list = run_cli(args("plan --rules list"));
   CHECK(list.code == 0);
   CHECK_THAT(list.out, Catch::StartsWith("fsdp  ("));
   CHECK_THAT(list.out, Catch::Contains("\nfsdp-tp  ("));
   CHECK_THAT(list.out, Catch::Contains("\nmaxtext  ("));
 
-  Result explain = run_cli({"plan",
-                            "--devices",
-                            "8",
-                            "--mesh",
-                            "fsdp:8",
-                            "--manifest",
-                            examples("tiny-llama.json"),
-                            "--rules",
-                            "fsdp",
-                            "--explain",
-                            "model.layers.0.mlp.up_proj.weight"});
+  Result explain =
+      run_cli(args("plan --devices 8 --mesh fsdp:8 --manifest {} --rules fsdp "
+                   "--explain model.layers.0.mlp.up_proj.weight",
+                   examples("tiny-llama.json")));
   INFO(explain.err);
   CHECK(explain.code == 0);
   CHECK_THAT(
@@ -1514,31 +1381,20 @@ TEST_CASE("cli: plan --rules list and --explain", "[cli][plan]") {
       Catch::StartsWith("model.layers.0.mlp.up_proj.weight: [688, 256] bf16"));
   CHECK_THAT(explain.out, Catch::Contains("result: "));
 
-  Result json_explain = run_cli({"plan",
-                                 "--devices",
-                                 "8",
-                                 "--mesh",
-                                 "fsdp:8",
-                                 "--manifest",
-                                 examples("tiny-llama.json"),
-                                 "--explain",
-                                 "model.norm.weight",
-                                 "--format",
-                                 "json"});
+  Result json_explain =
+      run_cli(args("plan --devices 8 --mesh fsdp:8 --manifest {} --explain "
+                   "model.norm.weight "
+                   "--format json",
+                   examples("tiny-llama.json")));
   CHECK(json_explain.code == 0);
   json e = json::parse(json_explain.out);
   CHECK(e["tensor"]["name"] == "model.norm.weight");
   CHECK(e["result"]["spec"] == json::parse("[null]"));
 
-  Result unknown = run_cli({"plan",
-                            "--devices",
-                            "8",
-                            "--mesh",
-                            "fsdp:8",
-                            "--manifest",
-                            examples("tiny-llama.json"),
-                            "--explain",
-                            "model.norm.weigth"});
+  Result unknown =
+      run_cli(args("plan --devices 8 --mesh fsdp:8 --manifest {} --explain "
+                   "model.norm.weigth",
+                   examples("tiny-llama.json")));
   CHECK(unknown.code == 2);
   CHECK_THAT(unknown.err,
              Catch::Contains("model.norm.weight"));  // the nearest name
@@ -1546,17 +1402,13 @@ TEST_CASE("cli: plan --rules list and --explain", "[cli][plan]") {
 
 TEST_CASE("cli: --param-dtype and --grad-dtype", "[cli][memory]") {
   auto plan = [](std::vector<std::string> more) {
-    std::vector<std::string> args = {"plan",
-                                     "--devices",
-                                     "8",
-                                     "--mesh",
-                                     "fsdp:8",
-                                     "--manifest",
-                                     examples("tiny-llama.json")};
+    std::vector<std::string> args =
+        test::args("plan --devices 8 --mesh fsdp:8 --manifest {}",
+                   examples("tiny-llama.json"));
     args.insert(args.end(), more.begin(), more.end());
     return run_cli(args);
   };
-  Result typo = plan({"--param-dtype", "bf61", "--grad-dtype", "flaot32"});
+  Result typo = plan(args("--param-dtype bf61 --grad-dtype flaot32"));
   CHECK(typo.code == 2);
   CHECK(typo.out.empty());
   CHECK(typo.err
@@ -1564,7 +1416,7 @@ TEST_CASE("cli: --param-dtype and --grad-dtype", "[cli][memory]") {
            "\"bf16\"? [cli.dtype]\n"
            "--grad-dtype: error: unknown dtype \"flaot32\"; did you mean "
            "\"float32\"? [cli.dtype]\n");
-  Result integer = plan({"--param-dtype", "int8"});
+  Result integer = plan(args("--param-dtype int8"));
   CHECK(integer.code == 2);
   CHECK_THAT(integer.err,
              Catch::StartsWith("--param-dtype: error: \"i8\" is not a "
@@ -1572,8 +1424,7 @@ TEST_CASE("cli: --param-dtype and --grad-dtype", "[cli][memory]") {
 
   // tiny-llama: 1,963,264 bf16 parameters over fsdp:8. With f32 weights
   // (MaxText's weight_dtype default) adam holds 4 + 4 + 8 bytes each.
-  Result f32 = plan(
-      {"--recipe", "adam", "--param-dtype", "float32", "--format", "json"});
+  Result f32 = plan(args("--recipe adam --param-dtype float32 --format json"));
   REQUIRE(f32.code == 0);
   const json memory = parse_json(f32.out)["memory"];
   CHECK(memory["param_dtype"] == "f32");
@@ -1582,7 +1433,7 @@ TEST_CASE("cli: --param-dtype and --grad-dtype", "[cli][memory]") {
   const int64_t params = memory["per_device"]["params"].get<int64_t>();
   CHECK(memory["per_device"]["grads"] == params);
   CHECK(memory["per_device"]["optimizer"] == 2 * params);
-  Result unused = plan({"--recipe", "scaling-book", "--grad-dtype", "f32"});
+  Result unused = plan(args("--recipe scaling-book --grad-dtype f32"));
   CHECK(unused.code == 0);
   CHECK_THAT(unused.err,
              Catch::StartsWith("--grad-dtype: warning: --grad-dtype f32 has "
@@ -1611,19 +1462,9 @@ TEST_CASE("cli: deepseek-v3's gather buffer and FP8 weights (issue 17)",
   // (Dense layers 0-2: 187,105,280 + 3 x 18432x7168 = 583,467,008 elements;
   // the embedding and layer 0 are 4 x (926,679,040 + 583,467,008) =
   // 6,040,584,192; the norm and lm_head 3,706,716,160.)
-  Result r = run_cli({"plan",
-                      "--topology",
-                      "h100x256",
-                      "--mesh",
-                      "fsdp:4,ep:64",
-                      "--model",
-                      "deepseek-v3",
-                      "--recipe",
-                      "megatron",
-                      "--zero",
-                      "1",
-                      "--format",
-                      "json"});
+  Result r = run_cli(
+      args("plan --topology h100x256 --mesh fsdp:4,ep:64 --model deepseek-v3 "
+           "--recipe megatron --zero 1 --format json"));
   REQUIRE(r.code == 0);
   // Only the memory object is read: the 91,991 tensors before it take
   // seconds to parse in a debug build.
@@ -1667,15 +1508,8 @@ TEST_CASE("cli: plan names a preset by its name, a rules file by its path",
   std::ofstream(rules)
       << R"({"rules": [{"pattern": ".*", "replicate": true}]})";
   auto plan = [&](const std::string& given, std::vector<std::string> more) {
-    std::vector<std::string> args = {"plan",
-                                     "--devices",
-                                     "8",
-                                     "--mesh",
-                                     "fsdp:8",
-                                     "--model",
-                                     "gpt2",
-                                     "--rules",
-                                     given};
+    std::vector<std::string> args = test::args(
+        "plan --devices 8 --mesh fsdp:8 --model gpt2 --rules {}", given);
     args.insert(args.end(), more.begin(), more.end());
     Result r = run_cli(args);
     INFO(r.err);
@@ -1691,26 +1525,26 @@ TEST_CASE("cli: plan names a preset by its name, a rules file by its path",
   CHECK_THAT(plan(rules, {}),
              Catch::StartsWith("plan: 148 tensors of --model gpt2 with rules "
                                + rules + "\n"));
-  CHECK_THAT(plan("maxtext", {"--explain", "wte.weight"}),
+  CHECK_THAT(plan("maxtext", args("--explain wte.weight")),
              Catch::Contains("\n  mesh fsdp:8; rules preset maxtext\n"));
-  CHECK_THAT(plan(rules, {"--explain", "wte.weight"}),
+  CHECK_THAT(plan(rules, args("--explain wte.weight")),
              Catch::Contains("\n  mesh fsdp:8; rules " + rules + "\n"));
-  CHECK_THAT(plan("maxtext", {"--format", "markdown"}),
+  CHECK_THAT(plan("maxtext", args("--format markdown")),
              Catch::Contains("148 tensors of `--model gpt2` with rules preset "
                              "`maxtext`; mesh fsdp:8 (8 devices).\n"));
-  CHECK_THAT(plan(rules, {"--format", "markdown"}),
+  CHECK_THAT(plan(rules, args("--format markdown")),
              Catch::Contains("148 tensors of `--model gpt2` with rules `"
                              + rules + "`; mesh fsdp:8 (8 devices).\n"));
   // JSON keeps `source` (docs/output-schema.md: the rule set's source) and
   // adds the preset's name.
-  const json preset = json::parse(plan("maxtext", {"--format", "json"}));
+  const json preset = json::parse(plan("maxtext", args("--format json")));
   CHECK(preset["rules"] == json::parse(R"({"source":
       "configs/rules/maxtext.json", "preset": true, "name": "maxtext"})"));
-  const json file = json::parse(plan(rules, {"--format", "json"}));
+  const json file = json::parse(plan(rules, args("--format json")));
   CHECK(file["rules"]
         == json({{"source", rules}, {"preset", false}, {"name", nullptr}}));
-  const json explained = json::parse(
-      plan("maxtext", {"--explain", "wte.weight", "--format", "json"}));
+  const json explained =
+      json::parse(plan("maxtext", args("--explain wte.weight --format json")));
   CHECK(explained["rules"]["name"] == "maxtext");
   fs::remove_all(dir);
 }
@@ -1719,17 +1553,13 @@ TEST_CASE("cli: plan input errors exit 2 with a location", "[cli][plan]") {
   fs::path dir = temp_dir("plan_errors");
   const std::string rules = (dir / "rules.json").string();
   auto plan = [&](std::vector<std::string> more) {
-    std::vector<std::string> args = {"plan",
-                                     "--devices",
-                                     "8",
-                                     "--mesh",
-                                     "fsdp:8",
-                                     "--manifest",
-                                     examples("tiny-llama.json")};
+    std::vector<std::string> args =
+        test::args("plan --devices 8 --mesh fsdp:8 --manifest {}",
+                   examples("tiny-llama.json"));
     args.insert(args.end(), more.begin(), more.end());
     return run_cli(args);
   };
-  Result preset = plan({"--rules", "fsdp_tp"});
+  Result preset = plan(args("--rules fsdp_tp"));
   CHECK(preset.code == 2);
   CHECK_THAT(
       preset.err,
@@ -1737,24 +1567,24 @@ TEST_CASE("cli: plan input errors exit 2 with a location", "[cli][plan]") {
 
   std::ofstream(rules)
       << R"({"rules": [{"pattern": "mlp", "spec": ["tp", null]}]})";
-  Result axis = plan({"--rules", rules});
+  Result axis = plan(args("--rules {}", rules));
   CHECK(axis.code == 2);
   CHECK_THAT(axis.err, Catch::StartsWith(rules + ":/rules/0/spec/0: error:"));
 
   std::ofstream(rules)
       << R"({"rules": [{"pattern": "(?<=a)b", "replicate": true}]})";
-  Result pattern = plan({"--rules", rules});
+  Result pattern = plan(args("--rules {}", rules));
   CHECK(pattern.code == 2);
   CHECK_THAT(pattern.err,
              Catch::StartsWith(rules + ":/rules/0/pattern: error:"));
 
   std::ofstream(rules)
       << R"({"rules": [{"pattern": "mlp", "spec": ["fsdp"]}]})";
-  Result unmatched = plan({"--rules", rules});
+  Result unmatched = plan(args("--rules {}", rules));
   CHECK(unmatched.code == 1);  // unmatched tensors are plan errors
   CHECK_THAT(unmatched.err, Catch::Contains("[rules.unmatched]"));
 
-  Result no_mesh = run_cli({"plan", "--model", "gpt2", "--devices", "8"});
+  Result no_mesh = run_cli(args("plan --model gpt2 --devices 8"));
   CHECK(no_mesh.code == 2);
   fs::remove_all(dir);
 }
@@ -1764,8 +1594,8 @@ TEST_CASE("cli: plan and check and memory lay the mesh out as mesh does",
   using Strings = std::vector<std::string>;
   // v5p-256 is 4x4x8 chips: tp:2 is no product of whole physical axes, so
   // JAX's create_device_mesh refuses fsdp:64,tp:2 unless axes may split.
-  const Strings where = {"--topology", "v5p-256", "--mesh", "fsdp:64,tp:2"};
-  Strings mesh_args = {"mesh"};
+  const Strings where = args("--topology v5p-256 --mesh fsdp:64,tp:2");
+  Strings mesh_args = args("mesh");
   mesh_args.insert(mesh_args.end(), where.begin(), where.end());
   Result mesh = run_cli(mesh_args);
   REQUIRE(mesh.code == 2);
@@ -1774,17 +1604,13 @@ TEST_CASE("cli: plan and check and memory lay the mesh out as mesh does",
                                "for logical_axis_index 1 of size 2"));
   CHECK_THAT(mesh.err, Catch::Contains("  fsdp:64,tp:2\n          ^"));
   const std::string specs = examples("tiny-llama.specs.json");
-  for (const Strings& command : {Strings{"plan", "--model", "llama-3-8b"},
-                                 Strings{"check",
-                                         "--manifest",
-                                         examples("tiny-llama.json"),
-                                         "--specs",
-                                         specs},
-                                 Strings{"memory",
-                                         "--manifest",
-                                         examples("tiny-llama.json"),
-                                         "--specs",
-                                         specs}}) {
+  for (const Strings& command : {args("plan --model llama-3-8b"),
+                                 args("check --manifest {} --specs {}",
+                                      examples("tiny-llama.json"),
+                                      specs),
+                                 args("memory --manifest {} --specs {}",
+                                      examples("tiny-llama.json"),
+                                      specs)}) {
     INFO(command[0]);
     Strings args = command;
     args.insert(args.end(), where.begin(), where.end());
@@ -1801,29 +1627,18 @@ TEST_CASE("cli: plan and check and memory lay the mesh out as mesh does",
 
 TEST_CASE("cli: flags mean the same in every command", "[cli]") {
   using Strings = std::vector<std::string>;
-  const Strings on = {"--topology", "v5p-128", "--mesh", "fsdp:-1,tp:4"};
+  const Strings on = args("--topology v5p-128 --mesh fsdp:-1,tp:4");
   auto with = [&](Strings args) {
     args.insert(args.end(), on.begin(), on.end());
     return args;
   };
 
   // memory --rules plans the specs as plan does: the same memory figures.
-  Result plan = run_cli(with({"plan",
-                              "--model",
-                              "llama-3-8b",
-                              "--recipe",
-                              "adam",
-                              "--format",
-                              "json"}));
-  Result memory = run_cli(with({"memory",
-                                "--model",
-                                "llama-3-8b",
-                                "--rules",
-                                "fsdp-tp",
-                                "--recipe",
-                                "adam",
-                                "--format",
-                                "json"}));
+  Result plan = run_cli(
+      with(args("plan --model llama-3-8b --recipe adam --format json")));
+  Result memory = run_cli(
+      with(args("memory --model llama-3-8b --rules fsdp-tp --recipe adam "
+                "--format json")));
   REQUIRE(plan.code == 0);
   REQUIRE(memory.code == 0);
   // memory's object adds by_dtype and largest to plan's.
@@ -1837,18 +1652,14 @@ TEST_CASE("cli: flags mean the same in every command", "[cli]") {
   CHECK(json::parse(memory.out)["rules"]["source"]
         == "configs/rules/fsdp-tp.json");
   CHECK(json::parse(memory.out)["rules"]["name"] == "fsdp-tp");
-  Result neither = run_cli(with({"memory", "--model", "llama-3-8b"}));
+  Result neither = run_cli(with(args("memory --model llama-3-8b")));
   CHECK(neither.code == 2);
   CHECK_THAT(neither.err,
              Catch::StartsWith("--specs: error: give --specs FILE or --rules "
                                "FILE|PRESET"));
-  Result both = run_cli(with({"memory",
-                              "--model",
-                              "llama-3-8b",
-                              "--rules",
-                              "fsdp",
-                              "--specs",
-                              examples("tiny-llama.specs.json")}));
+  Result both =
+      run_cli(with(args("memory --model llama-3-8b --rules fsdp --specs {}",
+                        examples("tiny-llama.specs.json"))));
   CHECK(both.code == 2);
   CHECK_THAT(both.err, Catch::Contains("give --specs or --rules, not both"));
 
@@ -1856,34 +1667,23 @@ TEST_CASE("cli: flags mean the same in every command", "[cli]") {
   // config gives the same tensors as --model.
   const std::string gpt2 =
       std::string(SHARDPLAN_SOURCE_DIR) + "/configs/models/gpt2.json";
-  Result by_name =
-      run_cli(with({"plan", "--model", "gpt2", "--format", "json"}));
+  Result by_name = run_cli(with(args("plan --model gpt2 --format json")));
   Result by_config =
-      run_cli(with({"plan", "--from-hf-config", gpt2, "--format", "json"}));
+      run_cli(with(args("plan --from-hf-config {} --format json", gpt2)));
   REQUIRE(by_name.code == 0);
   REQUIRE(by_config.code == 0);
   CHECK(json::parse(by_config.out)["tensors"]
         == json::parse(by_name.out)["tensors"]);
-  Result none = run_cli(with({"plan"}));
+  Result none = run_cli(with(args("plan")));
   CHECK(none.code == 2);
   CHECK_THAT(none.err,
              Catch::Contains("give --manifest PATH, --model NAME or "
                              "--from-hf-config FILE"));
 
   // reshard --mesh M stands for --from-mesh M --to-mesh M.
-  const Strings one = {"reshard",
-                       "--topology",
-                       "v5e-32",
-                       "--shape",
-                       "2048,8192",
-                       "--dtype",
-                       "bf16",
-                       "--from-spec",
-                       "Y,None",
-                       "--to-spec",
-                       "None,None",
-                       "--format",
-                       "json"};
+  const Strings one = args(
+      "reshard --topology v5e-32 --shape 2048,8192 --dtype bf16 "
+      "--from-spec Y,None --to-spec None,None --format json");
   Strings shared = one;
   shared.insert(shared.end(), {"--mesh", "X:8,Y:4"});
   Strings apart = one;
@@ -1900,12 +1700,11 @@ TEST_CASE("cli: flags mean the same in every command", "[cli]") {
              Catch::StartsWith("--from-mesh: error: no mesh for the source"));
 
   // A mistyped long flag gets the nearest one the command has.
-  Result typo = run_cli(
-      {"plan", "--topolgy", "v5p-128", "--mesh", "fsdp:64", "--model", "gpt2"});
+  Result typo =
+      run_cli(args("plan --topolgy v5p-128 --mesh fsdp:64 --model gpt2"));
   CHECK(typo.code == 2);
   CHECK_THAT(typo.err, Catch::Contains("; did you mean --topology?"));
-  Result far =
-      run_cli({"mesh", "--mesh", "a:8", "--devices", "8", "--xyz", "3"});
+  Result far = run_cli(args("mesh --mesh a:8 --devices 8 --xyz 3"));
   CHECK(far.code == 2);
   CHECK(far.err.find("did you mean") == std::string::npos);
 }
@@ -1937,7 +1736,7 @@ TEST_CASE("cli: every input file is refused over its kind's limit",
       sparse("folder/model.safetensors.index.json", 1'073'741'825);
   const std::string tiny = examples("tiny-llama.json");
   const std::string tiny_specs = examples("tiny-llama.specs.json");
-  const Strings on = {"--devices", "8", "--mesh", "fsdp:2,tp:4"};
+  const Strings on = args("--devices 8 --mesh fsdp:2,tp:4");
   auto with = [&](Strings args) {
     args.insert(args.end(), on.begin(), on.end());
     return args;
@@ -1963,53 +1762,47 @@ TEST_CASE("cli: every input file is refused over its kind's limit",
   };
   const std::string gib = "1 GiB (1073741824 bytes)";
   const std::vector<Case> cases = {
-      {{"manifest", "--manifest", manifest},
+      {args("manifest --manifest {}", manifest),
        manifest,
        message(manifest, 1'073'741'825, "manifest", gib)},
-      {{"manifest", "--manifest", (dir / "folder").string()},
+      {args("manifest --manifest {}", (dir / "folder").string()),
        index,
        message(index, 1'073'741'825, "manifest", gib)},
-      {{"manifest", "--from-hf-config", config},
+      {args("manifest --from-hf-config {}", config),
        config,
        message(config,
                16'777'217,
                "Hugging Face config",
                "16 MiB (16777216 bytes)")},
-      {with({"check", "--manifest", tiny, "--specs", specs}),
+      {with(args("check --manifest {} --specs {}", tiny, specs)),
        specs,
        message(specs, 1'073'741'825, "specs file", gib)},
-      {with({"memory", "--manifest", tiny, "--specs", specs}),
+      {with(args("memory --manifest {} --specs {}", tiny, specs)),
        specs,
        message(specs, 1'073'741'825, "specs file", gib)},
-      {with({"plan", "--manifest", tiny, "--rules", rules}),
+      {with(args("plan --manifest {} --rules {}", tiny, rules)),
        rules,
        message(rules, 67'108'865, "rules file", "64 MiB (67108864 bytes)")},
-      {{"mesh", "--topology", topology, "--mesh", "dp:-1"},
+      {args("mesh --topology {} --mesh dp:-1", topology),
        topology,
        message(topology, 1'048'577, "topology file", "1 MiB (1048576 bytes)")},
-      {{"topology", "show", topology},
+      {args("topology show {}", topology),
        topology,
        message(topology, 1'048'577, "topology file", "1 MiB (1048576 bytes)")},
-      {with({"reshard",
-             "--manifest",
-             tiny,
-             "--from-specs",
-             tiny_specs,
-             "--to-specs",
-             specs}),
+      {with(args("reshard --manifest {} --from-specs {} --to-specs {}",
+                 tiny,
+                 tiny_specs,
+                 specs)),
        specs,
        message(specs, 1'073'741'825, "specs file", gib)},
-      {with({"reshard",
-             "--manifest",
-             tiny,
-             "--from-rules",
-             rules,
-             "--to-specs",
-             tiny_specs}),
+      {with(args("reshard --manifest {} --from-rules {} --to-specs {}",
+                 tiny,
+                 rules,
+                 tiny_specs)),
        rules,
        message(rules, 67'108'865, "rules file", "64 MiB (67108864 bytes)")},
       // /dev/zero never ends: 1,048,577 bytes read, then refused.
-      {{"topology", "show", "/dev/zero"},
+      {args("topology show /dev/zero"),
        "/dev/zero",
        "/dev/zero: error: the input has more than 1048576 bytes; a topology "
        "file may have at most 1 MiB (1048576 bytes); a pipe or a device is "
@@ -2031,15 +1824,9 @@ TEST_CASE("cli: every input file is refused over its kind's limit",
 TEST_CASE("cli: paste-back formats refuse what MaxText cannot name", "[cli]") {
   // An axis without a MaxText name, and two axes with one MaxText name (sp
   // and cp are both MaxText's context): exit 2, nothing on stdout.
-  const Result unnamed = run_cli({"plan",
-                                  "--model",
-                                  "llama-3-8b",
-                                  "--topology",
-                                  "v5p-128",
-                                  "--mesh",
-                                  "foo:4,fsdp:16",
-                                  "--format",
-                                  "maxtext"});
+  const Result unnamed = run_cli(
+      args("plan --model llama-3-8b --topology v5p-128 --mesh foo:4,fsdp:16 "
+           "--format maxtext"));
   CHECK(unnamed.code == 2);
   CHECK(unnamed.out.empty());
   CHECK(unnamed.err.substr(0, unnamed.err.find('\n'))
@@ -2048,15 +1835,15 @@ TEST_CASE("cli: paste-back formats refuse what MaxText cannot name", "[cli]") {
            "fsdp_transpose, sequence, context, context_autoregressive, "
            "tensor, tensor_transpose, tensor_sequence, expert, "
            "autoregressive) or dp, tp, ep, sp, cp, pp [maxtext.axis-name]");
-  const Result twice = run_cli(
-      {"mesh", "--devices", "8", "--mesh", "sp:2,cp:4", "--format", "maxtext"});
+  const Result twice =
+      run_cli(args("mesh --devices 8 --mesh sp:2,cp:4 --format maxtext"));
   CHECK(twice.code == 2);
   CHECK(twice.err.substr(0, twice.err.find('\n'))
         == "--format maxtext: error: mesh axis \"cp\" is MaxText's "
            "\"context\", as another axis of the mesh is [maxtext.axis-name]");
   // The same mesh as jax: every name is JAX's to take.
-  const Result jax = run_cli(
-      {"mesh", "--devices", "8", "--mesh", "sp:2,cp:4", "--format", "jax"});
+  const Result jax =
+      run_cli(args("mesh --devices 8 --mesh sp:2,cp:4 --format jax"));
   CHECK(jax.code == 0);
   CHECK(jax.out.find("MESH_AXES = (\"sp\", \"cp\")\n") != std::string::npos);
   CHECK(jax.out.find("return jax.make_mesh(MESH_SHAPE, MESH_AXES")

@@ -507,17 +507,11 @@ TEST_CASE(
       const std::string path = dir.file(b.name + ".safetensors");
       write_raw(path, b.header, b.data, b.length);
       for (std::vector<std::string> args :
-           {std::vector<std::string>{"manifest", "--from-safetensors", path},
-            std::vector<std::string>{"manifest", "--manifest", path},
-            std::vector<std::string>{"check",
-                                     "--devices",
-                                     "1",
-                                     "--mesh",
-                                     "dp:1",
-                                     "--manifest",
-                                     path,
-                                     "--specs",
-                                     path}}) {
+           {test::args("manifest --from-safetensors {}", path),
+            test::args("manifest --manifest {}", path),
+            test::args("check --devices 1 --mesh dp:1 --manifest {} --specs {}",
+                       path,
+                       path)}) {
         test::CliResult r = test::run_cli(args);
         INFO(r.err);
         CHECK(r.code == 2);
@@ -538,17 +532,11 @@ TEST_CASE("safetensors: --manifest takes an index on check",
   std::ofstream(dir.file("model.safetensors.index.json"))
       << R"({"weight_map": {"w": "s1.safetensors"}})";
   std::ofstream(dir.file("specs.json")) << R"({"specs": {"w": ["dp", null]}})";
-  test::CliResult r = test::run_cli({"check",
-                                     "--devices",
-                                     "2",
-                                     "--mesh",
-                                     "dp:2",
-                                     "--manifest",
-                                     dir.file("model.safetensors.index.json"),
-                                     "--specs",
-                                     dir.file("specs.json"),
-                                     "--format",
-                                     "json"});
+  test::CliResult r = test::run_cli(
+      test::args("check --devices 2 --mesh dp:2 --manifest {} --specs {} "
+                 "--format json",
+                 dir.file("model.safetensors.index.json"),
+                 dir.file("specs.json")));
   INFO(r.err);
   CHECK(r.code == 0);
   // 8x4 bf16 = 64 bytes, split in two over dp.

@@ -521,15 +521,10 @@ TEST_CASE("memory: one line per pipeline stage in text, stages in JSON",
   //     5,386,240 (5.14 MiB).
   const std::string manifest =
       std::string(SHARDPLAN_SOURCE_DIR) + "/configs/examples/tiny-llama.json";
-  const std::vector<std::string> args = {"plan",
-                                         "--devices",
-                                         "8",
-                                         "--mesh",
-                                         "pp:2,fsdp:2,tp:2",
-                                         "--manifest",
-                                         manifest,
-                                         "--recipe",
-                                         "adam"};
+  const std::vector<std::string> args = test::args(
+      "plan --devices 8 --mesh pp:2,fsdp:2,tp:2 --manifest {} "
+      "--recipe adam",
+      manifest);
   const test::CliResult text = test::run_cli(args);
   INFO(text.err);
   REQUIRE(text.code == 0);
