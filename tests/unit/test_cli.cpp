@@ -89,7 +89,8 @@ TEST_CASE("cli: usage errors exit 2 with a message on stderr", "[cli]") {
   }
 }
 
-TEST_CASE("cli: mesh text output is a table and the device grid", "[cli]") {
+TEST_CASE("cli: mesh text output is a table and the device grid",
+          "[cli][inspect]") {
   Result r = run_cli(args("mesh --mesh dp:2,fsdp:-1,tp:2 --devices 8"));
   CHECK(r.code == 0);
   CHECK(r.err.empty());
@@ -111,7 +112,7 @@ TEST_CASE("cli: mesh text output is a table and the device grid", "[cli]") {
 }
 
 TEST_CASE("cli: mesh JSON has the documented keys and nested device ids",
-          "[cli]") {
+          "[cli][inspect]") {
   Result r =
       run_cli(args("mesh --mesh dp:4,tp:2:explicit --devices 8 --dcn dp:2 "
                    "--format json"));
@@ -132,7 +133,7 @@ TEST_CASE("cli: mesh JSON has the documented keys and nested device ids",
 
 TEST_CASE(
     "cli: bad mesh exits 2 with caret on stderr and JSON diagnostics on stdout",
-    "[cli]") {
+    "[cli][inspect]") {
   Result text = run_cli(args("mesh --mesh dp:2,tp:x --devices 8"));
   CHECK(text.code == 2);
   CHECK(text.out.empty());
@@ -190,7 +191,7 @@ TEST_CASE("cli: -o writes the result atomically and prints nothing", "[cli]") {
   fs::remove_all(dir);
 }
 
-TEST_CASE("cli: a missing manifest names its path", "[cli]") {
+TEST_CASE("cli: a missing manifest names its path", "[cli][inputs]") {
   Result r = run_cli(args("manifest --manifest /nonexistent/dir/model.json"));
   CHECK(r.code == 2);
   CHECK(r.out.empty());
@@ -200,7 +201,7 @@ TEST_CASE("cli: a missing manifest names its path", "[cli]") {
 }
 
 TEST_CASE("cli: manifest JSON output reads back as the same manifest",
-          "[cli]") {
+          "[cli][inspect]") {
   fs::path dir = temp_dir("manifest");
   fs::path in = dir / "in.json";
   {
@@ -587,7 +588,7 @@ TEST_CASE("cli: console examples in the docs match the binary", "[cli][docs]") {
   CHECK(checked == commands);
 }
 
-TEST_CASE("cli: topology list and show", "[cli][topology]") {
+TEST_CASE("cli: topology list and show", "[cli][inspect]") {
   Result list = run_cli(args("topology list"));
   CHECK(list.code == 0);
   CHECK_THAT(list.out, Catch::Contains("v5p-128      tpu        64  4x4x4"));
@@ -633,7 +634,7 @@ TEST_CASE("cli: topology list and show", "[cli][topology]") {
              Catch::StartsWith("--topology: error: unknown topology \"v9-8\""));
 }
 
-TEST_CASE("cli: mesh --topology", "[cli][topology]") {
+TEST_CASE("cli: mesh --topology", "[cli][inspect]") {
   Result r = run_cli(args("mesh --topology v5p-128 --mesh fsdp:-1,tp:4"));
   CHECK(r.code == 0);
   CHECK_THAT(
@@ -988,7 +989,7 @@ TEST_CASE("cli: check over capacity, and the device count", "[cli][check]") {
   CHECK_THAT(one.err, Catch::Contains("[memory.over-capacity]"));
 }
 
-TEST_CASE("cli: memory draws each category against HBM", "[cli][memory]") {
+TEST_CASE("cli: memory draws each category against HBM", "[cli][check]") {
   // Total 5,386,752 bytes (the check_tiny_llama golden) against 10,773,504
   // of HBM: 50%, 20 of 40 marks.
   std::vector<std::string> args = check_args(
@@ -1185,7 +1186,7 @@ TEST_CASE("cli: the invariant checker catches broken documents",
 }
 
 TEST_CASE("cli: built-in models and Hugging Face configs as manifests",
-          "[cli][models]") {
+          "[cli][inputs]") {
   Result list = run_cli(args("manifest --model list --format json"));
   CHECK(list.code == 0);
   json models = parse_json(list.out)["models"];
@@ -1242,7 +1243,7 @@ TEST_CASE("cli: built-in models and Hugging Face configs as manifests",
 // ---------------------------------------------------------------------------
 // plan
 
-TEST_CASE("cli: plan groups tensors by rule and folds layers", "[cli][plan]") {
+TEST_CASE("cli: plan groups tensors by rule and folds layers", "[cli][check]") {
   Result r = run_cli(
       args("plan --topology v5p-128 --mesh fsdp:-1,tp:4 --model llama-3-8b"));
   INFO(r.err);
@@ -1266,7 +1267,7 @@ TEST_CASE("cli: plan groups tensors by rule and folds layers", "[cli][plan]") {
   CHECK_THAT(r.out, Catch::EndsWith("result: ok\n"));
 }
 
-TEST_CASE("cli: plan JSON is a specs file check accepts", "[cli][plan]") {
+TEST_CASE("cli: plan JSON is a specs file check accepts", "[cli][check]") {
   fs::path dir = temp_dir("plan_roundtrip");
   const std::string plan_file = (dir / "plan.json").string();
   Result plan =
@@ -1307,7 +1308,7 @@ TEST_CASE("cli: plan JSON is a specs file check accepts", "[cli][plan]") {
 }
 
 TEST_CASE("cli: plan JSON writes each tensor on a line of its own",
-          "[cli][plan]") {
+          "[cli][check]") {
   // One line per entry, tuple specs included (fsdp-tp puts ("fsdp", "ep")
   // on a dim when the mesh has ep), each line the entry itself: grep finds a
   // whole entry and a diff of two plans shows one line per changed tensor.
@@ -1339,7 +1340,8 @@ TEST_CASE("cli: plan JSON writes each tensor on a line of its own",
   CHECK(tuple);
 }
 
-TEST_CASE("cli: plan -v logs each phase's time on stderr only", "[cli][plan]") {
+TEST_CASE("cli: plan -v logs each phase's time on stderr only",
+          "[cli][check]") {
   const std::vector<std::string> args = test::args(
       "plan --topology v5e-8 --mesh fsdp:2,tp:4 --manifest {} "
       "--rules fsdp-tp",
@@ -1363,7 +1365,7 @@ TEST_CASE("cli: plan -v logs each phase's time on stderr only", "[cli][plan]") {
   }
 }
 
-TEST_CASE("cli: plan --rules list and --explain", "[cli][plan]") {
+TEST_CASE("cli: plan --rules list and --explain", "[cli][check]") {
   Result list = run_cli(args("plan --rules list"));
   CHECK(list.code == 0);
   CHECK_THAT(list.out, Catch::StartsWith("fsdp  ("));
@@ -1400,7 +1402,7 @@ TEST_CASE("cli: plan --rules list and --explain", "[cli][plan]") {
              Catch::Contains("model.norm.weight"));  // the nearest name
 }
 
-TEST_CASE("cli: --param-dtype and --grad-dtype", "[cli][memory]") {
+TEST_CASE("cli: --param-dtype and --grad-dtype", "[cli][check]") {
   auto plan = [](std::vector<std::string> more) {
     std::vector<std::string> args =
         test::args("plan --devices 8 --mesh fsdp:8 --manifest {}",
@@ -1442,7 +1444,7 @@ TEST_CASE("cli: --param-dtype and --grad-dtype", "[cli][memory]") {
 }
 
 TEST_CASE("cli: deepseek-v3's gather buffer and FP8 weights (issue 17)",
-          "[cli][memory]") {
+          "[cli][check]") {
   // The command of issue 17, points 6 and 7, with the per-layer gather
   // buffer of issue 18. Every weight the fsdp-tp preset splits (dense ones
   // over (fsdp,ep), routed experts over fsdp, each rank holding 256 / 64 =
@@ -1502,7 +1504,7 @@ TEST_CASE("cli: deepseek-v3's gather buffer and FP8 weights (issue 17)",
 }
 
 TEST_CASE("cli: plan names a preset by its name, a rules file by its path",
-          "[cli][plan]") {
+          "[cli][check]") {
   fs::path dir = temp_dir("plan_rules_names");
   const std::string rules = (dir / "rules.json").string();
   std::ofstream(rules)
@@ -1549,7 +1551,7 @@ TEST_CASE("cli: plan names a preset by its name, a rules file by its path",
   fs::remove_all(dir);
 }
 
-TEST_CASE("cli: plan input errors exit 2 with a location", "[cli][plan]") {
+TEST_CASE("cli: plan input errors exit 2 with a location", "[cli][check]") {
   fs::path dir = temp_dir("plan_errors");
   const std::string rules = (dir / "rules.json").string();
   auto plan = [&](std::vector<std::string> more) {
@@ -1590,7 +1592,7 @@ TEST_CASE("cli: plan input errors exit 2 with a location", "[cli][plan]") {
 }
 
 TEST_CASE("cli: plan and check and memory lay the mesh out as mesh does",
-          "[cli][topology]") {
+          "[cli][inputs]") {
   using Strings = std::vector<std::string>;
   // v5p-256 is 4x4x8 chips: tp:2 is no product of whole physical axes, so
   // JAX's create_device_mesh refuses fsdp:64,tp:2 unless axes may split.
@@ -1714,7 +1716,7 @@ TEST_CASE("cli: flags mean the same in every command", "[cli]") {
 // from its size, exit 2, before a byte is read; /dev/zero and a pipe are
 // read one byte past the limit, then refused.
 TEST_CASE("cli: every input file is refused over its kind's limit",
-          "[cli][io]") {
+          "[cli][inputs]") {
   using Strings = std::vector<std::string>;
   const fs::path dir = temp_dir("limits");
   // Sparse files of limit + 1 bytes: 1 GiB + 1 = 1,073,741,825 for

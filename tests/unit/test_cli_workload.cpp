@@ -277,7 +277,7 @@ TEST_CASE(
 }
 
 TEST_CASE("cli workload: the optimizer step's peak after the backward",
-          "[cli][workload][memory]") {
+          "[cli][workload]") {
   // GPT-2 (f32) on one device with Adam: nothing is gathered, so without a
   // workload the step's fp32 update of the largest tensor, wte [50257,
   // 768]: 4 x 38,597,376 = 154,389,504 bytes, is the transient peak.

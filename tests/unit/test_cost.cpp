@@ -42,7 +42,8 @@ constexpr double k_quiz2_bytes = 2048.0 * 8192 * 2;  // 33,554,432
 }  // namespace
 
 TEST_CASE(
-    "cost: all_gather over a v5e axis of 4 without wraparound (book: 560 us)") {
+    "cost: all_gather over a v5e axis of 4 without wraparound (book: 560 us)",
+    "[cost]") {
   // 3 hops x 8,388,608 B / 4.5e10 B/s one way.
   const double t =
       cost(Collective::all_gather, k_quiz2_bytes, {ici(4, false, 4.5e10)});
@@ -51,7 +52,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "cost: all_gather over a v5e axis of 4 with wraparound (book: 377 us)") {
+    "cost: all_gather over a v5e axis of 4 with wraparound (book: 377 us)",
+    "[cost]") {
   // V / W with W the bidirectional 9e10 B/s.
   const double t =
       cost(Collective::all_gather, k_quiz2_bytes, {ici(4, true, 9e10)});
@@ -59,7 +61,8 @@ TEST_CASE(
   CHECK(t == Approx(377e-6).epsilon(0.015));
 }
 
-TEST_CASE("cost: a small all_gather is latency-bound (book: 3 hops x 1 us)") {
+TEST_CASE("cost: a small all_gather is latency-bound (book: 3 hops x 1 us)",
+          "[cost]") {
   // bf16[256, 256]: 32 kB shards, 0.7 us per hop of bandwidth; 3 hops of 1 us.
   const double t =
       cost(Collective::all_gather, 256.0 * 256 * 2, {ici(4, false, 4.5e10)});
@@ -67,7 +70,8 @@ TEST_CASE("cost: a small all_gather is latency-bound (book: 3 hops x 1 us)") {
 }
 
 TEST_CASE(
-    "cost: all_gather over two wraparound axes of a v4p 4x4x4 (book: 46 us)") {
+    "cost: all_gather over two wraparound axes of a v4p 4x4x4 (book: 46 us)",
+    "[cost]") {
   // AllGather_XY([B_X, D_Y]) with B=1024, D=4096 bf16: 2BD / (2 W_ICI).
   const double v = 2.0 * 1024 * 4096;
   const double t =
@@ -80,7 +84,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "cost: reduce_scatter all_reduce and all_to_all follow the book's ratios") {
+    "cost: reduce_scatter all_reduce and all_to_all follow the book's ratios",
+    "[cost]") {
   const std::vector<AxisLink> ring{ici(8, true, 9e10)};
   const std::vector<AxisLink> line{ici(8, false, 4.5e10)};
   const double v = 64.0 * 1024 * 1024;
@@ -93,7 +98,8 @@ TEST_CASE(
         == Approx(cost(Collective::all_gather, v, line) / 2));
 }
 
-TEST_CASE("cost: all_gather on 8xH100 over NVLink (book: 1.04 ms and 65 us)") {
+TEST_CASE("cost: all_gather on 8xH100 over NVLink (book: 1.04 ms and 65 us)",
+          "[cost]") {
   AxisLink nvlink;
   nvlink.link = LinkClass::nvlink;
   nvlink.ring_size = 8;
@@ -114,7 +120,8 @@ TEST_CASE("cost: all_gather on 8xH100 over NVLink (book: 1.04 ms and 65 us)") {
         == Approx(big * 7 / (450e9 * 64)));
 }
 
-TEST_CASE("cost: the links of a real v5e-32 mesh give the book's 560 us") {
+TEST_CASE("cost: the links of a real v5e-32 mesh give the book's 560 us",
+          "[cost]") {
   // The book's mesh {'X': 8, 'Y': 4} on a v5e: no wraparound below 16.
   Topology t = test::topology_of("v5e-32");
   Diagnostics diags;
@@ -131,7 +138,7 @@ TEST_CASE("cost: the links of a real v5e-32 mesh give the book's 560 us") {
         == LinkClass::ici);
 }
 
-TEST_CASE("cost: axes without links or of size 1 cost nothing") {
+TEST_CASE("cost: axes without links or of size 1 cost nothing", "[cost]") {
   AxisLink none;
   const AxisLink one = ici(1, false, 4.5e10);
   const AxisLink* axes[] = {&none, &one};
@@ -141,7 +148,7 @@ TEST_CASE("cost: axes without links or of size 1 cost nothing") {
   CHECK(transfer_seconds(1e9, none) == 0);
 }
 
-TEST_CASE("cost: ICI and DCN axes together take the slower level") {
+TEST_CASE("cost: ICI and DCN axes together take the slower level", "[cost]") {
   AxisLink dcn;
   dcn.link = LinkClass::dcn;
   dcn.ring_size = 2;

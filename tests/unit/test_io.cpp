@@ -117,7 +117,7 @@ std::vector<std::string> files_in(const std::string& dir) {
 // ---------------------------------------------------------------------------
 // Manifests: the native form.
 
-TEST_CASE("io: reads a native manifest in file order", "[io]") {
+TEST_CASE("io: reads a native manifest in file order", "[io][manifest]") {
   Manifest m = manifest_ok(R"({"params": [
     {"name": "model.layers.0.mlp.up_proj.weight", "shape": [14336, 4096],
      "dtype": "bf16", "logical_axes": ["mlp", "embed"]},
@@ -150,7 +150,8 @@ TEST_CASE("io: reads a native manifest in file order", "[io]") {
   CHECK(m.find("a") == &m.tensors()[2]);
 }
 
-TEST_CASE("io: \"params\" anywhere among the top-level keys", "[io]") {
+TEST_CASE("io: \"params\" anywhere among the top-level keys",
+          "[io][manifest]") {
   // A key before "params" that looks like a safetensors entry must not
   // switch the reader to the safetensors form.
   Manifest m = manifest_ok(R"({"x": {"dtype": "BF16", "shape": [1],
@@ -164,7 +165,7 @@ TEST_CASE("io: \"params\" anywhere among the top-level keys", "[io]") {
   CHECK(m.tensors()[0].num_bytes == 1);
 }
 
-TEST_CASE("io: scalars and zero-size dims", "[io]") {
+TEST_CASE("io: scalars and zero-size dims", "[io][manifest]") {
   Manifest m = manifest_ok(R"({"params": [
     {"name": "step", "shape": [], "dtype": "i32"},
     {"name": "empty", "shape": [0, 4096], "dtype": "bf16"},
@@ -183,7 +184,8 @@ TEST_CASE("io: scalars and zero-size dims", "[io]") {
   CHECK(m.tensors()[0].num_bytes == 0);
 }
 
-TEST_CASE("io: a tensor with no elements is a warning at its dim", "[io]") {
+TEST_CASE("io: a tensor with no elements is a warning at its dim",
+          "[io][manifest]") {
   // Line 2, column 3 is where the tensor's object starts.
   Diagnostics diags;
   std::optional<Manifest> m = read_manifest(
@@ -230,7 +232,7 @@ TEST_CASE("io: a tensor with no elements is a warning at its dim", "[io]") {
   CHECK(diags.items()[0].location.pointer == "/params/0/shape/0");
 }
 
-TEST_CASE("io: dims in every spelling JSON allows", "[io]") {
+TEST_CASE("io: dims in every spelling JSON allows", "[io][manifest]") {
   // Plain shapes take a shortcut; everything else the full reader. Both
   // must agree.
   Manifest m = manifest_ok(
@@ -290,7 +292,7 @@ TEST_CASE("io: dims in every spelling JSON allows", "[io]") {
   }
 }
 
-TEST_CASE("io: the largest int64 dim, and overflow", "[io]") {
+TEST_CASE("io: the largest int64 dim, and overflow", "[io][manifest]") {
   // 2^63 - 1 elements of one byte fit ...
   Manifest m = manifest_ok(R"({"params": [{"name": "x",
     "shape": [9223372036854775807], "dtype": "u8"}]})");
@@ -310,7 +312,7 @@ TEST_CASE("io: the largest int64 dim, and overflow", "[io]") {
            "does not fit in int64 (max 9223372036854775807)");
 }
 
-TEST_CASE("io: the pointer of the 13th tensor's 2nd dim", "[io]") {
+TEST_CASE("io: the pointer of the 13th tensor's 2nd dim", "[io][manifest]") {
   std::string text = R"({"params": [)";
   for (int i = 0; i < 12; ++i) {
     text += R"({"name": "t)" + std::to_string(i)
@@ -328,7 +330,8 @@ TEST_CASE("io: the pointer of the 13th tensor's 2nd dim", "[io]") {
   CHECK(d.location.column == static_cast<int64_t>(text.find("1e3")) + 1);
 }
 
-TEST_CASE("io: pointers of entries 9, 99 and 100 and beyond", "[io]") {
+TEST_CASE("io: pointers of entries 9, 99 and 100 and beyond",
+          "[io][manifest]") {
   // The reader counts entries in the pointer text itself (9 -> 10, 99 ->
   // 100); an error at each shows the right one.
   for (int bad : {9, 10, 99, 100, 1000}) {
@@ -357,7 +360,7 @@ TEST_CASE("io: pointers of entries 9, 99 and 100 and beyond", "[io]") {
            "/params/99)");
 }
 
-TEST_CASE("io: value errors show the value under a caret", "[io]") {
+TEST_CASE("io: value errors show the value under a caret", "[io][manifest]") {
   Diagnostic d = manifest_error(
       "{\"params\": [\n"
       "  {\"name\": \"w\", \"shape\": [4096, \"4096\"], \"dtype\": \"bf16\"}\n"
@@ -372,7 +375,7 @@ TEST_CASE("io: value errors show the value under a caret", "[io]") {
   CHECK(d.location.column == 33);
 }
 
-TEST_CASE("io: unknown keys, dtypes and missing keys", "[io]") {
+TEST_CASE("io: unknown keys, dtypes and missing keys", "[io][manifest]") {
   Diagnostic d = manifest_error(
       R"({"params": [{"name": "w", "shpae": [2], "dtype": "bf16"}]})");
   CHECK(d.code == "json.unknown-key");
@@ -403,7 +406,7 @@ TEST_CASE("io: unknown keys, dtypes and missing keys", "[io]") {
   CHECK(first_line(d) == "m.json:/params/0: error: tensor 0 has no \"name\"");
 }
 
-TEST_CASE("io: repeated dtypes, escaped and near misses", "[io]") {
+TEST_CASE("io: repeated dtypes, escaped and near misses", "[io][manifest]") {
   // The reader remembers spellings it has seen; a repeat, an escaped
   // spelling and a longer one that starts the same must each read right.
   Manifest m = manifest_ok(R"({"params": [
@@ -433,7 +436,7 @@ TEST_CASE("io: repeated dtypes, escaped and near misses", "[io]") {
         == "m.json:/params/1/dtype: error: expected a dtype string, got array");
 }
 
-TEST_CASE("io: duplicate keys and duplicate names", "[io]") {
+TEST_CASE("io: duplicate keys and duplicate names", "[io][manifest]") {
   Diagnostic d = manifest_error(
       R"({"params": [{"name": "w", "shape": [1], "shape": [2], "dtype": "f32"}]})");
   CHECK(d.code == "json.duplicate-key");
@@ -460,7 +463,7 @@ TEST_CASE("io: duplicate keys and duplicate names", "[io]") {
   CHECK(d.code == "manifest.duplicate-name");
 }
 
-TEST_CASE("io: an empty manifest is an error", "[io]") {
+TEST_CASE("io: an empty manifest is an error", "[io][manifest]") {
   Diagnostic d = manifest_error(R"({"params": []})");
   CHECK(d.code == "manifest.empty");
   CHECK(first_line(d) == "m.json:/params: error: manifest has no tensors");
@@ -473,7 +476,7 @@ TEST_CASE("io: an empty manifest is an error", "[io]") {
 // ---------------------------------------------------------------------------
 // Manifests: the safetensors header form.
 
-TEST_CASE("io: reads a safetensors header in file order", "[io]") {
+TEST_CASE("io: reads a safetensors header in file order", "[io][manifest]") {
   Manifest m = manifest_ok(R"({
     "z.weight": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [0, 12]},
     "__metadata__": {"format": "pt", "note": ""},
@@ -493,7 +496,7 @@ TEST_CASE("io: reads a safetensors header in file order", "[io]") {
   CHECK(m.total_bytes() == 37);
 }
 
-TEST_CASE("io: safetensors data_offsets", "[io]") {
+TEST_CASE("io: safetensors data_offsets", "[io][manifest]") {
   Diagnostic d = manifest_error(
       R"({"w": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [0, 10]}})");
   CHECK(d.code == "manifest.data-offsets");
@@ -519,7 +522,8 @@ TEST_CASE("io: safetensors data_offsets", "[io]") {
         == "m.json:/w: error: tensor \"w\" has no \"data_offsets\"");
 }
 
-TEST_CASE("io: names with '/' and '~' are escaped in pointers", "[io]") {
+TEST_CASE("io: names with '/' and '~' are escaped in pointers",
+          "[io][manifest]") {
   Manifest m = manifest_ok(
       R"({"enc/layer~1": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})");
   CHECK(m.tensors()[0].name == "enc/layer~1");
@@ -532,7 +536,7 @@ TEST_CASE("io: names with '/' and '~' are escaped in pointers", "[io]") {
   CHECK(d.location.pointer == "/params/0/a~1b");
 }
 
-TEST_CASE("io: unicode and escaped names", "[io]") {
+TEST_CASE("io: unicode and escaped names", "[io][manifest]") {
   Manifest m = manifest_ok(
       "{\"params\": [{\"name\": \"\xE6\xA8\xA1\xE5\x9E\x8B.w\xC3\xA9ight\", "
       "\"shape\": [2], \"dtype\": \"f16\"},"
@@ -550,7 +554,7 @@ TEST_CASE("io: unicode and escaped names", "[io]") {
 // ---------------------------------------------------------------------------
 // JSON syntax errors.
 
-TEST_CASE("io: syntax errors give line, column and a caret", "[io]") {
+TEST_CASE("io: syntax errors give line, column and a caret", "[io][manifest]") {
   Diagnostic d = manifest_error(
       "{\"params\": [\n"
       "  {\"name\": \"w\", \"shape\": [1, 2] \"dtype\": \"f32\"}\n"
@@ -564,7 +568,8 @@ TEST_CASE("io: syntax errors give line, column and a caret", "[io]") {
   CHECK(d.location.pointer.empty());
 }
 
-TEST_CASE("io: a syntax error wins over an earlier value error", "[io]") {
+TEST_CASE("io: a syntax error wins over an earlier value error",
+          "[io][manifest]") {
   // The dtype is unknown, but the file is not JSON at all: say that.
   Diagnostic d = manifest_error(
       R"({"params": [{"name": "w", "shape": [1], "dtype": "nope"}], "x": [1,]})");
@@ -572,7 +577,7 @@ TEST_CASE("io: a syntax error wins over an earlier value error", "[io]") {
   CHECK(d.hint == "JSON does not allow a trailing comma");
 }
 
-TEST_CASE("io: CRLF line endings", "[io]") {
+TEST_CASE("io: CRLF line endings", "[io][manifest]") {
   Diagnostic d = manifest_error(
       "{\"params\": [\r\n"
       "  {\"name\": \"w\", \"shape\": [1],\r\n"
@@ -588,7 +593,7 @@ TEST_CASE("io: CRLF line endings", "[io]") {
            "              ^");
 }
 
-TEST_CASE("io: a byte order mark is skipped", "[io]") {
+TEST_CASE("io: a byte order mark is skipped", "[io][manifest]") {
   Manifest m = manifest_ok(
       "\xEF\xBB\xBF{\"params\": [{\"name\": \"w\", \"shape\": [1], \"dtype\": "
       "\"f32\"}]}");
@@ -600,7 +605,7 @@ TEST_CASE("io: a byte order mark is skipped", "[io]") {
   CHECK(d.location.column == 12);
 }
 
-TEST_CASE("io: empty and blank files", "[io]") {
+TEST_CASE("io: empty and blank files", "[io][manifest]") {
   Diagnostic d = manifest_error("");
   CHECK(first_line(d)
         == "m.json:1:1: error: expected a JSON object, got end of input; the "
@@ -610,7 +615,7 @@ TEST_CASE("io: empty and blank files", "[io]") {
   CHECK(d.location.line == 3);
 }
 
-TEST_CASE("io: the top level must be an object", "[io]") {
+TEST_CASE("io: the top level must be an object", "[io][manifest]") {
   Diagnostic d = manifest_error("  [1, 2]");
   CHECK(d.code == "json.type");
   CHECK(first_line(d)
@@ -623,7 +628,7 @@ TEST_CASE("io: the top level must be an object", "[io]") {
            "string \"P('x')\"");
 }
 
-TEST_CASE("io: invalid UTF-8", "[io]") {
+TEST_CASE("io: invalid UTF-8", "[io][manifest]") {
   Diagnostic d = manifest_error(
       "{\"params\": [{\"name\": \"w\xFF\", \"shape\": [1], \"dtype\": "
       "\"f32\"}]}");
@@ -632,7 +637,7 @@ TEST_CASE("io: invalid UTF-8", "[io]") {
         == "m.json:1:24: error: invalid string: ill-formed UTF-8 byte");
 }
 
-TEST_CASE("io: deep nesting neither crashes nor recurses", "[io]") {
+TEST_CASE("io: deep nesting neither crashes nor recurses", "[io][manifest]") {
   // A megabyte of '['.
   Diagnostic d = manifest_error(std::string(1 << 20, '['));
   CHECK(d.code == "json.syntax");
@@ -649,7 +654,7 @@ TEST_CASE("io: deep nesting neither crashes nor recurses", "[io]") {
         == "m.json:/params/0: error: expected a tensor object, got array");
 }
 
-TEST_CASE("io: ignored values must still be valid JSON", "[io]") {
+TEST_CASE("io: ignored values must still be valid JSON", "[io][manifest]") {
   const std::string tensor =
       R"({"params": [{"name": "w", "shape": [1], "dtype": "f32"}], )";
   for (std::string bad : {R"("x": {"a": tru})",
@@ -668,7 +673,7 @@ TEST_CASE("io: ignored values must still be valid JSON", "[io]") {
   CHECK(m.size() == 1);
 }
 
-TEST_CASE("io: Python habits get a hint", "[io]") {
+TEST_CASE("io: Python habits get a hint", "[io][manifest]") {
   Diagnostic d = manifest_error(
       R"({"params": [{"name": "w", "shape": [NaN], "dtype": "f32"}]})");
   CHECK(first_line(d)
@@ -683,7 +688,7 @@ TEST_CASE("io: Python habits get a hint", "[io]") {
   CHECK(d.hint == "JSON spells these true, false and null");
 }
 
-TEST_CASE("io: trailing content after the top-level object", "[io]") {
+TEST_CASE("io: trailing content after the top-level object", "[io][manifest]") {
   Diagnostic d = manifest_error(
       R"({"params": [{"name": "w", "shape": [1], "dtype": "f32"}]} {})");
   CHECK(first_line(d)
@@ -694,7 +699,7 @@ TEST_CASE("io: trailing content after the top-level object", "[io]") {
 // ---------------------------------------------------------------------------
 // Specs files.
 
-TEST_CASE("io: reads a specs object", "[io]") {
+TEST_CASE("io: reads a specs object", "[io][specs]") {
   SpecsFile f = specs_ok(R"json({"specs": {
     "w": ["fsdp", null],
     "v": [["dp", "fsdp"], "tp"],
@@ -716,7 +721,7 @@ TEST_CASE("io: reads a specs object", "[io]") {
   CHECK(*f.specs[5].spec == spec_of({{"fsdp"}, {}}));
 }
 
-TEST_CASE("io: reads the tensors of plan output", "[io]") {
+TEST_CASE("io: reads the tensors of plan output", "[io][specs]") {
   SpecsFile f = specs_ok(R"({"schema_version": 1, "command": "plan",
     "tensors": [
       {"name": "w", "shape": [8, 8], "dtype": "bf16", "spec": ["fsdp", "tp"],
@@ -730,7 +735,7 @@ TEST_CASE("io: reads the tensors of plan output", "[io]") {
   CHECK(*f.specs[1].spec == spec_of({{}}));
 }
 
-TEST_CASE("io: equal specs of a specs file share one object", "[io]") {
+TEST_CASE("io: equal specs of a specs file share one object", "[io][specs]") {
   // a, b, d and f are P('fsdp', None) written four ways (other spacing; [] is
   // None and ["fsdp"] is "fsdp", as jaxlib canonicalises), c and g in text
   // form; e is another spec.
@@ -776,7 +781,8 @@ TEST_CASE("io: equal specs of a specs file share one object", "[io]") {
   }
 }
 
-TEST_CASE("io: tensors of plan output read alike in every form", "[io]") {
+TEST_CASE("io: tensors of plan output read alike in every form",
+          "[io][specs]") {
   // Entries as plan writes them are read from their text; the others
   // (escapes in a name or a key, a text spec, a number with an exponent,
   // non-ASCII text) the full way. Each gives the same name and spec.
@@ -808,7 +814,7 @@ TEST_CASE("io: tensors of plan output read alike in every form", "[io]") {
   CHECK(f.specs[5].column == 32);
 }
 
-TEST_CASE("io: specs errors", "[io]") {
+TEST_CASE("io: specs errors", "[io][specs]") {
   Diagnostic d = specs_error(R"({"specs": {"w": ["fsdp", [["a"]]]}})");
   CHECK(d.code == "spec.nested-tuple");
   CHECK(first_line(d)
@@ -851,7 +857,7 @@ TEST_CASE("io: specs errors", "[io]") {
            "\"spec\"?");
 }
 
-TEST_CASE("io: the quick JSON check takes only valid JSON", "[io]") {
+TEST_CASE("io: the quick JSON check takes only valid JSON", "[io][json]") {
   using io_detail::find_syntax_error;
   using io_detail::is_plain_json;
   // What the readers step over in plan output: taken without nlohmann.
@@ -912,7 +918,7 @@ TEST_CASE("io: the quick JSON check takes only valid JSON", "[io]") {
 // ---------------------------------------------------------------------------
 // Negative-case files and the bad-input corpus.
 
-TEST_CASE("io: manifest negative cases", "[io]") {
+TEST_CASE("io: manifest negative cases", "[io][manifest]") {
   for (const test::NegativeCase& c : test::load_cases("manifest_errors.txt")) {
     DYNAMIC_SECTION(c.name << " (line " << c.line << ")") {
       Diagnostics diags;
@@ -927,7 +933,7 @@ TEST_CASE("io: manifest negative cases", "[io]") {
   }
 }
 
-TEST_CASE("io: specs negative cases", "[io]") {
+TEST_CASE("io: specs negative cases", "[io][specs]") {
   for (const test::NegativeCase& c : test::load_cases("specs_errors.txt")) {
     DYNAMIC_SECTION(c.name << " (line " << c.line << ")") {
       Diagnostics diags;
@@ -942,7 +948,8 @@ TEST_CASE("io: specs negative cases", "[io]") {
   }
 }
 
-TEST_CASE("io: bad-input corpus gives located errors in process", "[io]") {
+TEST_CASE("io: bad-input corpus gives located errors in process",
+          "[io][manifest]") {
   for (const char* kind : {"manifest", "specs"}) {
     const std::string dir = test::data_path(std::string("bad_inputs/") + kind);
     std::vector<std::string> names = files_in(dir);
@@ -976,7 +983,7 @@ TEST_CASE("io: bad-input corpus gives located errors in process", "[io]") {
 // Every truncation of a valid manifest, and every byte replaced by a few
 // troublemakers: never a crash, and when nlohmann says the text is not JSON,
 // a json.syntax error.
-TEST_CASE("io: mutated manifests never crash", "[io][property]") {
+TEST_CASE("io: mutated manifests never crash", "[io][manifest][property]") {
   const std::string valid =
       R"({"params": [{"name": "a/b", "shape": [2, 3], "dtype": "bf16",)"
       R"( "logical_axes": ["x", null]}, {"name": "c", "shape": [], "dtype": "f32"}],)"
@@ -1017,7 +1024,7 @@ TEST_CASE("io: mutated manifests never crash", "[io][property]") {
 // ---------------------------------------------------------------------------
 // Files.
 
-TEST_CASE("io: read_file", "[io]") {
+TEST_CASE("io: read_file", "[io][files]") {
   const std::string dir = temp_dir();
   const std::string path = dir + "/in.bin";
   const std::string bytes("a\0b\r\n\xff", 6);
@@ -1054,7 +1061,7 @@ TEST_CASE("io: read_file", "[io]") {
 // largest real input of its kind: 1 GiB = 1024^3 = 1,073,741,824 bytes for
 // manifests and specs files, 64 MiB = 67,108,864 for rules files, 1 MiB =
 // 1,048,576 for topology files, 16 MiB = 16,777,216 for Hugging Face configs.
-TEST_CASE("io: each kind of input has its limit", "[io]") {
+TEST_CASE("io: each kind of input has its limit", "[io][files]") {
   CHECK(input_limit(InputKind::manifest).max_bytes == 1'073'741'824U);
   CHECK(input_limit(InputKind::specs).max_bytes == 1'073'741'824U);
   CHECK(input_limit(InputKind::rules).max_bytes == 67'108'864U);
@@ -1067,7 +1074,7 @@ TEST_CASE("io: each kind of input has its limit", "[io]") {
 // A sparse file of 1 TiB reads as zeros: were a byte of it read (or mapped
 // with MAP_POPULATE), the test would run for minutes or fail to allocate.
 TEST_CASE("io: a regular file over the limit is refused from its size, unread",
-          "[io]") {
+          "[io][files]") {
   const std::string dir = temp_dir();
   const std::string path = dir + "/huge.json";
   { std::ofstream(path).put('{'); }
@@ -1112,7 +1119,7 @@ TEST_CASE("io: a regular file over the limit is refused from its size, unread",
 TEST_CASE(
     "io: a device or a pipe is read one byte past the limit, then "
     "refused",
-    "[io]") {
+    "[io][files]") {
   // /dev/zero never ends: 1024 + 1 bytes read, then the error (1024 bytes
   // is 1 KiB).
   const InputLimit limit{"manifest", 1024};
@@ -1168,7 +1175,7 @@ TEST_CASE(
            "KiB (1024 bytes)");
 }
 
-TEST_CASE("io: write_file_atomic", "[io]") {
+TEST_CASE("io: write_file_atomic", "[io][files]") {
   const std::string dir = temp_dir();
   const std::string path = dir + "/out.json";
   Diagnostics diags;
@@ -1216,7 +1223,7 @@ TEST_CASE("io: write_file_atomic", "[io]") {
 }
 
 TEST_CASE("io: AtomicFile writes in pieces and leaves nothing until commit",
-          "[io]") {
+          "[io][files]") {
   const std::string dir = temp_dir();
   const std::string path = dir + "/out.json";
   Diagnostics diags;
@@ -1253,7 +1260,8 @@ TEST_CASE("io: AtomicFile writes in pieces and leaves nothing until commit",
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("io: PaddedText maps a regular file and pads it with zeros", "[io]") {
+TEST_CASE("io: PaddedText maps a regular file and pads it with zeros",
+          "[io][mapped]") {
   const std::string dir = temp_dir();
   const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   // Sizes around a page's end: the padding is the rest of the file's last
@@ -1293,7 +1301,7 @@ TEST_CASE("io: PaddedText maps a regular file and pads it with zeros", "[io]") {
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("io: PaddedText reads what it cannot map", "[io]") {
+TEST_CASE("io: PaddedText reads what it cannot map", "[io][mapped]") {
   Diagnostics diags;
   // /proc files say st_size 0: read to their end.
   std::optional<io_detail::PaddedText> proc =
@@ -1321,7 +1329,7 @@ TEST_CASE("io: PaddedText reads what it cannot map", "[io]") {
 }
 
 TEST_CASE("io: PaddedText puts the SIGBUS handler back when its mappings end",
-          "[io]") {
+          "[io][mapped]") {
   const std::string dir = temp_dir();
   Diagnostics diags;
   REQUIRE(write_file_atomic(dir + "/a.json", "{}", diags));
@@ -1353,7 +1361,7 @@ TEST_CASE("io: PaddedText puts the SIGBUS handler back when its mappings end",
 TEST_CASE(
     "io: a mapped file that shrinks while read ends the process with exit code "
     "2",
-    "[io]") {
+    "[io][mapped]") {
   // Truncating a mapped file makes its pages past the new end raise SIGBUS
   // on the next touch. In a child process: the handler reports the file and
   // exits 2, where it would otherwise dump core.
@@ -1400,7 +1408,7 @@ TEST_CASE(
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("io: NUL bytes", "[io]") {
+TEST_CASE("io: NUL bytes", "[io][manifest]") {
   // nlohmann would stop at the NUL as if the text ended there; the reader
   // does not.
   Diagnostic d =
@@ -1423,7 +1431,7 @@ TEST_CASE("io: NUL bytes", "[io]") {
 TEST_CASE(
     "io: every bad spec of a specs file is reported, each naming its "
     "tensor",
-    "[io]") {
+    "[io][specs]") {
   // Three specs that do not parse and one nested tuple (a JAX error of a
   // well-formed spec): the reader goes on after each, so a user sees all
   // four in one run. With a spec that is bad input the file is refused.

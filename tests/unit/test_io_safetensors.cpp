@@ -474,7 +474,7 @@ TEST_CASE("safetensors: an index reads each shard's header",
 TEST_CASE(
     "safetensors: every bad file exits 2 with a located message on each "
     "command",
-    "[io][safetensors][cli]") {
+    "[io][safetensors]") {
   TempDir dir("cli");
   struct Bad {
     std::string name;
@@ -524,7 +524,7 @@ TEST_CASE(
 }
 
 TEST_CASE("safetensors: --manifest takes an index on check",
-          "[io][safetensors][cli]") {
+          "[io][safetensors]") {
   TempDir dir("cli_index");
   write_raw(dir.file("s1.safetensors"),
             R"({"w":{"dtype":"BF16","shape":[8,4],"data_offsets":[0,64]}})",

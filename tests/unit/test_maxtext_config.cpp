@@ -72,7 +72,7 @@ const json* tensor_of(const json& doc, const std::string& name) {
 }  // namespace
 
 TEST_CASE("maxtext: reads a base.yml-style file with its locations",
-          "[maxtext]") {
+          "[io][maxtext_config]") {
   Diagnostics diags;
   std::optional<MaxTextConfig> c =
       read_maxtext_config(data("small.yml"), {}, diags);
@@ -111,7 +111,8 @@ TEST_CASE("maxtext: reads a base.yml-style file with its locations",
   CHECK(c->ignored_keys == std::vector<std::string>{"run_name"});
 }
 
-TEST_CASE("maxtext: unknown keys are one short info note", "[maxtext]") {
+TEST_CASE("maxtext: unknown keys are one short info note",
+          "[io][maxtext_config]") {
   Diagnostics diags;
   std::optional<MaxTextConfig> c =
       read_maxtext_config(data("large.yml"), {}, diags);
@@ -147,7 +148,7 @@ TEST_CASE("maxtext: unknown keys are one short info note", "[maxtext]") {
 }
 
 TEST_CASE("maxtext: -1 fill as MaxText's fill_unspecified_mesh_axes",
-          "[maxtext]") {
+          "[io][maxtext_config]") {
   const std::string yaml =
       "ici_fsdp_parallelism: -1\nici_tensor_parallelism: 4\n";
   SECTION("ICI: fsdp -1 with tensor 4 on 64 devices is fsdp 16") {
@@ -193,7 +194,8 @@ TEST_CASE("maxtext: -1 fill as MaxText's fill_unspecified_mesh_axes",
   }
 }
 
-TEST_CASE("maxtext: fill errors carry MaxText's words, located", "[maxtext]") {
+TEST_CASE("maxtext: fill errors carry MaxText's words, located",
+          "[io][maxtext_config]") {
   SECTION("more than one -1") {
     CHECK(mesh_error("ici_tensor_parallelism: -1\n", 64)
           == "cfg.yml:1:25: error: Found unspecified values (-1) for more "
@@ -243,7 +245,8 @@ TEST_CASE("maxtext: fill errors carry MaxText's words, located", "[maxtext]") {
   }
 }
 
-TEST_CASE("maxtext: KEY=VALUE overrides win, parsed as YAML", "[maxtext]") {
+TEST_CASE("maxtext: KEY=VALUE overrides win, parsed as YAML",
+          "[io][maxtext_config]") {
   const std::string yaml =
       "ici_tensor_parallelism: 4\nmax_target_length: 2048\n";
   SECTION("an override wins over the file") {
@@ -291,7 +294,7 @@ TEST_CASE("maxtext: KEY=VALUE overrides win, parsed as YAML", "[maxtext]") {
   }
 }
 
-TEST_CASE("maxtext: bad values are located errors", "[maxtext]") {
+TEST_CASE("maxtext: bad values are located errors", "[io][maxtext_config]") {
   struct Case {
     const char* yaml;
     const char* error;
@@ -353,7 +356,7 @@ TEST_CASE("maxtext: bad values are located errors", "[maxtext]") {
 }
 
 TEST_CASE("maxtext: YAML syntax errors are located, never thrown",
-          "[maxtext]") {
+          "[io][maxtext_config]") {
   for (const char* yaml : {"ici_fsdp_parallelism: [1, 2\n",
                            "a: b\n  c: d\n",
                            "a: *nowhere\n",
@@ -377,7 +380,7 @@ TEST_CASE("maxtext: YAML syntax errors are located, never thrown",
 }
 
 TEST_CASE("maxtext: base_config is read first, a missing one noted",
-          "[maxtext]") {
+          "[io][maxtext_config]") {
   SECTION("missing beside the file") {
     Diagnostics diags;
     std::optional<MaxTextConfig> c =
@@ -401,7 +404,7 @@ TEST_CASE("maxtext: base_config is read first, a missing one noted",
 }
 
 TEST_CASE("maxtext cli: plan takes the mesh and the rules of a config",
-          "[maxtext][cli]") {
+          "[cli][maxtext]") {
   const std::string config = data("small.yml");
   test::CliResult r =
       test::run_cli(test::args("plan --topology v5p-128 --model llama-3-8b "
@@ -455,7 +458,7 @@ TEST_CASE("maxtext cli: plan takes the mesh and the rules of a config",
 }
 
 TEST_CASE("maxtext cli: the workload keys flow into memory, flags win",
-          "[maxtext][cli]") {
+          "[cli][maxtext]") {
   auto memory = [](std::vector<std::string> extra) {
     std::vector<std::string> args = test::args(
         "memory --topology v5p-128 --model llama-3-8b --recipe adam "
@@ -512,7 +515,7 @@ TEST_CASE("maxtext cli: the workload keys flow into memory, flags win",
   CHECK(pipelined["activations"]["microbatches"] == 4);
 }
 
-TEST_CASE("maxtext cli: exit codes and messages", "[maxtext][cli]") {
+TEST_CASE("maxtext cli: exit codes and messages", "[cli][maxtext]") {
   const std::string config = data("small.yml");
   SECTION("bad input is exit 2 with a located message") {
     test::CliResult r =
@@ -576,7 +579,7 @@ TEST_CASE("maxtext cli: exit codes and messages", "[maxtext][cli]") {
 }
 
 TEST_CASE("maxtext cli: search takes the workload and names axes as MaxText",
-          "[maxtext][cli]") {
+          "[cli][maxtext]") {
   test::CliResult r =
       test::run_cli(test::args("search --topology v5p-128 --model llama-3-8b "
                                "--maxtext-config {} --top 3 --format json",

@@ -560,7 +560,7 @@ void check_same_estimate(const MemoryEstimate& a, const MemoryEstimate& b) {
 TEST_CASE(
     "presets: an estimate over tensor classes is the estimate per "
     "tensor",
-    "[presets][search]") {
+    "[search][classes]") {
   // search plans, validates and estimates each mesh over the manifest's
   // tensor classes (fold_tensor_classes), one member counted as many times
   // as its class has members. Every figure must be the one the manifest's
@@ -627,7 +627,8 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("search: DeepSeek-V3's tensors fold into a few classes", "[search]") {
+TEST_CASE("search: DeepSeek-V3's tensors fold into a few classes",
+          "[search][classes]") {
   // Layers 3 to 60 and the MTP layer 61 are MoE layers of 256 experts, each
   // expert stored as gate_proj, up_proj and down_proj with a weight_scale_inv
   // each (README_WEIGHTS.md): 59 x 256 x 6 = 90,624 per-expert tensors. Under

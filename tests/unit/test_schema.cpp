@@ -304,7 +304,7 @@ TEST_CASE("schema: docs/schema files use only supported keywords", "[schema]") {
 }
 
 TEST_CASE("schema: the catalogue files validate against topology.schema.json",
-          "[schema][topology]") {
+          "[schema]") {
   fs::path dir = fs::path(SHARDPLAN_SOURCE_DIR) / "configs" / "topologies";
   size_t files = 0;
   for (const auto& entry : fs::directory_iterator(dir)) {
@@ -320,7 +320,7 @@ TEST_CASE("schema: the catalogue files validate against topology.schema.json",
 }
 
 TEST_CASE("schema: broken catalogue files fail topology.schema.json",
-          "[schema][topology]") {
+          "[schema]") {
   const std::string ref = "topology.schema.json#/$defs/catalogue_family";
   json v5p = json::parse(test::slurp(std::string(SHARDPLAN_SOURCE_DIR)
                                      + "/configs/topologies/v5p.json"));
@@ -369,7 +369,7 @@ TEST_CASE("schema: broken catalogue files fail topology.schema.json",
         == Strings{"/figures/ici_latency_s additionalProperties"});
 }
 
-TEST_CASE("schema: user topology files", "[schema][topology]") {
+TEST_CASE("schema: user topology files", "[schema]") {
   // What docs/topologies.md shows, and what `topology show` writes: each is
   // valid and the reader accepts it.
   Strings valid = {
@@ -429,7 +429,7 @@ TEST_CASE("schema: user topology files", "[schema][topology]") {
 // ---------------------------------------------------------------------------
 // Real output of the command line.
 
-TEST_CASE("schema: mesh output validates", "[schema][cli]") {
+TEST_CASE("schema: mesh output validates", "[schema]") {
   SECTION("--devices") {
     json doc = run_json(
         test::args("mesh --mesh dp:4,tp:2:explicit --devices 8 --dcn dp:2 "
@@ -468,7 +468,7 @@ TEST_CASE("schema: mesh output validates", "[schema][cli]") {
 }
 
 TEST_CASE("schema: a renamed, dropped or retyped output key fails",
-          "[schema][cli]") {
+          "[schema]") {
   json doc = run_json(
       test::args("mesh --topology v5p-128 --mesh fsdp:-1,tp:4 --format json"));
   require_valid(doc, "mesh.schema.json");
@@ -501,8 +501,7 @@ TEST_CASE("schema: a renamed, dropped or retyped output key fails",
         == Strings{"/device_ids/0 oneOf"});
 }
 
-TEST_CASE("schema: topology list and show output validates",
-          "[schema][cli][topology]") {
+TEST_CASE("schema: topology list and show output validates", "[schema]") {
   json list = run_json(test::args("topology list --format json"));
   CHECK(list["topologies"].size() > 60);
   require_valid(list, "topology-list.schema.json");
@@ -514,7 +513,7 @@ TEST_CASE("schema: topology list and show output validates",
   }
 }
 
-TEST_CASE("schema: manifest output validates", "[schema][cli]") {
+TEST_CASE("schema: manifest output validates", "[schema]") {
   json doc = run_json(test::args("manifest --manifest {} --format json",
                                  test::data_path("manifests/small.json")));
   CHECK(doc["params"][1]["logical_axes"][0].is_null());
@@ -526,7 +525,7 @@ TEST_CASE("schema: manifest output validates", "[schema][cli]") {
                 "manifest.schema.json");
 }
 
-TEST_CASE("schema: plan output validates", "[schema][cli]") {
+TEST_CASE("schema: plan output validates", "[schema]") {
   const std::string examples =
       std::string(SHARDPLAN_SOURCE_DIR) + "/configs/examples/";
   json doc = run_json(
@@ -542,7 +541,7 @@ TEST_CASE("schema: plan output validates", "[schema][cli]") {
   CHECK_FALSE(errors_for(doc, "check.schema.json").empty());
 }
 
-TEST_CASE("schema: check and memory output validates", "[schema][cli]") {
+TEST_CASE("schema: check and memory output validates", "[schema]") {
   const std::string examples =
       std::string(SHARDPLAN_SOURCE_DIR) + "/configs/examples/";
   auto args = [&](std::string command,
@@ -608,8 +607,7 @@ TEST_CASE("schema: check and memory output validates", "[schema][cli]") {
   }
 }
 
-TEST_CASE("schema: plan and memory with a workload validate",
-          "[schema][cli][workload]") {
+TEST_CASE("schema: plan and memory with a workload validate", "[schema]") {
   SECTION("pipeline stages and an offloading policy") {
     json doc = run_json(test::args(
         "memory --model llama-3-8b --rules fsdp-tp --topology v5p-128 "
@@ -639,7 +637,7 @@ TEST_CASE("schema: plan and memory with a workload validate",
   }
 }
 
-TEST_CASE("schema: search output validates", "[schema][cli][search]") {
+TEST_CASE("schema: search output validates", "[schema]") {
   json doc = run_json(
       test::args("search --topology 2xv5p-256 --model llama-3-8b --seq 4096 "
                  "--per-device-batch 1 --remat full,minimal --format json"));
@@ -656,7 +654,7 @@ TEST_CASE("schema: search output validates", "[schema][cli][search]") {
   }
 }
 
-TEST_CASE("schema: reshard output validates", "[schema][cli][reshard]") {
+TEST_CASE("schema: reshard output validates", "[schema]") {
   SECTION("a model with rules on one topology") {
     json doc = run_json(test::args(
         "reshard --topology v5p-128 --model llama-3-8b --from-mesh fsdp:64 "
@@ -706,7 +704,7 @@ TEST_CASE("schema: reshard output validates", "[schema][cli][reshard]") {
 
 TEST_CASE(
     "schema: bad-input documents validate against diagnostics.schema.json",
-    "[schema][cli][bad-inputs]") {
+    "[schema][bad-inputs]") {
   SECTION("a bad mesh: line and column") {
     json doc = run_json(
         test::args("mesh --mesh dp:2,tp:x --devices 8 --format json"), 2);
