@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -34,6 +35,33 @@ CliResult run_cli(std::vector<std::string> args) {
   r.out = out.str();
   r.err = err.str();
   return r;
+}
+
+nlohmann::json parse_json(const std::string& text) {
+  INFO(text);
+  REQUIRE(nlohmann::json::accept(text));
+  return nlohmann::json::parse(text);
+}
+
+std::filesystem::path temp_dir(const std::string& name) {
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("shardplan_test_" + name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::vector<std::string> files_in(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string examples(const std::string& file) {
+  return std::string(SHARDPLAN_SOURCE_DIR) + "/configs/examples/" + file;
 }
 
 std::vector<std::string> args_with(std::string_view line,
@@ -204,6 +232,30 @@ ModelConfig model_config(std::string_view name) {
   REQUIRE(config);
   REQUIRE(diags.items().empty());
   return *config;
+}
+
+const Manifest& model(const std::string& name) {
+  static std::map<std::string, Manifest> cache;
+  auto it = cache.find(name);
+  if (it == cache.end()) {
+    Diagnostics diags;
+    std::optional<Manifest> m = read_builtin_model(name, "--model", diags);
+    INFO(test::first_error(diags));
+    REQUIRE(m);
+    it = cache.emplace(name, *std::move(m)).first;
+  }
+  return it->second;
+}
+
+RuleSet preset(const std::string& name) {
+  Diagnostics diags;
+  std::optional<RuleSet> rules =
+      read_rules_preset(name, Location::of("--rules"), diags);
+  INFO(test::first_error(diags));
+  REQUIRE(rules);
+  CHECK(rules->preset);
+  CHECK(diags.items().empty());  // a preset reads without a warning
+  return *std::move(rules);
 }
 
 Manifest manifest_of(std::string_view json) {

@@ -6,10 +6,14 @@
 #include <shardplan/diag.hpp>
 #include <shardplan/mesh.hpp>
 #include <shardplan/models.hpp>
+#include <shardplan/rules.hpp>
 #include <shardplan/spec.hpp>
 #include <shardplan/tensor.hpp>
 #include <shardplan/topology.hpp>
 
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
 #include <map>
 #include <string>
 #include <string_view>
@@ -61,6 +65,15 @@ Topology topology_of(std::string_view name);
 // there is none or reading it reports anything.
 ModelConfig model_config(std::string_view name);
 
+// The built-in model `name` as a manifest, read once per test run
+// (deepseek-v3 has 91,991 tensors); fails the current test when it does not
+// read.
+const Manifest& model(const std::string& name);
+
+// The rule preset `name`; fails the current test when there is none, and
+// checks that it reads as a preset without a warning.
+RuleSet preset(const std::string& name);
+
 // A manifest read from JSON text as "m.json", and a specs file read as
 // "s.json"; fail the current test when the text has any problem (a tensor
 // with no elements, which tests build on purpose, is none).
@@ -75,6 +88,20 @@ struct CliResult {
 };
 // `args` without the program name.
 CliResult run_cli(std::vector<std::string> args);
+
+// `text` parsed as JSON; fails the current test, showing the text, when it
+// is not JSON.
+nlohmann::json parse_json(const std::string& text);
+
+// A fresh empty folder shardplan_test_NAME under the system's temporary
+// folder.
+std::filesystem::path temp_dir(const std::string& name);
+
+// The names in the folder `dir`, sorted.
+std::vector<std::string> files_in(const std::string& dir);
+
+// The path of configs/examples/FILE.
+std::string examples(const std::string& file);
 
 // A command line written as one string: args("plan --mesh fsdp:4 --model
 // gpt2"). Words are split on spaces; 'single' or "double" quotes make one

@@ -22,26 +22,12 @@ namespace fs = std::filesystem;
 using Strings = std::vector<std::string>;
 using shardplan::test::args;
 using shardplan::test::CliResult;
+using shardplan::test::examples;
+using shardplan::test::parse_json;
 using shardplan::test::run_cli;
+using shardplan::test::temp_dir;
 
 namespace {
-
-std::string examples(const std::string& name) {
-  return std::string(SHARDPLAN_SOURCE_DIR) + "/configs/examples/" + name;
-}
-
-fs::path temp_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("shardplan_test_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-json parse_json(const std::string& text) {
-  INFO(text);
-  REQUIRE(json::accept(text));
-  return json::parse(text);
-}
 
 // The scaling book's tensor: a bf16[2048, 8192] on v5e 8x4; `more` replaces
 // the value of a flag already given, or is appended.

@@ -4,10 +4,6 @@
 
 #include "support/test_support.hpp"
 
-#include <shardplan/io.hpp>
-#include <shardplan/rules.hpp>
-#include <shardplan/search.hpp>
-
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -16,10 +12,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <optional>
 #include <sstream>
 #include <string>
-#include <utility>
 #include <vector>
 
 using nlohmann::json;
@@ -187,38 +181,6 @@ TEST_CASE("search: bad input is located, exit 2", "[cli][search]") {
     CHECK(r.code == 2);
     CHECK(r.err.substr(0, r.err.find('\n')) == c.first_line);
   }
-}
-
-TEST_CASE("search: progress is reported after each mesh but the last",
-          "[search]") {
-  using namespace shardplan;
-  Diagnostics diags;
-  std::optional<Manifest> manifest =
-      read_builtin_model("llama-3-70b", "--model", diags);
-  REQUIRE(manifest);
-  const ModelConfig model = test::model_config("llama-3-70b");
-  const Topology topology = test::topology_of("v5p-256");
-  std::optional<RuleSet> rules =
-      read_rules_preset("fsdp-tp", Location::of("--rules"), diags);
-  REQUIRE(rules);
-  SearchOptions options;
-  options.axes = {"fsdp", "tp"};
-  options.workload.seq = 8192;
-  options.workload.batch = 128;
-  options.memory.recipe = Recipe::adam;
-  options.memory.hbm_bytes =
-      static_cast<int64_t>(topology.figures.hbm_bytes_per_device.value);
-  std::vector<std::pair<int64_t, int64_t>> calls;
-  options.progress = [&](int64_t done, int64_t total) {
-    calls.emplace_back(done, total);
-  };
-  std::optional<SearchResult> result =
-      search_meshes(*manifest, model, topology, *rules, options, diags);
-  REQUIRE(result);
-  REQUIRE(result->meshes == 7);
-  REQUIRE(calls.size() == 6);
-  CHECK(calls.front() == std::make_pair(int64_t{1}, int64_t{7}));
-  CHECK(calls.back() == std::make_pair(int64_t{6}, int64_t{7}));
 }
 
 TEST_CASE("search: a batch smaller than the devices needs tensor parallelism",

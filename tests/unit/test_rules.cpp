@@ -939,21 +939,6 @@ TEST_CASE("rules: defect fix: unknown axes in a user's file are located errors",
   CHECK(spec_text(manifest, *p.plan, "a") == "P(None, None)");
 }
 
-TEST_CASE("rules: defect fix: duplicate axes in a spec are rejected",
-          "[io][rules_file]") {
-  // eformer's get_corrected_named_sharding drops unknown axes and
-  // indivisible dims but never checks that an axis appears once; JAX then
-  // raises DuplicateSpecError when the spec is used. A rules file with such
-  // a spec is refused where it is written.
-  Diagnostics diags;
-  CHECK_FALSE(read_rules(
-      R"({"rules": [{"spec": [["dp", "fsdp"], "fsdp"]}]})", "r.json", diags));
-  REQUIRE(diags.error_count() == 1);
-  CHECK(render(diags.items()[0])
-        == "r.json:/rules/0/spec/1: error: axis \"fsdp\" appears twice in one "
-           "spec; first at /rules/0/spec/0/1 [rules.duplicate-axis]");
-}
-
 TEST_CASE("rules: defect fix: min_size comes from the file not the environment",
           "[rules][engine]") {
   // eformer's match_partition_rules reads MIN_SHARDING_SIZE (default 16384)
