@@ -5,6 +5,7 @@
 #include <shardplan/io.hpp>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <fstream>

@@ -1,7 +1,9 @@
 #pragma once
 
-// Helpers shared by the unit tests: test data files, negative-case files and
-// runs of the command line.
+// Helpers shared by the unit tests: test data files, negative-case files,
+// the inputs several test files build (meshes, topologies, models,
+// presets), and runs of the command line, their arguments written as one
+// string (args) and their output.
 
 #include <shardplan/diag.hpp>
 #include <shardplan/mesh.hpp>
@@ -11,7 +13,7 @@
 #include <shardplan/tensor.hpp>
 #include <shardplan/topology.hpp>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include <filesystem>
 #include <map>
