@@ -21,7 +21,7 @@
 
 namespace shardplan {
 
-// Process exit codes (DESIGN.md section 4).
+// Process exit codes (docs/cli.md, "Exit codes").
 enum class ExitCode : int {
   ok = 0,             // done, no errors (warnings allowed)
   plan_errors = 1,    // the plan has errors: invalid specs, over capacity, ...

@@ -116,7 +116,8 @@ class AtomicFile {
 // (in the text's case: "BF61" gives "BF16"), or the names it knows.
 std::string dtype_hint(std::string_view text);
 
-// Reads a manifest given as JSON text, in either form (DESIGN.md 2.3):
+// Reads a manifest given as JSON text, in either form
+// (docs/manifest-format.md):
 //   native:      {"params": [{"name", "shape", "dtype", "logical_axes"?}, ...]}
 //   safetensors: {"NAME": {"dtype", "shape", "data_offsets"},
 //                 "__metadata__": {...}}
@@ -252,7 +253,7 @@ std::optional<SpecsFile> read_specs_path(const std::string& path,
                                          Diagnostics& diags);
 
 // ---------------------------------------------------------------------------
-// Rules files (DESIGN.md 2.5; the format, key by key, is in docs/rules.md).
+// Rules files (the format, key by key, is in docs/rules.md).
 //
 //   {"rules": [{"pattern": "mlp", "fsdp": {"axis": "fsdp"}}, ...],
 //    "logical_axis_rules": [["embed", "fsdp"], ["mlp", ["tp"]]],

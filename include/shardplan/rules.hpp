@@ -1,6 +1,6 @@
 #pragma once
 
-// Layer 4: the rules engine (DESIGN.md 2.5; docs/rules.md has the file format,
+// Layer 4: the rules engine (docs/rules.md has the file format,
 // every algorithm with its seed and every seed defect we fixed).
 //
 // A RuleSet is an ordered list of rules. Rules are tried in order; the first

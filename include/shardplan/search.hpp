@@ -1,6 +1,6 @@
 #pragma once
 
-// Layer 6: `shardplan search` (DESIGN.md section 9; docs/search.md): the
+// Layer 6: `shardplan search` (docs/search.md): the
 // meshes of a topology for a model and a workload, each laid out as JAX
 // would, planned with a rule preset, its memory (with activations) and its
 // step estimated, ranked; the winner laid out and, when asked, planned over

@@ -1,6 +1,7 @@
 #pragma once
 
-// Layer 2: partition specs (DESIGN.md 2.4), with JAX's PartitionSpec semantics.
+// Layer 2: partition specs (docs/partition-specs.md), with JAX's
+// PartitionSpec semantics (docs/sources.md#jax-partitionspec).
 //
 // A spec has one entry per tensor dim: replicated (None), one mesh axis, or a
 // tuple of axes split over their product with the first axis major.
@@ -48,7 +49,8 @@ struct PartitionSpec {
   bool operator==(const PartitionSpec&) const = default;
 };
 
-// A spec for one tensor as given in a specs file (DESIGN.md 2.4), with where
+// A spec for one tensor as given in a specs file (docs/manifest-format.md,
+// "Specs files"), with where
 // it was found.
 struct NamedSpec {
   std::string name;

@@ -19,9 +19,9 @@
 
 namespace shardplan {
 
-// Element types. The canonical names (to_string) are the ones DESIGN.md 2.3
-// lists; parse_dtype accepts the usual spellings of NumPy/JAX, PyTorch,
-// safetensors and XLA.
+// Element types. The canonical names (to_string) are the ones
+// docs/manifest-format.md, "dtypes", lists; parse_dtype accepts the usual
+// spellings of NumPy/JAX, PyTorch, safetensors and XLA.
 enum class DType : uint8_t {
   f64,
   f32,

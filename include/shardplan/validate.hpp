@@ -1,7 +1,7 @@
 #pragma once
 
 // Layer 4: the validator. Checks partition specs for a manifest on a mesh the
-// way JAX would (shared/reference/sharding-anchors.md b8) and reports every
+// way JAX would (docs/sources.md#jax-partitionspec) and reports every
 // problem of a run, each with a stable code, the tensor, the dim and a hint.
 //
 // Errors (exit 1 from `check`):

@@ -1,7 +1,7 @@
 #pragma once
 
 // Layer 5: the training step's workload and the activations it keeps on each
-// device (DESIGN.md section 8; docs/memory.md, "Activations", gives every
+// device (docs/memory.md, "Activations", gives every
 // formula with its source).
 //
 // For a model (models.hpp), a mesh whose axes have roles (mesh.hpp,
@@ -145,7 +145,7 @@ struct SavedTensor {
   // The formula in the symbols of ActivationEstimate::symbols, e.g.
   // "2*s*b*h/t" (bytes per element first).
   std::string formula;
-  std::string source;  // where the term comes from, e.g. "Korthikanti A.4"
+  std::string source;  // where the term comes from (docs/sources.md)
   // The mesh axes that split it, in mesh order: batch axes (data, expert),
   // sequence axes, tensor axes for heads and MLP width (and, with sequence
   // parallelism, for the regions outside tensor parallelism).
@@ -230,8 +230,8 @@ struct ActivationEstimate {
   // dense->bytes, else moe->bytes: the per-layer figure of a one-kind model.
   int64_t per_layer_bytes = 0;
 
-  // The most loaded stage's figures (HBM), the totals DESIGN.md section 8
-  // names.
+  // The most loaded stage's figures (HBM), the totals docs/memory.md,
+  // "Activations", names.
   int64_t layers_bytes = 0;
   int64_t embedding_bytes = 0;
   int64_t logits_bytes = 0;
@@ -295,7 +295,7 @@ std::optional<ActivationEstimate> estimate_activations(const ModelConfig& model,
                                                        Diagnostics& diags);
 
 // ---------------------------------------------------------------------------
-// The training step's time (DESIGN.md section 8, `step`; docs/step.md gives
+// The training step's time (docs/step.md gives
 // every formula with its source): the FLOPs a device computes, the
 // collectives it runs on the links of their mesh axes, what overlaps the
 // compute, the pipeline bubble, and the step time, tokens per second and
@@ -373,8 +373,8 @@ struct StepBottleneck {
   std::optional<size_t> collective;
   // communication, when that collective is data parallelism's all-reduce
   // over DCN (or mixed links) across TPU slices: the scaling book's test
-  // (B.1), a slice's tokens per microbatch against peak / DCN bandwidth per
-  // device.
+  // (docs/sources.md#dcn), a slice's tokens per microbatch against peak / DCN
+  // bandwidth per device.
   struct SliceBatch {
     double tokens = 0;
     double critical = 0;
@@ -457,7 +457,7 @@ StepInputs step_inputs_for(const ModelConfig& model,
 // nullopt (reported) when the topology lacks a figure the estimate needs
 // [step.no-figure], or when the step's tokens overflow int64
 // [step.overflow]. Warns, at inputs.mesh_source, from the scaling book's
-// rooflines (hardware-and-costs.md B.5): a microbatch's tokens per device
+// rooflines (docs/sources.md#rooflines): a microbatch's tokens per device
 // below an FSDP axis's critical batch, peak / the axis's bandwidth
 // [step.below-critical-batch]; tensor axes wider than MLP width x their
 // bandwidth / peak [step.tensor-too-wide]; an FSDP or tensor axis over DCN
