@@ -25,6 +25,16 @@
 // T = max(T_min |X| / 2, V / W)). Axes of different link classes (ICI and
 // DCN, NVLink and the network) run as one hierarchical collective whose time
 // is that of its slowest level (the book's max over tree levels).
+//
+// What it offers (src/cost.cpp implements all of it):
+//   Collective, CollectiveCost, collective_cost   one collective on the
+//                              links of its axes, with its latency floor
+//   transfer_seconds           bytes over one AxisLink
+//   TransferNetwork, Flow, TransferCost, transfer_cost   point-to-point
+//                              pieces by their own routes, busiest link
+//   TransferRoute, transfer_route   the hops of one piece
+//   TransferLinkFigure, transfer_links, transfer_assumptions   the links a
+//                              transfer uses and what its price assumes
 #include <shardplan/topology.hpp>
 
 #include <cstdint>

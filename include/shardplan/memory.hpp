@@ -7,6 +7,26 @@
 // parameters; the sum over tensors is never divided by the device count
 // again. A recipe adds training state per parameter element; --zero shards
 // that state further over the data axes the tensor's spec leaves free.
+//
+// What it offers, by the file that implements it (the files share
+// src/memory/internal.hpp):
+//   memory/state.cpp
+//     Recipe, parse_recipe, recipe_names   the training-state recipes
+//     is_quantization_scale, scaled_weight_name, is_expert_weight
+//                              what a tensor's name and dtype say
+//     MemoryFacts, memory_facts   what a manifest holds, for the summary
+//   memory/placement.cpp
+//     NameFacts, name_facts    a name's layer and expert index
+//     is_stacked_layers_name, is_embedding_name
+//     PlacementOptions, Placement, place_tensors   tensors on pipeline
+//                              stages, whole experts on expert ranks
+//   memory/gather.cpp          (internal) the units FSDP gathers, in order
+//   memory/estimate.cpp
+//     MemoryOptions, ActivationLoad   recipe, dtypes, ZeRO, roles,
+//                              activations, HBM
+//     MemoryEstimate, GroupMemory, TensorMemory, DtypeMemory, StateBytes,
+//     GatherUnit               per device, per placement group, per dtype
+//     estimate_memory          MemoryEstimator's phases: the estimate
 
 #include <shardplan/diag.hpp>
 #include <shardplan/mesh.hpp>

@@ -13,6 +13,18 @@
 // Sizes in the mesh string are global sizes; an axis's ICI part is its size
 // divided by its DCN factor. Example: `dp:4,tp:8` with `--dcn dp:2` on two
 // slices of 16 devices gives dp = 2 (ICI) x 2 (DCN), tp = 8 x 1.
+//
+// What it offers (src/mesh.cpp implements all of it):
+//   MeshAxis, Mesh             named axes, major to minor, with DCN factors
+//   AxisType, parse_axis_type  auto, explicit, manual
+//   MeshOptions, parse_mesh    the mesh string (and --dcn) parsed, -1 filled,
+//                              reported at the locations its caller names
+//   mesh_axis_offset           where axis i starts in the string (carets)
+//   to_string, dcn_string      a mesh's canonical string and DCN part
+//   AxisRole, AxisRoles        what each axis does in a training step
+//   default_role_axes, has_default_role   the axis names of each role
+//   resolve_axis_roles         the roles of a mesh's axes, from flags or
+//                              the defaults
 
 #include <shardplan/diag.hpp>
 

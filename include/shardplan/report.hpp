@@ -11,6 +11,23 @@
 // `plan` offers markdown and github for its plan, so `plan --rules list
 // --format markdown` and `plan --explain NAME --format github` print the
 // preset list's and the explanation's text.
+//
+// What it offers, by the file that implements it (the renderers, one file
+// per command's views, are declared in src/report/renderers.hpp):
+//   report/render.cpp
+//     Format, k_formats, parse_format, to_string   what --format takes
+//     View, k_views, view_of, Report   the views and their report structs
+//     render, Document, WriteText   a report in a format (the table)
+//     can_render, has_renderer, formats_of   what the table offers
+//     input_error_document     the document of bad input (exit 2)
+//   report/json.cpp
+//     k_schema_version, shardplan_version, diagnostics_json
+//   report/reshard.cpp
+//     reshard_transfers_size   the size of reshard's transfer list
+//   report/search.cpp
+//     search_winner_report, search_winner_note   the winner as a plan
+//   report/fold.cpp
+//     NameRowRef, FoldedRow, fold_row_refs   rows folded across layers
 
 #include <shardplan/diag.hpp>
 #include <shardplan/io.hpp>

@@ -34,6 +34,20 @@
 //
 // Every plan is priced next to the naive one (all_gather to replicated, then
 // slice) so the report can say what it saves.
+//
+// What it offers, by the file that implements it (the files share
+// src/reshard/internal.hpp; steps.cpp builds the steps of every plan):
+//   reshard/plan.cpp
+//     ReshardSide, ReshardOptions, ReshardPlan, plan_reshard
+//                              a manifest's plan, its totals and peaks
+//     TensorReshard, ReshardStep, Transfer, PlanCost, ReshardOp, to_string
+//                              one tensor's plan, step by step
+//   reshard/one_mesh.cpp
+//     CommonMesh, find_common_mesh   two meshes as re-labels of one
+//   reshard/two_meshes.cpp
+//     same_devices             whether two sides are one device set
+//   reshard/intermediate.cpp
+//     IntermediateSharding, find_intermediate_sharding   pathways' step
 #include <shardplan/cost.hpp>
 #include <shardplan/diag.hpp>
 #include <shardplan/mesh.hpp>

@@ -12,6 +12,12 @@
 //   fsdp,None         (dp,fsdp),tp   ["fsdp", null]   [["dp","fsdp"],"tp"]
 // Canonicalisation follows jaxlib: None, () and [] become None; a 1-tuple
 // becomes its element; a tuple inside a tuple is an error.
+//
+// What it offers (src/spec.cpp implements all of it):
+//   DimSharding, PartitionSpec the axes that split each dim
+//   parse_spec                 every text form above, canonicalised
+//   to_python, to_short        P('fsdp', None) and fsdp,None
+//   NamedSpec, SpecsFile       what a specs file holds (io reads it)
 
 #include <shardplan/diag.hpp>
 

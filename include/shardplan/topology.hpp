@@ -1,11 +1,45 @@
 #pragma once
 
-// Layer 3: where mesh axes land on devices.
+// Layer 3: where mesh axes land on devices (docs/topologies.md): the
+// topologies (the catalogue of configs/topologies/, names such as
+// "v5p-128", user files), the device grids JAX's mesh_utils builds on them,
+// and a mesh laid on a topology: its grid, the links of each axis, hosts.
 //
-// So far: the device grid for a bare device count (`--devices N`), which is
-// what JAX does for devices it knows nothing about (CPU, or a plain list):
-// create_device_mesh reshapes the device list, and create_hybrid_device_mesh
-// gives each slice a contiguous block of ids, DCN index major within each axis.
+// Without a topology, the device grid for a bare device count (`--devices
+// N`) is what JAX does for devices it knows nothing about (CPU, or a plain
+// list): create_device_mesh reshapes the device list, and
+// create_hybrid_device_mesh gives each slice a contiguous block of ids, DCN
+// index major within each axis.
+//
+// What it offers, by the file that implements it:
+//   topology/topology.cpp
+//     DeviceGrid, generic_device_grid, assemble_hybrid_grid
+//                              ids in mesh shape for a bare device count
+//   topology/chips.cpp
+//     TpuChip, TpuChipInfo, tpu_chips, chip_info   the TPU chip table, one
+//                              row per generation: names, device kind,
+//                              torus, rings
+//     find_tpu_chip, to_string, is_2d, device_kind
+//   topology/grid.cpp
+//     tpu_devices, physical_tpu_mesh    a slice's devices and their array
+//     assign_torus_axes, split_torus_axes   mesh axes on the torus axes
+//     create_device_mesh, create_hybrid_device_mesh, tpu_device_grid
+//                              JAX's mesh_utils, id for id
+//     gpu_device_grid          GPUs: ids sorted and reshaped
+//   topology/catalog.cpp
+//     TopologyKind, Figure, TopologyFigures, figure_fields, Topology
+//                              a topology, its figures and their sources
+//     resolve_topology         a catalogue name or an explicit shape
+//     ChipFamily, find_chip_family, family_tpu_slice, family_gpus
+//                              the catalogue's families, for topology files
+//     catalogue_topologies, catalogue_slices_like, catalogue_families,
+//     whole_hosts              the catalogue's entries, for list and search
+//   topology/layout.cpp
+//     LinkClass, AxisLink, HostLayout, MeshLayout, LayoutOptions
+//     layout_mesh, mesh_links  a mesh on a topology: grid, links, hosts
+//     MeshInput, resolve_mesh, PlacedMesh, place_mesh
+//                              a command's mesh inputs, resolved and laid
+//                              out on a topology or a device count
 
 #include <shardplan/diag.hpp>
 #include <shardplan/mesh.hpp>

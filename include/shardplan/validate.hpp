@@ -20,6 +20,13 @@
 //   spec.replicated-large a large tensor fully replicated on a mesh of more
 //                         than one device
 //   spec.trivial-axis     a spec names a mesh axis of size 1
+//
+// What it offers (src/validate.cpp implements all of it):
+//   ValidateOptions            the replicated-tensor threshold, the
+//                              topology's device count
+//   validate_specs             a specs file's specs, every problem reported
+//   validate_planned           the rules' specs, each check done once per
+//                              spec, shape and dtype
 
 #include <shardplan/diag.hpp>
 #include <shardplan/mesh.hpp>

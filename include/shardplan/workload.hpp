@@ -13,6 +13,25 @@
 // on it; the embedding's and the head's (logits and the loss's fp32 copy of
 // them); and what an offloading policy keeps in host memory instead. Pure
 // computation: no text is parsed but the workload's own small values.
+//
+// What it offers, by the file that implements it (the files share
+// src/workload/internal.hpp):
+//   workload/remat.cpp
+//     RematPolicy, parse_remat_policy, read_remat_policy,
+//     remat_policy_names       the remat policies, one row each
+//   workload/activations.cpp
+//     Workload, AttentionKind, parse_attention   the step's inputs
+//     ActivationEstimate, StageActivations, LayerActivations,
+//     SavedTensor, ActivationTerm, TermPart
+//     estimate_activations     what each device keeps for the backward
+//     stage_terms              one stage's terms
+//   workload/collectives.cpp
+//     Parallelism, StepPhase, StepCollective, collective_label
+//                              the step's collectives as typed rows
+//   workload/step.cpp
+//     StepOptions, StepInputs, step_inputs_for   what the step needs
+//     StepEstimate, StepBottleneck, BottleneckKind, estimate_step
+//                              FLOPs, compute, bubble, MFU, bottleneck
 
 #include <shardplan/cost.hpp>
 #include <shardplan/diag.hpp>
