@@ -151,7 +151,7 @@ double transfer_seconds(double bytes, const AxisLink& link) {
 namespace {
 
 // Where a device sits: TPU slice, chip coordinates and core; GPU NVLink
-// domain. Ids as DESIGN.md 2.2 numbers them:
+// domain. Ids as docs/topologies.md, "Device ids", numbers them:
 // id = core + cores_per_chip * (x + X * (y + Y * (z + Z * slice))).
 struct Place {
   int64_t group = 0;  // TPU slice, GPU NVLink domain

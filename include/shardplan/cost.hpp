@@ -1,6 +1,7 @@
 #pragma once
 // Layer 4: how long a collective takes on the links of the mesh axes it runs
-// over (DESIGN.md 5; shared/reference/hardware-and-costs.md B.1, B.2).
+// over (docs/reshard.md, "Cost"; docs/sources.md#ici-collectives and
+// docs/sources.md#gpu-collectives).
 //
 // `group_bytes` is the scaling book's V, the bytes of the array one
 // collective group works on:
@@ -16,14 +17,24 @@
 //   TPU ICI line, no wraparound    all_gather V (n-1) / (n B)  (n-1 hops)
 //   several ICI axes at once       V / sum of their B  (book: V / (W n_axes))
 //   switched (NVLink, scale-out, DCN)
-//                                  all_gather V (n-1) / (n B)  (gpus.md)
+//                                  all_gather V (n-1) / (n B)  (GPUs)
 //   reduce_scatter = all_gather; all_reduce = 2 x all_gather
 //   all_to_all: V / (4 B) on a ring with wraparound, half an all_gather on a
 //               line, V (n-1) / (n^2 B) switched
 // Each is floored by the per-hop latency times the hops (the book's
 // T = max(T_min |X| / 2, V / W)). Axes of different link classes (ICI and
 // DCN, NVLink and the network) run as one hierarchical collective whose time
-// is that of its slowest level (gpus.md's max over tree levels).
+// is that of its slowest level (the book's max over tree levels).
+//
+// What it offers (src/cost.cpp implements all of it):
+//   Collective, CollectiveCost, collective_cost   one collective on the
+//                              links of its axes, with its latency floor
+//   transfer_seconds           bytes over one AxisLink
+//   TransferNetwork, Flow, TransferCost, transfer_cost   point-to-point
+//                              pieces by their own routes, busiest link
+//   TransferRoute, transfer_route   the hops of one piece
+//   TransferLinkFigure, transfer_links, transfer_assumptions   the links a
+//                              transfer uses and what its price assumes
 #include <shardplan/topology.hpp>
 
 #include <cstdint>
@@ -66,24 +77,26 @@ double transfer_seconds(double bytes, const AxisLink& link);
 // Point-to-point traffic between devices (a reshard between meshes;
 // docs/reshard.md, "Transfers between meshes"). Each piece takes the links
 // between its own two devices:
-//   TPU, one slice    ICI: a route over the torus (hardware-and-costs.md
-//                     B.1), dimension-ordered along the shorter way round
-//                     each axis (wraparound per the topology; a tie is split
-//                     equally between both ways), the piece spread equally
-//                     over the orders of the axes it crosses (the book's
-//                     point-to-point example uses both ports of a 2D move).
-//                     Every directed link carries what crosses it at
-//                     ici_bytes_per_s_per_link: T = max(busiest link's bytes
-//                     / that rate, longest route's hops x ici_latency_s).
-//                     Two cores of one chip use no ICI link (not priced).
+//   TPU, one slice    ICI: a route over the torus
+//                     (docs/sources.md#tpu-wraparound), dimension-ordered along
+//                     the shorter way round each axis (wraparound per the
+//                     topology; a tie is split equally between both ways), the
+//                     piece spread equally over the orders of the axes it
+//                     crosses (the book's point-to-point example uses both
+//                     ports of a 2D move). Every directed link carries what
+//                     crosses it at ici_bytes_per_s_per_link: T = max(busiest
+//                     link's bytes / that rate, longest route's hops x
+//                     ici_latency_s). Two cores of one chip use no ICI link
+//                     (not priced).
 //   TPU, two slices   DCN: each device sends and receives at its chip's
 //   or device sets    DCN share (dcn_bytes_per_s_per_chip / devices per
 //                     chip), the network behind it never the bottleneck;
 //                     T = max(the busiest device's bytes / rate, latency).
 //   GPU               NVLink within an NVLink domain, the scale-out network
 //                     between domains (or device sets): both switched, each
-//                     GPU sending and receiving at its own rate (B.2's
-//                     full-bisection fat tree), one hop of latency.
+//                     GPU sending and receiving at its own rate (the
+//                     full-bisection fat tree of
+//                     docs/sources.md#gpu-collectives), one hop of latency.
 // Link classes are separate hardware and run at once: the traffic takes the
 // time of its slowest class.
 

@@ -6,6 +6,22 @@
 // bool and append to a Diagnostics sink. A diagnostic names where the problem
 // is (a file with a JSON pointer or line:column, or a flag such as "--mesh")
 // and carries a stable code that tests and JSON consumers match on.
+//
+// What it offers (src/diag.cpp implements all of it):
+//   ExitCode                   the process's exit codes, 0 to 3
+//   Location                   where a problem is: source, JSON pointer,
+//                              line:column, excerpt and caret column
+//   location_in_text           the Location of a byte offset in a text
+//   Diagnostic, Diagnostics    one located, coded problem; the sink of all
+//   render                     a diagnostic as a compiler prints it
+//   checked_add, checked_mul, checked_product, ceil_div
+//                              int64 arithmetic that reports overflow
+//   edit_distance, closest_match   "did you mean" suggestions
+//   quote, printable, utf8_length  text of inputs made safe for messages
+//   python_tuple, shape_text   shapes as JAX's messages and ours print them
+//   json_pointer_escape, json_pointer_child   RFC 6901 pointers
+//   is_digit, is_name_start, is_space, to_lower, to_size   ASCII classes
+//                              and small conversions
 
 #include <algorithm>
 #include <cassert>
@@ -21,7 +37,7 @@
 
 namespace shardplan {
 
-// Process exit codes (DESIGN.md section 4).
+// Process exit codes (docs/cli.md, "Exit codes").
 enum class ExitCode : int {
   ok = 0,             // done, no errors (warnings allowed)
   plan_errors = 1,    // the plan has errors: invalid specs, over capacity, ...

@@ -12,6 +12,32 @@
 // the wrong JSON type: "expected ..., got ..."), json.unknown-key,
 // json.missing-key; faults of a value's meaning carry the file kind's code
 // (manifest.bad-dim, rules.bad-value, ...).
+//
+// What it offers, by the file that implements it (the readers share
+// src/io/json.hpp, the located-JSON toolkit: io/json.cpp, json_input.cpp,
+// json_dom.cpp; and src/io/files.hpp: io/files.cpp, mapped.cpp):
+//   io/files.cpp
+//     InputKind, InputLimit, input_limit   each input kind's size limit
+//     read_file, write_file_atomic, AtomicFile
+//   io/manifest.cpp
+//     read_manifest, dtype_hint   the native and safetensors-header forms
+//   io/safetensors.cpp (with io/index.cpp)
+//     read_safetensors_header, read_safetensors_file,
+//     read_safetensors_index, read_manifest_path   any manifest file
+//   io/hf_config.cpp
+//     read_hf_config, tensors_from_hf_config   Hugging Face config.json
+//     builtin_models, builtin_model_config, tensors_for_builtin_model,
+//     manifest_from_model, read_builtin_model   configs/models/
+//   io/topology_file.cpp
+//     read_topology_file
+//   io/specs.cpp
+//     read_specs, read_specs_path
+//   io/rules_file.cpp
+//     read_rules, RulePreset, rule_presets, read_rules_preset
+//   io/maxtext_config.cpp
+//     MaxTextConfig, read_maxtext_config, read_maxtext_config_text
+//     MaxTextAxis, maxtext_key_stem   the ici_/dcn_ keys of each axis
+//     MaxTextMesh, maxtext_mesh   the mesh MaxText would build
 
 #include <shardplan/diag.hpp>
 #include <shardplan/models.hpp>
@@ -116,7 +142,8 @@ class AtomicFile {
 // (in the text's case: "BF61" gives "BF16"), or the names it knows.
 std::string dtype_hint(std::string_view text);
 
-// Reads a manifest given as JSON text, in either form (DESIGN.md 2.3):
+// Reads a manifest given as JSON text, in either form
+// (docs/manifest-format.md):
 //   native:      {"params": [{"name", "shape", "dtype", "logical_axes"?}, ...]}
 //   safetensors: {"NAME": {"dtype", "shape", "data_offsets"},
 //                 "__metadata__": {...}}
@@ -252,7 +279,7 @@ std::optional<SpecsFile> read_specs_path(const std::string& path,
                                          Diagnostics& diags);
 
 // ---------------------------------------------------------------------------
-// Rules files (DESIGN.md 2.5; the format, key by key, is in docs/rules.md).
+// Rules files (the format, key by key, is in docs/rules.md).
 //
 //   {"rules": [{"pattern": "mlp", "fsdp": {"axis": "fsdp"}}, ...],
 //    "logical_axis_rules": [["embed", "fsdp"], ["mlp", ["tp"]]],

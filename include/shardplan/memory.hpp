@@ -1,12 +1,32 @@
 #pragma once
 
-// Layer 4: the memory estimator (DESIGN.md section 5; docs/memory.md gives
+// Layer 4: the memory estimator (docs/memory.md gives
 // every formula with its source).
 //
 // Per device, a tensor holds itemsize x prod(ceil(dim / shards)) bytes of
 // parameters; the sum over tensors is never divided by the device count
 // again. A recipe adds training state per parameter element; --zero shards
 // that state further over the data axes the tensor's spec leaves free.
+//
+// What it offers, by the file that implements it (the files share
+// src/memory/internal.hpp):
+//   memory/state.cpp
+//     Recipe, parse_recipe, recipe_names   the training-state recipes
+//     is_quantization_scale, scaled_weight_name, is_expert_weight
+//                              what a tensor's name and dtype say
+//     MemoryFacts, memory_facts   what a manifest holds, for the summary
+//   memory/placement.cpp
+//     NameFacts, name_facts    a name's layer and expert index
+//     is_stacked_layers_name, is_embedding_name
+//     PlacementOptions, Placement, place_tensors   tensors on pipeline
+//                              stages, whole experts on expert ranks
+//   memory/gather.cpp          (internal) the units FSDP gathers, in order
+//   memory/estimate.cpp
+//     MemoryOptions, ActivationLoad   recipe, dtypes, ZeRO, roles,
+//                              activations, HBM
+//     MemoryEstimate, GroupMemory, TensorMemory, DtypeMemory, StateBytes,
+//     GatherUnit               per device, per placement group, per dtype
+//     estimate_memory          MemoryEstimator's phases: the estimate
 
 #include <shardplan/diag.hpp>
 #include <shardplan/mesh.hpp>
@@ -22,8 +42,8 @@
 
 namespace shardplan {
 
-// Bytes of training state per parameter element (shared/reference/
-// hardware-and-costs.md A.0). For a bf16 parameter:
+// Bytes of training state per parameter element
+// (docs/sources.md#bytes-per-parameter). For a bf16 parameter:
 //   params-only      2                        weights only (inference)
 //   adam             2 + 2 + 4 + 8 = 16       grads in the param dtype, fp32
 //                                             master copy, fp32 m and v
@@ -72,7 +92,7 @@ std::string_view scaled_weight_name(std::string_view name);
 // "mlp.experts.3.gate_proj.weight", "mlp.experts.gate_up_proj").
 bool is_expert_weight(const Tensor& tensor);
 
-// Placement (DESIGN.md 8; docs/memory.md, "Pipeline stages and expert
+// Placement (docs/memory.md, "Pipeline stages and expert
 // placement"): besides what its spec splits, a tensor may live at only one
 // coordinate of some mesh axes. The stage axes (AxisRoles::stage, sizes
 // multiplied in mesh order, first major: S stages) split the decoder layers;
@@ -390,7 +410,7 @@ struct MemoryEstimate {
   // of no layer in manifest order). One unit when the group has one; 0 when
   // no parameter is split over an axis it is gathered over. (DeepSpeed's
   // largest_layer_memory, 4 x Lmax for fp16, counts one unit; PyTorch FSDP2
-  // keeps two all-gather outputs alive; hardware-and-costs.md A.10.)
+  // keeps two all-gather outputs alive; docs/sources.md#gather-buffer.)
   int64_t gather_buffer = 0;
   std::vector<GatherUnit> gather_units;  // those two units (or one), in order
   // The mesh axes their tensors are gathered over, in mesh order.

@@ -1,6 +1,7 @@
 #pragma once
 
-// Layer 2: the logical device mesh and its string form (DESIGN.md 2.1).
+// Layer 2: the logical device mesh and its string form
+// (docs/mesh-syntax.md).
 //
 //   dp:2,fsdp:-1,tp:4          named; the string's order is the mesh order,
 //                              major to minor (the last axis gets the fastest
@@ -12,6 +13,18 @@
 // Sizes in the mesh string are global sizes; an axis's ICI part is its size
 // divided by its DCN factor. Example: `dp:4,tp:8` with `--dcn dp:2` on two
 // slices of 16 devices gives dp = 2 (ICI) x 2 (DCN), tp = 8 x 1.
+//
+// What it offers (src/mesh.cpp implements all of it):
+//   MeshAxis, Mesh             named axes, major to minor, with DCN factors
+//   AxisType, parse_axis_type  auto, explicit, manual
+//   MeshOptions, parse_mesh    the mesh string (and --dcn) parsed, -1 filled,
+//                              reported at the locations its caller names
+//   mesh_axis_offset           where axis i starts in the string (carets)
+//   to_string, dcn_string      a mesh's canonical string and DCN part
+//   AxisRole, AxisRoles        what each axis does in a training step
+//   default_role_axes, has_default_role   the axis names of each role
+//   resolve_axis_roles         the roles of a mesh's axes, from flags or
+//                              the defaults
 
 #include <shardplan/diag.hpp>
 
@@ -110,9 +123,9 @@ std::optional<Mesh> parse_mesh(std::string_view text,
 // mesh_axis_offset("dp:2, tp:4", 1) == 6.
 size_t mesh_axis_offset(std::string_view text, size_t index);
 
-// What a mesh axis does in a training step (DESIGN.md 8): data axes split
-// the batch (and are what ZeRO shards over), tensor axes split heads and the
-// MLP width, sequence axes split the tokens of a sequence (context
+// What a mesh axis does in a training step (docs/cli.md, `check`): data axes
+// split the batch (and are what ZeRO shards over), tensor axes split heads and
+// the MLP width, sequence axes split the tokens of a sequence (context
 // parallelism), expert axes hold different experts (and split the batch for
 // everything else, as MaxText's activation_batch and Megatron's expert-data
 // parallel groups do), stage axes hold different layers (pipeline).
@@ -129,8 +142,8 @@ std::string_view to_string(AxisRole role);  // "data", "tensor", ...
 // The axis names that take a role when the caller names none: data dp, data,
 // fsdp, fsdp_transpose; tensor tp, tensor, tensor_transpose,
 // tensor_sequence, model, mp; sequence sp, cp, context, sequence; expert ep,
-// expert; stage pp, stage, pipeline (eformer's and MaxText's axis names,
-// DESIGN.md 8).
+// expert; stage pp, stage, pipeline (eformer's and MaxText's axis names;
+// docs/cli.md, `check`).
 std::vector<std::string_view> default_role_axes(AxisRole role);
 // Whether `axis` is one of default_role_axes(role).
 bool has_default_role(AxisRole role, std::string_view axis);

@@ -6,6 +6,17 @@
 // text, no files, no Manifest. docs/models.md describes what each
 // architecture generates; the built-in models (configs/models/*.json) are
 // io's (builtin_models).
+//
+// What it offers (src/models.cpp implements all of it):
+//   Architecture, ArchitectureInfo, architectures, architecture_info
+//                              one row per architecture (k_architectures)
+//   find_architecture, supported_architectures, misspelt_architecture
+//   ModelFamily, MoeBlock, MlpKind, NormKind   what an architecture builds
+//   ModelConfig                what a config.json says, validated
+//   ModelTensor, checkpoint_tensors   the checkpoint's tensors, in order
+//   is_moe_layer               which layers are MoE
+//   LayerStructure, layer_structure   what the activations need (workload)
+//   BuiltinModel               a configs/models/ entry (io lists them)
 
 #include <shardplan/diag.hpp>
 #include <shardplan/tensor.hpp>

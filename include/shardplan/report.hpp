@@ -6,11 +6,28 @@
 //
 // Each command shows one or more views (a mesh, a plan, the preset list, ...)
 // and each view has a renderer per output format it supports, all in one
-// table (src/report/render.cpp; DESIGN.md section 6). Every view has text and
+// table (src/report/render.cpp; docs/architecture.md). Every view has text and
 // json. A view asked for a format it has no renderer for is rendered as text:
 // `plan` offers markdown and github for its plan, so `plan --rules list
 // --format markdown` and `plan --explain NAME --format github` print the
 // preset list's and the explanation's text.
+//
+// What it offers, by the file that implements it (the renderers, one file
+// per command's views, are declared in src/report/renderers.hpp):
+//   report/render.cpp
+//     Format, k_formats, parse_format, to_string   what --format takes
+//     View, k_views, view_of, Report   the views and their report structs
+//     render, Document, WriteText   a report in a format (the table)
+//     can_render, has_renderer, formats_of   what the table offers
+//     input_error_document     the document of bad input (exit 2)
+//   report/json.cpp
+//     k_schema_version, shardplan_version, diagnostics_json
+//   report/reshard.cpp
+//     reshard_transfers_size   the size of reshard's transfer list
+//   report/search.cpp
+//     search_winner_report, search_winner_note   the winner as a plan
+//   report/fold.cpp
+//     NameRowRef, FoldedRow, fold_row_refs   rows folded across layers
 
 #include <shardplan/diag.hpp>
 #include <shardplan/io.hpp>
@@ -46,8 +63,8 @@ std::string_view shardplan_version();
 // Formats and views
 
 // What --format takes.
-// jax and maxtext are the paste-back formats (DESIGN.md 10), html the
-// self-contained report (DESIGN.md 11).
+// jax and maxtext are the paste-back formats (docs/paste-back.md), html the
+// self-contained report (docs/html.md).
 enum class Format { text, json, markdown, github, jax, maxtext, html };
 inline constexpr std::array<Format, 7> k_formats = {Format::text,
                                                     Format::json,
@@ -94,7 +111,7 @@ inline constexpr std::array<View, 12> k_views = {View::mesh,
 // ---------------------------------------------------------------------------
 // What each view renders. Each refers to data its caller holds.
 
-// What the paste-back formats (jax, maxtext; DESIGN.md 10) write beyond
+// What the paste-back formats (jax, maxtext; docs/paste-back.md) write beyond
 // the report: the command that made it, and whether JAX is to let mesh axes
 // split physical ones.
 struct Provenance {
@@ -106,8 +123,8 @@ struct Provenance {
 
 // `shardplan mesh`: the mesh object, device_ids and diagnostics; with a
 // topology also the topology object, physical_assignment, axes_links and
-// hosts (DESIGN.md section 3). Text: the axes, the links per axis, the
-// device grid.
+// hosts (docs/output-schema.md, "mesh"). Text: the axes, the links per axis,
+// the device grid.
 struct MeshReport {
   const Mesh& mesh;
   const MeshLayout& layout;
@@ -152,7 +169,7 @@ struct ExplainReport {
 
 // `check`, `memory` and `plan`: what was checked, and what was found.
 //
-// JSON (DESIGN.md section 3): mesh, topology, tensors, diagnostics, memory,
+// JSON (docs/output-schema.md): mesh, topology, tensors, diagnostics, memory,
 // summary (`memory` adds by_dtype and largest to the memory object); for
 // `plan`, `rules` (the rule set's source) instead of `specs_file`, and each
 // tensor's `rule`: {index, description}, so that it is itself a valid
@@ -192,7 +209,7 @@ struct CheckReport {
 };
 
 // `reshard` (docs/reshard.md): a plan moving a manifest's tensors from one
-// mesh (and topology) to another. JSON (DESIGN.md section 3): from, to,
+// mesh (and topology) to another. JSON (docs/output-schema.md): from, to,
 // donate, partial, same_mesh, same_devices, transfer_link, tensors (written
 // directly, not as a DOM), totals, naive_totals, saved, summary,
 // diagnostics; streamed in pieces (never held whole). Text: the two sides,
@@ -223,7 +240,7 @@ struct TransfersSize {
 };
 TransfersSize reshard_transfers_size(const ReshardReport& report);
 
-// `shardplan search` (DESIGN.md section 9; docs/search.md): the ranked
+// `shardplan search` (docs/search.md): the ranked
 // candidates and the dropped ones, per reason. JSON: candidates (every one,
 // ranked first), dropped_counts, meshes, workload, topology, model. Text:
 // the top `top` as a table, then the dropped counts.

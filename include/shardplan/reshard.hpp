@@ -5,11 +5,11 @@
 //
 // On one mesh (both sides the same axes and devices) a plan is a list of
 // per-axis moves, tried in the order XLA's SPMD partitioner tries them
-// (hardware-and-costs.md B.6): no-op; collective_permute when only the
+// (docs/sources.md#xla-reshard): no-op; collective_permute when only the
 // devices of the shards differ; a direct all_gather (the target drops minor
 // axes) or dynamic_slice (the target adds minor axes); otherwise the
 // cheapest sequence of single moves found by Dijkstra over specs (DTensor's
-// planner, sharding-anchors.md b10):
+// planner, docs/sources.md#dtensor-redistribute):
 //   all_gather      drop the minor-most axis of a dim
 //   all_to_all      move the minor-most axis of a dim to the minor end of
 //                   another
@@ -34,6 +34,20 @@
 //
 // Every plan is priced next to the naive one (all_gather to replicated, then
 // slice) so the report can say what it saves.
+//
+// What it offers, by the file that implements it (the files share
+// src/reshard/internal.hpp; steps.cpp builds the steps of every plan):
+//   reshard/plan.cpp
+//     ReshardSide, ReshardOptions, ReshardPlan, plan_reshard
+//                              a manifest's plan, its totals and peaks
+//     TensorReshard, ReshardStep, Transfer, PlanCost, ReshardOp, to_string
+//                              one tensor's plan, step by step
+//   reshard/one_mesh.cpp
+//     CommonMesh, find_common_mesh   two meshes as re-labels of one
+//   reshard/two_meshes.cpp
+//     same_devices             whether two sides are one device set
+//   reshard/intermediate.cpp
+//     IntermediateSharding, find_intermediate_sharding   pathways' step
 #include <shardplan/cost.hpp>
 #include <shardplan/diag.hpp>
 #include <shardplan/mesh.hpp>
@@ -63,7 +77,7 @@ enum class ReshardOp {
   send_recv,
 };
 
-// "noop", "dynamic_slice", ... as in DESIGN.md 3.
+// "noop", "dynamic_slice", ... as in docs/output-schema.md, "reshard".
 std::string_view to_string(ReshardOp op);
 
 // One piece a device receives: the box (per dim [begin, end) of the whole
@@ -89,7 +103,8 @@ struct ReshardStep {
   std::vector<Transfer> transfers;
 };
 
-// The pathways intermediate sharding (DESIGN.md 5): the source mesh with one
+// The pathways intermediate sharding (docs/reshard.md, "Intermediate
+// sharding"; docs/sources.md#intermediate-sharding): the source mesh with one
 // axis split into <axis>_intermediate_split (major) and
 // <axis>_intermediate_replica (minor) in its place, the source spec with that
 // dim on the split axis, and the replica axes. The devices are the source's,
@@ -103,7 +118,8 @@ struct IntermediateSharding {
   size_t source_axis = 0;  // index in the source mesh of the axis split
 };
 
-// MaxText's _maybe_find_intermediate_sharding, the variant DESIGN.md 5 pins:
+// MaxText's _maybe_find_intermediate_sharding, the variant
+// docs/sources.md#intermediate-sharding pins:
 // with src[i] / dst[i] the shards of dim i on each side, it applies when
 // max(src) % max(dst) == 0, prod(src) > prod(dst), prod(src) % prod(dst) ==
 // 0, every gcd(src[i], dst[i]) is 1, and some dim has src[i] == max(src) >

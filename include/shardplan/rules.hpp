@@ -1,6 +1,6 @@
 #pragma once
 
-// Layer 4: the rules engine (DESIGN.md 2.5; docs/rules.md has the file format,
+// Layer 4: the rules engine (docs/rules.md has the file format,
 // every algorithm with its seed and every seed defect we fixed).
 //
 // A RuleSet is an ordered list of rules. Rules are tried in order; the first
@@ -27,6 +27,27 @@
 // Decisions are computed once per distinct (rules whose pattern matches,
 // shape, dtype, logical axes) and shared by every tensor with that key; all
 // patterns of a RuleSet are matched in one RE2::Set scan per name.
+//
+// What it offers, by the file that implements it (the files share
+// src/rules/internal.hpp):
+//   rules/yields.cpp
+//     RuleYield and its XYield alternatives, yield_name, yield_names,
+//     make_yield               what a rule gives (one struct per key)
+//   rules/engine.cpp
+//     Rule, RuleSet, LogicalAxisRule, AxisRef, RuleSpec, Unmatched
+//     ApplyOptions, RulePlan, RuleDecision, apply_rules   a manifest planned
+//     rule_keys, RuleKeys      the decision keys of a manifest
+//     describe_rule            a rule as plan prints it: #3 pattern "mlp"
+//   rules/explain.cpp
+//     RuleTrace, RuleStep, TraceStep, explain_rules   --explain NAME
+//   rules/algorithms.cpp
+//     fsdp_tactic, replicate_tactic, auto_spec, memory_spec,
+//     suggest_methods, mesh_helper_spec, shape_matches   the seeds
+//     resolve_logical_axes, DroppedAxis   logical axis rules
+//   rules/names.cpp
+//     pattern_error            an RE2 pattern checked
+//     detail::digit_use, distinguished_digits, digit_oblivious
+//                              the digit templates of names
 
 #include <shardplan/diag.hpp>
 #include <shardplan/mesh.hpp>

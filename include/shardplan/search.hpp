@@ -1,12 +1,27 @@
 #pragma once
 
-// Layer 6: `shardplan search` (DESIGN.md section 9; docs/search.md): the
+// Layer 6: `shardplan search` (docs/search.md): the
 // meshes of a topology for a model and a workload, each laid out as JAX
 // would, planned with a rule preset, its memory (with activations) and its
 // step estimated, ranked; the winner laid out and, when asked, planned over
 // every tensor as `plan` plans it. The search's policy (default axes, the
 // workload variations, the slices of --devices) is here too; the files are
 // listed in src/search/internal.hpp.
+//
+// What it offers, by the file that implements it (the files share
+// src/search/internal.hpp; candidates.cpp lists a slice's meshes and
+// winner.cpp lays out and plans the winner):
+//   search/policy.cpp
+//     SearchObjective, parse_search_objective, DropReason, to_string
+//     resolve_search_axes      the default axes and DCN axes
+//     SearchVariations, search_variations   the workloads tried
+//     device_slices            the catalogue slices --devices names
+//   search/classes.cpp
+//     TensorClasses, fold_tensor_classes   tensors that plan alike
+//   search/search.cpp
+//     SearchOptions, WinnerOptions, SearchCandidate, WinnerPlan
+//     SearchResult, ranked, winner   the candidates, ranked
+//     search_meshes            the search
 
 #include <shardplan/diag.hpp>
 #include <shardplan/memory.hpp>

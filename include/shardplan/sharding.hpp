@@ -4,6 +4,12 @@
 // dim the shard count and the largest shard, bytes per device, replicas.
 // The validator (validate.hpp) checks specs and hands out these layouts;
 // the memory estimator and the reports read them.
+//
+// What it offers (src/sharding.cpp implements all of it):
+//   ShardLayout, make_layout   the shards of one (spec, shape, dtype)
+//   TensorSharding             a tensor with its spec and its layout
+//   shard_tensor               one tensor sharded, without validation
+//   ShardingTotals, sharding_totals   totals over a manifest
 
 #include <shardplan/diag.hpp>
 #include <shardplan/mesh.hpp>

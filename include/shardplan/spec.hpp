@@ -1,6 +1,7 @@
 #pragma once
 
-// Layer 2: partition specs (DESIGN.md 2.4), with JAX's PartitionSpec semantics.
+// Layer 2: partition specs (docs/partition-specs.md), with JAX's
+// PartitionSpec semantics (docs/sources.md#jax-partitionspec).
 //
 // A spec has one entry per tensor dim: replicated (None), one mesh axis, or a
 // tuple of axes split over their product with the first axis major.
@@ -11,6 +12,12 @@
 //   fsdp,None         (dp,fsdp),tp   ["fsdp", null]   [["dp","fsdp"],"tp"]
 // Canonicalisation follows jaxlib: None, () and [] become None; a 1-tuple
 // becomes its element; a tuple inside a tuple is an error.
+//
+// What it offers (src/spec.cpp implements all of it):
+//   DimSharding, PartitionSpec the axes that split each dim
+//   parse_spec                 every text form above, canonicalised
+//   to_python, to_short        P('fsdp', None) and fsdp,None
+//   NamedSpec, SpecsFile       what a specs file holds (io reads it)
 
 #include <shardplan/diag.hpp>
 
@@ -48,7 +55,8 @@ struct PartitionSpec {
   bool operator==(const PartitionSpec&) const = default;
 };
 
-// A spec for one tensor as given in a specs file (DESIGN.md 2.4), with where
+// A spec for one tensor as given in a specs file (docs/manifest-format.md,
+// "Specs files"), with where
 // it was found.
 struct NamedSpec {
   std::string name;

@@ -1,6 +1,18 @@
 #pragma once
 
 // Layer 1: element types, tensors and manifests.
+//
+// What it offers (src/tensor.cpp implements all of it):
+//   DType, parse_dtype, dtype_names   element types and their spellings
+//   bytes_for, is_floating, is_fp8    what a dtype takes and is
+//   LogicalAxes                a logical axis name per dim (MaxText/Flax)
+//   ShapeView                  a tensor's dims, comparable to any range
+//   Tensor                     a view of one tensor: name, dims, dtype,
+//                              logical axes, where it was read (pointer())
+//   TensorInput                what Manifest::add copies in
+//   Manifest                   the tensors of a model, in input order, their
+//                              names and dims packed in an arena; find()
+//   detail::Arena, hash_bytes, StringHash   the Manifest's storage and index
 
 #include <shardplan/diag.hpp>
 
@@ -19,9 +31,9 @@
 
 namespace shardplan {
 
-// Element types. The canonical names (to_string) are the ones DESIGN.md 2.3
-// lists; parse_dtype accepts the usual spellings of NumPy/JAX, PyTorch,
-// safetensors and XLA.
+// Element types. The canonical names (to_string) are the ones
+// docs/manifest-format.md, "dtypes", lists; parse_dtype accepts the usual
+// spellings of NumPy/JAX, PyTorch, safetensors and XLA.
 enum class DType : uint8_t {
   f64,
   f32,

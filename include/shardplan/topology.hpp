@@ -1,11 +1,45 @@
 #pragma once
 
-// Layer 3: where mesh axes land on devices.
+// Layer 3: where mesh axes land on devices (docs/topologies.md): the
+// topologies (the catalogue of configs/topologies/, names such as
+// "v5p-128", user files), the device grids JAX's mesh_utils builds on them,
+// and a mesh laid on a topology: its grid, the links of each axis, hosts.
 //
-// So far: the device grid for a bare device count (`--devices N`), which is
-// what JAX does for devices it knows nothing about (CPU, or a plain list):
-// create_device_mesh reshapes the device list, and create_hybrid_device_mesh
-// gives each slice a contiguous block of ids, DCN index major within each axis.
+// Without a topology, the device grid for a bare device count (`--devices
+// N`) is what JAX does for devices it knows nothing about (CPU, or a plain
+// list): create_device_mesh reshapes the device list, and
+// create_hybrid_device_mesh gives each slice a contiguous block of ids, DCN
+// index major within each axis.
+//
+// What it offers, by the file that implements it:
+//   topology/topology.cpp
+//     DeviceGrid, generic_device_grid, assemble_hybrid_grid
+//                              ids in mesh shape for a bare device count
+//   topology/chips.cpp
+//     TpuChip, TpuChipInfo, tpu_chips, chip_info   the TPU chip table, one
+//                              row per generation: names, device kind,
+//                              torus, rings
+//     find_tpu_chip, to_string, is_2d, device_kind
+//   topology/grid.cpp
+//     tpu_devices, physical_tpu_mesh    a slice's devices and their array
+//     assign_torus_axes, split_torus_axes   mesh axes on the torus axes
+//     create_device_mesh, create_hybrid_device_mesh, tpu_device_grid
+//                              JAX's mesh_utils, id for id
+//     gpu_device_grid          GPUs: ids sorted and reshaped
+//   topology/catalog.cpp
+//     TopologyKind, Figure, TopologyFigures, figure_fields, Topology
+//                              a topology, its figures and their sources
+//     resolve_topology         a catalogue name or an explicit shape
+//     ChipFamily, find_chip_family, family_tpu_slice, family_gpus
+//                              the catalogue's families, for topology files
+//     catalogue_topologies, catalogue_slices_like, catalogue_families,
+//     whole_hosts              the catalogue's entries, for list and search
+//   topology/layout.cpp
+//     LinkClass, AxisLink, HostLayout, MeshLayout, LayoutOptions
+//     layout_mesh, mesh_links  a mesh on a topology: grid, links, hosts
+//     MeshInput, resolve_mesh, PlacedMesh, place_mesh
+//                              a command's mesh inputs, resolved and laid
+//                              out on a topology or a device count
 
 #include <shardplan/diag.hpp>
 #include <shardplan/mesh.hpp>
@@ -54,7 +88,9 @@ DeviceGrid assemble_hybrid_grid(
 // TPU device grids: JAX's jax.experimental.mesh_utils (create_device_mesh,
 // create_hybrid_device_mesh) reproduced on a synthetic device list, down to
 // iteration order and tie-breaks (src/topology/grid.cpp;
-// shared/reference/sharding-anchors.md b1-b6).
+// docs/sources.md#jax-device-mesh, docs/sources.md#jax-split-physical-axes,
+// docs/sources.md#jax-contiguous-submeshes,
+// docs/sources.md#jax-hybrid-mesh).
 
 enum class TpuChip { v2, v3, v4, v5e, v5p, v6e, tpu7x };
 
@@ -140,7 +176,8 @@ struct TpuDevice {
 // cores_per_chip >= 1; num_slices >= 1.
 std::vector<TpuDevice> tpu_devices(const TpuSlice& slice);
 
-// A device grid plus the physical assignment matrix A[p][l] (DESIGN.md 3):
+// A device grid plus the physical assignment matrix A[p][l]
+// (docs/output-schema.md, "mesh"):
 // the part of physical axis p given to mesh axis l; the product over l of
 // A[p][.] is physical axis p's size. Empty when a per-chip ring handler (not
 // the torus assignment) built the grid.
@@ -247,14 +284,14 @@ std::optional<TpuGrid> tpu_device_grid(const TpuSlice& slice,
 DeviceGrid gpu_device_grid(const Mesh& mesh, int64_t gpus_per_node);
 
 // ---------------------------------------------------------------------------
-// Topologies (DESIGN.md 2.2): the catalogue in configs/topologies/ (compiled
-// in, src/topology/catalog.cpp), names like "v5p-128", "2xv5e-256",
+// Topologies (docs/topologies.md): the catalogue in configs/topologies/
+// (compiled in, src/topology/catalog.cpp), names like "v5p-128", "2xv5e-256",
 // "v5p:4x4x8", "h100x64", and user files of the same schema.
 
 enum class TopologyKind { tpu, gpu };
 std::string_view to_string(TopologyKind kind);
 
-// A figure and where it comes from (hardware-and-costs.md section C, or
+// A figure and where it comes from (docs/sources.md, "Hardware", or
 // "unverified: ..." / "assumption: ..." where the references have none).
 struct Figure {
   double value = 0;
@@ -276,7 +313,7 @@ struct TopologyFigures {
   Figure nvlink_latency_s;
   Figure network_bytes_per_s_per_gpu;
   Figure network_latency_s;
-  // Compute (the training step's estimate, DESIGN.md section 8): dense
+  // Compute (the training step's estimate, docs/step.md): dense
   // bf16 matmul peak and HBM bandwidth of one JAX device (a chip's over its
   // devices: v2, v3 and TPU7x have two).
   Figure bf16_flops_per_s_per_device;
@@ -329,10 +366,11 @@ struct Topology {
   int64_t chips() const;  // TPU chips (all slices); GPUs on GPU
 };
 
-// A catalogue name or an explicit shape (DESIGN.md 2.2). Errors (located at
-// `where`): "topology.unknown" with the nearest names, "topology.size" for a
-// count with no standard slice (listing the nearest), "topology.shape" for a
-// bad explicit shape, "topology.slices" for a bad "Kx" prefix.
+// A catalogue name or an explicit shape (docs/topologies.md, "Names").
+// Errors (located at `where`): "topology.unknown" with the nearest names,
+// "topology.size" for a count with no standard slice (listing the nearest),
+// "topology.shape" for a bad explicit shape, "topology.slices" for a bad "Kx"
+// prefix.
 std::optional<Topology> resolve_topology(std::string_view name,
                                          const Location& where,
                                          Diagnostics& diags);
@@ -374,7 +412,8 @@ std::vector<std::string> catalogue_families();
 
 // ---------------------------------------------------------------------------
 // A mesh laid on a topology: the device grid, and for every mesh axis the
-// links its collectives use (DESIGN.md 3, `axes_links`).
+// links its collectives use (docs/output-schema.md, "mesh", `axes_links`;
+// docs/topologies.md, "Links per axis").
 
 enum class LinkClass { none, ici, dcn, nvlink, network, mixed };
 std::string_view to_string(LinkClass link);
@@ -414,7 +453,7 @@ struct MeshLayout {
   HostLayout hosts;
 };
 
-// eformer's calculate_host_mesh_shape (shared/seeds/eformer-mesh-creation.txt):
+// eformer's calculate_host_mesh_shape (docs/sources.md#eformer):
 // processes split the mesh's leading axes. nullopt, with eformer's message as
 // "topology.host-mesh", when the product differs from devices x processes or
 // the split leaves a host shape of another size.

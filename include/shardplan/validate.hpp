@@ -1,7 +1,7 @@
 #pragma once
 
 // Layer 4: the validator. Checks partition specs for a manifest on a mesh the
-// way JAX would (shared/reference/sharding-anchors.md b8) and reports every
+// way JAX would (docs/sources.md#jax-partitionspec) and reports every
 // problem of a run, each with a stable code, the tensor, the dim and a hint.
 //
 // Errors (exit 1 from `check`):
@@ -20,6 +20,13 @@
 //   spec.replicated-large a large tensor fully replicated on a mesh of more
 //                         than one device
 //   spec.trivial-axis     a spec names a mesh axis of size 1
+//
+// What it offers (src/validate.cpp implements all of it):
+//   ValidateOptions            the replicated-tensor threshold, the
+//                              topology's device count
+//   validate_specs             a specs file's specs, every problem reported
+//   validate_planned           the rules' specs, each check done once per
+//                              spec, shape and dtype
 
 #include <shardplan/diag.hpp>
 #include <shardplan/mesh.hpp>

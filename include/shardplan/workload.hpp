@@ -1,7 +1,7 @@
 #pragma once
 
 // Layer 5: the training step's workload and the activations it keeps on each
-// device (DESIGN.md section 8; docs/memory.md, "Activations", gives every
+// device (docs/memory.md, "Activations", gives every
 // formula with its source).
 //
 // For a model (models.hpp), a mesh whose axes have roles (mesh.hpp,
@@ -13,6 +13,25 @@
 // on it; the embedding's and the head's (logits and the loss's fp32 copy of
 // them); and what an offloading policy keeps in host memory instead. Pure
 // computation: no text is parsed but the workload's own small values.
+//
+// What it offers, by the file that implements it (the files share
+// src/workload/internal.hpp):
+//   workload/remat.cpp
+//     RematPolicy, parse_remat_policy, read_remat_policy,
+//     remat_policy_names       the remat policies, one row each
+//   workload/activations.cpp
+//     Workload, AttentionKind, parse_attention   the step's inputs
+//     ActivationEstimate, StageActivations, LayerActivations,
+//     SavedTensor, ActivationTerm, TermPart
+//     estimate_activations     what each device keeps for the backward
+//     stage_terms              one stage's terms
+//   workload/collectives.cpp
+//     Parallelism, StepPhase, StepCollective, collective_label
+//                              the step's collectives as typed rows
+//   workload/step.cpp
+//     StepOptions, StepInputs, step_inputs_for   what the step needs
+//     StepEstimate, StepBottleneck, BottleneckKind, estimate_step
+//                              FLOPs, compute, bubble, MFU, bottleneck
 
 #include <shardplan/cost.hpp>
 #include <shardplan/diag.hpp>
@@ -145,7 +164,7 @@ struct SavedTensor {
   // The formula in the symbols of ActivationEstimate::symbols, e.g.
   // "2*s*b*h/t" (bytes per element first).
   std::string formula;
-  std::string source;  // where the term comes from, e.g. "Korthikanti A.4"
+  std::string source;  // where the term comes from (docs/sources.md)
   // The mesh axes that split it, in mesh order: batch axes (data, expert),
   // sequence axes, tensor axes for heads and MLP width (and, with sequence
   // parallelism, for the regions outside tensor parallelism).
@@ -230,8 +249,8 @@ struct ActivationEstimate {
   // dense->bytes, else moe->bytes: the per-layer figure of a one-kind model.
   int64_t per_layer_bytes = 0;
 
-  // The most loaded stage's figures (HBM), the totals DESIGN.md section 8
-  // names.
+  // The most loaded stage's figures (HBM), the totals docs/memory.md,
+  // "Activations", names.
   int64_t layers_bytes = 0;
   int64_t embedding_bytes = 0;
   int64_t logits_bytes = 0;
@@ -295,7 +314,7 @@ std::optional<ActivationEstimate> estimate_activations(const ModelConfig& model,
                                                        Diagnostics& diags);
 
 // ---------------------------------------------------------------------------
-// The training step's time (DESIGN.md section 8, `step`; docs/step.md gives
+// The training step's time (docs/step.md gives
 // every formula with its source): the FLOPs a device computes, the
 // collectives it runs on the links of their mesh axes, what overlaps the
 // compute, the pipeline bubble, and the step time, tokens per second and
@@ -373,8 +392,8 @@ struct StepBottleneck {
   std::optional<size_t> collective;
   // communication, when that collective is data parallelism's all-reduce
   // over DCN (or mixed links) across TPU slices: the scaling book's test
-  // (B.1), a slice's tokens per microbatch against peak / DCN bandwidth per
-  // device.
+  // (docs/sources.md#dcn), a slice's tokens per microbatch against peak / DCN
+  // bandwidth per device.
   struct SliceBatch {
     double tokens = 0;
     double critical = 0;
@@ -457,7 +476,7 @@ StepInputs step_inputs_for(const ModelConfig& model,
 // nullopt (reported) when the topology lacks a figure the estimate needs
 // [step.no-figure], or when the step's tokens overflow int64
 // [step.overflow]. Warns, at inputs.mesh_source, from the scaling book's
-// rooflines (hardware-and-costs.md B.5): a microbatch's tokens per device
+// rooflines (docs/sources.md#rooflines): a microbatch's tokens per device
 // below an FSDP axis's critical batch, peak / the axis's bandwidth
 // [step.below-critical-batch]; tensor axes wider than MLP width x their
 // bandwidth / peak [step.tensor-too-wide]; an FSDP or tensor axis over DCN

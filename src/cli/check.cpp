@@ -1,4 +1,4 @@
-// `shardplan plan`, `check` and `memory` (DESIGN.md section 1): specs for
+// `shardplan plan`, `check` and `memory` (docs/cli.md): specs for
 // a manifest on a mesh, planned by rules or given, validated, with their
 // memory and, with a workload, the step's time.
 

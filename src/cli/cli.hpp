@@ -17,7 +17,7 @@ struct Environment {
 
 // Runs one invocation. `args` includes the program name. Results go to
 // `out`, diagnostics and logs to `err`. Returns the process exit code
-// (DESIGN.md section 4). Never throws for bad input.
+// (docs/cli.md, "Exit codes"). Never throws for bad input.
 int run(const std::vector<std::string>& args,
         std::ostream& out,
         std::ostream& err,

@@ -1,4 +1,4 @@
-// `shardplan mesh`, `topology` and `manifest` (DESIGN.md section 1): one
+// `shardplan mesh`, `topology` and `manifest` (docs/cli.md): one
 // input resolved and shown, a mesh on its devices, the catalogue or a
 // topology, a manifest.
 

@@ -1,6 +1,6 @@
 // `shardplan reshard`: moving a manifest's tensors (or one tensor given by
 // flags) from one mesh and specs to another, possibly on another device set
-// (DESIGN.md section 1, docs/reshard.md).
+// (docs/cli.md, docs/reshard.md).
 
 #include "cli/commands.hpp"
 

@@ -1,4 +1,4 @@
-// `shardplan search` (DESIGN.md section 9; docs/search.md): the command
+// `shardplan search` (docs/search.md): the command
 // line around search_meshes; the search's policy (default axes, workload
 // variations, the slices of --devices) is src/search/'s.
 
@@ -123,7 +123,8 @@ void add_search_options(CLI::App& search,
                 cmd.allow_split_physical_axes,
                 "let a mesh axis take part of a physical torus axis");
   add_maxtext_option(*sub, cmd.maxtext);
-  // jax and maxtext write the winner's plan (DESIGN.md 9, 10).
+  // jax and maxtext write the winner's plan (docs/search.md,
+  // docs/paste-back.md).
   add_common(*sub, common, {View::search}, {Format::jax, Format::maxtext});
   sub->footer(R"(
 Exit codes: 0 a candidate fits, 1 none fits, 2 bad usage or input.
@@ -299,7 +300,8 @@ int run_search(const SearchCommand& cmd, Session& session) {
       || !search_options(cmd, in, diags, options)) {
     return session.fail_input();
   }
-  // jax and maxtext write the winner's plan (DESIGN.md 9, 10).
+  // jax and maxtext write the winner's plan (docs/search.md,
+  // docs/paste-back.md).
   const Format format = session.format();
   options.winner.plan = format == Format::jax || format == Format::maxtext;
   // A count on stderr once the search has run a second (not with -q).

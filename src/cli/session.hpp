@@ -23,7 +23,7 @@ class App;
 
 namespace shardplan::cli {
 
-// Options every command takes (DESIGN.md section 1).
+// Options every command takes (docs/cli.md).
 struct CommonOptions {
   std::string format = "text";
   std::string output;

@@ -1,6 +1,6 @@
-// The training workload's flags on plan, check and memory (DESIGN.md
-// section 8): the architecture, the axis roles, the workload itself, and
-// the activations estimate they give.
+// The training workload's flags on plan, check and memory
+// (docs/memory.md, "Activations"; docs/step.md): the architecture, the axis
+// roles, the workload itself, and the activations estimate they give.
 
 #include "cli/workload.hpp"
 

@@ -1,8 +1,8 @@
 #pragma once
 
 // Internal to the command-line front end: the training workload, the axis
-// roles and the architecture file of `plan`, `check` and `memory` (DESIGN.md
-// section 8; cli/workload.cpp).
+// roles and the architecture file of `plan`, `check` and `memory`
+// (docs/memory.md, "Activations"; cli/workload.cpp).
 
 #include <shardplan/diag.hpp>
 #include <shardplan/mesh.hpp>

@@ -1,8 +1,14 @@
 #pragma once
 
 // What the io module's readers share across their files: the readers of
-// safetensors headers and indexes that io/safetensors.cpp calls
-// (io/manifest.cpp, io/index.cpp). Not a public header.
+// safetensors headers and indexes that io/safetensors.cpp calls. Not a
+// public header.
+//
+//   io/manifest.cpp   DataOffsets, read_header_text (a safetensors header's
+//                     JSON), read_manifest_or_index (a manifest, or word
+//                     that the text is an index)
+//   io/index.cpp      IndexEntry, IndexFile, read_index_text (a
+//                     model.safetensors.index.json's weight_map)
 
 #include <shardplan/diag.hpp>
 #include <shardplan/tensor.hpp>

@@ -1,4 +1,4 @@
-// The manifest reader (DESIGN.md 2.3, docs/manifest-format.md): the native
+// The manifest reader (docs/manifest-format.md): the native
 // form {"params": [...]} and safetensors headers, read by one forward pass of
 // simdjson's On-Demand API straight into a Manifest (io/json.hpp, JsonInput).
 

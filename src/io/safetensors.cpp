@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-// safetensors files and indexes (DESIGN.md 2.3, docs/manifest-format.md).
+// safetensors files and indexes (docs/manifest-format.md).
 //
 // A .safetensors file is an 8-byte little-endian header length N, N bytes of
 // JSON header, then the tensor data. Only the first 8 + N bytes are read.

@@ -1,4 +1,5 @@
-// The specs-file reader (DESIGN.md 2.4, docs/partition-specs.md):
+// The specs-file reader (docs/manifest-format.md, "Specs
+// files"; docs/partition-specs.md):
 // {"specs": {NAME: SPEC}} or the JSON `plan` writes ({"tensors": [...]}).
 
 #include "io/files.hpp"

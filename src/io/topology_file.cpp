@@ -1,4 +1,4 @@
-// The reader of user topology files (DESIGN.md 2.2, docs/topologies.md): the
+// The reader of user topology files (docs/topologies.md): the
 // schema `shardplan topology show --format json` writes, either the topology
 // object alone or the whole document. Keys the file omits come from its
 // chip's catalogue family (include/shardplan/topology.hpp).

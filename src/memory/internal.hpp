@@ -3,13 +3,16 @@
 // Layer 4, internal: what the files of the memory estimator share
 // (include/shardplan/memory.hpp, docs/memory.md).
 //
+// Shared by all its files: Sum (int64 sums that remember an overflow) and
+// Role (how a tensor takes part in training).
+//
 //   memory/state.cpp      recipes, the training state a tensor's elements
-//                         hold per recipe and dtype (state_of), quantization
-//                         scales, expert weights, memory_facts
+//                         hold per recipe and dtype (state_of, has_grads),
+//                         quantization scales, expert weights, memory_facts
 //   memory/gather.cpp     what FSDP gathers when: the axes a tensor is
 //                         gathered over at use (AxisUse), the units in
 //                         execution order and the two consecutive units a
-//                         group's gather buffer holds (GatherUnits)
+//                         group's gather buffer holds (GatherUnits, Gather)
 //   memory/placement.cpp  name_facts, the pipeline stage and expert rank of
 //                         each tensor (place_tensors)
 //   memory/estimate.cpp   estimate_memory: MemoryEstimator's phases, from

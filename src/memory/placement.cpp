@@ -1,5 +1,5 @@
 // Placement of tensors on pipeline stages and of whole experts on expert
-// ranks (DESIGN.md 8; docs/memory.md, "Pipeline stages and expert
+// ranks (docs/memory.md, "Pipeline stages and expert
 // placement"): name_facts, place_tensors.
 
 #include <shardplan/memory.hpp>

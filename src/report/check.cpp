@@ -32,9 +32,9 @@ ordered_json term_json(const ActivationTerm& t) {
           {"source", t.source}};
 }
 
-// memory.activations (DESIGN.md section 8): the stage the memory estimate
-// counts, the workload as resolved, each layer kind's saved tensors, every
-// stage's sums, and the terms of the counted stage.
+// memory.activations (docs/memory.md, "Activations"): the stage the memory
+// estimate counts, the workload as resolved, each layer kind's saved tensors,
+// every stage's sums, and the terms of the counted stage.
 ordered_json activations_object(const ActivationEstimate& a,
                                 const MemoryEstimate& m) {
   const int64_t stage = std::min<int64_t>(m.stage, std::ssize(a.per_stage) - 1);
@@ -109,7 +109,7 @@ ordered_json activations_object(const ActivationEstimate& a,
   return j;
 }
 
-// The training step's estimate (DESIGN.md section 8), null without one.
+// The training step's estimate (docs/step.md), null without one.
 ordered_json step_object(const StepEstimate* step) {
   if (step == nullptr) {
     return nullptr;

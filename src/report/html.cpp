@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-// Every command's --format html (DESIGN.md section 11; docs/html.md): one
+// Every command's --format html (docs/html.md): one
 // self-contained page per report, built from report/html_page.cpp's pieces.
 
 namespace shardplan::report_detail {

@@ -1,7 +1,7 @@
 #pragma once
 
 // Internal to report: the pieces of the self-contained HTML reports
-// (DESIGN.md section 11; report/html_page.cpp): escaping, the page around a
+// (docs/html.md; report/html_page.cpp): escaping, the page around a
 // report (inline CSS and script, no URL of any kind), the device grid, the
 // memory bars, sortable tables. The views' renderers are report/html.cpp's.
 
@@ -91,7 +91,7 @@ std::string num_td(std::string_view shown, double value);
 // as its tooltip.
 std::string bytes_td(int64_t bytes);
 
-// The device grid of `mesh` (DESIGN.md section 11): with a layout on a
+// The device grid of `mesh` (docs/html.md): with a layout on a
 // topology, the devices where they sit (TPU: chips by x across and y down,
 // a panel per z and slice, cores side by side; GPU: a row per host), hosts
 // outlined; and the mesh's own grid (its last axis across, the one before

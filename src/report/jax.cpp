@@ -1,4 +1,4 @@
-// `--format jax` (DESIGN.md 10; docs/paste-back.md): a Python module that
+// `--format jax` (docs/paste-back.md): a Python module that
 // builds the mesh a plan assumed, in the device order shardplan computed,
 // and maps a params pytree to the plan's NamedShardings. It imports jax
 // only (numpy never: the device order is JAX's own calls').
@@ -147,20 +147,23 @@ Pattern pattern_of(std::string_view folded) {
   return out;
 }
 
-// How JAX builds the mesh in shardplan's device order.
+// How JAX builds the mesh in shardplan's device order: on GPUs the ids
+// sorted and reshaped (docs/sources.md#jax-device-mesh, step 4); make_mesh
+// refuses several slices (docs/sources.md#jax-make_mesh).
 enum class MeshCall { make_mesh, create_device_mesh, hybrid };
 
 MeshCall mesh_call(const Mesh& mesh,
                    const Topology* topology,
                    bool allow_split) {
   if (topology == nullptr || topology->kind == TopologyKind::gpu) {
-    return MeshCall::make_mesh;  // GPUs: ids sorted, reshaped (b1, step 4)
+    return MeshCall::make_mesh;  // GPUs: ids sorted, reshaped
   }
   if (mesh.num_slices() > 1) {
-    return MeshCall::hybrid;  // make_mesh refuses several slices (b7)
+    return MeshCall::hybrid;  // make_mesh refuses several slices
   }
-  // make_mesh passes allow_split_physical_axes=True on v5e only (b7);
-  // without a split the result is the same either way (b1, step 3).
+  // make_mesh passes allow_split_physical_axes=True on v5e only
+  // (docs/sources.md#jax-make_mesh); without a split the result is the same
+  // either way (docs/sources.md#jax-device-mesh, step 3).
   const bool v5e = topology->device_kind == "TPU v5 lite"
                    || topology->device_kind == "TPU v5e";
   return allow_split && !v5e ? MeshCall::create_device_mesh

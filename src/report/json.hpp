@@ -49,7 +49,7 @@ ordered_json topology_object(const Topology& topology);
 std::vector<std::pair<std::string_view, const Figure*>> figure_list(
     const Topology& topology);
 
-// A spec as JSON (DESIGN.md 2.4): null, "axis" or ["a", "b"] per dim.
+// A spec as JSON (docs/partition-specs.md): null, "axis" or ["a", "b"] per dim.
 ordered_json spec_json(const PartitionSpec& spec);
 // Appends `s` as a JSON string.
 void append_json_string(std::string& out, std::string_view s);

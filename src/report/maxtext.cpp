@@ -1,4 +1,4 @@
-// `--format maxtext` (DESIGN.md 10; docs/paste-back.md): YAML overrides
+// `--format maxtext` (docs/paste-back.md): YAML overrides
 // for MaxText's base.yml that give MaxText the plan's mesh (its ici_* and
 // dcn_* parallelism, num_slices, allow_split_physical_axes, and mesh_axes
 // when the plan orders its axes otherwise), the logical axis rules when the
@@ -23,7 +23,7 @@ namespace shardplan::report_detail {
 
 namespace {
 
-// shardplan's short names (DESIGN.md 10) and their MaxText axes.
+// shardplan's short names (docs/paste-back.md) and their MaxText axes.
 struct Alias {
   std::string_view name;
   std::string_view maxtext;

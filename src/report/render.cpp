@@ -10,10 +10,10 @@
 #include <type_traits>
 #include <variant>
 
-// The formats, the views, and the one table of renderers (DESIGN.md section
-// 6): which view renders in which format, and with what. A new format is an
-// enumerator of Format and its name here, its renderers in a file of their
-// own, and a line in k_renderers per view that has it.
+// The formats, the views, and the one table of renderers
+// (docs/architecture.md): which view renders in which format, and with what. A
+// new format is an enumerator of Format and its name here, its renderers in a
+// file of their own, and a line in k_renderers per view that has it.
 
 namespace shardplan {
 
@@ -116,7 +116,7 @@ constexpr Renderer k_renderers[] = {
     {View::reshard, Format::html, whole<ReshardReport, reshard_html>},
     {View::search, Format::text, whole<SearchReport, search_text>},
     {View::search, Format::json, whole<SearchReport, search_json>},
-    // The paste-back formats (DESIGN.md 10); search writes its winner's
+    // The paste-back formats (docs/paste-back.md); search writes its winner's
     // with plan's (src/cli/search.cpp).
     {View::mesh, Format::jax, whole<MeshReport, mesh_jax>},
     {View::mesh, Format::maxtext, whole<MeshReport, mesh_maxtext>},

@@ -83,11 +83,11 @@ std::string github_input_errors(std::string_view command,
 std::string markdown_input_errors(std::string_view command,
                                   const Diagnostics& diags);
 
-// report/jax.cpp: the paste-back Python module (DESIGN.md 10).
+// report/jax.cpp: the paste-back Python module (docs/paste-back.md).
 std::string mesh_jax(const MeshReport& report);
 std::string plan_jax(const CheckReport& report, const Diagnostics& diags);
 
-// report/maxtext.cpp: the paste-back MaxText overrides (DESIGN.md 10).
+// report/maxtext.cpp: the paste-back MaxText overrides (docs/paste-back.md).
 std::string mesh_maxtext(const MeshReport& report);
 std::string plan_maxtext(const CheckReport& report, const Diagnostics& diags);
 // Whether every axis of `mesh` (and of the logical axis rules of `rules`,
@@ -115,7 +115,7 @@ void write_reshard_json(const ReshardReport& report,
                         const WriteText& write);
 std::string reshard_text(const ReshardReport& report, const Diagnostics& diags);
 
-// report/html.cpp: every view's --format html (DESIGN.md section 11).
+// report/html.cpp: every view's --format html (docs/html.md).
 std::string mesh_html(const MeshReport& report, const Diagnostics& diags);
 // check's, memory's and plan's.
 std::string check_html(const CheckReport& report, const Diagnostics& diags);

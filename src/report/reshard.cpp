@@ -15,7 +15,8 @@
 #include <string>
 #include <vector>
 
-// `shardplan reshard` as JSON and text (DESIGN.md section 3, docs/reshard.md).
+// `shardplan reshard` as JSON and text (docs/output-schema.md,
+// docs/reshard.md).
 
 namespace shardplan::report_detail {
 

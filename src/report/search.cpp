@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-// `shardplan search` as text and JSON (DESIGN.md section 9).
+// `shardplan search` as text and JSON (docs/search.md).
 
 namespace shardplan::report_detail {
 

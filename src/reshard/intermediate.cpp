@@ -1,6 +1,7 @@
 // The pathways intermediate sharding (docs/reshard.md, "Intermediate
 // sharding"): MaxText's _maybe_find_intermediate_sharding, the variant
-// DESIGN.md 5 pins, and why it differs from the seed's code.
+// docs/sources.md#intermediate-sharding pins, and why it differs from the
+// seed's code.
 
 #include <shardplan/reshard.hpp>
 

@@ -3,9 +3,16 @@
 // Layer 5, internal: what the files of the reshard planner share
 // (include/shardplan/reshard.hpp, docs/reshard.md).
 //
-//   reshard/steps.cpp        layouts and specs, a move as a priced step, runs
-//                            of moves as steps, cost and peak of a plan, the
-//                            naive plan's moves, which block each device holds
+// Shared by all its files: AxisList, Layout (a spec as axis indices, with
+// pending sums), Context (one tensor on one mesh), Move, TensorPlan,
+// Overflow.
+//
+//   reshard/steps.cpp        layouts and specs (layout_of, spec_of), a move
+//                            as a priced step (make_step), runs of moves as
+//                            steps (steps_of), cost and peak of a plan
+//                            (cost_of), the naive plan's moves (naive_moves),
+//                            which block each device holds
+//                            (blocks_per_device, counts_of)
 //   reshard/one_mesh.cpp     plan_one_mesh: XLA's order, else Dijkstra over
 //                            per-axis moves; a permute's pieces priced by
 //                            transfer_cost; find_common_mesh

@@ -2,10 +2,11 @@
 // (include/shardplan/rules.hpp; docs/rules.md gives each with its seed). The
 // yields call them (rules/yields.cpp); tests call them by hand.
 //
-// Sources, in shared/seeds/: nnx-regex-sharding.txt (`fsdp`, `replicate`),
-// eformer-sharding-rules.txt (AutoShardingRule, MemoryConstrainedShardingRule,
-// ShapeBasedShardingRule), eformer-mesh-helpers.txt (MeshPartitionHelper);
-// and Flax linen `_logical_to_mesh_axes` (sharding-anchors.md 2.2).
+// Sources (docs/sources.md#seeds): the nnx FSDP rule (`fsdp`, `replicate`;
+// docs/sources.md#nnx-fsdp), eformer's AutoShardingRule,
+// MemoryConstrainedShardingRule, ShapeBasedShardingRule and
+// MeshPartitionHelper (docs/sources.md#eformer); and Flax linen
+// `_logical_to_mesh_axes` (docs/sources.md#logical-axis-rules).
 
 #include <shardplan/rules.hpp>
 

@@ -4,11 +4,12 @@
 // problems a decision causes; describe_rule. What the files of src/rules/
 // hold is listed in rules/internal.hpp.
 //
-// Speed (DESIGN.md 7). Per tensor: one RE2::Set scan of the name gives every
-// rule whose pattern matches (rules/names.cpp); those rules, the shape, the
-// dtype and (when a rule reads them) the logical axes form the key of a
-// decision, computed once and shared by every tensor with the same key. A
-// DeepSeek-like manifest of 100k tensors has a few hundred keys.
+// Speed (docs/performance.md; docs/rules.md, "Speed"). Per tensor: one RE2::Set
+// scan of the name gives every rule whose pattern matches (rules/names.cpp);
+// those rules, the shape, the dtype and (when a rule reads them) the logical
+// axes form the key of a decision, computed once and shared by every tensor
+// with the same key. A DeepSeek-like manifest of 100k tensors has a few hundred
+// keys.
 
 #include "rules/internal.hpp"
 

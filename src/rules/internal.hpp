@@ -1,11 +1,16 @@
 #pragma once
 
-// Layer 4, internal: what the files of the rules engine share.
+// Layer 4, internal: what the files of the rules engine share
+// (include/shardplan/rules.hpp, docs/rules.md). Shared by all its files:
+// TensorFacts (facts_of), RuleContext, Problem, YieldResult, Outcome.
 //
 //   rules/engine.cpp     Engine: the checks of a RuleSet, the decision loop;
-//                        apply_rules with its decision cache, describe_rule
+//                        apply_rules with its decision cache, describe_rule;
+//                        DecisionTracer, reads_logical_axes
 //   rules/yields.cpp     each yield: its checks against the mesh and what it
-//                        gives for one tensor (std::visit over RuleYield)
+//                        gives for one tensor (check_yield, apply_yield:
+//                        std::visit over RuleYield); check_axes,
+//                        report_bad_value, places_by_size
 //   rules/names.cpp      NameClassifier (rules/names.hpp), pattern_error,
 //                        the digit templates (detail::digit_use)
 //   rules/explain.cpp    the tracer explain_rules records a decision with

@@ -5,9 +5,10 @@
 // distinguished_digits, digit_oblivious in include/shardplan/rules.hpp), and
 // the memo of classes. Also pattern_error().
 //
-// Speed (DESIGN.md 7): one RE2::Set scan per name, and none for a name whose
-// digit template was seen before (in a DeepSeek-like manifest, every layer
-// and expert number of a name shares one template).
+// Speed (docs/performance.md; docs/rules.md, "Speed"): one RE2::Set scan per
+// name, and none for a name whose digit template was seen before (in a
+// DeepSeek-like manifest, every layer and expert number of a name shares one
+// template).
 
 #include "rules/names.hpp"
 

@@ -5,15 +5,19 @@
 //
 //   search/policy.cpp      the search's policy: objectives and drop reasons
 //                          by name, the default axes and DCN axes, the
-//                          workload variations, the slices of --devices
-//   search/candidates.cpp  the meshes of a slice: every factorisation of its
+//                          workload variations, the slices of --devices;
+//                          check_remat_policies, slice_memory,
+//                          variation_workload
+//   search/candidates.cpp  the meshes of a slice (MeshChoice,
+//                          enumerate_meshes): every factorisation of its
 //                          devices over the axes (and of its slices over the
 //                          DCN axes) that the model's dims allow
 //   search/classes.cpp     the manifest's tensors folded into classes
 //                          (fold_tensor_classes), per expert rank count
 //   search/search.cpp      search_meshes: the work shared across meshes, each
 //                          mesh evaluated for every variation, the ranking
-//   search/winner.cpp      the winner laid out and planned as `plan` plans it
+//   search/winner.cpp      the winner laid out (lay_out_winner) and planned
+//                          as `plan` plans it (plan_winner)
 
 #include <shardplan/diag.hpp>
 #include <shardplan/memory.hpp>

@@ -1,5 +1,5 @@
 // The topology catalogue (configs/topologies/*.json, compiled in), topology
-// names (DESIGN.md 2.2) and user topology files.
+// names (docs/topologies.md, "Names") and user topology files.
 
 #include "embedded.hpp"
 
@@ -259,8 +259,9 @@ std::array<bool, 3> wraparound_for(const Family& f, const Shape3& shape) {
   std::array<bool, 3> wrap{false, false, false};
   switch (f.wrap_rule) {
     case WrapRule::full_cubes: {
-      // v4/v5p: tori only in whole 4x4x4 cubes (hardware-and-costs.md B.1:
-      // 4x4x8 wraps on every axis, 2x2x4 on none).
+      // v4/v5p: tori only in whole 4x4x4 cubes
+      // (docs/sources.md#tpu-wraparound: 4x4x8 wraps on every axis, 2x2x4 on
+      // none).
       const bool cubes =
           shape[0] % 4 == 0 && shape[1] % 4 == 0 && shape[2] % 4 == 0;
       wrap = {cubes, cubes, cubes};

@@ -18,7 +18,7 @@ using R = TpuRing;
 // as jax.devices()[0].device_kind spells it (jax/_src/mesh_utils.py's
 // _TPU_V2 ... _TPU_7X); the physical mesh and the ring as
 // _get_physical_tpu_mesh and create_device_mesh's device-kind handlers
-// treat the generation (shared/reference/sharding-anchors.md b2-b6).
+// treat the generation (docs/sources.md#jax-device-mesh).
 // chip, name, device_kind, torus dims, physical mesh, ring, core axis first
 constexpr std::array<TpuChipInfo, 7> k_tpu_chips{{
     {C::v2, "v2", "TPU v2", 2, P::xy_core, R::v2_v3, false},

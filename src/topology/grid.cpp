@@ -2,7 +2,9 @@
 // (jax/_src/mesh_utils.py: create_device_mesh, create_hybrid_device_mesh and
 // their helpers). Where JAX has a choice to make (handler conditions, subset
 // order, tie-breaks) this file makes the same one; see
-// shared/reference/sharding-anchors.md b1-b6.
+// docs/sources.md#jax-device-mesh, docs/sources.md#jax-split-physical-axes,
+// docs/sources.md#jax-contiguous-submeshes and
+// docs/sources.md#jax-hybrid-mesh.
 
 #include <shardplan/topology.hpp>
 

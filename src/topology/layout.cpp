@@ -458,7 +458,8 @@ std::optional<MeshLayout> layout_mesh(const Topology& topology,
     layout.grid = std::move(grid->grid);
     layout.physical_assignment = std::move(grid->physical_assignment);
     const size_t rows = layout.physical_assignment.size();
-    // v2/v3 physical meshes are (x, y, core) (sharding-anchors.md b2).
+    // v2/v3 physical meshes are (x, y, core)
+    // (docs/sources.md#jax-device-mesh).
     const bool two_d =
         chip_info(topology.tpu.chip).physical_mesh == TpuPhysicalMesh::xy_core;
     for (size_t p = 0; p < rows; ++p) {

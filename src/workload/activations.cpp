@@ -62,10 +62,12 @@ struct Candidate {
   std::string source;
 };
 
-constexpr std::string_view k_korthikanti = "Korthikanti et al. 2022, 4.1 (A.4)";
+constexpr std::string_view k_korthikanti =
+    "Korthikanti et al. 2022, 4.1 (docs/sources.md#korthikanti)";
 constexpr std::string_view k_korthikanti_other =
-    "Korthikanti et al. 2022, 4.3 (A.4)";
-constexpr std::string_view k_maxtext = "MaxText checkpoint name (A.11)";
+    "Korthikanti et al. 2022, 4.3 (docs/sources.md#korthikanti)";
+constexpr std::string_view k_maxtext =
+    "MaxText checkpoint name (docs/sources.md#maxtext-remat)";
 constexpr std::string_view k_flash =
     "FlashAttention-2 (Dao 2023): fp32 logsumexp per head and token";
 constexpr std::string_view k_gated =
@@ -1039,8 +1041,8 @@ class Estimator {
     terms.push_back({"logits_fp32",
                      m_arith.mul({m_e.tokens, vocab, 4}),
                      "4*s*b*ceil(v/t)",
-                     "Korthikanti et al. 2022, 4.3 (A.4): the loss's fp32 "
-                     "logits"});
+                     "Korthikanti et al. 2022, 4.3 "
+                     "(docs/sources.md#korthikanti): the loss's fp32 logits"});
     int64_t sum = 0;
     for (const Term& term : terms) {
       sum = m_arith.add(sum, term.bytes);

@@ -4,15 +4,20 @@
 // (include/shardplan/workload.hpp; docs/memory.md, "Activations";
 // docs/step.md).
 //
+// Shared by all its files: Tag (MaxText's checkpoint names) and LayerFlops.
+//
 //   workload/remat.cpp        the remat policies, one row each: what a policy
-//                             keeps (on the device or the host) and, from the
-//                             same row, what it recomputes; names and parsing
+//                             keeps (on the device or the host: Kept, kept)
+//                             and, from the same row, what it recomputes
+//                             (recomputed, reruns_forward); names, parsing
 //   workload/activations.cpp  estimate_activations: the tensors a layer kind
 //                             keeps, per stage and in flight; stage_terms
-//   workload/collectives.cpp  the step's collectives as typed rows, one
-//                             function per kind of parallelism; priced on
-//                             their axes' links, hidden behind the compute;
-//                             their labels
+//   workload/collectives.cpp  the step's collectives as typed rows
+//                             (CollectiveInputs, CollectiveRow), one function
+//                             per kind of parallelism (fsdp_collectives, ...,
+//                             pipeline_collectives); priced on their axes'
+//                             links (price_collectives), hidden behind the
+//                             compute (hide_behind_compute); their labels
 //   workload/step.cpp         estimate_step: FLOPs, compute, the collectives,
 //                             the bubble, the roofline warnings, the
 //                             bottleneck

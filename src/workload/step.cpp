@@ -271,7 +271,8 @@ class StepEstimator {
     m_out.mfu = m_out.model_flops / (m_out.step_seconds * m_devices * m_peak);
   }
 
-  // The scaling book's rooflines (B.5), as warnings at the mesh.
+  // The scaling book's rooflines (docs/sources.md#rooflines), as warnings at
+  // the mesh.
   void warn(std::string code, std::string message, std::string hint) {
     m_diags
         .warning(
@@ -303,7 +304,8 @@ class StepEstimator {
       }
       // Across GPU nodes a collective reduces inside each NVLink domain
       // first, so the node's egress serves its GPUs: the book's critical
-      // batch across H100 nodes is 990e12 / (8 x 50e9) = 2475 (B.5).
+      // batch across H100 nodes is 990e12 / (8 x 50e9) = 2475
+      // (docs/sources.md#rooflines).
       const double bandwidth =
           gpu && link.link == LinkClass::mixed
               ? link.bytes_per_s
@@ -314,7 +316,7 @@ class StepEstimator {
         continue;
       }
       // An MoE layer computes with K of E experts' weights: E / K times the
-      // tokens to hide their gathers (B.5, gpus.md).
+      // tokens to hide their gathers (docs/sources.md#rooflines).
       const double moe_factor =
           m_s.moe_layers > 0 && m_s.experts_per_token > 0
               ? static_cast<double>(m_s.routed_experts)
@@ -338,7 +340,7 @@ class StepEstimator {
                                            m_s.experts_per_token)
                              : std::string()),
              "a larger per-device batch, fewer microbatches, or less FSDP "
-             "and more data parallelism (hardware-and-costs.md B.5)");
+             "and more data parallelism (docs/sources.md#rooflines)");
       }
     }
   }
@@ -418,7 +420,7 @@ class StepEstimator {
                        width,
                        tensor_bw,
                        m_peak),
-           "fewer tensor shards, more FSDP (hardware-and-costs.md B.5)");
+           "fewer tensor shards, more FSDP (docs/sources.md#rooflines)");
     }
   }
 
@@ -449,7 +451,8 @@ class StepEstimator {
     }
   }
 
-  // Data parallelism over DCN, the scaling book's test (B.1): a slice's
+  // Data parallelism over DCN, the scaling book's test
+  // (docs/sources.md#dcn): a slice's
   // tokens per microbatch against peak / DCN bandwidth per device (v5p:
   // 71,360).
   std::optional<StepBottleneck::SliceBatch> slice_batch(

@@ -1,6 +1,7 @@
 // Collective times against the scaling book's worked figures
 // (docs/sources.md#ici-collectives, docs/sources.md#gpu-collectives;
-// sharding.md "Pop Quiz 2" and "Question 2", gpus.md "Quiz 2 Q3" and "Pop
+// jax-ml/scaling-book sharding.md "Pop Quiz 2" and "Question 2", gpus.md
+// "Quiz 2 Q3" and "Pop
 // Quiz 1"). The book rounds
 // its bytes (34e6 for 33,554,432); the expectations below redo its
 // arithmetic with exact bytes, and the book's figure is in the comment.

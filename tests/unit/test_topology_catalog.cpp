@@ -112,7 +112,8 @@ TEST_CASE("topology catalogue: GPU clusters", "[topology][catalog]") {
   t = test::topology_of("gb200x144");
   CHECK(t.devices() == 144);
   CHECK(t.nvlink_domain == 72);
-  CHECK(t.devices_per_host() == 4);  // a compute tray (C.2)
+  CHECK(t.devices_per_host()
+        == 4);  // a compute tray (docs/sources.md#nvidia-gb200)
   CHECK(t.num_hosts() == 36);
 
   CHECK(test::topology_of("a100x4").devices() == 4);  // part of one node
@@ -169,7 +170,7 @@ TEST_CASE("topology catalogue: figures as docs/sources.md gives them",
         == 9e11);
   CHECK(test::topology_of("a100x8").figures.nvlink_bytes_per_s_per_gpu.value
         == 3e11);
-  // B.1: T_min ~ 1 us per ICI hop.
+  // docs/sources.md#latency: T_min ~ 1 us per ICI hop.
   CHECK(test::topology_of("v5e-4").figures.ici_latency_s.value == 1e-6);
   // v2/v3 have no multi-slice, so no DCN figure.
   CHECK(test::topology_of("v3-8")

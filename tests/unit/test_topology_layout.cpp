@@ -57,9 +57,10 @@ const AxisLink& link_of(const MeshLayout& layout, std::string_view axis) {
 
 }  // namespace
 
-TEST_CASE("mesh on topology: the make_mesh docstring's TPU v3 ids (b7)",
+TEST_CASE("mesh on topology: the make_mesh docstring's TPU v3 ids",
           "[topology][layout]") {
-  // jax.make_mesh on a TPU v3 with 8 and 16 devices.
+  // jax.make_mesh on a TPU v3 with 8 and 16 devices
+  // (docs/sources.md#jax-make_mesh).
   CHECK(laid("v3-8", "a:8").grid.ids == Ids{0, 1, 2, 3, 6, 7, 4, 5});
   CHECK(laid("v3:2x4", "a:2,b:8").grid.ids
         == Ids{0, 1, 2, 3, 6, 7, 4, 5, 8, 9, 10, 11, 14, 15, 12, 13});
@@ -79,9 +80,10 @@ TEST_CASE("mesh on topology: v4 2x2x2 as (8,) runs z fastest",
 
 TEST_CASE("mesh on topology: links on a v5p 4x4x4 torus",
           "[topology][layout]") {
-  // Last axis first (b3): tp=4 takes x; fsdp=16 takes y and z. All three wrap
-  // (a full cube), so tp is one ring of bidirectional 9e10 links and fsdp
-  // runs on two rings at once (B.1: V / (W * n_axes)).
+  // Last axis first (docs/sources.md#jax-device-mesh): tp=4 takes x; fsdp=16
+  // takes y and z. All three wrap (a full cube), so tp is one ring of
+  // bidirectional 9e10 links and fsdp runs on two rings at once
+  // (docs/sources.md#ici-collectives: V / (W * n_axes)).
   MeshLayout layout = laid("v5p-128", "fsdp:16,tp:4");
   CHECK(layout.physical_assignment == std::vector<Ids>{{1, 4}, {4, 1}, {4, 1}});
   const AxisLink& tp = link_of(layout, "tp");
@@ -99,7 +101,8 @@ TEST_CASE("mesh on topology: links on a v5p 4x4x4 torus",
 
 TEST_CASE("mesh on topology: no wraparound below a full cube",
           "[topology][layout]") {
-  // v4 2x2x4: no torus (B.1). tp=4 on z is a line: one direction, ~2x slower.
+  // v4 2x2x4: no torus (docs/sources.md#tpu-wraparound). tp=4 on z is a line:
+  // one direction, ~2x slower.
   MeshLayout layout = laid("v4-32", "dp:4,tp:4");
   const AxisLink& tp = link_of(layout, "tp");
   CHECK(tp.physical_axes == std::vector<std::string>{"x", "y"});
