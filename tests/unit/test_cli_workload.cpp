@@ -337,7 +337,6 @@ TEST_CASE("cli workload: the step's roofline warnings", "[cli][workload]") {
       == std::string::npos);
   // Tensor parallelism: MLP width x bandwidth / peak = 14336 x 3.6e11 /
   // 4.59e14 = 11.2 on a two-axis ring pair; 16-way is wider.
-<<<<<<< HEAD
   CHECK(
       warnings(
           with(args(
@@ -345,35 +344,11 @@ TEST_CASE("cli workload: the step's roofline warnings", "[cli][workload]") {
           .find("tensor parallelism 16-way exceeds what its links keep "
                 "compute-bound for an MLP width of 14336: 11.2")
       != std::string::npos);
-  // H100 (B.5, gpus.md): in a node 9.89e14 / 4.5e11 = 2198 (the book's
-  // ~2200 with 990e12); across nodes the node's 8 x 50e9 B/s serve its GPUs,
-  // 9.89e14 / 4e11 = 2472 (the book's 2475).
-  CHECK(warnings(
-            with(args("--topology h100x8 --mesh fsdp:8 --seq 2048 --batch 8")))
-=======
-  CHECK(warnings(with({"--topology",
-                       "v5p-128",
-                       "--mesh",
-                       "fsdp:4,tp:16",
-                       "--seq",
-                       "2048",
-                       "--batch",
-                       "16"}))
-            .find("tensor parallelism 16-way exceeds what its links keep "
-                  "compute-bound for an MLP width of 14336: 11.2")
-        != std::string::npos);
   // H100 (docs/sources.md#rooflines): in a node 9.89e14 / 4.5e11 = 2198 (the
   // book's ~2200 with 990e12); across nodes the node's 8 x 50e9 B/s serve its
   // GPUs, 9.89e14 / 4e11 = 2472 (the book's 2475).
-  CHECK(warnings(with({"--topology",
-                       "h100x8",
-                       "--mesh",
-                       "fsdp:8",
-                       "--seq",
-                       "2048",
-                       "--batch",
-                       "8"}))
->>>>>>> wt-docs2
+  CHECK(warnings(
+            with(args("--topology h100x8 --mesh fsdp:8 --seq 2048 --batch 8")))
             .find("critical batch of FSDP axis fsdp: 2198 = 9.89e+14 FLOP/s "
                   "/ 4.5e+11 B/s")
         != std::string::npos);

@@ -563,16 +563,10 @@ TEST_CASE("topology: tpu_device_grid from a mesh string", "[topology][grid]") {
   }
 }
 
-<<<<<<< HEAD
-TEST_CASE("topology: GPU grid is a reshape of ids sorted (jax b1 step 4)",
-          "[topology][grid]") {
-  // 16 GPUs, 8 per node: tp inside a node, dp across nodes.
-=======
 TEST_CASE("topology: GPU grid is a reshape of ids sorted (create_device_mesh)",
-          "[topology]") {
+          "[topology][grid]") {
   // docs/sources.md#jax-device-mesh, step 4. 16 GPUs, 8 per node: tp inside
   // a node, dp across nodes.
->>>>>>> wt-docs2
   DeviceGrid g = gpu_device_grid(test::mesh_of("dp:2,tp:8", 16), 8);
   CHECK(g.shape == Ids{2, 8});
   CHECK(g.at({1, 0}) == 8);
