@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cassert>
 #include <string>
 #include <string_view>
@@ -154,10 +155,53 @@ constexpr bool every_view_has_text_and_json() {
   return true;
 }
 static_assert(every_view_has_text_and_json());
-static_assert(k_views.size() == static_cast<size_t>(View::search) + 1,
-              "k_views lists every View");
-static_assert(k_formats.size() == static_cast<size_t>(Format::html) + 1,
-              "k_formats lists every Format");
+// The last View and Format: a new enumerator is a -Wswitch error here until
+// it says whether it is the last, and the lists below must then run from
+// the first enumerator to the last, in order.
+constexpr bool is_last(View view) {
+  switch (view) {
+    case View::mesh:
+    case View::topology_list:
+    case View::topology_show:
+    case View::manifest:
+    case View::model_list:
+    case View::preset_list:
+    case View::plan:
+    case View::explain:
+    case View::check:
+    case View::memory:
+    case View::reshard:
+      return false;
+    case View::search:
+      return true;
+  }
+  return false;
+}
+constexpr bool is_last(Format format) {
+  switch (format) {
+    case Format::text:
+    case Format::json:
+    case Format::markdown:
+    case Format::github:
+    case Format::jax:
+    case Format::maxtext:
+      return false;
+    case Format::html:
+      return true;
+  }
+  return false;
+}
+template <typename Enum, size_t N>
+constexpr bool lists_every(const std::array<Enum, N>& values) {
+  for (size_t i = 0; i < N; ++i) {
+    if (values[i] != static_cast<Enum>(i)) {
+      return false;
+    }
+  }
+  return N > 0 && is_last(values.back());
+}
+static_assert(lists_every(k_views), "k_views lists every View, in order");
+static_assert(lists_every(k_formats), "k_formats lists every Format, in order");
 
 struct ViewOf {
   View operator()(const MeshReport&) const { return View::mesh; }

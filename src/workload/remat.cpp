@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -121,13 +122,41 @@ constexpr RematRow k_policies[] = {
      Where::host},
 };
 
-const RematRow& row_of(RematPolicy policy) {
-  for (const RematRow& row : k_policies) {
-    if (row.policy == policy) {
-      return row;
+// The last policy: a new RematPolicy is a -Wswitch error here until it says
+// whether it is the last, and k_policies must then hold one row per policy,
+// in the enum's order, so that row_of indexes it.
+constexpr bool is_last(RematPolicy policy) {
+  switch (policy) {
+    case RematPolicy::none:
+    case RematPolicy::full:
+    case RematPolicy::selective:
+    case RematPolicy::minimal:
+    case RematPolicy::minimal_with_context:
+    case RematPolicy::save_dot_except_mlp:
+    case RematPolicy::save_dot_except_mlpwi:
+    case RematPolicy::save_dot_with_context_except_mlp:
+    case RematPolicy::save_qkv_proj:
+    case RematPolicy::save_out_proj:
+    case RematPolicy::qkv_proj_offloaded:
+      return false;
+    case RematPolicy::minimal_offloaded:
+      return true;
+  }
+  return false;
+}
+constexpr bool one_row_per_policy() {
+  for (size_t i = 0; i < std::size(k_policies); ++i) {
+    if (k_policies[i].policy != static_cast<RematPolicy>(i)) {
+      return false;
     }
   }
-  return k_policies[0];
+  return is_last(k_policies[std::size(k_policies) - 1].policy);
+}
+static_assert(one_row_per_policy(),
+              "k_policies holds one row per RematPolicy, in order");
+
+const RematRow& row_of(RematPolicy policy) {
+  return k_policies[static_cast<size_t>(policy)];
 }
 
 // The checkpoint-name bit of `tag` (0: no policy names it).
