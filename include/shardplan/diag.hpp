@@ -77,6 +77,23 @@ struct Location {
   }
 };
 
+// `at` as a diagnostic's first line names it, for a message that names
+// where a value came from: "--seq", "cfg.yml:12:24", "rules.json:/rules/3";
+// empty for an empty location.
+std::string to_string(const Location& at);
+
+// A value and where it came from: a flag (Location::of("--seq")), a key of
+// a config file (its line, column and excerpt). The core reports a problem
+// with the value at `at`, and names it in a message with to_string(at).
+template <typename T>
+struct Sourced {
+  T value{};
+  Location at;
+
+  // Whether anything set the value (`at` is empty for a default).
+  bool set() const { return !at.empty(); }
+};
+
 // Builds the location of `offset` (a byte offset) inside `text`: line, column
 // in code points, and an excerpt of at most ~80 characters around it.
 // REQUIRES: offset <= text.size().

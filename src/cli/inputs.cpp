@@ -332,7 +332,7 @@ class InputReader {
       // MaxText's weight_dtype: the dtype the weights are trained in.
       memory.param_dtype = m_in.maxtext->weight_dtype->value;
       memory.param_dtype_source =
-          maxtext_source(m_in.maxtext->weight_dtype->at);
+          to_string(maxtext_location(m_in.maxtext->weight_dtype->at));
     }
     memory.grad_dtype = read_dtype(m_cmd.grad_dtype, "--grad-dtype");
     if (m_cmd.hbm) {

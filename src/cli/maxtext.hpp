@@ -34,7 +34,8 @@ MeshSources maxtext_flags();
 
 // The config's workload keys as flags, where `flags` has none of its own
 // (flags given win): max_target_length -> --seq, per_device_batch_size ->
-// --per-device-batch (unless --batch), remat_policy -> --remat. Without an
+// --per-device-batch (unless --batch), remat_policy -> --remat, each at
+// its key's maxtext_location (line and column). Without an
 // architecture (`has_architecture` false) the keys are not used and an
 // info note says so [maxtext.workload-ignored].
 void apply_maxtext_workload(const MaxTextConfig& config,

@@ -208,19 +208,22 @@ bool search_options(const SearchCommand& cmd,
                     Diagnostics& diags,
                     SearchOptions& options) {
   WorkloadFlags flags;
-  flags.seq = cmd.seq;
-  flags.batch = cmd.batch;
+  flags.seq.value = cmd.seq;
+  flags.batch.value = cmd.batch;
   if (!cmd.per_device_batch.empty()) {
-    flags.per_device_batch = cmd.per_device_batch.front();
+    flags.per_device_batch.value = cmd.per_device_batch.front();
   }
+  flags.microbatches.value = cmd.microbatches;
   if (cmd.remat_given) {
-    flags.remat = cmd.remat.front();
+    flags.remat.value = cmd.remat.front();
   }
+  flags.attention.value = cmd.attention;
+  flags.sequence_parallel = cmd.sequence_parallel;
   const std::optional<MaxTextConfig>& maxtext = in.maxtext;
   if (maxtext) {
     apply_maxtext_workload(*maxtext, true, flags, diags);
   }
-  if (!flags.seq) {
+  if (!flags.seq.value) {
     diags
         .error("cli.usage",
                "--seq is required (or max_target_length in --maxtext-config)",
@@ -238,21 +241,8 @@ bool search_options(const SearchCommand& cmd,
   }
   options.remat = cmd.remat_given ? cmd.remat : std::vector<std::string>();
   options.per_device_batch = cmd.per_device_batch;
-  Workload& w = options.workload;
-  w.seq = *flags.seq;
-  w.seq_source = flags.seq_source;
-  w.batch = cmd.batch;
-  w.batch_source = "--batch";
-  w.per_device_batch = flags.per_device_batch.value_or("");
-  w.per_device_batch_source = flags.per_device_batch_source;
-  w.microbatches = cmd.microbatches;
-  w.microbatches_source = "--microbatches";
-  w.remat = flags.remat.value_or("full");
-  w.remat_source = flags.remat_source;
-  w.attention = cmd.attention;
-  w.attention_source = "--attention";
-  w.sequence_parallel = cmd.sequence_parallel;
-  if (!cmd.batch && w.per_device_batch.empty()) {
+  options.workload = workload_of(flags);
+  if (!cmd.batch && options.workload.per_device_batch.value.empty()) {
     diags
         .error("workload.missing-batch",
                "search needs --batch N or --per-device-batch X",
@@ -267,7 +257,7 @@ bool search_options(const SearchCommand& cmd,
   if (maxtext && maxtext->weight_dtype) {
     options.memory.param_dtype = maxtext->weight_dtype->value;
     options.memory.param_dtype_source =
-        maxtext_source(maxtext->weight_dtype->at);
+        to_string(maxtext_location(maxtext->weight_dtype->at));
   }
   options.step.matmul_efficiency = cmd.matmul_efficiency;
   options.step.matmul_efficiency_source = "--matmul-efficiency";

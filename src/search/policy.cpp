@@ -179,10 +179,10 @@ bool resolve_search_axes(const ModelConfig& model,
 SearchVariations search_variations(const SearchOptions& options) {
   SearchVariations out{options.remat, options.per_device_batch};
   if (out.remat.empty()) {
-    out.remat.push_back(options.workload.remat);
+    out.remat.push_back(options.workload.remat.value);
   }
   if (out.per_device_batch.empty()) {
-    out.per_device_batch.push_back(options.workload.per_device_batch);
+    out.per_device_batch.push_back(options.workload.per_device_batch.value);
   }
   return out;
 }
@@ -194,7 +194,7 @@ bool check_remat_policies(const std::vector<std::string>& remat,
                           Diagnostics& diags) {
   // Checked before the search: an unknown one would drop every candidate.
   for (const std::string& policy : remat) {
-    if (!read_remat_policy(policy, options.workload.remat_source, diags)) {
+    if (!read_remat_policy(policy, options.workload.remat.at, diags)) {
       return false;
     }
   }
@@ -215,13 +215,13 @@ MemoryOptions slice_memory(const SearchOptions& options,
 Workload variation_workload(const SearchOptions& options,
                             const std::string& remat,
                             const std::string& batch,
-                            const std::string& mesh_source) {
+                            const Location& mesh_at) {
   Workload w = options.workload;
-  w.remat = remat;
-  w.mesh_source = mesh_source;
+  w.remat.value = remat;
+  w.mesh_at = mesh_at;
   if (!batch.empty()) {
-    w.per_device_batch = batch;
-    w.batch.reset();
+    w.per_device_batch.value = batch;
+    w.batch.value.reset();
   }
   return w;
 }

@@ -311,7 +311,7 @@ class Searcher {
       for (const std::string& batch : m_variations.per_device_batch) {
         SearchCandidate c = candidate(*p.choice, remat, batch);
         const Workload w = search_detail::variation_workload(
-            m_options, remat, batch, m_options.sources.mesh);
+            m_options, remat, batch, Location::of(m_options.sources.mesh));
         Diagnostics run;
         std::optional<ActivationEstimate> act =
             estimate_activations(m_model, p.placed.mesh, p.roles, w, run);

@@ -68,13 +68,15 @@ std::optional<WinnerPlan> plan_winner(const Manifest& manifest,
   if (!roles) {
     return std::nullopt;
   }
-  std::optional<ActivationEstimate> activations = estimate_activations(
-      model,
-      mesh,
-      *roles,
-      variation_workload(
-          options, winner.remat, winner.per_device_batch, sources.mesh),
-      diags);
+  std::optional<ActivationEstimate> activations =
+      estimate_activations(model,
+                           mesh,
+                           *roles,
+                           variation_workload(options,
+                                              winner.remat,
+                                              winner.per_device_batch,
+                                              Location::of(sources.mesh)),
+                           diags);
   if (!activations) {
     return std::nullopt;
   }

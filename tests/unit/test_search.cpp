@@ -134,8 +134,8 @@ TEST_CASE("search: progress is reported after each mesh but the last",
   REQUIRE(rules);
   SearchOptions options;
   options.axes = {"fsdp", "tp"};
-  options.workload.seq = 8192;
-  options.workload.batch = 128;
+  options.workload.seq.value = 8192;
+  options.workload.batch.value = 128;
   options.memory.recipe = Recipe::adam;
   options.memory.hbm_bytes =
       static_cast<int64_t>(topology.figures.hbm_bytes_per_device.value);
@@ -286,8 +286,8 @@ TEST_CASE("search: the folded walk ranks as the per-tensor walk does",
       const RuleSet rules = preset("fsdp-tp");
       SearchOptions options;
       options.axes = {"pp", "fsdp", "ep", "tp"};
-      options.workload.seq = 4096;
-      options.workload.batch = 256;
+      options.workload.seq.value = 4096;
+      options.workload.batch.value = 256;
       options.remat = {"full", "minimal"};
       options.memory.recipe = Recipe::adam;
       options.memory.zero = 1;
