@@ -922,7 +922,7 @@ int64_t AxisRoles::size(const Mesh& mesh, AxisRole role) const {
   return n;
 }
 
-const std::string& AxisRoleSources::of(AxisRole role) const {
+const Location& AxisRoleSources::of(AxisRole role) const {
   return role_list(*this, role);
 }
 
@@ -944,7 +944,7 @@ std::optional<AxisRoles> resolve_axis_roles(const Mesh& mesh,
                                     to_string(role),
                                     quote(name),
                                     to_string(mesh)),
-                        Location::of(sources.of(role)));
+                        sources.of(role));
         const std::string best = closest_match(name, names);
         d.hint = best.empty() ? fmt::format("the mesh's axes are {}",
                                             fmt::join(names, ", "))
@@ -960,9 +960,9 @@ std::optional<AxisRoles> resolve_axis_roles(const Mesh& mesh,
                                quote(name),
                                to_string(*slot),
                                to_string(role)),
-                   Location::of(sources.of(role)))
+                   sources.of(role))
             .hint = fmt::format("an axis has one role; {} names it too",
-                                sources.of(*slot));
+                                to_string(sources.of(*slot)));
         ok = false;
         continue;
       }

@@ -87,18 +87,18 @@ using TrivialAxes = std::map<std::string, std::pair<size_t, std::string>>;
 void check_device_count(const Mesh& mesh,
                         const ValidateOptions& options,
                         Diagnostics& diags) {
-  if (options.topology_devices
-      && *options.topology_devices != mesh.num_devices()) {
+  const Sourced<std::optional<int64_t>>& devices = options.topology_devices;
+  if (devices.value && *devices.value != mesh.num_devices()) {
     Diagnostic& d = diags.error(
         "mesh.device-count",
         fmt::format("number of devices {} must equal the product of mesh_shape "
                     "{} = {}",
-                    *options.topology_devices,
+                    *devices.value,
                     python_tuple(mesh.shape()),
                     mesh.num_devices()),
-        Location::of(options.mesh_source));
-    d.hint = fmt::format(
-        "{} has {} devices", options.devices_source, *options.topology_devices);
+        options.mesh_at);
+    d.hint =
+        fmt::format("{} has {} devices", to_string(devices.at), *devices.value);
   }
 }
 
@@ -253,9 +253,9 @@ TensorSharding check_tensor(const Manifest& manifest,
         .hint = indivisible_hint(size, shards[d], d, *laid->spec, mesh);
     laid->valid = false;
   }
-  if (laid->valid && options.replicated_warning_bytes > 0
+  if (laid->valid && options.replicated_warning_bytes.value > 0
       && mesh.num_devices() > 1 && laid->replicas == mesh.num_devices()
-      && tensor.num_bytes >= options.replicated_warning_bytes) {
+      && tensor.num_bytes >= options.replicated_warning_bytes.value) {
     report(Severity::warning,
            "spec.replicated-large",
            fmt::format(
@@ -264,8 +264,8 @@ TensorSharding check_tensor(const Manifest& manifest,
                tensor.num_bytes,
                mesh.num_devices()))
         .hint = fmt::format("the warning starts at {} bytes ({})",
-                            options.replicated_warning_bytes,
-                            options.replicated_warning_source);
+                            options.replicated_warning_bytes.value,
+                            to_string(options.replicated_warning_bytes.at));
   }
   return TensorSharding{std::move(laid)};
 }

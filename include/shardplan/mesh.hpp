@@ -165,16 +165,16 @@ struct AxisRoles {
   int64_t size(const Mesh& mesh, AxisRole role) const;
 };
 
-// What to call each role's list of names in diagnostics ("--data-axes",
-// "--tensor-axes", ...), by role.
+// Where each role's list of names came from, for diagnostics
+// (Location::of("--data-axes"), ...), by role.
 struct AxisRoleSources {
-  std::string data;
-  std::string tensor;
-  std::string sequence;
-  std::string expert;
-  std::string stage;
+  Location data;
+  Location tensor;
+  Location sequence;
+  Location expert;
+  Location stage;
 
-  const std::string& of(AxisRole role) const;
+  const Location& of(AxisRole role) const;
 };
 
 // The roles of `mesh`'s axes: a role whose list in `given` is non-empty

@@ -57,11 +57,12 @@ std::optional<SearchObjective> parse_search_objective(std::string_view text);
 struct WinnerOptions {
   bool plan = false;
   // Where the winner's plan reports: the caller's names for the inputs of
-  // the plan it is (its mesh and slice, the replicated-tensor threshold,
-  // the data axes; the command line passes plan's flags).
+  // the plan it is (its mesh and slice), and where the replicated-tensor
+  // threshold and the data axes would come from (the command line passes
+  // plan's flags).
   MeshSources sources;
-  std::string replicated_warning_source;
-  std::string data_axes_source;
+  Location replicated_warning_at;
+  Location data_axes_at;
 };
 
 struct SearchOptions {

@@ -317,8 +317,9 @@ std::optional<ActivationEstimate> estimate_activations(const ModelConfig& model,
 struct StepOptions {
   // The fraction of the bf16 peak a matmul reaches. 1: the roofline (the
   // scaling book's convention); the references publish no measured figure
-  // for XLA's matmuls, so a user sets it from a profile.
-  double matmul_efficiency = 1.0;
+  // for XLA's matmuls, so a user sets it from a profile: where it came from
+  // ("--matmul-efficiency") is then the assumption's source.
+  Sourced<double> matmul_efficiency{1.0, {}};
   // Expert all-to-all bytes x this (MaxText's capacity_factor; 1 is
   // dropless routing at perfect balance).
   double capacity_factor = 1.0;
@@ -330,7 +331,6 @@ struct StepOptions {
   bool overlap_grad_reduce = true;
   bool overlap_tensor = false;
   bool overlap_expert = false;
-  std::string matmul_efficiency_source;  // for diagnostics ("--matmul-...")
 };
 
 // The kind of parallelism a collective of the step serves: FSDP's gathers
@@ -448,10 +448,10 @@ struct StepInputs {
   // params + grads + optimizer state), read and written once.
   int64_t optimizer_state_bytes = 0;
   // Where the mesh came from ("--mesh"), for the roofline warnings.
-  std::string mesh_source;
+  Location mesh_at;
   // Where the topology comes from ("--topology"), named by step.no-figure
   // when `topology` is null (a topology is named by its own name).
-  std::string topology_source;
+  Location topology_at;
 };
 
 // The step's inputs for a plan whose memory is `memory`: the gather axes,
@@ -462,12 +462,12 @@ StepInputs step_inputs_for(const ModelConfig& model,
                            const Topology& topology,
                            std::span<const AxisLink> links,
                            const MemoryEstimate& memory,
-                           std::string mesh_source);
+                           Location mesh_at);
 
 // The training step of `model` under `activations`' workload on `mesh`.
 // nullopt (reported) when the topology lacks a figure the estimate needs
 // [step.no-figure], or when the step's tokens overflow int64
-// [step.overflow]. Warns, at inputs.mesh_source, from the scaling book's
+// [step.overflow]. Warns, at inputs.mesh_at, from the scaling book's
 // rooflines (docs/sources.md#rooflines): a microbatch's tokens per device
 // below an FSDP axis's critical batch, peak / the axis's bandwidth
 // [step.below-critical-batch]; tensor axes wider than MLP width x their

@@ -52,7 +52,7 @@ int finish_check(View view,
   if (in.training.activations && in.layout && in.topology) {
     const ModelConfig& model = *in.training.model;
     const StepInputs step_in = step_inputs_for(
-        model, *in.topology, in.layout->links, *memory, "--mesh");
+        model, *in.topology, in.layout->links, *memory, Location::of("--mesh"));
     StepOptions options = in.step_options;
     step = estimate_step(model,
                          *in.mesh,
@@ -93,8 +93,7 @@ int run_rules(const RuleSet& rules, View view, Inputs& in, Session& session) {
   Stopwatch watch;
   // A preset's tensors left unsplit over an axis it uses elsewhere are
   // warned about from the same size as fully replicated ones.
-  const ApplyOptions options{in.validate.replicated_warning_bytes,
-                             in.validate.replicated_warning_source};
+  const ApplyOptions options{in.validate.replicated_warning_bytes};
   std::optional<RulePlan> plan =
       apply_rules(*in.manifest, *in.mesh, rules, diags, options);
   if (!plan) {

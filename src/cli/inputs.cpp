@@ -294,19 +294,20 @@ class InputReader {
     return true;
   }
 
-  // --param-dtype, --grad-dtype: a dtype name; whether it is one the
-  // estimate can train in is estimate_memory's to say.
-  std::optional<DType> read_dtype(const std::string& text,
-                                  const std::string& flag) {
+  // --param-dtype, --grad-dtype: a dtype name, at its flag; whether it is
+  // one the estimate can train in is estimate_memory's to say.
+  Sourced<std::optional<DType>> read_dtype(const std::string& text,
+                                           const std::string& flag) {
+    Sourced<std::optional<DType>> dtype{{}, Location::of(flag)};
     if (text.empty()) {
-      return std::nullopt;
+      return dtype;
     }
-    std::optional<DType> dtype = parse_dtype(text);
-    if (!dtype) {
+    dtype.value = parse_dtype(text);
+    if (!dtype.value) {
       m_diags
           .error("cli.dtype",
                  fmt::format("unknown dtype {}", quote(text)),
-                 Location::of(flag))
+                 dtype.at)
           .hint = dtype_hint(text);
     }
     return dtype;
@@ -319,29 +320,26 @@ class InputReader {
     std::optional<Recipe> recipe = parse_recipe(m_cmd.recipe);
     assert(recipe);  // CLI11 checked the name
     memory.recipe = *recipe;
-    memory.zero = m_cmd.zero;
-    memory.data_axes = m_cmd.data_axes;
+    memory.zero = {m_cmd.zero, Location::of("--zero")};
+    memory.data_axes = {m_cmd.data_axes, Location::of("--data-axes")};
     memory.headroom = m_cmd.headroom;
     memory.largest = m_cmd.largest;
-    memory.zero_source = "--zero";
-    memory.data_axes_source = "--data-axes";
-    memory.param_dtype_source = "--param-dtype";
-    memory.grad_dtype_source = "--grad-dtype";
     memory.param_dtype = read_dtype(m_cmd.param_dtype, "--param-dtype");
-    if (!memory.param_dtype && m_in.maxtext && m_in.maxtext->weight_dtype) {
+    if (!memory.param_dtype.value && m_in.maxtext
+        && m_in.maxtext->weight_dtype) {
       // MaxText's weight_dtype: the dtype the weights are trained in.
-      memory.param_dtype = m_in.maxtext->weight_dtype->value;
-      memory.param_dtype_source =
-          to_string(maxtext_location(m_in.maxtext->weight_dtype->at));
+      const Sourced<DType>& weight_dtype = *m_in.maxtext->weight_dtype;
+      memory.param_dtype = {weight_dtype.value,
+                            maxtext_location(weight_dtype.at)};
     }
     memory.grad_dtype = read_dtype(m_cmd.grad_dtype, "--grad-dtype");
     if (m_cmd.hbm) {
-      memory.hbm_bytes = parse_size(*m_cmd.hbm, "--hbm", m_diags, true);
-      memory.hbm_source = "--hbm";
+      memory.hbm_bytes = {parse_size(*m_cmd.hbm, "--hbm", m_diags, true),
+                          Location::of("--hbm")};
     } else if (topology) {
-      memory.hbm_bytes =
-          static_cast<int64_t>(topology->figures.hbm_bytes_per_device.value);
-      memory.hbm_source = "--topology " + topology->name;
+      memory.hbm_bytes = {
+          static_cast<int64_t>(topology->figures.hbm_bytes_per_device.value),
+          Location::of("--topology " + topology->name)};
     }
     std::optional<int64_t> warn =
         parse_size(m_cmd.warn_replicated, "--warn-replicated", m_diags);
@@ -349,12 +347,12 @@ class InputReader {
       return false;
     }
     ValidateOptions& validate = m_in.validate;
-    validate.replicated_warning_bytes = *warn;
-    validate.replicated_warning_source = "--warn-replicated";
-    validate.mesh_source = m_sources.mesh;
+    validate.replicated_warning_bytes = {*warn,
+                                         Location::of("--warn-replicated")};
+    validate.mesh_at = Location::of(m_sources.mesh);
     if (topology) {
-      validate.topology_devices = topology->devices();
-      validate.devices_source = "--topology " + topology->name;
+      validate.topology_devices = {
+          topology->devices(), Location::of("--topology " + topology->name)};
     }
     return true;
   }
@@ -388,8 +386,8 @@ class InputReader {
     set_step_options();
     const Training& t = m_in.training;
     m_in.memory.roles = t.roles;
-    m_in.memory.stage_axes_source = t.role_sources.stage;
-    m_in.memory.expert_axes_source = t.role_sources.expert;
+    m_in.memory.stage_axes_at = t.role_sources.stage;
+    m_in.memory.expert_axes_at = t.role_sources.expert;
     if (t.model) {
       m_in.memory.layers = t.model->layers;
       m_in.memory.experts = t.model->experts;
@@ -405,7 +403,8 @@ class InputReader {
 
   void set_step_options() {
     StepOptions& step = m_in.step_options;
-    step.matmul_efficiency = m_cmd.matmul_efficiency;
+    step.matmul_efficiency = {m_cmd.matmul_efficiency,
+                              Location::of("--matmul-efficiency")};
     step.capacity_factor = m_cmd.capacity_factor;
     auto overlaps = [&](std::string_view kind) {
       return std::find(m_cmd.overlap.begin(), m_cmd.overlap.end(), kind)
@@ -415,7 +414,6 @@ class InputReader {
     step.overlap_grad_reduce = overlaps("grads");
     step.overlap_tensor = overlaps("tensor");
     step.overlap_expert = overlaps("expert");
-    step.matmul_efficiency_source = "--matmul-efficiency";
   }
 
   const CheckCommand& m_cmd;

@@ -236,7 +236,7 @@ bool load_side_specs(const Manifest& manifest,
                      Side& side,
                      Diagnostics& diags) {
   ValidateOptions validate;
-  validate.replicated_warning_bytes =
+  validate.replicated_warning_bytes.value =
       0;  // replicated is a layout like any other here
   const Mesh& mesh = *side.mesh;
   if (single) {

@@ -251,24 +251,22 @@ bool search_options(const SearchCommand& cmd,
     return false;
   }
   options.memory.recipe = *parse_recipe(cmd.recipe);  // CLI11 checked it
-  options.memory.zero = cmd.zero;
+  options.memory.zero = {cmd.zero, Location::of("--zero")};
   options.memory.headroom = cmd.headroom;
-  options.memory.zero_source = "--zero";
   if (maxtext && maxtext->weight_dtype) {
-    options.memory.param_dtype = maxtext->weight_dtype->value;
-    options.memory.param_dtype_source =
-        to_string(maxtext_location(maxtext->weight_dtype->at));
+    options.memory.param_dtype = {maxtext->weight_dtype->value,
+                                  maxtext_location(maxtext->weight_dtype->at)};
   }
-  options.step.matmul_efficiency = cmd.matmul_efficiency;
-  options.step.matmul_efficiency_source = "--matmul-efficiency";
+  options.step.matmul_efficiency = {cmd.matmul_efficiency,
+                                    Location::of("--matmul-efficiency")};
   options.allow_split_physical_axes =
       cmd.allow_split_physical_axes
       || (maxtext && maxtext->allow_split_physical_axes.value);
   options.objective =
       parse_search_objective(cmd.objective).value_or(SearchObjective::tokens);
   options.winner.sources = mesh_flags();
-  options.winner.replicated_warning_source = "--warn-replicated";
-  options.winner.data_axes_source = "--data-axes";
+  options.winner.replicated_warning_at = Location::of("--warn-replicated");
+  options.winner.data_axes_at = Location::of("--data-axes");
   return true;
 }
 

@@ -191,25 +191,25 @@ bool load_training(const WorkloadFlags& flags,
   if (failed) {
     return false;
   }
-  out.role_sources = AxisRoleSources{"--data-axes",
-                                     "--tensor-axes",
-                                     "--sequence-axes",
-                                     "--expert-axes",
-                                     "--stage-axes"};
+  out.role_sources = AxisRoleSources{Location::of("--data-axes"),
+                                     Location::of("--tensor-axes"),
+                                     Location::of("--sequence-axes"),
+                                     Location::of("--expert-axes"),
+                                     Location::of("--stage-axes")};
   // A role taken by name is located at the mesh that named the axis.
   const std::vector<std::string>* given_axes[] = {&data_axes,
                                                   &flags.tensor_axes,
                                                   &flags.sequence_axes,
                                                   &flags.expert_axes,
                                                   &flags.stage_axes};
-  std::string* sources[] = {&out.role_sources.data,
-                            &out.role_sources.tensor,
-                            &out.role_sources.sequence,
-                            &out.role_sources.expert,
-                            &out.role_sources.stage};
+  Location* sources[] = {&out.role_sources.data,
+                         &out.role_sources.tensor,
+                         &out.role_sources.sequence,
+                         &out.role_sources.expert,
+                         &out.role_sources.stage};
   for (size_t i = 0; i < 5; ++i) {
     if (given_axes[i]->empty()) {
-      *sources[i] = "--mesh";
+      *sources[i] = Location::of("--mesh");
     }
   }
   AxisRoles given;

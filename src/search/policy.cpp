@@ -204,10 +204,11 @@ bool check_remat_policies(const std::vector<std::string>& remat,
 MemoryOptions slice_memory(const SearchOptions& options,
                            const Topology& slice) {
   MemoryOptions m = options.memory;
-  if (!m.hbm_bytes) {
-    m.hbm_bytes =
-        static_cast<int64_t>(slice.figures.hbm_bytes_per_device.value);
-    m.hbm_source = fmt::format("{} {}", options.sources.topology, slice.name);
+  if (!m.hbm_bytes.value) {
+    m.hbm_bytes = {
+        static_cast<int64_t>(slice.figures.hbm_bytes_per_device.value),
+        Location::of(
+            fmt::format("{} {}", options.sources.topology, slice.name))};
   }
   return m;
 }

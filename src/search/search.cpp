@@ -141,7 +141,8 @@ class Searcher {
         m_topologies(topologies),
         m_rules(rules),
         m_options(options),
-        m_diags(diags) {}
+        m_diags(diags),
+        m_mesh_at(Location::of(options.sources.mesh)) {}
 
   std::optional<SearchResult> run() {
     if (!check_variations() || !share_work()) {
@@ -311,7 +312,7 @@ class Searcher {
       for (const std::string& batch : m_variations.per_device_batch) {
         SearchCandidate c = candidate(*p.choice, remat, batch);
         const Workload w = search_detail::variation_workload(
-            m_options, remat, batch, Location::of(m_options.sources.mesh));
+            m_options, remat, batch, m_mesh_at);
         Diagnostics run;
         std::optional<ActivationEstimate> act =
             estimate_activations(m_model, p.placed.mesh, p.roles, w, run);
@@ -392,7 +393,7 @@ class Searcher {
                                            *p.choice->topology,
                                            p.placed.layout.links,
                                            mem,
-                                           m_options.sources.mesh),
+                                           m_mesh_at),
                            m_options.step,
                            step_diags);
     if (c.step && !c.step->unsplit_tensor_axes.empty()) {
@@ -484,6 +485,7 @@ class Searcher {
   const RuleSet& m_rules;
   const SearchOptions& m_options;
   Diagnostics& m_diags;
+  const Location m_mesh_at;  // where each candidate's mesh comes from
   SearchVariations m_variations;
   std::optional<RuleKeys> m_keys;
   MemoryFacts m_facts;

@@ -50,10 +50,10 @@ std::optional<MemoryEstimate> estimate_on(const Manifest& manifest,
   REQUIRE_FALSE(diags.has_errors());
   MemoryOptions options;
   options.recipe = Recipe::adam;
-  options.zero = zero;
+  options.zero.value = zero;
   options.experts = experts;
   options.largest = 0;  // a class is listed once: not compared
-  options.hbm_bytes = int64_t{95} << 30;
+  options.hbm_bytes.value = int64_t{95} << 30;
   options.activations = {ActivationLoad{int64_t{3} << 30, 0}};
   options.facts = &facts;
   return estimate_memory(manifest, mesh, shardings, options, memory_diags);
@@ -137,7 +137,7 @@ TEST_CASE("search: progress is reported after each mesh but the last",
   options.workload.seq.value = 8192;
   options.workload.batch.value = 128;
   options.memory.recipe = Recipe::adam;
-  options.memory.hbm_bytes =
+  options.memory.hbm_bytes.value =
       static_cast<int64_t>(topology.figures.hbm_bytes_per_device.value);
   std::vector<std::pair<int64_t, int64_t>> calls;
   options.progress = [&](int64_t done, int64_t total) {
@@ -290,8 +290,8 @@ TEST_CASE("search: the folded walk ranks as the per-tensor walk does",
       options.workload.batch.value = 256;
       options.remat = {"full", "minimal"};
       options.memory.recipe = Recipe::adam;
-      options.memory.zero = 1;
-      options.memory.hbm_bytes =
+      options.memory.zero.value = 1;
+      options.memory.hbm_bytes.value =
           static_cast<int64_t>(topology.figures.hbm_bytes_per_device.value);
       std::optional<SearchResult> folded =
           search_meshes(manifest, config, topology, rules, options, diags);

@@ -36,11 +36,11 @@ Mesh mesh_of(std::string_view text) {
 
 AxisRoles roles_of(const Mesh& mesh) {
   Diagnostics diags;
-  AxisRoleSources sources{"--data-axes",
-                          "--tensor-axes",
-                          "--sequence-axes",
-                          "--expert-axes",
-                          "--stage-axes"};
+  AxisRoleSources sources{Location::of("--data-axes"),
+                          Location::of("--tensor-axes"),
+                          Location::of("--sequence-axes"),
+                          Location::of("--expert-axes"),
+                          Location::of("--stage-axes")};
   std::optional<AxisRoles> roles =
       resolve_axis_roles(mesh, AxisRoles{}, sources, diags);
   REQUIRE(roles);
