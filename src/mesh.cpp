@@ -104,13 +104,13 @@ std::vector<int64_t> Mesh::dcn_shape() const {
 namespace {
 
 // "--topology v5p-128 has 64 devices" when the count came from a topology
-// (MeshOptions::devices_source).
+// (MeshOptions::devices_at).
 std::string devices_hint(const MeshOptions& options) {
-  if (options.devices_source.empty() || !options.num_devices) {
+  if (options.devices_at.empty() || !options.num_devices) {
     return "";
   }
   return fmt::format(
-      "{} has {} devices", options.devices_source, *options.num_devices);
+      "{} has {} devices", to_string(options.devices_at), *options.num_devices);
 }
 
 // The value -1 stands for "fill"; kept apart from real sizes.

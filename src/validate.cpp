@@ -103,7 +103,7 @@ void check_device_count(const Mesh& mesh,
 }
 
 void report_trivial_axes(const TrivialAxes& trivial,
-                         const std::string& source,
+                         const Location& at,
                          Diagnostics& diags) {
   for (const auto& [axis, use] : trivial) {
     Diagnostic& d = diags.warning(
@@ -114,7 +114,7 @@ void report_trivial_axes(const TrivialAxes& trivial,
                     use.first,
                     use.first == 1 ? "spec names" : "specs name",
                     quote(use.second)),
-        Location::of(source));
+        at);
     d.tensor = use.second;
   }
 }
@@ -351,9 +351,9 @@ class Checks {
   }
 
   // The shardings, after the size-1 axes the specs named are reported at
-  // `source`.
-  std::vector<TensorSharding> finish(const std::string& source) {
-    report_trivial_axes(m_trivial, source, m_diags);
+  // `at`.
+  std::vector<TensorSharding> finish(const Location& at) {
+    report_trivial_axes(m_trivial, at, m_diags);
     return std::move(m_out);
   }
 
@@ -437,14 +437,14 @@ std::vector<TensorSharding> validate_specs(const Manifest& manifest,
     assert(entry.spec);
     checks.check(t, *entry.spec, [&] { return spec_location(specs, entry); });
   }
-  return checks.finish(specs.source);
+  return checks.finish(Location::of(specs.source));
 }
 
 std::vector<TensorSharding> validate_planned(
     const Manifest& manifest,
     const Mesh& mesh,
     std::span<const PartitionSpec* const> specs,
-    std::string_view plan_source,
+    const Location& plan_at,
     const ValidateOptions& options,
     Diagnostics& diags) {
   assert(specs.size() == manifest.size());
@@ -458,7 +458,7 @@ std::vector<TensorSharding> validate_planned(
       return where;
     });
   }
-  return checks.finish(std::string(plan_source));
+  return checks.finish(plan_at);
 }
 
 }  // namespace shardplan

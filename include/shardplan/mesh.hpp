@@ -93,8 +93,9 @@ struct MeshOptions {
   // Devices the mesh must cover; required to fill a -1.
   std::optional<int64_t> num_devices;
   // Where num_devices comes from, for the hint of a count error
-  // ("--topology v5p-128"); empty when it is the bare count itself.
-  std::string devices_source;
+  // (Location::of("--topology v5p-128")); empty when it is the bare count
+  // itself.
+  Location devices_at;
   // Slices of the topology; nullopt when unknown (no topology given), in
   // which case the --dcn factors define the slice count.
   std::optional<int64_t> num_slices;

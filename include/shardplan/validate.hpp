@@ -69,14 +69,14 @@ std::vector<TensorSharding> validate_specs(const Manifest& manifest,
 
 // The same checks for specs a planner made, one per manifest tensor (manifest
 // order; specs[t] may be shared between tensors). Problems are located at
-// the tensor in the manifest; size-1 axes are reported at `plan_source`.
+// the tensor in the manifest; size-1 axes are reported at `plan_at`.
 // The check of a spec, shape and dtype that reported nothing is done once.
 // REQUIRES: specs.size() == manifest.size(); mesh.num_devices() >= 1.
 std::vector<TensorSharding> validate_planned(
     const Manifest& manifest,
     const Mesh& mesh,
     std::span<const PartitionSpec* const> specs,
-    std::string_view plan_source,
+    const Location& plan_at,
     const ValidateOptions& options,
     Diagnostics& diags);
 

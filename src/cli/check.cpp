@@ -101,8 +101,13 @@ int run_rules(const RuleSet& rules, View view, Inputs& in, Session& session) {
   }
   watch.lap("apply the rules");
   const std::vector<const PartitionSpec*> specs = plan->specs();
-  std::vector<TensorSharding> shardings = validate_planned(
-      *in.manifest, *in.mesh, specs, rules.source, in.validate, diags);
+  std::vector<TensorSharding> shardings =
+      validate_planned(*in.manifest,
+                       *in.mesh,
+                       specs,
+                       Location::of(rules.source),
+                       in.validate,
+                       diags);
   watch.lap("validate");
   return finish_check(
       view, in, shardings, rules.source, &rules, &*plan, session);

@@ -232,8 +232,7 @@ bool search_options(const SearchCommand& cmd,
     return false;
   }
   options.axes = cmd.axes;
-  options.dcn_axes = cmd.dcn_axes;
-  options.dcn_axes_source = "--dcn-axes";
+  options.dcn_axes = {cmd.dcn_axes, Location::of("--dcn-axes")};
   options.maxtext_axis_names =
       maxtext || (cmd.rules_given && cmd.rules == "maxtext");
   if (!resolve_search_axes(*in.model, options, diags)) {

@@ -29,9 +29,9 @@ namespace {
 using search_detail::has_name;
 
 // Reports (true) the first name of `names` that is empty or given twice,
-// at `source`, with `example` as the hint's value.
+// at `at`, with `example` as the hint's value.
 bool bad_names(const std::vector<std::string>& names,
-               const std::string& source,
+               const Location& at,
                std::string_view example,
                Diagnostics& diags) {
   for (size_t i = 0; i < names.size(); ++i) {
@@ -42,8 +42,8 @@ bool bad_names(const std::vector<std::string>& names,
           .error("cli.usage",
                  axis.empty() ? std::string("an empty axis name")
                               : fmt::format("axis {} given twice", quote(axis)),
-                 Location::of(source))
-          .hint = fmt::format("e.g. {} {}", source, example);
+                 at)
+          .hint = fmt::format("e.g. {} {}", to_string(at), example);
       return true;
     }
   }
@@ -161,19 +161,22 @@ bool resolve_search_axes(const ModelConfig& model,
       options.axes.emplace_back("expert");
     }
   }
-  if (options.dcn_axes.empty()) {
-    options.dcn_axes = {maxtext ? "data" : "dp"};
+  std::vector<std::string>& dcn_axes = options.dcn_axes.value;
+  if (dcn_axes.empty()) {
+    dcn_axes = {maxtext ? "data" : "dp"};
     for (const std::string& axis : options.axes) {
       const bool data = has_default_role(AxisRole::data, axis);
-      if (axis != options.dcn_axes.front()
+      if (axis != dcn_axes.front()
           && (data || has_default_role(AxisRole::stage, axis))) {
-        options.dcn_axes.push_back(axis);
+        dcn_axes.push_back(axis);
       }
     }
   }
-  return !bad_names(options.axes, options.sources.mesh, "fsdp,ep,tp", diags)
-         && !bad_names(
-             options.dcn_axes, options.dcn_axes_source, "dp,fsdp", diags);
+  return !bad_names(options.axes,
+                    Location::of(options.sources.mesh),
+                    "fsdp,ep,tp",
+                    diags)
+         && !bad_names(dcn_axes, options.dcn_axes.at, "dp,fsdp", diags);
 }
 
 SearchVariations search_variations(const SearchOptions& options) {

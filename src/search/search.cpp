@@ -192,7 +192,7 @@ class Searcher {
   void list_meshes() {
     for (const Topology& topology : m_topologies) {
       std::vector<MeshChoice> of_slice = search_detail::enumerate_meshes(
-          m_model, topology, m_options.axes, m_options.dcn_axes);
+          m_model, topology, m_options.axes, m_options.dcn_axes.value);
       std::move(of_slice.begin(), of_slice.end(), std::back_inserter(m_meshes));
     }
     m_out.meshes = static_cast<int64_t>(m_meshes.size());
@@ -287,12 +287,13 @@ class Searcher {
     ++m_out.planned;
     m_out.walked += static_cast<int64_t>(walk.tensors->size());
     m_out.decisions += static_cast<int64_t>(plan->decisions.size());
-    std::vector<TensorSharding> shardings = validate_planned(*walk.tensors,
-                                                             placed->mesh,
-                                                             plan->specs(),
-                                                             m_rules.source,
-                                                             ValidateOptions{},
-                                                             local);
+    std::vector<TensorSharding> shardings =
+        validate_planned(*walk.tensors,
+                         placed->mesh,
+                         plan->specs(),
+                         Location::of(m_rules.source),
+                         ValidateOptions{},
+                         local);
     if (local.has_errors()) {
       drop_all(choice, DropReason::plan, first_error(local));
       return std::nullopt;

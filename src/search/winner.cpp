@@ -94,8 +94,13 @@ std::optional<WinnerPlan> plan_winner(const Manifest& manifest,
   if (!plan) {
     return std::nullopt;
   }
-  std::vector<TensorSharding> shardings = validate_planned(
-      manifest, mesh, plan->specs(), rules.source, validate, diags);
+  std::vector<TensorSharding> shardings =
+      validate_planned(manifest,
+                       mesh,
+                       plan->specs(),
+                       Location::of(rules.source),
+                       validate,
+                       diags);
   // Memory, with the activations, and the step.
   MemoryOptions m = slice_memory(options, slice);
   m.roles = *roles;

@@ -55,7 +55,7 @@ inline void plan(const shardplan::Manifest& manifest,
       shardplan::Location::of("--warn-replicated");
   const auto specs = planned->specs();
   const auto shardings = shardplan::validate_planned(
-      manifest, mesh, specs, "--rules", check, diags);
+      manifest, mesh, specs, shardplan::Location::of("--rules"), check, diags);
   if (shardings.size() != manifest.size()) {
     fail("validate_planned gave other than one sharding per tensor");
   }

@@ -91,8 +91,8 @@ Planned plan_ok(const Manifest& manifest,
   const std::vector<const PartitionSpec*> specs = plan->specs();
   ValidateOptions options;
   options.replicated_warning_bytes.value = 0;
-  std::vector<TensorSharding> shardings =
-      validate_planned(manifest, mesh, specs, rules.source, options, diags);
+  std::vector<TensorSharding> shardings = validate_planned(
+      manifest, mesh, specs, Location::of(rules.source), options, diags);
   INFO(test::first_error(diags));
   CHECK(diags.error_count() == 0);
   return {*std::move(plan), std::move(shardings), std::move(unsplit)};

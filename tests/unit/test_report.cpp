@@ -334,7 +334,7 @@ struct Fixture {
     REQUIRE(plan);
     const std::vector<const PartitionSpec*> specs_of_plan = plan->specs();
     planned = validate_planned(
-        manifest, mesh, specs_of_plan, rules->source, {}, diags);
+        manifest, mesh, specs_of_plan, Location::of(rules->source), {}, diags);
     planned_memory = estimate_memory(manifest, mesh, planned, {}, diags);
     trace = explain_rules(manifest, mesh, *rules, "w", "--explain", diags);
     grid = generic_device_grid(mesh);

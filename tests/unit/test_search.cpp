@@ -44,8 +44,13 @@ std::optional<MemoryEstimate> estimate_on(const Manifest& manifest,
       apply_rules(manifest, mesh, rules, diags, keyed);
   REQUIRE(plan);
   const std::vector<const PartitionSpec*> specs = plan->specs();
-  const std::vector<TensorSharding> shardings = validate_planned(
-      manifest, mesh, specs, rules.source, ValidateOptions{}, diags);
+  const std::vector<TensorSharding> shardings =
+      validate_planned(manifest,
+                       mesh,
+                       specs,
+                       Location::of(rules.source),
+                       ValidateOptions{},
+                       diags);
   INFO(test::first_error(diags));
   REQUIRE_FALSE(diags.has_errors());
   MemoryOptions options;

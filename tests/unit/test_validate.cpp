@@ -268,8 +268,8 @@ TEST_CASE(
   // d and e: 6 rows do not split 4 ways; f: another spec object.
   const std::vector<const PartitionSpec*> specs = {
       &*dp_tp, &*dp_tp, &*dp_tp, &*dp_tp, &*dp_tp, &*tp};
-  const std::vector<TensorSharding> s =
-      validate_planned(manifest, mesh, specs, "plan", ValidateOptions{}, diags);
+  const std::vector<TensorSharding> s = validate_planned(
+      manifest, mesh, specs, Location::of("plan"), ValidateOptions{}, diags);
   REQUIRE(s.size() == 6);
   CHECK(codes(diags)
         == std::vector<std::string>{"spec.indivisible", "spec.indivisible"});
