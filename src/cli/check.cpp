@@ -67,7 +67,7 @@ int finish_check(View view,
     watch.lap("estimate the step");
   }
   const Provenance provenance{
-      session.command_line(), in.allow_split_physical_axes, session.note()};
+      session.command_line(), in.allow_split_physical_axes, {}};
   const CheckReport report{
       view,
       *in.mesh,
@@ -187,17 +187,11 @@ int run_plan(const PlanCommand& cmd, Session& session) {
     return session.fail_input();
   }
   // --rules given wins; with --maxtext-config alone, the config's rules.
-  std::optional<RuleSet> rules;
-  if (in.maxtext && cmd.rules.empty()) {
-    rules = maxtext_rules(*in.maxtext, diags);
-  } else {
-    if (in.maxtext) {
-      note_maxtext_rules_unused(*in.maxtext, "--rules", diags);
-    }
-    rules = load_rules(cmd.rules.empty() ? std::string("fsdp-tp") : cmd.rules,
-                       "--rules",
-                       diags);
-  }
+  std::optional<RuleSet> rules =
+      load_plan_rules(cmd.rules.empty() ? std::string("fsdp-tp") : cmd.rules,
+                      !cmd.rules.empty(),
+                      in.maxtext,
+                      diags);
   if (!rules) {
     return session.fail_input();
   }

@@ -1,6 +1,7 @@
 // The loaders the commands share (cli/inputs.hpp): a manifest, a topology
-// or a rule set from its flag, and what check, memory and plan read before
-// they differ (load_inputs).
+// or a rule set from its flag, the rules plan and search plan with, what
+// check, memory and plan read before they differ (load_inputs), and what
+// search reads (load_search_inputs).
 
 #include "cli/inputs.hpp"
 
@@ -13,6 +14,7 @@
 #include <shardplan/memory.hpp>
 #include <shardplan/mesh.hpp>
 #include <shardplan/rules.hpp>
+#include <shardplan/search.hpp>
 #include <shardplan/tensor.hpp>
 #include <shardplan/topology.hpp>
 #include <shardplan/validate.hpp>
@@ -118,6 +120,20 @@ std::optional<RuleSet> load_rules(const std::string& arg,
     return read_path(arg, InputKind::rules, diags, read_rules);
   }
   return read_rules_preset(arg, Location::of(flag), diags);
+}
+
+std::optional<RuleSet> load_plan_rules(
+    const std::string& arg,
+    bool given,
+    const std::optional<MaxTextConfig>& maxtext,
+    Diagnostics& diags) {
+  if (maxtext && !given) {
+    return maxtext_rules(*maxtext, diags);
+  }
+  if (maxtext) {
+    note_maxtext_rules_unused(*maxtext, "--rules", diags);
+  }
+  return load_rules(arg, "--rules", diags);
 }
 
 namespace {
@@ -325,13 +341,7 @@ class InputReader {
     memory.headroom = m_cmd.headroom;
     memory.largest = m_cmd.largest;
     memory.param_dtype = read_dtype(m_cmd.param_dtype, "--param-dtype");
-    if (!memory.param_dtype.value && m_in.maxtext
-        && m_in.maxtext->weight_dtype) {
-      // MaxText's weight_dtype: the dtype the weights are trained in.
-      const Sourced<DType>& weight_dtype = *m_in.maxtext->weight_dtype;
-      memory.param_dtype = {weight_dtype.value,
-                            maxtext_location(weight_dtype.at)};
-    }
+    apply_maxtext_param_dtype(m_in.maxtext, memory.param_dtype);
     memory.grad_dtype = read_dtype(m_cmd.grad_dtype, "--grad-dtype");
     if (m_cmd.hbm) {
       memory.hbm_bytes = {parse_size(*m_cmd.hbm, "--hbm", m_diags, true),
@@ -367,13 +377,10 @@ class InputReader {
       return false;
     }
     WorkloadFlags workload = m_cmd.workload;
-    if (m_in.maxtext) {
-      const bool has_architecture = !m_cmd.source.model.empty()
-                                    || !m_cmd.source.hf_config.empty()
-                                    || !m_cmd.workload.config.empty();
-      apply_maxtext_workload(
-          *m_in.maxtext, has_architecture, workload, m_diags);
-    }
+    const bool has_architecture = !m_cmd.source.model.empty()
+                                  || !m_cmd.source.hf_config.empty()
+                                  || !m_cmd.workload.config.empty();
+    apply_maxtext_workload(m_in.maxtext, has_architecture, workload, m_diags);
     if (!load_training(workload,
                        m_cmd.source,
                        m_cmd.data_axes,
@@ -428,6 +435,50 @@ class InputReader {
 
 bool load_inputs(const CheckCommand& cmd, Diagnostics& diags, Inputs& in) {
   return InputReader(cmd, diags, in).run();
+}
+
+bool load_search_inputs(const SearchCommand& cmd,
+                        const MeshSources& sources,
+                        Diagnostics& diags,
+                        SearchInputs& in) {
+  in.topology = load_topology(cmd.topology, "--topology", diags);
+  if (!in.topology) {
+    return false;
+  }
+  in.slices = {*in.topology};
+  if (!cmd.devices.empty()) {
+    std::optional<std::vector<Topology>> chosen =
+        device_slices(*in.topology, cmd.devices, sources, diags);
+    if (!chosen) {
+      return false;
+    }
+    in.slices = std::move(*chosen);
+  }
+  in.manifest = load_manifest(cmd.source, diags);
+  bool failed = !in.manifest;
+  if (!failed) {
+    in.model = read_architecture(cmd.config, cmd.source, diags, failed);
+  }
+  if (!failed && !in.model) {
+    diags
+        .error("workload.no-architecture",
+               "search needs the model's architecture, which a manifest's "
+               "tensors alone do not give",
+               Location::of("--manifest"))
+        .hint = "give --config FILE beside --manifest, or --model NAME";
+    failed = true;
+  }
+  // --maxtext-config: the rules, the workload and allow_split of a MaxText
+  // config; the meshes are still search's, named as MaxText names axes.
+  if (!failed && !cmd.maxtext.empty()) {
+    in.maxtext = load_maxtext_config(cmd.maxtext, diags);
+    failed = !in.maxtext;
+  }
+  if (failed) {
+    return false;
+  }
+  in.rules = load_plan_rules(cmd.rules, cmd.rules_given, in.maxtext, diags);
+  return in.rules.has_value();
 }
 
 }  // namespace shardplan::cli

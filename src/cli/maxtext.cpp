@@ -47,10 +47,14 @@ MeshSources maxtext_flags() {
                      "--allow-split-physical-axes"};
 }
 
-void apply_maxtext_workload(const MaxTextConfig& config,
+void apply_maxtext_workload(const std::optional<MaxTextConfig>& maxtext,
                             bool has_architecture,
                             WorkloadFlags& flags,
                             Diagnostics& diags) {
+  if (!maxtext) {
+    return;
+  }
+  const MaxTextConfig& config = *maxtext;
   const bool any = config.max_target_length || config.per_device_batch_size
                    || config.remat_policy || config.gradient_accumulation_steps
                    || config.num_pipeline_microbatches;
@@ -101,6 +105,14 @@ void apply_maxtext_workload(const MaxTextConfig& config,
   if (!flags.remat.value && config.remat_policy) {
     flags.remat = {config.remat_policy->value,
                    maxtext_location(config.remat_policy->at)};
+  }
+}
+
+void apply_maxtext_param_dtype(const std::optional<MaxTextConfig>& config,
+                               Sourced<std::optional<DType>>& dtype) {
+  if (!dtype.value && config && config->weight_dtype) {
+    dtype = {config->weight_dtype->value,
+             maxtext_location(config->weight_dtype->at)};
   }
 }
 
