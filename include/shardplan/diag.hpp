@@ -12,6 +12,8 @@
 //   Location                   where a problem is: source, JSON pointer,
 //                              line:column, excerpt and caret column
 //   location_in_text           the Location of a byte offset in a text
+//   to_string(Location)        a location as a message names it
+//   Sourced<T>                 a value with the Location it came from
 //   Diagnostic, Diagnostics    one located, coded problem; the sink of all
 //   render                     a diagnostic as a compiler prints it
 //   checked_add, checked_mul, checked_product, ceil_div

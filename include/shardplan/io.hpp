@@ -37,6 +37,7 @@
 //   io/maxtext_config.cpp
 //     MaxTextConfig, read_maxtext_config, read_maxtext_config_text
 //     MaxTextAxis, maxtext_key_stem   the ici_/dcn_ keys of each axis
+//     maxtext_location         where a value was set, for other layers
 //     MaxTextMesh, maxtext_mesh   the mesh MaxText would build
 
 #include <shardplan/diag.hpp>
