@@ -20,6 +20,17 @@ std::string_view to_string(Severity severity) {
   return "error";
 }
 
+std::string to_string(const Location& at) {
+  std::string out = at.source;
+  if (!at.pointer.empty()) {
+    out += ':';
+    out += at.pointer;
+  } else if (at.line > 0) {
+    out += fmt::format(":{}:{}", at.line, at.column);
+  }
+  return out;
+}
+
 namespace {
 
 bool is_continuation_byte(char c) {

@@ -104,13 +104,13 @@ std::vector<int64_t> Mesh::dcn_shape() const {
 namespace {
 
 // "--topology v5p-128 has 64 devices" when the count came from a topology
-// (MeshOptions::devices_source).
+// (MeshOptions::devices_at).
 std::string devices_hint(const MeshOptions& options) {
-  if (options.devices_source.empty() || !options.num_devices) {
+  if (options.devices_at.empty() || !options.num_devices) {
     return "";
   }
   return fmt::format(
-      "{} has {} devices", options.devices_source, *options.num_devices);
+      "{} has {} devices", to_string(options.devices_at), *options.num_devices);
 }
 
 // The value -1 stands for "fill"; kept apart from real sizes.
@@ -922,7 +922,7 @@ int64_t AxisRoles::size(const Mesh& mesh, AxisRole role) const {
   return n;
 }
 
-const std::string& AxisRoleSources::of(AxisRole role) const {
+const Location& AxisRoleSources::of(AxisRole role) const {
   return role_list(*this, role);
 }
 
@@ -944,7 +944,7 @@ std::optional<AxisRoles> resolve_axis_roles(const Mesh& mesh,
                                     to_string(role),
                                     quote(name),
                                     to_string(mesh)),
-                        Location::of(sources.of(role)));
+                        sources.of(role));
         const std::string best = closest_match(name, names);
         d.hint = best.empty() ? fmt::format("the mesh's axes are {}",
                                             fmt::join(names, ", "))
@@ -960,9 +960,9 @@ std::optional<AxisRoles> resolve_axis_roles(const Mesh& mesh,
                                quote(name),
                                to_string(*slot),
                                to_string(role)),
-                   Location::of(sources.of(role)))
+                   sources.of(role))
             .hint = fmt::format("an axis has one role; {} names it too",
-                                sources.of(*slot));
+                                to_string(sources.of(*slot)));
         ok = false;
         continue;
       }

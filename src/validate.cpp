@@ -87,23 +87,23 @@ using TrivialAxes = std::map<std::string, std::pair<size_t, std::string>>;
 void check_device_count(const Mesh& mesh,
                         const ValidateOptions& options,
                         Diagnostics& diags) {
-  if (options.topology_devices
-      && *options.topology_devices != mesh.num_devices()) {
+  const Sourced<std::optional<int64_t>>& devices = options.topology_devices;
+  if (devices.value && *devices.value != mesh.num_devices()) {
     Diagnostic& d = diags.error(
         "mesh.device-count",
         fmt::format("number of devices {} must equal the product of mesh_shape "
                     "{} = {}",
-                    *options.topology_devices,
+                    *devices.value,
                     python_tuple(mesh.shape()),
                     mesh.num_devices()),
-        Location::of(options.mesh_source));
-    d.hint = fmt::format(
-        "{} has {} devices", options.devices_source, *options.topology_devices);
+        options.mesh_at);
+    d.hint =
+        fmt::format("{} has {} devices", to_string(devices.at), *devices.value);
   }
 }
 
 void report_trivial_axes(const TrivialAxes& trivial,
-                         const std::string& source,
+                         const Location& at,
                          Diagnostics& diags) {
   for (const auto& [axis, use] : trivial) {
     Diagnostic& d = diags.warning(
@@ -114,7 +114,7 @@ void report_trivial_axes(const TrivialAxes& trivial,
                     use.first,
                     use.first == 1 ? "spec names" : "specs name",
                     quote(use.second)),
-        Location::of(source));
+        at);
     d.tensor = use.second;
   }
 }
@@ -253,9 +253,9 @@ TensorSharding check_tensor(const Manifest& manifest,
         .hint = indivisible_hint(size, shards[d], d, *laid->spec, mesh);
     laid->valid = false;
   }
-  if (laid->valid && options.replicated_warning_bytes > 0
+  if (laid->valid && options.replicated_warning_bytes.value > 0
       && mesh.num_devices() > 1 && laid->replicas == mesh.num_devices()
-      && tensor.num_bytes >= options.replicated_warning_bytes) {
+      && tensor.num_bytes >= options.replicated_warning_bytes.value) {
     report(Severity::warning,
            "spec.replicated-large",
            fmt::format(
@@ -264,8 +264,8 @@ TensorSharding check_tensor(const Manifest& manifest,
                tensor.num_bytes,
                mesh.num_devices()))
         .hint = fmt::format("the warning starts at {} bytes ({})",
-                            options.replicated_warning_bytes,
-                            options.replicated_warning_source);
+                            options.replicated_warning_bytes.value,
+                            to_string(options.replicated_warning_bytes.at));
   }
   return TensorSharding{std::move(laid)};
 }
@@ -351,9 +351,9 @@ class Checks {
   }
 
   // The shardings, after the size-1 axes the specs named are reported at
-  // `source`.
-  std::vector<TensorSharding> finish(const std::string& source) {
-    report_trivial_axes(m_trivial, source, m_diags);
+  // `at`.
+  std::vector<TensorSharding> finish(const Location& at) {
+    report_trivial_axes(m_trivial, at, m_diags);
     return std::move(m_out);
   }
 
@@ -437,14 +437,14 @@ std::vector<TensorSharding> validate_specs(const Manifest& manifest,
     assert(entry.spec);
     checks.check(t, *entry.spec, [&] { return spec_location(specs, entry); });
   }
-  return checks.finish(specs.source);
+  return checks.finish(Location::of(specs.source));
 }
 
 std::vector<TensorSharding> validate_planned(
     const Manifest& manifest,
     const Mesh& mesh,
     std::span<const PartitionSpec* const> specs,
-    std::string_view plan_source,
+    const Location& plan_at,
     const ValidateOptions& options,
     Diagnostics& diags) {
   assert(specs.size() == manifest.size());
@@ -458,7 +458,7 @@ std::vector<TensorSharding> validate_planned(
       return where;
     });
   }
-  return checks.finish(std::string(plan_source));
+  return checks.finish(plan_at);
 }
 
 }  // namespace shardplan

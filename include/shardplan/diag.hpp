@@ -12,6 +12,8 @@
 //   Location                   where a problem is: source, JSON pointer,
 //                              line:column, excerpt and caret column
 //   location_in_text           the Location of a byte offset in a text
+//   to_string(Location)        a location as a message names it
+//   Sourced<T>                 a value with the Location it came from
 //   Diagnostic, Diagnostics    one located, coded problem; the sink of all
 //   render                     a diagnostic as a compiler prints it
 //   checked_add, checked_mul, checked_product, ceil_div
@@ -75,6 +77,23 @@ struct Location {
     loc.pointer = std::move(pointer);
     return loc;
   }
+};
+
+// `at` as a diagnostic's first line names it, for a message that names
+// where a value came from: "--seq", "cfg.yml:12:24", "rules.json:/rules/3";
+// empty for an empty location.
+std::string to_string(const Location& at);
+
+// A value and where it came from: a flag (Location::of("--seq")), a key of
+// a config file (its line, column and excerpt). The core reports a problem
+// with the value at `at`, and names it in a message with to_string(at).
+template <typename T>
+struct Sourced {
+  T value{};
+  Location at;
+
+  // Whether anything set the value (`at` is empty for a default).
+  bool set() const { return !at.empty(); }
 };
 
 // Builds the location of `offset` (a byte offset) inside `text`: line, column

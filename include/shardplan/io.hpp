@@ -37,6 +37,7 @@
 //   io/maxtext_config.cpp
 //     MaxTextConfig, read_maxtext_config, read_maxtext_config_text
 //     MaxTextAxis, maxtext_key_stem   the ici_/dcn_ keys of each axis
+//     maxtext_location         where a value was set, for other layers
 //     MaxTextMesh, maxtext_mesh   the mesh MaxText would build
 
 #include <shardplan/diag.hpp>
@@ -331,17 +332,11 @@ std::optional<RuleSet> read_rules_preset(std::string_view name,
 // workload of a base.yml-style YAML file, with MaxText's command-line
 // overrides (KEY=VALUE, the VALUE read as YAML).
 
-// A value of a MaxText config and where it was set: a file's line and column
-// (with an excerpt and caret), or the override on the command line
-// (source "--maxtext-config", the override as the excerpt). `at` is empty
-// when no file or override sets the key and MaxText's default applies.
-template <typename T>
-struct MaxTextValue {
-  T value{};
-  Location at;
-
-  bool set() const { return !at.empty(); }
-};
+// A value of a MaxText config is a Sourced<T> (diag.hpp) whose `at` is
+// where it was set: a file's line and column (with an excerpt and caret),
+// or the override on the command line (source "--maxtext-config", the
+// override as the excerpt). `at` is empty when no file or override sets the
+// key and MaxText's default applies.
 
 // One mesh axis of a MaxText config, in mesh_axes order.
 // MaxText's mesh axes in base.yml's mesh_axes order (AI-Hypercomputer/
@@ -353,10 +348,10 @@ const std::vector<std::string>& maxtext_mesh_axes();
 std::string maxtext_key_stem(std::string_view axis);
 
 struct MaxTextAxis {
-  std::string name;           // the mesh axis: "data", "stage", "fsdp", ...
-  std::string key;            // its keys' stem: "data", "pipeline", "fsdp"
-  MaxTextValue<int64_t> ici;  // ici_<key>_parallelism: >= 1, or -1 (fill)
-  MaxTextValue<int64_t> dcn;  // dcn_<key>_parallelism: >= 1, or -1 (fill)
+  std::string name;      // the mesh axis: "data", "stage", "fsdp", ...
+  std::string key;       // its keys' stem: "data", "pipeline", "fsdp"
+  Sourced<int64_t> ici;  // ici_<key>_parallelism: >= 1, or -1 (fill)
+  Sourced<int64_t> dcn;  // dcn_<key>_parallelism: >= 1, or -1 (fill)
 };
 
 // What shardplan reads of a MaxText config. Keys neither the files nor the
@@ -369,8 +364,8 @@ struct MaxTextConfig {
   std::string source;             // the file, as given
   std::vector<MaxTextAxis> axes;  // mesh_axes' order, one per name
   Location mesh_axes_at;          // empty: base.yml's mesh_axes
-  MaxTextValue<int64_t> num_slices{-1, {}};
-  MaxTextValue<bool> allow_split_physical_axes;
+  Sourced<int64_t> num_slices{-1, {}};
+  Sourced<bool> allow_split_physical_axes;
   bool explicit_axes = false;  // shard_mode: explicit
   // logical_axis_rules, when set: each entry's pointer is
   // "/logical_axis_rules/N", its axes' "/logical_axis_rules/N/1/M".
@@ -378,24 +373,26 @@ struct MaxTextConfig {
   Location logical_axis_rules_at;
   // The workload keys, when set. per_device_batch_size as written ("12.0",
   // "0.5"); weight_dtype as a DType (MaxText's names: float32, bfloat16).
-  std::optional<MaxTextValue<std::string>> per_device_batch_size;
-  std::optional<MaxTextValue<int64_t>> max_target_length;
-  std::optional<MaxTextValue<std::string>> remat_policy;
-  std::optional<MaxTextValue<DType>> weight_dtype;
+  std::optional<Sourced<std::string>> per_device_batch_size;
+  std::optional<Sourced<int64_t>> max_target_length;
+  std::optional<Sourced<std::string>> remat_policy;
+  std::optional<Sourced<DType>> weight_dtype;
   // Microbatches: gradient_accumulation_steps (the global batch is then
   // per_device_batch_size x devices x steps, pyconfig's
   // global_batch_size_to_train_on) and num_pipeline_microbatches (a
   // pipeline splits per_device_batch_size x devices), when set above 1.
-  std::optional<MaxTextValue<int64_t>> gradient_accumulation_steps;
-  std::optional<MaxTextValue<int64_t>> num_pipeline_microbatches;
+  std::optional<Sourced<int64_t>> gradient_accumulation_steps;
+  std::optional<Sourced<int64_t>> num_pipeline_microbatches;
   // Keys shardplan does not read, in file order (noted, never an error).
   std::vector<std::string> ignored_keys;
 };
 
-// Where a MaxText value was set, as a flag-like source for messages of
-// other layers: "cfg.yml:12:24", "--maxtext-config max_target_length=8192",
-// or "--maxtext-config" for a default.
-std::string maxtext_source(const Location& at);
+// Where a MaxText value was set, as the diagnostics of other layers (the
+// workload, the memory estimate) locate it: the key in its file (line,
+// column and excerpt); an override by the flag and the override,
+// Location::of("--maxtext-config max_target_length=8192"), as a flag's
+// argument is named ("--topology v5p-128"); "--maxtext-config" for a default.
+Location maxtext_location(const Location& at);
 
 // Reads the MaxText config at `path` and applies `overrides` (KEY=VALUE,
 // later ones win, each over every file). A `base_config` key names a file

@@ -154,18 +154,17 @@ struct TensorPlacement {
 };
 
 struct PlacementOptions {
-  std::vector<std::string> stage_axes;   // AxisRoles::stage
-  std::vector<std::string> expert_axes;  // AxisRoles::expert
+  // AxisRoles::stage and ::expert, each located for diagnostics (the
+  // command line passes "--mesh", or "--stage-axes" / "--expert-axes" when
+  // given).
+  Sourced<std::vector<std::string>> stage_axes;
+  Sourced<std::vector<std::string>> expert_axes;
   // L, the decoder layers (ModelConfig::layers). nullopt: the largest layer
   // index in the manifest + 1.
   std::optional<int64_t> layers;
   // N, the routed experts of a layer (ModelConfig::experts). nullopt, or
   // fewer than the manifest's largest expert index + 1: that.
   std::optional<int64_t> experts;
-  // What to call the stage and expert axes in diagnostics (the command line
-  // passes "--mesh", or "--stage-axes" / "--expert-axes" when given).
-  std::string stage_source;
-  std::string expert_source;
 };
 
 struct Placement {
@@ -211,8 +210,8 @@ int64_t expert_rank_of(int64_t expert, int64_t ranks, int64_t experts);
 // Example: L = 4, S = 2, N = 8, R = 4: "model.layers.2.mlp.experts.5.w1"
 // lives on stage floor(2 x 2 / 4) = 1, rank floor(5 x 4 / 8) = 2.
 // Errors (nullopt): S does not divide L, L > 0 [memory.stage-indivisible,
-// at stage_source]; R > N, N > 0 [memory.expert-axis-too-large, at
-// expert_source].
+// at stage_axes' location]; R > N, N > 0 [memory.expert-axis-too-large, at
+// expert_axes'].
 // REQUIRES: shardings.size() == manifest.size(); the axes are the mesh's.
 std::optional<Placement> place_tensors(
     const Manifest& manifest,
@@ -267,19 +266,23 @@ struct ActivationLoad {
 
 struct MemoryOptions {
   Recipe recipe = Recipe::params_only;
+  // Each value a diagnostic may concern comes with where it came from (the
+  // command line passes "--zero", "--data-axes", ...; a MaxText config its
+  // weight_dtype key).
+  //
   // The dtype the weights are held and trained in, for every floating-point
   // tensor that is not a quantization scale. nullopt: each tensor's own,
   // except that a recipe with optimizer state trains FP8 weights in bf16.
-  std::optional<DType> param_dtype;
+  Sourced<std::optional<DType>> param_dtype;
   // The dtype gradients are held in. nullopt: the recipe's (the param dtype,
   // or f32 for adam-fp32-grads). Ignored, with a warning, by a recipe that
   // counts no gradients.
-  std::optional<DType> grad_dtype;
+  Sourced<std::optional<DType>> grad_dtype;
   // ZeRO stage: 1 shards optimizer state, 2 also gradients, 3 also
   // parameters, over the data axes a tensor's spec does not already use.
-  int zero = 0;
+  Sourced<int> zero;
   // Mesh axes ZeRO shards over. Empty: the data role's axes (`roles`).
-  std::vector<std::string> data_axes;
+  Sourced<std::vector<std::string>> data_axes;
   // The role of each mesh axis (resolve_axis_roles). nullopt: by name
   // (default_role_axes), with `data_axes`, when given, as the data axes.
   // The data axes are ZeRO's (unless `data_axes` is given); a weight is kept
@@ -289,12 +292,12 @@ struct MemoryOptions {
   // tensors (place_tensors).
   std::optional<AxisRoles> roles;
   // For place_tensors: the decoder layers and routed experts when a model
-  // config says (ModelConfig::layers, ModelConfig::experts), and what to
-  // call the stage and expert axes in its diagnostics.
+  // config says (ModelConfig::layers, ModelConfig::experts), and where the
+  // stage and expert axes came from, for its diagnostics.
   std::optional<int64_t> layers;
   std::optional<int64_t> experts;
-  std::string stage_axes_source;
-  std::string expert_axes_source;
+  Location stage_axes_at;
+  Location expert_axes_at;
   // The activations of a training step on each device of each pipeline
   // stage (workload.hpp's estimate_activations: StageActivations'
   // total_bytes and host_bytes), one entry per stage, or one for every
@@ -302,23 +305,16 @@ struct MemoryOptions {
   // with the most model state and activations together. Empty: activations
   // are not counted (no workload).
   std::vector<ActivationLoad> activations;
-  // HBM per device (from the topology, or --hbm); nullopt when unknown.
-  std::optional<int64_t> hbm_bytes;
-  // Where hbm_bytes came from ("--hbm", "--topology v5p-128"): where a
-  // total over capacity is reported.
-  std::string hbm_source;
+  // HBM per device (from the topology, or --hbm); nullopt when unknown. A
+  // total over capacity is reported where it came from ("--hbm",
+  // "--topology v5p-128").
+  Sourced<std::optional<int64_t>> hbm_bytes;
   // The fraction of HBM kept free (XLA and runtime buffers, activations).
   double headroom = 0.1;
   // How many of the largest tensors to list.
   size_t largest = 20;
   // memory_facts(manifest) when computed already; nullptr: computed here.
   const MemoryFacts* facts = nullptr;
-  // What to call `zero`, `data_axes`, `param_dtype` and `grad_dtype` in
-  // diagnostics (the command line passes "--zero", "--data-axes", ...).
-  std::string zero_source;
-  std::string data_axes_source;
-  std::string param_dtype_source;
-  std::string grad_dtype_source;
 };
 
 struct StateBytes {

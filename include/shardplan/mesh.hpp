@@ -93,8 +93,9 @@ struct MeshOptions {
   // Devices the mesh must cover; required to fill a -1.
   std::optional<int64_t> num_devices;
   // Where num_devices comes from, for the hint of a count error
-  // ("--topology v5p-128"); empty when it is the bare count itself.
-  std::string devices_source;
+  // (Location::of("--topology v5p-128")); empty when it is the bare count
+  // itself.
+  Location devices_at;
   // Slices of the topology; nullopt when unknown (no topology given), in
   // which case the --dcn factors define the slice count.
   std::optional<int64_t> num_slices;
@@ -165,16 +166,16 @@ struct AxisRoles {
   int64_t size(const Mesh& mesh, AxisRole role) const;
 };
 
-// What to call each role's list of names in diagnostics ("--data-axes",
-// "--tensor-axes", ...), by role.
+// Where each role's list of names came from, for diagnostics
+// (Location::of("--data-axes"), ...), by role.
 struct AxisRoleSources {
-  std::string data;
-  std::string tensor;
-  std::string sequence;
-  std::string expert;
-  std::string stage;
+  Location data;
+  Location tensor;
+  Location sequence;
+  Location expert;
+  Location stage;
 
-  const std::string& of(AxisRole role) const;
+  const Location& of(AxisRole role) const;
 };
 
 // The roles of `mesh`'s axes: a role whose list in `given` is non-empty

@@ -321,10 +321,9 @@ struct ApplyOptions {
   // this many bytes that the preset leaves replicated over a mesh axis it
   // splits other tensors over, unless the rule that decided it meant that
   // (see apply_rules). 0 turns the warning off; a user's file never gets it.
-  int64_t unsplit_warning_bytes = 0;
-  // What to call that threshold in the hint (the command line passes
+  // Where it came from is named in the hint (the command line passes
   // "--warn-replicated").
-  std::string unsplit_warning_source;
+  Sourced<int64_t> unsplit_warning_bytes;
   // rule_keys(manifest, rules) when computed already: each key is decided
   // once and no name is matched (the plan is the same as without).
   const RuleKeys* keys = nullptr;

@@ -57,11 +57,12 @@ std::optional<SearchObjective> parse_search_objective(std::string_view text);
 struct WinnerOptions {
   bool plan = false;
   // Where the winner's plan reports: the caller's names for the inputs of
-  // the plan it is (its mesh and slice, the replicated-tensor threshold,
-  // the data axes; the command line passes plan's flags).
+  // the plan it is (its mesh and slice), and where the replicated-tensor
+  // threshold and the data axes would come from (the command line passes
+  // plan's flags).
   MeshSources sources;
-  std::string replicated_warning_source;
-  std::string data_axes_source;
+  Location replicated_warning_at;
+  Location data_axes_at;
 };
 
 struct SearchOptions {
@@ -74,7 +75,8 @@ struct SearchOptions {
   // leads the mesh (dp). resolve_search_axes's default, for empty: dp, and
   // the axes of `axes` with the data or stage role (fsdp, pp): what
   // MaxText's dcn_*_parallelism keys are set to in practice.
-  std::vector<std::string> dcn_axes{"dp"};
+  // Where they came from (the command line passes "--dcn-axes").
+  Sourced<std::vector<std::string>> dcn_axes{{"dp"}, {}};
   // The default axes take MaxText's names (fsdp, tensor, expert; data
   // across slices): MaxText's rules split over those names only.
   bool maxtext_axis_names = false;
@@ -99,10 +101,8 @@ struct SearchOptions {
   bool fold_tensors = true;
   // Where the search's inputs are reported (the caller's names): each
   // candidate's mesh inputs (sources.mesh: the axes; sources.devices: the
-  // device counts of device_slices; sources.topology: the topology), and
-  // the DCN axes.
+  // device counts of device_slices; sources.topology: the topology).
   MeshSources sources;
-  std::string dcn_axes_source;
   WinnerOptions winner;
 };
 
@@ -183,7 +183,8 @@ struct SearchResult {
 // MaxText's names in its mesh_axes order (fsdp, tensor, then expert). Then
 // options.dcn_axes, when empty, with dp (data) and the axes of options.axes
 // with the data or stage role. False after a name that is empty or given
-// twice [cli.usage], at options.sources.mesh or options.dcn_axes_source.
+// twice [cli.usage], at options.sources.mesh or options.dcn_axes'
+// location.
 bool resolve_search_axes(const ModelConfig& model,
                          SearchOptions& options,
                          Diagnostics& diags);

@@ -45,17 +45,15 @@
 namespace shardplan {
 
 struct ValidateOptions {
+  // Each with where it came from, for diagnostics (the command line passes
+  // "--warn-replicated", "--topology v5p-128" and "--mesh").
+  //
   // Warn when a fully replicated tensor is at least this large (bytes) on a
   // mesh of more than one device; 0 turns the warning off.
-  int64_t replicated_warning_bytes = int64_t{64} << 20;
+  Sourced<int64_t> replicated_warning_bytes{int64_t{64} << 20, {}};
   // Devices the topology has, to compare with the mesh; nullopt without one.
-  std::optional<int64_t> topology_devices;
-  // What to call the inputs in diagnostics (the command line passes
-  // "--mesh", "--topology v5p-128", "--warn-replicated"): the mesh, where
-  // topology_devices comes from, and replicated_warning_bytes.
-  std::string mesh_source;
-  std::string devices_source;
-  std::string replicated_warning_source;
+  Sourced<std::optional<int64_t>> topology_devices;
+  Location mesh_at;  // where the mesh came from
 };
 
 // The sharding of every manifest tensor (manifest order). Tensors without a
@@ -71,14 +69,14 @@ std::vector<TensorSharding> validate_specs(const Manifest& manifest,
 
 // The same checks for specs a planner made, one per manifest tensor (manifest
 // order; specs[t] may be shared between tensors). Problems are located at
-// the tensor in the manifest; size-1 axes are reported at `plan_source`.
+// the tensor in the manifest; size-1 axes are reported at `plan_at`.
 // The check of a spec, shape and dtype that reported nothing is done once.
 // REQUIRES: specs.size() == manifest.size(); mesh.num_devices() >= 1.
 std::vector<TensorSharding> validate_planned(
     const Manifest& manifest,
     const Mesh& mesh,
     std::span<const PartitionSpec* const> specs,
-    std::string_view plan_source,
+    const Location& plan_at,
     const ValidateOptions& options,
     Diagnostics& diags);
 

@@ -94,10 +94,10 @@ std::string_view to_string(RematPolicy policy);
 // The names above, and "minimal_flash" for minimal_with_context (MaxText's
 // deprecated alias).
 std::optional<RematPolicy> parse_remat_policy(std::string_view text);
-// parse_remat_policy, reporting an unknown name at `source` with the names
+// parse_remat_policy, reporting an unknown name at `at` with the names
 // and "did you mean" [workload.unknown-remat].
 std::optional<RematPolicy> read_remat_policy(std::string_view text,
-                                             std::string_view source,
+                                             const Location& at,
                                              Diagnostics& diags);
 std::vector<std::string> remat_policy_names();  // for messages and --help
 
@@ -110,31 +110,25 @@ enum class AttentionKind { flash, plain };
 std::string_view to_string(AttentionKind kind);  // "flash", "plain"
 std::optional<AttentionKind> parse_attention(std::string_view text);
 
-// The workload's inputs as the caller got them, each with the name of its
-// source for diagnostics (the command line passes its flags: "--seq",
-// "--batch", ...; a MaxText config its keys). A source is only named in a
-// diagnostic; the core never spells a flag.
+// The workload's inputs as the caller got them, each with where it came
+// from for diagnostics (the command line's flags: "--seq", "--batch", ...; a
+// MaxText config's keys, at their line and column). The core never spells a
+// flag.
 struct Workload {
-  int64_t seq = 0;  // tokens per sequence, >= 1
-  std::string seq_source;
+  Sourced<int64_t> seq;  // tokens per sequence, >= 1
   // The global batch (sequences per optimizer step), or MaxText's
   // per_device_batch_size as decimal text ("12", "0.5", "12.0"): global =
   // per_device_batch x every device of the mesh, which must be whole. Exactly
   // one of the two.
-  std::optional<int64_t> batch;
-  std::string batch_source;
-  std::string per_device_batch;  // empty when not given
-  std::string per_device_batch_source;
+  Sourced<std::optional<int64_t>> batch;
+  Sourced<std::string> per_device_batch;  // empty when not given
   // Gradient accumulation steps, and the pipeline's microbatches with a
   // stage axis: each step runs batch / microbatches sequences at a time.
-  int64_t microbatches = 1;
-  std::string microbatches_source;
+  Sourced<int64_t> microbatches{1, {}};
   // A RematPolicy name. Default "full": MaxText's base.yml default
   // (remat_policy: 'full'), the policy that fits the most.
-  std::string remat = "full";
-  std::string remat_source;
-  std::string attention = "flash";  // "flash" or "plain"
-  std::string attention_source;
+  Sourced<std::string> remat{"full", {}};
+  Sourced<std::string> attention{"flash", {}};  // "flash" or "plain"
   // Megatron's sequence parallelism (Korthikanti et al. 4.2.2): the regions
   // outside tensor parallelism (norms, dropout, the residual stream) split
   // their tokens over the tensor axes. MaxText's rules shard those tensors'
@@ -142,15 +136,13 @@ struct Workload {
   bool sequence_parallel = false;
   // Virtual pipeline stages per device (Megatron's interleaved 1F1B); 1 is
   // plain 1F1B. > 1 needs a stage axis.
-  int64_t stage_interleave = 1;
-  std::string stage_interleave_source;
+  Sourced<int64_t> stage_interleave{1, {}};
   // The dtype of the saved activations (MaxText's `dtype`, bf16 default).
-  std::string activation_dtype = "bf16";
-  std::string activation_dtype_source;
+  Sourced<std::string> activation_dtype{"bf16", {}};
   // Where the mesh came from ("--mesh"), for errors about its axes: a stage
   // axis that does not divide the layers, an expert axis larger than the
   // expert count.
-  std::string mesh_source;
+  Location mesh_at;
 };
 
 // One tensor a decoder layer keeps, per device.
@@ -294,10 +286,10 @@ struct ActivationEstimate {
 //                               floating point too)
 //   workload.interleave-without-stages  stage_interleave > 1, no stage axis
 //   workload.stages-indivisible the stage axes x stage_interleave do not
-//                               divide the decoder layers (at mesh_source,
-//                               or stage_interleave_source when > 1)
+//                               divide the decoder layers (at mesh_at, or
+//                               stage_interleave's when > 1)
 //   workload.expert-axis-too-large  the expert axes exceed the model's
-//                               expert count (at mesh_source)
+//                               expert count (at mesh_at)
 //   workload.overflow           a byte count beyond int64
 // and the model's layer_structure errors. Never throws.
 //
@@ -325,8 +317,9 @@ std::optional<ActivationEstimate> estimate_activations(const ModelConfig& model,
 struct StepOptions {
   // The fraction of the bf16 peak a matmul reaches. 1: the roofline (the
   // scaling book's convention); the references publish no measured figure
-  // for XLA's matmuls, so a user sets it from a profile.
-  double matmul_efficiency = 1.0;
+  // for XLA's matmuls, so a user sets it from a profile: where it came from
+  // ("--matmul-efficiency") is then the assumption's source.
+  Sourced<double> matmul_efficiency{1.0, {}};
   // Expert all-to-all bytes x this (MaxText's capacity_factor; 1 is
   // dropless routing at perfect balance).
   double capacity_factor = 1.0;
@@ -338,7 +331,6 @@ struct StepOptions {
   bool overlap_grad_reduce = true;
   bool overlap_tensor = false;
   bool overlap_expert = false;
-  std::string matmul_efficiency_source;  // for diagnostics ("--matmul-...")
 };
 
 // The kind of parallelism a collective of the step serves: FSDP's gathers
@@ -456,10 +448,10 @@ struct StepInputs {
   // params + grads + optimizer state), read and written once.
   int64_t optimizer_state_bytes = 0;
   // Where the mesh came from ("--mesh"), for the roofline warnings.
-  std::string mesh_source;
+  Location mesh_at;
   // Where the topology comes from ("--topology"), named by step.no-figure
   // when `topology` is null (a topology is named by its own name).
-  std::string topology_source;
+  Location topology_at;
 };
 
 // The step's inputs for a plan whose memory is `memory`: the gather axes,
@@ -470,12 +462,12 @@ StepInputs step_inputs_for(const ModelConfig& model,
                            const Topology& topology,
                            std::span<const AxisLink> links,
                            const MemoryEstimate& memory,
-                           std::string mesh_source);
+                           Location mesh_at);
 
 // The training step of `model` under `activations`' workload on `mesh`.
 // nullopt (reported) when the topology lacks a figure the estimate needs
 // [step.no-figure], or when the step's tokens overflow int64
-// [step.overflow]. Warns, at inputs.mesh_source, from the scaling book's
+// [step.overflow]. Warns, at inputs.mesh_at, from the scaling book's
 // rooflines (docs/sources.md#rooflines): a microbatch's tokens per device
 // below an FSDP axis's critical batch, peak / the axis's bandwidth
 // [step.below-critical-batch]; tensor axes wider than MLP width x their

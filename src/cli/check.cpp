@@ -52,7 +52,7 @@ int finish_check(View view,
   if (in.training.activations && in.layout && in.topology) {
     const ModelConfig& model = *in.training.model;
     const StepInputs step_in = step_inputs_for(
-        model, *in.topology, in.layout->links, *memory, "--mesh");
+        model, *in.topology, in.layout->links, *memory, Location::of("--mesh"));
     StepOptions options = in.step_options;
     step = estimate_step(model,
                          *in.mesh,
@@ -67,7 +67,7 @@ int finish_check(View view,
     watch.lap("estimate the step");
   }
   const Provenance provenance{
-      session.command_line(), in.allow_split_physical_axes, session.note()};
+      session.command_line(), in.allow_split_physical_axes, {}};
   const CheckReport report{
       view,
       *in.mesh,
@@ -93,8 +93,7 @@ int run_rules(const RuleSet& rules, View view, Inputs& in, Session& session) {
   Stopwatch watch;
   // A preset's tensors left unsplit over an axis it uses elsewhere are
   // warned about from the same size as fully replicated ones.
-  const ApplyOptions options{in.validate.replicated_warning_bytes,
-                             in.validate.replicated_warning_source};
+  const ApplyOptions options{in.validate.replicated_warning_bytes};
   std::optional<RulePlan> plan =
       apply_rules(*in.manifest, *in.mesh, rules, diags, options);
   if (!plan) {
@@ -102,8 +101,13 @@ int run_rules(const RuleSet& rules, View view, Inputs& in, Session& session) {
   }
   watch.lap("apply the rules");
   const std::vector<const PartitionSpec*> specs = plan->specs();
-  std::vector<TensorSharding> shardings = validate_planned(
-      *in.manifest, *in.mesh, specs, rules.source, in.validate, diags);
+  std::vector<TensorSharding> shardings =
+      validate_planned(*in.manifest,
+                       *in.mesh,
+                       specs,
+                       Location::of(rules.source),
+                       in.validate,
+                       diags);
   watch.lap("validate");
   return finish_check(
       view, in, shardings, rules.source, &rules, &*plan, session);
@@ -183,17 +187,11 @@ int run_plan(const PlanCommand& cmd, Session& session) {
     return session.fail_input();
   }
   // --rules given wins; with --maxtext-config alone, the config's rules.
-  std::optional<RuleSet> rules;
-  if (in.maxtext && cmd.rules.empty()) {
-    rules = maxtext_rules(*in.maxtext, diags);
-  } else {
-    if (in.maxtext) {
-      note_maxtext_rules_unused(*in.maxtext, "--rules", diags);
-    }
-    rules = load_rules(cmd.rules.empty() ? std::string("fsdp-tp") : cmd.rules,
-                       "--rules",
-                       diags);
-  }
+  std::optional<RuleSet> rules =
+      load_plan_rules(cmd.rules.empty() ? std::string("fsdp-tp") : cmd.rules,
+                      !cmd.rules.empty(),
+                      in.maxtext,
+                      diags);
   if (!rules) {
     return session.fail_input();
   }

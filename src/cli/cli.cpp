@@ -19,10 +19,13 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <sys/resource.h>
@@ -112,6 +115,29 @@ int Session::finish_written(const Document& document, ExitCode code) {
     });
   }
   return static_cast<int>(code);
+}
+
+std::function<void(int64_t, int64_t)> Session::progress(std::string what,
+                                                        std::string items) {
+  if (m_common.quiet) {
+    return {};
+  }
+  const auto start = std::chrono::steady_clock::now();
+  return [this, start, what = std::move(what), items = std::move(items)](
+             int64_t done, int64_t total) {
+    if (std::chrono::steady_clock::now() - start >= std::chrono::seconds(1)) {
+      m_err << fmt::format("\r{}: {}/{} {}", what, done, total, items)
+            << std::flush;
+      m_progress_shown = true;
+    }
+  };
+}
+
+void Session::end_progress() {
+  if (m_progress_shown) {
+    m_err << "\n";
+    m_progress_shown = false;
+  }
 }
 
 void Session::print_diagnostics() {

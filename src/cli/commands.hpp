@@ -79,39 +79,10 @@ struct PlanCommand {
   std::string rules;  // empty: fsdp-tp, or with --maxtext-config its rules
   std::string explain;
 };
-// Runs `plan` (search writes its winner's paste-back document with it).
+// Runs `plan`.
 int run_plan(const PlanCommand& cmd, Session& session);
 
-// `shardplan search` (cli/search.cpp).
-struct SearchCommand {
-  std::string topology;
-  // --devices: device counts to search, "64", "64,128" or "64-512": a
-  // catalogue slice of --topology's chip for each (search.cpp).
-  std::string devices;
-  ManifestSource source;
-  std::string config;
-  std::string rules = "fsdp-tp";
-  std::vector<std::string> axes;
-  std::vector<std::string> dcn_axes;
-  std::string recipe = "adam";
-  int zero = 0;
-  double headroom = 0.1;
-  std::optional<int64_t> seq;
-  std::optional<int64_t> batch;
-  std::vector<std::string> per_device_batch;
-  int64_t microbatches = 1;
-  std::vector<std::string> remat = {"full"};
-  std::string attention = "flash";
-  bool sequence_parallel = false;
-  double matmul_efficiency = 1.0;
-  size_t top = 10;
-  std::string objective = "tokens";
-  bool allow_split_physical_axes = false;
-  std::vector<std::string> maxtext;  // --maxtext-config FILE [KEY=VALUE ...]
-  bool remat_given = false;          // --remat was given (search.cpp)
-  bool rules_given = false;          // --rules was given
-};
-
+// `shardplan search` (cli/search.cpp; SearchCommand is cli/inputs.hpp's).
 // Adds search's options to `sub`, filling `cmd` and `common`.
 void add_search_options(CLI::App& sub,
                         SearchCommand& cmd,

@@ -1,6 +1,7 @@
 // The loaders the commands share (cli/inputs.hpp): a manifest, a topology
-// or a rule set from its flag, and what check, memory and plan read before
-// they differ (load_inputs).
+// or a rule set from its flag, the rules plan and search plan with, what
+// check, memory and plan read before they differ (load_inputs), and what
+// search reads (load_search_inputs).
 
 #include "cli/inputs.hpp"
 
@@ -13,6 +14,7 @@
 #include <shardplan/memory.hpp>
 #include <shardplan/mesh.hpp>
 #include <shardplan/rules.hpp>
+#include <shardplan/search.hpp>
 #include <shardplan/tensor.hpp>
 #include <shardplan/topology.hpp>
 #include <shardplan/validate.hpp>
@@ -118,6 +120,20 @@ std::optional<RuleSet> load_rules(const std::string& arg,
     return read_path(arg, InputKind::rules, diags, read_rules);
   }
   return read_rules_preset(arg, Location::of(flag), diags);
+}
+
+std::optional<RuleSet> load_plan_rules(
+    const std::string& arg,
+    bool given,
+    const std::optional<MaxTextConfig>& maxtext,
+    Diagnostics& diags) {
+  if (maxtext && !given) {
+    return maxtext_rules(*maxtext, diags);
+  }
+  if (maxtext) {
+    note_maxtext_rules_unused(*maxtext, "--rules", diags);
+  }
+  return load_rules(arg, "--rules", diags);
 }
 
 namespace {
@@ -294,19 +310,20 @@ class InputReader {
     return true;
   }
 
-  // --param-dtype, --grad-dtype: a dtype name; whether it is one the
-  // estimate can train in is estimate_memory's to say.
-  std::optional<DType> read_dtype(const std::string& text,
-                                  const std::string& flag) {
+  // --param-dtype, --grad-dtype: a dtype name, at its flag; whether it is
+  // one the estimate can train in is estimate_memory's to say.
+  Sourced<std::optional<DType>> read_dtype(const std::string& text,
+                                           const std::string& flag) {
+    Sourced<std::optional<DType>> dtype{{}, Location::of(flag)};
     if (text.empty()) {
-      return std::nullopt;
+      return dtype;
     }
-    std::optional<DType> dtype = parse_dtype(text);
-    if (!dtype) {
+    dtype.value = parse_dtype(text);
+    if (!dtype.value) {
       m_diags
           .error("cli.dtype",
                  fmt::format("unknown dtype {}", quote(text)),
-                 Location::of(flag))
+                 dtype.at)
           .hint = dtype_hint(text);
     }
     return dtype;
@@ -319,29 +336,20 @@ class InputReader {
     std::optional<Recipe> recipe = parse_recipe(m_cmd.recipe);
     assert(recipe);  // CLI11 checked the name
     memory.recipe = *recipe;
-    memory.zero = m_cmd.zero;
-    memory.data_axes = m_cmd.data_axes;
+    memory.zero = {m_cmd.zero, Location::of("--zero")};
+    memory.data_axes = {m_cmd.data_axes, Location::of("--data-axes")};
     memory.headroom = m_cmd.headroom;
     memory.largest = m_cmd.largest;
-    memory.zero_source = "--zero";
-    memory.data_axes_source = "--data-axes";
-    memory.param_dtype_source = "--param-dtype";
-    memory.grad_dtype_source = "--grad-dtype";
     memory.param_dtype = read_dtype(m_cmd.param_dtype, "--param-dtype");
-    if (!memory.param_dtype && m_in.maxtext && m_in.maxtext->weight_dtype) {
-      // MaxText's weight_dtype: the dtype the weights are trained in.
-      memory.param_dtype = m_in.maxtext->weight_dtype->value;
-      memory.param_dtype_source =
-          maxtext_source(m_in.maxtext->weight_dtype->at);
-    }
+    apply_maxtext_param_dtype(m_in.maxtext, memory.param_dtype);
     memory.grad_dtype = read_dtype(m_cmd.grad_dtype, "--grad-dtype");
     if (m_cmd.hbm) {
-      memory.hbm_bytes = parse_size(*m_cmd.hbm, "--hbm", m_diags, true);
-      memory.hbm_source = "--hbm";
+      memory.hbm_bytes = {parse_size(*m_cmd.hbm, "--hbm", m_diags, true),
+                          Location::of("--hbm")};
     } else if (topology) {
-      memory.hbm_bytes =
-          static_cast<int64_t>(topology->figures.hbm_bytes_per_device.value);
-      memory.hbm_source = "--topology " + topology->name;
+      memory.hbm_bytes = {
+          static_cast<int64_t>(topology->figures.hbm_bytes_per_device.value),
+          Location::of("--topology " + topology->name)};
     }
     std::optional<int64_t> warn =
         parse_size(m_cmd.warn_replicated, "--warn-replicated", m_diags);
@@ -349,12 +357,12 @@ class InputReader {
       return false;
     }
     ValidateOptions& validate = m_in.validate;
-    validate.replicated_warning_bytes = *warn;
-    validate.replicated_warning_source = "--warn-replicated";
-    validate.mesh_source = m_sources.mesh;
+    validate.replicated_warning_bytes = {*warn,
+                                         Location::of("--warn-replicated")};
+    validate.mesh_at = Location::of(m_sources.mesh);
     if (topology) {
-      validate.topology_devices = topology->devices();
-      validate.devices_source = "--topology " + topology->name;
+      validate.topology_devices = {
+          topology->devices(), Location::of("--topology " + topology->name)};
     }
     return true;
   }
@@ -369,13 +377,10 @@ class InputReader {
       return false;
     }
     WorkloadFlags workload = m_cmd.workload;
-    if (m_in.maxtext) {
-      const bool has_architecture = !m_cmd.source.model.empty()
-                                    || !m_cmd.source.hf_config.empty()
-                                    || !m_cmd.workload.config.empty();
-      apply_maxtext_workload(
-          *m_in.maxtext, has_architecture, workload, m_diags);
-    }
+    const bool has_architecture = !m_cmd.source.model.empty()
+                                  || !m_cmd.source.hf_config.empty()
+                                  || !m_cmd.workload.config.empty();
+    apply_maxtext_workload(m_in.maxtext, has_architecture, workload, m_diags);
     if (!load_training(workload,
                        m_cmd.source,
                        m_cmd.data_axes,
@@ -388,8 +393,8 @@ class InputReader {
     set_step_options();
     const Training& t = m_in.training;
     m_in.memory.roles = t.roles;
-    m_in.memory.stage_axes_source = t.role_sources.stage;
-    m_in.memory.expert_axes_source = t.role_sources.expert;
+    m_in.memory.stage_axes_at = t.role_sources.stage;
+    m_in.memory.expert_axes_at = t.role_sources.expert;
     if (t.model) {
       m_in.memory.layers = t.model->layers;
       m_in.memory.experts = t.model->experts;
@@ -405,7 +410,8 @@ class InputReader {
 
   void set_step_options() {
     StepOptions& step = m_in.step_options;
-    step.matmul_efficiency = m_cmd.matmul_efficiency;
+    step.matmul_efficiency = {m_cmd.matmul_efficiency,
+                              Location::of("--matmul-efficiency")};
     step.capacity_factor = m_cmd.capacity_factor;
     auto overlaps = [&](std::string_view kind) {
       return std::find(m_cmd.overlap.begin(), m_cmd.overlap.end(), kind)
@@ -415,7 +421,6 @@ class InputReader {
     step.overlap_grad_reduce = overlaps("grads");
     step.overlap_tensor = overlaps("tensor");
     step.overlap_expert = overlaps("expert");
-    step.matmul_efficiency_source = "--matmul-efficiency";
   }
 
   const CheckCommand& m_cmd;
@@ -430,6 +435,50 @@ class InputReader {
 
 bool load_inputs(const CheckCommand& cmd, Diagnostics& diags, Inputs& in) {
   return InputReader(cmd, diags, in).run();
+}
+
+bool load_search_inputs(const SearchCommand& cmd,
+                        const MeshSources& sources,
+                        Diagnostics& diags,
+                        SearchInputs& in) {
+  in.topology = load_topology(cmd.topology, "--topology", diags);
+  if (!in.topology) {
+    return false;
+  }
+  in.slices = {*in.topology};
+  if (!cmd.devices.empty()) {
+    std::optional<std::vector<Topology>> chosen =
+        device_slices(*in.topology, cmd.devices, sources, diags);
+    if (!chosen) {
+      return false;
+    }
+    in.slices = std::move(*chosen);
+  }
+  in.manifest = load_manifest(cmd.source, diags);
+  bool failed = !in.manifest;
+  if (!failed) {
+    in.model = read_architecture(cmd.config, cmd.source, diags, failed);
+  }
+  if (!failed && !in.model) {
+    diags
+        .error("workload.no-architecture",
+               "search needs the model's architecture, which a manifest's "
+               "tensors alone do not give",
+               Location::of("--manifest"))
+        .hint = "give --config FILE beside --manifest, or --model NAME";
+    failed = true;
+  }
+  // --maxtext-config: the rules, the workload and allow_split of a MaxText
+  // config; the meshes are still search's, named as MaxText names axes.
+  if (!failed && !cmd.maxtext.empty()) {
+    in.maxtext = load_maxtext_config(cmd.maxtext, diags);
+    failed = !in.maxtext;
+  }
+  if (failed) {
+    return false;
+  }
+  in.rules = load_plan_rules(cmd.rules, cmd.rules_given, in.maxtext, diags);
+  return in.rules.has_value();
 }
 
 }  // namespace shardplan::cli

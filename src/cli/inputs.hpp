@@ -2,8 +2,10 @@
 
 // Internal to the command-line front end: the loaders the commands share
 // (cli/inputs.cpp). A manifest, a topology or a rule set from its flag; the
-// options `check`, `memory` and `plan` take, and what they read from them
-// before they differ (load_inputs).
+// rules `plan` and `search` plan with; the options `check`, `memory` and
+// `plan` take, and what they read from them before they differ
+// (load_inputs); the options of `search`, and what it reads
+// (load_search_inputs).
 
 #include "cli/maxtext.hpp"
 #include "cli/workload.hpp"
@@ -86,6 +88,16 @@ std::optional<RuleSet> load_rules(const std::string& arg,
                                   const std::string& flag,
                                   Diagnostics& diags);
 
+// The rules `plan` and `search` plan with: --rules FILE|PRESET when `given`
+// (`arg`; a MaxText config's logical_axis_rules are then noted as unused),
+// else the MaxText config's rules (maxtext_rules), else `arg`, the default
+// preset.
+std::optional<RuleSet> load_plan_rules(
+    const std::string& arg,
+    bool given,
+    const std::optional<MaxTextConfig>& maxtext,
+    Diagnostics& diags);
+
 // `check` and `memory`: specs for a manifest on a mesh.
 struct CheckCommand {
   std::string mesh;
@@ -137,5 +149,54 @@ struct Inputs {
 
 // Reads the inputs of `cmd`; false after an input error (reported).
 bool load_inputs(const CheckCommand& cmd, Diagnostics& diags, Inputs& in);
+
+// `search`: the meshes of a topology for a model and a workload (its
+// options are cli/search.cpp's).
+struct SearchCommand {
+  std::string topology;
+  // --devices: device counts to search, "64", "64,128" or "64-512": a
+  // catalogue slice of --topology's chip for each (search.cpp).
+  std::string devices;
+  ManifestSource source;
+  std::string config;
+  std::string rules = "fsdp-tp";
+  std::vector<std::string> axes;
+  std::vector<std::string> dcn_axes;
+  std::string recipe = "adam";
+  int zero = 0;
+  double headroom = 0.1;
+  std::optional<int64_t> seq;
+  std::optional<int64_t> batch;
+  std::vector<std::string> per_device_batch;
+  int64_t microbatches = 1;
+  std::vector<std::string> remat = {"full"};
+  std::string attention = "flash";
+  bool sequence_parallel = false;
+  double matmul_efficiency = 1.0;
+  size_t top = 10;
+  std::string objective = "tokens";
+  bool allow_split_physical_axes = false;
+  std::vector<std::string> maxtext;  // --maxtext-config FILE [KEY=VALUE ...]
+  bool remat_given = false;          // --remat was given (search.cpp)
+  bool rules_given = false;          // --rules was given
+};
+
+// What search reads: the slices, the tensors and their architecture, a
+// MaxText config, the rules.
+struct SearchInputs {
+  std::optional<Topology> topology;  // --topology
+  std::vector<Topology> slices;      // --topology's, or those --devices names
+  std::optional<Manifest> manifest;
+  std::optional<ModelConfig> model;
+  std::optional<MaxTextConfig> maxtext;
+  std::optional<RuleSet> rules;
+};
+
+// Reads what `search` reads (--devices' slices reported at `sources`);
+// false after an input error (reported).
+bool load_search_inputs(const SearchCommand& cmd,
+                        const MeshSources& sources,
+                        Diagnostics& diags,
+                        SearchInputs& in);
 
 }  // namespace shardplan::cli

@@ -47,10 +47,14 @@ MeshSources maxtext_flags() {
                      "--allow-split-physical-axes"};
 }
 
-void apply_maxtext_workload(const MaxTextConfig& config,
+void apply_maxtext_workload(const std::optional<MaxTextConfig>& maxtext,
                             bool has_architecture,
                             WorkloadFlags& flags,
                             Diagnostics& diags) {
+  if (!maxtext) {
+    return;
+  }
+  const MaxTextConfig& config = *maxtext;
   const bool any = config.max_target_length || config.per_device_batch_size
                    || config.remat_policy || config.gradient_accumulation_steps
                    || config.num_pipeline_microbatches;
@@ -72,34 +76,43 @@ void apply_maxtext_workload(const MaxTextConfig& config,
     diags.add(std::move(d));
     return;
   }
-  if (!flags.seq && config.max_target_length) {
-    flags.seq = config.max_target_length->value;
-    flags.seq_source = maxtext_source(config.max_target_length->at);
+  // A key's value is located at the key (an override at the flag and the
+  // override).
+  if (!flags.seq.value && config.max_target_length) {
+    flags.seq = {config.max_target_length->value,
+                 maxtext_location(config.max_target_length->at)};
   }
   // MaxText's global batch is per_device_batch_size x devices x
   // gradient_accumulation_steps; shardplan's per-device batch counts the
   // whole step's sequences, which the microbatches split.
   const auto& accumulation = config.gradient_accumulation_steps;
   const auto& pipeline = config.num_pipeline_microbatches;
-  if (!flags.batch && !flags.per_device_batch && config.per_device_batch_size) {
-    flags.per_device_batch = config.per_device_batch_size->value;
+  if (!flags.batch.value && !flags.per_device_batch.value
+      && config.per_device_batch_size) {
+    std::string per_device = config.per_device_batch_size->value;
     if (accumulation) {
-      flags.per_device_batch =
-          fmt::format("{}",
-                      std::stod(config.per_device_batch_size->value)
-                          * static_cast<double>(accumulation->value));
+      per_device = fmt::format(
+          "{}",
+          std::stod(per_device) * static_cast<double>(accumulation->value));
     }
-    flags.per_device_batch_source =
-        maxtext_source(config.per_device_batch_size->at);
+    flags.per_device_batch = {
+        per_device, maxtext_location(config.per_device_batch_size->at)};
   }
-  if (!flags.microbatches && (accumulation || pipeline)) {
-    flags.microbatches = accumulation ? accumulation->value : pipeline->value;
-    flags.microbatches_source =
-        maxtext_source(accumulation ? accumulation->at : pipeline->at);
+  if (!flags.microbatches.value && (accumulation || pipeline)) {
+    const Sourced<int64_t>& steps = accumulation ? *accumulation : *pipeline;
+    flags.microbatches = {steps.value, maxtext_location(steps.at)};
   }
-  if (!flags.remat && config.remat_policy) {
-    flags.remat = config.remat_policy->value;
-    flags.remat_source = maxtext_source(config.remat_policy->at);
+  if (!flags.remat.value && config.remat_policy) {
+    flags.remat = {config.remat_policy->value,
+                   maxtext_location(config.remat_policy->at)};
+  }
+}
+
+void apply_maxtext_param_dtype(const std::optional<MaxTextConfig>& config,
+                               Sourced<std::optional<DType>>& dtype) {
+  if (!dtype.value && config && config->weight_dtype) {
+    dtype = {config->weight_dtype->value,
+             maxtext_location(config->weight_dtype->at)};
   }
 }
 
@@ -114,7 +127,7 @@ std::optional<RuleSet> maxtext_rules(const MaxTextConfig& config,
   rules->description =
       fmt::format("{} (logical_axis_rules from {})",
                   rules->description,
-                  maxtext_source(config.logical_axis_rules_at));
+                  to_string(maxtext_location(config.logical_axis_rules_at)));
   return rules;
 }
 

@@ -32,15 +32,23 @@ std::optional<MaxTextConfig> load_maxtext_config(
 // The flags a mesh built from a MaxText config is reported at.
 MeshSources maxtext_flags();
 
-// The config's workload keys as flags, where `flags` has none of its own
-// (flags given win): max_target_length -> --seq, per_device_batch_size ->
-// --per-device-batch (unless --batch), remat_policy -> --remat. Without an
+// The workload keys of `config`, when there is one, as flags, where `flags`
+// has none of its own (flags given win): max_target_length -> --seq,
+// per_device_batch_size ->
+// --per-device-batch (unless --batch), remat_policy -> --remat, each at
+// its key's maxtext_location (line and column). Without an
 // architecture (`has_architecture` false) the keys are not used and an
 // info note says so [maxtext.workload-ignored].
-void apply_maxtext_workload(const MaxTextConfig& config,
+void apply_maxtext_workload(const std::optional<MaxTextConfig>& config,
                             bool has_architecture,
                             WorkloadFlags& flags,
                             Diagnostics& diags);
+
+// The config's weight_dtype (the dtype MaxText trains the weights in) as
+// --param-dtype, at its key, when there is a config and `dtype` (the flag)
+// was not given.
+void apply_maxtext_param_dtype(const std::optional<MaxTextConfig>& config,
+                               Sourced<std::optional<DType>>& dtype);
 
 // The rules a MaxText config gives: the maxtext preset, its
 // logical_axis_rules replaced by the config's when it has them (the preset's

@@ -236,7 +236,7 @@ bool load_side_specs(const Manifest& manifest,
                      Side& side,
                      Diagnostics& diags) {
   ValidateOptions validate;
-  validate.replicated_warning_bytes =
+  validate.replicated_warning_bytes.value =
       0;  // replicated is a layout like any other here
   const Mesh& mesh = *side.mesh;
   if (single) {
@@ -248,8 +248,8 @@ bool load_side_specs(const Manifest& manifest,
     Manifest named = manifest;
     named.source = spec_flag;
     const PartitionSpec* specs[] = {&*spec};
-    side.shardings =
-        validate_planned(named, mesh, specs, spec_flag, validate, diags);
+    side.shardings = validate_planned(
+        named, mesh, specs, Location::of(spec_flag), validate, diags);
   } else if (!specs_file.empty()) {
     std::optional<SpecsFile> specs = read_specs_path(specs_file, diags);
     if (!specs) {
@@ -266,8 +266,8 @@ bool load_side_specs(const Manifest& manifest,
       return false;
     }
     const std::vector<const PartitionSpec*> specs = plan->specs();
-    side.shardings =
-        validate_planned(manifest, mesh, specs, rules->source, validate, diags);
+    side.shardings = validate_planned(
+        manifest, mesh, specs, Location::of(rules->source), validate, diags);
   } else {
     diags
         .error("cli.usage",

@@ -1,6 +1,7 @@
-// `shardplan search` (docs/search.md): the command
-// line around search_meshes; the search's policy (default axes, workload
-// variations, the slices of --devices) is src/search/'s.
+// `shardplan search` (docs/search.md): the command line around
+// search_meshes, its inputs read by load_search_inputs (cli/inputs.cpp); the
+// search's policy (default axes, workload variations, the slices of
+// --devices) is src/search/'s.
 
 #include "cli/commands.hpp"
 
@@ -11,11 +12,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include <chrono>
 #include <optional>
-#include <ostream>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace shardplan::cli {
@@ -138,68 +136,6 @@ Examples:
 
 namespace {
 
-// What search reads: the slices, the tensors and their architecture, a
-// MaxText config, the rules.
-struct SearchInputs {
-  std::optional<Topology> topology;  // --topology
-  std::vector<Topology> slices;      // --topology's, or those --devices names
-  std::optional<Manifest> manifest;
-  std::optional<ModelConfig> model;
-  std::optional<MaxTextConfig> maxtext;
-  std::optional<RuleSet> rules;
-};
-
-// Reads the inputs (--devices' slices reported at `sources`); false after
-// an input error (reported).
-bool load_search_inputs(const SearchCommand& cmd,
-                        const MeshSources& sources,
-                        Diagnostics& diags,
-                        SearchInputs& in) {
-  in.topology = load_topology(cmd.topology, "--topology", diags);
-  if (!in.topology) {
-    return false;
-  }
-  in.slices = {*in.topology};
-  if (!cmd.devices.empty()) {
-    std::optional<std::vector<Topology>> chosen =
-        device_slices(*in.topology, cmd.devices, sources, diags);
-    if (!chosen) {
-      return false;
-    }
-    in.slices = std::move(*chosen);
-  }
-  in.manifest = load_manifest(cmd.source, diags);
-  bool failed = !in.manifest;
-  if (!failed) {
-    in.model = read_architecture(cmd.config, cmd.source, diags, failed);
-  }
-  if (!failed && !in.model) {
-    diags
-        .error("workload.no-architecture",
-               "search needs the model's architecture, which a manifest's "
-               "tensors alone do not give",
-               Location::of("--manifest"))
-        .hint = "give --config FILE beside --manifest, or --model NAME";
-    failed = true;
-  }
-  // --maxtext-config: the rules, the workload and allow_split of a MaxText
-  // config; the meshes are still search's, named as MaxText names axes.
-  if (!failed && !cmd.maxtext.empty()) {
-    in.maxtext = load_maxtext_config(cmd.maxtext, diags);
-    failed = !in.maxtext;
-  }
-  if (failed) {
-    return false;
-  }
-  if (in.maxtext && cmd.rules_given) {
-    note_maxtext_rules_unused(*in.maxtext, "--rules", diags);
-  }
-  in.rules = in.maxtext && !cmd.rules_given
-                 ? maxtext_rules(*in.maxtext, diags)
-                 : load_rules(cmd.rules, "--rules", diags);
-  return in.rules.has_value();
-}
-
 // The search's options: the flags, else a MaxText config's keys, else the
 // search's defaults; the winner's plan reported at plan's flags, the plan it
 // is. False after a usage error (reported).
@@ -208,19 +144,20 @@ bool search_options(const SearchCommand& cmd,
                     Diagnostics& diags,
                     SearchOptions& options) {
   WorkloadFlags flags;
-  flags.seq = cmd.seq;
-  flags.batch = cmd.batch;
+  flags.seq.value = cmd.seq;
+  flags.batch.value = cmd.batch;
   if (!cmd.per_device_batch.empty()) {
-    flags.per_device_batch = cmd.per_device_batch.front();
+    flags.per_device_batch.value = cmd.per_device_batch.front();
   }
+  flags.microbatches.value = cmd.microbatches;
   if (cmd.remat_given) {
-    flags.remat = cmd.remat.front();
+    flags.remat.value = cmd.remat.front();
   }
+  flags.attention.value = cmd.attention;
+  flags.sequence_parallel = cmd.sequence_parallel;
   const std::optional<MaxTextConfig>& maxtext = in.maxtext;
-  if (maxtext) {
-    apply_maxtext_workload(*maxtext, true, flags, diags);
-  }
-  if (!flags.seq) {
+  apply_maxtext_workload(maxtext, true, flags, diags);
+  if (!flags.seq.value) {
     diags
         .error("cli.usage",
                "--seq is required (or max_target_length in --maxtext-config)",
@@ -229,8 +166,7 @@ bool search_options(const SearchCommand& cmd,
     return false;
   }
   options.axes = cmd.axes;
-  options.dcn_axes = cmd.dcn_axes;
-  options.dcn_axes_source = "--dcn-axes";
+  options.dcn_axes = {cmd.dcn_axes, Location::of("--dcn-axes")};
   options.maxtext_axis_names =
       maxtext || (cmd.rules_given && cmd.rules == "maxtext");
   if (!resolve_search_axes(*in.model, options, diags)) {
@@ -238,21 +174,8 @@ bool search_options(const SearchCommand& cmd,
   }
   options.remat = cmd.remat_given ? cmd.remat : std::vector<std::string>();
   options.per_device_batch = cmd.per_device_batch;
-  Workload& w = options.workload;
-  w.seq = *flags.seq;
-  w.seq_source = flags.seq_source;
-  w.batch = cmd.batch;
-  w.batch_source = "--batch";
-  w.per_device_batch = flags.per_device_batch.value_or("");
-  w.per_device_batch_source = flags.per_device_batch_source;
-  w.microbatches = cmd.microbatches;
-  w.microbatches_source = "--microbatches";
-  w.remat = flags.remat.value_or("full");
-  w.remat_source = flags.remat_source;
-  w.attention = cmd.attention;
-  w.attention_source = "--attention";
-  w.sequence_parallel = cmd.sequence_parallel;
-  if (!cmd.batch && w.per_device_batch.empty()) {
+  options.workload = workload_of(flags);
+  if (!cmd.batch && options.workload.per_device_batch.value.empty()) {
     diags
         .error("workload.missing-batch",
                "search needs --batch N or --per-device-batch X",
@@ -261,24 +184,19 @@ bool search_options(const SearchCommand& cmd,
     return false;
   }
   options.memory.recipe = *parse_recipe(cmd.recipe);  // CLI11 checked it
-  options.memory.zero = cmd.zero;
+  options.memory.zero = {cmd.zero, Location::of("--zero")};
   options.memory.headroom = cmd.headroom;
-  options.memory.zero_source = "--zero";
-  if (maxtext && maxtext->weight_dtype) {
-    options.memory.param_dtype = maxtext->weight_dtype->value;
-    options.memory.param_dtype_source =
-        maxtext_source(maxtext->weight_dtype->at);
-  }
-  options.step.matmul_efficiency = cmd.matmul_efficiency;
-  options.step.matmul_efficiency_source = "--matmul-efficiency";
+  apply_maxtext_param_dtype(maxtext, options.memory.param_dtype);
+  options.step.matmul_efficiency = {cmd.matmul_efficiency,
+                                    Location::of("--matmul-efficiency")};
   options.allow_split_physical_axes =
       cmd.allow_split_physical_axes
       || (maxtext && maxtext->allow_split_physical_axes.value);
   options.objective =
       parse_search_objective(cmd.objective).value_or(SearchObjective::tokens);
   options.winner.sources = mesh_flags();
-  options.winner.replicated_warning_source = "--warn-replicated";
-  options.winner.data_axes_source = "--data-axes";
+  options.winner.replicated_warning_at = Location::of("--warn-replicated");
+  options.winner.data_axes_at = Location::of("--data-axes");
   return true;
 }
 
@@ -289,12 +207,8 @@ int run_search(const SearchCommand& cmd, Session& session) {
   SearchOptions options;
   // Each candidate's mesh is its --axes; its slice, --topology or one of
   // --devices'.
-  options.sources = MeshSources{"--axes",
-                                "--dcn",
-                                "--axis-names",
-                                "--devices",
-                                "--topology",
-                                "--allow-split-physical-axes"};
+  options.sources = mesh_flags();
+  options.sources.mesh = "--axes";
   SearchInputs in;
   if (!load_search_inputs(cmd, options.sources, diags, in)
       || !search_options(cmd, in, diags, options)) {
@@ -304,23 +218,12 @@ int run_search(const SearchCommand& cmd, Session& session) {
   // docs/paste-back.md).
   const Format format = session.format();
   options.winner.plan = format == Format::jax || format == Format::maxtext;
-  // A count on stderr once the search has run a second (not with -q).
-  const auto start = std::chrono::steady_clock::now();
-  bool shown = false;
-  if (!session.quiet()) {
-    options.progress = [&](int64_t done, int64_t total) {
-      if (std::chrono::steady_clock::now() - start >= std::chrono::seconds(1)) {
-        session.err() << fmt::format("\rsearch: {}/{} meshes", done, total)
-                      << std::flush;
-        shown = true;
-      }
-    };
-  }
+  options.progress = session.progress("search", "meshes");
   Stopwatch watch;
   std::optional<SearchResult> result = search_meshes(
       *in.manifest, *in.model, in.slices, *in.rules, options, diags);
   watch.lap("search");
-  session.err() << (shown ? "\n" : "");
+  session.end_progress();
   if (!result) {
     return session.fail_input();
   }

@@ -11,6 +11,8 @@
 #include <shardplan/report.hpp>
 
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <ostream>
 #include <string>
@@ -69,14 +71,14 @@ class Session {
 
   Diagnostics& diags() { return m_diags; }
   const std::string& command_line() const { return m_common.command_line; }
-  // A line the paste-back formats add to their header (search's winner).
-  const std::string& note() const { return m_note; }
-  void set_note(std::string note) { m_note = std::move(note); }
   Format format() const { return m_format; }
   bool json() const { return m_format == Format::json; }
-  // Where progress goes (stderr), and whether -q silenced it.
-  std::ostream& err() { return m_err; }
-  bool quiet() const { return m_common.quiet; }
+  // A count of a long job's `items` on stderr ("\rsearch: 3/40 meshes",
+  // rewritten in place) once it has run a second; empty with -q (nothing
+  // shown). end_progress() ends its line.
+  std::function<void(int64_t, int64_t)> progress(std::string what,
+                                                 std::string items);
+  void end_progress();
 
   // Reports the diagnostics on stderr and writes nothing: a result that
   // does not exist for a plan error (search's winner when none fits).
@@ -99,13 +101,13 @@ class Session {
   void print_diagnostics();
 
   std::string m_command;
-  std::string m_note;
   const CommonOptions& m_common;
   Format m_format;
   std::ostream& m_out;
   std::ostream& m_err;
   Diagnostics m_diags;
   bool m_color = false;
+  bool m_progress_shown = false;
 };
 
 }  // namespace shardplan::cli

@@ -13,7 +13,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <cassert>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace shardplan::cli {
@@ -33,37 +35,37 @@ void add_workload_options(CLI::App& app,
     config->excludes(manifest_options[i]);
   }
   const std::string group = "Workload (activations; docs/memory.md)";
-  app.add_option("--seq", flags.seq, "tokens per sequence")
+  app.add_option("--seq", flags.seq.value, "tokens per sequence")
       ->type_name("N")
       ->group(group);
   CLI::Option* batch =
       app.add_option("--batch",
-                     flags.batch,
+                     flags.batch.value,
                      "global batch: sequences per optimizer step")
           ->type_name("N")
           ->group(group);
   app.add_option("--per-device-batch",
-                 flags.per_device_batch,
+                 flags.per_device_batch.value,
                  "instead of --batch: sequences per device (MaxText's "
                  "per_device_batch_size; may be fractional, e.g. 0.5)")
       ->type_name("X")
       ->excludes(batch)
       ->group(group);
   app.add_option("--microbatches",
-                 flags.microbatches,
+                 flags.microbatches.value,
                  "gradient accumulation steps, and the pipeline's "
                  "microbatches with a stage axis (default 1)")
       ->type_name("M")
       ->group(group);
   app.add_option("--remat",
-                 flags.remat,
+                 flags.remat.value,
                  fmt::format("what each layer keeps for the backward "
                              "(default full): {}",
                              fmt::join(remat_policy_names(), ", ")))
       ->type_name("POLICY")
       ->group(group);
   app.add_option("--attention",
-                 flags.attention,
+                 flags.attention.value,
                  "flash (default: keeps the softmax's logsumexp) or plain "
                  "(keeps the seq x seq scores)")
       ->type_name("KIND")
@@ -74,13 +76,13 @@ void add_workload_options(CLI::App& app,
                "their tokens over the tensor axes")
       ->group(group);
   app.add_option("--stage-interleave",
-                 flags.stage_interleave,
+                 flags.stage_interleave.value,
                  "virtual pipeline stages per device (interleaved 1F1B; "
                  "default 1)")
       ->type_name("V")
       ->group(group);
   app.add_option("--activation-dtype",
-                 flags.activation_dtype,
+                 flags.activation_dtype.value,
                  "dtype of the saved activations (default bf16, MaxText's "
                  "dtype)")
       ->type_name("DTYPE")
@@ -110,28 +112,49 @@ void add_workload_options(CLI::App& app,
 
 namespace {
 
-// The first workload flag given, by its name; empty when none was.
-std::string first_workload_flag(const WorkloadFlags& f) {
-  const std::pair<bool, const char*> given[] = {
-      {f.seq.has_value(), f.seq_source.c_str()},
-      {f.batch.has_value(), "--batch"},
-      {f.per_device_batch.has_value(), f.per_device_batch_source.c_str()},
-      {f.microbatches.has_value(), f.microbatches_source.c_str()},
-      {f.remat.has_value(), f.remat_source.c_str()},
-      {f.attention.has_value(), "--attention"},
-      {f.sequence_parallel, "--sequence-parallel"},
-      {f.stage_interleave.has_value(), "--stage-interleave"},
-      {f.activation_dtype.has_value(), "--activation-dtype"},
+// Where the first workload value given came from; empty when none was.
+Location first_workload_value(const WorkloadFlags& f) {
+  const Location sequence_parallel = Location::of("--sequence-parallel");
+  const std::pair<bool, const Location*> given[] = {
+      {f.seq.value.has_value(), &f.seq.at},
+      {f.batch.value.has_value(), &f.batch.at},
+      {f.per_device_batch.value.has_value(), &f.per_device_batch.at},
+      {f.microbatches.value.has_value(), &f.microbatches.at},
+      {f.remat.value.has_value(), &f.remat.at},
+      {f.attention.value.has_value(), &f.attention.at},
+      {f.sequence_parallel, &sequence_parallel},
+      {f.stage_interleave.value.has_value(), &f.stage_interleave.at},
+      {f.activation_dtype.value.has_value(), &f.activation_dtype.at},
   };
-  for (const auto& [is_given, name] : given) {
+  for (const auto& [is_given, at] : given) {
     if (is_given) {
-      return name;
+      return *at;
     }
   }
   return {};
 }
 
 }  // namespace
+
+Workload workload_of(const WorkloadFlags& flags) {
+  assert(flags.seq.value);
+  Workload w;
+  w.seq = {*flags.seq.value, flags.seq.at};
+  w.batch = flags.batch;
+  w.per_device_batch = {flags.per_device_batch.value.value_or(""),
+                        flags.per_device_batch.at};
+  w.microbatches = {flags.microbatches.value.value_or(1),
+                    flags.microbatches.at};
+  w.remat = {flags.remat.value.value_or("full"), flags.remat.at};
+  w.attention = {flags.attention.value.value_or("flash"), flags.attention.at};
+  w.sequence_parallel = flags.sequence_parallel;
+  w.stage_interleave = {flags.stage_interleave.value.value_or(1),
+                        flags.stage_interleave.at};
+  w.activation_dtype = {flags.activation_dtype.value.value_or("bf16"),
+                        flags.activation_dtype.at};
+  w.mesh_at = Location::of("--mesh");
+  return w;
+}
 
 std::optional<ModelConfig> read_architecture(const std::string& config,
                                              const ManifestSource& source,
@@ -168,25 +191,25 @@ bool load_training(const WorkloadFlags& flags,
   if (failed) {
     return false;
   }
-  out.role_sources = AxisRoleSources{"--data-axes",
-                                     "--tensor-axes",
-                                     "--sequence-axes",
-                                     "--expert-axes",
-                                     "--stage-axes"};
+  out.role_sources = AxisRoleSources{Location::of("--data-axes"),
+                                     Location::of("--tensor-axes"),
+                                     Location::of("--sequence-axes"),
+                                     Location::of("--expert-axes"),
+                                     Location::of("--stage-axes")};
   // A role taken by name is located at the mesh that named the axis.
   const std::vector<std::string>* given_axes[] = {&data_axes,
                                                   &flags.tensor_axes,
                                                   &flags.sequence_axes,
                                                   &flags.expert_axes,
                                                   &flags.stage_axes};
-  std::string* sources[] = {&out.role_sources.data,
-                            &out.role_sources.tensor,
-                            &out.role_sources.sequence,
-                            &out.role_sources.expert,
-                            &out.role_sources.stage};
+  Location* sources[] = {&out.role_sources.data,
+                         &out.role_sources.tensor,
+                         &out.role_sources.sequence,
+                         &out.role_sources.expert,
+                         &out.role_sources.stage};
   for (size_t i = 0; i < 5; ++i) {
     if (given_axes[i]->empty()) {
-      *sources[i] = "--mesh";
+      *sources[i] = Location::of("--mesh");
     }
   }
   AxisRoles given;
@@ -202,10 +225,11 @@ bool load_training(const WorkloadFlags& flags,
   }
   out.roles = std::move(*roles);
 
-  const std::string flag = first_workload_flag(flags);
-  if (flag.empty()) {
+  const Location first = first_workload_value(flags);
+  if (first.empty()) {
     return true;
   }
+  const std::string flag = to_string(first);
   if (!out.model) {
     diags
         .error("workload.no-architecture",
@@ -213,13 +237,13 @@ bool load_training(const WorkloadFlags& flags,
                            "hidden size, heads, MLP, dropout), which a "
                            "manifest's tensors alone do not give",
                            flag),
-               Location::of(flag))
+               first)
         .hint =
         "give --config FILE (the model's Hugging Face config.json) beside "
         "--manifest, or --model NAME or --from-hf-config FILE instead";
     return false;
   }
-  if (!flags.seq) {
+  if (!flags.seq.value) {
     diags
         .error("workload.missing-seq",
                fmt::format("{} needs --seq N, the tokens per sequence", flag),
@@ -227,25 +251,7 @@ bool load_training(const WorkloadFlags& flags,
         .hint = "e.g. --seq 8192 --batch 256";
     return false;
   }
-  Workload w;
-  w.seq = *flags.seq;
-  w.seq_source = flags.seq_source;
-  w.batch = flags.batch;
-  w.batch_source = "--batch";
-  w.per_device_batch = flags.per_device_batch.value_or("");
-  w.per_device_batch_source = flags.per_device_batch_source;
-  w.microbatches = flags.microbatches.value_or(1);
-  w.microbatches_source = flags.microbatches_source;
-  w.remat = flags.remat.value_or("full");
-  w.remat_source = flags.remat_source;
-  w.attention = flags.attention.value_or("flash");
-  w.attention_source = "--attention";
-  w.sequence_parallel = flags.sequence_parallel;
-  w.stage_interleave = flags.stage_interleave.value_or(1);
-  w.stage_interleave_source = "--stage-interleave";
-  w.activation_dtype = flags.activation_dtype.value_or("bf16");
-  w.activation_dtype_source = "--activation-dtype";
-  w.mesh_source = "--mesh";
+  Workload w = workload_of(flags);
   out.activations = estimate_activations(*out.model, mesh, out.roles, w, diags);
   if (!out.activations) {
     return false;

@@ -23,30 +23,29 @@ namespace shardplan::cli {
 
 struct ManifestSource;  // cli/inputs.hpp
 
-// The workload's flags. Each workload value is nullopt when its flag was
+// The workload's flags, each value with where it came from: its flag, or
+// a MaxText config's key (apply_maxtext_workload). A value is nullopt when
 // not given.
 struct WorkloadFlags {
   std::string config;  // --config FILE: the architecture beside --manifest
-  std::optional<int64_t> seq;
-  std::optional<int64_t> batch;
-  std::optional<std::string> per_device_batch;
-  std::optional<int64_t> microbatches;
-  std::optional<std::string> remat;
-  std::optional<std::string> attention;
+  Sourced<std::optional<int64_t>> seq{{}, Location::of("--seq")};
+  Sourced<std::optional<int64_t>> batch{{}, Location::of("--batch")};
+  Sourced<std::optional<std::string>> per_device_batch{
+      {}, Location::of("--per-device-batch")};
+  Sourced<std::optional<int64_t>> microbatches{{},
+                                               Location::of("--microbatches")};
+  Sourced<std::optional<std::string>> remat{{}, Location::of("--remat")};
+  Sourced<std::optional<std::string>> attention{{},
+                                                Location::of("--attention")};
   bool sequence_parallel = false;
-  std::optional<int64_t> stage_interleave;
-  std::optional<std::string> activation_dtype;
+  Sourced<std::optional<int64_t>> stage_interleave{
+      {}, Location::of("--stage-interleave")};
+  Sourced<std::optional<std::string>> activation_dtype{
+      {}, Location::of("--activation-dtype")};
   std::vector<std::string> tensor_axes;
   std::vector<std::string> sequence_axes;
   std::vector<std::string> expert_axes;
   std::vector<std::string> stage_axes;
-  // Where seq, per_device_batch, remat and microbatches came from: their
-  // flags, or a
-  // MaxText config's keys (maxtext_source: "cfg.yml:12:24").
-  std::string seq_source = "--seq";
-  std::string per_device_batch_source = "--per-device-batch";
-  std::string remat_source = "--remat";
-  std::string microbatches_source = "--microbatches";
 };
 
 // Adds the workload's flags, the role flags but --data-axes (ZeRO's, which
@@ -76,6 +75,12 @@ struct Training {
   std::optional<Workload> workload;
   std::optional<ActivationEstimate> activations;
 };
+
+// The workload `flags` give, each value at its location, and the defaults
+// of those not given (1 microbatch, remat full, flash attention, stage
+// interleave 1, bf16 activations); the mesh at --mesh. REQUIRES:
+// flags.seq.value.
+Workload workload_of(const WorkloadFlags& flags);
 
 // Reads the architecture, resolves the axis roles of `mesh` (`data_axes`:
 // --data-axes) and, with a workload, estimates its activations. False after

@@ -622,12 +622,12 @@ class Reader {
   }
 
   // An integer >= `min` (or -1 when `fill`) at `key`.
-  std::optional<MaxTextValue<int64_t>> integer(const std::string& key,
-                                               int64_t min,
-                                               bool fill) {
+  std::optional<Sourced<int64_t>> integer(const std::string& key,
+                                          int64_t min,
+                                          bool fill) {
     const Setting* s = find(key);
     if (s == nullptr) {
-      return MaxTextValue<int64_t>{};
+      return Sourced<int64_t>{};
     }
     const Scalar v = classify(s->value);
     const bool ok = v.kind == ScalarKind::integer && !v.overflow
@@ -645,15 +645,15 @@ class Reader {
                                        : describe(s->value)));
       return std::nullopt;
     }
-    return MaxTextValue<int64_t>{v.integer, at(*s, s->value)};
+    return Sourced<int64_t>{v.integer, at(*s, s->value)};
   }
 
   // A string at `key` (quoted or plain, as PyYAML would give a str).
-  std::optional<MaxTextValue<std::string>> string(const std::string& key,
-                                                  std::string_view expected) {
+  std::optional<Sourced<std::string>> string(const std::string& key,
+                                             std::string_view expected) {
     const Setting* s = find(key);
     if (s == nullptr) {
-      return MaxTextValue<std::string>{};
+      return Sourced<std::string>{};
     }
     const Scalar v = classify(s->value);
     if (v.kind != ScalarKind::string) {
@@ -664,7 +664,7 @@ class Reader {
               "{} must be {}, got {}", key, expected, describe(s->value)));
       return std::nullopt;
     }
-    return MaxTextValue<std::string>{v.text, at(*s, s->value)};
+    return Sourced<std::string>{v.text, at(*s, s->value)};
   }
 
   // A list of axis names: ["data", "fsdp"] or a single name.
@@ -747,7 +747,7 @@ class Reader {
            {std::pair{"ici", &axis.ici}, std::pair{"dcn", &axis.dcn}}) {
         const std::string key =
             fmt::format("{}_{}_parallelism", prefix, axis.key);
-        std::optional<MaxTextValue<int64_t>> v = integer(key, 1, true);
+        std::optional<Sourced<int64_t>> v = integer(key, 1, true);
         if (!v) {
           return false;
         }
@@ -779,8 +779,7 @@ class Reader {
             at(s, s.value));
       }
     }
-    std::optional<MaxTextValue<int64_t>> slices =
-        integer("num_slices", 1, true);
+    std::optional<Sourced<int64_t>> slices = integer("num_slices", 1, true);
     if (!slices) {
       return false;
     }
@@ -905,9 +904,9 @@ class Reader {
                                      describe(s->value)));
       }
       m_config.per_device_batch_size =
-          MaxTextValue<std::string>{text, at(*s, s->value)};
+          Sourced<std::string>{text, at(*s, s->value)};
     }
-    std::optional<MaxTextValue<int64_t>> seq =
+    std::optional<Sourced<int64_t>> seq =
         integer("max_target_length", 1, false);
     if (!seq) {
       return false;
@@ -917,7 +916,7 @@ class Reader {
     }
     for (const char* key :
          {"gradient_accumulation_steps", "num_pipeline_microbatches"}) {
-      std::optional<MaxTextValue<int64_t>> steps = integer(key, 1, false);
+      std::optional<Sourced<int64_t>> steps = integer(key, 1, false);
       if (!steps) {
         return false;
       }
@@ -927,7 +926,7 @@ class Reader {
              : m_config.num_pipeline_microbatches) = std::move(*steps);
       }
     }
-    std::optional<MaxTextValue<std::string>> remat =
+    std::optional<Sourced<std::string>> remat =
         string("remat_policy", "a remat policy name");
     if (!remat) {
       return false;
@@ -952,7 +951,7 @@ class Reader {
       }
       m_config.remat_policy = std::move(*remat);
     }
-    std::optional<MaxTextValue<std::string>> dtype =
+    std::optional<Sourced<std::string>> dtype =
         string("weight_dtype", "a dtype name such as \"float32\"");
     if (!dtype) {
       return false;
@@ -968,7 +967,7 @@ class Reader {
             .hint = dtype_hint(dtype->value);
         return false;
       }
-      m_config.weight_dtype = MaxTextValue<DType>{*parsed, dtype->at};
+      m_config.weight_dtype = Sourced<DType>{*parsed, dtype->at};
     }
     return true;
   }
@@ -1018,12 +1017,12 @@ std::string key_of(const MaxTextAxis& axis, bool dcn) {
 
 // "ici_fsdp_parallelism -1 (cfg.yml:3:23)" or "... (MaxText's default)".
 std::string term(const MaxTextAxis& axis, bool dcn, int64_t value) {
-  const MaxTextValue<int64_t>& v = dcn ? axis.dcn : axis.ici;
-  return fmt::format(
-      "{} {} ({})",
-      key_of(axis, dcn),
-      value,
-      v.set() ? maxtext_source(v.at) : std::string("MaxText's default"));
+  const Sourced<int64_t>& v = dcn ? axis.dcn : axis.ici;
+  return fmt::format("{} {} ({})",
+                     key_of(axis, dcn),
+                     value,
+                     v.set() ? to_string(maxtext_location(v.at))
+                             : std::string("MaxText's default"));
 }
 
 // fill_unspecified_mesh_axes for the ICI (dcn false) or DCN values of
@@ -1034,7 +1033,7 @@ bool fill(std::vector<MaxTextAxis>& axes,
           const std::string& source,
           Diagnostics& diags) {
   const std::string type = dcn ? "DCN" : "ICI";
-  auto value = [&](size_t i) -> MaxTextValue<int64_t>& {
+  auto value = [&](size_t i) -> Sourced<int64_t>& {
     return dcn ? axes[i].dcn : axes[i].ici;
   };
   auto where = [&](size_t i) {
@@ -1145,14 +1144,11 @@ bool fill(std::vector<MaxTextAxis>& axes,
 
 }  // namespace
 
-std::string maxtext_source(const Location& at) {
-  if (at.line > 0) {
-    if (at.source == "--maxtext-config") {
-      return fmt::format("--maxtext-config {}", at.excerpt);
-    }
-    return fmt::format("{}:{}:{}", at.source, at.line, at.column);
+Location maxtext_location(const Location& at) {
+  if (at.line > 0 && at.source == "--maxtext-config") {
+    return Location::of(fmt::format("--maxtext-config {}", at.excerpt));
   }
-  return at.source.empty() ? std::string("--maxtext-config") : at.source;
+  return at.empty() ? Location::of("--maxtext-config") : at;
 }
 
 std::optional<MaxTextConfig> read_maxtext_config(

@@ -86,9 +86,9 @@ class MemoryEstimator {
         m_diags(diags),
         m_split(mesh.axes.size(), false) {
     m_out.recipe = options.recipe;
-    m_out.zero = options.zero;
+    m_out.zero = options.zero.value;
     m_out.headroom = options.headroom;
-    m_out.hbm_bytes = options.hbm_bytes;
+    m_out.hbm_bytes = options.hbm_bytes.value;
   }
   MemoryEstimator(const MemoryEstimator&) = delete;
   MemoryEstimator& operator=(const MemoryEstimator&) = delete;
@@ -123,7 +123,8 @@ class MemoryEstimator {
 
  private:
   // dtypes: a dtype to hold weights or gradients in must be floating point.
-  bool check_dtype(std::optional<DType> dtype, const std::string& source) {
+  bool check_dtype(const Sourced<std::optional<DType>>& given) {
+    const std::optional<DType>& dtype = given.value;
     if (!dtype || (is_floating(*dtype) && *dtype != DType::f8_e8m0)) {
       return true;
     }
@@ -132,34 +133,33 @@ class MemoryEstimator {
                fmt::format("{} is not a floating-point dtype weights or "
                            "gradients are trained in",
                            quote(to_string(*dtype))),
-               Location::of(source))
+               given.at)
         .hint = "e.g. f32, bf16, f16 or f8_e4m3";
     return false;
   }
 
   // Both reported.
   bool check_dtypes() {
-    const bool param =
-        check_dtype(m_options.param_dtype, m_options.param_dtype_source);
-    const bool grad =
-        check_dtype(m_options.grad_dtype, m_options.grad_dtype_source);
+    const bool param = check_dtype(m_options.param_dtype);
+    const bool grad = check_dtype(m_options.grad_dtype);
     return param && grad;
   }
 
   // roles: the data axes as given, each once, in their order.
   bool resolve_data_axes() {
-    if (m_options.data_axes.empty()) {
+    const Sourced<std::vector<std::string>>& data_axes = m_options.data_axes;
+    if (data_axes.value.empty()) {
       return true;
     }
     std::vector<std::string> names = m_mesh.axis_names();
-    for (const std::string& name : m_options.data_axes) {
+    for (const std::string& name : data_axes.value) {
       if (m_mesh.find(name) == nullptr) {
         Diagnostic& d = m_diags.error(
             "memory.data-axis",
             fmt::format("data axis {} is not an axis of the mesh {}",
                         quote(name),
                         to_string(m_mesh)),
-            Location::of(m_options.data_axes_source));
+            data_axes.at);
         std::string best = closest_match(name, names);
         d.hint = best.empty() ? fmt::format("the mesh's axes are {}",
                                             fmt::join(names, ", "))
@@ -184,13 +184,13 @@ class MemoryEstimator {
       AxisRoles given;
       given.data = m_out.data_axes;
       AxisRoleSources sources;
-      sources.data = m_options.data_axes_source;
+      sources.data = m_options.data_axes.at;
       m_roles = resolve_axis_roles(m_mesh, given, sources, m_diags);
       if (!m_roles) {
         return false;
       }
     }
-    if (m_options.data_axes.empty()) {
+    if (m_options.data_axes.value.empty()) {
       for (const std::string& name : m_roles->data) {
         if (m_mesh.find(name) != nullptr) {
           m_out.data_axes.push_back(name);
@@ -201,12 +201,13 @@ class MemoryEstimator {
       m_out.zero_shards *= m_mesh.find(name)->size;
     }
     m_use.emplace(
-        m_mesh, *m_roles, m_out.data_axes, m_out.zero_shards, m_options.zero);
+        m_mesh, *m_roles, m_out.data_axes, m_out.zero_shards, m_out.zero);
     return true;
   }
 
   void warn_zero_no_effect() {
-    if (m_options.zero == 0 || m_out.zero_shards != 1) {
+    const Sourced<int>& zero = m_options.zero;
+    if (zero.value == 0 || m_out.zero_shards != 1) {
       return;
     }
     Diagnostic& d = m_diags.warning(
@@ -214,17 +215,17 @@ class MemoryEstimator {
         m_out.data_axes.empty()
             ? fmt::format("{} {} shards nothing: the mesh {} has no data "
                           "axis (by name: dp, data, fsdp, fsdp_transpose)",
-                          m_options.zero_source,
-                          m_options.zero,
+                          to_string(zero.at),
+                          zero.value,
                           to_string(m_mesh))
             : fmt::format("{} {} shards nothing: the data axes ({}) have "
                           "size 1",
-                          m_options.zero_source,
-                          m_options.zero,
+                          to_string(zero.at),
+                          zero.value,
                           fmt::join(m_out.data_axes, ", ")),
-        Location::of(m_options.zero_source));
+        zero.at);
     d.hint = fmt::format("name the data-parallel axes with {}",
-                         m_options.data_axes_source);
+                         to_string(m_options.data_axes.at));
   }
 
   // What each tensor's name says: its layer, its expert, an embedding; its
@@ -241,12 +242,10 @@ class MemoryEstimator {
 
   // Where tensors live along the stage and expert axes.
   bool place() {
-    const PlacementOptions options{m_roles->stage,
-                                   m_roles->expert,
+    const PlacementOptions options{{m_roles->stage, m_options.stage_axes_at},
+                                   {m_roles->expert, m_options.expert_axes_at},
                                    m_options.layers,
-                                   m_options.experts,
-                                   m_options.stage_axes_source,
-                                   m_options.expert_axes_source};
+                                   m_options.experts};
     std::optional<Placement> placed = place_tensors(
         m_manifest, m_mesh, m_shardings, options, m_facts->names, m_diags);
     if (!placed) {
@@ -261,22 +260,23 @@ class MemoryEstimator {
   // dtypes: the param dtype as given, and the gradients' when the recipe
   // counts them.
   void resolve_grads() {
-    m_out.param_dtype = m_options.param_dtype;
+    const Sourced<std::optional<DType>>& grad_dtype = m_options.grad_dtype;
+    m_out.param_dtype = m_options.param_dtype.value;
     m_out.grads_counted = has_grads(m_options.recipe);
     if (m_out.grads_counted) {
-      m_out.grad_dtype = m_options.grad_dtype;
+      m_out.grad_dtype = grad_dtype.value;
       if (!m_out.grad_dtype && m_options.recipe == Recipe::adam_fp32_grads) {
         m_out.grad_dtype = DType::f32;
       }
-    } else if (m_options.grad_dtype) {
+    } else if (grad_dtype.value) {
       m_diags
           .warning("memory.grad-dtype-unused",
                    fmt::format("{} {} has no effect: recipe {} counts no "
                                "gradients",
-                               m_options.grad_dtype_source,
-                               to_string(*m_options.grad_dtype),
+                               to_string(grad_dtype.at),
+                               to_string(*grad_dtype.value),
                                to_string(m_options.recipe)),
-                   Location::of(m_options.grad_dtype_source))
+                   grad_dtype.at)
           .hint =
           "recipes with gradients: adam, adam-fp32-grads (megatron), "
           "adam-fp32-accum";
@@ -285,8 +285,8 @@ class MemoryEstimator {
 
   // The dtype a trained tensor stored as `stored` is held in.
   DType held_dtype(DType stored) const {
-    if (m_options.param_dtype) {
-      return *m_options.param_dtype;
+    if (m_options.param_dtype.value) {
+      return *m_options.param_dtype.value;
     }
     const bool training = m_options.recipe != Recipe::params_only;
     return training && is_fp8(stored) ? DType::bf16 : stored;
@@ -351,14 +351,14 @@ class MemoryEstimator {
                                                trained,
                                                m_options.recipe,
                                                m_out.grad_dtype,
-                                               m_options.zero,
+                                               m_out.zero,
                                                free_data);
     std::optional<StateBytes> min_state = state_of(s.min_elements_per_device(),
                                                    cost.held,
                                                    trained,
                                                    m_options.recipe,
                                                    m_out.grad_dtype,
-                                                   m_options.zero,
+                                                   m_out.zero,
                                                    free_data);
     if (!state || !min_state) {
       return {};
@@ -782,7 +782,7 @@ class MemoryEstimator {
                     *est.capacity_bytes,
                     *est.hbm_bytes,
                     est.headroom * 100),
-        Location::of(m_options.hbm_source));
+        m_options.hbm_bytes.at);
     d.hint = est.activations > est.per_device.model_states() ? fmt::format(
                  "activations are {} bytes of it: keep less per layer (a "
                  "remat policy that saves less), run fewer sequences at a "
@@ -793,7 +793,7 @@ class MemoryEstimator {
                  ? fmt::format(
                      "shard further: more fsdp, {} 3, or a larger "
                      "slice",
-                     m_options.zero_source)
+                     to_string(m_options.zero.at))
                  : std::string(
                      "shard further (more fsdp or tp) or use a larger slice");
   }
@@ -862,7 +862,7 @@ std::vector<std::optional<MemoryEstimate>> estimate_memory(
     std::span<Diagnostics> activation_diags) {
   assert(activation_diags.size() == activations.size());
   assert(shardings.size() == manifest.size());
-  assert(options.zero >= 0 && options.zero <= 3);
+  assert(options.zero.value >= 0 && options.zero.value <= 3);
   assert(options.headroom >= 0 && options.headroom < 1);
   assert(!activations.empty());
   MemoryEstimator estimator(manifest, mesh, shardings, options, diags);

@@ -101,7 +101,7 @@ bool check_counts(const Placement& out,
                                : fmt::format("the manifest's largest layer "
                                              "index {}, plus 1",
                                              largest_layer)),
-               Location::of(options.stage_source))
+               options.stage_axes.at)
         .hint = fmt::format(
         "a stage holds L / S whole layers: use stages that divide {}",
         out.layers);
@@ -122,7 +122,7 @@ bool check_counts(const Placement& out,
                                : fmt::format("the manifest's largest expert "
                                              "index {}, plus 1",
                                              largest_expert)),
-               Location::of(options.expert_source))
+               options.expert_axes.at)
         .hint = fmt::format(
         "a rank holds whole experts: use at most {} expert ranks", out.experts);
     return false;
@@ -260,10 +260,10 @@ std::optional<Placement> place_tensors(
     auto listed = [&](const std::vector<std::string>& names) {
       return std::find(names.begin(), names.end(), axis.name) != names.end();
     };
-    if (listed(options.stage_axes)) {
+    if (listed(options.stage_axes.value)) {
       out.stage_axes.push_back(axis.name);
       out.stages *= axis.size;
-    } else if (listed(options.expert_axes)) {
+    } else if (listed(options.expert_axes.value)) {
       out.expert_axes.push_back(axis.name);
       out.expert_ranks *= axis.size;
     }

@@ -79,24 +79,12 @@ std::string_view severity_word(Severity severity) {
                                          : "notice";
 }
 
-// Where a diagnostic points, as text: "s.json:/specs/w", "s.json:3:9",
-// "--mesh:1:9", "--hbm"; empty when nowhere.
-std::string where_text(const Location& loc) {
-  std::string where = loc.source;
-  if (!loc.pointer.empty()) {
-    where += ":" + loc.pointer;
-  } else if (loc.line > 0) {
-    where += fmt::format(":{}:{}", loc.line, loc.column);
-  }
-  return where;
-}
-
 // What a folded finding is listed by: its tensor, else where it points.
 std::string finding_name(const Diagnostic& d) {
   if (d.tensor) {
     return quote(*d.tensor);
   }
-  return where_text(d.location);
+  return to_string(d.location);
 }
 
 // The findings of one kind (severity and code), in order.
@@ -156,7 +144,7 @@ std::string annotation(std::string_view kind,
       props.push_back(fmt::format("col={}", loc.column));
     }
   } else if (!loc.source.empty()) {
-    text = fmt::format("{}: {}", where_text(loc), text);
+    text = fmt::format("{}: {}", to_string(loc), text);
   }
   props.push_back("title="
                   + github_property(fmt::format("shardplan {}", code)));
@@ -170,7 +158,7 @@ std::string findings_table(const Diagnostics& diags,
   std::string out = "| code | tensor | where | message |\n|---|---|---|---|\n";
   for (size_t i : rows) {
     const Diagnostic& d = diags.items()[i];
-    const std::string where = where_text(d.location);
+    const std::string where = to_string(d.location);
     out += fmt::format("| `{}` | {} | {} | {} |\n",
                        d.code,
                        d.tensor ? fmt::format("`{}`", md_cell(*d.tensor)) : "",

@@ -69,11 +69,11 @@ std::string search_json(const SearchReport& r, const Diagnostics& diags) {
   }
   j["slices"] = std::move(slices);
   j["model"] = std::string(r.model);
-  j["workload"] = {{"seq", r.workload.seq},
-                   {"batch",
-                    r.workload.batch ? ordered_json(*r.workload.batch)
-                                     : ordered_json(nullptr)},
-                   {"microbatches", r.workload.microbatches}};
+  const std::optional<int64_t>& batch = r.workload.batch.value;
+  j["workload"] = {
+      {"seq", r.workload.seq.value},
+      {"batch", batch ? ordered_json(*batch) : ordered_json(nullptr)},
+      {"microbatches", r.workload.microbatches.value}};
   j["objective"] = std::string(to_string(r.objective));
   j["meshes"] = r.result.meshes;
   ordered_json candidates = ordered_json::array();

@@ -472,7 +472,7 @@ void warn_unsplit(const Manifest& manifest,
                   const std::vector<size_t>& first_of,
                   const ApplyOptions& options,
                   Diagnostics& diags) {
-  if (!rules.preset || options.unsplit_warning_bytes <= 0
+  if (!rules.preset || options.unsplit_warning_bytes.value <= 0
       || mesh.num_devices() <= 1) {
     return;
   }
@@ -489,7 +489,7 @@ void warn_unsplit(const Manifest& manifest,
   }
   for (size_t t = 0; t < tensors.size(); ++t) {
     const Tensor& tensor = tensors[t];
-    if (tensor.num_bytes < options.unsplit_warning_bytes) {
+    if (tensor.num_bytes < options.unsplit_warning_bytes.value) {
       continue;
     }
     const uint32_t k = plan.decision_of[t];
@@ -531,8 +531,8 @@ void warn_unsplit(const Manifest& manifest,
                                      tensor,
                                      axis,
                                      drop == dropped.end() ? nullptr : &*drop),
-                      options.unsplit_warning_bytes,
-                      options.unsplit_warning_source);
+                      options.unsplit_warning_bytes.value,
+                      to_string(options.unsplit_warning_bytes.at));
       d.location = Location::at(manifest.source, tensor.pointer());
       d.tensor = std::string(tensor.name);
       if (drop != dropped.end()) {

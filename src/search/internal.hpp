@@ -60,7 +60,7 @@ std::vector<MeshChoice> enumerate_meshes(
     const std::vector<std::string>& dcn_axes);
 
 // Reports (false) the first of `remat` that is no remat policy
-// [workload.unknown-remat], at options.workload.remat_source.
+// [workload.unknown-remat], at options.workload.remat's location.
 bool check_remat_policies(const std::vector<std::string>& remat,
                           const SearchOptions& options,
                           Diagnostics& diags);
@@ -70,11 +70,11 @@ bool check_remat_policies(const std::vector<std::string>& remat,
 MemoryOptions slice_memory(const SearchOptions& options, const Topology& slice);
 
 // The workload of one variation: options.workload with `remat`, and `batch`
-// as its per-device batch unless empty; its mesh reported at `mesh_source`.
+// as its per-device batch unless empty; its mesh reported at `mesh_at`.
 Workload variation_workload(const SearchOptions& options,
                             const std::string& remat,
                             const std::string& batch,
-                            const std::string& mesh_source);
+                            const Location& mesh_at);
 
 // The winner of `result` (which has one) laid out on its slice, one of
 // `topologies`, with options.winner.sources; the layout's diagnostics go to

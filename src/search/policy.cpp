@@ -29,9 +29,9 @@ namespace {
 using search_detail::has_name;
 
 // Reports (true) the first name of `names` that is empty or given twice,
-// at `source`, with `example` as the hint's value.
+// at `at`, with `example` as the hint's value.
 bool bad_names(const std::vector<std::string>& names,
-               const std::string& source,
+               const Location& at,
                std::string_view example,
                Diagnostics& diags) {
   for (size_t i = 0; i < names.size(); ++i) {
@@ -42,8 +42,8 @@ bool bad_names(const std::vector<std::string>& names,
           .error("cli.usage",
                  axis.empty() ? std::string("an empty axis name")
                               : fmt::format("axis {} given twice", quote(axis)),
-                 Location::of(source))
-          .hint = fmt::format("e.g. {} {}", source, example);
+                 at)
+          .hint = fmt::format("e.g. {} {}", to_string(at), example);
       return true;
     }
   }
@@ -161,28 +161,31 @@ bool resolve_search_axes(const ModelConfig& model,
       options.axes.emplace_back("expert");
     }
   }
-  if (options.dcn_axes.empty()) {
-    options.dcn_axes = {maxtext ? "data" : "dp"};
+  std::vector<std::string>& dcn_axes = options.dcn_axes.value;
+  if (dcn_axes.empty()) {
+    dcn_axes = {maxtext ? "data" : "dp"};
     for (const std::string& axis : options.axes) {
       const bool data = has_default_role(AxisRole::data, axis);
-      if (axis != options.dcn_axes.front()
+      if (axis != dcn_axes.front()
           && (data || has_default_role(AxisRole::stage, axis))) {
-        options.dcn_axes.push_back(axis);
+        dcn_axes.push_back(axis);
       }
     }
   }
-  return !bad_names(options.axes, options.sources.mesh, "fsdp,ep,tp", diags)
-         && !bad_names(
-             options.dcn_axes, options.dcn_axes_source, "dp,fsdp", diags);
+  return !bad_names(options.axes,
+                    Location::of(options.sources.mesh),
+                    "fsdp,ep,tp",
+                    diags)
+         && !bad_names(dcn_axes, options.dcn_axes.at, "dp,fsdp", diags);
 }
 
 SearchVariations search_variations(const SearchOptions& options) {
   SearchVariations out{options.remat, options.per_device_batch};
   if (out.remat.empty()) {
-    out.remat.push_back(options.workload.remat);
+    out.remat.push_back(options.workload.remat.value);
   }
   if (out.per_device_batch.empty()) {
-    out.per_device_batch.push_back(options.workload.per_device_batch);
+    out.per_device_batch.push_back(options.workload.per_device_batch.value);
   }
   return out;
 }
@@ -194,7 +197,7 @@ bool check_remat_policies(const std::vector<std::string>& remat,
                           Diagnostics& diags) {
   // Checked before the search: an unknown one would drop every candidate.
   for (const std::string& policy : remat) {
-    if (!read_remat_policy(policy, options.workload.remat_source, diags)) {
+    if (!read_remat_policy(policy, options.workload.remat.at, diags)) {
       return false;
     }
   }
@@ -204,10 +207,11 @@ bool check_remat_policies(const std::vector<std::string>& remat,
 MemoryOptions slice_memory(const SearchOptions& options,
                            const Topology& slice) {
   MemoryOptions m = options.memory;
-  if (!m.hbm_bytes) {
-    m.hbm_bytes =
-        static_cast<int64_t>(slice.figures.hbm_bytes_per_device.value);
-    m.hbm_source = fmt::format("{} {}", options.sources.topology, slice.name);
+  if (!m.hbm_bytes.value) {
+    m.hbm_bytes = {
+        static_cast<int64_t>(slice.figures.hbm_bytes_per_device.value),
+        Location::of(
+            fmt::format("{} {}", options.sources.topology, slice.name))};
   }
   return m;
 }
@@ -215,13 +219,13 @@ MemoryOptions slice_memory(const SearchOptions& options,
 Workload variation_workload(const SearchOptions& options,
                             const std::string& remat,
                             const std::string& batch,
-                            const std::string& mesh_source) {
+                            const Location& mesh_at) {
   Workload w = options.workload;
-  w.remat = remat;
-  w.mesh_source = mesh_source;
+  w.remat.value = remat;
+  w.mesh_at = mesh_at;
   if (!batch.empty()) {
-    w.per_device_batch = batch;
-    w.batch.reset();
+    w.per_device_batch.value = batch;
+    w.batch.value.reset();
   }
   return w;
 }

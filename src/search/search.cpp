@@ -141,7 +141,8 @@ class Searcher {
         m_topologies(topologies),
         m_rules(rules),
         m_options(options),
-        m_diags(diags) {}
+        m_diags(diags),
+        m_mesh_at(Location::of(options.sources.mesh)) {}
 
   std::optional<SearchResult> run() {
     if (!check_variations() || !share_work()) {
@@ -191,7 +192,7 @@ class Searcher {
   void list_meshes() {
     for (const Topology& topology : m_topologies) {
       std::vector<MeshChoice> of_slice = search_detail::enumerate_meshes(
-          m_model, topology, m_options.axes, m_options.dcn_axes);
+          m_model, topology, m_options.axes, m_options.dcn_axes.value);
       std::move(of_slice.begin(), of_slice.end(), std::back_inserter(m_meshes));
     }
     m_out.meshes = static_cast<int64_t>(m_meshes.size());
@@ -286,12 +287,13 @@ class Searcher {
     ++m_out.planned;
     m_out.walked += static_cast<int64_t>(walk.tensors->size());
     m_out.decisions += static_cast<int64_t>(plan->decisions.size());
-    std::vector<TensorSharding> shardings = validate_planned(*walk.tensors,
-                                                             placed->mesh,
-                                                             plan->specs(),
-                                                             m_rules.source,
-                                                             ValidateOptions{},
-                                                             local);
+    std::vector<TensorSharding> shardings =
+        validate_planned(*walk.tensors,
+                         placed->mesh,
+                         plan->specs(),
+                         Location::of(m_rules.source),
+                         ValidateOptions{},
+                         local);
     if (local.has_errors()) {
       drop_all(choice, DropReason::plan, first_error(local));
       return std::nullopt;
@@ -311,7 +313,7 @@ class Searcher {
       for (const std::string& batch : m_variations.per_device_batch) {
         SearchCandidate c = candidate(*p.choice, remat, batch);
         const Workload w = search_detail::variation_workload(
-            m_options, remat, batch, m_options.sources.mesh);
+            m_options, remat, batch, m_mesh_at);
         Diagnostics run;
         std::optional<ActivationEstimate> act =
             estimate_activations(m_model, p.placed.mesh, p.roles, w, run);
@@ -392,7 +394,7 @@ class Searcher {
                                            *p.choice->topology,
                                            p.placed.layout.links,
                                            mem,
-                                           m_options.sources.mesh),
+                                           m_mesh_at),
                            m_options.step,
                            step_diags);
     if (c.step && !c.step->unsplit_tensor_axes.empty()) {
@@ -484,6 +486,7 @@ class Searcher {
   const RuleSet& m_rules;
   const SearchOptions& m_options;
   Diagnostics& m_diags;
+  const Location m_mesh_at;  // where each candidate's mesh comes from
   SearchVariations m_variations;
   std::optional<RuleKeys> m_keys;
   MemoryFacts m_facts;

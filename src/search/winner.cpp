@@ -55,14 +55,15 @@ std::optional<WinnerPlan> plan_winner(const Manifest& manifest,
   const PlacedMesh& placed = *result.winner_mesh;
   const Mesh& mesh = placed.mesh;
   const MeshSources& sources = options.winner.sources;
+  const Location mesh_at = Location::of(sources.mesh);
   // Where the slice's device count comes from: the topology source and
   // the slice's name.
-  const std::string slice_source =
-      fmt::format("{} {}", sources.topology, slice.name);
+  const Location slice_at =
+      Location::of(fmt::format("{} {}", sources.topology, slice.name));
   // The axis roles by name, each located at the mesh that names its axes;
   // then the workload's activations on it.
   const AxisRoleSources role_sources{
-      sources.mesh, sources.mesh, sources.mesh, sources.mesh, sources.mesh};
+      mesh_at, mesh_at, mesh_at, mesh_at, mesh_at};
   std::optional<AxisRoles> roles =
       resolve_axis_roles(mesh, AxisRoles{}, role_sources, diags);
   if (!roles) {
@@ -73,7 +74,7 @@ std::optional<WinnerPlan> plan_winner(const Manifest& manifest,
       mesh,
       *roles,
       variation_workload(
-          options, winner.remat, winner.per_device_batch, sources.mesh),
+          options, winner.remat, winner.per_device_batch, mesh_at),
       diags);
   if (!activations) {
     return std::nullopt;
@@ -81,28 +82,31 @@ std::optional<WinnerPlan> plan_winner(const Manifest& manifest,
   // The rules applied to every tensor and their specs validated, warning
   // about large tensors left replicated.
   ValidateOptions validate;
-  validate.replicated_warning_source = options.winner.replicated_warning_source;
-  validate.mesh_source = sources.mesh;
-  validate.topology_devices = slice.devices();
-  validate.devices_source = slice_source;
+  validate.replicated_warning_bytes.at = options.winner.replicated_warning_at;
+  validate.mesh_at = mesh_at;
+  validate.topology_devices = {slice.devices(), slice_at};
   std::optional<RulePlan> plan =
       apply_rules(manifest,
                   mesh,
                   rules,
                   diags,
-                  ApplyOptions{validate.replicated_warning_bytes,
-                               validate.replicated_warning_source});
+                  ApplyOptions{validate.replicated_warning_bytes});
   if (!plan) {
     return std::nullopt;
   }
-  std::vector<TensorSharding> shardings = validate_planned(
-      manifest, mesh, plan->specs(), rules.source, validate, diags);
+  std::vector<TensorSharding> shardings =
+      validate_planned(manifest,
+                       mesh,
+                       plan->specs(),
+                       Location::of(rules.source),
+                       validate,
+                       diags);
   // Memory, with the activations, and the step.
   MemoryOptions m = slice_memory(options, slice);
   m.roles = *roles;
-  m.stage_axes_source = sources.mesh;
-  m.expert_axes_source = sources.mesh;
-  m.data_axes_source = options.winner.data_axes_source;
+  m.stage_axes_at = mesh_at;
+  m.expert_axes_at = mesh_at;
+  m.data_axes.at = options.winner.data_axes_at;
   m.layers = model.layers;
   m.experts = model.experts;
   for (const StageActivations& stage : activations->per_stage) {
@@ -123,7 +127,7 @@ std::optional<WinnerPlan> plan_winner(const Manifest& manifest,
       mesh,
       *roles,
       *activations,
-      step_inputs_for(model, slice, placed.layout.links, *memory, sources.mesh),
+      step_inputs_for(model, slice, placed.layout.links, *memory, mesh_at),
       options.step,
       diags);
   if (!step) {

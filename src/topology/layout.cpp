@@ -496,8 +496,8 @@ std::optional<Mesh> resolve_mesh(const MeshInput& input,
   options.count_may_differ = count_may_differ;
   if (input.topology != nullptr) {
     options.num_slices = input.topology->num_slices();
-    options.devices_source =
-        fmt::format("{} {}", input.sources.topology, input.topology->name);
+    options.devices_at = Location::of(
+        fmt::format("{} {}", input.sources.topology, input.topology->name));
   }
   options.dcn = std::string(input.dcn);
   options.sources = input.sources;

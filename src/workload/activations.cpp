@@ -533,94 +533,95 @@ class Estimator {
     if (m_arith.overflow()) {
       m_diags.error("workload.overflow",
                     "the activations' bytes overflow int64",
-                    Location::of(m_w.seq_source));
+                    m_w.seq.at);
       return std::nullopt;
     }
     return std::move(m_e);
   }
 
  private:
-  Diagnostic& error(std::string code,
-                    std::string message,
-                    const std::string& source) {
-    return m_diags.error(
-        std::move(code), std::move(message), Location::of(source));
+  Diagnostic& error(std::string code, std::string message, const Location& at) {
+    return m_diags.error(std::move(code), std::move(message), at);
   }
 
-  bool at_least_one(int64_t value, const std::string& source) {
+  bool at_least_one(int64_t value, const Location& at) {
     if (value >= 1) {
       return true;
     }
     error("workload.bad-value",
           fmt::format("expected an integer >= 1, got {}", value),
-          source);
+          at);
     return false;
   }
 
   // The inputs that stand alone: each reported, all checked.
   bool read_inputs() {
     const size_t before = m_diags.error_count();
-    std::optional<DType> dtype = parse_dtype(m_w.activation_dtype);
+    const Sourced<std::string>& dtype_text = m_w.activation_dtype;
+    std::optional<DType> dtype = parse_dtype(dtype_text.value);
     if (!dtype || !is_activation_dtype(*dtype)) {
       Diagnostic& d = error(
           "workload.unknown-dtype",
           dtype ? fmt::format("activation dtype {} is not floating point",
-                              quote(m_w.activation_dtype))
-                : fmt::format("unknown dtype {}", quote(m_w.activation_dtype)),
-          m_w.activation_dtype_source);
+                              quote(dtype_text.value))
+                : fmt::format("unknown dtype {}", quote(dtype_text.value)),
+          dtype_text.at);
       d.hint = "expected bf16, f16, f32, f64 or an fp8 type";
     } else {
       m_e.activation_dtype = *dtype;
     }
     std::optional<RematPolicy> remat =
-        read_remat_policy(m_w.remat, m_w.remat_source, m_diags);
+        read_remat_policy(m_w.remat.value, m_w.remat.at, m_diags);
     if (remat) {
       m_e.remat = *remat;
     }
-    std::optional<AttentionKind> attention = parse_attention(m_w.attention);
+    std::optional<AttentionKind> attention =
+        parse_attention(m_w.attention.value);
     if (!attention) {
       Diagnostic& d = error("workload.unknown-attention",
                             fmt::format("unknown attention {}; expected flash "
                                         "or plain",
-                                        quote(m_w.attention)),
-                            m_w.attention_source);
-      std::string near = closest_match(m_w.attention, {"flash", "plain"});
+                                        quote(m_w.attention.value)),
+                            m_w.attention.at);
+      std::string near = closest_match(m_w.attention.value, {"flash", "plain"});
       if (!near.empty()) {
         d.hint = fmt::format("did you mean {}?", quote(near));
       }
     } else {
       m_e.attention = *attention;
     }
-    at_least_one(m_w.seq, m_w.seq_source);
-    at_least_one(m_w.microbatches, m_w.microbatches_source);
-    at_least_one(m_w.stage_interleave, m_w.stage_interleave_source);
-    if (m_w.batch && !m_w.per_device_batch.empty()) {
+    at_least_one(m_w.seq.value, m_w.seq.at);
+    at_least_one(m_w.microbatches.value, m_w.microbatches.at);
+    at_least_one(m_w.stage_interleave.value, m_w.stage_interleave.at);
+    const Sourced<std::optional<int64_t>>& batch = m_w.batch;
+    const Sourced<std::string>& per_device = m_w.per_device_batch;
+    if (batch.value && !per_device.value.empty()) {
       error("workload.batch-conflict",
             fmt::format("{} and {} both set the batch; give one",
-                        m_w.batch_source,
-                        m_w.per_device_batch_source),
-            m_w.per_device_batch_source);
-    } else if (!m_w.batch && m_w.per_device_batch.empty()) {
+                        to_string(batch.at),
+                        to_string(per_device.at)),
+            per_device.at);
+    } else if (!batch.value && per_device.value.empty()) {
       error("workload.missing-batch",
             fmt::format("a workload needs a batch: {} or {}",
-                        m_w.batch_source,
-                        m_w.per_device_batch_source),
-            m_w.batch_source);
-    } else if (m_w.batch) {
-      at_least_one(*m_w.batch, m_w.batch_source);
+                        to_string(batch.at),
+                        to_string(per_device.at)),
+            batch.at);
+    } else if (batch.value) {
+      at_least_one(*batch.value, batch.at);
     } else {
-      m_per_device = parse_decimal(m_w.per_device_batch);
+      m_per_device = parse_decimal(per_device.value);
       if (!m_per_device || m_per_device->first == 0) {
         error("workload.bad-value",
               fmt::format("expected a positive decimal number, got {}",
-                          quote(m_w.per_device_batch)),
-              m_w.per_device_batch_source);
+                          quote(per_device.value)),
+              per_device.at);
       }
     }
     m_e.sequence_parallel = m_w.sequence_parallel;
-    m_e.seq = m_w.seq;
-    m_e.microbatches = m_w.microbatches;
-    m_e.stage_interleave = m_w.stage_interleave;
+    m_e.seq = m_w.seq.value;
+    m_e.microbatches = m_w.microbatches.value;
+    m_e.stage_interleave = m_w.stage_interleave.value;
     return m_diags.error_count() == before;
   }
 
@@ -647,19 +648,19 @@ class Estimator {
                             "{} experts",
                             experts_axes,
                             m_s.routed_experts),
-                m_w.mesh_source);
+                m_w.mesh_at);
       d.hint =
           fmt::format("expert axes: {}", axes_text(m_mesh, m_roles.expert));
       return false;
     }
     const int64_t S = m_e.stages;
-    const int64_t V = m_w.stage_interleave;
+    const int64_t V = m_w.stage_interleave.value;
     if (V > 1 && S == 1) {
       error("workload.interleave-without-stages",
             fmt::format("stage interleave {} needs a stage axis; the mesh has "
                         "none",
                         V),
-            m_w.stage_interleave_source);
+            m_w.stage_interleave.at);
       return false;
     }
     // V > layers never divides them (and keeps S x V within int64: S and
@@ -679,7 +680,7 @@ class Estimator {
                               "by {} stages",
                               m_model.layers,
                               S),
-          V > 1 ? m_w.stage_interleave_source : m_w.mesh_source);
+          V > 1 ? m_w.stage_interleave.at : m_w.mesh_at);
       d.hint = fmt::format("stage axes: {}", axes_text(m_mesh, m_roles.stage));
       return false;
     }
@@ -688,38 +689,37 @@ class Estimator {
 
   bool resolve_batch() {
     const int64_t devices = m_mesh.num_devices();
-    std::string source = m_w.batch_source;
+    const Sourced<std::string>& per_device = m_w.per_device_batch;
+    Location at = m_w.batch.at;
     std::string what;
-    if (m_w.batch) {
-      m_e.global_batch = *m_w.batch;
+    if (m_w.batch.value) {
+      m_e.global_batch = *m_w.batch.value;
       what = fmt::format("batch {}", m_e.global_batch);
     } else {
-      source = m_w.per_device_batch_source;
+      at = per_device.at;
       const auto [numerator, scale] = *m_per_device;
       std::optional<int64_t> product = checked_mul(numerator, devices);
       if (!product) {
-        error("workload.overflow",
-              "the global batch overflows int64",
-              m_w.per_device_batch_source);
+        error("workload.overflow", "the global batch overflows int64", at);
         return false;
       }
       if (*product % scale != 0) {
         error("workload.batch-fractional",
               fmt::format("per-device batch {} x {} devices = {} sequences, "
                           "not a whole number",
-                          m_w.per_device_batch,
+                          per_device.value,
                           devices,
                           decimal_text(*product, scale)),
-              source);
+              at);
         return false;
       }
       m_e.global_batch = *product / scale;
       what = fmt::format("batch {} (per-device batch {} x {} devices)",
                          m_e.global_batch,
-                         m_w.per_device_batch,
+                         per_device.value,
                          devices);
     }
-    const int64_t M = m_w.microbatches;
+    const int64_t M = m_w.microbatches.value;
     // Beyond int64 is beyond any batch: not divisible.
     const std::optional<int64_t> product = checked_mul(M, m_e.batch_shards);
     const int64_t shards = product.value_or(0);
@@ -734,7 +734,7 @@ class Estimator {
                       M,
                       m_e.batch_shards,
                       product ? fmt::format(" = {}", shards) : std::string()),
-          source);
+          at);
       d.hint = fmt::format("batch shards: the data and expert axes: {}",
                            axes_text(m_mesh, names));
       return false;
@@ -747,22 +747,23 @@ class Estimator {
     const int64_t C = m_e.sequence_shards;
     const int64_t t = m_w.sequence_parallel ? m_e.tensor_shards : 1;
     const int64_t shards = C * t;  // both within the device count
-    if (m_w.seq % shards != 0) {
+    const int64_t seq = m_w.seq.value;
+    if (seq % shards != 0) {
       Diagnostic& d =
           error("workload.sequence-indivisible",
                 m_w.sequence_parallel
                     ? fmt::format("sequence length {} is not divisible by {} "
                                   "sequence shards x {} tensor shards "
                                   "(sequence parallelism) = {}",
-                                  m_w.seq,
+                                  seq,
                                   C,
                                   t,
                                   shards)
                     : fmt::format("sequence length {} is not divisible by "
                                   "{} sequence shards",
-                                  m_w.seq,
+                                  seq,
                                   C),
-                m_w.seq_source);
+                m_w.seq.at);
       std::vector<std::string> names = m_roles.sequence;
       if (m_w.sequence_parallel) {
         names.insert(names.end(), m_roles.tensor.begin(), m_roles.tensor.end());
@@ -773,7 +774,7 @@ class Estimator {
           axes_text(m_mesh, names));
       return false;
     }
-    m_s_dev = m_w.seq / C;
+    m_s_dev = seq / C;
     m_e.tokens = m_arith.mul(m_e.microbatch_size, m_s_dev);
     m_tokens_outside =
         m_w.sequence_parallel ? m_e.tokens / m_e.tensor_shards : m_e.tokens;
@@ -805,7 +806,7 @@ class Estimator {
     d.context_width = m_arith.mul(d.heads, d.v_head);
     d.kv_a_width = m_arith.add(d.kv_lora, d.rope);
     m_e.symbols = {{"s", m_s_dev},
-                   {"seq", m_w.seq},
+                   {"seq", m_w.seq.value},
                    {"b", m_e.microbatch_size},
                    {"h", c.hidden},
                    {"a", c.heads},
@@ -877,8 +878,11 @@ class Estimator {
         out.formula = fmt::format("{}s*b*{}", per, c.width_text);
         break;
       case Scale::scores:
-        out.bytes_per_layer = m_arith.mul(
-            {m_e.microbatch_size, m_s_dev, m_w.seq, c.width, c.elem_bytes});
+        out.bytes_per_layer = m_arith.mul({m_e.microbatch_size,
+                                           m_s_dev,
+                                           m_w.seq.value,
+                                           c.width,
+                                           c.elem_bytes});
         out.formula = fmt::format("{}{}*s*seq*b", per, c.width_text);
         break;
       case Scale::routed_outside:
@@ -1064,8 +1068,8 @@ class Estimator {
 
   void price_stages() {
     const int64_t S = m_e.stages;
-    const int64_t V = m_w.stage_interleave;
-    const int64_t M = m_w.microbatches;
+    const int64_t V = m_w.stage_interleave.value;
+    const int64_t M = m_w.microbatches.value;
     const int64_t L = m_model.layers;
     const int64_t per_chunk = L / (S * V);
     m_e.layers_per_stage = L / S;

@@ -277,7 +277,7 @@ std::vector<std::string> remat_policy_names() {
 }
 
 std::optional<RematPolicy> read_remat_policy(std::string_view text,
-                                             std::string_view source,
+                                             const Location& at,
                                              Diagnostics& diags) {
   std::optional<RematPolicy> remat = parse_remat_policy(text);
   if (!remat) {
@@ -287,7 +287,7 @@ std::optional<RematPolicy> read_remat_policy(std::string_view text,
                     fmt::format("unknown remat policy {}; expected one of {}",
                                 quote(text),
                                 fmt::join(names, ", ")),
-                    Location::of(std::string(source)));
+                    at);
     const std::string near = closest_match(text, names);
     if (!near.empty()) {
       d.hint = fmt::format("did you mean {}?", quote(near));

@@ -124,7 +124,7 @@ class StepEstimator {
           .error("step.no-figure",
                  "the step estimate needs the devices' bf16 peak and HBM "
                  "bandwidth",
-                 Location::of(topology ? topology->name : m_in.topology_source))
+                 topology ? Location::of(topology->name) : m_in.topology_at)
           .hint =
           "give a catalogue topology, or set bf16_flops_per_s_per_device "
           "and hbm_bytes_per_s_per_device in the topology file's figures";
@@ -153,7 +153,7 @@ class StepEstimator {
                                 "beyond int64 tokens",
                                 m_act.global_batch,
                                 m_act.seq),
-                    Location::of(m_in.mesh_source));
+                    m_in.mesh_at);
       return false;
     }
     m_out.tokens = *global_tokens;
@@ -197,7 +197,7 @@ class StepEstimator {
         (3 * (layers_forward / m_stages + head) + recompute / m_stages)
         * device_tokens;
     m_out.matmul_seconds =
-        m_out.flops_per_device / (m_peak * m_options.matmul_efficiency);
+        m_out.flops_per_device / (m_peak * m_options.matmul_efficiency.value);
   }
 
   // Memory-bound work over HBM bandwidth: per layer and token, the
@@ -274,10 +274,8 @@ class StepEstimator {
   // The scaling book's rooflines (docs/sources.md#rooflines), as warnings at
   // the mesh.
   void warn(std::string code, std::string message, std::string hint) {
-    m_diags
-        .warning(
-            std::move(code), std::move(message), Location::of(m_in.mesh_source))
-        .hint = std::move(hint);
+    m_diags.warning(std::move(code), std::move(message), m_in.mesh_at).hint =
+        std::move(hint);
   }
 
   const AxisLink& link_of(const std::string& axis) const {
@@ -484,11 +482,11 @@ class StepEstimator {
          fmt::format("{:g}", m_hbm),
          m_topology->figures.hbm_bytes_per_s_per_device.source},
         {"matmul_efficiency",
-         fmt::format("{:g}", o.matmul_efficiency),
-         o.matmul_efficiency == 1.0
+         fmt::format("{:g}", o.matmul_efficiency.value),
+         o.matmul_efficiency.value == 1.0
              ? "the roofline (jax-ml/scaling-book); the references give no "
                "measured figure for XLA's matmuls: set it from a profile"
-             : o.matmul_efficiency_source},
+             : to_string(o.matmul_efficiency.at)},
         {"capacity_factor",
          fmt::format("{:g}", o.capacity_factor),
          "MaxText's capacity_factor; 1: dropless routing, balanced"},
@@ -535,7 +533,7 @@ StepInputs step_inputs_for(const ModelConfig& model,
                            const Topology& topology,
                            std::span<const AxisLink> links,
                            const MemoryEstimate& memory,
-                           std::string mesh_source) {
+                           Location mesh_at) {
   DType weights = memory.param_dtype.value_or(model.dtype);
   if (is_fp8(weights)) {
     weights = memory.fp8_param_dtype.value_or(DType::bf16);
@@ -548,7 +546,7 @@ StepInputs step_inputs_for(const ModelConfig& model,
   in.weight_bytes = dtype_bits(weights) / 8;
   in.grad_bytes = dtype_bits(memory.grad_dtype.value_or(weights)) / 8;
   in.optimizer_state_bytes = memory.per_device.model_states();
-  in.mesh_source = std::move(mesh_source);
+  in.mesh_at = std::move(mesh_at);
   return in;
 }
 

@@ -49,21 +49,22 @@ inline void plan(const shardplan::Manifest& manifest,
     fail("a plan of other than one spec per tensor");
   }
   shardplan::ValidateOptions check;
-  check.mesh_source = "--mesh";
-  check.devices_source = "--devices";
-  check.replicated_warning_source = "--warn-replicated";
+  check.mesh_at = shardplan::Location::of("--mesh");
+  check.topology_devices.at = shardplan::Location::of("--devices");
+  check.replicated_warning_bytes.at =
+      shardplan::Location::of("--warn-replicated");
   const auto specs = planned->specs();
   const auto shardings = shardplan::validate_planned(
-      manifest, mesh, specs, "--rules", check, diags);
+      manifest, mesh, specs, shardplan::Location::of("--rules"), check, diags);
   if (shardings.size() != manifest.size()) {
     fail("validate_planned gave other than one sharding per tensor");
   }
   shardplan::MemoryOptions memory;
   memory.recipe = shardplan::Recipe::adam;
-  memory.zero = 1;
-  memory.hbm_bytes = int64_t{95} << 30;
-  memory.zero_source = "--zero";
-  memory.data_axes_source = "--data-axes";
+  memory.zero.value = 1;
+  memory.hbm_bytes.value = int64_t{95} << 30;
+  memory.zero.at = shardplan::Location::of("--zero");
+  memory.data_axes.at = shardplan::Location::of("--data-axes");
   auto estimate =
       shardplan::estimate_memory(manifest, mesh, shardings, memory, diags);
   if (estimate && estimate->max_device_total < 0) {

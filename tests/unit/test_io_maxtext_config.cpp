@@ -91,7 +91,7 @@ TEST_CASE("maxtext: reads a base.yml-style file with its locations",
   CHECK(c->per_device_batch_size->at.line == 6);
   REQUIRE(c->max_target_length);
   CHECK(c->max_target_length->value == 4096);
-  CHECK(maxtext_source(c->max_target_length->at)
+  CHECK(to_string(maxtext_location(c->max_target_length->at))
         == data("small.yml") + ":7:20");
   REQUIRE(c->remat_policy);
   CHECK(c->remat_policy->value == "full");
@@ -246,7 +246,7 @@ TEST_CASE("maxtext: KEY=VALUE overrides win, parsed as YAML",
     REQUIRE(c);
     CHECK(c->axes[7].ici.value == 8);
     CHECK(c->max_target_length->value == 1024);
-    CHECK(maxtext_source(c->axes[7].ici.at)
+    CHECK(to_string(maxtext_location(c->axes[7].ici.at))
           == "--maxtext-config ici_tensor_parallelism=8");
     CHECK(mesh_of(yaml, 64, 1, {"ici_tensor_parallelism=8"}).mesh
           == "fsdp:8,tensor:8");

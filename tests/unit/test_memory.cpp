@@ -66,11 +66,11 @@ MemoryEstimate estimate(const Manifest& manifest,
                         int zero,
                         std::optional<int64_t> hbm = std::nullopt) {
   MemoryOptions options;
-  options.zero_source = "--zero";
-  options.data_axes_source = "--data-axes";
+  options.zero.at = Location::of("--zero");
+  options.data_axes.at = Location::of("--data-axes");
   options.recipe = recipe;
-  options.zero = zero;
-  options.hbm_bytes = hbm;
+  options.zero.value = zero;
+  options.hbm_bytes.value = hbm;
   Diagnostics diags;
   std::optional<MemoryEstimate> e =
       estimate_memory(manifest, mesh, shardings, options, diags);
@@ -258,9 +258,9 @@ TEST_CASE("memory: capacity with headroom decides fits", "[memory]") {
   const Mesh mesh = test::mesh_of("dp:1", 1);
   const auto shardings = all_with(m, mesh, "P()");
   MemoryOptions options;
-  options.zero_source = "--zero";
-  options.data_axes_source = "--data-axes";
-  options.hbm_bytes = 1000;  // 10% kept free: 900 usable
+  options.zero.at = Location::of("--zero");
+  options.data_axes.at = Location::of("--data-axes");
+  options.hbm_bytes.value = 1000;  // 10% kept free: 900 usable
   Diagnostics diags;
   auto e = estimate_memory(m, mesh, shardings, options, diags);
   REQUIRE(e);
@@ -269,7 +269,7 @@ TEST_CASE("memory: capacity with headroom decides fits", "[memory]") {
   CHECK(*e->utilization == Approx(0.9));
   CHECK(diags.items().empty());
 
-  options.hbm_bytes = 999;  // 899.1 -> 899 usable
+  options.hbm_bytes.value = 999;  // 899.1 -> 899 usable
   e = estimate_memory(m, mesh, shardings, options, diags);
   REQUIRE(e);
   CHECK(e->fits == false);
@@ -279,7 +279,7 @@ TEST_CASE("memory: capacity with headroom decides fits", "[memory]") {
            "(999 bytes of HBM with 10% kept free); shard further (more fsdp or tp) or "
            "use a larger slice [memory.over-capacity]");
 
-  options.hbm_bytes.reset();
+  options.hbm_bytes.value.reset();
   Diagnostics none;
   e = estimate_memory(m, mesh, shardings, options, none);
   REQUIRE(e);
@@ -317,10 +317,10 @@ TEST_CASE("memory: data axes", "[memory]") {
   const Mesh mesh = test::mesh_of("data:2,fsdp:4,tp:2", 16);
   const auto shardings = all_with(m, mesh, "P('fsdp')");
   MemoryOptions options;
-  options.zero_source = "--zero";
-  options.data_axes_source = "--data-axes";
+  options.zero.at = Location::of("--zero");
+  options.data_axes.at = Location::of("--data-axes");
   options.recipe = Recipe::adam;
-  options.zero = 1;
+  options.zero.value = 1;
   Diagnostics diags;
   auto e = estimate_memory(m, mesh, shardings, options, diags);
   REQUIRE(e);
@@ -331,17 +331,17 @@ TEST_CASE("memory: data axes", "[memory]") {
   CHECK(e->per_device.optimizer == 2 * 8 * 12);
   CHECK(e->per_device.params == 2 * 16 * 2);
 
-  options.data_axes = {"dat"};
+  options.data_axes.value = {"dat"};
   auto bad = estimate_memory(m, mesh, shardings, options, diags);
   CHECK_FALSE(bad);
   CHECK(render(diags.items().back())
         == "--data-axes: error: data axis \"dat\" is not an axis of the mesh "
            "data:2,fsdp:4,tp:2; did you mean \"data\"? [memory.data-axis]");
 
-  options.data_axes = {"tp"};
-  options.zero = 3;
+  options.data_axes.value = {"tp"};
+  options.zero.value = 3;
   const Mesh no_data = test::mesh_of("tp:2", 2);
-  options.data_axes.clear();
+  options.data_axes.value.clear();
   Diagnostics warn;
   auto e2 =
       estimate_memory(m, no_data, all_with(m, no_data, "P()"), options, warn);
@@ -372,8 +372,8 @@ TEST_CASE("memory: the largest tensors, ties in manifest order", "[memory]") {
   REQUIRE_FALSE(diags.has_errors());
   auto names = [&](size_t keep) {
     MemoryOptions options;
-    options.zero_source = "--zero";
-    options.data_axes_source = "--data-axes";
+    options.zero.at = Location::of("--zero");
+    options.data_axes.at = Location::of("--data-axes");
     options.recipe = Recipe::params_only;
     options.largest = keep;
     std::optional<MemoryEstimate> e =
@@ -431,12 +431,12 @@ MemoryEstimate estimate_with(const Laid& laid, const MemoryOptions& options) {
 
 MemoryOptions training(Recipe recipe, int zero = 0) {
   MemoryOptions options;
-  options.zero_source = "--zero";
-  options.data_axes_source = "--data-axes";
-  options.param_dtype_source = "--param-dtype";
-  options.grad_dtype_source = "--grad-dtype";
+  options.zero.at = Location::of("--zero");
+  options.data_axes.at = Location::of("--data-axes");
+  options.param_dtype.at = Location::of("--param-dtype");
+  options.grad_dtype.at = Location::of("--grad-dtype");
   options.recipe = recipe;
-  options.zero = zero;
+  options.zero.value = zero;
   return options;
 }
 
@@ -593,7 +593,7 @@ TEST_CASE("memory: FP8 checkpoints train in bf16, their scales are not trained",
   SECTION("--param-dtype f32, MaxText's default weight_dtype") {
     // 4 + 4 + 8 bytes per element (no master copy of f32 weights).
     MemoryOptions options = training(Recipe::adam);
-    options.param_dtype = DType::f32;
+    options.param_dtype.value = DType::f32;
     const MemoryEstimate e = estimate_with(laid, options);
     CHECK(e.per_device.params == 4 * w + 4 * 16 + 4);
     CHECK(e.per_device.grads == 4 * w + 4 * 16);
@@ -602,7 +602,7 @@ TEST_CASE("memory: FP8 checkpoints train in bf16, their scales are not trained",
   }
   SECTION("--param-dtype f8_e4m3: FP8 training keeps the scales as state") {
     MemoryOptions options = training(Recipe::adam);
-    options.param_dtype = DType::f8_e4m3;
+    options.param_dtype.value = DType::f8_e4m3;
     const MemoryEstimate e = estimate_with(laid, options);
     CHECK(e.per_device.params == w + 16 + 32 + 4);
     CHECK(e.per_device.grads == w + 16);
@@ -611,7 +611,7 @@ TEST_CASE("memory: FP8 checkpoints train in bf16, their scales are not trained",
   }
   SECTION("--grad-dtype f32 with adam; adam-fp32-grads defaults to f32") {
     MemoryOptions options = training(Recipe::adam);
-    options.grad_dtype = DType::f32;
+    options.grad_dtype.value = DType::f32;
     MemoryEstimate e = estimate_with(laid, options);
     CHECK(e.per_device.grads == 4 * w + 4 * 16);
     CHECK(e.grad_dtype == DType::f32);
@@ -619,13 +619,13 @@ TEST_CASE("memory: FP8 checkpoints train in bf16, their scales are not trained",
     CHECK(e.per_device.grads == 4 * w + 4 * 16);
     CHECK(e.grad_dtype == DType::f32);
     options = training(Recipe::adam_fp32_grads);
-    options.grad_dtype = DType::bf16;
+    options.grad_dtype.value = DType::bf16;
     CHECK(estimate_with(laid, options).per_device.grads == 2 * w + 2 * 16);
   }
   SECTION("a dtype that cannot be trained is an error at its flag") {
     MemoryOptions options = training(Recipe::adam);
-    options.param_dtype = DType::i8;
-    options.grad_dtype = DType::f8_e8m0;
+    options.param_dtype.value = DType::i8;
+    options.grad_dtype.value = DType::f8_e8m0;
     Diagnostics diags;
     CHECK_FALSE(estimate_memory(
         laid.manifest, laid.mesh, laid.shardings, options, diags));
@@ -638,7 +638,7 @@ TEST_CASE("memory: FP8 checkpoints train in bf16, their scales are not trained",
   }
   SECTION("a grad dtype the recipe does not count warns") {
     MemoryOptions options = training(Recipe::scaling_book);
-    options.grad_dtype = DType::f32;
+    options.grad_dtype.value = DType::f32;
     Diagnostics diags;
     auto e = estimate_memory(
         laid.manifest, laid.mesh, laid.shardings, options, diags);
@@ -693,8 +693,8 @@ TEST_CASE("memory: one tensor's model states over 2^63 bytes is an overflow",
   const auto shardings = all_with(m, mesh, "P()");
   MemoryOptions options;
   options.recipe = Recipe::adam;
-  options.zero_source = "--zero";
-  options.data_axes_source = "--data-axes";
+  options.zero.at = Location::of("--zero");
+  options.data_axes.at = Location::of("--data-axes");
   Diagnostics diags;
   CHECK_FALSE(estimate_memory(m, mesh, shardings, options, diags));
   REQUIRE(diags.error_count() == 1);

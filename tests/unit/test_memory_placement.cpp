@@ -96,10 +96,10 @@ Laid lay(const std::string& manifest_json,
 MemoryOptions options_for(Recipe recipe = Recipe::params_only) {
   MemoryOptions options;
   options.recipe = recipe;
-  options.zero_source = "--zero";
-  options.data_axes_source = "--data-axes";
-  options.stage_axes_source = "--mesh";
-  options.expert_axes_source = "--mesh";
+  options.zero.at = Location::of("--zero");
+  options.data_axes.at = Location::of("--data-axes");
+  options.stage_axes_at = Location::of("--mesh");
+  options.expert_axes_at = Location::of("--mesh");
   return options;
 }
 
@@ -207,7 +207,7 @@ TEST_CASE("memory: pipeline stages place layers by index",
     // 20,000 bytes of HBM, none kept free: stage 1's 20,064 do not fit
     // (stage 0's 20,032 neither; the message names the most loaded).
     MemoryOptions small = options_for();
-    small.hbm_bytes = 20'000;
+    small.hbm_bytes.value = 20'000;
     small.headroom = 0;
     Diagnostics diags;
     std::optional<MemoryEstimate> over =
@@ -395,7 +395,7 @@ TEST_CASE("memory: stage and expert axes that do not fit the model",
            "[memory.stage-indivisible]");
   MemoryOptions config = options_for();
   config.layers = 6;
-  config.stage_axes_source = "--stage-axes";
+  config.stage_axes_at = Location::of("--stage-axes");
   CHECK(error_of(lay(toy_manifest(), "pp:4", 4), config)
         == "--stage-axes: error: stage axis \"pp\" (4 stages) does not "
            "divide the 6 decoder layers (of the model config); a stage holds "

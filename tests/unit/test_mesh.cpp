@@ -283,11 +283,11 @@ TEST_CASE("mesh: random mutations of a mesh string never crash",
 TEST_CASE("mesh: axis roles by name, by the caller, and their errors",
           "[mesh]") {
   const Mesh mesh = test::mesh_of("dp:2,fsdp:4,ep:2,tp:2,pp:2,cp:1", 64);
-  AxisRoleSources sources{"--data-axes",
-                          "--tensor-axes",
-                          "--sequence-axes",
-                          "--expert-axes",
-                          "--stage-axes"};
+  AxisRoleSources sources{Location::of("--data-axes"),
+                          Location::of("--tensor-axes"),
+                          Location::of("--sequence-axes"),
+                          Location::of("--expert-axes"),
+                          Location::of("--stage-axes")};
   Diagnostics diags;
   std::optional<AxisRoles> roles =
       resolve_axis_roles(mesh, AxisRoles{}, sources, diags);

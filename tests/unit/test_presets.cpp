@@ -74,12 +74,12 @@ Planned plan_ok(const Manifest& manifest,
                 const RuleSet& rules,
                 int64_t warning_bytes = k_default_warning_bytes) {
   Diagnostics diags;
-  std::optional<RulePlan> plan =
-      apply_rules(manifest,
-                  mesh,
-                  rules,
-                  diags,
-                  ApplyOptions{warning_bytes, "--warn-replicated"});
+  std::optional<RulePlan> plan = apply_rules(
+      manifest,
+      mesh,
+      rules,
+      diags,
+      ApplyOptions{{warning_bytes, Location::of("--warn-replicated")}});
   INFO(test::first_error(diags));
   REQUIRE(plan);
   std::vector<Diagnostic> unsplit;
@@ -90,9 +90,9 @@ Planned plan_ok(const Manifest& manifest,
   }
   const std::vector<const PartitionSpec*> specs = plan->specs();
   ValidateOptions options;
-  options.replicated_warning_bytes = 0;
-  std::vector<TensorSharding> shardings =
-      validate_planned(manifest, mesh, specs, rules.source, options, diags);
+  options.replicated_warning_bytes.value = 0;
+  std::vector<TensorSharding> shardings = validate_planned(
+      manifest, mesh, specs, Location::of(rules.source), options, diags);
   INFO(test::first_error(diags));
   CHECK(diags.error_count() == 0);
   return {*std::move(plan), std::move(shardings), std::move(unsplit)};

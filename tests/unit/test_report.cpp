@@ -323,8 +323,8 @@ struct Fixture {
     search.candidates = {ranked, dropped};
     search.dropped_counts = {{"over_hbm", 1}};
     search.meshes = 2;
-    workload.seq = 8;
-    workload.batch = 8;
+    workload.seq.value = 8;
+    workload.batch.value = 8;
     layout.grid = generic_device_grid(mesh);
     shardings = validate_specs(manifest, mesh, specs, ValidateOptions{}, diags);
     memory = estimate_memory(manifest, mesh, shardings, {}, diags);
@@ -334,7 +334,7 @@ struct Fixture {
     REQUIRE(plan);
     const std::vector<const PartitionSpec*> specs_of_plan = plan->specs();
     planned = validate_planned(
-        manifest, mesh, specs_of_plan, rules->source, {}, diags);
+        manifest, mesh, specs_of_plan, Location::of(rules->source), {}, diags);
     planned_memory = estimate_memory(manifest, mesh, planned, {}, diags);
     trace = explain_rules(manifest, mesh, *rules, "w", "--explain", diags);
     grid = generic_device_grid(mesh);

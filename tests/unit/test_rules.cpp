@@ -1115,7 +1115,7 @@ TEST_CASE(
                                          {"e", {6, 4}, "f32"},
                                          {"v", {6, 8}, "f32"}});
   const Mesh m = mesh("x:2,tp:4");
-  const ApplyOptions options{1, "--warn-replicated"};
+  const ApplyOptions options{{1, Location::of("--warn-replicated")}};
   Diagnostics diags;
   std::optional<RulePlan> plan =
       apply_rules(manifest, m, rules_of(json, true), diags, options);
@@ -1165,7 +1165,7 @@ TEST_CASE(
                       m,
                       rules_of(json, true),
                       above,
-                      ApplyOptions{97, "--warn-replicated"}));
+                      ApplyOptions{{97, Location::of("--warn-replicated")}}));
   std::vector<std::string> tensors;
   for (const Diagnostic& d : above.items()) {
     tensors.push_back(d.tensor.value_or(""));
@@ -1575,7 +1575,7 @@ TEST_CASE("rules: property: preset specs always validate",
                   true});
   }
   ValidateOptions options;
-  options.replicated_warning_bytes = 0;
+  options.replicated_warning_bytes.value = 0;
   Diagnostics validation;
   std::vector<TensorSharding> shardings =
       validate_specs(manifest, m, specs, options, validation);

@@ -44,16 +44,21 @@ std::optional<MemoryEstimate> estimate_on(const Manifest& manifest,
       apply_rules(manifest, mesh, rules, diags, keyed);
   REQUIRE(plan);
   const std::vector<const PartitionSpec*> specs = plan->specs();
-  const std::vector<TensorSharding> shardings = validate_planned(
-      manifest, mesh, specs, rules.source, ValidateOptions{}, diags);
+  const std::vector<TensorSharding> shardings =
+      validate_planned(manifest,
+                       mesh,
+                       specs,
+                       Location::of(rules.source),
+                       ValidateOptions{},
+                       diags);
   INFO(test::first_error(diags));
   REQUIRE_FALSE(diags.has_errors());
   MemoryOptions options;
   options.recipe = Recipe::adam;
-  options.zero = zero;
+  options.zero.value = zero;
   options.experts = experts;
   options.largest = 0;  // a class is listed once: not compared
-  options.hbm_bytes = int64_t{95} << 30;
+  options.hbm_bytes.value = int64_t{95} << 30;
   options.activations = {ActivationLoad{int64_t{3} << 30, 0}};
   options.facts = &facts;
   return estimate_memory(manifest, mesh, shardings, options, memory_diags);
@@ -134,10 +139,10 @@ TEST_CASE("search: progress is reported after each mesh but the last",
   REQUIRE(rules);
   SearchOptions options;
   options.axes = {"fsdp", "tp"};
-  options.workload.seq = 8192;
-  options.workload.batch = 128;
+  options.workload.seq.value = 8192;
+  options.workload.batch.value = 128;
   options.memory.recipe = Recipe::adam;
-  options.memory.hbm_bytes =
+  options.memory.hbm_bytes.value =
       static_cast<int64_t>(topology.figures.hbm_bytes_per_device.value);
   std::vector<std::pair<int64_t, int64_t>> calls;
   options.progress = [&](int64_t done, int64_t total) {
@@ -286,12 +291,12 @@ TEST_CASE("search: the folded walk ranks as the per-tensor walk does",
       const RuleSet rules = preset("fsdp-tp");
       SearchOptions options;
       options.axes = {"pp", "fsdp", "ep", "tp"};
-      options.workload.seq = 4096;
-      options.workload.batch = 256;
+      options.workload.seq.value = 4096;
+      options.workload.batch.value = 256;
       options.remat = {"full", "minimal"};
       options.memory.recipe = Recipe::adam;
-      options.memory.zero = 1;
-      options.memory.hbm_bytes =
+      options.memory.zero.value = 1;
+      options.memory.hbm_bytes.value =
           static_cast<int64_t>(topology.figures.hbm_bytes_per_device.value);
       std::optional<SearchResult> folded =
           search_meshes(manifest, config, topology, rules, options, diags);

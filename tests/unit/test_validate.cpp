@@ -184,7 +184,7 @@ TEST_CASE("validate: warnings for large replicated tensors and size-1 axes",
   const SpecsFile specs = test::specs_of(R"({"specs": {
     "big": [null, null], "small": [], "w1": ["dp", "tp"], "w2": ["dp", null]}})");
   ValidateOptions options;
-  options.replicated_warning_bytes = 128 << 20;  // big is exactly 128 MiB
+  options.replicated_warning_bytes.value = 128 << 20;  // big is exactly 128 MiB
   Checked r = check(manifest, test::mesh_of("dp:1,tp:4", 4), specs, options);
   REQUIRE(codes(r.diags)
           == std::vector<std::string>{"spec.replicated-large",
@@ -199,12 +199,12 @@ TEST_CASE("validate: warnings for large replicated tensors and size-1 axes",
   CHECK_FALSE(r.diags.has_errors());
 
   // One byte under the threshold, or a single device: no warning.
-  options.replicated_warning_bytes = (128 << 20) + 1;
+  options.replicated_warning_bytes.value = (128 << 20) + 1;
   CHECK(
       codes(
           check(manifest, test::mesh_of("dp:1,tp:4", 4), specs, options).diags)
       == std::vector<std::string>{"spec.trivial-axis"});
-  options.replicated_warning_bytes = 1;
+  options.replicated_warning_bytes.value = 1;
   const SpecsFile replicated = test::specs_of(R"({"specs": {
     "big": [], "small": [], "w1": [], "w2": []}})");
   CHECK(check(manifest, test::mesh_of("dp:1", 1), replicated, options)
@@ -214,10 +214,10 @@ TEST_CASE("validate: warnings for large replicated tensors and size-1 axes",
 
 TEST_CASE("validate: the mesh must cover the topology", "[validate]") {
   ValidateOptions options;
-  options.topology_devices = 64;
-  options.mesh_source = "--mesh";
-  options.devices_source = "--topology v5p-128";
-  options.replicated_warning_bytes = 0;  // wte is 77 MB
+  options.topology_devices.value = 64;
+  options.mesh_at = Location::of("--mesh");
+  options.topology_devices.at = Location::of("--topology v5p-128");
+  options.replicated_warning_bytes.value = 0;  // wte is 77 MB
   Checked r = check(
       gpt2_like(),
       test::mesh_of("fsdp:4,tp:8", 32),
@@ -233,7 +233,7 @@ TEST_CASE("validate: the mesh must cover the topology", "[validate]") {
 TEST_CASE("validate: unknown tensors get the nearest manifest name",
           "[validate]") {
   ValidateOptions options;
-  options.replicated_warning_bytes = 0;
+  options.replicated_warning_bytes.value = 0;
   Checked r = check(gpt2_like(),
                     test::mesh_of("dp:2", 2),
                     test::specs_of(R"({"specs": {
@@ -268,8 +268,8 @@ TEST_CASE(
   // d and e: 6 rows do not split 4 ways; f: another spec object.
   const std::vector<const PartitionSpec*> specs = {
       &*dp_tp, &*dp_tp, &*dp_tp, &*dp_tp, &*dp_tp, &*tp};
-  const std::vector<TensorSharding> s =
-      validate_planned(manifest, mesh, specs, "plan", ValidateOptions{}, diags);
+  const std::vector<TensorSharding> s = validate_planned(
+      manifest, mesh, specs, Location::of("plan"), ValidateOptions{}, diags);
   REQUIRE(s.size() == 6);
   CHECK(codes(diags)
         == std::vector<std::string>{"spec.indivisible", "spec.indivisible"});

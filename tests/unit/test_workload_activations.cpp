@@ -36,11 +36,11 @@ Mesh mesh_of(std::string_view text) {
 
 AxisRoles roles_of(const Mesh& mesh) {
   Diagnostics diags;
-  AxisRoleSources sources{"--data-axes",
-                          "--tensor-axes",
-                          "--sequence-axes",
-                          "--expert-axes",
-                          "--stage-axes"};
+  AxisRoleSources sources{Location::of("--data-axes"),
+                          Location::of("--tensor-axes"),
+                          Location::of("--sequence-axes"),
+                          Location::of("--expert-axes"),
+                          Location::of("--stage-axes")};
   std::optional<AxisRoles> roles =
       resolve_axis_roles(mesh, AxisRoles{}, sources, diags);
   REQUIRE(roles);
@@ -76,19 +76,15 @@ Workload workload(int64_t seq,
                   std::string remat,
                   std::string attention = "flash") {
   Workload w;
-  w.seq = seq;
-  w.seq_source = "--seq";
-  w.batch = batch;
-  w.batch_source = "--batch";
-  w.per_device_batch_source = "--per-device-batch";
-  w.microbatches_source = "--microbatches";
-  w.remat = std::move(remat);
-  w.remat_source = "--remat";
-  w.attention = std::move(attention);
-  w.attention_source = "--attention";
-  w.stage_interleave_source = "--stage-interleave";
-  w.activation_dtype_source = "--activation-dtype";
-  w.mesh_source = "--mesh";
+  w.seq = {seq, Location::of("--seq")};
+  w.batch = {batch, Location::of("--batch")};
+  w.per_device_batch.at = Location::of("--per-device-batch");
+  w.microbatches.at = Location::of("--microbatches");
+  w.remat = {std::move(remat), Location::of("--remat")};
+  w.attention = {std::move(attention), Location::of("--attention")};
+  w.stage_interleave.at = Location::of("--stage-interleave");
+  w.activation_dtype.at = Location::of("--activation-dtype");
+  w.mesh_at = Location::of("--mesh");
   return w;
 }
 
@@ -315,8 +311,8 @@ TEST_CASE("workload: pipeline in flight, 1F1B and interleaved",
   auto run = [&](int64_t microbatches, int64_t interleave) {
     Workload w = workload(k_s, microbatches, "selective", "plain");
     w.sequence_parallel = true;
-    w.microbatches = microbatches;
-    w.stage_interleave = interleave;
+    w.microbatches.value = microbatches;
+    w.stage_interleave.value = interleave;
     return estimate(m, "pp:8,tp:8", w);
   };
   // 1F1B, 16 microbatches: the first stage holds min(8, 16) = 8
@@ -538,9 +534,9 @@ TEST_CASE("workload: Llama keeps no dropout masks and three gated MLP tensors",
   }
   // The default is MaxText's: remat full, flash attention, bf16.
   const Workload defaults;
-  CHECK(defaults.remat == "full");
-  CHECK(defaults.attention == "flash");
-  CHECK(defaults.activation_dtype == "bf16");
+  CHECK(defaults.remat.value == "full");
+  CHECK(defaults.attention.value == "flash");
+  CHECK(defaults.activation_dtype.value == "bf16");
 }
 
 TEST_CASE("workload: the scaling book's MLP checkpoints, 2 L B (D + 2F)",
@@ -568,9 +564,9 @@ TEST_CASE("workload: a per-device batch, f32 activations, context parallel",
   // 8; on dp:8,cp:2 each device holds 1 sequence's half: T = 1 x 4096 / 2
   // = 2048 tokens; the layer input in f32: 2048 x 4096 x 4 = 33,554,432.
   Workload w = workload(4096, 0, "full");
-  w.batch.reset();
-  w.per_device_batch = "0.5";
-  w.activation_dtype = "f32";
+  w.batch.value.reset();
+  w.per_device_batch.value = "0.5";
+  w.activation_dtype.value = "f32";
   const ActivationEstimate e = estimate(m, "dp:8,cp:2", w);
   CHECK(e.global_batch == 8);
   CHECK(e.microbatch_size == 1);
@@ -801,7 +797,7 @@ TEST_CASE("workload: more sharding never increases per-device bytes",
       }
       INFO(model << " " << remat << " sp " << sp << " " << mesh);
       Workload w = workload(4096, 16, remat);
-      w.microbatches = 4;
+      w.microbatches.value = 4;
       w.sequence_parallel = sp;
       const ActivationEstimate e = estimate(m, mesh, w);
       // A stage axis splits the layers, not the tokens: its first stage
@@ -841,42 +837,42 @@ TEST_CASE("workload: bad input is a located error", "[workload][activations]") {
         == "--attention: error: unknown attention \"flsh\"; expected flash or "
            "plain; did you mean \"flash\"? [workload.unknown-attention]");
   w = workload(4096, 8, "full");
-  w.activation_dtype = "i8";
+  w.activation_dtype.value = "i8";
   CHECK(error_of(m, "dp:8", w)
         == "--activation-dtype: error: activation dtype \"i8\" is not "
            "floating point; expected bf16, f16, f32, f64 or an fp8 type "
            "[workload.unknown-dtype]");
   // The batch over microbatches x batch shards.
   w = workload(4096, 12, "full");
-  w.microbatches = 2;
+  w.microbatches.value = 2;
   CHECK(error_of(m, "dp:2,fsdp:4,tp:2", w)
         == "--batch: error: batch 12 is not divisible by 2 microbatches x 8 "
            "batch shards = 16; batch shards: the data and expert axes: \"dp\" "
            "2, \"fsdp\" 4 [workload.batch-indivisible]");
   w = workload(4096, 0, "full");
-  w.batch.reset();
-  w.per_device_batch = "0.3";
+  w.batch.value.reset();
+  w.per_device_batch.value = "0.3";
   CHECK(error_of(m, "dp:8", w)
         == "--per-device-batch: error: per-device batch 0.3 x 8 devices = 2.4 "
            "sequences, not a whole number [workload.batch-fractional]");
   // 1.25 x 16 = 20 sequences do not divide over dp:8.
-  w.per_device_batch = "1.25";
+  w.per_device_batch.value = "1.25";
   CHECK(error_of(m, "dp:8,tp:2", w)
         == "--per-device-batch: error: batch 20 (per-device batch 1.25 x 16 "
            "devices) is not divisible by 1 microbatches x 8 batch shards = 8; "
            "batch shards: the data and expert axes: \"dp\" 8 "
            "[workload.batch-indivisible]");
-  w.per_device_batch = "-1";
+  w.per_device_batch.value = "-1";
   CHECK(error_of(m, "dp:8", w)
         == "--per-device-batch: error: expected a positive decimal number, "
            "got \"-1\" [workload.bad-value]");
-  w.batch = 8;
-  w.per_device_batch = "1";
+  w.batch.value = 8;
+  w.per_device_batch.value = "1";
   CHECK(error_of(m, "dp:8", w)
         == "--per-device-batch: error: --batch and --per-device-batch both "
            "set the batch; give one [workload.batch-conflict]");
-  w.batch.reset();
-  w.per_device_batch.clear();
+  w.batch.value.reset();
+  w.per_device_batch.value.clear();
   CHECK(error_of(m, "dp:8", w)
         == "--batch: error: a workload needs a batch: --batch or "
            "--per-device-batch [workload.missing-batch]");
@@ -899,7 +895,7 @@ TEST_CASE("workload: bad input is a located error", "[workload][activations]") {
       error_of(m, "dp:8", w)
       == "--seq: error: expected an integer >= 1, got 0 [workload.bad-value]");
   w = workload(4096, 8, "full");
-  w.microbatches = -2;
+  w.microbatches.value = -2;
   CHECK(error_of(m, "dp:8", w)
         == "--microbatches: error: expected an integer >= 1, got -2 "
            "[workload.bad-value]");
@@ -909,11 +905,11 @@ TEST_CASE("workload: bad input is a located error", "[workload][activations]") {
   CHECK(error_of(m, "pp:3,dp:8", w)
         == "--mesh: error: the model's 32 decoder layers are not divisible by "
            "3 stages; stage axes: \"pp\" 3 [workload.stages-indivisible]");
-  w.stage_interleave = 2;
+  w.stage_interleave.value = 2;
   CHECK(error_of(m, "dp:8", w)
         == "--stage-interleave: error: stage interleave 2 needs a stage axis; "
            "the mesh has none [workload.interleave-without-stages]");
-  w.stage_interleave = 3;
+  w.stage_interleave.value = 3;
   CHECK(error_of(m, "pp:4,dp:2", w)
         == "--stage-interleave: error: the model's 32 decoder layers are not "
            "divisible by 4 stages x 3 virtual stages; stage axes: \"pp\" 4 "

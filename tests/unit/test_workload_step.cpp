@@ -73,11 +73,11 @@ StepEstimate estimate(const Run& run, Topology* topology_override = nullptr) {
       resolve_axis_roles(*mesh, AxisRoles{}, AxisRoleSources{}, diags);
   REQUIRE(roles);
   Workload w;
-  w.seq = run.seq;
-  w.batch = run.batch;
-  w.microbatches = run.microbatches;
-  w.remat = run.remat;
-  w.stage_interleave = run.interleave;
+  w.seq.value = run.seq;
+  w.batch.value = run.batch;
+  w.microbatches.value = run.microbatches;
+  w.remat.value = run.remat;
+  w.stage_interleave.value = run.interleave;
   std::optional<ActivationEstimate> a =
       estimate_activations(model, *mesh, *roles, w, diags);
   INFO(test::first_error(diags));
