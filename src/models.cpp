@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <cassert>
 #include <cstdint>
 #include <utility>
 
@@ -15,27 +17,56 @@ namespace shardplan {
 
 namespace {
 
-constexpr std::string_view k_llama = "LlamaForCausalLM";
-constexpr std::string_view k_mistral = "MistralForCausalLM";
-constexpr std::string_view k_mixtral = "MixtralForCausalLM";
-constexpr std::string_view k_qwen2 = "Qwen2ForCausalLM";
-constexpr std::string_view k_qwen2_moe = "Qwen2MoeForCausalLM";
-constexpr std::string_view k_phi3 = "Phi3ForCausalLM";
-constexpr std::string_view k_gemma = "GemmaForCausalLM";
-constexpr std::string_view k_gemma2 = "Gemma2ForCausalLM";
-constexpr std::string_view k_gpt2 = "GPT2LMHeadModel";
-constexpr std::string_view k_deepseek_v3 = "DeepseekV3ForCausalLM";
+using A = Architecture;
+using F = ModelFamily;
+using M = MoeBlock;
 
-constexpr std::string_view k_architectures[] = {k_deepseek_v3,
-                                                k_gpt2,
-                                                k_gemma2,
-                                                k_gemma,
-                                                k_llama,
-                                                k_mistral,
-                                                k_mixtral,
-                                                k_phi3,
-                                                k_qwen2,
-                                                k_qwen2_moe};
+// Row k is Architecture k (checked below), in the order of the names.
+// architecture, name, family, MoE block
+constexpr std::array<ArchitectureInfo, 10> k_architectures{{
+    {A::deepseek_v3, "DeepseekV3ForCausalLM", F::deepseek_v3, M::deepseek_v3},
+    {A::gpt2, "GPT2LMHeadModel", F::gpt2, M::none},
+    {A::gemma2, "Gemma2ForCausalLM", F::llama, M::none},
+    {A::gemma, "GemmaForCausalLM", F::llama, M::none},
+    {A::llama, "LlamaForCausalLM", F::llama, M::none},
+    {A::mistral, "MistralForCausalLM", F::llama, M::none},
+    {A::mixtral, "MixtralForCausalLM", F::llama, M::mixtral},
+    {A::phi3, "Phi3ForCausalLM", F::llama, M::none},
+    {A::qwen2, "Qwen2ForCausalLM", F::llama, M::none},
+    {A::qwen2_moe, "Qwen2MoeForCausalLM", F::llama, M::qwen2_moe},
+}};
+
+constexpr bool rows_in_enum_order() {
+  for (size_t k = 0; k < k_architectures.size(); ++k) {
+    if (static_cast<size_t>(k_architectures[k].architecture) != k) {
+      return false;
+    }
+  }
+  return true;
+}
+static_assert(rows_in_enum_order(), "row k of k_architectures is value k");
+
+// Whether `a` is an Architecture value. A new value fails to compile here
+// (-Wswitch) until it has its case, and then the static_assert below until
+// it has its row.
+constexpr bool is_value(Architecture a) {
+  switch (a) {
+    case A::deepseek_v3:
+    case A::gpt2:
+    case A::gemma2:
+    case A::gemma:
+    case A::llama:
+    case A::mistral:
+    case A::mixtral:
+    case A::phi3:
+    case A::qwen2:
+    case A::qwen2_moe:
+      return true;
+  }
+  return false;
+}
+static_assert(!is_value(static_cast<Architecture>(k_architectures.size())),
+              "an Architecture value without its row in k_architectures");
 
 // is_moe_layer for every layer of one config, with mlp_only_layers sorted
 // once (a config may list many).
@@ -51,19 +82,20 @@ class MoeLayers {
     if (c.experts <= 0) {
       return false;
     }
-    if (c.architecture == k_mixtral) {
-      return true;
-    }
-    if (c.architecture == k_qwen2_moe) {
-      // Qwen2MoeDecoderLayer: sparse when (i + 1) % decoder_sparse_step == 0
-      // and i is not in mlp_only_layers.
-      return (index + 1) % c.sparse_step == 0
-             && !std::binary_search(m_dense.begin(), m_dense.end(), index);
-    }
-    if (c.architecture == k_deepseek_v3) {
-      // DeepseekV3DecoderLayer: MoE from first_k_dense_replace on, every
-      // moe_layer_freq layers.
-      return index >= c.first_dense && index % c.moe_freq == 0;
+    switch (architecture_info(c.architecture).moe) {
+      case MoeBlock::none:
+        return false;
+      case MoeBlock::mixtral:
+        return true;
+      case MoeBlock::qwen2_moe:
+        // Qwen2MoeDecoderLayer: sparse when (i + 1) % decoder_sparse_step
+        // == 0 and i is not in mlp_only_layers.
+        return (index + 1) % c.sparse_step == 0
+               && !std::binary_search(m_dense.begin(), m_dense.end(), index);
+      case MoeBlock::deepseek_v3:
+        // DeepseekV3DecoderLayer: MoE from first_k_dense_replace on, every
+        // moe_layer_freq layers.
+        return index >= c.first_dense && index % c.moe_freq == 0;
     }
     return false;
   }
@@ -248,18 +280,58 @@ void qwen2_moe_block(Builder& b, const ModelConfig& d, const std::string& m) {
   b.linear(m + "shared_expert_gate", 1, d.hidden, false, false);
 }
 
+// MixtralSparseMoeBlock: the router, then the experts (w1 gate, w2 down,
+// w3 up).
+void mixtral_block(Builder& b, const ModelConfig& d, const std::string& p) {
+  b.linear(p + "block_sparse_moe.gate", d.experts, d.hidden, false, false);
+  for (int64_t e = 0; e < d.experts; ++e) {
+    const std::string x = fmt::format("{}block_sparse_moe.experts.{}.", p, e);
+    b.linear(x + "w1", d.intermediate, d.hidden, false, true);
+    b.linear(x + "w2", d.hidden, d.intermediate, false, true);
+    b.linear(x + "w3", d.intermediate, d.hidden, false, true);
+  }
+}
+
+// The MLP of layer `p` (not Phi-3's): `block` on every layer (Mixtral) or
+// on the MoE layers (Qwen2-MoE, `moe_layer`), else the gated MLP with
+// Llama's mlp_bias.
+void llama_mlp(Builder& b,
+               const ModelConfig& d,
+               MoeBlock block,
+               bool moe_layer,
+               const std::string& p) {
+  switch (block) {
+    case MoeBlock::mixtral:
+      mixtral_block(b, d, p);
+      return;
+    case MoeBlock::qwen2_moe:
+      if (moe_layer) {
+        qwen2_moe_block(b, d, p + "mlp.");
+        return;
+      }
+      break;
+    case MoeBlock::none:
+    case MoeBlock::deepseek_v3:  // DeepSeek-V3's family, not this one
+      break;
+  }
+  const bool bias = d.mlp_bias;
+  b.linear(p + "mlp.gate_proj", d.intermediate, d.hidden, bias, true);
+  b.linear(p + "mlp.up_proj", d.intermediate, d.hidden, bias, true);
+  b.linear(p + "mlp.down_proj", d.hidden, d.intermediate, bias, true);
+}
+
 std::optional<std::vector<ModelTensor>> llama_family(Builder& b,
                                                      const ModelConfig& d) {
-  const std::string_view arch = d.architecture;
+  const Architecture arch = d.architecture;
   // Llama and Gemma read attention_bias (q, k, v and o); Qwen2 and
   // Qwen2-MoE have q/k/v biases (qkv_bias) and none on o; Mistral, Mixtral
   // and Phi-3 have none.
   const bool qkv_bias = d.attention_bias || d.qkv_bias;
-  const bool mixtral = arch == k_mixtral;
-  const bool qwen2_moe = arch == k_qwen2_moe;
-  const bool phi3 = arch == k_phi3;
+  const MoeBlock block = architecture_info(arch).moe;
+  const bool mixtral = block == MoeBlock::mixtral;
+  const bool qwen2_moe = block == MoeBlock::qwen2_moe;
+  const bool phi3 = arch == Architecture::phi3;
   const bool attention_bias = d.attention_bias;
-  const bool mlp_bias = d.mlp_bias;
   const int64_t experts = mixtral || qwen2_moe ? d.experts : 0;
   const std::string_view experts_key =
       mixtral ? "num_local_experts" : "num_experts";
@@ -301,27 +373,12 @@ std::optional<std::vector<ModelTensor>> llama_family(Builder& b,
       // Phi3MLP: gate and up as one [2 * intermediate, hidden] weight.
       b.linear(p + "mlp.gate_up_proj", gate_up_out, d.hidden, false, true);
       b.linear(p + "mlp.down_proj", d.hidden, d.intermediate, false, true);
-    } else if (qwen2_moe && sparse(i)) {
-      qwen2_moe_block(b, d, p + "mlp.");
-    } else if (mixtral) {
-      // MixtralSparseMoeBlock: the router, then the experts (w1 gate,
-      // w2 down, w3 up).
-      b.linear(p + "block_sparse_moe.gate", experts, d.hidden, false, false);
-      for (int64_t e = 0; e < experts; ++e) {
-        const std::string x =
-            fmt::format("{}block_sparse_moe.experts.{}.", p, e);
-        b.linear(x + "w1", d.intermediate, d.hidden, false, true);
-        b.linear(x + "w2", d.hidden, d.intermediate, false, true);
-        b.linear(x + "w3", d.intermediate, d.hidden, false, true);
-      }
     } else {
-      b.linear(p + "mlp.gate_proj", d.intermediate, d.hidden, mlp_bias, true);
-      b.linear(p + "mlp.up_proj", d.intermediate, d.hidden, mlp_bias, true);
-      b.linear(p + "mlp.down_proj", d.hidden, d.intermediate, mlp_bias, true);
+      llama_mlp(b, d, block, sparse(i), p);
     }
     b.vector(p + "input_layernorm.weight", d.hidden);
     b.vector(p + "post_attention_layernorm.weight", d.hidden);
-    if (arch == k_gemma2) {
+    if (arch == Architecture::gemma2) {
       b.vector(p + "pre_feedforward_layernorm.weight", d.hidden);
       b.vector(p + "post_feedforward_layernorm.weight", d.hidden);
     }
@@ -519,7 +576,8 @@ bool is_moe_layer(const ModelConfig& config, int64_t index) {
 std::optional<LayerStructure> layer_structure(const ModelConfig& config,
                                               Diagnostics& diags) {
   const ModelConfig& c = config;
-  const bool gpt2 = c.architecture == k_gpt2;
+  const ArchitectureInfo& info = architecture_info(c.architecture);
+  const bool gpt2 = info.family == ModelFamily::gpt2;
   auto fail = [&](std::string code, std::string message, std::string_view key) {
     diags.error(std::move(code),
                 std::move(message),
@@ -554,20 +612,28 @@ std::optional<LayerStructure> layer_structure(const ModelConfig& config,
     s.moe[to_size(i)] = sparse;
     ++(sparse ? s.moe_layers : s.dense_layers);
   }
-  s.mtp_layers = c.architecture == k_deepseek_v3 ? c.mtp_layers : 0;
+  s.mtp_layers = info.family == ModelFamily::deepseek_v3 ? c.mtp_layers : 0;
   s.mtp_moe = s.mtp_layers > 0 && moe(c.layers);
-  if (c.experts > 0
-      && (c.architecture == k_mixtral || c.architecture == k_qwen2_moe
-          || c.architecture == k_deepseek_v3)) {
+  // Without experts every layer is dense, whatever the block.
+  const MoeBlock block = c.experts > 0 ? info.moe : MoeBlock::none;
+  if (block != MoeBlock::none) {
     s.routed_experts = c.experts;
     s.experts_per_token = c.experts_per_token;
-    // Mixtral's experts are intermediate_size wide.
-    s.routed_intermediate =
-        c.architecture == k_mixtral ? c.intermediate : c.moe_intermediate;
-    if (c.architecture == k_qwen2_moe) {
+  }
+  switch (block) {
+    case MoeBlock::none:
+      break;
+    case MoeBlock::mixtral:
+      // Mixtral's experts are intermediate_size wide.
+      s.routed_intermediate = c.intermediate;
+      break;
+    case MoeBlock::qwen2_moe:
+      s.routed_intermediate = c.moe_intermediate;
       s.shared_intermediate = c.shared_intermediate;
       s.shared_expert_gate = true;
-    } else if (c.architecture == k_deepseek_v3) {
+      break;
+    case MoeBlock::deepseek_v3: {
+      s.routed_intermediate = c.moe_intermediate;
       std::optional<int64_t> shared =
           checked_mul(c.moe_intermediate, c.shared_experts);
       if (!shared) {
@@ -579,14 +645,41 @@ std::optional<LayerStructure> layer_structure(const ModelConfig& config,
                     "n_shared_experts");
       }
       s.shared_intermediate = *shared;
+      break;
     }
   }
   return s;
 }
 
+std::span<const ArchitectureInfo> architectures() {
+  return k_architectures;
+}
+
+const ArchitectureInfo& architecture_info(Architecture architecture) {
+  const auto k = static_cast<size_t>(architecture);
+  assert(k < k_architectures.size());
+  return k_architectures[k];
+}
+
+std::string_view to_string(Architecture architecture) {
+  return architecture_info(architecture).name;
+}
+
+std::optional<Architecture> find_architecture(std::string_view name) {
+  for (const ArchitectureInfo& row : k_architectures) {
+    if (row.name == name) {
+      return row.architecture;
+    }
+  }
+  return std::nullopt;
+}
+
 std::vector<std::string> supported_architectures() {
-  std::vector<std::string> out(std::begin(k_architectures),
-                               std::end(k_architectures));
+  std::vector<std::string> out;
+  out.reserve(k_architectures.size());
+  for (const ArchitectureInfo& row : k_architectures) {
+    out.emplace_back(row.name);
+  }
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -622,11 +715,13 @@ std::string misspelt_architecture(std::string_view name) {
 std::optional<std::vector<ModelTensor>> checkpoint_tensors(
     const ModelConfig& config, Diagnostics& diags) {
   Builder b(config, diags);
-  if (config.architecture == k_gpt2) {
-    return gpt2(b, config);
-  }
-  if (config.architecture == k_deepseek_v3) {
-    return deepseek_v3(b, config);
+  switch (architecture_info(config.architecture).family) {
+    case ModelFamily::llama:
+      return llama_family(b, config);
+    case ModelFamily::gpt2:
+      return gpt2(b, config);
+    case ModelFamily::deepseek_v3:
+      return deepseek_v3(b, config);
   }
   return llama_family(b, config);
 }

@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +38,71 @@ std::string_view to_string(MlpKind kind);  // "gated", "plain"
 enum class NormKind { layer_norm, rms_norm };
 std::string_view to_string(NormKind kind);  // "layer_norm", "rms_norm"
 
+// The architectures read_hf_config accepts, one per Hugging Face
+// "architectures" name (ArchitectureInfo::name), in the order of their names.
+enum class Architecture {
+  deepseek_v3,  // DeepseekV3ForCausalLM
+  gpt2,         // GPT2LMHeadModel
+  gemma2,       // Gemma2ForCausalLM
+  gemma,        // GemmaForCausalLM
+  llama,        // LlamaForCausalLM
+  mistral,      // MistralForCausalLM
+  mixtral,      // MixtralForCausalLM
+  phi3,         // Phi3ForCausalLM
+  qwen2,        // Qwen2ForCausalLM
+  qwen2_moe,    // Qwen2MoeForCausalLM
+};
+
+// Which configuration reader and tensor generator an architecture takes
+// (docs/models.md).
+enum class ModelFamily {
+  // Llama's decoder and its relatives: q/k/v/o projections (Phi-3 fused),
+  // a gated MLP or a MoE block, RMSNorms; config keys per architecture.
+  llama,
+  // GPT-2: Conv1D weights [in, out], learned positions, LayerNorms, a 4h
+  // GeLU MLP; the n_embd, n_layer, n_head keys.
+  gpt2,
+  // DeepSeek-V3: multi-head latent attention (low-rank q and kv), the
+  // DeepseekV3MoE block, multi-token-prediction modules.
+  deepseek_v3,
+};
+
+// The mixture-of-experts block of an architecture's MoE layers: which
+// layers are MoE, how wide the experts are, and the shared expert.
+enum class MoeBlock {
+  none,
+  // MixtralSparseMoeBlock: every layer; num_local_experts experts of
+  // intermediate_size (w1, w2, w3); no shared expert.
+  mixtral,
+  // Qwen2MoeSparseMoeBlock: layer i when (i + 1) % decoder_sparse_step == 0
+  // and i is not in mlp_only_layers; num_experts of moe_intermediate_size,
+  // one gated shared expert of shared_expert_intermediate_size.
+  qwen2_moe,
+  // DeepseekV3MoE: from first_k_dense_replace on, every moe_layer_freq
+  // layers; n_routed_experts of moe_intermediate_size, n_shared_experts
+  // as one MLP.
+  deepseek_v3,
+};
+
+// One row per architecture: what the code branches on beyond the
+// configuration keys. A new architecture is an Architecture value and its
+// row in src/models.cpp; a new family or MoE block adds the cases the
+// compiler names.
+struct ArchitectureInfo {
+  Architecture architecture = Architecture::llama;
+  std::string_view name;  // as config.json's "architectures" spells it
+  ModelFamily family = ModelFamily::llama;
+  MoeBlock moe = MoeBlock::none;
+};
+
+// Every architecture, in the order of their names. Row k is Architecture k.
+std::span<const ArchitectureInfo> architectures();
+const ArchitectureInfo& architecture_info(Architecture architecture);
+// The Hugging Face name: "LlamaForCausalLM", "GPT2LMHeadModel".
+std::string_view to_string(Architecture architecture);
+// The architecture named exactly `name`; nullopt for none.
+std::optional<Architecture> find_architecture(std::string_view name);
+
 struct ModelTensor {
   std::string name;
   std::vector<int64_t> shape;
@@ -48,8 +114,8 @@ struct ModelTensor {
 // architecture). Dims are validated (>= 1 where a size, >= 0 where a count);
 // what a key's absence means is the configuration class's default.
 struct ModelConfig {
-  std::string source;        // the file, for diagnostics ("config.json")
-  std::string architecture;  // one of supported_architectures()
+  std::string source;  // the file, for diagnostics ("config.json")
+  Architecture architecture = Architecture::llama;
   // torch_dtype (or dtype): bfloat16 when absent, float32 for GPT-2.
   DType dtype = DType::bf16;
   // A block-wise FP8 quantization_config's weight_block_size [out, in].

@@ -237,12 +237,22 @@ struct SearchReport {
   const Workload& workload;
   SearchObjective objective = SearchObjective::tokens;
   size_t top = 10;
-  // The winner's mesh laid on its slice (html draws its grid); null when
-  // none fits or the format does not draw it.
-  const Mesh* winner_mesh = nullptr;
-  const MeshLayout* winner_layout = nullptr;
-  const Topology* winner_slice = nullptr;
+  // html draws the winner's mesh on its slice from result.winner_mesh.
 };
+
+// search's winner as `plan` reports its mesh (what --format jax and maxtext
+// write): the mesh and plan `result` carries (SearchResult::winner_mesh,
+// winner_plan), planned with `rules` over `manifest`.
+// REQUIRES: result.winner_plan.
+CheckReport search_winner_report(const SearchResult& result,
+                                 const Manifest& manifest,
+                                 const RuleSet& rules,
+                                 const Provenance& provenance);
+// The header's line that names the winner as the plan it is: "search's
+// winner, rank 1 of 20 by tokens: plan --mesh dp:2,fsdp:128 --dcn dp:2
+// --remat full --per-device-batch 2". REQUIRES: result.winner().
+std::string search_winner_note(const SearchResult& result,
+                               SearchObjective objective);
 
 using Report = std::variant<MeshReport,
                             TopologyListReport,

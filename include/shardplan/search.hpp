@@ -3,12 +3,17 @@
 // Layer 6: `shardplan search` (DESIGN.md section 9; docs/search.md): the
 // meshes of a topology for a model and a workload, each laid out as JAX
 // would, planned with a rule preset, its memory (with activations) and its
-// step estimated, ranked.
+// step estimated, ranked; the winner laid out and, when asked, planned over
+// every tensor as `plan` plans it. The search's policy (default axes, the
+// workload variations, the slices of --devices) is here too; the files are
+// listed in src/search/internal.hpp.
 
 #include <shardplan/diag.hpp>
 #include <shardplan/memory.hpp>
+#include <shardplan/mesh.hpp>
 #include <shardplan/models.hpp>
 #include <shardplan/rules.hpp>
+#include <shardplan/sharding.hpp>
 #include <shardplan/tensor.hpp>
 #include <shardplan/topology.hpp>
 #include <shardplan/workload.hpp>
@@ -19,6 +24,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace shardplan {
@@ -29,22 +35,43 @@ enum class SearchObjective { tokens, step, memory, mfu };
 std::string_view to_string(SearchObjective objective);
 std::optional<SearchObjective> parse_search_objective(std::string_view text);
 
+// How the winner (rank 1) comes back: always laid out on its slice
+// (SearchResult::winner_mesh); with `plan`, planned over every tensor of the
+// manifest as `plan` plans a mesh (SearchResult::winner_plan), its
+// diagnostics reported to the caller as that plan's.
+struct WinnerOptions {
+  bool plan = false;
+  // Where the winner's plan reports: the caller's names for the inputs of
+  // the plan it is (its mesh and slice, the replicated-tensor threshold,
+  // the data axes; the command line passes plan's flags).
+  MeshSources sources;
+  std::string replicated_warning_source;
+  std::string data_axes_source;
+};
+
 struct SearchOptions {
   // The mesh axes to assign the devices of a slice to, in mesh order
-  // (default: fsdp, tp, and ep for a model with experts).
+  // (empty: resolve_search_axes gives the default: fsdp, tp, and ep for a
+  // model with experts).
   std::vector<std::string> axes;
   // The axes the slices of a multi-slice topology are assigned to (DCN),
   // every factorisation of the slice count over them; one that `axes` lacks
-  // leads the mesh (dp). Default (the command line's): dp, and the axes of
-  // `axes` with the data or stage role (fsdp, pp): what MaxText's
-  // dcn_*_parallelism keys are set to in practice.
+  // leads the mesh (dp). resolve_search_axes's default, for empty: dp, and
+  // the axes of `axes` with the data or stage role (fsdp, pp): what
+  // MaxText's dcn_*_parallelism keys are set to in practice.
   std::vector<std::string> dcn_axes{"dp"};
-  // Workload variations: every remat policy (at least one) x every
-  // per-device batch (empty: the workload's own batch).
+  // The default axes take MaxText's names (fsdp, tensor, expert; data
+  // across slices): MaxText's rules split over those names only.
+  bool maxtext_axis_names = false;
+  // Workload variations (search_variations): every remat policy (empty:
+  // the workload's) x every per-device batch (empty: the workload's, its
+  // per_device_batch or "" for its global batch).
   std::vector<std::string> remat;
   std::vector<std::string> per_device_batch;
-  Workload workload;     // the base workload (seq, batch, microbatches...)
-  MemoryOptions memory;  // recipe, zero, hbm, headroom (roles are set here)
+  Workload workload;  // the base workload (seq, batch, microbatches...)
+  // recipe, zero, headroom (roles are set here); hbm_bytes, when not
+  // given, each slice's (reported at "SOURCES.TOPOLOGY NAME").
+  MemoryOptions memory;
   StepOptions step;
   bool allow_split_physical_axes = false;
   SearchObjective objective = SearchObjective::tokens;
@@ -55,6 +82,13 @@ struct SearchOptions {
   // time that grows with the classes. false: every tensor is walked on
   // every mesh (what the folded walk is tested against).
   bool fold_tensors = true;
+  // Where the search's inputs are reported (the caller's names): each
+  // candidate's mesh inputs (sources.mesh: the axes; sources.devices: the
+  // device counts of device_slices; sources.topology: the topology), and
+  // the DCN axes.
+  MeshSources sources;
+  std::string dcn_axes_source;
+  WinnerOptions winner;
 };
 
 // Why a candidate is not ranked.
@@ -82,6 +116,19 @@ struct SearchCandidate {
   // why dropped
   std::optional<DropReason> dropped;
   std::string message;  // the first error when dropped
+  // Its first sentence, what the text report shows (a layout error quotes
+  // JAX's explanation after it).
+  std::string summary;
+};
+
+// The winner planned over every tensor as `plan` plans its mesh: what
+// `plan` reports for it (WinnerOptions::plan).
+struct WinnerPlan {
+  RulePlan rules;
+  std::vector<TensorSharding> shardings;  // manifest order
+  ActivationEstimate activations;
+  MemoryEstimate memory;
+  StepEstimate step;
 };
 
 struct SearchResult {
@@ -100,7 +147,50 @@ struct SearchResult {
   // distinct expert rank count).
   int64_t walked = 0;
   int64_t foldings = 0;
+  // The winner laid out on its slice (one of the topologies searched);
+  // nullopt and null when none fits.
+  std::optional<PlacedMesh> winner_mesh;
+  const Topology* winner_slice = nullptr;
+  // The winner's plan (WinnerOptions::plan); nullopt when not asked, when
+  // none fits, or when its plan failed (reported).
+  std::optional<WinnerPlan> winner_plan;
+
+  // The candidates that fit, best first.
+  std::span<const SearchCandidate> ranked() const;
+  // Rank 1; null when none fits.
+  const SearchCandidate* winner() const;
 };
+
+// Search policy (search/policy.cpp).
+
+// Fills options.axes, when empty, with the default axes: fsdp and tp, ep
+// between them for a model with experts; with options.maxtext_axis_names
+// MaxText's names in its mesh_axes order (fsdp, tensor, then expert). Then
+// options.dcn_axes, when empty, with dp (data) and the axes of options.axes
+// with the data or stage role. False after a name that is empty or given
+// twice [cli.usage], at options.sources.mesh or options.dcn_axes_source.
+bool resolve_search_axes(const ModelConfig& model,
+                         SearchOptions& options,
+                         Diagnostics& diags);
+
+// The workload variations a search tries for each mesh, in order: every
+// remat policy x every per-device batch ("" for the workload's global
+// batch).
+struct SearchVariations {
+  std::vector<std::string> remat;
+  std::vector<std::string> per_device_batch;
+};
+SearchVariations search_variations(const SearchOptions& options);
+
+// The catalogue slices of `topology`'s chip (and slice count) that `text`
+// names ("64", "64,128", a range "64-512"): each count, or every catalogue
+// slice within a range, smallest first. nullopt (reported at
+// sources.devices) on a bad count or range [cli.usage], a count the
+// catalogue has no slice of [topology.size], or a topology from a file.
+std::optional<std::vector<Topology>> device_slices(const Topology& topology,
+                                                   std::string_view text,
+                                                   const MeshSources& sources,
+                                                   Diagnostics& diags);
 
 // A manifest's tensors folded into classes whose members every mesh with
 // `expert_ranks` expert ranks plans, validates and places alike, so that one
@@ -136,8 +226,10 @@ TensorClasses fold_tensor_classes(const Manifest& manifest,
 // (sizes dividing what the model allows: tensor axes the heads and KV
 // heads, expert axes the experts, stage axes the layers), each evaluated
 // for every workload variation, ranked by options.objective among those
-// that fit. Reports (nullopt) an unknown axis role name only through the
-// caller's checks; never throws.
+// that fit; then the winner laid out and, with options.winner.plan,
+// planned. Reports (nullopt) an unknown remat policy of the variations
+// before any mesh [workload.unknown-remat], and a rule pattern that does
+// not compile; never throws.
 // REQUIRES: `model` describes `manifest`'s tensors; rules a preset.
 std::optional<SearchResult> search_meshes(const Manifest& manifest,
                                           const ModelConfig& model,

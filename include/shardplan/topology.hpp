@@ -58,6 +58,50 @@ DeviceGrid assemble_hybrid_grid(
 
 enum class TpuChip { v2, v3, v4, v5e, v5p, v6e, tpu7x };
 
+// The array JAX's _get_physical_tpu_mesh builds from a slice's devices.
+enum class TpuPhysicalMesh {
+  xy_core,   // (x, y, core); every device has z = 0 (v2, v3)
+  xyz,       // (x, y, z); one device per chip ("megacore") required
+  xyz_core,  // (x, y, z, core)
+  // (x, y, z, core) with 2 devices per chip, else (x, y, z) (v5p)
+  xyz_core_if_two,
+};
+
+// The device-kind handler JAX's create_device_mesh tries before the torus
+// assignment: rings laid by hand for small slices (src/topology/grid.cpp).
+enum class TpuRing {
+  none,   // v4: the torus assignment only
+  v2_v3,  // _tpu_v2_v3_create_device_mesh: the tray ring, never declines
+  v5e,    // _v5e_create_device_mesh: 2x2, 8 devices, 4x4 with an axis of 16
+  v5p,    // _v5p_create_device_mesh: the 2x2x2 cube
+  tpu7x,  // TPU7x: the 2x2x2 ring on every block of 8 devices, up to 32
+};
+
+// One row per TPU generation: what the code branches on. The catalogue file
+// configs/topologies/<name>.json holds the rest (name count, devices per
+// chip, hosts, wraparound rule, slices, figures); its device_kind and its
+// slices' dimensionality must agree with the row, which the catalogue
+// checks when it loads. A new generation is a TpuChip value, its row in
+// src/topology/chips.cpp and its catalogue file.
+struct TpuChipInfo {
+  TpuChip chip = TpuChip::v4;
+  std::string_view name;         // "v5p": the catalogue family
+  std::string_view device_kind;  // what JAX reports and dispatches on
+  int64_t torus_dims = 3;        // 2: slices are x by y (z = 1), shapes AxB
+  TpuPhysicalMesh physical_mesh = TpuPhysicalMesh::xyz;
+  TpuRing ring = TpuRing::none;
+  // A 4-d physical mesh tries the core axis first, then x, y, z (TPU7x;
+  // assign_torus_axes' core_axis_first).
+  bool core_axis_first = false;
+};
+
+// Every generation, oldest first: the order `topology list` shows them in.
+// Row k is TpuChip k.
+std::span<const TpuChipInfo> tpu_chips();
+const TpuChipInfo& chip_info(TpuChip chip);
+// The generation named `name` ("v5p"); nullopt for none.
+std::optional<TpuChip> find_tpu_chip(std::string_view name);
+
 // "v2", "v3", "v4", "v5e", "v5p", "v6e", "tpu7x".
 std::string_view to_string(TpuChip chip);
 // v2, v3, v5e and v6e slices are 2D (z = 1); their shapes print as AxB.

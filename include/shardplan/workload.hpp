@@ -22,6 +22,7 @@
 #include <shardplan/tensor.hpp>
 #include <shardplan/topology.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -52,6 +53,9 @@ namespace shardplan {
 //   save_out_proj                     out_proj
 //   qkv_proj_offloaded                q/k/v in host memory, not HBM
 //   minimal_offloaded                 minimal's set in host memory
+// Each is one row of the table in src/workload/remat.cpp, from which follow
+// its name, what it keeps and where, and what its backward recomputes
+// (docs/step.md, "FLOPs").
 enum class RematPolicy {
   none,
   full,
@@ -318,10 +322,25 @@ struct StepOptions {
   std::string matmul_efficiency_source;  // for diagnostics ("--matmul-...")
 };
 
+// The kind of parallelism a collective of the step serves: FSDP's gathers
+// and reduce-scatters, pure data parallelism's all-reduce, tensor
+// parallelism's (with sequence parallelism, its reduce-scatters and
+// gathers), sequence (context) parallelism's, the experts' all-to-all, the
+// pipeline's sends.
+enum class Parallelism { fsdp, data, tensor, sequence, expert, pipeline };
+
+// When a collective runs: in the forward, in the backward, reducing the
+// gradients (during the backward), or in every pass (forward, backward and
+// a recompute). The forward's overlapped collectives hide behind the
+// forward's compute, the others behind the backward's (docs/step.md,
+// "Overlap").
+enum class StepPhase { forward, backward, gradients, every_pass };
+
 // One kind of collective of the step.
 struct StepCollective {
-  std::string what;  // "fsdp all-gather (forward)", "tp all-reduce", ...
+  Parallelism role = Parallelism::fsdp;
   Collective op = Collective::all_gather;
+  StepPhase phase = StepPhase::every_pass;
   std::vector<std::string> mesh_axes;  // in mesh order
   LinkClass link = LinkClass::none;
   // One call's group bytes (cost.hpp's V): the gathered array, the summed
@@ -331,6 +350,36 @@ struct StepCollective {
   double seconds = 0;  // all calls
   bool overlapped = false;
   double exposed_seconds = 0;  // what the compute does not hide
+};
+
+// A collective's label in the reports (the JSON's `what`): its kind of
+// parallelism ("fsdp", "data", "tp", "context", "expert", "pipeline"), its
+// operation ("all-gather", ..., "send") and its phase unless it runs in
+// every pass: "fsdp all-gather (forward)", "data all-reduce (gradients)",
+// "tp all-reduce", "pipeline send".
+std::string collective_label(const StepCollective& collective);
+
+// The largest part of the step: the compute, all exposed communication, or
+// the pipeline bubble (docs/step.md, "Step").
+enum class BottleneckKind { compute, communication, bubble };
+
+struct StepBottleneck {
+  BottleneckKind kind = BottleneckKind::compute;
+  // The part's time: compute_seconds, exposed_comm_seconds or
+  // bubble_seconds.
+  double seconds = 0;
+  // communication: the index in StepEstimate::collectives of the most
+  // exposed collective (the first of equals).
+  std::optional<size_t> collective;
+  // communication, when that collective is data parallelism's all-reduce
+  // over DCN (or mixed links) across TPU slices: the scaling book's test
+  // (B.1), a slice's tokens per microbatch against peak / DCN bandwidth per
+  // device.
+  struct SliceBatch {
+    double tokens = 0;
+    double critical = 0;
+  };
+  std::optional<SliceBatch> slice_batch;
 };
 
 struct StepEstimate {
@@ -352,9 +401,9 @@ struct StepEstimate {
   double step_seconds = 0;
   double tokens_per_second_per_device = 0;
   double mfu = 0;
-  // The largest part of the step, in words: "compute-bound", "exposed tp
-  // all-reduce over ici", "pipeline bubble".
-  std::string bottleneck;
+  // The largest part of the step; the reports word it ("compute-bound:
+  // compute 10.9 s of the 13.8 s step").
+  StepBottleneck bottleneck;
   // Tensor axes (size > 1) the specs split no tensor over
   // (StepInputs::split_axes): the estimate counts each as tensor
   // parallelism, but its devices hold whole weights and would repeat the
@@ -389,6 +438,9 @@ struct StepInputs {
   int64_t optimizer_state_bytes = 0;
   // Where the mesh came from ("--mesh"), for the roofline warnings.
   std::string mesh_source;
+  // Where the topology comes from ("--topology"), named by step.no-figure
+  // when `topology` is null (a topology is named by its own name).
+  std::string topology_source;
 };
 
 // The step's inputs for a plan whose memory is `memory`: the gather axes,

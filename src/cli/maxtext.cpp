@@ -2,7 +2,9 @@
 // (docs/maxtext.md): a MaxText config as the mesh, the rules and the
 // workload.
 
-#include "cli/commands.hpp"
+#include "cli/maxtext.hpp"
+
+#include "cli/inputs.hpp"
 
 #include <shardplan/io.hpp>
 #include <shardplan/rules.hpp>

@@ -375,6 +375,262 @@ std::string with_commas(int64_t value) {
   return digits;
 }
 
+// The sides' topologies (on both sides or neither, of one kind) and their
+// meshes.
+bool load_sides(const ReshardCommand& cmd,
+                Side& source,
+                Side& target,
+                Diagnostics& diags) {
+  if (!load_side_topology(
+          cmd.from_topology, "--from-topology", cmd.topology, source, diags)
+      || !load_side_topology(
+          cmd.to_topology, "--to-topology", cmd.topology, target, diags)) {
+    return false;
+  }
+  if (source.topology.has_value() != target.topology.has_value()) {
+    const bool to_missing = !target.topology.has_value();
+    diags
+        .error("cli.usage",
+               fmt::format(
+                   "the {} has a topology ({}) but the {} has none",
+                   to_missing ? "source" : "target",
+                   to_missing ? source.topology->name : target.topology->name,
+                   to_missing ? "target" : "source"),
+               Location::of(to_missing ? "--to-topology" : "--from-topology"))
+        .hint =
+        "give both --from-topology and --to-topology, or --topology for both";
+    return false;
+  }
+  if (source.topology && source.topology->kind != target.topology->kind) {
+    diags
+        .error(
+            "reshard.kind",
+            fmt::format("cannot reshard from {} topology {} to {} topology {}",
+                        to_string(source.topology->kind),
+                        quote(source.topology->name),
+                        to_string(target.topology->kind),
+                        quote(target.topology->name)),
+            Location::of(target.topology_flag))
+        .hint = "both sides must be TPU slices or both GPU clusters";
+    return false;
+  }
+  return load_side_mesh(cmd, cmd.from_mesh, cmd.from_dcn, source, diags)
+         && load_side_mesh(cmd, cmd.to_mesh, cmd.to_dcn, target, diags);
+}
+
+// The tensors (a manifest, or the one --shape gives) and each side's specs
+// of them.
+std::optional<Manifest> load_tensors(const ReshardCommand& cmd,
+                                     Side& source,
+                                     Side& target,
+                                     Diagnostics& diags) {
+  std::optional<Manifest> manifest = cmd.single
+                                         ? single_tensor_manifest(cmd, diags)
+                                         : load_manifest(cmd.source, diags);
+  if (!manifest) {
+    return std::nullopt;
+  }
+  if (!load_side_specs(*manifest,
+                       cmd.single,
+                       cmd.from_spec,
+                       "--from-spec",
+                       cmd.from_specs,
+                       cmd.from_rules,
+                       "--from-rules",
+                       source,
+                       diags)
+      || !load_side_specs(*manifest,
+                          cmd.single,
+                          cmd.to_spec,
+                          "--to-spec",
+                          cmd.to_specs,
+                          cmd.to_rules,
+                          "--to-rules",
+                          target,
+                          diags)) {
+    return std::nullopt;
+  }
+  return manifest;
+}
+
+// The plan's options: --donate, --transfers (always with --shape), the
+// topologies and whether they share devices, --partial.
+std::optional<ReshardOptions> reshard_options(const ReshardCommand& cmd,
+                                              const Side& source,
+                                              const Side& target,
+                                              const Manifest& manifest,
+                                              Diagnostics& diags) {
+  ReshardOptions options;
+  options.donate = cmd.donate;
+  options.transfers = cmd.transfers || cmd.single;
+  options.from_topology = source.topology ? &*source.topology : nullptr;
+  options.to_topology = target.topology ? &*target.topology : nullptr;
+  options.same_devices =
+      same_devices(options.from_topology, options.to_topology);
+  if (!cmd.partial.empty()) {
+    std::optional<std::vector<std::string>> partial =
+        parse_partial(cmd.partial, source, manifest, diags);
+    if (!partial) {
+      return std::nullopt;
+    }
+    options.partial = std::move(*partial);
+  }
+  return options;
+}
+
+// The source's and the target's mesh options (--mesh and --dcn for both),
+// and the topologies or the device count.
+void add_side_options(CLI::App& sub, ReshardCommand& cmd) {
+  sub.add_option(
+         "--from-mesh", cmd.from_mesh, "the source mesh, e.g. \"fsdp:64\"")
+      ->type_name("STR");
+  sub.add_option(
+         "--to-mesh", cmd.to_mesh, "the target mesh, e.g. \"fsdp:16,tp:4\"")
+      ->type_name("STR");
+  sub.add_option("--mesh",
+                 cmd.mesh,
+                 "the mesh of both sides, when they share one (--from-mesh "
+                 "and --to-mesh override it)")
+      ->type_name("STR");
+  sub.add_option("--dcn",
+                 cmd.dcn,
+                 "the DCN factor per axis of both sides (--from-dcn and "
+                 "--to-dcn override it)")
+      ->type_name("STR");
+  CLI::Option* devices = sub.add_option("--devices",
+                                        cmd.devices,
+                                        "number of devices of both meshes, "
+                                        "when no topology is known (no times)")
+                             ->type_name("N");
+  sub.add_option("--topology",
+                 cmd.topology,
+                 "the hardware of both sides: a catalogue name (v5p-128, "
+                 "2xv5e-256, h100x64) "
+                 "or a topology JSON file")
+      ->type_name("NAME|FILE")
+      ->excludes(devices);
+  sub.add_option("--from-topology",
+                 cmd.from_topology,
+                 "the source's hardware, when it differs from --topology")
+      ->type_name("NAME|FILE")
+      ->excludes(devices);
+  sub.add_option("--to-topology",
+                 cmd.to_topology,
+                 "the target's hardware (another slice size, fewer slices, "
+                 "another GPU count)")
+      ->type_name("NAME|FILE")
+      ->excludes(devices);
+  sub.add_option("--from-dcn",
+                 cmd.from_dcn,
+                 "the source mesh's DCN factor per axis, e.g. dp:2")
+      ->type_name("STR");
+  sub.add_option(
+         "--to-dcn", cmd.to_dcn, "the target mesh's DCN factor per axis")
+      ->type_name("STR");
+}
+
+// The tensors' options: a manifest and specs or rules for each side, or one
+// tensor by --shape and its spec on each side.
+void add_tensor_options(CLI::App& sub, ReshardCommand& cmd) {
+  const std::vector<CLI::Option*> manifest_options =
+      add_manifest_options(sub, cmd.source);
+  CLI::Option* from_specs =
+      sub.add_option(
+             "--from-specs",
+             cmd.from_specs,
+             "the source specs: {\"specs\": {NAME: SPEC}} or a plan's JSON")
+          ->type_name("FILE");
+  CLI::Option* to_specs =
+      sub.add_option(
+             "--to-specs", cmd.to_specs, "the target specs (same forms)")
+          ->type_name("FILE");
+  CLI::Option* from_rules =
+      sub.add_option(
+             "--from-rules",
+             cmd.from_rules,
+             "source specs from rules, as plan --rules: a file or a preset")
+          ->type_name("FILE|PRESET")
+          ->excludes(from_specs);
+  CLI::Option* to_rules =
+      sub.add_option(
+             "--to-rules", cmd.to_rules, "target specs from rules (same forms)")
+          ->type_name("FILE|PRESET")
+          ->excludes(to_specs);
+  CLI::Option* shape =
+      sub.add_option(
+             "--shape",
+             cmd.shape,
+             "one tensor instead of a manifest: its shape, e.g. 1024,4096")
+          ->type_name("DIMS");
+  sub.add_option(
+         "--dtype", cmd.dtype, "the tensor's dtype (with --shape), e.g. bf16")
+      ->type_name("DTYPE")
+      ->needs(shape);
+  sub.add_option("--name",
+                 cmd.name,
+                 "the tensor's name (with --shape; default \"tensor\")")
+      ->type_name("NAME")
+      ->needs(shape);
+  CLI::Option* from_spec =
+      sub.add_option("--from-spec",
+                     cmd.from_spec,
+                     "the tensor's source spec (with --shape): 'fsdp,None', "
+                     "\"P('fsdp', None)\"")
+          ->type_name("SPEC")
+          ->needs(shape);
+  CLI::Option* to_spec =
+      sub.add_option("--to-spec",
+                     cmd.to_spec,
+                     "the tensor's target spec (with --shape)")
+          ->type_name("SPEC")
+          ->needs(shape);
+  for (CLI::Option* many : manifest_options) {
+    shape->excludes(many);
+  }
+  for (CLI::Option* many : {from_specs, to_specs, from_rules, to_rules}) {
+    shape->excludes(many);
+  }
+  shape->needs(from_spec);
+  shape->needs(to_spec);
+  sub.parse_complete_callback(
+      [shape, &cmd] { cmd.single = shape->count() > 0; });
+}
+
+void add_reshard_command(CLI::App& sub,
+                         ReshardCommand& cmd,
+                         CommonOptions& common) {
+  add_side_options(sub, cmd);
+  add_tensor_options(sub, cmd);
+  sub.add_option("--partial",
+                 cmd.partial,
+                 "source mesh axes over which every tensor holds pending sums "
+                 "(reduce_scatter / all_reduce), e.g. tp")
+      ->type_name("A,B,..");
+  sub.add_flag(
+      "--allow-split-physical-axes",
+      cmd.allow_split_physical_axes,
+      "let a mesh axis take part of a physical TPU axis on either side (JAX's "
+      "allow_split_physical_axes)");
+  sub.add_flag(
+      "--donate",
+      cmd.donate,
+      "free each source buffer once a step no longer needs it (peak memory)");
+  sub.add_flag("--transfers",
+               cmd.transfers,
+               "list every piece a device receives between meshes (always "
+               "with --shape)");
+  add_common(sub, common, {View::reshard});
+  sub.footer(
+      R"(Exit codes: 0 planned, 2 bad input (a spec that does not fit its mesh, a
+tensor without a spec, an unknown --partial axis, topologies of different kinds).
+
+Examples:
+  shardplan reshard --topology v5e-32 --from-mesh X:8,Y:4 --to-mesh X:8,Y:4 --shape 2048,8192 --dtype bf16 --from-spec Y,None --to-spec None,None
+  shardplan reshard --topology v5p-128 --model llama-3-8b --from-mesh fsdp:64 --from-rules fsdp --to-mesh fsdp:16,tp:4 --to-rules fsdp-tp
+  shardplan reshard --from-topology 2xv5p-128 --to-topology v5p-128 --from-mesh dp:2,fsdp:64 --to-mesh fsdp:64 --manifest m.json --from-specs a.json --to-specs b.json
+  shardplan reshard --devices 8 --from-mesh fsdp:8 --to-mesh fsdp:2,tp:4 --shape 4096,4096 --dtype bf16 --from-spec fsdp --to-spec fsdp,tp --format json)");
+}
+
 }  // namespace
 
 void warn_transfers_size(const TransfersSize& size,
@@ -409,243 +665,27 @@ void warn_transfers_size(const TransfersSize& size,
                     "output does not";
 }
 
-CLI::App* add_reshard_command(CLI::App& app,
-                              ReshardCommand& cmd,
-                              CommonOptions& common) {
-  CLI::App* sub = app.add_subcommand(
-      "reshard",
-      "plan moving tensors from one mesh and specs to another: steps, "
-      "collectives, bytes, time and peak memory per device");
-  sub->add_option(
-         "--from-mesh", cmd.from_mesh, "the source mesh, e.g. \"fsdp:64\"")
-      ->type_name("STR");
-  sub->add_option(
-         "--to-mesh", cmd.to_mesh, "the target mesh, e.g. \"fsdp:16,tp:4\"")
-      ->type_name("STR");
-  sub->add_option("--mesh",
-                  cmd.mesh,
-                  "the mesh of both sides, when they share one (--from-mesh "
-                  "and --to-mesh override it)")
-      ->type_name("STR");
-  sub->add_option("--dcn",
-                  cmd.dcn,
-                  "the DCN factor per axis of both sides (--from-dcn and "
-                  "--to-dcn override it)")
-      ->type_name("STR");
-  CLI::Option* devices = sub->add_option("--devices",
-                                         cmd.devices,
-                                         "number of devices of both meshes, "
-                                         "when no topology is known (no times)")
-                             ->type_name("N");
-  sub->add_option("--topology",
-                  cmd.topology,
-                  "the hardware of both sides: a catalogue name (v5p-128, "
-                  "2xv5e-256, h100x64) "
-                  "or a topology JSON file")
-      ->type_name("NAME|FILE")
-      ->excludes(devices);
-  sub->add_option("--from-topology",
-                  cmd.from_topology,
-                  "the source's hardware, when it differs from --topology")
-      ->type_name("NAME|FILE")
-      ->excludes(devices);
-  sub->add_option("--to-topology",
-                  cmd.to_topology,
-                  "the target's hardware (another slice size, fewer slices, "
-                  "another GPU count)")
-      ->type_name("NAME|FILE")
-      ->excludes(devices);
-  sub->add_option("--from-dcn",
-                  cmd.from_dcn,
-                  "the source mesh's DCN factor per axis, e.g. dp:2")
-      ->type_name("STR");
-  sub->add_option(
-         "--to-dcn", cmd.to_dcn, "the target mesh's DCN factor per axis")
-      ->type_name("STR");
-  const std::vector<CLI::Option*> manifest_options =
-      add_manifest_options(*sub, cmd.source);
-  CLI::Option* from_specs =
-      sub->add_option(
-             "--from-specs",
-             cmd.from_specs,
-             "the source specs: {\"specs\": {NAME: SPEC}} or a plan's JSON")
-          ->type_name("FILE");
-  CLI::Option* to_specs =
-      sub->add_option(
-             "--to-specs", cmd.to_specs, "the target specs (same forms)")
-          ->type_name("FILE");
-  CLI::Option* from_rules =
-      sub->add_option(
-             "--from-rules",
-             cmd.from_rules,
-             "source specs from rules, as plan --rules: a file or a preset")
-          ->type_name("FILE|PRESET")
-          ->excludes(from_specs);
-  CLI::Option* to_rules =
-      sub->add_option(
-             "--to-rules", cmd.to_rules, "target specs from rules (same forms)")
-          ->type_name("FILE|PRESET")
-          ->excludes(to_specs);
-  CLI::Option* shape =
-      sub->add_option(
-             "--shape",
-             cmd.shape,
-             "one tensor instead of a manifest: its shape, e.g. 1024,4096")
-          ->type_name("DIMS");
-  sub->add_option(
-         "--dtype", cmd.dtype, "the tensor's dtype (with --shape), e.g. bf16")
-      ->type_name("DTYPE")
-      ->needs(shape);
-  sub->add_option("--name",
-                  cmd.name,
-                  "the tensor's name (with --shape; default \"tensor\")")
-      ->type_name("NAME")
-      ->needs(shape);
-  CLI::Option* from_spec =
-      sub->add_option("--from-spec",
-                      cmd.from_spec,
-                      "the tensor's source spec (with --shape): 'fsdp,None', "
-                      "\"P('fsdp', None)\"")
-          ->type_name("SPEC")
-          ->needs(shape);
-  CLI::Option* to_spec =
-      sub->add_option("--to-spec",
-                      cmd.to_spec,
-                      "the tensor's target spec (with --shape)")
-          ->type_name("SPEC")
-          ->needs(shape);
-  for (CLI::Option* many : manifest_options) {
-    shape->excludes(many);
-  }
-  for (CLI::Option* many : {from_specs, to_specs, from_rules, to_rules}) {
-    shape->excludes(many);
-  }
-  shape->needs(from_spec);
-  shape->needs(to_spec);
-  sub->parse_complete_callback(
-      [shape, &cmd] { cmd.single = shape->count() > 0; });
-  sub->add_option("--partial",
-                  cmd.partial,
-                  "source mesh axes over which every tensor holds pending sums "
-                  "(reduce_scatter / all_reduce), e.g. tp")
-      ->type_name("A,B,..");
-  sub->add_flag(
-      "--allow-split-physical-axes",
-      cmd.allow_split_physical_axes,
-      "let a mesh axis take part of a physical TPU axis on either side (JAX's "
-      "allow_split_physical_axes)");
-  sub->add_flag(
-      "--donate",
-      cmd.donate,
-      "free each source buffer once a step no longer needs it (peak memory)");
-  sub->add_flag("--transfers",
-                cmd.transfers,
-                "list every piece a device receives between meshes (always "
-                "with --shape)");
-  add_common(*sub, common, {View::reshard});
-  sub->footer(
-      R"(Exit codes: 0 planned, 2 bad input (a spec that does not fit its mesh, a
-tensor without a spec, an unknown --partial axis, topologies of different kinds).
-
-Examples:
-  shardplan reshard --topology v5e-32 --from-mesh X:8,Y:4 --to-mesh X:8,Y:4 --shape 2048,8192 --dtype bf16 --from-spec Y,None --to-spec None,None
-  shardplan reshard --topology v5p-128 --model llama-3-8b --from-mesh fsdp:64 --from-rules fsdp --to-mesh fsdp:16,tp:4 --to-rules fsdp-tp
-  shardplan reshard --from-topology 2xv5p-128 --to-topology v5p-128 --from-mesh dp:2,fsdp:64 --to-mesh fsdp:64 --manifest m.json --from-specs a.json --to-specs b.json
-  shardplan reshard --devices 8 --from-mesh fsdp:8 --to-mesh fsdp:2,tp:4 --shape 4096,4096 --dtype bf16 --from-spec fsdp --to-spec fsdp,tp --format json)");
-  return sub;
-}
-
 int run_reshard(const ReshardCommand& cmd, Session& session) {
   Diagnostics& diags = session.diags();
   Side source{"source", "--from-mesh", "--from-dcn", "", {}, {}, {}, {}, {}};
   Side target{"target", "--to-mesh", "--to-dcn", "", {}, {}, {}, {}, {}};
-  if (!load_side_topology(
-          cmd.from_topology, "--from-topology", cmd.topology, source, diags)
-      || !load_side_topology(
-          cmd.to_topology, "--to-topology", cmd.topology, target, diags)) {
+  if (!load_sides(cmd, source, target, diags)) {
     return session.fail_input();
   }
-  if (source.topology.has_value() != target.topology.has_value()) {
-    const bool to_missing = !target.topology.has_value();
-    diags
-        .error("cli.usage",
-               fmt::format(
-                   "the {} has a topology ({}) but the {} has none",
-                   to_missing ? "source" : "target",
-                   to_missing ? source.topology->name : target.topology->name,
-                   to_missing ? "target" : "source"),
-               Location::of(to_missing ? "--to-topology" : "--from-topology"))
-        .hint =
-        "give both --from-topology and --to-topology, or --topology for both";
-    return session.fail_input();
-  }
-  if (source.topology && source.topology->kind != target.topology->kind) {
-    diags
-        .error(
-            "reshard.kind",
-            fmt::format("cannot reshard from {} topology {} to {} topology {}",
-                        to_string(source.topology->kind),
-                        quote(source.topology->name),
-                        to_string(target.topology->kind),
-                        quote(target.topology->name)),
-            Location::of(target.topology_flag))
-        .hint = "both sides must be TPU slices or both GPU clusters";
-    return session.fail_input();
-  }
-  if (!load_side_mesh(cmd, cmd.from_mesh, cmd.from_dcn, source, diags)
-      || !load_side_mesh(cmd, cmd.to_mesh, cmd.to_dcn, target, diags)) {
-    return session.fail_input();
-  }
-
-  const bool single = cmd.single;
-  std::optional<Manifest> manifest = single ? single_tensor_manifest(cmd, diags)
-                                            : load_manifest(cmd.source, diags);
+  std::optional<Manifest> manifest = load_tensors(cmd, source, target, diags);
   if (!manifest) {
     return session.fail_input();
   }
-  if (!load_side_specs(*manifest,
-                       single,
-                       cmd.from_spec,
-                       "--from-spec",
-                       cmd.from_specs,
-                       cmd.from_rules,
-                       "--from-rules",
-                       source,
-                       diags)
-      || !load_side_specs(*manifest,
-                          single,
-                          cmd.to_spec,
-                          "--to-spec",
-                          cmd.to_specs,
-                          cmd.to_rules,
-                          "--to-rules",
-                          target,
-                          diags)) {
+  std::optional<ReshardOptions> options =
+      reshard_options(cmd, source, target, *manifest, diags);
+  if (!options) {
     return session.fail_input();
   }
-
-  ReshardOptions options;
-  options.donate = cmd.donate;
-  options.transfers = cmd.transfers || single;
-  const Topology* from_topology = source.topology ? &*source.topology : nullptr;
-  const Topology* to_topology = target.topology ? &*target.topology : nullptr;
-  options.same_devices = same_devices(from_topology, to_topology);
-  options.from_topology = from_topology;
-  options.to_topology = to_topology;
-  if (!cmd.partial.empty()) {
-    std::optional<std::vector<std::string>> partial =
-        parse_partial(cmd.partial, source, *manifest, diags);
-    if (!partial) {
-      return session.fail_input();
-    }
-    options.partial = std::move(*partial);
-  }
-
   spdlog::debug("reshard {} tensors: {} -> {}, same devices {}",
                 manifest->size(),
                 to_string(*source.mesh),
                 to_string(*target.mesh),
-                options.same_devices);
+                options->same_devices);
   const ReshardSide from_side{
       &*source.mesh, &source.layout.grid, source.layout.links};
   const ReshardSide to_side{
@@ -655,21 +695,21 @@ int run_reshard(const ReshardCommand& cmd, Session& session) {
                                                  target.specs,
                                                  from_side,
                                                  to_side,
-                                                 options,
+                                                 *options,
                                                  diags);
   if (!plan) {
     return session.fail_input();
   }
   const ReshardReport report{*manifest,
                              *source.mesh,
-                             from_topology,
+                             options->from_topology,
                              *target.mesh,
-                             to_topology,
-                             options,
+                             options->to_topology,
+                             *options,
                              *plan,
-                             from_topology ? &source.layout : nullptr,
-                             to_topology ? &target.layout : nullptr};
-  if (options.transfers && session.json()) {
+                             source.topology ? &source.layout : nullptr,
+                             target.topology ? &target.layout : nullptr};
+  if (options->transfers && session.json()) {
     // Said before the output, which is written after the diagnostics.
     warn_transfers_size(reshard_transfers_size(report),
                         k_transfers_warning_bytes,
@@ -678,6 +718,10 @@ int run_reshard(const ReshardCommand& cmd, Session& session) {
   }
   return session.finish(
       report, diags.has_errors() ? ExitCode::plan_errors : ExitCode::ok);
+}
+
+Runner add_reshard(CLI::App& sub, CommonOptions& common) {
+  return bind_options(sub, common, add_reshard_command, run_reshard);
 }
 
 }  // namespace shardplan::cli

@@ -1,5 +1,6 @@
 // `shardplan search` (DESIGN.md section 9; docs/search.md): the command
-// line around search_meshes.
+// line around search_meshes; the search's policy (default axes, workload
+// variations, the slices of --devices) is src/search/'s.
 
 #include "cli/commands.hpp"
 
@@ -9,27 +10,25 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
-#include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <optional>
 #include <ostream>
 #include <string>
-#include <string_view>
-#include <system_error>
+#include <utility>
 #include <vector>
 
 namespace shardplan::cli {
 
-CLI::App* add_search_command(CLI::App& app,
-                             SearchCommand& cmd,
-                             CommonOptions& common) {
-  CLI::App* sub = app.add_subcommand(
-      "search",
-      "rank the meshes of a topology for a model and a workload: memory "
-      "with activations, step time, MFU");
+// The `search` row of the command table (cli.cpp).
+Runner add_search(CLI::App& sub, CommonOptions& common) {
+  return bind_options(sub, common, add_search_options, run_search);
+}
+
+void add_search_options(CLI::App& search,
+                        SearchCommand& cmd,
+                        CommonOptions& common) {
+  CLI::App* sub = &search;
   sub->add_option("--topology", cmd.topology, "the hardware (required)")
       ->type_name("NAME|FILE")
       ->required();
@@ -134,440 +133,225 @@ Examples:
   shardplan search --topology v5p-512 --model deepseek-v3 --seq 4096 --per-device-batch 1 --remat full,minimal
   shardplan search --topology 2xv5p-256 --model llama-3-8b --seq 8192 --batch 512 --format json
   shardplan search --topology v5p-256 --devices 64-512 --model llama-3-70b --seq 8192 --per-device-batch 1)");
-  return sub;
 }
 
 namespace {
 
-// The catalogue slices of `topology`'s chip (and slice count) that --devices
-// names: each count, or every catalogue slice within a range, smallest
-// first. nullopt (reported at --devices) on a bad count or range, a count
-// the catalogue has no slice of, or a topology from a file.
-std::optional<std::vector<Topology>> device_slices(const Topology& topology,
-                                                   std::string_view text,
-                                                   Diagnostics& diags) {
-  const Location where = Location::of("--devices");
-  if (topology.source != "catalogue") {
-    diags
-        .error("cli.usage",
-               fmt::format("--devices takes catalogue slices of a chip; "
-                           "--topology {} is a file",
-                           topology.source),
-               where)
-        .hint =
-        "give --topology a catalogue name of the chip (v5p-256, "
-        "h100x64), or search the file's topology without --devices";
-    return std::nullopt;
-  }
-  const int64_t slices =
-      topology.kind == TopologyKind::tpu ? topology.tpu.num_slices : 1;
-  // The chip's slices with --topology's slice count, fewest devices first.
-  std::vector<Topology> family = catalogue_slices_like(topology);
-  std::vector<std::string> counts;
-  for (const Topology& t : family) {
-    counts.push_back(std::to_string(t.devices()));
-  }
-  const std::string per_slice =
-      slices > 1 ? fmt::format(" in {} slices", slices) : std::string();
-  std::vector<bool> chosen(family.size(), false);
-  auto number = [](std::string_view part) -> std::optional<int64_t> {
-    int64_t n = 0;
-    const auto [end, ec] =
-        std::from_chars(part.data(), part.data() + part.size(), n);
-    if (ec != std::errc() || end != part.data() + part.size() || n < 1) {
-      return std::nullopt;
-    }
-    return n;
-  };
-  std::vector<std::string> parts;
-  for (size_t start = 0;;) {
-    const size_t comma = text.find(',', start);
-    parts.emplace_back(text.substr(start, comma - start));
-    if (comma == std::string_view::npos) {
-      break;
-    }
-    start = comma + 1;
-  }
-  for (const std::string& part : parts) {
-    const size_t dash = part.find('-');
-    const std::optional<int64_t> low =
-        number(std::string_view(part).substr(0, dash));
-    const std::optional<int64_t> high =
-        dash == std::string::npos
-            ? low
-            : number(std::string_view(part).substr(dash + 1));
-    if (!low || !high || *low > *high) {
-      diags
-          .error("cli.usage",
-                 fmt::format("{} is not a device count or a range A-B of "
-                             "counts (A <= B)",
-                             quote(part)),
-                 where)
-          .hint = "e.g. --devices 64,128 or --devices 64-512";
-      return std::nullopt;
-    }
-    bool any = false;
-    for (size_t i = 0; i < family.size(); ++i) {
-      const int64_t n = family[i].devices();
-      if (n >= *low && n <= *high) {
-        chosen[i] = true;
-        any = true;
-      }
-    }
-    if (!any) {
-      diags
-          .error("topology.size",
-                 fmt::format("the catalogue has no {} slice of {} devices{}",
-                             topology.chip,
-                             dash == std::string::npos
-                                 ? std::to_string(*low)
-                                 : fmt::format("{} to {}", *low, *high),
-                             per_slice),
-                 where)
-          .hint = slices > 1 ? fmt::format(
-                      "{} {} slices together have {} "
-                      "devices",
-                      slices,
-                      topology.chip,
-                      fmt::join(counts, ", "))
-                             : fmt::format("{}'s slices have {} devices",
-                                           topology.chip,
-                                           fmt::join(counts, ", "));
-      return std::nullopt;
-    }
-  }
-  std::vector<Topology> out;
-  for (size_t i = 0; i < family.size(); ++i) {
-    if (chosen[i]) {
-      out.push_back(std::move(family[i]));
-    }
-  }
-  return out;
-}
+// What search reads: the slices, the tensors and their architecture, a
+// MaxText config, the rules.
+struct SearchInputs {
+  std::optional<Topology> topology;  // --topology
+  std::vector<Topology> slices;      // --topology's, or those --devices names
+  std::optional<Manifest> manifest;
+  std::optional<ModelConfig> model;
+  std::optional<MaxTextConfig> maxtext;
+  std::optional<RuleSet> rules;
+};
 
-// The winner (rank 1) planned as `plan --mesh MESH --dcn DCN` plans it with
-// search's rules, recipe and workload: its paste-back document is plan's.
-int write_winner(const SearchCommand& cmd,
-                 const SearchResult& result,
-                 const SearchOptions& options,
-                 Session& session) {
-  const SearchCandidate& winner = result.candidates.front();
-  PlanCommand plan;
-  // The rules search used: --rules, else a MaxText config's, else fsdp-tp
-  // (plan's empty --rules means the same).
-  plan.rules = cmd.rules_given || cmd.maxtext.empty() ? cmd.rules : "";
-  plan.check.maxtext = cmd.maxtext;  // its rules and workload; not its mesh
-  CheckCommand& c = plan.check;
-  c.mesh = winner.mesh;
-  c.dcn = winner.dcn;
-  // Its slice: --topology, or the catalogue slice --devices chose.
-  c.topology = cmd.devices.empty() ? cmd.topology : winner.topology;
-  c.source = cmd.source;
-  c.recipe = cmd.recipe;
-  c.zero = cmd.zero;
-  c.headroom = cmd.headroom;
-  c.allow_split_physical_axes = options.allow_split_physical_axes;
-  c.matmul_efficiency = cmd.matmul_efficiency;
-  WorkloadFlags& w = c.workload;
-  w.config = cmd.config;
-  w.seq = cmd.seq;
-  if (!winner.per_device_batch.empty()) {
-    w.per_device_batch = winner.per_device_batch;
-  } else {
-    w.batch = cmd.batch;
+// Reads the inputs (--devices' slices reported at `sources`); false after
+// an input error (reported).
+bool load_search_inputs(const SearchCommand& cmd,
+                        const MeshSources& sources,
+                        Diagnostics& diags,
+                        SearchInputs& in) {
+  in.topology = load_topology(cmd.topology, "--topology", diags);
+  if (!in.topology) {
+    return false;
   }
-  w.microbatches = cmd.microbatches;
-  w.remat = winner.remat;
-  w.attention = cmd.attention;
-  w.sequence_parallel = cmd.sequence_parallel;
-  session.set_note(fmt::format(
-      "search's winner, rank 1 of {} by {}: plan --mesh {}{} --remat {}{}",
-      std::count_if(
-          result.candidates.begin(),
-          result.candidates.end(),
-          [](const SearchCandidate& x) { return x.rank.has_value(); }),
-      to_string(options.objective),
-      winner.mesh,
-      winner.dcn.empty() ? std::string() : " --dcn " + winner.dcn,
-      winner.remat,
-      winner.per_device_batch.empty()
-          ? std::string()
-          : " --per-device-batch " + winner.per_device_batch));
-  return run_plan(plan, session);
-}
-
-}  // namespace
-
-int run_search(const SearchCommand& cmd, Session& session) {
-  Diagnostics& diags = session.diags();
-  std::optional<Topology> topology =
-      load_topology(cmd.topology, "--topology", diags);
-  if (!topology) {
-    return session.fail_input();
-  }
-  // The slices searched: --topology's, or those --devices names.
-  std::vector<Topology> slices{*topology};
+  in.slices = {*in.topology};
   if (!cmd.devices.empty()) {
     std::optional<std::vector<Topology>> chosen =
-        device_slices(*topology, cmd.devices, diags);
+        device_slices(*in.topology, cmd.devices, sources, diags);
     if (!chosen) {
-      return session.fail_input();
+      return false;
     }
-    slices = std::move(*chosen);
+    in.slices = std::move(*chosen);
   }
-  std::optional<Manifest> manifest = load_manifest(cmd.source, diags);
-  if (!manifest) {
-    return session.fail_input();
+  in.manifest = load_manifest(cmd.source, diags);
+  bool failed = !in.manifest;
+  if (!failed) {
+    in.model = read_architecture(cmd.config, cmd.source, diags, failed);
   }
-  bool failed = false;
-  std::optional<ModelConfig> model =
-      read_architecture(cmd.config, cmd.source, diags, failed);
-  if (failed) {
-    return session.fail_input();
-  }
-  if (!model) {
+  if (!failed && !in.model) {
     diags
         .error("workload.no-architecture",
                "search needs the model's architecture, which a manifest's "
                "tensors alone do not give",
                Location::of("--manifest"))
         .hint = "give --config FILE beside --manifest, or --model NAME";
-    return session.fail_input();
+    failed = true;
   }
   // --maxtext-config: the rules, the workload and allow_split of a MaxText
   // config; the meshes are still search's, named as MaxText names axes.
-  std::optional<MaxTextConfig> maxtext;
-  if (!cmd.maxtext.empty()) {
-    maxtext = load_maxtext_config(cmd.maxtext, diags);
-    if (!maxtext) {
-      return session.fail_input();
-    }
+  if (!failed && !cmd.maxtext.empty()) {
+    in.maxtext = load_maxtext_config(cmd.maxtext, diags);
+    failed = !in.maxtext;
   }
-  std::optional<RuleSet> rules;
-  if (maxtext && !cmd.rules_given) {
-    rules = maxtext_rules(*maxtext, diags);
-  } else {
-    if (maxtext) {
-      note_maxtext_rules_unused(*maxtext, "--rules", diags);
-    }
-    rules = load_rules(cmd.rules, "--rules", diags);
+  if (failed) {
+    return false;
   }
-  if (!rules) {
-    return session.fail_input();
+  if (in.maxtext && cmd.rules_given) {
+    note_maxtext_rules_unused(*in.maxtext, "--rules", diags);
   }
-  WorkloadFlags workload;
-  workload.seq = cmd.seq;
-  workload.batch = cmd.batch;
+  in.rules = in.maxtext && !cmd.rules_given
+                 ? maxtext_rules(*in.maxtext, diags)
+                 : load_rules(cmd.rules, "--rules", diags);
+  return in.rules.has_value();
+}
+
+// The search's options: the flags, else a MaxText config's keys, else the
+// search's defaults; the winner's plan reported at plan's flags, the plan it
+// is. False after a usage error (reported).
+bool search_options(const SearchCommand& cmd,
+                    const SearchInputs& in,
+                    Diagnostics& diags,
+                    SearchOptions& options) {
+  WorkloadFlags flags;
+  flags.seq = cmd.seq;
+  flags.batch = cmd.batch;
   if (!cmd.per_device_batch.empty()) {
-    workload.per_device_batch = cmd.per_device_batch.front();
+    flags.per_device_batch = cmd.per_device_batch.front();
   }
   if (cmd.remat_given) {
-    workload.remat = cmd.remat.front();
+    flags.remat = cmd.remat.front();
   }
+  const std::optional<MaxTextConfig>& maxtext = in.maxtext;
   if (maxtext) {
-    apply_maxtext_workload(*maxtext, true, workload, diags);
+    apply_maxtext_workload(*maxtext, true, flags, diags);
   }
-  std::vector<std::string> per_device_batch = cmd.per_device_batch;
-  if (per_device_batch.empty() && workload.per_device_batch) {
-    per_device_batch = {*workload.per_device_batch};
-  }
-  std::vector<std::string> remat = cmd.remat;
-  if (!cmd.remat_given && workload.remat) {
-    remat = {*workload.remat};
-  }
-  if (!workload.seq) {
+  if (!flags.seq) {
     diags
         .error("cli.usage",
                "--seq is required (or max_target_length in --maxtext-config)",
                Location::of("--seq"))
         .hint = "e.g. --seq 8192 --batch 256";
-    return session.fail_input();
-  }
-  SearchOptions options;
-  options.axes = cmd.axes;
-  // MaxText's rules split over MaxText's axis names only ("tensor", not
-  // "tp": other axes hold replicas), so with them the axes are named so.
-  const bool maxtext_names =
-      maxtext || (cmd.rules_given && cmd.rules == "maxtext");
-  if (options.axes.empty()) {
-    // fsdp, ep, tp; with MaxText's rules MaxText's names in its mesh_axes
-    // order: fsdp, tensor, expert.
-    const bool moe = model->experts > 0;
-    options.axes = maxtext_names ? std::vector<std::string>{"fsdp", "tensor"}
-                   : moe         ? std::vector<std::string>{"fsdp", "ep", "tp"}
-                                 : std::vector<std::string>{"fsdp", "tp"};
-    if (maxtext_names && moe) {
-      options.axes.push_back("expert");
-    }
-  }
-  options.dcn_axes = cmd.dcn_axes;
-  if (options.dcn_axes.empty()) {
-    options.dcn_axes = {maxtext_names ? "data" : "dp"};
-    for (const std::string& axis : options.axes) {
-      const bool data = has_default_role(AxisRole::data, axis);
-      if (axis != options.dcn_axes.front()
-          && (data || has_default_role(AxisRole::stage, axis))) {
-        options.dcn_axes.push_back(axis);
-      }
-    }
-  }
-  // Names: none empty, none twice.
-  auto bad_names = [&](const std::vector<std::string>& names,
-                       std::string_view flag,
-                       std::string_view example) {
-    for (size_t i = 0; i < names.size(); ++i) {
-      const std::string& axis = names[i];
-      const bool twice =
-          std::find(names.begin(), names.begin() + static_cast<long>(i), axis)
-          != names.begin() + static_cast<long>(i);
-      if (axis.empty() || twice) {
-        diags
-            .error("cli.usage",
-                   axis.empty()
-                       ? std::string("an empty axis name")
-                       : fmt::format("axis {} given twice", quote(axis)),
-                   Location::of(std::string(flag)))
-            .hint = fmt::format("e.g. {} {}", flag, example);
-        return true;
-      }
-    }
     return false;
-  };
-  if (bad_names(options.axes, "--axes", "fsdp,ep,tp")
-      || bad_names(options.dcn_axes, "--dcn-axes", "dp,fsdp")) {
-    return session.fail_input();
   }
-  options.remat = remat;
-  options.per_device_batch = per_device_batch;
-  options.workload.seq = *workload.seq;
-  options.workload.seq_source = workload.seq_source;
-  options.workload.batch = cmd.batch;
-  options.workload.batch_source = "--batch";
-  options.workload.per_device_batch_source = workload.per_device_batch_source;
-  options.workload.microbatches = cmd.microbatches;
-  options.workload.microbatches_source = "--microbatches";
-  options.workload.remat_source = workload.remat_source;
-  options.workload.attention = cmd.attention;
-  options.workload.attention_source = "--attention";
-  options.workload.sequence_parallel = cmd.sequence_parallel;
-  if (!cmd.batch && per_device_batch.empty()) {
+  options.axes = cmd.axes;
+  options.dcn_axes = cmd.dcn_axes;
+  options.dcn_axes_source = "--dcn-axes";
+  options.maxtext_axis_names =
+      maxtext || (cmd.rules_given && cmd.rules == "maxtext");
+  if (!resolve_search_axes(*in.model, options, diags)) {
+    return false;
+  }
+  options.remat = cmd.remat_given ? cmd.remat : std::vector<std::string>();
+  options.per_device_batch = cmd.per_device_batch;
+  Workload& w = options.workload;
+  w.seq = *flags.seq;
+  w.seq_source = flags.seq_source;
+  w.batch = cmd.batch;
+  w.batch_source = "--batch";
+  w.per_device_batch = flags.per_device_batch.value_or("");
+  w.per_device_batch_source = flags.per_device_batch_source;
+  w.microbatches = cmd.microbatches;
+  w.microbatches_source = "--microbatches";
+  w.remat = flags.remat.value_or("full");
+  w.remat_source = flags.remat_source;
+  w.attention = cmd.attention;
+  w.attention_source = "--attention";
+  w.sequence_parallel = cmd.sequence_parallel;
+  if (!cmd.batch && w.per_device_batch.empty()) {
     diags
         .error("workload.missing-batch",
                "search needs --batch N or --per-device-batch X",
                Location::of("--batch"))
         .hint = "e.g. --seq 8192 --batch 256";
-    return session.fail_input();
-  }
-  // Every remat name is checked before the search: an unknown one would
-  // drop every candidate.
-  for (const std::string& policy : remat) {
-    if (!read_remat_policy(policy, workload.remat_source, diags)) {
-      return session.fail_input();
-    }
+    return false;
   }
   options.memory.recipe = *parse_recipe(cmd.recipe);  // CLI11 checked it
   options.memory.zero = cmd.zero;
   options.memory.headroom = cmd.headroom;
   options.memory.zero_source = "--zero";
-  options.memory.hbm_bytes =
-      static_cast<int64_t>(topology->figures.hbm_bytes_per_device.value);
-  options.memory.hbm_source = "--topology " + topology->name;
-  options.step.matmul_efficiency = cmd.matmul_efficiency;
-  options.allow_split_physical_axes =
-      cmd.allow_split_physical_axes
-      || (maxtext && maxtext->allow_split_physical_axes.value);
   if (maxtext && maxtext->weight_dtype) {
     options.memory.param_dtype = maxtext->weight_dtype->value;
     options.memory.param_dtype_source =
         maxtext_source(maxtext->weight_dtype->at);
   }
+  options.step.matmul_efficiency = cmd.matmul_efficiency;
+  options.step.matmul_efficiency_source = "--matmul-efficiency";
+  options.allow_split_physical_axes =
+      cmd.allow_split_physical_axes
+      || (maxtext && maxtext->allow_split_physical_axes.value);
   options.objective =
       parse_search_objective(cmd.objective).value_or(SearchObjective::tokens);
+  options.winner.sources = mesh_flags();
+  options.winner.replicated_warning_source = "--warn-replicated";
+  options.winner.data_axes_source = "--data-axes";
+  return true;
+}
+
+}  // namespace
+
+int run_search(const SearchCommand& cmd, Session& session) {
+  Diagnostics& diags = session.diags();
+  SearchOptions options;
+  // Each candidate's mesh is its --axes; its slice, --topology or one of
+  // --devices'.
+  options.sources = MeshSources{"--axes",
+                                "--dcn",
+                                "--axis-names",
+                                "--devices",
+                                "--topology",
+                                "--allow-split-physical-axes"};
+  SearchInputs in;
+  if (!load_search_inputs(cmd, options.sources, diags, in)
+      || !search_options(cmd, in, diags, options)) {
+    return session.fail_input();
+  }
+  // jax and maxtext write the winner's plan (DESIGN.md 9, 10).
+  const Format format = session.format();
+  options.winner.plan = format == Format::jax || format == Format::maxtext;
   // A count on stderr once the search has run a second (not with -q).
   const auto start = std::chrono::steady_clock::now();
   bool shown = false;
-  std::ostream& progress_out = session.err();
   if (!session.quiet()) {
     options.progress = [&](int64_t done, int64_t total) {
       if (std::chrono::steady_clock::now() - start >= std::chrono::seconds(1)) {
-        progress_out << fmt::format("\rsearch: {}/{} meshes", done, total)
-                     << std::flush;
+        session.err() << fmt::format("\rsearch: {}/{} meshes", done, total)
+                      << std::flush;
         shown = true;
       }
     };
   }
   Stopwatch watch;
-  std::optional<SearchResult> result =
-      search_meshes(*manifest, *model, slices, *rules, options, diags);
+  std::optional<SearchResult> result = search_meshes(
+      *in.manifest, *in.model, in.slices, *in.rules, options, diags);
   watch.lap("search");
-  if (shown) {
-    progress_out << "\n";
-  }
+  session.err() << (shown ? "\n" : "");
   if (!result) {
     return session.fail_input();
   }
-  spdlog::debug(
-      "search: {} of {} meshes planned; {} tensors share {} decision keys: "
-      "{} rule decisions made, not {} (tensors x meshes)",
-      result->planned,
-      result->meshes,
-      result->tensors,
-      result->decision_keys,
-      result->decisions,
-      result->tensors * result->planned);
-  spdlog::debug(
-      "search: the meshes walked {} tensor classes in all, not {} tensors "
-      "(tensors x meshes; {} folding{} of the manifest, one per expert rank "
-      "count)",
-      result->walked,
-      result->tensors * result->planned,
-      result->foldings,
-      result->foldings == 1 ? "" : "s");
-  bool any = false;
-  for (const SearchCandidate& c : result->candidates) {
-    any = any || c.rank.has_value();
+  const bool any = result->winner() != nullptr;
+  if (options.winner.plan && !any) {
+    diags.error(
+        "search.no-winner",
+        fmt::format("no candidate fits, so there is no winner to write as {}",
+                    to_string(format)),
+        Location::of("--format"));
+    return session.fail_plan();
   }
-  if (session.format() == Format::jax || session.format() == Format::maxtext) {
-    if (!any) {
-      diags.error("search.no-winner",
-                  fmt::format("no candidate fits, so there is no winner to "
-                              "write as {}",
-                              to_string(session.format())),
-                  Location::of("--format"));
-      return session.fail_plan();
+  if (options.winner.plan) {
+    if (!result->winner_plan) {
+      return session.fail_input();  // its plan failed (reported)
     }
-    return write_winner(cmd, *result, options, session);
+    // Its paste-back document is plan's for its mesh, DCN factors, remat
+    // and batch, with search's rules, recipe and workload.
+    const Provenance provenance{session.command_line(),
+                                options.allow_split_physical_axes,
+                                search_winner_note(*result, options.objective)};
+    return session.finish(
+        search_winner_report(*result, *in.manifest, *in.rules, provenance),
+        diags.has_errors() ? ExitCode::plan_errors : ExitCode::ok);
   }
-  // html draws the winner's mesh on the topology: laid out again (it fits,
-  // so it lays out).
-  std::optional<PlacedMesh> winner;
-  const Topology* winner_slice = nullptr;
-  if (any && session.format() == Format::html) {
-    const SearchCandidate& best = result->candidates.front();
-    for (const Topology& t : slices) {
-      winner_slice = t.name == best.topology ? &t : winner_slice;
-    }
-    Diagnostics quiet;
-    winner = place_mesh(MeshInput{best.mesh,
-                                  best.dcn,
-                                  {},
-                                  winner_slice,
-                                  std::nullopt,
-                                  options.allow_split_physical_axes,
-                                  MeshSources{}},
-                        quiet);
-  }
-  const SearchReport report{*result,
-                            *topology,
-                            slices,
-                            manifest->source,
-                            options.workload,
-                            options.objective,
-                            cmd.top,
-                            winner ? &winner->mesh : nullptr,
-                            winner ? &winner->layout : nullptr,
-                            winner ? winner_slice : nullptr};
-  return session.finish(report, any ? ExitCode::ok : ExitCode::plan_errors);
+  return session.finish(SearchReport{*result,
+                                     *in.topology,
+                                     in.slices,
+                                     in.manifest->source,
+                                     options.workload,
+                                     options.objective,
+                                     cmd.top},
+                        any ? ExitCode::ok : ExitCode::plan_errors);
 }
 
 }  // namespace shardplan::cli

@@ -2,7 +2,9 @@
 // section 8): the architecture, the axis roles, the workload itself, and
 // the activations estimate they give.
 
-#include "cli/commands.hpp"
+#include "cli/workload.hpp"
+
+#include "cli/inputs.hpp"
 
 #include <shardplan/io.hpp>
 #include <shardplan/models.hpp>

@@ -48,12 +48,16 @@ class HfConfigReader : public DomReader {
     if (!read_architecture(c.architecture)) {
       return std::nullopt;
     }
-    if (c.architecture == "GPT2LMHeadModel") {
-      read_gpt2(c);
-    } else if (c.architecture == "DeepseekV3ForCausalLM") {
-      read_deepseek_v3(c);
-    } else {
-      read_llama_family(c);
+    switch (architecture_info(c.architecture).family) {
+      case ModelFamily::llama:
+        read_llama_family(c);
+        break;
+      case ModelFamily::gpt2:
+        read_gpt2(c);
+        break;
+      case ModelFamily::deepseek_v3:
+        read_deepseek_v3(c);
+        break;
     }
     if (m_failed) {
       return std::nullopt;
@@ -85,7 +89,7 @@ class HfConfigReader : public DomReader {
     return &*it;
   }
 
-  bool read_architecture(std::string& out) {
+  bool read_architecture(Architecture& out) {
     const std::string supported = fmt::format(
         "supported: {}", fmt::join(supported_architectures(), ", "));
     const Json* list = find("architectures");
@@ -106,8 +110,9 @@ class HfConfigReader : public DomReader {
     if (arch == nullptr) {
       return false;
     }
-    const std::vector<std::string> all = supported_architectures();
-    if (std::find(all.begin(), all.end(), *arch) == all.end()) {
+    const std::optional<Architecture> known = find_architecture(*arch);
+    if (!known) {
+      const std::vector<std::string> all = supported_architectures();
       // No edit-distance guess: a name near a supported one is often
       // another architecture (misspelt_architecture).
       std::string near = misspelt_architecture(*arch);
@@ -119,7 +124,7 @@ class HfConfigReader : public DomReader {
                       fmt::join(all, ", ")),
           near.empty() ? "" : fmt::format("did you mean {}?", quote(near)));
     }
-    out = *arch;
+    out = *known;
     return true;
   }
 
@@ -344,10 +349,11 @@ class HfConfigReader : public DomReader {
   // Llama and its relatives: Mistral, Mixtral, Qwen2, Qwen2-MoE, Gemma,
   // Gemma2, Phi-3 (transformers/models/<arch>/configuration_<arch>.py).
   void read_llama_family(ModelConfig& c) {
-    const std::string_view arch = c.architecture;
-    const bool gemma =
-        arch == "GemmaForCausalLM" || arch == "Gemma2ForCausalLM";
-    const bool qwen2_moe = arch == "Qwen2MoeForCausalLM";
+    using A = Architecture;
+    const Architecture arch = c.architecture;
+    const MoeBlock block = architecture_info(arch).moe;
+    const bool gemma = arch == A::gemma || arch == A::gemma2;
+    const bool qwen2_moe = arch == A::qwen2_moe;
     read_decoder(c);
     // Qwen2MoeConfig's num_key_value_heads defaults to 16; the others'
     // to num_attention_heads.
@@ -370,17 +376,21 @@ class HfConfigReader : public DomReader {
     // q/k/v biases and none on o; Qwen2-MoE the same unless qkv_bias is
     // false. Mistral, Mixtral and Phi-3 have none (Phi-3's config carries
     // "attention_bias", which Phi3Attention never reads).
-    c.attention_bias = (arch == "LlamaForCausalLM" || gemma)
-                       && flag_or("attention_bias", false);
-    c.qkv_bias =
-        arch == "Qwen2ForCausalLM" || (qwen2_moe && flag_or("qkv_bias", true));
-    c.mlp_bias = arch == "LlamaForCausalLM" && flag_or("mlp_bias", false);
-    if (arch == "MixtralForCausalLM") {
-      c.experts = integer("num_local_experts");
-      c.experts_per_token = experts_per_token_or(2, c.experts);
-    }
-    if (qwen2_moe) {
-      read_qwen2_moe(c);
+    c.attention_bias =
+        (arch == A::llama || gemma) && flag_or("attention_bias", false);
+    c.qkv_bias = arch == A::qwen2 || (qwen2_moe && flag_or("qkv_bias", true));
+    c.mlp_bias = arch == A::llama && flag_or("mlp_bias", false);
+    switch (block) {
+      case MoeBlock::mixtral:
+        c.experts = integer("num_local_experts");
+        c.experts_per_token = experts_per_token_or(2, c.experts);
+        break;
+      case MoeBlock::qwen2_moe:
+        read_qwen2_moe(c);
+        break;
+      case MoeBlock::none:
+      case MoeBlock::deepseek_v3:  // read_deepseek_v3 reads its keys
+        break;
     }
     read_llama_activations(c);
   }
@@ -389,15 +399,15 @@ class HfConfigReader : public DomReader {
   // configuration class's defaults (transformers
   // models/<arch>/configuration_<arch>.py).
   void read_llama_activations(ModelConfig& c) {
-    const std::string_view arch = c.architecture;
+    const Architecture arch = c.architecture;
     c.mlp = MlpKind::gated;
     c.norm = NormKind::rms_norm;
-    if (arch == "Gemma2ForCausalLM") {
+    if (arch == Architecture::gemma2) {
       c.activation = string_or("hidden_activation", "gelu_pytorch_tanh");
       c.post_norms = true;
       c.attention_softcap = softcap_or("attn_logit_softcapping", 50.0);
       c.final_softcap = softcap_or("final_logit_softcapping", 30.0);
-    } else if (arch == "GemmaForCausalLM") {
+    } else if (arch == Architecture::gemma) {
       // GemmaMLP used hidden_activation when given (the published configs
       // predate it and say "gelu" in hidden_act); GemmaConfig's hidden_act
       // defaults to gelu_pytorch_tanh.
@@ -408,7 +418,7 @@ class HfConfigReader : public DomReader {
       c.activation = string_or("hidden_act", "silu");
     }
     c.attention_dropout = probability_or("attention_dropout", 0.0);
-    if (arch == "Phi3ForCausalLM") {
+    if (arch == Architecture::phi3) {
       c.residual_dropout = probability_or("resid_pdrop", 0.0);
       c.embedding_dropout = probability_or("embd_pdrop", 0.0);
     }
@@ -586,7 +596,7 @@ std::vector<BuiltinModel> builtin_models() {
       }
       BuiltinModel model;
       model.name = name;
-      model.architecture = config->architecture;
+      model.architecture = to_string(config->architecture);
       model.tensors = static_cast<int64_t>(tensors->size());
       for (const ModelTensor& t : *tensors) {
         model.parameters += *checked_product(t.shape);

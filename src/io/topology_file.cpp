@@ -435,7 +435,7 @@ class TopologyReader : public DomReader {
                 t.tpu.host_bounds[1],
                 t.tpu.host_bounds[2]));
       }
-      if ((t.tpu.chip == TpuChip::v2 || t.tpu.chip == TpuChip::v3)
+      if (chip_info(t.tpu.chip).physical_mesh == TpuPhysicalMesh::xy_core
           && shape[2] != 1) {
         return bad_value(
             base + "/shape",

@@ -117,7 +117,7 @@ ordered_json step_object(const StepEstimate* step) {
   const StepEstimate& e = *step;
   ordered_json collectives = ordered_json::array();
   for (const StepCollective& c : e.collectives) {
-    collectives.push_back({{"what", c.what},
+    collectives.push_back({{"what", collective_label(c)},
                            {"op", std::string(to_string(c.op))},
                            {"mesh_axes", c.mesh_axes},
                            {"link", std::string(to_string(c.link))},
@@ -144,7 +144,7 @@ ordered_json step_object(const StepEstimate* step) {
           {"step_seconds", e.step_seconds},
           {"tokens_per_second_per_device", e.tokens_per_second_per_device},
           {"mfu", e.mfu},
-          {"bottleneck", e.bottleneck},
+          {"bottleneck", bottleneck_text(e)},
           {"assumptions", std::move(assumptions)}};
 }
 

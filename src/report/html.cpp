@@ -785,77 +785,84 @@ std::vector<double> ticks(double top, int count) {
   return out;
 }
 
-}  // namespace
-
-std::string search_html(const SearchReport& r, const Diagnostics& diags) {
+// The title block's lines: what was searched, the winner, the dropped.
+std::vector<std::string> search_summary(const SearchReport& r) {
   const SearchResult& res = r.result;
-  int64_t ranked = 0;
-  const SearchCandidate* winner = nullptr;
-  for (const SearchCandidate& c : res.candidates) {
-    ranked += c.rank ? 1 : 0;
-    if (c.rank && *c.rank == 1) {
-      winner = &c;
-    }
-  }
+  const SearchCandidate* winner = res.winner();
   std::vector<std::string> lines = {
       fmt::format("{} meshes of {}, {} candidates, {} fit; ranked by {}",
                   res.meshes,
                   r.model,
                   res.candidates.size(),
-                  ranked,
+                  res.ranked().size(),
                   to_string(r.objective)),
       "topology " + slices_summary(r.slices)};
   if (winner != nullptr) {
-    lines.push_back(
-        fmt::format("winner: {}{}{} ({}){}",
-                    r.slices.size() > 1 ? winner->topology + " " : "",
-                    winner->mesh,
-                    winner->dcn.empty() ? std::string() : " dcn " + winner->dcn,
-                    winner->remat,
-                    winner->step ? ", step " + step_summary(*winner->step)
-                                 : std::string()));
+    std::string line = r.slices.size() > 1 ? winner->topology + " " : "";
+    line += winner->mesh;
+    if (!winner->dcn.empty()) {
+      line += " dcn ";
+      line += winner->dcn;
+    }
+    line += fmt::format(" ({})", winner->remat);
+    if (winner->step) {
+      line += ", step ";
+      line += step_summary(*winner->step);
+    }
+    lines.push_back(fmt::format("winner: {}", line));
   } else {
     lines.emplace_back("no candidate fits");
   }
   if (!res.dropped_counts.empty()) {
     std::vector<std::string> counts;
+    counts.reserve(res.dropped_counts.size());
     for (const auto& [reason, n] : res.dropped_counts) {
       counts.push_back(fmt::format("{} {}", n, reason));
     }
     lines.push_back(fmt::format("dropped: {}", fmt::join(counts, ", ")));
   }
-  std::string out = page_start(fmt::format("shardplan search: {}", r.model));
-  out += title_block("shardplan search", lines, nullptr);
-  out += diagnostics_section(
-      diags, [](const std::string&) { return std::optional<size_t>(); });
+  return lines;
+}
 
-  // The scatter: step time against memory per device, the usable-HBM line,
-  // the winner marked. Candidates without a step estimate are not drawn.
-  out += section_start("scatter", "Step time against memory per device");
+// The scatter's frame: step time against memory per device, from 0 to a
+// little over the largest of each (and the usable HBM), in pixels.
+struct Scatter {
+  static constexpr double k_left = 80;
+  static constexpr double k_top = 20;
+  static constexpr double k_w = 900;
+  static constexpr double k_h = 400;
   double max_x = 1;
   double max_y = 0;
   std::optional<int64_t> hbm;  // usable: HBM less the headroom
-  for (const SearchCandidate& c : res.candidates) {
-    if (c.capacity_bytes) {
-      hbm = c.capacity_bytes;
+
+  explicit Scatter(const SearchResult& res) {
+    for (const SearchCandidate& c : res.candidates) {
+      if (c.capacity_bytes) {
+        hbm = c.capacity_bytes;
+      }
+      if (!c.step) {
+        continue;
+      }
+      max_x = std::max(max_x, static_cast<double>(c.max_device_total));
+      max_y = std::max(max_y, c.step->step_seconds);
     }
-    if (!c.step) {
-      continue;
+    if (hbm) {
+      max_x = std::max(max_x, static_cast<double>(*hbm));
     }
-    max_x = std::max(max_x, static_cast<double>(c.max_device_total));
-    max_y = std::max(max_y, c.step->step_seconds);
+    max_x *= 1.05;
+    max_y = max_y > 0 ? max_y * 1.1 : 1;
   }
-  if (hbm) {
-    max_x = std::max(max_x, static_cast<double>(*hbm));
-  }
-  max_x *= 1.05;
-  max_y = max_y > 0 ? max_y * 1.1 : 1;
-  constexpr double k_left = 80;
-  constexpr double k_top = 20;
-  constexpr double k_w = 900;
-  constexpr double k_h = 400;
-  auto px = [&](double bytes) { return k_left + bytes / max_x * k_w; };
-  auto py = [&](double s) { return k_top + k_h - s / max_y * k_h; };
+  double px(double bytes) const { return k_left + bytes / max_x * k_w; }
+  double py(double s) const { return k_top + k_h - s / max_y * k_h; }
+};
+
+// The svg's start, frame, ticks, axis labels and the usable-HBM line.
+std::string scatter_axes(const Scatter& sc) {
+  constexpr double k_left = Scatter::k_left;
+  constexpr double k_top = Scatter::k_top;
+  constexpr double k_w = Scatter::k_w;
+  constexpr double k_h = Scatter::k_h;
+  std::string out;
   fmt::format_to(std::back_inserter(out),
                  "<figure>\n<svg id=\"scatter\" width=\"1040\" height=\"{}\" "
                  "viewBox=\"0 0 1040 {}\" role=\"img\" aria-label=\"step "
@@ -869,27 +876,27 @@ std::string search_html(const SearchReport& r, const Diagnostics& diags) {
                  k_top,
                  k_w,
                  k_h);
-  for (double v : ticks(max_x, 6)) {
+  for (double v : ticks(sc.max_x, 6)) {
     fmt::format_to(std::back_inserter(out),
                    "<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" "
                    "stroke=\"#eee\"/><text x=\"{0:.1f}\" y=\"{3}\" "
                    "text-anchor=\"middle\">{4}</text>\n",
-                   px(v),
+                   sc.px(v),
                    k_top,
                    k_top + k_h,
                    k_top + k_h + 15,
                    html(human_bytes(static_cast<int64_t>(v))));
   }
-  for (double v : ticks(max_y, 5)) {
+  for (double v : ticks(sc.max_y, 5)) {
     fmt::format_to(std::back_inserter(out),
                    "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" "
                    "stroke=\"#eee\"/><text x=\"{3}\" y=\"{4:.1f}\" "
                    "text-anchor=\"end\">{5}</text>\n",
                    k_left,
                    k_left + k_w,
-                   py(v),
+                   sc.py(v),
                    k_left - 6,
-                   py(v) + 4,
+                   sc.py(v) + 4,
                    html(seconds_text(v)));
   }
   fmt::format_to(std::back_inserter(out),
@@ -901,79 +908,102 @@ std::string search_html(const SearchReport& r, const Diagnostics& diags) {
                  k_top + k_h + 38,
                  k_top + k_h / 2,
                  k_top + k_h / 2);
-  if (hbm) {
+  if (sc.hbm) {
     fmt::format_to(std::back_inserter(out),
                    "<g class=\"capacity\" data-bytes=\"{0}\"><line "
                    "x1=\"{1:.1f}\" x2=\"{1:.1f}\" y1=\"{2}\" y2=\"{3}\" "
                    "stroke=\"#000\" stroke-width=\"2\" "
                    "stroke-dasharray=\"4 3\"/><text x=\"{4:.1f}\" y=\"{5}\" "
                    "text-anchor=\"end\">usable HBM {6}</text></g>\n",
-                   *hbm,
-                   px(static_cast<double>(*hbm)),
+                   *sc.hbm,
+                   sc.px(static_cast<double>(*sc.hbm)),
                    k_top,
                    k_top + k_h,
-                   px(static_cast<double>(*hbm)) - 4,
+                   sc.px(static_cast<double>(*sc.hbm)) - 4,
                    k_top + 12,
-                   html(human_bytes(*hbm)));
+                   html(human_bytes(*sc.hbm)));
   }
+  return out;
+}
+
+// One candidate's point: a diamond for the winner, a circle for one ranked,
+// an x for one dropped; its figures as the tooltip.
+std::string scatter_point(const SearchCandidate& c,
+                          const Scatter& sc,
+                          bool winner) {
+  const double x = sc.px(static_cast<double>(c.max_device_total));
+  const double y = sc.py(c.step->step_seconds);
+  std::string mesh = c.mesh;
+  if (!c.dcn.empty()) {
+    mesh += " dcn ";
+    mesh += c.dcn;
+  }
+  std::string tip = c.rank ? fmt::format("#{} ", *c.rank) : "dropped: ";
+  tip += fmt::format("{} ({}): {} per device, step {}",
+                     mesh,
+                     c.remat,
+                     human_bytes(c.max_device_total),
+                     seconds_text(c.step->step_seconds));
+  if (c.dropped) {
+    tip += "; ";
+    tip += c.message;
+  }
+  std::string out = fmt::format(
+      "<g class=\"point\" data-mesh=\"{}\" data-rank=\"{}\" "
+      "data-bytes=\"{}\" data-seconds=\"{}\"><title>{}</title>",
+      html(c.mesh),
+      c.rank ? std::to_string(*c.rank) : std::string(),
+      c.max_device_total,
+      c.step->step_seconds,
+      html(tip));
+  if (winner) {
+    fmt::format_to(std::back_inserter(out),
+                   "<path d=\"M{0:.1f} {1:.1f} l8 8 l-8 8 l-8 -8 z\" "
+                   "fill=\"#D55E00\" stroke=\"#000\"/><text x=\"{2:.1f}\" "
+                   "y=\"{3:.1f}\" class=\"winner\">winner: {4}</text>",
+                   x,
+                   y - 8,
+                   x + 12,
+                   y + 4,
+                   html(c.mesh));
+  } else if (c.rank) {
+    fmt::format_to(std::back_inserter(out),
+                   "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" "
+                   "fill=\"#0072B2\"/>",
+                   x,
+                   y);
+  } else {
+    fmt::format_to(std::back_inserter(out),
+                   "<path d=\"M{0:.1f} {1:.1f} l6 6 m0 -6 l-6 6\" "
+                   "stroke=\"#777\" stroke-width=\"1.5\"/>",
+                   x - 3,
+                   y - 3);
+  }
+  out += "</g>\n";
+  return out;
+}
+
+// The scatter: step time against memory per device, the usable-HBM line,
+// the winner marked. Candidates without a step estimate are not drawn.
+std::string scatter_section(const SearchResult& res) {
+  const Scatter sc(res);
+  const SearchCandidate* winner = res.winner();
+  std::string out =
+      section_start("scatter", "Step time against memory per device");
+  out += scatter_axes(sc);
   // Dropped first, the ranked over them, the winner last (on top).
-  std::vector<const SearchCandidate*> order;
   for (const SearchCandidate& c : res.candidates) {
     if (c.step && !c.rank) {
-      order.push_back(&c);
+      out += scatter_point(c, sc, false);
     }
   }
   for (const SearchCandidate& c : res.candidates) {
     if (c.step && c.rank && &c != winner) {
-      order.push_back(&c);
+      out += scatter_point(c, sc, false);
     }
   }
   if (winner != nullptr && winner->step) {
-    order.push_back(winner);
-  }
-  for (const SearchCandidate* c : order) {
-    const double x = px(static_cast<double>(c->max_device_total));
-    const double y = py(c->step->step_seconds);
-    const std::string tip = fmt::format(
-        "{}{} ({}): {} per device, step {}{}",
-        c->rank ? fmt::format("#{} ", *c->rank) : std::string("dropped: "),
-        c->mesh + (c->dcn.empty() ? std::string() : " dcn " + c->dcn),
-        c->remat,
-        human_bytes(c->max_device_total),
-        seconds_text(c->step->step_seconds),
-        c->dropped ? "; " + c->message : std::string());
-    fmt::format_to(std::back_inserter(out),
-                   "<g class=\"point\" data-mesh=\"{}\" data-rank=\"{}\" "
-                   "data-bytes=\"{}\" data-seconds=\"{}\"><title>{}</title>",
-                   html(c->mesh),
-                   c->rank ? std::to_string(*c->rank) : std::string(),
-                   c->max_device_total,
-                   c->step->step_seconds,
-                   html(tip));
-    if (c == winner) {
-      fmt::format_to(std::back_inserter(out),
-                     "<path d=\"M{0:.1f} {1:.1f} l8 8 l-8 8 l-8 -8 z\" "
-                     "fill=\"#D55E00\" stroke=\"#000\"/><text x=\"{2:.1f}\" "
-                     "y=\"{3:.1f}\" class=\"winner\">winner: {4}</text>",
-                     x,
-                     y - 8,
-                     x + 12,
-                     y + 4,
-                     html(c->mesh));
-    } else if (c->rank) {
-      fmt::format_to(std::back_inserter(out),
-                     "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" "
-                     "fill=\"#0072B2\"/>",
-                     x,
-                     y);
-    } else {
-      fmt::format_to(std::back_inserter(out),
-                     "<path d=\"M{0:.1f} {1:.1f} l6 6 m0 -6 l-6 6\" "
-                     "stroke=\"#777\" stroke-width=\"1.5\"/>",
-                     x - 3,
-                     y - 3);
-    }
-    out += "</g>\n";
+    out += scatter_point(*winner, sc, true);
   }
   out +=
       "</svg>\n<figcaption class=\"muted\">Each point a candidate: "
@@ -982,9 +1012,64 @@ std::string search_html(const SearchReport& r, const Diagnostics& diags) {
       "a point for its "
       "figures.</figcaption>\n</figure>\n";
   out += k_section_end;
+  return out;
+}
 
-  out += section_start("candidates",
-                       fmt::format("Candidates ({})", res.candidates.size()));
+// One row of the candidates' table.
+std::string candidate_row(const SearchCandidate& c, bool several_slices) {
+  const StepEstimate* s = c.step ? &*c.step : nullptr;
+  std::string mesh = c.mesh;
+  if (!c.dcn.empty()) {
+    mesh += fmt::format(" (dcn {})", c.dcn);
+  }
+  if (several_slices) {
+    mesh = fmt::format("{} {}", c.topology, mesh);  // --devices: slice first
+  }
+  std::string remat = c.remat;
+  if (!c.per_device_batch.empty()) {
+    remat += fmt::format(", {}/dev", c.per_device_batch);
+  }
+  const std::string none = "<td class=\"num\">-</td>";
+  std::string out = fmt::format(
+      "<tr data-name=\"{}\" data-slice=\"{}\" data-mesh=\"{}\" "
+      "data-rank=\"{}\"{}>",
+      html(fmt::format("{} {}", mesh, remat)),
+      html(c.topology),
+      html(c.mesh),
+      c.rank ? std::to_string(*c.rank) : std::string(),
+      c.rank && *c.rank == 1 ? " class=\"winner\"" : "");
+  // Dropped candidates sort after the ranked ones.
+  out += c.rank ? num_td(std::to_string(*c.rank), *c.rank)
+                : num_td("-", int64_t{1} << 40);
+  out += "<td><code>" + html(mesh) + "</code></td>";
+  out += "<td>" + html(remat) + "</td>";
+  out += bytes_td(c.max_device_total);
+  out += c.utilization ? num_td(fmt::format("{:.1f}%", *c.utilization * 100),
+                                *c.utilization)
+                       : none;
+  out += s != nullptr ? num_td(seconds_text(s->step_seconds), s->step_seconds)
+                      : none;
+  out += s != nullptr ? num_td(with_commas(static_cast<int64_t>(std::llround(
+                                   s->tokens_per_second_per_device))),
+                               s->tokens_per_second_per_device)
+                      : none;
+  out += s != nullptr ? num_td(fmt::format("{:.1f}%", s->mfu * 100), s->mfu)
+                      : none;
+  out += "<td>";
+  if (c.dropped) {
+    out += "<span class=\"sev-warning\">dropped: " + html(to_string(*c.dropped))
+           + "</span> " + html(c.message);
+  } else if (s != nullptr) {
+    append_html(out, bottleneck_text(*s));
+  }
+  out += "</td></tr>\n";
+  return out;
+}
+
+std::string candidates_section(const SearchReport& r) {
+  const SearchResult& res = r.result;
+  std::string out = section_start(
+      "candidates", fmt::format("Candidates ({})", res.candidates.size()));
   out += sortable_table_start("candidates",
                               "",
                               "mesh",
@@ -998,62 +1083,31 @@ std::string search_html(const SearchReport& r, const Diagnostics& diags) {
                                {"mfu", "MFU", true},
                                {"bottleneck", "bottleneck / dropped", false}});
   for (const SearchCandidate& c : res.candidates) {
-    const StepEstimate* s = c.step ? &*c.step : nullptr;
-    std::string mesh = c.mesh;
-    if (!c.dcn.empty()) {
-      mesh += fmt::format(" (dcn {})", c.dcn);
-    }
-    if (r.slices.size() > 1) {
-      mesh = c.topology + " " + mesh;  // --devices: the slice first
-    }
-    std::string remat = c.remat;
-    if (!c.per_device_batch.empty()) {
-      remat += fmt::format(", {}/dev", c.per_device_batch);
-    }
-    fmt::format_to(std::back_inserter(out),
-                   "<tr data-name=\"{}\" data-slice=\"{}\" data-mesh=\"{}\" "
-                   "data-rank=\"{}\"{}>",
-                   html(mesh + " " + remat),
-                   html(c.topology),
-                   html(c.mesh),
-                   c.rank ? std::to_string(*c.rank) : std::string(),
-                   c.rank && *c.rank == 1 ? " class=\"winner\"" : "");
-    // Dropped candidates sort after the ranked ones.
-    out += c.rank ? num_td(std::to_string(*c.rank), *c.rank)
-                  : num_td("-", int64_t{1} << 40);
-    out += "<td><code>" + html(mesh) + "</code></td>";
-    out += "<td>" + html(remat) + "</td>";
-    out += bytes_td(c.max_device_total);
-    out += c.utilization ? num_td(fmt::format("{:.1f}%", *c.utilization * 100),
-                                  *c.utilization)
-                         : std::string("<td class=\"num\">-</td>");
-    out += s != nullptr ? num_td(seconds_text(s->step_seconds), s->step_seconds)
-                        : std::string("<td class=\"num\">-</td>");
-    out += s != nullptr ? num_td(with_commas(static_cast<int64_t>(std::llround(
-                                     s->tokens_per_second_per_device))),
-                                 s->tokens_per_second_per_device)
-                        : std::string("<td class=\"num\">-</td>");
-    out += s != nullptr ? num_td(fmt::format("{:.1f}%", s->mfu * 100), s->mfu)
-                        : std::string("<td class=\"num\">-</td>");
-    out += "<td>";
-    if (c.dropped) {
-      out += "<span class=\"sev-warning\">dropped: "
-             + html(to_string(*c.dropped)) + "</span> " + html(c.message);
-    } else if (s != nullptr) {
-      append_html(out, s->bottleneck);
-    }
-    out += "</td></tr>\n";
+    out += candidate_row(c, r.slices.size() > 1);
   }
   out += k_sortable_table_end;
   out += k_section_end;
-  // The winner's mesh on the topology.
-  if (r.winner_mesh != nullptr && r.winner_layout != nullptr) {
+  return out;
+}
+
+}  // namespace
+
+std::string search_html(const SearchReport& r, const Diagnostics& diags) {
+  const SearchResult& res = r.result;
+  std::string out = page_start(fmt::format("shardplan search: {}", r.model));
+  out += title_block("shardplan search", search_summary(r), nullptr);
+  out += diagnostics_section(
+      diags, [](const std::string&) { return std::optional<size_t>(); });
+  out += scatter_section(res);
+  out += candidates_section(r);
+  // The winner's mesh on its slice, as the search laid it out.
+  if (res.winner_mesh) {
     out += device_grid_section(
-        *r.winner_mesh,
-        r.winner_layout,
-        r.winner_slice != nullptr ? r.winner_slice : &r.topology,
+        res.winner_mesh->mesh,
+        &res.winner_mesh->layout,
+        res.winner_slice != nullptr ? res.winner_slice : &r.topology,
         "",
-        "Devices of the winner's mesh " + to_string(*r.winner_mesh));
+        "Devices of the winner's mesh " + to_string(res.winner_mesh->mesh));
   }
   out += page_end();
   return out;

@@ -76,6 +76,7 @@ std::string py_tuple(const std::vector<std::string>& items) {
 
 std::string py_ints(const std::vector<int64_t>& values) {
   std::vector<std::string> items;
+  items.reserve(values.size());
   for (int64_t v : values) {
     items.push_back(std::to_string(v));
   }
@@ -135,7 +136,7 @@ Pattern pattern_of(std::string_view folded) {
     } else {
       for (std::string& p : parts) {
         if (p.starts_with("range(")) {
-          p = "*" + p;
+          p.insert(0, 1, '*');
         }
       }
       out.sets.push_back(fmt::format("[{}]", fmt::join(parts, ", ")));

@@ -143,6 +143,7 @@ std::string mesh_yaml(const Mesh& mesh,
   }
   if (order != default_order) {
     std::vector<std::string> axes;
+    axes.reserve(maxtext_axes.size());
     for (const std::string& name : order) {
       axes.push_back(yaml_str(name));
     }

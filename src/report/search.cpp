@@ -47,7 +47,7 @@ ordered_json candidate_json(const SearchCandidate& c) {
         {"step_seconds", c.step->step_seconds},
         {"mfu", c.step->mfu},
         {"tokens_per_second_per_device", c.step->tokens_per_second_per_device},
-        {"bottleneck", c.step->bottleneck}};
+        {"bottleneck", bottleneck_text(*c.step)}};
   } else {
     j["step"] = nullptr;
   }
@@ -93,17 +93,13 @@ std::string search_json(const SearchReport& r, const Diagnostics& diags) {
 std::string search_text(const SearchReport& r, const Diagnostics& diags) {
   (void)diags;
   const SearchResult& res = r.result;
-  int64_t ranked = 0;
-  for (const SearchCandidate& c : res.candidates) {
-    ranked += c.rank ? 1 : 0;
-  }
   std::string out = fmt::format(
       "search: {} meshes of {} on {}, {} candidates, {} fit; ranked by {}\n\n",
       res.meshes,
       r.model,
       slices_summary(r.slices),
       res.candidates.size(),
-      ranked,
+      res.ranked().size(),
       to_string(r.objective));
   // Over several slices (--devices) each candidate names its slice.
   const bool several = r.slices.size() > 1;
@@ -140,7 +136,7 @@ std::string search_text(const SearchReport& r, const Diagnostics& diags) {
              std::llround(s->tokens_per_second_per_device)))
            : "-",
          s ? fmt::format("{:.1f}%", s->mfu * 100) : "-",
-         s ? s->bottleneck.substr(0, s->bottleneck.find(':')) : "-"});
+         s ? std::string(bottleneck_kind_text(s->bottleneck.kind)) : "-"});
     if (several) {
       rows.back().insert(rows.back().begin() + 1, c.topology);
     }
@@ -175,7 +171,7 @@ std::string search_text(const SearchReport& r, const Diagnostics& diags) {
                              several ? c.topology + " " : std::string(),
                              c.mesh,
                              c.remat,
-                             c.message.substr(0, c.message.find(". ")));
+                             c.summary);
           break;
         }
       }
@@ -185,3 +181,41 @@ std::string search_text(const SearchReport& r, const Diagnostics& diags) {
 }
 
 }  // namespace shardplan::report_detail
+
+namespace shardplan {
+
+CheckReport search_winner_report(const SearchResult& result,
+                                 const Manifest& manifest,
+                                 const RuleSet& rules,
+                                 const Provenance& provenance) {
+  const WinnerPlan& plan = *result.winner_plan;
+  return CheckReport{View::plan,
+                     result.winner_mesh->mesh,
+                     result.winner_slice,
+                     manifest,
+                     rules.source,
+                     plan.shardings,
+                     plan.memory,
+                     &rules,
+                     &plan.rules,
+                     &plan.activations,
+                     &plan.step,
+                     &result.winner_mesh->layout,
+                     &provenance};
+}
+
+std::string search_winner_note(const SearchResult& result,
+                               SearchObjective objective) {
+  const SearchCandidate& w = *result.winner();
+  return fmt::format(
+      "search's winner, rank 1 of {} by {}: plan --mesh {}{} --remat {}{}",
+      result.ranked().size(),
+      to_string(objective),
+      w.mesh,
+      w.dcn.empty() ? std::string() : " --dcn " + w.dcn,
+      w.remat,
+      w.per_device_batch.empty() ? std::string()
+                                 : " --per-device-batch " + w.per_device_batch);
+}
+
+}  // namespace shardplan

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 // report's text primitives (report/text.hpp).
@@ -382,20 +384,79 @@ std::string activations_table(const ActivationEstimate& a,
   return out;
 }
 
-std::string step_line(const StepEstimate& e) {
-  return "step " + step_summary(e);
+std::string step_line(const StepEstimate& step) {
+  return "step " + step_summary(step);
 }
 
-std::string step_summary(const StepEstimate& e) {
+std::string step_summary(const StepEstimate& step) {
   return fmt::format("{}: {} tokens/s per device, MFU {:.1f}%; {}",
-                     seconds_text(e.step_seconds),
+                     seconds_text(step.step_seconds),
                      with_commas(static_cast<int64_t>(
-                         std::llround(e.tokens_per_second_per_device))),
-                     e.mfu * 100,
-                     e.bottleneck);
+                         std::llround(step.tokens_per_second_per_device))),
+                     step.mfu * 100,
+                     bottleneck_text(step));
 }
 
-Rows step_rows(const StepEstimate& e) {
+std::string_view bottleneck_kind_text(BottleneckKind kind) {
+  switch (kind) {
+    case BottleneckKind::compute:
+      return "compute-bound";
+    case BottleneckKind::communication:
+      return "comm-bound";
+    case BottleneckKind::bubble:
+      return "bubble-bound";
+  }
+  return "compute-bound";
+}
+
+namespace {
+
+// The bottleneck's times: three significant digits in s, ms or us.
+std::string short_seconds(double s) {
+  return s >= 1      ? fmt::format("{:.3g} s", s)
+         : s >= 1e-3 ? fmt::format("{:.3g} ms", s * 1e3)
+                     : fmt::format("{:.3g} us", s * 1e6);
+}
+
+}  // namespace
+
+std::string bottleneck_text(const StepEstimate& step) {
+  const StepBottleneck& b = step.bottleneck;
+  std::string what;
+  switch (b.kind) {
+    case BottleneckKind::compute:
+      what = fmt::format("compute {}", short_seconds(b.seconds));
+      break;
+    case BottleneckKind::communication: {
+      assert(b.collective && *b.collective < step.collectives.size());
+      const StepCollective& c = step.collectives[*b.collective];
+      what = fmt::format(
+          "{} of exposed communication, most of it {} on {} over {} ({})",
+          short_seconds(b.seconds),
+          collective_label(c),
+          fmt::join(c.mesh_axes, ","),
+          to_string(c.link),
+          short_seconds(c.exposed_seconds));
+      if (b.slice_batch) {
+        what += fmt::format(
+            "; per-slice batch {:.0f} tokens {} {:.0f}",
+            b.slice_batch->tokens,
+            b.slice_batch->tokens < b.slice_batch->critical ? "<" : ">=",
+            b.slice_batch->critical);
+      }
+      break;
+    }
+    case BottleneckKind::bubble:
+      what = fmt::format("pipeline bubble {}", short_seconds(b.seconds));
+      break;
+  }
+  return fmt::format("{}: {} of the {} step",
+                     bottleneck_kind_text(b.kind),
+                     what,
+                     short_seconds(step.step_seconds));
+}
+
+Rows step_rows(const StepEstimate& step) {
   Rows rows = {{"part", "axes", "link", "count", "time", "exposed"}};
   // A part that is exposed whole: no axes, link or count.
   auto whole = [&](std::string part, double seconds) {
@@ -406,37 +467,37 @@ Rows step_rows(const StepEstimate& e) {
                     seconds_text(seconds),
                     seconds_text(seconds)});
   };
-  whole(fmt::format("matmuls ({:.4g} TFLOP)", e.flops_per_device / 1e12),
-        e.matmul_seconds);
-  whole("memory-bound work", e.memory_seconds);
-  for (const StepCollective& c : e.collectives) {
-    rows.push_back({c.what,
+  whole(fmt::format("matmuls ({:.4g} TFLOP)", step.flops_per_device / 1e12),
+        step.matmul_seconds);
+  whole("memory-bound work", step.memory_seconds);
+  for (const StepCollective& c : step.collectives) {
+    rows.push_back({collective_label(c),
                     fmt::format("{}", fmt::join(c.mesh_axes, ",")),
                     std::string(to_string(c.link)),
                     with_commas(c.count),
                     seconds_text(c.seconds),
                     seconds_text(c.exposed_seconds)});
   }
-  if (e.bubble_seconds > 0) {
-    whole("pipeline bubble", e.bubble_seconds);
+  if (step.bubble_seconds > 0) {
+    whole("pipeline bubble", step.bubble_seconds);
   }
-  rows.push_back({"step", "", "", "", "", seconds_text(e.step_seconds)});
+  rows.push_back({"step", "", "", "", "", seconds_text(step.step_seconds)});
   return rows;
 }
 
-std::string step_assumptions(const StepEstimate& e) {
+std::string step_assumptions(const StepEstimate& step) {
   std::vector<std::string> assumed;
-  for (const StepEstimate::Assumption& a : e.assumptions) {
+  for (const StepEstimate::Assumption& a : step.assumptions) {
     assumed.push_back(fmt::format("{} {}", a.name, a.value));
   }
   return fmt::format("{}", fmt::join(assumed, "; "));
 }
 
-std::string step_table(const StepEstimate& e) {
+std::string step_table(const StepEstimate& step) {
   std::string out = "training step per device (docs/step.md):\n";
-  out += table(step_rows(e));
-  out += step_line(e) + "\n";
-  out += fmt::format("assumed: {}\n", step_assumptions(e));
+  out += table(step_rows(step));
+  out += step_line(step) + "\n";
+  out += fmt::format("assumed: {}\n", step_assumptions(step));
   return out;
 }
 

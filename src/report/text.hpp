@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace shardplan::report_detail {
@@ -133,6 +134,16 @@ std::string step_table(const StepEstimate& step);
 std::string step_line(const StepEstimate& step);
 // The same without "step ": "1.23 s: 1,234 tokens/s per device, ...".
 std::string step_summary(const StepEstimate& step);
+// The step's bottleneck in words (docs/step.md, "Step"): "compute-bound:
+// compute 10.9 s of the 13.8 s step", "comm-bound: 2.24 s of exposed
+// communication, most of it fsdp reduce-scatter (gradients) on fsdp over
+// ici (669 ms) of the ...", with "; per-slice batch 8192 tokens < 73440"
+// after the collective when it has the scaling book's slice test,
+// "bubble-bound: pipeline bubble 1.2 s of the ...". Its times to three
+// significant digits in s, ms or us.
+std::string bottleneck_text(const StepEstimate& step);
+// "compute-bound", "comm-bound", "bubble-bound".
+std::string_view bottleneck_kind_text(BottleneckKind kind);
 // What each device holds, per category (params, grads, optimizer, gather
 // buffer, and activations when counted).
 struct Category {

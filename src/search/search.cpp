@@ -1,21 +1,29 @@
-// `shardplan search` (include/shardplan/search.hpp; docs/search.md).
+// `shardplan search` (include/shardplan/search.hpp; docs/search.md):
+// search_meshes as a Searcher of named phases: the variations checked, the
+// work shared across meshes, the meshes listed, each planned and evaluated
+// for every workload variation, the ranking, the winner.
 
+#include "search/internal.hpp"
+
+#include <shardplan/memory.hpp>
 #include <shardplan/mesh.hpp>
 #include <shardplan/search.hpp>
 #include <shardplan/validate.hpp>
+#include <shardplan/workload.hpp>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cassert>
+#include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
-#include <unordered_map>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -23,9 +31,8 @@ namespace shardplan {
 
 namespace {
 
-bool has_name(const std::vector<std::string>& names, const std::string& n) {
-  return std::find(names.begin(), names.end(), n) != names.end();
-}
+using search_detail::has_name;
+using search_detail::MeshChoice;
 
 // The first error of `diags`, without its location, for a dropped
 // candidate's message.
@@ -48,122 +55,12 @@ std::string first_of(const Diagnostics& diags, std::string_view code) {
   return {};
 }
 
-// One mesh: axis sizes in options.axes order (within a slice), and the
-// slices' factors over the DCN axes.
-struct MeshChoice {
-  std::string mesh;
-  std::string dcn;
-  const Topology* topology = nullptr;  // the slice it is laid out on
-};
-
-// Every way to write `n` as a product of `count` factors, in order (the
-// first factor varies slowest), each factor passing `allowed(i, factor)`.
-std::vector<std::vector<int64_t>> factorisations(
-    int64_t n,
-    size_t count,
-    const std::function<bool(size_t, int64_t)>& allowed) {
-  std::vector<std::vector<int64_t>> out;
-  std::vector<int64_t> sizes(count, 1);
-  std::function<void(size_t, int64_t)> assign = [&](size_t i,
-                                                    int64_t remaining) {
-    if (i == count) {
-      if (remaining == 1) {
-        out.push_back(sizes);
-      }
-      return;
-    }
-    if (i + 1 == count) {
-      if (allowed(i, remaining)) {
-        sizes[i] = remaining;
-        out.push_back(sizes);
-      }
-      return;
-    }
-    for (int64_t d = 1; d <= remaining; ++d) {
-      if (remaining % d == 0 && allowed(i, d)) {
-        sizes[i] = d;
-        assign(i + 1, remaining / d);
-      }
-    }
-  };
-  assign(0, n);
-  return out;
-}
-
-std::vector<MeshChoice> enumerate_meshes(
-    const ModelConfig& model,
-    const Topology& topology,
-    const std::vector<std::string>& axes,
-    const std::vector<std::string>& dcn_axes) {
-  const int64_t slices =
-      topology.kind == TopologyKind::tpu ? topology.tpu.num_slices : 1;
-  const int64_t per_slice = topology.devices() / slices;
-  auto allowed = [&](const std::string& axis, int64_t size) {
-    if (size == 1) {
-      return true;
-    }
-    if (has_default_role(AxisRole::tensor, axis)) {
-      return model.heads % size == 0;
-    }
-    if (has_default_role(AxisRole::expert, axis)) {
-      return model.experts > 0 && model.experts % size == 0;
-    }
-    if (has_default_role(AxisRole::stage, axis)) {
-      return model.layers % size == 0;
-    }
-    return true;
-  };
-  // The mesh's axes: a DCN axis that --axes lacks leads (dp), then --axes.
-  std::vector<std::string> names;
-  for (const std::string& axis : dcn_axes) {
-    if (!has_name(axes, axis)) {
-      names.push_back(axis);
-    }
-  }
-  const size_t leading = names.size();
-  names.insert(names.end(), axes.begin(), axes.end());
-  auto index_of = [&](const std::string& axis) {
-    return static_cast<size_t>(std::find(names.begin(), names.end(), axis)
-                               - names.begin());
-  };
-  const std::vector<std::vector<int64_t>> dcn_choices =
-      slices == 1
-          ? std::vector<std::vector<int64_t>>{std::vector<int64_t>(
-              dcn_axes.size(), 1)}
-          : factorisations(slices, dcn_axes.size(), [&](size_t i, int64_t d) {
-              return allowed(dcn_axes[i], d);
-            });
-  std::vector<MeshChoice> out;
-  if (axes.empty()) {
-    return out;
-  }
-  for (const std::vector<int64_t>& dcn : dcn_choices) {
-    std::vector<int64_t> dcn_of(names.size(), 1);
-    for (size_t k = 0; k < dcn_axes.size(); ++k) {
-      dcn_of[index_of(dcn_axes[k])] = dcn[k];
-    }
-    const std::vector<std::vector<int64_t>> ici_choices =
-        factorisations(per_slice, axes.size(), [&](size_t i, int64_t d) {
-          return allowed(axes[i], d * dcn_of[leading + i]);
-        });
-    for (const std::vector<int64_t>& ici : ici_choices) {
-      std::vector<std::string> parts;
-      std::vector<std::string> dcn_parts;
-      for (size_t k = 0; k < names.size(); ++k) {
-        const int64_t size = (k < leading ? 1 : ici[k - leading]) * dcn_of[k];
-        if (size > 1 || (parts.empty() && k + 1 == names.size())) {
-          parts.push_back(fmt::format("{}:{}", names[k], size));
-        }
-        if (dcn_of[k] > 1) {
-          dcn_parts.push_back(fmt::format("{}:{}", names[k], dcn_of[k]));
-        }
-      }
-      out.push_back({fmt::format("{}", fmt::join(parts, ",")),
-                     fmt::format("{}", fmt::join(dcn_parts, ",")),
-                     &topology});
-    }
-  }
-  return out;
+// Marks `c` dropped for `reason`, with `message` and its first sentence (a
+// diagnostic's message is one string; JAX's layout error runs to several).
+void drop(SearchCandidate& c, DropReason reason, std::string message) {
+  c.dropped = reason;
+  c.summary = message.substr(0, message.find(". "));
+  c.message = std::move(message);
 }
 
 // What ranks a candidate that fits, least first: the objective, or +inf
@@ -171,50 +68,24 @@ std::vector<MeshChoice> enumerate_meshes(
 // the figures), so such candidates rank after every estimated one, in the
 // order tried.
 double objective_value(const SearchCandidate& c, SearchObjective o) {
-  constexpr double k_unknown = std::numeric_limits<double>::infinity();
+  if (o == SearchObjective::memory) {
+    return static_cast<double>(c.max_device_total);
+  }
+  if (!c.step) {
+    return std::numeric_limits<double>::infinity();
+  }
+  const StepEstimate& s = *c.step;
   switch (o) {
-    case SearchObjective::tokens:
-      return c.step ? -c.step->tokens_per_second_per_device : k_unknown;
     case SearchObjective::step:
-      return c.step ? c.step->step_seconds : k_unknown;
-    case SearchObjective::memory:
-      return static_cast<double>(c.max_device_total);
+      return s.step_seconds;
     case SearchObjective::mfu:
-      return c.step ? -c.step->mfu : k_unknown;
+      return -s.mfu;
+    case SearchObjective::tokens:
+    case SearchObjective::memory:
+      break;
   }
-  return k_unknown;
+  return -s.tokens_per_second_per_device;
 }
-
-// What makes tensors of one layer a class (fold_tensor_classes).
-struct ClassKey {
-  uint32_t key = 0;  // RuleKeys::key_of
-  MemoryFacts::Kind kind = MemoryFacts::Kind::weight;
-  std::optional<DType> scaled;
-  int64_t layer = 0;
-  int64_t expert_rank = -1;  // -1: not a per-expert tensor
-
-  bool operator==(const ClassKey&) const = default;
-};
-
-struct ClassKeyHash {
-  size_t operator()(const ClassKey& k) const noexcept {
-    // Each field mixed in (boost's hash_combine, then splitmix64's
-    // finalizer steps).
-    auto mix = [](uint64_t h, uint64_t v) {
-      h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6U) + (h >> 2U);
-      h ^= h >> 30U;
-      h *= 0xbf58476d1ce4e5b9ULL;
-      h ^= h >> 27U;
-      return h;
-    };
-    uint64_t h = mix(0, k.key);
-    h = mix(h, static_cast<uint64_t>(k.kind));
-    h = mix(h, k.scaled ? static_cast<uint64_t>(*k.scaled) + 1 : 0);
-    h = mix(h, static_cast<uint64_t>(k.layer));
-    h = mix(h, static_cast<uint64_t>(k.expert_rank));
-    return static_cast<size_t>(h);
-  }
-};
 
 // The product of the sizes of the mesh's expert axes (not also stage axes):
 // R as place_tensors computes it.
@@ -229,100 +100,413 @@ int64_t expert_ranks_of(const Mesh& mesh, const AxisRoles& roles) {
   return ranks;
 }
 
+// The tensors a mesh walks: the manifest's classes for its expert rank
+// count, or every tensor.
+struct Walk {
+  const Manifest* tensors = nullptr;
+  const MemoryFacts* facts = nullptr;
+  const RuleKeys* keys = nullptr;
+  int64_t experts = 0;  // MemoryOptions::experts
+};
+
+// A mesh laid out, its axis roles, and the shardings of the tensors it
+// walks.
+struct PlannedMesh {
+  const MeshChoice* choice = nullptr;
+  PlacedMesh placed;
+  AxisRoles roles;
+  Walk walk;
+  std::vector<TensorSharding> shardings;
+};
+
+// The candidates of one mesh, one per variation in the order tried, and
+// the activations of those that have them.
+struct Variants {
+  std::vector<SearchCandidate> candidates;
+  std::vector<size_t> estimated;  // the candidates with activations
+  std::vector<ActivationEstimate> activations;
+  std::vector<std::vector<ActivationLoad>> loads;
+};
+
+class Searcher {
+ public:
+  Searcher(const Manifest& manifest,
+           const ModelConfig& model,
+           std::span<const Topology> topologies,
+           const RuleSet& rules,
+           const SearchOptions& options,
+           Diagnostics& diags)
+      : m_manifest(manifest),
+        m_model(model),
+        m_topologies(topologies),
+        m_rules(rules),
+        m_options(options),
+        m_diags(diags) {}
+
+  std::optional<SearchResult> run() {
+    if (!check_variations() || !share_work()) {
+      return std::nullopt;
+    }
+    list_meshes();
+    for (const MeshChoice& choice : m_meshes) {
+      report_progress();
+      if (std::optional<PlannedMesh> planned = plan_mesh(choice)) {
+        Variants variants = estimate_activations_of(*planned);
+        estimate_states(*planned, variants);
+        std::move(variants.candidates.begin(),
+                  variants.candidates.end(),
+                  std::back_inserter(m_out.candidates));
+      }
+    }
+    m_out.foldings = static_cast<int64_t>(m_folds.size());
+    rank();
+    finish_winner();
+    log_work();
+    return std::move(m_out);
+  }
+
+ private:
+  // Every remat policy is checked before the search: an unknown one would
+  // drop every candidate.
+  bool check_variations() {
+    m_variations = search_variations(m_options);
+    return search_detail::check_remat_policies(
+        m_variations.remat, m_options, m_diags);
+  }
+
+  // Shared by every mesh: which tensors share a rule decision (names are
+  // matched once), and what memory reads from each name.
+  bool share_work() {
+    m_keys = rule_keys(m_manifest, m_rules, m_diags);
+    if (!m_keys) {
+      return false;
+    }
+    m_facts = memory_facts(m_manifest);
+    m_out.tensors = static_cast<int64_t>(m_manifest.size());
+    m_out.decision_keys = static_cast<int64_t>(m_keys->keys());
+    return true;
+  }
+
+  // Every slice's meshes, slice by slice.
+  void list_meshes() {
+    for (const Topology& topology : m_topologies) {
+      std::vector<MeshChoice> of_slice = search_detail::enumerate_meshes(
+          m_model, topology, m_options.axes, m_options.dcn_axes);
+      std::move(of_slice.begin(), of_slice.end(), std::back_inserter(m_meshes));
+    }
+    m_out.meshes = static_cast<int64_t>(m_meshes.size());
+  }
+
+  void report_progress() {
+    if (m_options.progress && m_done > 0) {
+      m_options.progress(m_done, m_out.meshes);
+    }
+    ++m_done;
+  }
+
+  SearchCandidate candidate(const MeshChoice& m,
+                            const std::string& remat,
+                            const std::string& batch) const {
+    SearchCandidate c;
+    c.topology = m.topology->name;
+    c.mesh = m.mesh;
+    c.dcn = m.dcn;
+    c.remat = remat;
+    c.per_device_batch = batch;
+    return c;
+  }
+
+  // Every variation of `m`, dropped for `reason`.
+  void drop_all(const MeshChoice& m,
+                DropReason reason,
+                const std::string& message) {
+    for (const std::string& remat : m_variations.remat) {
+      for (const std::string& batch : m_variations.per_device_batch) {
+        SearchCandidate c = candidate(m, remat, batch);
+        drop(c, reason, message);
+        m_out.candidates.push_back(std::move(c));
+      }
+    }
+  }
+
+  // The tensors a mesh with `roles` walks: the manifest's classes for its
+  // expert rank count (folded once per count), or every tensor.
+  Walk walk_of(const Mesh& mesh, const AxisRoles& roles) {
+    if (!m_options.fold_tensors) {
+      return Walk{&m_manifest, &m_facts, &*m_keys, m_model.experts};
+    }
+    const int64_t ranks = expert_ranks_of(mesh, roles);
+    auto it = m_folds.find(ranks);
+    if (it == m_folds.end()) {
+      it = m_folds
+               .emplace(
+                   ranks,
+                   fold_tensor_classes(
+                       m_manifest, *m_keys, m_facts, ranks, m_model.experts))
+               .first;
+    }
+    const TensorClasses& classes = it->second;
+    return Walk{&classes.representatives,
+                &classes.facts,
+                &classes.keys,
+                classes.experts};
+  }
+
+  // The mesh laid out, its roles, planned and validated over the tensors it
+  // walks; nullopt, every variation dropped, when one of those fails.
+  std::optional<PlannedMesh> plan_mesh(const MeshChoice& choice) {
+    Diagnostics local;
+    const MeshInput input{choice.mesh,
+                          choice.dcn,
+                          {},
+                          choice.topology,
+                          std::nullopt,
+                          m_options.allow_split_physical_axes,
+                          m_options.sources};
+    std::optional<PlacedMesh> placed = place_mesh(input, local);
+    if (!placed || local.has_errors()) {
+      drop_all(choice, DropReason::layout, first_error(local));
+      return std::nullopt;
+    }
+    std::optional<AxisRoles> roles =
+        resolve_axis_roles(placed->mesh, AxisRoles{}, AxisRoleSources{}, local);
+    if (!roles) {
+      drop_all(choice, DropReason::plan, first_error(local));
+      return std::nullopt;
+    }
+    const Walk walk = walk_of(placed->mesh, *roles);
+    ApplyOptions apply;
+    apply.keys = walk.keys;
+    std::optional<RulePlan> plan =
+        apply_rules(*walk.tensors, placed->mesh, m_rules, local, apply);
+    if (!plan) {
+      drop_all(choice, DropReason::plan, first_error(local));
+      return std::nullopt;
+    }
+    ++m_out.planned;
+    m_out.walked += static_cast<int64_t>(walk.tensors->size());
+    m_out.decisions += static_cast<int64_t>(plan->decisions.size());
+    std::vector<TensorSharding> shardings = validate_planned(*walk.tensors,
+                                                             placed->mesh,
+                                                             plan->specs(),
+                                                             m_rules.source,
+                                                             ValidateOptions{},
+                                                             local);
+    if (local.has_errors()) {
+      drop_all(choice, DropReason::plan, first_error(local));
+      return std::nullopt;
+    }
+    return PlannedMesh{&choice,
+                       std::move(*placed),
+                       std::move(*roles),
+                       walk,
+                       std::move(shardings)};
+  }
+
+  // The workload variations' activations on the mesh: a variation whose
+  // batch or sequence the mesh does not divide is dropped (indivisible).
+  Variants estimate_activations_of(const PlannedMesh& p) const {
+    Variants out;
+    for (const std::string& remat : m_variations.remat) {
+      for (const std::string& batch : m_variations.per_device_batch) {
+        SearchCandidate c = candidate(*p.choice, remat, batch);
+        const Workload w = search_detail::variation_workload(
+            m_options, remat, batch, m_options.sources.mesh);
+        Diagnostics run;
+        std::optional<ActivationEstimate> act =
+            estimate_activations(m_model, p.placed.mesh, p.roles, w, run);
+        if (!act) {
+          drop(c, DropReason::indivisible, first_error(run));
+          out.candidates.push_back(std::move(c));
+          continue;
+        }
+        std::vector<ActivationLoad>& load = out.loads.emplace_back();
+        load.reserve(act->per_stage.size());
+        for (const StageActivations& st : act->per_stage) {
+          load.push_back(ActivationLoad{st.total_bytes, st.host_bytes});
+        }
+        out.activations.push_back(std::move(*act));
+        out.estimated.push_back(out.candidates.size());
+        out.candidates.push_back(std::move(c));
+      }
+    }
+    return out;
+  }
+
+  // The memory of the variations with activations (the model state's is
+  // computed once for all of them), then each one's step.
+  void estimate_states(const PlannedMesh& p, Variants& v) const {
+    if (v.estimated.empty()) {
+      return;
+    }
+    MemoryOptions m =
+        search_detail::slice_memory(m_options, *p.choice->topology);
+    m.roles = p.roles;
+    m.layers = m_model.layers;
+    m.experts = p.walk.experts;
+    m.largest = 0;
+    m.facts = p.walk.facts;
+    Diagnostics state_diags;
+    std::vector<Diagnostics> found(v.estimated.size());
+    const std::vector<std::optional<MemoryEstimate>> memories =
+        estimate_memory(*p.walk.tensors,
+                        p.placed.mesh,
+                        p.shardings,
+                        m,
+                        v.loads,
+                        state_diags,
+                        found);
+    for (size_t i = 0; i < v.estimated.size(); ++i) {
+      SearchCandidate& c = v.candidates[v.estimated[i]];
+      if (memories.empty() || !memories[i]) {
+        drop(c,
+             DropReason::plan,
+             first_error(memories.empty() ? state_diags : found[i]));
+        continue;
+      }
+      price(p, *memories[i], v.activations[i], c);
+    }
+  }
+
+  // A candidate's memory and step: dropped when the rules leave a tensor
+  // axis holding whole weights (the step's figures do not hold for the
+  // mesh) or when it does not fit.
+  void price(const PlannedMesh& p,
+             const MemoryEstimate& mem,
+             const ActivationEstimate& act,
+             SearchCandidate& c) const {
+    c.per_device = mem.per_device;
+    c.gather_buffer = mem.gather_buffer;
+    c.max_device_total = mem.max_device_total;
+    c.hbm_bytes = mem.hbm_bytes;
+    c.capacity_bytes = mem.capacity_bytes;
+    c.utilization = mem.utilization;
+    c.activations = mem.activations;
+    c.fits = mem.fits.value_or(true);
+    Diagnostics step_diags;
+    c.step = estimate_step(m_model,
+                           p.placed.mesh,
+                           p.roles,
+                           act,
+                           step_inputs_for(m_model,
+                                           *p.choice->topology,
+                                           p.placed.layout.links,
+                                           mem,
+                                           m_options.sources.mesh),
+                           m_options.step,
+                           step_diags);
+    if (c.step && !c.step->unsplit_tensor_axes.empty()) {
+      drop(c,
+           DropReason::plan,
+           first_of(step_diags, "step.tensor-axis-unsplit"));
+    } else if (!c.fits) {
+      drop(c,
+           DropReason::over_hbm,
+           fmt::format("needs {} bytes a device of {} usable",
+                       mem.max_device_total,
+                       mem.capacity_bytes.value_or(0)));
+    }
+  }
+
+  // Those that fit ranked by the objective; the dropped after them, in the
+  // order tried, and counted per reason.
+  void rank() {
+    std::vector<SearchCandidate>& all = m_out.candidates;
+    std::stable_partition(all.begin(), all.end(), [](const SearchCandidate& c) {
+      return !c.dropped;
+    });
+    const auto ranked_end =
+        std::find_if(all.begin(), all.end(), [](const SearchCandidate& c) {
+          return c.dropped.has_value();
+        });
+    const SearchObjective o = m_options.objective;
+    std::stable_sort(all.begin(),
+                     ranked_end,
+                     [o](const SearchCandidate& a, const SearchCandidate& b) {
+                       return objective_value(a, o) < objective_value(b, o);
+                     });
+    int64_t rank = 1;
+    for (auto it = all.begin(); it != ranked_end; ++it) {
+      it->rank = rank++;
+    }
+    for (const SearchCandidate& c : all) {
+      if (c.dropped) {
+        ++m_out.dropped_counts[std::string(to_string(*c.dropped))];
+      }
+    }
+  }
+
+  // The winner laid out (what html draws) and, when asked, planned over
+  // every tensor (what its paste-back documents write), reporting as that
+  // plan would.
+  void finish_winner() {
+    if (m_out.winner() == nullptr) {
+      return;
+    }
+    Diagnostics layout;
+    search_detail::lay_out_winner(m_topologies, m_options, m_out, layout);
+    if (!m_options.winner.plan) {
+      return;
+    }
+    for (const Diagnostic& d : layout.items()) {
+      m_diags.add(d);
+    }
+    if (m_out.winner_mesh) {
+      m_out.winner_plan = search_detail::plan_winner(
+          m_manifest, m_model, m_rules, m_options, m_out, m_diags);
+    }
+  }
+
+  void log_work() const {
+    const SearchResult& r = m_out;
+    spdlog::debug(
+        "search: {} of {} meshes planned; {} tensors share {} decision keys: "
+        "{} rule decisions made, not {} (tensors x meshes)",
+        r.planned,
+        r.meshes,
+        r.tensors,
+        r.decision_keys,
+        r.decisions,
+        r.tensors * r.planned);
+    spdlog::debug(
+        "search: the meshes walked {} tensor classes in all, not {} tensors "
+        "(tensors x meshes; {} folding{} of the manifest, one per expert "
+        "rank count)",
+        r.walked,
+        r.tensors * r.planned,
+        r.foldings,
+        r.foldings == 1 ? "" : "s");
+  }
+
+  const Manifest& m_manifest;
+  const ModelConfig& m_model;
+  std::span<const Topology> m_topologies;
+  const RuleSet& m_rules;
+  const SearchOptions& m_options;
+  Diagnostics& m_diags;
+  SearchVariations m_variations;
+  std::optional<RuleKeys> m_keys;
+  MemoryFacts m_facts;
+  // The manifest folded into tensor classes, per expert rank count.
+  std::map<int64_t, TensorClasses> m_folds;
+  std::vector<MeshChoice> m_meshes;
+  int64_t m_done = 0;  // meshes started
+  SearchResult m_out;
+};
+
 }  // namespace
 
-TensorClasses fold_tensor_classes(const Manifest& manifest,
-                                  const RuleKeys& keys,
-                                  const MemoryFacts& facts,
-                                  int64_t expert_ranks,
-                                  int64_t config_experts) {
-  assert(expert_ranks >= 1);
-  assert(keys.key_of.size() == manifest.size());
-  assert(facts.names.size() == manifest.size());
-  TensorClasses out;
-  int64_t largest_expert = -1;
-  for (const NameFacts& name : facts.names) {
-    largest_expert = std::max(largest_expert, name.expert.value_or(-1));
-  }
-  out.experts = std::max(config_experts, largest_expert + 1);
-  std::vector<size_t> members;  // each class's first tensor
-  std::vector<int64_t> counts;
-  std::unordered_map<ClassKey, size_t, ClassKeyHash> class_of;
-  for (size_t t = 0; t < manifest.size(); ++t) {
-    const NameFacts& name = facts.names[t];
-    if (!name.layer) {
-      members.push_back(t);
-      counts.push_back(facts.count(t));
-      continue;
-    }
-    ClassKey key{keys.key_of[t],
-                 facts.kinds[t],
-                 facts.scaled_dtype[t],
-                 *name.layer,
-                 name.expert
-                     ? expert_rank_of(*name.expert, expert_ranks, out.experts)
-                     : -1};
-    auto [it, added] = class_of.try_emplace(key, members.size());
-    if (added) {
-      members.push_back(t);
-      counts.push_back(0);
-    }
-    counts[it->second] += facts.count(t);
-  }
-  out.representatives = manifest.subset(members);
-  out.keys.matches = keys.matches;
-  out.keys.key_of.reserve(members.size());
-  out.facts.names.reserve(members.size());
-  out.facts.kinds.reserve(members.size());
-  out.facts.scaled_dtype.reserve(members.size());
-  for (size_t t : members) {
-    out.keys.key_of.push_back(keys.key_of[t]);
-    out.facts.names.push_back(facts.names[t]);
-    out.facts.kinds.push_back(facts.kinds[t]);
-    out.facts.scaled_dtype.push_back(facts.scaled_dtype[t]);
-  }
-  out.facts.counts = std::move(counts);
-  return out;
+std::span<const SearchCandidate> SearchResult::ranked() const {
+  const auto end = std::find_if(
+      candidates.begin(), candidates.end(), [](const SearchCandidate& c) {
+        return !c.rank;
+      });
+  return {candidates.begin(), end};
 }
 
-std::string_view to_string(SearchObjective objective) {
-  switch (objective) {
-    case SearchObjective::tokens:
-      return "tokens";
-    case SearchObjective::step:
-      return "step";
-    case SearchObjective::memory:
-      return "memory";
-    case SearchObjective::mfu:
-      return "mfu";
-  }
-  return "tokens";
-}
-
-std::optional<SearchObjective> parse_search_objective(std::string_view text) {
-  for (SearchObjective o : {SearchObjective::tokens,
-                            SearchObjective::step,
-                            SearchObjective::memory,
-                            SearchObjective::mfu}) {
-    if (text == to_string(o)) {
-      return o;
-    }
-  }
-  return std::nullopt;
-}
-
-std::string_view to_string(DropReason reason) {
-  switch (reason) {
-    case DropReason::layout:
-      return "layout";
-    case DropReason::indivisible:
-      return "indivisible";
-    case DropReason::plan:
-      return "plan";
-    case DropReason::over_hbm:
-      return "over_hbm";
-  }
-  return "layout";
+const SearchCandidate* SearchResult::winner() const {
+  const std::span<const SearchCandidate> best = ranked();
+  return best.empty() ? nullptr : &best.front();
 }
 
 std::optional<SearchResult> search_meshes(const Manifest& manifest,
@@ -341,242 +525,7 @@ std::optional<SearchResult> search_meshes(const Manifest& manifest,
                                           const RuleSet& rules,
                                           const SearchOptions& options,
                                           Diagnostics& diags) {
-  SearchResult out;
-  // Shared by every mesh: which tensors share a rule decision (names are
-  // matched once), and what memory reads from each name.
-  const std::optional<RuleKeys> keys = rule_keys(manifest, rules, diags);
-  if (!keys) {
-    return std::nullopt;
-  }
-  const MemoryFacts facts = memory_facts(manifest);
-  ApplyOptions apply;
-  // The manifest folded into tensor classes, per expert rank count.
-  std::map<int64_t, TensorClasses> folds;
-  out.tensors = static_cast<int64_t>(manifest.size());
-  out.decision_keys = static_cast<int64_t>(keys->keys());
-  // Every slice's meshes, slice by slice.
-  std::vector<MeshChoice> meshes;
-  for (const Topology& topology : topologies) {
-    std::vector<MeshChoice> of_slice =
-        enumerate_meshes(model, topology, options.axes, options.dcn_axes);
-    std::move(of_slice.begin(), of_slice.end(), std::back_inserter(meshes));
-  }
-  out.meshes = static_cast<int64_t>(meshes.size());
-  std::vector<std::string> remats = options.remat;
-  if (remats.empty()) {
-    remats.push_back(options.workload.remat);
-  }
-  std::vector<std::string> batches = options.per_device_batch;
-  if (batches.empty()) {
-    batches.emplace_back();
-  }
-  const MeshSources sources{"--axes",
-                            "--dcn",
-                            "--axis-names",
-                            "--devices",
-                            "--topology",
-                            "--allow-split-physical-axes"};
-  auto candidate = [](const MeshChoice& m,
-                      const std::string& remat,
-                      const std::string& batch) {
-    SearchCandidate c;
-    c.topology = m.topology->name;
-    c.mesh = m.mesh;
-    c.dcn = m.dcn;
-    c.remat = remat;
-    c.per_device_batch = batch;
-    return c;
-  };
-  auto drop_all =
-      [&](const MeshChoice& m, DropReason reason, const std::string& message) {
-        for (const std::string& remat : remats) {
-          for (const std::string& batch : batches) {
-            SearchCandidate c = candidate(m, remat, batch);
-            c.dropped = reason;
-            c.message = message;
-            out.candidates.push_back(std::move(c));
-          }
-        }
-      };
-  int64_t done = 0;
-  for (const MeshChoice& choice : meshes) {
-    if (options.progress && done > 0) {
-      options.progress(done, out.meshes);
-    }
-    ++done;
-    Diagnostics local;
-    const MeshInput input{choice.mesh,
-                          choice.dcn,
-                          {},
-                          choice.topology,
-                          std::nullopt,
-                          options.allow_split_physical_axes,
-                          sources};
-    std::optional<PlacedMesh> placed = place_mesh(input, local);
-    if (!placed || local.has_errors()) {
-      drop_all(choice, DropReason::layout, first_error(local));
-      continue;
-    }
-    const Mesh* mesh = &placed->mesh;
-    const MeshLayout* layout = &placed->layout;
-    std::optional<AxisRoles> roles =
-        resolve_axis_roles(*mesh, AxisRoles{}, AxisRoleSources{}, local);
-    if (!roles) {
-      drop_all(choice, DropReason::plan, first_error(local));
-      continue;
-    }
-    // The tensors this mesh walks: the manifest's classes for its expert
-    // rank count (folded once per count), or every tensor.
-    const Manifest* tensors = &manifest;
-    const MemoryFacts* tensor_facts = &facts;
-    int64_t experts = model.experts;
-    apply.keys = &*keys;
-    if (options.fold_tensors) {
-      const int64_t ranks = expert_ranks_of(*mesh, *roles);
-      auto it = folds.find(ranks);
-      if (it == folds.end()) {
-        it = folds
-                 .emplace(ranks,
-                          fold_tensor_classes(
-                              manifest, *keys, facts, ranks, model.experts))
-                 .first;
-      }
-      tensors = &it->second.representatives;
-      tensor_facts = &it->second.facts;
-      experts = it->second.experts;
-      apply.keys = &it->second.keys;
-    }
-    std::optional<RulePlan> plan =
-        apply_rules(*tensors, *mesh, rules, local, apply);
-    if (!plan) {
-      drop_all(choice, DropReason::plan, first_error(local));
-      continue;
-    }
-    ++out.planned;
-    out.walked += static_cast<int64_t>(tensors->size());
-    out.decisions += static_cast<int64_t>(plan->decisions.size());
-    const std::vector<const PartitionSpec*> specs = plan->specs();
-    const std::vector<TensorSharding> shardings = validate_planned(
-        *tensors, *mesh, specs, rules.source, ValidateOptions{}, local);
-    if (local.has_errors()) {
-      drop_all(choice, DropReason::plan, first_error(local));
-      continue;
-    }
-    // The workload variations' activations; the model state's memory is
-    // computed once for all of them.
-    std::vector<SearchCandidate> variants;  // in the order tried
-    std::vector<size_t> estimated;          // those with activations
-    std::vector<ActivationEstimate> acts;
-    std::vector<std::vector<ActivationLoad>> loads;
-    for (const std::string& remat : remats) {
-      for (const std::string& batch : batches) {
-        SearchCandidate c = candidate(choice, remat, batch);
-        Workload w = options.workload;
-        w.remat = remat;
-        w.mesh_source = "--axes";
-        if (!batch.empty()) {
-          w.per_device_batch = batch;
-          w.batch.reset();
-        }
-        Diagnostics run;
-        std::optional<ActivationEstimate> act =
-            estimate_activations(model, *mesh, *roles, w, run);
-        if (!act) {
-          c.dropped = DropReason::indivisible;
-          c.message = first_error(run);
-          variants.push_back(std::move(c));
-          continue;
-        }
-        std::vector<ActivationLoad>& load = loads.emplace_back();
-        for (const StageActivations& st : act->per_stage) {
-          load.push_back(ActivationLoad{st.total_bytes, st.host_bytes});
-        }
-        acts.push_back(std::move(*act));
-        estimated.push_back(variants.size());
-        variants.push_back(std::move(c));
-      }
-    }
-    MemoryOptions m = options.memory;
-    m.roles = *roles;
-    m.layers = model.layers;
-    m.experts = experts;
-    m.largest = 0;
-    m.facts = tensor_facts;
-    Diagnostics state_diags;
-    std::vector<Diagnostics> found(estimated.size());
-    const std::vector<std::optional<MemoryEstimate>> memories =
-        estimated.empty()
-            ? std::vector<std::optional<MemoryEstimate>>()
-            : estimate_memory(
-                *tensors, *mesh, shardings, m, loads, state_diags, found);
-    for (size_t v = 0; v < estimated.size(); ++v) {
-      SearchCandidate& c = variants[estimated[v]];
-      const std::optional<MemoryEstimate>* memory =
-          memories.empty() ? nullptr : &memories[v];
-      if (memory == nullptr || !*memory) {
-        c.dropped = DropReason::plan;
-        c.message = first_error(memory == nullptr ? state_diags : found[v]);
-        continue;
-      }
-      const MemoryEstimate& mem = **memory;
-      c.per_device = mem.per_device;
-      c.gather_buffer = mem.gather_buffer;
-      c.max_device_total = mem.max_device_total;
-      c.hbm_bytes = mem.hbm_bytes;
-      c.capacity_bytes = mem.capacity_bytes;
-      c.utilization = mem.utilization;
-      c.activations = mem.activations;
-      c.fits = mem.fits.value_or(true);
-      Diagnostics step_diags;
-      c.step = estimate_step(
-          model,
-          *mesh,
-          *roles,
-          acts[v],
-          step_inputs_for(
-              model, *choice.topology, layout->links, mem, "--axes"),
-          options.step,
-          step_diags);
-      if (c.step && !c.step->unsplit_tensor_axes.empty()) {
-        // The rules leave a tensor axis holding whole weights: the step's
-        // figures do not hold for this mesh.
-        c.dropped = DropReason::plan;
-        c.message = first_of(step_diags, "step.tensor-axis-unsplit");
-      } else if (!c.fits) {
-        c.dropped = DropReason::over_hbm;
-        c.message = fmt::format("needs {} bytes a device of {} usable",
-                                mem.max_device_total,
-                                mem.capacity_bytes.value_or(0));
-      }
-    }
-    std::move(
-        variants.begin(), variants.end(), std::back_inserter(out.candidates));
-  }
-  out.foldings = static_cast<int64_t>(folds.size());
-  // Rank those that fit; keep the dropped after them, in the order tried.
-  std::stable_partition(out.candidates.begin(),
-                        out.candidates.end(),
-                        [](const SearchCandidate& c) { return !c.dropped; });
-  const auto ranked_end = std::find_if(
-      out.candidates.begin(),
-      out.candidates.end(),
-      [](const SearchCandidate& c) { return c.dropped.has_value(); });
-  std::stable_sort(out.candidates.begin(),
-                   ranked_end,
-                   [&](const SearchCandidate& a, const SearchCandidate& b) {
-                     return objective_value(a, options.objective)
-                            < objective_value(b, options.objective);
-                   });
-  int64_t rank = 1;
-  for (auto it = out.candidates.begin(); it != ranked_end; ++it) {
-    it->rank = rank++;
-  }
-  for (const SearchCandidate& c : out.candidates) {
-    if (c.dropped) {
-      ++out.dropped_counts[std::string(to_string(*c.dropped))];
-    }
-  }
-  return out;
+  return Searcher(manifest, model, topologies, rules, options, diags).run();
 }
 
 }  // namespace shardplan

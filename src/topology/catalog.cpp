@@ -25,6 +25,30 @@ namespace {
 using Json = nlohmann::json;
 using Shape3 = std::array<int64_t, 3>;
 
+// Which axes of a TPU slice close into a ring (a catalogue file's
+// "wraparound": {"rule": ...}).
+enum class WrapRule {
+  full_cubes,  // "full-cubes": every axis, in whole 4x4x4 cubes (v4, v5p)
+  axis_16,     // "axis-16": an axis of 16 chips (v5e, v6e)
+  pod_axes,    // "pod-axes": an axis that spans the pod (v2, v3)
+};
+
+struct WrapRuleName {
+  WrapRule rule;
+  std::string_view name;
+};
+constexpr std::array<WrapRuleName, 3> k_wrap_rules{{
+    {WrapRule::full_cubes, "full-cubes"},
+    {WrapRule::axis_16, "axis-16"},
+    {WrapRule::pod_axes, "pod-axes"},
+}};
+
+// GPU families in `topology list` order, after the TPU generations
+// (tpu_chips()). A GPU's facts are all in its catalogue file; no code
+// branches on one. A family missing here is listed last.
+constexpr std::array<std::string_view, 5> k_gpu_families{
+    "a100", "h100", "h200", "b200", "gb200"};
+
 // One file of configs/topologies/: a chip family and its standard sizes.
 struct Family {
   std::string name;
@@ -39,10 +63,10 @@ struct Family {
   int64_t devices_per_chip = 1;
   Shape3 host_bounds{2, 2, 1};
   int64_t single_host_chips = 4;  // slices this small are one host
-  std::string wrap_rule;          // full-cubes | axis-16 | pod-axes
+  WrapRule wrap_rule = WrapRule::full_cubes;
   Shape3 pod_shape{0, 0, 0};
   Shape3 max_shape{0, 0, 0};
-  bool two_d = false;  // v2, v3: shapes are AxB
+  bool two_d = false;  // v2, v3, v5e, v6e: shapes are AxB (is_2d)
   bool multislice = false;
   std::vector<Shape3> slices;
   // GPU
@@ -115,6 +139,54 @@ Shape3 read_shape3(const Json& j) {
   return s;
 }
 
+// The TPU half of a catalogue file, checked against the chip's row
+// (tpu_chips()): the family names a generation, with its device_kind and
+// its slices' dimensionality.
+void parse_tpu(const std::string& file, const Json& j, Family& f) {
+  const std::optional<TpuChip> chip = find_tpu_chip(f.name);
+  if (!chip) {
+    bad_catalogue(file, fmt::format("no TPU chip \"{}\"", f.name));
+  }
+  f.chip = *chip;
+  const TpuChipInfo& row = chip_info(f.chip);
+  if (f.device_kind != row.device_kind) {
+    bad_catalogue(file,
+                  fmt::format("device_kind \"{}\", but TPU {} reports \"{}\"",
+                              f.device_kind,
+                              f.name,
+                              row.device_kind));
+  }
+  f.counts_cores = j.at("name_counts").get<std::string>() == "cores";
+  f.tensorcores_per_chip = j.at("tensorcores_per_chip").get<int64_t>();
+  f.devices_per_chip = j.at("devices_per_chip").get<int64_t>();
+  f.host_bounds = read_shape3(j.at("host_bounds"));
+  f.single_host_chips = j.at("single_host_chips").get<int64_t>();
+  const Json& wrap = j.at("wraparound");
+  const std::string rule = wrap.at("rule").get<std::string>();
+  const auto* known = std::find_if(
+      k_wrap_rules.begin(), k_wrap_rules.end(), [&](const WrapRuleName& r) {
+        return r.name == rule;
+      });
+  if (known == k_wrap_rules.end()) {
+    bad_catalogue(file, fmt::format("unknown wraparound rule \"{}\"", rule));
+  }
+  f.wrap_rule = known->rule;
+  if (f.wrap_rule == WrapRule::pod_axes) {
+    f.pod_shape = read_shape3(wrap.at("pod_shape"));
+  }
+  f.max_shape = read_shape3(j.at("max_shape"));
+  f.multislice = j.at("multislice").get<bool>();
+  f.two_d = row.torus_dims == 2;
+  for (const Json& s : j.at("slices")) {
+    const std::string text = s.get<std::string>();
+    std::optional<Shape3> shape = parse_chips(text, f.two_d ? 2 : 3);
+    if (!shape) {
+      bad_catalogue(file, fmt::format("bad slice shape \"{}\"", text));
+    }
+    f.slices.push_back(*shape);
+  }
+}
+
 Family parse_family(const embedded::EmbeddedFile& file) {
   const std::string name(file.name);
   Family f;
@@ -138,50 +210,22 @@ Family parse_family(const embedded::EmbeddedFile& file) {
       bad_catalogue(name, fmt::format("unknown kind \"{}\"", kind));
     }
     f.kind = TopologyKind::tpu;
-    bool known = false;
-    for (TpuChip chip : {TpuChip::v2,
-                         TpuChip::v3,
-                         TpuChip::v4,
-                         TpuChip::v5e,
-                         TpuChip::v5p,
-                         TpuChip::v6e,
-                         TpuChip::tpu7x}) {
-      if (to_string(chip) == f.name) {
-        f.chip = chip;
-        known = true;
-      }
-    }
-    if (!known) {
-      bad_catalogue(name, fmt::format("no TPU chip \"{}\"", f.name));
-    }
-    f.counts_cores = j.at("name_counts").get<std::string>() == "cores";
-    f.tensorcores_per_chip = j.at("tensorcores_per_chip").get<int64_t>();
-    f.devices_per_chip = j.at("devices_per_chip").get<int64_t>();
-    f.host_bounds = read_shape3(j.at("host_bounds"));
-    f.single_host_chips = j.at("single_host_chips").get<int64_t>();
-    const Json& wrap = j.at("wraparound");
-    f.wrap_rule = wrap.at("rule").get<std::string>();
-    if (f.wrap_rule == "pod-axes") {
-      f.pod_shape = read_shape3(wrap.at("pod_shape"));
-    } else if (f.wrap_rule != "full-cubes" && f.wrap_rule != "axis-16") {
-      bad_catalogue(name,
-                    fmt::format("unknown wraparound rule \"{}\"", f.wrap_rule));
-    }
-    f.max_shape = read_shape3(j.at("max_shape"));
-    f.multislice = j.at("multislice").get<bool>();
-    for (const Json& s : j.at("slices")) {
-      const std::string text = s.get<std::string>();
-      f.two_d = std::count(text.begin(), text.end(), 'x') == 1;
-      std::optional<Shape3> shape = parse_chips(text, f.two_d ? 2 : 3);
-      if (!shape) {
-        bad_catalogue(name, fmt::format("bad slice shape \"{}\"", text));
-      }
-      f.slices.push_back(*shape);
-    }
+    parse_tpu(name, j, f);
   } catch (const Json::exception& e) {
     bad_catalogue(name, e.what());
   }
   return f;
+}
+
+// A family's place in `topology list`: the TPU generations in tpu_chips()
+// order, then the GPUs in k_gpu_families order.
+size_t list_rank(const Family& f) {
+  if (f.kind == TopologyKind::tpu) {
+    return static_cast<size_t>(f.chip);
+  }
+  const auto* it =
+      std::find(k_gpu_families.begin(), k_gpu_families.end(), f.name);
+  return tpu_chips().size() + static_cast<size_t>(it - k_gpu_families.begin());
 }
 
 const std::vector<Family>& families() {
@@ -191,25 +235,9 @@ const std::vector<Family>& families() {
       out.push_back(parse_family(file));
     }
     // TPUs first, by generation, then GPUs, as `topology list` shows them.
-    auto rank = [](const Family& f) {
-      static const std::vector<std::string> order = {"v2",
-                                                     "v3",
-                                                     "v4",
-                                                     "v5e",
-                                                     "v5p",
-                                                     "v6e",
-                                                     "tpu7x",
-                                                     "a100",
-                                                     "h100",
-                                                     "h200",
-                                                     "b200",
-                                                     "gb200"};
-      auto it = std::find(order.begin(), order.end(), f.name);
-      return it - order.begin();
-    };
     std::stable_sort(
         out.begin(), out.end(), [&](const Family& a, const Family& b) {
-          return rank(a) < rank(b);
+          return list_rank(a) < list_rank(b);
         });
     return out;
   }();
@@ -229,22 +257,27 @@ const Family* find_family(std::string_view name) {
 
 std::array<bool, 3> wraparound_for(const Family& f, const Shape3& shape) {
   std::array<bool, 3> wrap{false, false, false};
-  if (f.wrap_rule == "full-cubes") {
-    // v4/v5p: tori only in whole 4x4x4 cubes (hardware-and-costs.md B.1:
-    // 4x4x8 wraps on every axis, 2x2x4 on none).
-    const bool cubes =
-        shape[0] % 4 == 0 && shape[1] % 4 == 0 && shape[2] % 4 == 0;
-    wrap = {cubes, cubes, cubes};
-  } else if (f.wrap_rule == "axis-16") {
-    // v5e/v6e: only an axis of 16 chips closes (8x16 wraps on the 16).
-    for (size_t k = 0; k < 3; ++k) {
-      wrap[k] = shape[k] == 16;
+  switch (f.wrap_rule) {
+    case WrapRule::full_cubes: {
+      // v4/v5p: tori only in whole 4x4x4 cubes (hardware-and-costs.md B.1:
+      // 4x4x8 wraps on every axis, 2x2x4 on none).
+      const bool cubes =
+          shape[0] % 4 == 0 && shape[1] % 4 == 0 && shape[2] % 4 == 0;
+      wrap = {cubes, cubes, cubes};
+      break;
     }
-  } else {
-    // v2/v3: the pod's 2D torus; an axis wraps when it spans the pod.
-    for (size_t k = 0; k < 3; ++k) {
-      wrap[k] = shape[k] > 2 && shape[k] == f.pod_shape[k];
-    }
+    case WrapRule::axis_16:
+      // v5e/v6e: only an axis of 16 chips closes (8x16 wraps on the 16).
+      for (size_t k = 0; k < 3; ++k) {
+        wrap[k] = shape[k] == 16;
+      }
+      break;
+    case WrapRule::pod_axes:
+      // v2/v3: the pod's 2D torus; an axis wraps when it spans the pod.
+      for (size_t k = 0; k < 3; ++k) {
+        wrap[k] = shape[k] > 2 && shape[k] == f.pod_shape[k];
+      }
+      break;
   }
   return wrap;
 }
@@ -303,11 +336,42 @@ std::vector<std::string> catalogue_names() {
   return names;
 }
 
-constexpr std::string_view k_name_hint =
-    "topology names: v2-N, v3-N, v4-N, v5p-N, tpu7x-N (N TensorCores), "
-    "v5e-N, v6e-N (N chips), an explicit shape like v5p:4x4x8, Kx in front "
-    "for K slices (2xv5p-256), and GPUs like h100x64, a100x8, h200x16, "
-    "b200x64, gb200x72; `shardplan topology list` shows the catalogue";
+// The hint of an unknown topology: the TPU names of the catalogue, those
+// that count TensorCores and those that count chips, in generation order
+// ("v2-N, ..., tpu7x-N (N TensorCores), v5e-N, v6e-N (N chips)").
+std::string name_hint() {
+  std::vector<std::string> cores;
+  std::vector<std::string> chips;
+  for (const Family& f : families()) {
+    if (f.kind == TopologyKind::tpu) {
+      (f.counts_cores ? cores : chips).push_back(f.name + "-N");
+    }
+  }
+  return fmt::format(
+      "topology names: {} (N TensorCores), {} (N chips), an explicit shape "
+      "like v5p:4x4x8, Kx in front for K slices (2xv5p-256), and GPUs like "
+      "h100x64, a100x8, h200x16, b200x64, gb200x72; `shardplan topology "
+      "list` shows the catalogue",
+      fmt::join(cores, ", "),
+      fmt::join(chips, ", "));
+}
+
+// The TPU generations that join slices over DCN: "v4, v5e, v5p, v6e and
+// tpu7x".
+std::string multislice_families() {
+  std::vector<std::string> names;
+  for (const Family& f : families()) {
+    if (f.kind == TopologyKind::tpu && f.multislice) {
+      names.push_back(f.name);
+    }
+  }
+  if (names.size() < 2) {
+    return names.empty() ? "" : names.front();
+  }
+  const std::string last = names.back();
+  names.pop_back();
+  return fmt::format("{} and {}", fmt::join(names, ", "), last);
+}
 
 class NameResolver {
  public:
@@ -399,7 +463,7 @@ class NameResolver {
     }
     return fail("topology.unknown",
                 fmt::format("unknown topology {}", quote(m_original)),
-                hint + std::string(k_name_hint));
+                hint + name_hint());
   }
 
   bool check_slices(const Family& f, int64_t slices) {
@@ -408,7 +472,7 @@ class NameResolver {
            fmt::format("{}: TPU {} has no multi-slice (DCN) support",
                        quote(m_original),
                        f.name),
-           "multi-slice training runs on v4, v5e, v5p, v6e and tpu7x");
+           "multi-slice training runs on " + multislice_families());
       return false;
     }
     return true;
@@ -643,11 +707,6 @@ std::span<const FigureField> figure_fields() {
        pb_per_s},
   }};
   return fields;
-}
-
-bool is_2d(TpuChip chip) {
-  return chip == TpuChip::v2 || chip == TpuChip::v3 || chip == TpuChip::v5e
-         || chip == TpuChip::v6e;
 }
 
 std::string_view to_string(TopologyKind kind) {

@@ -236,46 +236,6 @@ Reorder v5p_reorder(const std::vector<TpuDevice>& devices) {
 
 }  // namespace
 
-std::string_view to_string(TpuChip chip) {
-  switch (chip) {
-    case TpuChip::v2:
-      return "v2";
-    case TpuChip::v3:
-      return "v3";
-    case TpuChip::v4:
-      return "v4";
-    case TpuChip::v5e:
-      return "v5e";
-    case TpuChip::v5p:
-      return "v5p";
-    case TpuChip::v6e:
-      return "v6e";
-    case TpuChip::tpu7x:
-      return "tpu7x";
-  }
-  return "v4";
-}
-
-std::string_view device_kind(TpuChip chip) {
-  switch (chip) {
-    case TpuChip::v2:
-      return "TPU v2";
-    case TpuChip::v3:
-      return "TPU v3";
-    case TpuChip::v4:
-      return "TPU v4";
-    case TpuChip::v5e:
-      return "TPU v5 lite";
-    case TpuChip::v5p:
-      return "TPU v5p";
-    case TpuChip::v6e:
-      return "TPU v6 lite";
-    case TpuChip::tpu7x:
-      return "TPU7x";
-  }
-  return "TPU v4";
-}
-
 std::vector<TpuDevice> tpu_devices(const TpuSlice& slice) {
   const auto& c = slice.chips;
   std::array<int64_t, 3> host{};   // chips per host, clipped to the slice
@@ -559,6 +519,28 @@ std::optional<TorusLayout> assign_torus_axes(
   return TorusLayout{std::move(a), transpose_order(physical_shape, perm)};
 }
 
+namespace {
+
+// JAX's error for a second device on a chip of a generation whose physical
+// mesh has no core axis, first letter lowered.
+std::string megacore_message(TpuChip chip, const TpuDevice& d) {
+  return fmt::format(
+      "creating meshes for TPU >v3 requires one device per chip "
+      "(\"megacore\" mode). Got device id {} for a device of kind "
+      "{}: TpuDevice(id={}, process_index={}, coords=({},{},{}), "
+      "core_on_chip={})",
+      d.core_on_chip,
+      device_kind(chip),
+      d.id,
+      d.process_index,
+      d.coords[0],
+      d.coords[1],
+      d.coords[2],
+      d.core_on_chip);
+}
+
+}  // namespace
+
 std::optional<PhysicalTpuMesh> physical_tpu_mesh(
     TpuChip chip, const std::vector<TpuDevice>& devices, Diagnostics& diags) {
   assert(!devices.empty());
@@ -587,9 +569,21 @@ std::optional<PhysicalTpuMesh> physical_tpu_mesh(
   }
 
   PhysicalTpuMesh mesh;
-  const bool two_d = chip == TpuChip::v2 || chip == TpuChip::v3;
-  const bool with_cores =
-      chip == TpuChip::tpu7x || (chip == TpuChip::v5p && cores == 2);
+  bool two_d = false;       // (x, y, core)
+  bool with_cores = false;  // (x, y, z, core); neither: (x, y, z)
+  switch (chip_info(chip).physical_mesh) {
+    case TpuPhysicalMesh::xy_core:
+      two_d = true;
+      break;
+    case TpuPhysicalMesh::xyz:
+      break;
+    case TpuPhysicalMesh::xyz_core:
+      with_cores = true;
+      break;
+    case TpuPhysicalMesh::xyz_core_if_two:
+      with_cores = cores == 2;
+      break;
+  }
   if (two_d) {
     mesh.shape = {dims[0], dims[1], cores};
   } else if (with_cores) {
@@ -618,21 +612,7 @@ std::optional<PhysicalTpuMesh> physical_tpu_mesh(
       flat = ((x * dims[1] + y) * dims[2] + z) * cores + core;
     } else {
       if (d.core_on_chip != 0) {
-        diags.error(
-            "topology.megacore",
-            fmt::format(
-                "creating meshes for TPU >v3 requires one device per chip "
-                "(\"megacore\" mode). Got device id {} for a device of kind "
-                "{}: TpuDevice(id={}, process_index={}, coords=({},{},{}), "
-                "core_on_chip={})",
-                d.core_on_chip,
-                device_kind(chip),
-                d.id,
-                d.process_index,
-                d.coords[0],
-                d.coords[1],
-                d.coords[2],
-                d.core_on_chip));
+        diags.error("topology.megacore", megacore_message(chip, d));
         return std::nullopt;
       }
       flat = (x * dims[1] + y) * dims[2] + z;
@@ -718,6 +698,61 @@ std::optional<PhysicalTpuMesh> transpose_trick(
   return out;
 }
 
+// The TPU7x handler: the 2x2x2 ring on every block of 8 devices in list
+// order, for 8 to 32 devices whose chips span at most 2x2 in x and y. false
+// after an error (reported).
+bool tpu7x_reorder(TpuChip chip,
+                   const std::vector<TpuDevice>& devices,
+                   Diagnostics& diags,
+                   Reorder& reorder) {
+  const size_t n = devices.size();
+  if (n % 8 != 0 || n > 32) {
+    return true;
+  }
+  std::optional<PhysicalTpuMesh> physical =
+      physical_tpu_mesh(chip, devices, diags);
+  if (!physical) {
+    return false;
+  }
+  if (physical->shape[0] <= 2 && physical->shape[1] <= 2) {
+    std::vector<size_t> order;
+    order.reserve(n);
+    for (size_t block = 0; block < n; block += 8) {
+      for (size_t i : k_7x_2x2x2_ring) {
+        order.push_back(block + i);
+      }
+    }
+    reorder = std::move(order);
+  }
+  return true;
+}
+
+// create_device_mesh's device-kind handler for `chip` (its row's ring):
+// `reorder` is left empty when the handler declines. false after an error
+// (reported).
+bool ring_reorder(TpuChip chip,
+                  const std::vector<int64_t>& mesh_shape,
+                  const std::vector<TpuDevice>& devices,
+                  Diagnostics& diags,
+                  Reorder& reorder) {
+  switch (chip_info(chip).ring) {
+    case TpuRing::none:
+      return true;
+    case TpuRing::v2_v3:
+      reorder = v2_v3_reorder(mesh_shape, devices.size());
+      return true;
+    case TpuRing::v5e:
+      reorder = v5e_reorder(mesh_shape, devices);
+      return true;
+    case TpuRing::v5p:
+      reorder = v5p_reorder(devices);
+      return true;
+    case TpuRing::tpu7x:
+      return tpu7x_reorder(chip, devices, diags, reorder);
+  }
+  return true;
+}
+
 }  // namespace
 
 std::optional<TpuGrid> create_device_mesh(
@@ -737,43 +772,11 @@ std::optional<TpuGrid> create_device_mesh(
             python_tuple(mesh_shape)));
     return std::nullopt;
   }
-  const size_t n = devices.size();
 
   // Device-kind handlers first; a handler may decline (JAX's None).
   Reorder reorder;
-  switch (chip) {
-    case TpuChip::v2:
-    case TpuChip::v3:
-      reorder = v2_v3_reorder(mesh_shape, n);
-      break;
-    case TpuChip::v5e:
-    case TpuChip::v6e:
-      reorder = v5e_reorder(mesh_shape, devices);
-      break;
-    case TpuChip::v5p:
-      reorder = v5p_reorder(devices);
-      break;
-    case TpuChip::tpu7x:
-      if (n % 8 == 0 && n <= 32) {
-        std::optional<PhysicalTpuMesh> physical =
-            physical_tpu_mesh(chip, devices, diags);
-        if (!physical) {
-          return std::nullopt;
-        }
-        if (physical->shape[0] <= 2 && physical->shape[1] <= 2) {
-          // The ring applied to every block of 8 devices in list order.
-          std::vector<size_t> order;
-          for (size_t block = 0; block < n; block += 8) {
-            for (size_t i : k_7x_2x2x2_ring) {
-              order.push_back(block + i);
-            }
-          }
-          reorder = std::move(order);
-        }
-      }
-      break;
-    case TpuChip::v4:
-      break;
+  if (!ring_reorder(chip, mesh_shape, devices, diags, reorder)) {
+    return std::nullopt;
   }
   TpuGrid result;
   result.grid.shape = mesh_shape;
@@ -796,7 +799,7 @@ std::optional<TpuGrid> create_device_mesh(
     }
   }
   const bool core_axis_first =
-      chip == TpuChip::tpu7x && physical->shape.size() == 4;
+      chip_info(chip).core_axis_first && physical->shape.size() == 4;
   std::optional<TorusLayout> layout =
       assign_torus_axes(physical->shape,
                         mesh_shape,
@@ -846,6 +849,7 @@ std::optional<TpuGrid> create_hybrid_device_mesh(
   }
 
   std::vector<std::vector<int64_t>> slice_ids;
+  slice_ids.reserve(per_slice.size());
   for (const TpuGrid& g : per_slice) {
     slice_ids.push_back(g.grid.ids);
   }

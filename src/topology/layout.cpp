@@ -460,7 +460,7 @@ std::optional<MeshLayout> layout_mesh(const Topology& topology,
     const size_t rows = layout.physical_assignment.size();
     // v2/v3 physical meshes are (x, y, core) (sharding-anchors.md b2).
     const bool two_d =
-        topology.tpu.chip == TpuChip::v2 || topology.tpu.chip == TpuChip::v3;
+        chip_info(topology.tpu.chip).physical_mesh == TpuPhysicalMesh::xy_core;
     for (size_t p = 0; p < rows; ++p) {
       layout.physical_axis_names.emplace_back(
           two_d && p == 2 ? "core" : k_physical_names[p]);

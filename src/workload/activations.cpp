@@ -10,6 +10,8 @@
 // split each. Layers are priced once per kind (dense, MoE), then multiplied
 // by the layers each pipeline stage holds and the microbatches in flight.
 
+#include "workload/internal.hpp"
+
 #include <shardplan/workload.hpp>
 
 #include <climits>
@@ -29,85 +31,7 @@ namespace shardplan {
 
 namespace {
 
-// ---------------------------------------------------------------------------
-// Names.
-
-struct PolicyName {
-  RematPolicy policy;
-  std::string_view name;
-};
-
-constexpr PolicyName k_policy_names[] = {
-    {RematPolicy::none, "none"},
-    {RematPolicy::full, "full"},
-    {RematPolicy::selective, "selective"},
-    {RematPolicy::minimal, "minimal"},
-    {RematPolicy::minimal_with_context, "minimal_with_context"},
-    {RematPolicy::save_dot_except_mlp, "save_dot_except_mlp"},
-    {RematPolicy::save_dot_except_mlpwi, "save_dot_except_mlpwi"},
-    {RematPolicy::save_dot_with_context_except_mlp,
-     "save_dot_with_context_except_mlp"},
-    {RematPolicy::save_qkv_proj, "save_qkv_proj"},
-    {RematPolicy::save_out_proj, "save_out_proj"},
-    {RematPolicy::qkv_proj_offloaded, "qkv_proj_offloaded"},
-    {RematPolicy::minimal_offloaded, "minimal_offloaded"},
-};
-
-// MaxText's checkpoint names (checkpoint_name in layers/decoders.py,
-// attentions.py, attention_mla.py, linears.py, moe.py) that its policies
-// select by; `other` for a tensor no built-in policy names.
-enum class Tag {
-  other,
-  decoder_layer_input,
-  query_proj,
-  key_proj,
-  value_proj,
-  context,
-  out_proj,
-  mlpwi_0,
-  mlpwi_1,
-  mlpwi,
-  mlpwo,
-};
-
-// The names a MaxText policy saves (get_remat_policy: save_only_these_names
-// or, offloaded, save_and_offload_only_these_names), besides the layer
-// input the scan always keeps. "qkv_proj" (fused q/k/v) is q, k and v here.
-bool maxtext_names(RematPolicy policy, Tag tag) {
-  const bool qkv =
-      tag == Tag::query_proj || tag == Tag::key_proj || tag == Tag::value_proj;
-  const bool mlp =
-      tag == Tag::mlpwi_0 || tag == Tag::mlpwi_1 || tag == Tag::mlpwi;
-  switch (policy) {
-    case RematPolicy::minimal:
-    case RematPolicy::minimal_offloaded:
-      return qkv || tag == Tag::out_proj || mlp || tag == Tag::mlpwo;
-    case RematPolicy::minimal_with_context:
-      return qkv || tag == Tag::out_proj || mlp || tag == Tag::mlpwo
-             || tag == Tag::context;
-    case RematPolicy::save_dot_with_context_except_mlp:
-      return qkv || tag == Tag::context || tag == Tag::out_proj;
-    case RematPolicy::save_dot_except_mlpwi:
-      return qkv || tag == Tag::out_proj || tag == Tag::mlpwo;
-    case RematPolicy::save_dot_except_mlp:
-      return qkv || tag == Tag::out_proj;
-    case RematPolicy::save_qkv_proj:
-    case RematPolicy::qkv_proj_offloaded:
-      return qkv;
-    case RematPolicy::save_out_proj:
-      return tag == Tag::out_proj;
-    case RematPolicy::none:
-    case RematPolicy::full:
-    case RematPolicy::selective:
-      return false;
-  }
-  return false;
-}
-
-bool offloading(RematPolicy policy) {
-  return policy == RematPolicy::qkv_proj_offloaded
-         || policy == RematPolicy::minimal_offloaded;
-}
+using workload_detail::Tag;
 
 // ---------------------------------------------------------------------------
 // The candidate tensors of a layer.
@@ -861,7 +785,8 @@ class Estimator {
     Dims& d = m_dims;
     d.h = c.hidden;
     d.heads = ceil_div(c.heads, t);
-    d.mla = c.architecture == "DeepseekV3ForCausalLM";
+    d.mla =
+        architecture_info(c.architecture).family == ModelFamily::deepseek_v3;
     d.kv_heads = d.mla ? d.heads : ceil_div(c.kv_heads, t);
     d.q_head = d.mla ? m_arith.add(c.qk_nope, c.qk_rope) : c.head_dim;
     d.v_head = d.mla ? c.v_head : c.head_dim;
@@ -908,27 +833,6 @@ class Estimator {
     if (m_s.shared_intermediate > 0) {
       symbol("Is", m_s.shared_intermediate);
     }
-  }
-
-  // Whether policy `p` keeps `c`, on the device or on the host.
-  static std::pair<bool, bool> kept(RematPolicy p, const Candidate& c) {
-    switch (p) {
-      case RematPolicy::none:
-        return {c.needed, false};
-      case RematPolicy::selective:
-        return {c.needed && !c.core, false};
-      case RematPolicy::full:
-        return {c.tag == Tag::decoder_layer_input, false};
-      default:
-        break;
-    }
-    // MaxText's scan keeps every layer's input; the policy's names come on
-    // top, on the device or offloaded.
-    if (c.tag == Tag::decoder_layer_input) {
-      return {true, false};
-    }
-    const bool named = maxtext_names(p, c.tag);
-    return offloading(p) ? std::pair{false, named} : std::pair{named, false};
   }
 
   // The mesh axes of the roles that split a tensor of `scale`, mesh order.
@@ -994,7 +898,8 @@ class Estimator {
                          RematPolicy policy) {
     LayerActivations layer;
     for (const Candidate& c : candidates) {
-      const auto [device, host] = kept(policy, c);
+      const auto [device, host] =
+          workload_detail::kept(policy, c.tag, c.needed, c.core);
       if (!device && !host) {
         continue;
       }
@@ -1254,55 +1159,6 @@ class Estimator {
 
 }  // namespace
 
-std::string_view to_string(RematPolicy policy) {
-  for (const PolicyName& p : k_policy_names) {
-    if (p.policy == policy) {
-      return p.name;
-    }
-  }
-  return "?";
-}
-
-std::optional<RematPolicy> parse_remat_policy(std::string_view text) {
-  if (text == "minimal_flash") {
-    return RematPolicy::minimal_with_context;
-  }
-  for (const PolicyName& p : k_policy_names) {
-    if (p.name == text) {
-      return p.policy;
-    }
-  }
-  return std::nullopt;
-}
-
-std::vector<std::string> remat_policy_names() {
-  std::vector<std::string> out;
-  for (const PolicyName& p : k_policy_names) {
-    out.emplace_back(p.name);
-  }
-  return out;
-}
-
-std::optional<RematPolicy> read_remat_policy(std::string_view text,
-                                             std::string_view source,
-                                             Diagnostics& diags) {
-  std::optional<RematPolicy> remat = parse_remat_policy(text);
-  if (!remat) {
-    const std::vector<std::string> names = remat_policy_names();
-    Diagnostic& d =
-        diags.error("workload.unknown-remat",
-                    fmt::format("unknown remat policy {}; expected one of {}",
-                                quote(text),
-                                fmt::join(names, ", ")),
-                    Location::of(std::string(source)));
-    const std::string near = closest_match(text, names);
-    if (!near.empty()) {
-      d.hint = fmt::format("did you mean {}?", quote(near));
-    }
-  }
-  return remat;
-}
-
 std::string_view to_string(AttentionKind kind) {
   return kind == AttentionKind::flash ? "flash" : "plain";
 }
@@ -1346,7 +1202,7 @@ std::vector<ActivationTerm> stage_terms(const ActivationEstimate& estimate,
   const bool pipelined = estimate.stages > 1;
   // "a + b", times the microbatches in flight when pipelined.
   auto in_flight = [&](const std::vector<std::string>& parts) {
-    const std::string sum = fmt::format("{}", fmt::join(parts, " + "));
+    std::string sum = fmt::format("{}", fmt::join(parts, " + "));
     if (!pipelined) {
       return sum;
     }

@@ -53,7 +53,7 @@ AxisRoles roles_of(const Mesh& mesh) {
 ModelConfig gpt(int64_t h, int64_t a, int64_t layers, int64_t vocab) {
   ModelConfig c;
   c.source = "gpt.json";
-  c.architecture = "GPT2LMHeadModel";
+  c.architecture = Architecture::gpt2;
   c.vocab = vocab;
   c.hidden = h;
   c.heads = a;

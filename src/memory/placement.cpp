@@ -1,3 +1,7 @@
+// Placement of tensors on pipeline stages and of whole experts on expert
+// ranks (DESIGN.md 8; docs/memory.md, "Pipeline stages and expert
+// placement"): name_facts, place_tensors.
+
 #include <shardplan/memory.hpp>
 
 #include <fmt/format.h>
@@ -10,10 +14,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-// Placement of tensors on pipeline stages and of whole experts on expert
-// ranks (DESIGN.md 8; docs/memory.md, "Pipeline stages and expert
-// placement").
 
 namespace shardplan {
 
@@ -44,11 +44,6 @@ std::optional<int64_t> parse_index(std::string_view text) {
   return value;
 }
 
-bool ends_with(std::string_view text, std::string_view suffix) {
-  return text.size() >= suffix.size()
-         && text.substr(text.size() - suffix.size()) == suffix;
-}
-
 // Whether `spec` splits some dim over one of `axes`.
 bool splits_over(const PartitionSpec* spec,
                  const std::vector<std::string>& axes) {
@@ -63,6 +58,105 @@ bool splits_over(const PartitionSpec* spec,
     }
   }
   return false;
+}
+
+// "stage axis "pp" (4 stages)", "stage axes "pp" x "stage" (8 stages)".
+std::string axes_text(std::string_view role,
+                      const std::vector<std::string>& axes,
+                      int64_t size,
+                      std::string_view unit) {
+  std::vector<std::string> names;
+  names.reserve(axes.size());
+  for (const std::string& a : axes) {
+    names.push_back(quote(a));
+  }
+  return fmt::format("{} ax{}s {} ({} {}{})",
+                     role,
+                     axes.size() == 1 ? "i" : "e",
+                     fmt::join(names, " x "),
+                     size,
+                     unit,
+                     size == 1 ? "" : "s");
+}
+
+// The stages divide L, and the expert ranks are at most N; each reported
+// at its source. L and N are the manifest's largest layer and expert
+// indices plus 1 unless the options say more.
+bool check_counts(const Placement& out,
+                  const PlacementOptions& options,
+                  int64_t largest_layer,
+                  int64_t largest_expert,
+                  Diagnostics& diags) {
+  if (out.stages > 1 && out.layers > 0 && out.layers % out.stages != 0) {
+    const std::string axes =
+        axes_text("stage", out.stage_axes, out.stages, "stage");
+    diags
+        .error("memory.stage-indivisible",
+               fmt::format("{} {} not divide the {} decoder layers ({})",
+                           axes,
+                           out.stage_axes.size() == 1 ? "does" : "do",
+                           out.layers,
+                           out.layers_from_config
+                               ? std::string("of the model config")
+                               : fmt::format("the manifest's largest layer "
+                                             "index {}, plus 1",
+                                             largest_layer)),
+               Location::of(options.stage_source))
+        .hint = fmt::format(
+        "a stage holds L / S whole layers: use stages that divide {}",
+        out.layers);
+    return false;
+  }
+  if (out.expert_ranks > 1 && out.experts > 0
+      && out.expert_ranks > out.experts) {
+    const std::string axes =
+        axes_text("expert", out.expert_axes, out.expert_ranks, "rank");
+    diags
+        .error("memory.expert-axis-too-large",
+               fmt::format("{} {} larger than the {} experts ({})",
+                           axes,
+                           out.expert_axes.size() == 1 ? "is" : "are",
+                           out.experts,
+                           options.experts && *options.experts >= out.experts
+                               ? std::string("of the model config")
+                               : fmt::format("the manifest's largest expert "
+                                             "index {}, plus 1",
+                                             largest_expert)),
+               Location::of(options.expert_source))
+        .hint = fmt::format(
+        "a rank holds whole experts: use at most {} expert ranks", out.experts);
+    return false;
+  }
+  return true;
+}
+
+// The stage and expert rank of each tensor (place_tensors).
+void place_each(Placement& out,
+                const std::vector<TensorSharding>& shardings,
+                std::span<const NameFacts> facts) {
+  out.tensors.resize(shardings.size());
+  for (size_t t = 0; t < shardings.size(); ++t) {
+    const PartitionSpec* spec = shardings[t].spec();
+    TensorPlacement& p = out.tensors[t];
+    const NameFacts& name = facts[t];
+    if (out.stages > 1 && !splits_over(spec, out.stage_axes)) {
+      if (const std::optional<int64_t>& i = name.layer) {
+        // floor(i x S / L) for i < L; S <= devices and i < L <= 10^18: use
+        // the quotient form, exact since S divides L.
+        p.stage =
+            *i < out.layers ? *i / (out.layers / out.stages) : out.stages - 1;
+      } else if (name.embedding) {
+        p.stage = 0;
+      } else if (!name.stacked) {
+        p.stage = out.stages - 1;
+      }
+    }
+    if (out.expert_ranks > 1 && !splits_over(spec, out.expert_axes)) {
+      if (const std::optional<int64_t>& e = name.expert) {
+        p.expert_rank = expert_rank_of(*e, out.expert_ranks, out.experts);
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -104,8 +198,8 @@ NameFacts name_facts(std::string_view name) {
         || (first == 'e' && component.starts_with("embed")
             && component != "embed_out")
         || ((last == 's' || last == 'g')
-            && (ends_with(component, "_embeddings")
-                || ends_with(component, "_embedding")))
+            && (component.ends_with("_embeddings")
+                || component.ends_with("_embedding")))
         || (first == 'w' && (component == "wte" || component == "wpe"));
     start = end + 1;
   }
@@ -198,86 +292,10 @@ std::optional<Placement> place_tensors(
   out.layers = options.layers ? *options.layers : largest_layer + 1;
   out.experts = std::max(options.experts.value_or(0), largest_expert + 1);
 
-  // "stage axis "pp" (4 stages)", "stage axes "pp" x "stage" (8 stages)".
-  const auto axes_text = [](std::string_view role,
-                            const std::vector<std::string>& axes,
-                            int64_t size,
-                            std::string_view unit) {
-    std::vector<std::string> names;
-    for (const std::string& a : axes) {
-      names.push_back(quote(a));
-    }
-    return fmt::format("{} ax{}s {} ({} {}{})",
-                       role,
-                       axes.size() == 1 ? "i" : "e",
-                       fmt::join(names, " x "),
-                       size,
-                       unit,
-                       size == 1 ? "" : "s");
-  };
-  if (out.stages > 1 && out.layers > 0 && out.layers % out.stages != 0) {
-    const std::string axes =
-        axes_text("stage", out.stage_axes, out.stages, "stage");
-    diags
-        .error("memory.stage-indivisible",
-               fmt::format("{} {} not divide the {} decoder layers ({})",
-                           axes,
-                           out.stage_axes.size() == 1 ? "does" : "do",
-                           out.layers,
-                           out.layers_from_config
-                               ? std::string("of the model config")
-                               : fmt::format("the manifest's largest layer "
-                                             "index {}, plus 1",
-                                             largest_layer)),
-               Location::of(options.stage_source))
-        .hint = fmt::format(
-        "a stage holds L / S whole layers: use stages that divide {}",
-        out.layers);
+  if (!check_counts(out, options, largest_layer, largest_expert, diags)) {
     return std::nullopt;
   }
-  if (out.expert_ranks > 1 && out.experts > 0
-      && out.expert_ranks > out.experts) {
-    const std::string axes =
-        axes_text("expert", out.expert_axes, out.expert_ranks, "rank");
-    diags
-        .error("memory.expert-axis-too-large",
-               fmt::format("{} {} larger than the {} experts ({})",
-                           axes,
-                           out.expert_axes.size() == 1 ? "is" : "are",
-                           out.experts,
-                           options.experts && *options.experts >= out.experts
-                               ? std::string("of the model config")
-                               : fmt::format("the manifest's largest expert "
-                                             "index {}, plus 1",
-                                             largest_expert)),
-               Location::of(options.expert_source))
-        .hint = fmt::format(
-        "a rank holds whole experts: use at most {} expert ranks", out.experts);
-    return std::nullopt;
-  }
-  out.tensors.resize(tensors.size());
-  for (size_t t = 0; t < tensors.size(); ++t) {
-    const PartitionSpec* spec = shardings[t].spec();
-    TensorPlacement& p = out.tensors[t];
-    const NameFacts& name = facts[t];
-    if (out.stages > 1 && !splits_over(spec, out.stage_axes)) {
-      if (const std::optional<int64_t>& i = name.layer) {
-        // floor(i x S / L) for i < L; S <= devices and i < L <= 10^18: use
-        // the quotient form, exact since S divides L.
-        p.stage =
-            *i < out.layers ? *i / (out.layers / out.stages) : out.stages - 1;
-      } else if (name.embedding) {
-        p.stage = 0;
-      } else if (!name.stacked) {
-        p.stage = out.stages - 1;
-      }
-    }
-    if (out.expert_ranks > 1 && !splits_over(spec, out.expert_axes)) {
-      if (const std::optional<int64_t>& e = name.expert) {
-        p.expert_rank = expert_rank_of(*e, out.expert_ranks, out.experts);
-      }
-    }
-  }
+  place_each(out, shardings, facts);
   return out;
 }
 

@@ -1,0 +1,435 @@
+// The loaders the commands share (cli/inputs.hpp): a manifest, a topology
+// or a rule set from its flag, and what check, memory and plan read before
+// they differ (load_inputs).
+
+#include "cli/inputs.hpp"
+
+#include "cli/maxtext.hpp"
+#include "cli/session.hpp"
+#include "cli/workload.hpp"
+
+#include <shardplan/diag.hpp>
+#include <shardplan/io.hpp>
+#include <shardplan/memory.hpp>
+#include <shardplan/mesh.hpp>
+#include <shardplan/rules.hpp>
+#include <shardplan/tensor.hpp>
+#include <shardplan/topology.hpp>
+#include <shardplan/validate.hpp>
+#include <shardplan/workload.hpp>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <array>
+#include <cassert>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <string_view>
+#include <system_error>
+
+namespace shardplan::cli {
+
+std::vector<CLI::Option*> add_manifest_options(CLI::App& app,
+                                               ManifestSource& source) {
+  CLI::Option* manifest =
+      app.add_option("--manifest",
+                     source.manifest,
+                     "the tensors: a manifest {\"params\": [...]}, a "
+                     "safetensors header JSON object, a .safetensors file, a "
+                     "model.safetensors.index.json or a checkpoint folder")
+          ->type_name("PATH");
+  CLI::Option* model =
+      app.add_option("--model",
+                     source.model,
+                     "a built-in model instead (gpt2, llama-3-8b, "
+                     "deepseek-v3, ...; `shardplan manifest --model list`)")
+          ->type_name("NAME")
+          ->excludes(manifest);
+  CLI::Option* hf_config = app.add_option("--from-hf-config",
+                                          source.hf_config,
+                                          "a Hugging Face config.json instead: "
+                                          "the tensors of its checkpoint")
+                               ->type_name("FILE")
+                               ->excludes(manifest)
+                               ->excludes(model);
+  return {manifest, model, hf_config};
+}
+
+std::optional<Manifest> load_manifest(const ManifestSource& source,
+                                      Diagnostics& diags) {
+  if (!source.model.empty()) {
+    return read_builtin_model(source.model, "--model", diags);
+  }
+  if (!source.hf_config.empty()) {
+    std::optional<std::vector<ModelTensor>> tensors = read_path(
+        source.hf_config, InputKind::hf_config, diags, tensors_from_hf_config);
+    if (!tensors) {
+      return std::nullopt;
+    }
+    return manifest_from_model(*tensors, source.hf_config, diags);
+  }
+  if (source.manifest.empty()) {
+    diags
+        .error("cli.no-manifest",
+               "no parameters to read: give --manifest PATH, --model NAME or "
+               "--from-hf-config FILE",
+               Location::of("shardplan"))
+        .hint = "shardplan manifest --model list shows the built-in models";
+    return std::nullopt;
+  }
+  return read_manifest_path(source.manifest, diags);
+}
+
+bool names_a_file(const std::string& arg) {
+  std::error_code ec;
+  const std::filesystem::file_status status = std::filesystem::status(arg, ec);
+  return arg.ends_with(".json")
+         || (std::filesystem::exists(status)
+             && !std::filesystem::is_directory(status));
+}
+
+std::optional<Topology> load_topology(const std::string& arg,
+                                      const std::string& flag,
+                                      Diagnostics& diags) {
+  if (names_a_file(arg)) {
+    return read_path(arg, InputKind::topology, diags, read_topology_file);
+  }
+  return resolve_topology(arg, Location::of(flag), diags);
+}
+
+MeshSources mesh_flags() {
+  return MeshSources{"--mesh",
+                     "--dcn",
+                     "--axis-names",
+                     "--devices",
+                     "--topology",
+                     "--allow-split-physical-axes"};
+}
+
+std::optional<RuleSet> load_rules(const std::string& arg,
+                                  const std::string& flag,
+                                  Diagnostics& diags) {
+  if (names_a_file(arg)) {
+    return read_path(arg, InputKind::rules, diags, read_rules);
+  }
+  return read_rules_preset(arg, Location::of(flag), diags);
+}
+
+namespace {
+
+// A byte size: "1073741824", "80GB", "95GiB", "64 MiB", "1.5e9". Decimal
+// units (kB, MB, GB, TB) are powers of 1000, binary ones (KiB, MiB, GiB,
+// TiB) of 1024; case does not matter; rounded to whole bytes. With
+// `positive`, a size that is 0 bytes is refused as well (--hbm: a device
+// holds something). Reports at `flag`.
+std::optional<int64_t> parse_size(std::string_view text,
+                                  std::string_view flag,
+                                  Diagnostics& diags,
+                                  bool positive = false) {
+  std::string trimmed;
+  for (char c : text) {
+    if (c != ' ') {
+      trimmed += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+  }
+  struct Unit {
+    std::string_view suffix;
+    double factor;
+  };
+  constexpr std::array<Unit, 9> k_units{{{"kib", 1024.0},
+                                         {"mib", 1048576.0},
+                                         {"gib", 1073741824.0},
+                                         {"tib", 1099511627776.0},
+                                         {"kb", 1e3},
+                                         {"mb", 1e6},
+                                         {"gb", 1e9},
+                                         {"tb", 1e12},
+                                         {"b", 1.0}}};
+  double factor = 1.0;
+  std::string_view number = trimmed;
+  for (const Unit& u : k_units) {
+    if (number.ends_with(u.suffix)) {
+      number.remove_suffix(u.suffix.size());
+      factor = u.factor;
+      break;
+    }
+  }
+  double value = 0;
+  auto [end, ec] =
+      std::from_chars(number.data(), number.data() + number.size(), value);
+  const double bytes = value * factor;
+  if (number.empty() || ec != std::errc()
+      || end != number.data() + number.size() || !(bytes >= 0)
+      || bytes >= 9.2e18) {
+    diags.error(
+        "cli.size",
+        fmt::format(
+            "expected a byte size such as 80GB, 95GiB or 1073741824, got {}",
+            quote(text)),
+        Location::of(std::string(flag)));
+    return std::nullopt;
+  }
+  const auto rounded = static_cast<int64_t>(std::llround(bytes));
+  if (positive && rounded == 0) {
+    diags
+        .error("cli.size",
+               fmt::format("expected a byte size above 0, got {}", quote(text)),
+               Location::of(std::string(flag)))
+        .hint = "give the device's memory, such as 80GB or 95GiB";
+    return std::nullopt;
+  }
+  return rounded;
+}
+
+// Reads what check, memory and plan share, phase by phase (load_inputs):
+// the topology and the MaxText config, the mesh, the options of the memory
+// estimator and the validator, the manifest and the training workload.
+class InputReader {
+ public:
+  InputReader(const CheckCommand& cmd, Diagnostics& diags, Inputs& in)
+      : m_cmd(cmd), m_diags(diags), m_in(in) {}
+
+  // False after an input error (reported).
+  bool run() {
+    return read_files() && read_mesh_text() && read_mesh() && read_options()
+           && read_model();
+  }
+
+ private:
+  // --topology and --maxtext-config.
+  bool read_files() {
+    if (!m_cmd.topology.empty()) {
+      m_in.topology = load_topology(m_cmd.topology, "--topology", m_diags);
+      if (!m_in.topology) {
+        return false;
+      }
+    }
+    m_in.mesh_text = m_cmd.mesh;
+    m_in.dcn_text = m_cmd.dcn;
+    m_in.allow_split_physical_axes = m_cmd.allow_split_physical_axes;
+    if (!m_cmd.maxtext.empty()) {
+      m_in.maxtext = load_maxtext_config(m_cmd.maxtext, m_diags);
+      if (!m_in.maxtext) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // The mesh's text: --mesh and --dcn, or the mesh MaxText builds from the
+  // config on the devices (search's winner gives its own --mesh with the
+  // config's rules and workload).
+  bool read_mesh_text() {
+    const std::optional<Topology>& topology = m_in.topology;
+    if (!m_cmd.maxtext.empty() && m_cmd.mesh.empty()) {
+      if (!topology && !m_cmd.devices) {
+        m_diags
+            .error(
+                "cli.usage",
+                "--maxtext-config needs the devices: --topology or --devices",
+                Location::of("--maxtext-config"))
+            .hint = "e.g. --topology v5p-128 --maxtext-config my.yml";
+        return false;
+      }
+      std::optional<MaxTextMesh> built =
+          maxtext_mesh(*m_in.maxtext,
+                       topology ? topology->devices() : *m_cmd.devices,
+                       topology ? std::optional<int64_t>(topology->num_slices())
+                                : std::nullopt,
+                       m_diags);
+      if (!built) {
+        return false;
+      }
+      spdlog::debug(
+          "--maxtext-config: mesh {} dcn \"{}\"", built->mesh, built->dcn);
+      m_in.mesh_text = built->mesh;
+      m_in.dcn_text = built->dcn;
+      m_in.allow_split_physical_axes =
+          m_in.allow_split_physical_axes || built->allow_split_physical_axes;
+      m_sources = maxtext_flags();
+    } else if (m_cmd.mesh.empty()) {
+      m_diags
+          .error("cli.usage",
+                 "--mesh is required (or --maxtext-config FILE)",
+                 Location::of("--mesh"))
+          .hint = "e.g. --topology v5p-128 --mesh fsdp:-1,tp:4";
+      return false;
+    }
+    return true;
+  }
+
+  // The mesh, laid out on the topology as `mesh` lays it out: a mesh JAX
+  // cannot place on the topology is refused with the same error. With a
+  // topology, a mesh of another device count is a plan error that the
+  // validator reports with the others.
+  bool read_mesh() {
+    const std::optional<Topology>& topology = m_in.topology;
+    const MeshInput input{m_in.mesh_text,
+                          m_in.dcn_text,
+                          m_cmd.axis_names,
+                          topology ? &*topology : nullptr,
+                          m_cmd.devices,
+                          false,
+                          m_sources};
+    m_in.mesh = resolve_mesh(input, topology.has_value(), m_diags);
+    if (!m_in.mesh) {
+      return false;
+    }
+    if (topology && m_in.mesh->num_devices() == topology->devices()) {
+      m_in.layout = layout_mesh(
+          *topology,
+          *m_in.mesh,
+          LayoutOptions{
+              m_in.allow_split_physical_axes, m_sources, m_in.mesh_text, false},
+          m_diags);
+      if (!m_in.layout || m_diags.has_errors()) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // --param-dtype, --grad-dtype: a dtype name; whether it is one the
+  // estimate can train in is estimate_memory's to say.
+  std::optional<DType> read_dtype(const std::string& text,
+                                  const std::string& flag) {
+    if (text.empty()) {
+      return std::nullopt;
+    }
+    std::optional<DType> dtype = parse_dtype(text);
+    if (!dtype) {
+      m_diags
+          .error("cli.dtype",
+                 fmt::format("unknown dtype {}", quote(text)),
+                 Location::of(flag))
+          .hint = dtype_hint(text);
+    }
+    return dtype;
+  }
+
+  // The options of the memory estimator and of the validator.
+  bool read_options() {
+    const std::optional<Topology>& topology = m_in.topology;
+    MemoryOptions& memory = m_in.memory;
+    std::optional<Recipe> recipe = parse_recipe(m_cmd.recipe);
+    assert(recipe);  // CLI11 checked the name
+    memory.recipe = *recipe;
+    memory.zero = m_cmd.zero;
+    memory.data_axes = m_cmd.data_axes;
+    memory.headroom = m_cmd.headroom;
+    memory.largest = m_cmd.largest;
+    memory.zero_source = "--zero";
+    memory.data_axes_source = "--data-axes";
+    memory.param_dtype_source = "--param-dtype";
+    memory.grad_dtype_source = "--grad-dtype";
+    memory.param_dtype = read_dtype(m_cmd.param_dtype, "--param-dtype");
+    if (!memory.param_dtype && m_in.maxtext && m_in.maxtext->weight_dtype) {
+      // MaxText's weight_dtype: the dtype the weights are trained in.
+      memory.param_dtype = m_in.maxtext->weight_dtype->value;
+      memory.param_dtype_source =
+          maxtext_source(m_in.maxtext->weight_dtype->at);
+    }
+    memory.grad_dtype = read_dtype(m_cmd.grad_dtype, "--grad-dtype");
+    if (m_cmd.hbm) {
+      memory.hbm_bytes = parse_size(*m_cmd.hbm, "--hbm", m_diags, true);
+      memory.hbm_source = "--hbm";
+    } else if (topology) {
+      memory.hbm_bytes =
+          static_cast<int64_t>(topology->figures.hbm_bytes_per_device.value);
+      memory.hbm_source = "--topology " + topology->name;
+    }
+    std::optional<int64_t> warn =
+        parse_size(m_cmd.warn_replicated, "--warn-replicated", m_diags);
+    if (m_diags.has_errors()) {
+      return false;
+    }
+    ValidateOptions& validate = m_in.validate;
+    validate.replicated_warning_bytes = *warn;
+    validate.replicated_warning_source = "--warn-replicated";
+    validate.mesh_source = m_sources.mesh;
+    if (topology) {
+      validate.topology_devices = topology->devices();
+      validate.devices_source = "--topology " + topology->name;
+    }
+    return true;
+  }
+
+  // The manifest, the architecture and the workload's activations, and
+  // what the memory estimate and the step take from them.
+  bool read_model() {
+    Stopwatch watch;
+    m_in.manifest = load_manifest(m_cmd.source, m_diags);
+    watch.lap("read the manifest");
+    if (!m_in.manifest) {
+      return false;
+    }
+    WorkloadFlags workload = m_cmd.workload;
+    if (m_in.maxtext) {
+      const bool has_architecture = !m_cmd.source.model.empty()
+                                    || !m_cmd.source.hf_config.empty()
+                                    || !m_cmd.workload.config.empty();
+      apply_maxtext_workload(
+          *m_in.maxtext, has_architecture, workload, m_diags);
+    }
+    if (!load_training(workload,
+                       m_cmd.source,
+                       m_cmd.data_axes,
+                       *m_in.mesh,
+                       m_diags,
+                       m_in.training)) {
+      return false;
+    }
+    watch.lap("estimate activations");
+    set_step_options();
+    const Training& t = m_in.training;
+    m_in.memory.roles = t.roles;
+    m_in.memory.stage_axes_source = t.role_sources.stage;
+    m_in.memory.expert_axes_source = t.role_sources.expert;
+    if (t.model) {
+      m_in.memory.layers = t.model->layers;
+      m_in.memory.experts = t.model->experts;
+    }
+    if (t.activations) {
+      for (const StageActivations& stage : t.activations->per_stage) {
+        m_in.memory.activations.push_back(
+            ActivationLoad{stage.total_bytes, stage.host_bytes});
+      }
+    }
+    return true;
+  }
+
+  void set_step_options() {
+    StepOptions& step = m_in.step_options;
+    step.matmul_efficiency = m_cmd.matmul_efficiency;
+    step.capacity_factor = m_cmd.capacity_factor;
+    auto overlaps = [&](std::string_view kind) {
+      return std::find(m_cmd.overlap.begin(), m_cmd.overlap.end(), kind)
+             != m_cmd.overlap.end();
+    };
+    step.overlap_fsdp = overlaps("fsdp");
+    step.overlap_grad_reduce = overlaps("grads");
+    step.overlap_tensor = overlaps("tensor");
+    step.overlap_expert = overlaps("expert");
+    step.matmul_efficiency_source = "--matmul-efficiency";
+  }
+
+  const CheckCommand& m_cmd;
+  Diagnostics& m_diags;
+  Inputs& m_in;
+  // Where the mesh's inputs are reported: their flags, or with a mesh
+  // built from --maxtext-config, the config's.
+  MeshSources m_sources = mesh_flags();
+};
+
+}  // namespace
+
+bool load_inputs(const CheckCommand& cmd, Diagnostics& diags, Inputs& in) {
+  return InputReader(cmd, diags, in).run();
+}
+
+}  // namespace shardplan::cli

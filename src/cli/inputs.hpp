@@ -1,0 +1,141 @@
+#pragma once
+
+// Internal to the command-line front end: the loaders the commands share
+// (cli/inputs.cpp). A manifest, a topology or a rule set from its flag; the
+// options `check`, `memory` and `plan` take, and what they read from them
+// before they differ (load_inputs).
+
+#include "cli/maxtext.hpp"
+#include "cli/workload.hpp"
+
+#include <shardplan/diag.hpp>
+#include <shardplan/io.hpp>
+#include <shardplan/memory.hpp>
+#include <shardplan/mesh.hpp>
+#include <shardplan/rules.hpp>
+#include <shardplan/tensor.hpp>
+#include <shardplan/topology.hpp>
+#include <shardplan/validate.hpp>
+#include <shardplan/workload.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
+
+namespace shardplan::cli {
+
+// Reads the file at `path`, an input of kind `kind` (within its size
+// limit), with `read` (read_specs, read_rules, ...).
+template <typename Reader>
+auto read_path(const std::string& path,
+               InputKind kind,
+               Diagnostics& diags,
+               Reader read)
+    -> decltype(read(std::string_view(), std::string_view(), diags)) {
+  std::optional<std::string> text = read_file(path, kind, diags);
+  if (!text) {
+    return std::nullopt;
+  }
+  return read(*text, path, diags);
+}
+
+// Where a command's tensors come from: one of --manifest PATH, --model NAME
+// and --from-hf-config FILE.
+struct ManifestSource {
+  std::string manifest;
+  std::string model;
+  std::string hf_config;
+};
+
+// Adds --manifest, --model and --from-hf-config to `app`, each excluding the
+// others; returns them, for the command's own excludes.
+std::vector<CLI::Option*> add_manifest_options(CLI::App& app,
+                                               ManifestSource& source);
+
+// The manifest of whichever source was given; an error naming the three
+// when none was [cli.no-manifest].
+std::optional<Manifest> load_manifest(const ManifestSource& source,
+                                      Diagnostics& diags);
+
+// For options taking NAME|FILE (--topology, --rules): a path to an existing
+// file (a pipe or a device too: /dev/stdin, <(...)), or one ending in
+// .json, is a file; anything else a built-in name (a folder as well).
+bool names_a_file(const std::string& arg);
+
+// --topology NAME|FILE (or `flag`, e.g. --from-topology): a user topology
+// file, or a catalogue name (errors located at `flag`).
+std::optional<Topology> load_topology(const std::string& arg,
+                                      const std::string& flag,
+                                      Diagnostics& diags);
+
+// The flags a mesh's inputs come from in every command but reshard, which
+// has its own for each side.
+MeshSources mesh_flags();
+
+// --rules FILE|PRESET (or `flag`, e.g. --from-rules): a user's rules file,
+// or a preset name.
+std::optional<RuleSet> load_rules(const std::string& arg,
+                                  const std::string& flag,
+                                  Diagnostics& diags);
+
+// `check` and `memory`: specs for a manifest on a mesh.
+struct CheckCommand {
+  std::string mesh;
+  std::optional<int64_t> devices;
+  std::vector<std::string> axis_names;
+  std::string dcn;
+  std::string topology;
+  ManifestSource source;
+  std::string specs;
+  std::string recipe = "params-only";
+  std::string param_dtype;
+  std::string grad_dtype;
+  int zero = 0;
+  std::vector<std::string> data_axes;
+  double headroom = 0.1;
+  std::optional<std::string> hbm;  // given, even as "" (refused)
+  std::string warn_replicated = "64MiB";
+  size_t largest = 20;
+  bool allow_split_physical_axes = false;
+  std::string rules;  // `memory --rules`: specs from rules instead of a file
+  WorkloadFlags workload;
+  double matmul_efficiency = 1.0;
+  double capacity_factor = 1.0;
+  std::vector<std::string> overlap = {"fsdp", "grads"};
+  std::vector<std::string> maxtext;  // --maxtext-config FILE [KEY=VALUE ...]
+};
+
+// What check, memory and plan read before they differ: the topology, the
+// mesh, the options of the validator and the memory estimator, and the
+// manifest.
+struct Inputs {
+  std::optional<Topology> topology;
+  std::optional<Mesh> mesh;
+  // The mesh on the topology, as `mesh` lays it out; empty without a
+  // topology, or when the mesh does not cover its devices (the validator
+  // reports that with the plan's other errors).
+  std::optional<MeshLayout> layout;
+  bool allow_split_physical_axes = false;
+  MemoryOptions memory;
+  ValidateOptions validate;
+  std::optional<Manifest> manifest;
+  Training training;
+  StepOptions step_options;
+  // With --maxtext-config: the config, and the mesh strings it gave.
+  std::optional<MaxTextConfig> maxtext;
+  std::string mesh_text;
+  std::string dcn_text;
+};
+
+// Reads the inputs of `cmd`; false after an input error (reported).
+bool load_inputs(const CheckCommand& cmd, Diagnostics& diags, Inputs& in);
+
+}  // namespace shardplan::cli

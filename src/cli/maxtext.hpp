@@ -1,0 +1,57 @@
+#pragma once
+
+// Internal to the command-line front end: --maxtext-config FILE
+// [KEY=VALUE ...] on plan, check, memory and search (cli/maxtext.cpp;
+// docs/maxtext.md).
+
+#include "cli/workload.hpp"
+
+#include <shardplan/diag.hpp>
+#include <shardplan/io.hpp>
+#include <shardplan/mesh.hpp>
+#include <shardplan/rules.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
+
+namespace shardplan::cli {
+
+// Adds --maxtext-config to `app`, filling `args` (the file, then overrides).
+CLI::Option* add_maxtext_option(CLI::App& app, std::vector<std::string>& args);
+
+// The MaxText config of `args` (read_maxtext_config).
+std::optional<MaxTextConfig> load_maxtext_config(
+    const std::vector<std::string>& args, Diagnostics& diags);
+
+// The flags a mesh built from a MaxText config is reported at.
+MeshSources maxtext_flags();
+
+// The config's workload keys as flags, where `flags` has none of its own
+// (flags given win): max_target_length -> --seq, per_device_batch_size ->
+// --per-device-batch (unless --batch), remat_policy -> --remat. Without an
+// architecture (`has_architecture` false) the keys are not used and an
+// info note says so [maxtext.workload-ignored].
+void apply_maxtext_workload(const MaxTextConfig& config,
+                            bool has_architecture,
+                            WorkloadFlags& flags,
+                            Diagnostics& diags);
+
+// The rules a MaxText config gives: the maxtext preset, its
+// logical_axis_rules replaced by the config's when it has them (the preset's
+// Hugging Face name -> logical axes mapping kept).
+std::optional<RuleSet> maxtext_rules(const MaxTextConfig& config,
+                                     Diagnostics& diags);
+
+// An info note that the config's logical_axis_rules are not used because
+// `flag` (--rules, --specs) gives the specs [maxtext.rules-ignored].
+void note_maxtext_rules_unused(const MaxTextConfig& config,
+                               const std::string& flag,
+                               Diagnostics& diags);
+
+}  // namespace shardplan::cli

@@ -1,0 +1,872 @@
+// estimate_memory (docs/memory.md): MemoryEstimator's phases, from the
+// dtypes and the roles of the axes through each tensor's cost, the
+// placement groups' buckets and gather buffers, to the most loaded group's
+// total and its capacity.
+
+#include "memory/internal.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cassert>
+#include <cmath>
+#include <unordered_map>
+
+namespace shardplan {
+
+namespace {
+
+using memory_detail::AxisUse;
+using memory_detail::Gather;
+using memory_detail::GatherUnits;
+using memory_detail::has_grads;
+using memory_detail::k_roles;
+using memory_detail::Role;
+using memory_detail::state_of;
+using memory_detail::Sum;
+
+// What a tensor costs follows from its layout (spec, shape, dtype) and its
+// role: computed once per pair (a plan's layers and experts share a few).
+struct Cost {
+  DType held = DType::f32;
+  StateBytes state;
+  StateBytes min_state;
+  int64_t gather_buffer = 0;  // when used gathered: params (+ grads)
+};
+
+// The per-device sums of the tensors of one bucket
+// (MemoryEstimator::bucket_of).
+struct Totals {
+  Sum params, grads, optimizer, min_states;
+  int64_t update = 0;  // the largest of its tensors' StateBytes::update
+};
+
+// Per tensor, what the most loaded group's lists need: counted as the
+// tensors come without placement (one group holds them all), else once the
+// group is known.
+struct Record {
+  StateBytes state;
+  DType held = DType::f32;
+  int64_t count = 1;  // the tensors it stands for (MemoryFacts::counts)
+  bool dropped = false;
+  bool uneven = false;
+};
+
+// The order of MemoryEstimate::largest: by model states, descending;
+// manifest order breaks ties.
+bool larger(const TensorMemory& a, const TensorMemory& b) {
+  if (a.per_device.model_states() != b.per_device.model_states()) {
+    return a.per_device.model_states() > b.per_device.model_states();
+  }
+  return a.tensor < b.tensor;
+}
+
+void overflow_error(const Manifest& manifest, Diagnostics& to) {
+  to.error("memory.overflow",
+           "the per-device memory does not fit in a 64-bit byte count",
+           Location::of(manifest.source));
+}
+
+// One estimate_memory call: the model state, the same for every set of
+// activations, is computed once (run's phases up to add_tensors), then
+// finished once per set of activations.
+class MemoryEstimator {
+ public:
+  MemoryEstimator(const Manifest& manifest,
+                  const Mesh& mesh,
+                  const std::vector<TensorSharding>& shardings,
+                  const MemoryOptions& options,
+                  Diagnostics& diags)
+      : m_manifest(manifest),
+        m_tensors(manifest.tensors()),
+        m_mesh(mesh),
+        m_shardings(shardings),
+        m_options(options),
+        m_diags(diags),
+        m_split(mesh.axes.size(), false) {
+    m_out.recipe = options.recipe;
+    m_out.zero = options.zero;
+    m_out.headroom = options.headroom;
+    m_out.hbm_bytes = options.hbm_bytes;
+  }
+  MemoryEstimator(const MemoryEstimator&) = delete;
+  MemoryEstimator& operator=(const MemoryEstimator&) = delete;
+
+  // The estimate per entry of `activations`, each one's own diagnostics in
+  // activation_diags at its index; empty when the model state fails.
+  std::vector<std::optional<MemoryEstimate>> run(
+      std::span<const std::vector<ActivationLoad>> activations,
+      std::span<Diagnostics> activation_diags) {
+    if (!check_dtypes() || !resolve_data_axes() || !resolve_roles()) {
+      return {};
+    }
+    warn_zero_no_effect();
+    read_facts();
+    if (!place()) {
+      return {};
+    }
+    resolve_grads();
+    m_units.emplace(m_facts->names, m_out.placement);
+    if (!add_tensors() || !sums_fit()) {
+      overflow_error(m_manifest, m_diags);
+      return {};
+    }
+    list_split_axes();
+    std::vector<std::optional<MemoryEstimate>> results;
+    results.reserve(activations.size());
+    for (size_t v = 0; v < activations.size(); ++v) {
+      results.push_back(finish(activations[v], activation_diags[v]));
+    }
+    return results;
+  }
+
+ private:
+  // dtypes: a dtype to hold weights or gradients in must be floating point.
+  bool check_dtype(std::optional<DType> dtype, const std::string& source) {
+    if (!dtype || (is_floating(*dtype) && *dtype != DType::f8_e8m0)) {
+      return true;
+    }
+    m_diags
+        .error("memory.dtype",
+               fmt::format("{} is not a floating-point dtype weights or "
+                           "gradients are trained in",
+                           quote(to_string(*dtype))),
+               Location::of(source))
+        .hint = "e.g. f32, bf16, f16 or f8_e4m3";
+    return false;
+  }
+
+  // Both reported.
+  bool check_dtypes() {
+    const bool param =
+        check_dtype(m_options.param_dtype, m_options.param_dtype_source);
+    const bool grad =
+        check_dtype(m_options.grad_dtype, m_options.grad_dtype_source);
+    return param && grad;
+  }
+
+  // roles: the data axes as given, each once, in their order.
+  bool resolve_data_axes() {
+    if (m_options.data_axes.empty()) {
+      return true;
+    }
+    std::vector<std::string> names = m_mesh.axis_names();
+    for (const std::string& name : m_options.data_axes) {
+      if (m_mesh.find(name) == nullptr) {
+        Diagnostic& d = m_diags.error(
+            "memory.data-axis",
+            fmt::format("data axis {} is not an axis of the mesh {}",
+                        quote(name),
+                        to_string(m_mesh)),
+            Location::of(m_options.data_axes_source));
+        std::string best = closest_match(name, names);
+        d.hint = best.empty() ? fmt::format("the mesh's axes are {}",
+                                            fmt::join(names, ", "))
+                              : fmt::format("did you mean {}?", quote(best));
+        return false;
+      }
+      if (std::find(m_out.data_axes.begin(), m_out.data_axes.end(), name)
+          == m_out.data_axes.end()) {
+        m_out.data_axes.push_back(name);
+      }
+    }
+    return true;
+  }
+
+  // The roles of the axes: the caller's, or by name with the data axes
+  // given (which cannot fail: they are the mesh's, and no other role is
+  // given). Without data axes given, the data role's (mesh order); ZeRO
+  // shards over their sizes' product.
+  bool resolve_roles() {
+    m_roles = m_options.roles;
+    if (!m_roles) {
+      AxisRoles given;
+      given.data = m_out.data_axes;
+      AxisRoleSources sources;
+      sources.data = m_options.data_axes_source;
+      m_roles = resolve_axis_roles(m_mesh, given, sources, m_diags);
+      if (!m_roles) {
+        return false;
+      }
+    }
+    if (m_options.data_axes.empty()) {
+      for (const std::string& name : m_roles->data) {
+        if (m_mesh.find(name) != nullptr) {
+          m_out.data_axes.push_back(name);
+        }
+      }
+    }
+    for (const std::string& name : m_out.data_axes) {
+      m_out.zero_shards *= m_mesh.find(name)->size;
+    }
+    m_use.emplace(
+        m_mesh, *m_roles, m_out.data_axes, m_out.zero_shards, m_options.zero);
+    return true;
+  }
+
+  void warn_zero_no_effect() {
+    if (m_options.zero == 0 || m_out.zero_shards != 1) {
+      return;
+    }
+    Diagnostic& d = m_diags.warning(
+        "memory.zero-no-effect",
+        m_out.data_axes.empty()
+            ? fmt::format("{} {} shards nothing: the mesh {} has no data "
+                          "axis (by name: dp, data, fsdp, fsdp_transpose)",
+                          m_options.zero_source,
+                          m_options.zero,
+                          to_string(m_mesh))
+            : fmt::format("{} {} shards nothing: the data axes ({}) have "
+                          "size 1",
+                          m_options.zero_source,
+                          m_options.zero,
+                          fmt::join(m_out.data_axes, ", ")),
+        Location::of(m_options.zero_source));
+    d.hint = fmt::format("name the data-parallel axes with {}",
+                         m_options.data_axes_source);
+  }
+
+  // What each tensor's name says: its layer, its expert, an embedding; its
+  // kind. The caller's when given.
+  void read_facts() {
+    if (m_options.facts == nullptr) {
+      m_own_facts = memory_facts(m_manifest);
+      m_facts = &*m_own_facts;
+    } else {
+      m_facts = m_options.facts;
+    }
+    assert(m_facts->names.size() == m_tensors.size());
+  }
+
+  // Where tensors live along the stage and expert axes.
+  bool place() {
+    const PlacementOptions options{m_roles->stage,
+                                   m_roles->expert,
+                                   m_options.layers,
+                                   m_options.experts,
+                                   m_options.stage_axes_source,
+                                   m_options.expert_axes_source};
+    std::optional<Placement> placed = place_tensors(
+        m_manifest, m_mesh, m_shardings, options, m_facts->names, m_diags);
+    if (!placed) {
+      return false;
+    }
+    m_out.placement = std::move(*placed);
+    m_stages = m_out.placement.stages;
+    m_ranks = m_out.placement.expert_ranks;
+    return true;
+  }
+
+  // dtypes: the param dtype as given, and the gradients' when the recipe
+  // counts them.
+  void resolve_grads() {
+    m_out.param_dtype = m_options.param_dtype;
+    m_out.grads_counted = has_grads(m_options.recipe);
+    if (m_out.grads_counted) {
+      m_out.grad_dtype = m_options.grad_dtype;
+      if (!m_out.grad_dtype && m_options.recipe == Recipe::adam_fp32_grads) {
+        m_out.grad_dtype = DType::f32;
+      }
+    } else if (m_options.grad_dtype) {
+      m_diags
+          .warning("memory.grad-dtype-unused",
+                   fmt::format("{} {} has no effect: recipe {} counts no "
+                               "gradients",
+                               m_options.grad_dtype_source,
+                               to_string(*m_options.grad_dtype),
+                               to_string(m_options.recipe)),
+                   Location::of(m_options.grad_dtype_source))
+          .hint =
+          "recipes with gradients: adam, adam-fp32-grads (megatron), "
+          "adam-fp32-accum";
+    }
+  }
+
+  // The dtype a trained tensor stored as `stored` is held in.
+  DType held_dtype(DType stored) const {
+    if (m_options.param_dtype) {
+      return *m_options.param_dtype;
+    }
+    const bool training = m_options.recipe != Recipe::params_only;
+    return training && is_fp8(stored) ? DType::bf16 : stored;
+  }
+
+  // Tensor t's role. A scale is dropped when the FP8 weight it scales is
+  // held in a dtype other than FP8: dequantized, the weight needs it no
+  // more (DeepSeek-V3's inference/fp8_cast_bf16.py drops every
+  // *_scale_inv).
+  Role role_of(size_t t) const {
+    switch (m_facts->kinds[t]) {
+      case MemoryFacts::Kind::scale: {
+        const std::optional<DType>& weight = m_facts->scaled_dtype[t];
+        return weight && is_fp8(*weight) && !is_fp8(held_dtype(*weight))
+                   ? Role::dropped_scale
+                   : Role::scale;
+      }
+      case MemoryFacts::Kind::frozen:
+        return Role::frozen;
+      case MemoryFacts::Kind::expert_weight:
+        return Role::expert_weight;
+      case MemoryFacts::Kind::weight:
+        break;
+    }
+    return Role::weight;
+  }
+
+  // dtypes: the scales counted, and what the first FP8 weight is held in.
+  void count_dtypes(size_t t, Role role, int64_t count) {
+    if (role == Role::scale || role == Role::dropped_scale) {
+      m_out.scale_tensors += count;
+      m_out.dropped_scale_tensors += role == Role::dropped_scale ? count : 0;
+    } else if (is_fp8(m_tensors[t].dtype) && !m_out.fp8_param_dtype) {
+      m_out.fp8_param_dtype = held_dtype(m_tensors[t].dtype);  // trainable
+    }
+  }
+
+  // cost of a tensor: its state on the device with the largest shard and
+  // on the one with the smallest, and its bytes in its unit's gather
+  // buffer. nullopt on an overflow.
+  std::optional<Cost> cost_of(const TensorSharding& s,
+                              const Tensor& tensor,
+                              Role role) {
+    Cost cost;
+    if (role == Role::dropped_scale) {
+      return cost;  // nothing held
+    }
+    const bool trained = role == Role::weight || role == Role::expert_weight;
+    cost.held = trained ? held_dtype(tensor.dtype) : tensor.dtype;
+    const PartitionSpec* spec = s.spec();
+    if (spec) {
+      for (const DimSharding& dim : spec->dims) {
+        for (const std::string& axis : dim.axes) {
+          m_split[static_cast<size_t>(m_mesh.index_of(axis))] = true;
+        }
+      }
+    }
+    // ZeRO shards over the data axes the spec leaves free.
+    const int64_t free_data = m_use->free_data(spec);
+    std::optional<StateBytes> state = state_of(s.elements_per_device(),
+                                               cost.held,
+                                               trained,
+                                               m_options.recipe,
+                                               m_out.grad_dtype,
+                                               m_options.zero,
+                                               free_data);
+    std::optional<StateBytes> min_state = state_of(s.min_elements_per_device(),
+                                                   cost.held,
+                                                   trained,
+                                                   m_options.recipe,
+                                                   m_out.grad_dtype,
+                                                   m_options.zero,
+                                                   free_data);
+    if (!state || !min_state) {
+      return {};
+    }
+    cost.state = *state;
+    cost.min_state = *min_state;
+    if (!m_use->gathered(s, role).empty()) {
+      std::optional<int64_t> gathered =
+          gathered_bytes(s, tensor, role, cost.held, trained);
+      if (!gathered) {
+        return {};
+      }
+      cost.gather_buffer = *gathered;
+    }
+    return cost;
+  }
+
+  // A tensor gathered at use: every dim split only over the axes kept, in
+  // its held dtype; as much again for its gradients when they are counted.
+  std::optional<int64_t> gathered_bytes(const TensorSharding& s,
+                                        const Tensor& tensor,
+                                        Role role,
+                                        DType held,
+                                        bool trained) const {
+    const PartitionSpec* spec = s.spec();
+    int64_t elements = 1;
+    for (size_t d = 0; d < tensor.shape.size() && elements > 0; ++d) {
+      int64_t shards = 1;
+      if (spec && d < spec->dims.size()) {
+        for (const std::string& axis : spec->dims[d].axes) {
+          if (m_use->kept(axis, role)) {
+            shards *= m_mesh.find(axis)->size;
+          }
+        }
+      }
+      elements *= ceil_div(tensor.shape[d], shards);  // <= dim
+    }
+    std::optional<int64_t> bytes = bytes_for(elements, held);
+    if (!bytes) {
+      return {};
+    }
+    const int64_t copies = has_grads(m_options.recipe) && trained ? 2 : 1;
+    return checked_mul(*bytes, copies);
+  }
+
+  // Tensor t's cost: remembered per layout and role when its layout is
+  // shared; a layout no other tensor holds (check's specs give each tensor
+  // its own) is computed directly, as remembering it could never pay.
+  // nullptr on an overflow.
+  const Cost* tensor_cost(size_t t, Role role) {
+    const TensorSharding& s = m_shardings[t];
+    if (s.layout.use_count() > 1) {
+      std::optional<Cost>& slot =
+          m_costs[s.layout.get()][static_cast<size_t>(role)];
+      if (!slot) {
+        slot = cost_of(s, m_tensors[t], role);
+      }
+      return slot ? &*slot : nullptr;
+    }
+    m_computed = cost_of(s, m_tensors[t], role);
+    return m_computed ? &*m_computed : nullptr;
+  }
+
+  // buckets: the per-device sums of the tensors on every group (bucket 0),
+  // on one stage and every rank (1 + s), on every stage and one rank
+  // (1 + S + r), on one group (1 + S + R + s x R + r). A group's devices
+  // hold the sum of its four buckets.
+  size_t bucket_of(const TensorPlacement& p) const {
+    if (p.stage == k_every && p.expert_rank == k_every) {
+      return 0;
+    }
+    if (p.expert_rank == k_every) {
+      return static_cast<size_t>(1 + p.stage);
+    }
+    if (p.stage == k_every) {
+      return static_cast<size_t>(1 + m_stages + p.expert_rank);
+    }
+    return static_cast<size_t>(1 + m_stages + m_ranks + p.stage * m_ranks
+                               + p.expert_rank);
+  }
+
+  // Each tensor's cost, as many times as it stands for, into its bucket,
+  // its record (without placement: the lists) and its gather unit. False
+  // on an overflow of a tensor's cost.
+  bool add_tensors() {
+    const Placement& placement = m_out.placement;
+    m_buckets.resize(
+        static_cast<size_t>(1 + m_stages + m_ranks)
+        + (placement.placed() ? static_cast<size_t>(m_stages * m_ranks) : 0));
+    m_records.resize(placement.placed() ? m_tensors.size() : 0);
+    m_largest.reserve(m_options.largest);
+    for (size_t t = 0; t < m_shardings.size(); ++t) {
+      const TensorSharding& s = m_shardings[t];
+      const Role role = role_of(t);
+      const int64_t count = m_facts->count(t);
+      count_dtypes(t, role, count);
+      const Cost* cost = tensor_cost(t, role);
+      if (!cost) {
+        return false;
+      }
+      const TensorPlacement where =
+          placement.placed() ? placement.tensors[t] : TensorPlacement{};
+      Totals& bucket = m_buckets[bucket_of(where)];
+      bucket.params.add(cost->state.params, count);
+      bucket.grads.add(cost->state.grads, count);
+      bucket.optimizer.add(cost->state.optimizer, count);
+      bucket.min_states.add(cost->min_state.model_states(), count);
+      bucket.update = std::max(bucket.update, cost->state.update);
+      const Record record{cost->state,
+                          cost->held,
+                          count,
+                          role == Role::dropped_scale,
+                          s.min_bytes_per_device() != s.bytes_per_device()};
+      if (placement.placed()) {
+        m_records[t] = record;
+      } else {
+        account(m_out, m_largest, t, record);
+      }
+      if (cost->gather_buffer > 0) {
+        m_units->add(t, where.expert_rank, cost->gather_buffer, count);
+      }
+    }
+    return true;
+  }
+
+  // No bucket's or unit's sum overflowed.
+  bool sums_fit() const {
+    if (m_units->overflow()) {
+      return false;
+    }
+    return std::none_of(
+        m_buckets.begin(), m_buckets.end(), [](const Totals& b) {
+          return b.params.overflow() || b.grads.overflow()
+                 || b.optimizer.overflow() || b.min_states.overflow();
+        });
+  }
+
+  void list_split_axes() {
+    for (size_t a = 0; a < m_mesh.axes.size(); ++a) {
+      if (m_split[a]) {
+        m_out.split_axes.push_back(m_mesh.axes[a].name);
+      }
+    }
+  }
+
+  // Tensor t into the lists of `est`: the `largest` tensors by model
+  // states, kept in `heap` whose top is the least of them, and params by
+  // dtype.
+  void account(MemoryEstimate& est,
+               std::vector<TensorMemory>& heap,
+               size_t t,
+               const Record& record) const {
+    if (m_options.largest > 0) {
+      const TensorMemory entry{t, record.state};
+      if (heap.size() < m_options.largest) {
+        heap.push_back(entry);
+        std::push_heap(heap.begin(), heap.end(), larger);
+      } else if (larger(entry, heap.front())) {
+        std::pop_heap(heap.begin(), heap.end(), larger);
+        heap.back() = entry;
+        std::push_heap(heap.begin(), heap.end(), larger);
+      }
+    }
+    est.uneven_tensors += record.uneven ? record.count : 0;
+    if (record.dropped) {
+      return;  // not held
+    }
+    auto dtype_it = std::find_if(
+        est.by_dtype.begin(), est.by_dtype.end(), [&](const DtypeMemory& m) {
+          return m.dtype == record.held;
+        });
+    if (dtype_it == est.by_dtype.end()) {
+      est.by_dtype.push_back(DtypeMemory{record.held, 0, 0});
+      dtype_it = est.by_dtype.end() - 1;
+    }
+    dtype_it->tensors += record.count;
+    // A part of the group's params, whose sum was checked: no overflow.
+    dtype_it->params_per_device += record.state.params * record.count;
+  }
+
+  // finish: the estimate with one set of activations; the model state
+  // above is the same for each.
+  std::optional<MemoryEstimate> finish(const std::vector<ActivationLoad>& loads,
+                                       Diagnostics& found) {
+    assert(loads.size() <= 1 || loads.size() == static_cast<size_t>(m_stages));
+    MemoryEstimate est = m_out;
+    std::optional<std::pair<GroupMemory, Gather>> most =
+        most_loaded_group(est, loads);
+    if (!most) {
+      overflow_error(m_manifest, found);
+      return {};
+    }
+    const GroupMemory& group = most->first;
+    est.stage = group.stage;
+    est.expert_rank = group.expert_rank;
+    est.per_device = group.per_device;
+    est.gather_buffer = group.gather_buffer;
+    est.activations_counted = !loads.empty();
+    est.activations = group.activations;
+    est.optimizer_step = group.optimizer_step;
+    est.host_offload = group.host_offload;
+    est.max_device_total = group.total;
+    est.min_device_total = group.min_total;
+    describe_gather(est, group, most->second);
+    list_tensors(est, group);
+    const std::string where = where_text(est);
+    warn_uneven(est, where, found);
+    check_capacity(est, where, found);
+    return est;
+  }
+
+  // Each group's memory; the most loaded one (stage-major order breaks
+  // ties) with its gather buffer, and with placement each stage's most
+  // loaded group in est.stages. nullopt on an overflow.
+  std::optional<std::pair<GroupMemory, Gather>> most_loaded_group(
+      MemoryEstimate& est, const std::vector<ActivationLoad>& loads) {
+    std::optional<std::pair<GroupMemory, Gather>> most;
+    for (int64_t s = 0; s < m_stages; ++s) {
+      std::optional<GroupMemory> stage_most;
+      for (int64_t r = 0; r < m_ranks; ++r) {
+        std::optional<std::pair<GroupMemory, Gather>> g =
+            group_memory(s, r, loads);
+        if (!g) {
+          return {};
+        }
+        if (!stage_most || g->first.total > stage_most->total) {
+          stage_most = g->first;
+        }
+        if (!most || g->first.total > most->first.total) {
+          most = std::move(g);
+        }
+      }
+      if (m_out.placement.placed()) {
+        est.stages.push_back(*stage_most);
+      }
+    }
+    assert(most);
+    return most;
+  }
+
+  static void add_bucket(Totals& sum, const Totals& bucket) {
+    sum.params.add(bucket.params.value());
+    sum.grads.add(bucket.grads.value());
+    sum.optimizer.add(bucket.optimizer.value());
+    sum.min_states.add(bucket.min_states.value());
+    sum.update = std::max(sum.update, bucket.update);
+  }
+
+  // gather buffer: group (s, r)'s memory: its buckets, its gather buffer,
+  // its stage's activations. nullopt on an overflow.
+  std::optional<std::pair<GroupMemory, Gather>> group_memory(
+      int64_t s, int64_t r, const std::vector<ActivationLoad>& loads) {
+    GroupMemory g;
+    g.stage = s;
+    g.expert_rank = r;
+    Totals sum;
+    add_bucket(sum, m_buckets[0]);
+    if (m_out.placement.placed()) {
+      add_bucket(sum, m_buckets[static_cast<size_t>(1 + s)]);
+      add_bucket(sum, m_buckets[static_cast<size_t>(1 + m_stages + r)]);
+      add_bucket(sum,
+                 m_buckets[static_cast<size_t>(1 + m_stages + m_ranks
+                                               + s * m_ranks + r)]);
+    }
+    std::optional<Gather> gather = m_units->gather(s, r);
+    if (!gather) {
+      return {};
+    }
+    g.per_device = StateBytes{
+        sum.params.value(), sum.grads.value(), sum.optimizer.value()};
+    g.gather_buffer = gather->bytes;
+    if (!loads.empty()) {
+      const ActivationLoad& a =
+          loads[loads.size() == 1 ? 0 : static_cast<size_t>(s)];
+      g.activations = a.hbm_bytes;
+      g.host_offload = a.host_bytes;
+    }
+    g.optimizer_step = sum.update;
+    // The step runs after the backward has freed the gather buffer and the
+    // activations: the peak is the larger of the two phases.
+    Sum backward;
+    backward.add(gather->bytes);
+    backward.add(g.activations);
+    const int64_t transient = std::max(backward.value(), sum.update);
+    Sum total, min_total;
+    total.add(sum.params.value());
+    total.add(sum.grads.value());
+    total.add(sum.optimizer.value());
+    total.add(transient);
+    min_total.add(sum.min_states.value());
+    min_total.add(transient);
+    if (sum.params.overflow() || sum.grads.overflow()
+        || sum.optimizer.overflow() || sum.min_states.overflow()
+        || backward.overflow() || total.overflow() || min_total.overflow()) {
+      return {};
+    }
+    g.total = total.value();
+    g.min_total = min_total.value();
+    return std::make_pair(g, *gather);
+  }
+
+  // A tensor the group holds.
+  bool in_group(size_t t, const GroupMemory& group) const {
+    if (!m_out.placement.placed()) {
+      return true;
+    }
+    const TensorPlacement& p = m_out.placement.tensors[t];
+    return (p.stage == k_every || p.stage == group.stage)
+           && (p.expert_rank == k_every || p.expert_rank == group.expert_rank);
+  }
+
+  // The gather buffer's units, and the axes their tensors the group holds
+  // are gathered over.
+  void describe_gather(MemoryEstimate& est,
+                       const GroupMemory& group,
+                       const Gather& gather) const {
+    for (size_t u = gather.first; u < gather.first + gather.count; ++u) {
+      est.gather_units.push_back(
+          m_units->describe(u, group.expert_rank, m_tensors, m_facts->names));
+    }
+    if (gather.count == 0) {
+      return;
+    }
+    std::vector<bool> gathered(m_mesh.axes.size(), false);
+    for (size_t t = 0; t < m_tensors.size(); ++t) {
+      const size_t unit = m_units->unit_of(t);
+      if (unit < gather.first || unit >= gather.first + gather.count
+          || !in_group(t, group)) {
+        continue;
+      }
+      for (const std::string& axis :
+           m_use->gathered(m_shardings[t], role_of(t))) {
+        gathered[static_cast<size_t>(m_mesh.index_of(axis))] = true;
+      }
+    }
+    for (size_t a = 0; a < m_mesh.axes.size(); ++a) {
+      if (gathered[a]) {
+        est.gather_axes.push_back(m_mesh.axes[a].name);
+      }
+    }
+  }
+
+  // The lists of the tensors the group holds (without placement, counted
+  // already).
+  void list_tensors(MemoryEstimate& est, const GroupMemory& group) const {
+    std::vector<TensorMemory> heap = m_largest;
+    if (m_out.placement.placed()) {
+      for (size_t t = 0; t < m_tensors.size(); ++t) {
+        if (in_group(t, group)) {
+          account(est, heap, t, m_records[t]);
+        }
+      }
+    }
+    std::sort_heap(heap.begin(), heap.end(), larger);
+    est.largest = std::move(heap);
+  }
+
+  // Where the estimate is, for the messages: " of stage 1, expert rank 2",
+  // " of stage 1", " of expert rank 2", or nothing without placement.
+  std::string where_text(const MemoryEstimate& est) const {
+    if (!m_out.placement.placed()) {
+      return std::string();
+    }
+    if (m_stages > 1 && m_ranks > 1) {
+      return fmt::format(
+          " of stage {}, expert rank {}", est.stage, est.expert_rank);
+    }
+    return m_stages > 1 ? fmt::format(" of stage {}", est.stage)
+                        : fmt::format(" of expert rank {}", est.expert_rank);
+  }
+
+  void warn_uneven(const MemoryEstimate& est,
+                   const std::string& where,
+                   Diagnostics& found) const {
+    if (est.min_device_total == est.max_device_total) {
+      return;
+    }
+    Diagnostic& d = found.warning(
+        "memory.uneven",
+        m_out.placement.placed()
+            ? fmt::format("devices{} hold different amounts: the most loaded "
+                          "{} bytes, the least {} bytes ({} tensor{} with "
+                          "uneven shards)",
+                          where,
+                          est.max_device_total,
+                          est.min_device_total,
+                          est.uneven_tensors,
+                          est.uneven_tensors == 1 ? "" : "s")
+            : fmt::format("devices hold different amounts: device 0 {} bytes, "
+                          "the last device {} bytes ({} tensor{} with uneven "
+                          "shards)",
+                          est.max_device_total,
+                          est.min_device_total,
+                          est.uneven_tensors,
+                          est.uneven_tensors == 1 ? "" : "s"));
+    d.hint = "the estimate is for the most loaded device";
+  }
+
+  // The capacity, utilization and fit when the HBM is known; a total over
+  // capacity is an error at where the HBM came from.
+  void check_capacity(MemoryEstimate& est,
+                      const std::string& where,
+                      Diagnostics& found) const {
+    if (!est.hbm_bytes) {
+      return;
+    }
+    const double hbm = static_cast<double>(*est.hbm_bytes);
+    est.capacity_bytes =
+        static_cast<int64_t>(std::floor(hbm * (1.0 - est.headroom)));
+    est.utilization = static_cast<double>(est.max_device_total) / hbm;
+    est.fits = est.max_device_total <= *est.capacity_bytes;
+    if (*est.fits) {
+      return;
+    }
+    Diagnostic& d = found.error(
+        "memory.over-capacity",
+        fmt::format("the most loaded device{} needs {} bytes, over the {} "
+                    "bytes usable ({} bytes of HBM with {:g}% kept free)",
+                    where,
+                    est.max_device_total,
+                    *est.capacity_bytes,
+                    *est.hbm_bytes,
+                    est.headroom * 100),
+        Location::of(m_options.hbm_source));
+    d.hint = est.activations > est.per_device.model_states() ? fmt::format(
+                 "activations are {} bytes of it: keep less per layer (a "
+                 "remat policy that saves less), run fewer sequences at a "
+                 "time (more microbatches), or split the tokens further "
+                 "(sequence parallelism, a sequence axis)",
+                 est.activations)
+             : est.zero < 3 && has_grads(est.recipe)
+                 ? fmt::format(
+                     "shard further: more fsdp, {} 3, or a larger "
+                     "slice",
+                     m_options.zero_source)
+                 : std::string(
+                     "shard further (more fsdp or tp) or use a larger slice");
+  }
+
+  const Manifest& m_manifest;
+  const std::vector<Tensor>& m_tensors;
+  const Mesh& m_mesh;
+  const std::vector<TensorSharding>& m_shardings;
+  const MemoryOptions& m_options;
+  Diagnostics& m_diags;
+  // The part of every estimate the model state decides.
+  MemoryEstimate m_out;
+  std::optional<AxisRoles> m_roles;
+  std::optional<AxisUse> m_use;  // once the roles are known
+  std::optional<MemoryFacts> m_own_facts;
+  const MemoryFacts* m_facts = nullptr;  // the caller's, or m_own_facts
+  int64_t m_stages = 1;                  // S
+  int64_t m_ranks = 1;                   // R
+  std::unordered_map<const ShardLayout*,
+                     std::array<std::optional<Cost>, k_roles>>
+      m_costs;
+  std::optional<Cost> m_computed;  // the last cost of an unshared layout
+  // Per mesh axis: the spec of some tensor held splits it over the axis.
+  std::vector<bool> m_split;
+  std::optional<GatherUnits> m_units;  // once placed
+  std::vector<Totals> m_buckets;       // bucket_of
+  // Per tensor with placement (accounted once the group is known).
+  std::vector<Record> m_records;
+  // Without placement, the `largest` heap of every tensor (account).
+  std::vector<TensorMemory> m_largest;
+};
+
+}  // namespace
+
+std::optional<MemoryEstimate> estimate_memory(
+    const Manifest& manifest,
+    const Mesh& mesh,
+    const std::vector<TensorSharding>& shardings,
+    const MemoryOptions& options,
+    Diagnostics& diags) {
+  Diagnostics own[1];
+  std::vector<std::optional<MemoryEstimate>> out =
+      estimate_memory(manifest,
+                      mesh,
+                      shardings,
+                      options,
+                      {&options.activations, 1},
+                      diags,
+                      own);
+  for (const Diagnostic& d : own[0].items()) {
+    diags.add(d);
+  }
+  if (out.empty()) {
+    return std::nullopt;
+  }
+  return std::move(out[0]);
+}
+
+std::vector<std::optional<MemoryEstimate>> estimate_memory(
+    const Manifest& manifest,
+    const Mesh& mesh,
+    const std::vector<TensorSharding>& shardings,
+    const MemoryOptions& options,
+    std::span<const std::vector<ActivationLoad>> activations,
+    Diagnostics& diags,
+    std::span<Diagnostics> activation_diags) {
+  assert(activation_diags.size() == activations.size());
+  assert(shardings.size() == manifest.size());
+  assert(options.zero >= 0 && options.zero <= 3);
+  assert(options.headroom >= 0 && options.headroom < 1);
+  assert(!activations.empty());
+  MemoryEstimator estimator(manifest, mesh, shardings, options, diags);
+  return estimator.run(activations, activation_diags);
+}
+
+}  // namespace shardplan

@@ -1,0 +1,334 @@
+// The training step's collectives (include/shardplan/workload.hpp;
+// docs/step.md, "Collectives" and "Overlap"): one function per kind of
+// parallelism gives its typed rows (role, operation, phase, axes, bytes,
+// calls, whether it may overlap); then each row is priced on its axes'
+// links and hidden behind the compute of its phase. A row's label is made
+// from its fields, never read back.
+
+#include "workload/internal.hpp"
+
+#include <shardplan/workload.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace shardplan {
+
+namespace {
+
+std::string_view role_word(Parallelism role) {
+  switch (role) {
+    case Parallelism::fsdp:
+      return "fsdp";
+    case Parallelism::data:
+      return "data";
+    case Parallelism::tensor:
+      return "tp";
+    case Parallelism::sequence:
+      return "context";
+    case Parallelism::expert:
+      return "expert";
+    case Parallelism::pipeline:
+      return "pipeline";
+  }
+  return "?";
+}
+
+std::string_view op_word(Collective op) {
+  switch (op) {
+    case Collective::all_gather:
+      return "all-gather";
+    case Collective::reduce_scatter:
+      return "reduce-scatter";
+    case Collective::all_reduce:
+      return "all-reduce";
+    case Collective::all_to_all:
+      return "all-to-all";
+    case Collective::collective_permute:
+      return "permute";
+    case Collective::send_recv:
+      return "send";
+  }
+  return "?";
+}
+
+std::string_view phase_suffix(StepPhase phase) {
+  switch (phase) {
+    case StepPhase::forward:
+      return " (forward)";
+    case StepPhase::backward:
+      return " (backward)";
+    case StepPhase::gradients:
+      return " (gradients)";
+    case StepPhase::every_pass:
+      return "";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string collective_label(const StepCollective& c) {
+  return fmt::format(
+      "{} {}{}", role_word(c.role), op_word(c.op), phase_suffix(c.phase));
+}
+
+namespace workload_detail {
+
+namespace {
+
+// A layer's weights as FSDP gathers them, split over the tensor axes,
+// routed experts also over the expert axes; elements, averaged over the
+// layer kinds.
+double layer_weights(const CollectiveInputs& c) {
+  const auto ep = static_cast<double>(c.roles.size(c.mesh, AxisRole::expert));
+  return c.dense_share * c.dense.weights
+         + c.moe_share
+               * (c.moe.weights - c.moe.expert_weights
+                  + c.moe.expert_weights / ep);
+}
+
+double tensor_shards(const CollectiveInputs& c) {
+  return static_cast<double>(c.roles.size(c.mesh, AxisRole::tensor));
+}
+
+// A microbatch's activations on a device: its tokens x h.
+double micro_bytes(const CollectiveInputs& c) {
+  return static_cast<double>(c.act.tokens) * c.hidden * c.act_bytes;
+}
+
+}  // namespace
+
+std::vector<std::string> present(const Mesh& mesh,
+                                 const std::vector<std::string>& axes) {
+  std::vector<std::string> out;
+  for (const MeshAxis& axis : mesh.axes) {
+    if (axis.size > 1
+        && std::find(axes.begin(), axes.end(), axis.name) != axes.end()) {
+      out.push_back(axis.name);
+    }
+  }
+  return out;
+}
+
+// FSDP: a layer's weights gathered at use, forward and again in the
+// backward, and its gradients reduce-scattered; per layer and microbatch.
+// Prefetched gathers expose the forward's first call; the gradients' last.
+std::vector<CollectiveRow> fsdp_collectives(const CollectiveInputs& c) {
+  const std::vector<std::string> gather = present(c.mesh, c.in.gather_axes);
+  const double weights = layer_weights(c);
+  const double t = tensor_shards(c);
+  const double gathered = weights / t * static_cast<double>(c.in.weight_bytes);
+  const double calls = c.layers_per_stage * c.microbatches;
+  const bool prefetch = c.options.overlap_fsdp;
+  return {
+      {Parallelism::fsdp,
+       Collective::all_gather,
+       StepPhase::forward,
+       gather,
+       gathered,
+       calls,
+       prefetch,
+       1},
+      {Parallelism::fsdp,
+       Collective::all_gather,
+       StepPhase::backward,
+       gather,
+       gathered,
+       calls,
+       prefetch,
+       0},
+      {Parallelism::fsdp,
+       Collective::reduce_scatter,
+       StepPhase::gradients,
+       gather,
+       weights / t * static_cast<double>(c.in.grad_bytes),
+       calls,
+       c.options.overlap_grad_reduce,
+       1},
+  };
+}
+
+// Pure data parallelism (the data axes FSDP does not gather over): the
+// stage's gradients on a device all-reduced once a step, behind the
+// backward but the last layer's share.
+std::vector<CollectiveRow> data_collectives(const CollectiveInputs& c) {
+  const std::vector<std::string> gather = present(c.mesh, c.in.gather_axes);
+  std::vector<std::string> pure_data;
+  for (const std::string& axis : present(c.mesh, c.roles.data)) {
+    if (std::find(gather.begin(), gather.end(), axis) == gather.end()) {
+      pure_data.push_back(axis);
+    }
+  }
+  double stage_weights = layer_weights(c) * c.layers_per_stage;
+  for (const std::string& axis : gather) {
+    stage_weights /= static_cast<double>(c.mesh.find(axis)->size);
+  }
+  return {
+      {Parallelism::data,
+       Collective::all_reduce,
+       StepPhase::gradients,
+       std::move(pure_data),
+       stage_weights / tensor_shards(c) * static_cast<double>(c.in.grad_bytes),
+       1,
+       c.options.overlap_grad_reduce,
+       1 / std::max(c.layers_per_stage, 1.0)}};
+}
+
+// Tensor parallelism: the attention and MLP outputs summed over the tensor
+// axes, forward and backward, and again when the policy reruns the forward;
+// with sequence parallelism a reduce-scatter and an all-gather each time.
+std::vector<CollectiveRow> tensor_collectives(const CollectiveInputs& c) {
+  const std::vector<std::string> axes = present(c.mesh, c.roles.tensor);
+  const double per_layer = reruns_forward(c.act.remat) ? 6 : 4;
+  const double calls = per_layer * (c.layers_per_stage * c.microbatches);
+  const bool overlap = c.options.overlap_tensor;
+  const double bytes = micro_bytes(c);
+  if (!c.act.sequence_parallel) {
+    return {{Parallelism::tensor,
+             Collective::all_reduce,
+             StepPhase::every_pass,
+             axes,
+             bytes,
+             calls,
+             overlap,
+             0}};
+  }
+  return {
+      {Parallelism::tensor,
+       Collective::reduce_scatter,
+       StepPhase::every_pass,
+       axes,
+       bytes,
+       calls,
+       overlap,
+       0},
+      {Parallelism::tensor,
+       Collective::all_gather,
+       StepPhase::every_pass,
+       axes,
+       bytes,
+       calls,
+       overlap,
+       0},
+  };
+}
+
+// Sequence (context) parallelism: the estimate counts no collective of its
+// own for the sequence axes; their tokens only divide the work and the
+// activations.
+std::vector<CollectiveRow> sequence_collectives(const CollectiveInputs&) {
+  return {};
+}
+
+// Experts: each token's hidden state to its top-k experts and back
+// (dispatch, combine), forward and backward, per MoE layer and microbatch;
+// the group's array is every expert rank's tokens, x the capacity factor.
+std::vector<CollectiveRow> expert_collectives(const CollectiveInputs& c) {
+  const auto ep = static_cast<double>(c.roles.size(c.mesh, AxisRole::expert));
+  const double bytes = ep * static_cast<double>(c.act.tokens)
+                       * static_cast<double>(c.experts_per_token) * c.hidden
+                       * c.act_bytes * c.options.capacity_factor;
+  return {{Parallelism::expert,
+           Collective::all_to_all,
+           StepPhase::every_pass,
+           present(c.mesh, c.roles.expert),
+           bytes,
+           4 * c.layers_per_stage * c.moe_share * c.microbatches,
+           c.options.overlap_expert,
+           0}};
+}
+
+// Pipeline: a microbatch's activations to the next stage, and their
+// gradient back; on the critical path.
+std::vector<CollectiveRow> pipeline_collectives(const CollectiveInputs& c) {
+  return {{Parallelism::pipeline,
+           Collective::send_recv,
+           StepPhase::every_pass,
+           present(c.mesh, c.roles.stage),
+           micro_bytes(c),
+           2 * c.microbatches,
+           false,
+           0}};
+}
+
+std::vector<StepCollective> price_collectives(const CollectiveInputs& c,
+                                              std::span<const AxisLink> links) {
+  std::vector<CollectiveRow> rows;
+  for (auto kind : {fsdp_collectives,
+                    data_collectives,
+                    tensor_collectives,
+                    sequence_collectives,
+                    expert_collectives,
+                    pipeline_collectives}) {
+    std::vector<CollectiveRow> more = kind(c);
+    std::move(more.begin(), more.end(), std::back_inserter(rows));
+  }
+  std::vector<StepCollective> out;
+  for (CollectiveRow& row : rows) {
+    if (row.axes.empty() || row.count <= 0 || row.bytes <= 0) {
+      continue;
+    }
+    std::vector<const AxisLink*> axis_links;
+    for (const std::string& axis : row.axes) {
+      const int64_t k = c.mesh.index_of(axis);
+      if (k >= 0 && static_cast<size_t>(k) < links.size()) {
+        axis_links.push_back(&links[static_cast<size_t>(k)]);
+      }
+    }
+    const CollectiveCost one = collective_cost(row.op, row.bytes, axis_links);
+    StepCollective s;
+    s.role = row.role;
+    s.op = row.op;
+    s.phase = row.phase;
+    s.mesh_axes = std::move(row.axes);
+    s.link = one.link;
+    s.bytes_per_device = static_cast<int64_t>(row.bytes);
+    s.count = static_cast<int64_t>(row.count);
+    s.seconds = one.seconds * row.count;
+    s.overlapped = row.overlappable;
+    s.exposed_seconds =
+        row.overlappable ? one.seconds * row.exposed_calls : s.seconds;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+void hide_behind_compute(std::vector<StepCollective>& collectives,
+                         double compute_seconds) {
+  // The forward's collectives hide behind the forward (one of the step's
+  // three matmul passes), the rest behind the backward (two).
+  for (const bool forward : {true, false}) {
+    const double budget = compute_seconds * (forward ? 1.0 / 3 : 2.0 / 3);
+    const auto hides = [&](const StepCollective& c) {
+      return c.overlapped && (c.phase == StepPhase::forward) == forward;
+    };
+    double hidden = 0;
+    for (const StepCollective& c : collectives) {
+      if (hides(c)) {
+        hidden += c.seconds - c.exposed_seconds;
+      }
+    }
+    if (hidden > budget && hidden > 0) {
+      const double excess = (hidden - budget) / hidden;
+      for (StepCollective& c : collectives) {
+        if (hides(c)) {
+          c.exposed_seconds += (c.seconds - c.exposed_seconds) * excess;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace workload_detail
+
+}  // namespace shardplan
