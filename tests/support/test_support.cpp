@@ -5,7 +5,9 @@
 #include <shardplan/io.hpp>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -34,6 +36,85 @@ CliResult run_cli(std::vector<std::string> args) {
   r.out = out.str();
   r.err = err.str();
   return r;
+}
+
+nlohmann::json parse_json(const std::string& text) {
+  INFO(text);
+  REQUIRE(nlohmann::json::accept(text));
+  return nlohmann::json::parse(text);
+}
+
+std::filesystem::path temp_dir(const std::string& name) {
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("shardplan_test_" + name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::vector<std::string> files_in(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string examples(const std::string& file) {
+  return std::string(SHARDPLAN_SOURCE_DIR) + "/configs/examples/" + file;
+}
+
+std::vector<std::string> args_with(std::string_view line,
+                                   std::vector<std::string> values) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  char quote = 0;
+  for (char c : line) {
+    if (quote != 0) {
+      if (c == quote) {
+        quote = 0;
+      } else {
+        word += c;
+      }
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+      in_word = true;
+    } else if (c == ' ') {
+      if (in_word) {
+        words.push_back(word);
+        word.clear();
+        in_word = false;
+      }
+    } else {
+      word += c;
+      in_word = true;
+    }
+  }
+  if (quote != 0) {
+    FAIL("args: an unclosed " << quote << " in: " << line);
+  }
+  if (in_word) {
+    words.push_back(word);
+  }
+  size_t used = 0;
+  for (std::string& w : words) {
+    for (size_t at = w.find("{}"); at != std::string::npos;
+         at = w.find("{}", at)) {
+      if (used == values.size()) {
+        FAIL("args: more {} than values in: " << line);
+      }
+      w.replace(at, 2, values[used]);
+      at += values[used].size();
+      ++used;
+    }
+  }
+  if (used != values.size()) {
+    FAIL("args: " << values.size() << " values for " << used
+                  << " {} in: " << line);
+  }
+  return words;
 }
 
 std::vector<NegativeCase> load_cases(std::string_view relative) {
@@ -152,6 +233,30 @@ ModelConfig model_config(std::string_view name) {
   REQUIRE(config);
   REQUIRE(diags.items().empty());
   return *config;
+}
+
+const Manifest& model(const std::string& name) {
+  static std::map<std::string, Manifest> cache;
+  auto it = cache.find(name);
+  if (it == cache.end()) {
+    Diagnostics diags;
+    std::optional<Manifest> m = read_builtin_model(name, "--model", diags);
+    INFO(test::first_error(diags));
+    REQUIRE(m);
+    it = cache.emplace(name, *std::move(m)).first;
+  }
+  return it->second;
+}
+
+RuleSet preset(const std::string& name) {
+  Diagnostics diags;
+  std::optional<RuleSet> rules =
+      read_rules_preset(name, Location::of("--rules"), diags);
+  INFO(test::first_error(diags));
+  REQUIRE(rules);
+  CHECK(rules->preset);
+  CHECK(diags.items().empty());  // a preset reads without a warning
+  return *std::move(rules);
 }
 
 Manifest manifest_of(std::string_view json) {

@@ -1,15 +1,21 @@
 #pragma once
 
-// Helpers shared by the unit tests: test data files, negative-case files and
-// runs of the command line.
+// Helpers shared by the unit tests: test data files, negative-case files,
+// the inputs several test files build (meshes, topologies, models,
+// presets), and runs of the command line, their arguments written as one
+// string (args) and their output.
 
 #include <shardplan/diag.hpp>
 #include <shardplan/mesh.hpp>
 #include <shardplan/models.hpp>
+#include <shardplan/rules.hpp>
 #include <shardplan/spec.hpp>
 #include <shardplan/tensor.hpp>
 #include <shardplan/topology.hpp>
 
+#include <nlohmann/json_fwd.hpp>
+
+#include <filesystem>
 #include <map>
 #include <string>
 #include <string_view>
@@ -61,6 +67,15 @@ Topology topology_of(std::string_view name);
 // there is none or reading it reports anything.
 ModelConfig model_config(std::string_view name);
 
+// The built-in model `name` as a manifest, read once per test run
+// (deepseek-v3 has 91,991 tensors); fails the current test when it does not
+// read.
+const Manifest& model(const std::string& name);
+
+// The rule preset `name`; fails the current test when there is none, and
+// checks that it reads as a preset without a warning.
+RuleSet preset(const std::string& name);
+
 // A manifest read from JSON text as "m.json", and a specs file read as
 // "s.json"; fail the current test when the text has any problem (a tensor
 // with no elements, which tests build on purpose, is none).
@@ -75,6 +90,35 @@ struct CliResult {
 };
 // `args` without the program name.
 CliResult run_cli(std::vector<std::string> args);
+
+// `text` parsed as JSON; fails the current test, showing the text, when it
+// is not JSON.
+nlohmann::json parse_json(const std::string& text);
+
+// A fresh empty folder shardplan_test_NAME under the system's temporary
+// folder.
+std::filesystem::path temp_dir(const std::string& name);
+
+// The names in the folder `dir`, sorted.
+std::vector<std::string> files_in(const std::string& dir);
+
+// The path of configs/examples/FILE.
+std::string examples(const std::string& file);
+
+// A command line written as one string: args("plan --mesh fsdp:4 --model
+// gpt2"). Words are split on spaces; 'single' or "double" quotes make one
+// word of what they enclose, spaces included ('' is an empty word), and are
+// dropped; there is no other shell syntax (no escapes, comments or
+// expansions). Each "{}" in a word stands for the next of `values`, which is
+// never split: computed words such as paths go there,
+// args("check --manifest {} --specs {}", manifest, specs). A count of "{}"
+// other than the count of values fails the current test.
+std::vector<std::string> args_with(std::string_view line,
+                                   std::vector<std::string> values);
+template <typename... Values>
+std::vector<std::string> args(std::string_view line, const Values&... values) {
+  return args_with(line, std::vector<std::string>{values...});
+}
 
 // The first error in `diags` rendered without colour; empty when none.
 std::string first_error(const Diagnostics& diags);

@@ -20,42 +20,21 @@
 using nlohmann::json;
 namespace fs = std::filesystem;
 using Strings = std::vector<std::string>;
+using shardplan::test::args;
 using shardplan::test::CliResult;
+using shardplan::test::examples;
+using shardplan::test::parse_json;
 using shardplan::test::run_cli;
+using shardplan::test::temp_dir;
 
 namespace {
-
-std::string examples(const std::string& name) {
-  return std::string(SHARDPLAN_SOURCE_DIR) + "/configs/examples/" + name;
-}
-
-fs::path temp_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("shardplan_test_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-json parse_json(const std::string& text) {
-  INFO(text);
-  REQUIRE(json::accept(text));
-  return json::parse(text);
-}
 
 // The scaling book's tensor: a bf16[2048, 8192] on v5e 8x4; `more` replaces
 // the value of a flag already given, or is appended.
 Strings one_tensor(Strings more) {
-  Strings args = {"reshard",
-                  "--topology",
-                  "v5e-32",
-                  "--from-mesh",
-                  "X:8,Y:4",
-                  "--to-mesh",
-                  "X:8,Y:4",
-                  "--shape",
-                  "2048,8192",
-                  "--dtype",
-                  "bf16"};
+  Strings args = shardplan::test::args(
+      "reshard --topology v5e-32 --from-mesh X:8,Y:4 --to-mesh X:8,Y:4 "
+      "--shape 2048,8192 --dtype bf16");
   for (size_t i = 0; i < more.size(); ++i) {
     auto given = std::find(args.begin(), args.end(), more[i]);
     if (more[i].starts_with("--") && given != args.end()
@@ -71,17 +50,11 @@ Strings one_tensor(Strings more) {
 // tiny-llama from its specs file on fsdp:2,tp:4 (v5e-8) to fsdp-tp rules on
 // the same mesh; `more` is appended.
 Strings tiny(Strings more) {
-  Strings args = {"reshard",
-                  "--topology",
-                  "v5e-8",
-                  "--from-mesh",
-                  "fsdp:2,tp:4",
-                  "--to-mesh",
-                  "fsdp:2,tp:4",
-                  "--manifest",
-                  examples("tiny-llama.json"),
-                  "--from-specs",
-                  examples("tiny-llama.specs.json")};
+  Strings args = shardplan::test::args(
+      "reshard --topology v5e-8 --from-mesh fsdp:2,tp:4 --to-mesh fsdp:2,tp:4 "
+      "--manifest {} --from-specs {}",
+      examples("tiny-llama.json"),
+      examples("tiny-llama.specs.json"));
   args.insert(args.end(), more.begin(), more.end());
   return args;
 }
@@ -100,167 +73,99 @@ TEST_CASE("reshard: every bad input exits 2 with a located message",
   };
   const std::vector<Case> cases = {
       {"source spec longer than the rank",
-       one_tensor({"--from-spec", "Y,None,None", "--to-spec", "None"}),
+       one_tensor(args("--from-spec Y,None,None --to-spec None")),
        "--from-spec: error: sharding P('Y', None, None) is only valid for "
        "values of rank at "
        "least 3"},
       {"unknown axis in the target spec",
-       one_tensor({"--from-spec", "Y", "--to-spec", "None,Z"}),
+       one_tensor(args("--from-spec Y --to-spec None,Z")),
        "--to-spec: error: resource axis: Z of P(None, 'Z') is not found in "
        "mesh"},
       {"duplicate axis",
-       one_tensor({"--from-spec", "Y,Y", "--to-spec", "None"}),
+       one_tensor(args("--from-spec Y,Y --to-spec None")),
        "--from-spec: error: a single NamedSharding spec specification can map "
        "every mesh axis"},
       {"a dim that does not divide",
-       {"reshard",
-        "--topology",
-        "v5e-32",
-        "--from-mesh",
-        "X:8,Y:4",
-        "--to-mesh",
-        "X:8,Y:4",
-        "--shape",
-        "2047,8192",
-        "--dtype",
-        "bf16",
-        "--from-spec",
-        "Y",
-        "--to-spec",
-        "None"},
+       args("reshard --topology v5e-32 --from-mesh X:8,Y:4 --to-mesh X:8,Y:4 "
+            "--shape 2047,8192 --dtype bf16 --from-spec Y --to-spec None"),
        "--from-spec: error: P('Y') implies that array axis 0 is partitioned 4 "
        "times"},
       {"spec syntax: column and caret",
-       one_tensor({"--from-spec", "Y", "--to-spec", "None,(X"}),
+       one_tensor(args("--from-spec Y --to-spec None,(X")),
        "--to-spec:1:8: error: expected \")\" to close \"(\""},
       {"bad shape",
-       one_tensor({"--shape", "2048,8x", "--from-spec", "Y", "--to-spec", "X"}),
+       one_tensor(args("--shape 2048,8x --from-spec Y --to-spec X")),
        "--shape:1:6: error: expected a dim size (an integer >= 0), got \"8x\" "
        "[cli.shape]\n"
        "  2048,8x\n"
        "       ^\n"},
       {"unknown dtype",
-       one_tensor({"--dtype", "bf17", "--from-spec", "Y", "--to-spec", "X"}),
+       one_tensor(args("--dtype bf17 --from-spec Y --to-spec X")),
        "--dtype: error: unknown dtype \"bf17\"; did you mean \"bf16\"? "
        "[cli.dtype]"},
       {"unknown dtype in safetensors case",
-       one_tensor({"--dtype", "BF61", "--from-spec", "Y", "--to-spec", "X"}),
+       one_tensor(args("--dtype BF61 --from-spec Y --to-spec X")),
        "--dtype: error: unknown dtype \"BF61\"; did you mean \"BF16\"? "
        "[cli.dtype]"},
       {"unknown partial axis",
-       one_tensor({"--from-spec", "Y", "--to-spec", "X", "--partial", "Q"}),
+       one_tensor(args("--from-spec Y --to-spec X --partial Q")),
        "--partial:1:1: error: unknown axis \"Q\": the source mesh \"X:8,Y:4\" "
        "has no such axis"},
       {"partial axis the source spec uses",
-       one_tensor({"--from-spec", "Y", "--to-spec", "X", "--partial", "X,Y"}),
+       one_tensor(args("--from-spec Y --to-spec X --partial X,Y")),
        "--partial:1:3: error: axis \"Y\" holds pending sums, but the source "
        "spec \"Y,None\" of "
        "\"tensor\" splits dim 0 over it"},
       {"topologies of different kinds",
-       {"reshard",
-        "--from-topology",
-        "v5e-32",
-        "--to-topology",
-        "h100x32",
-        "--from-mesh",
-        "X:8,Y:4",
-        "--to-mesh",
-        "X:8,Y:4",
-        "--shape",
-        "8,8",
-        "--dtype",
-        "bf16",
-        "--from-spec",
-        "X",
-        "--to-spec",
-        "Y"},
+       args("reshard --from-topology v5e-32 --to-topology h100x32 "
+            "--from-mesh X:8,Y:4 --to-mesh X:8,Y:4 --shape 8,8 --dtype bf16 "
+            "--from-spec X --to-spec Y"),
        "--to-topology: error: cannot reshard from tpu topology \"v5e-32\" to "
        "gpu topology "
        "\"h100x32\"; both sides must be TPU slices or both GPU clusters "
        "[reshard.kind]"},
       {"source mesh does not cover its topology",
-       one_tensor(
-           {"--from-mesh", "X:8,Y:2", "--from-spec", "Y", "--to-spec", "X"}),
+       one_tensor(args("--from-mesh X:8,Y:2 --from-spec Y --to-spec X")),
        "--from-mesh:1:1: error: the mesh needs 16 devices (8 x 2) but there "
        "are 32"},
       {"target mesh does not cover its topology",
-       {"reshard",
-        "--from-topology",
-        "v5e-32",
-        "--to-topology",
-        "v5e-16",
-        "--from-mesh",
-        "X:8,Y:4",
-        "--to-mesh",
-        "X:8,Y:4",
-        "--shape",
-        "8,8",
-        "--dtype",
-        "bf16",
-        "--from-spec",
-        "X",
-        "--to-spec",
-        "Y"},
+       args("reshard --from-topology v5e-32 --to-topology v5e-16 "
+            "--from-mesh X:8,Y:4 --to-mesh X:8,Y:4 --shape 8,8 --dtype bf16 "
+            "--from-spec X --to-spec Y"),
        "--to-mesh:1:1: error: the mesh needs 32 devices (8 x 4) but there are "
        "16; "
        "--to-topology v5e-16 has 16 devices"},
       {"unknown target topology",
-       {"reshard",
-        "--topology",
-        "v5e-32",
-        "--to-topology",
-        "v5e-17",
-        "--from-mesh",
-        "X:8,Y:4",
-        "--to-mesh",
-        "X:4,Y:4",
-        "--shape",
-        "8,8",
-        "--dtype",
-        "bf16",
-        "--from-spec",
-        "X",
-        "--to-spec",
-        "Y"},
+       args(
+           "reshard --topology v5e-32 --to-topology v5e-17 --from-mesh X:8,Y:4 "
+           "--to-mesh X:4,Y:4 --shape 8,8 --dtype bf16 --from-spec X "
+           "--to-spec Y"),
        "--to-topology: error: v5e-17 is not a standard v5e slice"},
       {"bad DCN string",
-       one_tensor({"--from-dcn", "X:2", "--from-spec", "Y", "--to-spec", "X"}),
+       one_tensor(args("--from-dcn X:2 --from-spec Y --to-spec X")),
        "--from-dcn:1:1: error: DCN factors multiply to 2"},
       // Messages name the flag the user typed, not the other commands'.
       {"DCN factor of an axis the mesh lacks",
-       one_tensor({"--to-dcn", "Z:2", "--from-spec", "Y", "--to-spec", "X"}),
+       one_tensor(args("--to-dcn Z:2 --from-spec Y --to-spec X")),
        "--to-dcn:1:1: error: --to-dcn names axis \"Z\", which the mesh "
        "lacks"},
       {"a mesh of sizes has no --axis-names in reshard",
-       one_tensor({"--from-mesh", "8,4", "--from-spec", "Y", "--to-spec", "X"}),
+       one_tensor(args("--from-mesh 8,4 --from-spec Y --to-spec X")),
        "--from-mesh:1:1: error: a mesh of sizes has no axis names; name the "
        "axes: \"dp:2,tp:4\""},
       {"a tensor without a spec",
-       tiny({"--to-specs", specs}),
+       tiny(args("--to-specs {}", specs)),
        specs + ": error: tensor \"model.embed_tokens.weight\" has no spec in "
            + specs},
       {"no specs for the target",
        tiny({}),
        "--to-specs: error: no specs for the target"},
       {"unknown rules preset",
-       tiny({"--to-rules", "fsdp_tp"}),
+       tiny(args("--to-rules fsdp_tp")),
        "--to-rules: error: unknown rule preset \"fsdp_tp\""},
       {"no topology on one side",
-       {"reshard",
-        "--from-topology",
-        "v5e-8",
-        "--from-mesh",
-        "a:8",
-        "--to-mesh",
-        "a:8",
-        "--shape",
-        "8",
-        "--dtype",
-        "f32",
-        "--from-spec",
-        "a",
-        "--to-spec",
-        "None"},
+       args("reshard --from-topology v5e-8 --from-mesh a:8 --to-mesh a:8 "
+            "--shape 8 --dtype f32 --from-spec a --to-spec None"),
        "--to-topology: error: the source has a topology (v5e-8) but the target "
        "has none"},
   };
@@ -275,7 +180,7 @@ TEST_CASE("reshard: every bad input exits 2 with a located message",
   }
   SECTION("every error of a specs file is reported, located by JSON pointer") {
     std::ofstream(specs) << R"({"specs": {"model.norm.weight": ["zz"]}})";
-    CliResult r = run_cli(tiny({"--to-specs", specs}));
+    CliResult r = run_cli(tiny(args("--to-specs {}", specs)));
     CHECK(r.code == 2);
     CHECK_THAT(
         r.err,
@@ -284,14 +189,8 @@ TEST_CASE("reshard: every bad input exits 2 with a located message",
                           "zz"));
   }
   SECTION("--format json: a diagnostics document") {
-    CliResult r = run_cli(one_tensor({"--from-spec",
-                                      "Y",
-                                      "--to-spec",
-                                      "X",
-                                      "--partial",
-                                      "Q",
-                                      "--format",
-                                      "json"}));
+    CliResult r = run_cli(one_tensor(
+        args("--from-spec Y --to-spec X --partial Q --format json")));
     CHECK(r.code == 2);
     json j = parse_json(r.out);
     CHECK(j["command"] == "reshard");
@@ -302,7 +201,7 @@ TEST_CASE("reshard: every bad input exits 2 with a located message",
   SECTION("a side without a mesh is located at its flag") {
     // --mesh can give both sides theirs, so the parser cannot require
     // --to-mesh; the command says which side lacks one.
-    CliResult r = run_cli({"reshard", "--from-mesh", "a:8"});
+    CliResult r = run_cli(args("reshard --from-mesh a:8"));
     CHECK(r.code == 2);
     CHECK(r.out.empty());
     CHECK_THAT(r.err,
@@ -311,24 +210,11 @@ TEST_CASE("reshard: every bad input exits 2 with a located message",
   }
   SECTION("usage errors from the option parser") {
     for (const Strings& args : std::vector<Strings>{
-             one_tensor({"--from-spec", "Y"}),
-             one_tensor(
-                 {"--from-spec", "Y", "--to-spec", "X", "--model", "gpt2"}),
-             {"reshard",
-              "--devices",
-              "8",
-              "--topology",
-              "v5e-8",
-              "--from-mesh",
-              "a:8",
-              "--to-mesh",
-              "a:8",
-              "--model",
-              "gpt2",
-              "--from-rules",
-              "fsdp",
-              "--to-rules",
-              "fsdp"},
+             one_tensor(args("--from-spec Y")),
+             one_tensor(args("--from-spec Y --to-spec X --model gpt2")),
+             args("reshard --devices 8 --topology v5e-8 --from-mesh a:8 "
+                  "--to-mesh a:8 --model gpt2 --from-rules fsdp --to-rules "
+                  "fsdp"),
          }) {
       CliResult r = run_cli(args);
       INFO(r.err);
@@ -341,21 +227,10 @@ TEST_CASE("reshard: every bad input exits 2 with a located message",
 }
 
 TEST_CASE("reshard: JSON has the documented keys", "[cli][reshard]") {
-  CliResult r = run_cli({"reshard",
-                         "--topology",
-                         "v5p-128",
-                         "--model",
-                         "llama-3-8b",
-                         "--from-mesh",
-                         "fsdp:64",
-                         "--from-rules",
-                         "fsdp",
-                         "--to-mesh",
-                         "fsdp:16,tp:4",
-                         "--to-rules",
-                         "fsdp-tp",
-                         "--format",
-                         "json"});
+  CliResult r = run_cli(
+      args("reshard --topology v5p-128 --model llama-3-8b --from-mesh fsdp:64 "
+           "--from-rules fsdp --to-mesh fsdp:16,tp:4 --to-rules fsdp-tp "
+           "--format json"));
   INFO(r.err);
   REQUIRE(r.code == 0);
   json j = parse_json(r.out);
@@ -424,16 +299,13 @@ TEST_CASE("reshard: a plan's JSON output is a specs file", "[cli][reshard]") {
   fs::path dir = temp_dir("reshard_plan_specs");
   const std::string from = (dir / "from.json").string();
   const std::string to = (dir / "to.json").string();
-  const Strings common = {"--devices",
-                          "8",
-                          "--manifest",
-                          examples("tiny-llama.json"),
-                          "--format",
-                          "json"};
+  const Strings common = args("--devices 8 --manifest {} --format json",
+                              examples("tiny-llama.json"));
   auto plan = [&](const std::string& mesh,
                   const std::string& rules,
                   const std::string& out) {
-    Strings args = {"plan", "--mesh", mesh, "--rules", rules, "-o", out};
+    Strings args = shardplan::test::args(
+        "plan --mesh {} --rules {} -o {}", mesh, rules, out);
     args.insert(args.end(), common.begin(), common.end());
     CliResult r = run_cli(args);
     INFO(r.err);
@@ -441,15 +313,11 @@ TEST_CASE("reshard: a plan's JSON output is a specs file", "[cli][reshard]") {
   };
   plan("fsdp:8", "fsdp", from);
   plan("fsdp:2,tp:4", "fsdp-tp", to);
-  Strings args = {"reshard",
-                  "--from-mesh",
-                  "fsdp:8",
-                  "--to-mesh",
-                  "fsdp:2,tp:4",
-                  "--from-specs",
-                  from,
-                  "--to-specs",
-                  to};
+  Strings args = shardplan::test::args(
+      "reshard --from-mesh fsdp:8 --to-mesh fsdp:2,tp:4 "
+      "--from-specs {} --to-specs {}",
+      from,
+      to);
   args.insert(args.end(), common.begin(), common.end());
   CliResult r = run_cli(args);
   INFO(r.err);
@@ -460,15 +328,9 @@ TEST_CASE("reshard: a plan's JSON output is a specs file", "[cli][reshard]") {
   CHECK(j["same_devices"] == true);
   CHECK(j["tensors"].size() == 21);
   // The same as the rules give directly.
-  Strings direct = {"reshard",
-                    "--from-mesh",
-                    "fsdp:8",
-                    "--to-mesh",
-                    "fsdp:2,tp:4",
-                    "--from-rules",
-                    "fsdp",
-                    "--to-rules",
-                    "fsdp-tp"};
+  Strings direct = shardplan::test::args(
+      "reshard --from-mesh fsdp:8 --to-mesh fsdp:2,tp:4 "
+      "--from-rules fsdp --to-rules fsdp-tp");
   direct.insert(direct.end(), common.begin(), common.end());
   json k = parse_json(run_cli(direct).out);
   CHECK(j["tensors"] == k["tensors"]);
@@ -477,7 +339,7 @@ TEST_CASE("reshard: a plan's JSON output is a specs file", "[cli][reshard]") {
 
 TEST_CASE("reshard: one tensor by flags", "[cli][reshard]") {
   CliResult text = run_cli(
-      one_tensor({"--from-spec", "P('Y', None)", "--to-spec", "None,None"}));
+      one_tensor(args("--from-spec {} --to-spec None,None", "P('Y', None)")));
   INFO(text.err);
   REQUIRE(text.code == 0);
   CHECK_THAT(text.out,
@@ -486,14 +348,8 @@ TEST_CASE("reshard: one tensor by flags", "[cli][reshard]") {
                                "  to   mesh X:8,Y:4 (32 devices) on v5e-32\n"));
   CHECK_THAT(text.out, Catch::Contains("\n  tensor: Y,None -> None,None: "));
 
-  CliResult named = run_cli(one_tensor({"--name",
-                                        "w",
-                                        "--from-spec",
-                                        "Y",
-                                        "--to-spec",
-                                        "None",
-                                        "--format",
-                                        "json"}));
+  CliResult named = run_cli(
+      one_tensor(args("--name w --from-spec Y --to-spec None --format json")));
   REQUIRE(named.code == 0);
   json j = parse_json(named.out);
   CHECK(j["manifest"] == "--shape");
@@ -506,25 +362,19 @@ TEST_CASE("reshard: one tensor by flags", "[cli][reshard]") {
   CHECK(j["tensors"][0]["to_spec"] == json::parse("[null, null]"));
 
   SECTION("a shape in brackets, and a scalar") {
-    CliResult brackets = run_cli(one_tensor(
-        {"--shape", "[2048, 8192]", "--from-spec", "Y", "--to-spec", "X"}));
+    CliResult brackets = run_cli(
+        one_tensor(args("--shape '[2048, 8192]' --from-spec Y --to-spec X")));
     CHECK(brackets.code == 0);
-    CliResult scalar = run_cli(one_tensor({"--shape",
-                                           "",
-                                           "--from-spec",
-                                           "P()",
-                                           "--to-spec",
-                                           "P()",
-                                           "--format",
-                                           "json"}));
+    CliResult scalar = run_cli(one_tensor(
+        args("--shape '' --from-spec P() --to-spec P() --format json")));
     INFO(scalar.err);
     REQUIRE(scalar.code == 0);
     CHECK(parse_json(scalar.out)["tensors"][0]["shape"] == json::array());
   }
   SECTION("a dim of 0: a warning at its column, once") {
     // "2048, 0": the 0 is byte 6 of the text, column 7.
-    CliResult empty = run_cli(one_tensor(
-        {"--shape", "2048, 0", "--from-spec", "Y", "--to-spec", "None"}));
+    CliResult empty = run_cli(
+        one_tensor(args("--shape '2048, 0' --from-spec Y --to-spec None")));
     INFO(empty.err);
     CHECK(empty.code == 0);
     CHECK(empty.err
@@ -535,15 +385,8 @@ TEST_CASE("reshard: one tensor by flags", "[cli][reshard]") {
              "        ^\n");
   }
   SECTION("--partial, --donate") {
-    CliResult r = run_cli(one_tensor({"--from-spec",
-                                      "None",
-                                      "--to-spec",
-                                      "Y",
-                                      "--partial",
-                                      "Y",
-                                      "--donate",
-                                      "--format",
-                                      "json"}));
+    CliResult r = run_cli(one_tensor(args(
+        "--from-spec None --to-spec Y --partial Y --donate --format json")));
     INFO(r.err);
     REQUIRE(r.code == 0);
     json p = parse_json(r.out);
@@ -556,21 +399,11 @@ TEST_CASE("reshard: same_devices and the transfer link", "[cli][reshard]") {
   auto doc = [](Strings topologies,
                 const std::string& from_mesh,
                 const std::string& to_mesh) {
-    Strings args = {"reshard",
-                    "--from-mesh",
-                    from_mesh,
-                    "--to-mesh",
-                    to_mesh,
-                    "--shape",
-                    "64,64",
-                    "--dtype",
-                    "f32",
-                    "--from-spec",
-                    "None",
-                    "--to-spec",
-                    "None",
-                    "--format",
-                    "json"};
+    Strings args = shardplan::test::args(
+        "reshard --from-mesh {} --to-mesh {} --shape 64,64 --dtype f32 "
+        "--from-spec None --to-spec None --format json",
+        from_mesh,
+        to_mesh);
     args.insert(args.end(), topologies.begin(), topologies.end());
     CliResult r = run_cli(args);
     INFO(r.err);
@@ -578,7 +411,7 @@ TEST_CASE("reshard: same_devices and the transfer link", "[cli][reshard]") {
     return parse_json(r.out);
   };
   SECTION("one GPU node: NVLink") {
-    json j = doc({"--topology", "h100x8"}, "a:8", "a:2,b:4");
+    json j = doc(args("--topology h100x8"), "a:8", "a:2,b:4");
     CHECK(j["same_devices"] == true);
     CHECK(
         j["transfer_link"]
@@ -586,7 +419,7 @@ TEST_CASE("reshard: same_devices and the transfer link", "[cli][reshard]") {
             R"({"link": "nvlink", "bytes_per_s": 4.5e11, "latency_s": 6e-7})"));
   }
   SECTION("several GPU nodes: NVLink inside a node, the network between") {
-    json j = doc({"--topology", "h100x64"}, "a:64", "a:8,b:8");
+    json j = doc(args("--topology h100x64"), "a:64", "a:8,b:8");
     CHECK(
         j["transfer_link"]
         == json::parse(
@@ -597,15 +430,14 @@ TEST_CASE("reshard: same_devices and the transfer link", "[cli][reshard]") {
                              "latency_s": 2.7e-6})"));
   }
   SECTION("fewer GPU nodes: the same devices") {
-    json j = doc({"--from-topology", "h100x64", "--to-topology", "h100x32"},
-                 "a:64",
-                 "a:32");
+    json j = doc(
+        args("--from-topology h100x64 --to-topology h100x32"), "a:64", "a:32");
     CHECK(j["same_devices"] == true);
     CHECK(j["transfer_link"]["link"] == "nvlink");
     CHECK(j["transfer_model"]["links"][1]["link"] == "network");
   }
   SECTION("fewer TPU slices: the same devices, ICI inside, DCN between") {
-    json j = doc({"--from-topology", "2xv5e-16", "--to-topology", "v5e-16"},
+    json j = doc(args("--from-topology 2xv5e-16 --to-topology v5e-16"),
                  "dp:2,a:16",
                  "a:16");
     CHECK(j["same_devices"] == true);
@@ -618,16 +450,15 @@ TEST_CASE("reshard: same_devices and the transfer link", "[cli][reshard]") {
                              "latency_s": 1e-5})"));
   }
   SECTION("another TPU slice shape: other devices; the slower side's DCN") {
-    json j = doc({"--from-topology", "v5p-128", "--to-topology", "v5e-64"},
-                 "a:64",
-                 "a:64");
+    json j = doc(
+        args("--from-topology v5p-128 --to-topology v5e-64"), "a:64", "a:64");
     CHECK(j["same_devices"] == false);
     CHECK(j["transfer_link"]
           == json::parse(
               R"({"link": "dcn", "bytes_per_s": 3.125e9, "latency_s": 1e-5})"));
   }
   SECTION("--devices: no link, no times") {
-    json j = doc({"--devices", "8"}, "a:8", "a:2,b:4");
+    json j = doc(args("--devices 8"), "a:8", "a:2,b:4");
     CHECK(j["same_devices"] == true);
     CHECK(j["transfer_link"].is_null());
     CHECK(j["transfer_model"].is_null());
@@ -636,19 +467,9 @@ TEST_CASE("reshard: same_devices and the transfer link", "[cli][reshard]") {
 
 TEST_CASE("reshard: text folds layers and lists the most expensive tensors",
           "[cli][reshard]") {
-  CliResult r = run_cli({"reshard",
-                         "--topology",
-                         "v5p-128",
-                         "--model",
-                         "llama-3-8b",
-                         "--from-mesh",
-                         "fsdp:64",
-                         "--from-rules",
-                         "fsdp",
-                         "--to-mesh",
-                         "fsdp:16,tp:4",
-                         "--to-rules",
-                         "fsdp-tp"});
+  CliResult r = run_cli(
+      args("reshard --topology v5p-128 --model llama-3-8b --from-mesh fsdp:64 "
+           "--from-rules fsdp --to-mesh fsdp:16,tp:4 --to-rules fsdp-tp"));
   INFO(r.err);
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out,
@@ -668,8 +489,8 @@ TEST_CASE("reshard: -o writes the result atomically and prints nothing",
           "[cli][reshard]") {
   fs::path dir = temp_dir("reshard_output");
   const std::string out = (dir / "plan.json").string();
-  CliResult r = run_cli(one_tensor(
-      {"--from-spec", "Y", "--to-spec", "X", "--format", "json", "-o", out}));
+  CliResult r = run_cli(
+      one_tensor(args("--from-spec Y --to-spec X --format json -o {}", out)));
   INFO(r.err);
   CHECK(r.code == 0);
   CHECK(r.out.empty());
@@ -677,7 +498,7 @@ TEST_CASE("reshard: -o writes the result atomically and prints nothing",
   CHECK(j["command"] == "reshard");
   // Bad input leaves the file as it was.
   CliResult bad =
-      run_cli(one_tensor({"--from-spec", "Q", "--to-spec", "X", "-o", out}));
+      run_cli(one_tensor(args("--from-spec Q --to-spec X -o {}", out)));
   CHECK(bad.code == 2);
   CHECK(parse_json(shardplan::test::slurp(out)) == j);
   std::vector<fs::path> left;
@@ -695,8 +516,8 @@ TEST_CASE("reshard: the scaling book's all_gather on v5e 8x4",
           "[cli][reshard]") {
   // bf16[2048, 8192] sharded over Y (4) gathered on a 4x8 v5e with no
   // wraparound: 3 x 8 MiB received at 4.5e10 B/s one way ("560 us").
-  CliResult r = run_cli(one_tensor(
-      {"--from-spec", "Y,None", "--to-spec", "None,None", "--format", "json"}));
+  CliResult r = run_cli(
+      one_tensor(args("--from-spec Y,None --to-spec None,None --format json")));
   INFO(r.err);
   REQUIRE(r.code == 0);
   json j = parse_json(r.out);
@@ -719,7 +540,7 @@ TEST_CASE("reshard: the scaling book's all_gather on v5e 8x4",
   CHECK(j["saved"]["bytes_per_device"] == 0);
 
   CliResult text =
-      run_cli(one_tensor({"--from-spec", "Y,None", "--to-spec", "None,None"}));
+      run_cli(one_tensor(args("--from-spec Y,None --to-spec None,None")));
   // 3 x 8388608 / 4.5e10 = 559.24 us, three significant digits.
   CHECK_THAT(text.out,
              Catch::Contains("\n  tensor: Y,None -> None,None: all_gather over "
@@ -729,23 +550,10 @@ TEST_CASE("reshard: the scaling book's all_gather on v5e 8x4",
 
 TEST_CASE("reshard: an all_to_all carries to_dim, and totals and saved add up",
           "[cli][reshard]") {
-  CliResult r = run_cli({"reshard",
-                         "--devices",
-                         "32",
-                         "--from-mesh",
-                         "fsdp:8,tp:4",
-                         "--to-mesh",
-                         "fsdp:8,tp:4",
-                         "--shape",
-                         "1024,4096",
-                         "--dtype",
-                         "bf16",
-                         "--from-spec",
-                         "fsdp,None",
-                         "--to-spec",
-                         "None,fsdp",
-                         "--format",
-                         "json"});
+  CliResult r = run_cli(
+      args("reshard --devices 32 --from-mesh fsdp:8,tp:4 --to-mesh fsdp:8,tp:4 "
+           "--shape 1024,4096 --dtype bf16 --from-spec fsdp,None "
+           "--to-spec None,fsdp --format json"));
   INFO(r.err);
   REQUIRE(r.code == 0);
   json j = parse_json(r.out);
@@ -764,21 +572,10 @@ TEST_CASE("reshard: an all_to_all carries to_dim, and totals and saved add up",
                - j["totals"]["peak_bytes_per_device"].get<int64_t>());
 
   // A whole model: the totals are the sums over tensors.
-  CliResult model = run_cli({"reshard",
-                             "--topology",
-                             "v5p-128",
-                             "--model",
-                             "llama-3-8b",
-                             "--from-mesh",
-                             "fsdp:64",
-                             "--from-rules",
-                             "fsdp",
-                             "--to-mesh",
-                             "fsdp:16,tp:4",
-                             "--to-rules",
-                             "fsdp-tp",
-                             "--format",
-                             "json"});
+  CliResult model = run_cli(
+      args("reshard --topology v5p-128 --model llama-3-8b --from-mesh fsdp:64 "
+           "--from-rules fsdp --to-mesh fsdp:16,tp:4 --to-rules fsdp-tp "
+           "--format json"));
   REQUIRE(model.code == 0);
   json m = parse_json(model.out);
   // Llama 3 8B: 32 layers x 9 tensors + embedding, final norm and lm_head.
@@ -798,25 +595,10 @@ TEST_CASE("reshard: an all_to_all carries to_dim, and totals and saved add up",
 TEST_CASE("reshard: the pathways intermediate sharding, end to end",
           "[cli][reshard]") {
   // [fsdp:8, tp:1] -> [fsdp:1, tp:4]: through [split:4, replica:2, tp:1].
-  CliResult r = run_cli({"reshard",
-                         "--from-topology",
-                         "v5e-8",
-                         "--to-topology",
-                         "v5e-4",
-                         "--from-mesh",
-                         "fsdp:8,tp:1",
-                         "--to-mesh",
-                         "fsdp:1,tp:4",
-                         "--shape",
-                         "64,64",
-                         "--dtype",
-                         "f32",
-                         "--from-spec",
-                         "fsdp,tp",
-                         "--to-spec",
-                         "fsdp,tp",
-                         "--format",
-                         "json"});
+  CliResult r = run_cli(
+      args("reshard --from-topology v5e-8 --to-topology v5e-4 "
+           "--from-mesh fsdp:8,tp:1 --to-mesh fsdp:1,tp:4 --shape 64,64 "
+           "--dtype f32 --from-spec fsdp,tp --to-spec fsdp,tp --format json"));
   INFO(r.err);
   REQUIRE(r.code == 0);
   json j = parse_json(r.out);
@@ -860,23 +642,11 @@ TEST_CASE("reshard: --allow-split-physical-axes reaches both sides",
           "[cli][reshard]") {
   // dp:2,fsdp:64,tp:2 on two v5p-256 slices (4x4x8 chips): tp:2 fits no
   // physical axis unless one is split, as JAX's mesh_utils says.
-  const std::vector<std::string> args{"reshard",
-                                      "--from-topology",
-                                      "2xv5p-256",
-                                      "--to-topology",
-                                      "v5p-256",
-                                      "--from-mesh",
-                                      "dp:2,fsdp:64,tp:2",
-                                      "--to-mesh",
-                                      "fsdp:64,tp:2",
-                                      "--shape",
-                                      "4096,4096",
-                                      "--dtype",
-                                      "bf16",
-                                      "--from-spec",
-                                      "fsdp,tp",
-                                      "--to-spec",
-                                      "fsdp,tp"};
+  const std::vector<std::string> args = shardplan::test::args(
+      "reshard --from-topology 2xv5p-256 --to-topology v5p-256 "
+      "--from-mesh dp:2,fsdp:64,tp:2 --to-mesh fsdp:64,tp:2 "
+      "--shape 4096,4096 --dtype bf16 --from-spec fsdp,tp "
+      "--to-spec fsdp,tp");
   const CliResult refused = run_cli(args);
   CHECK(refused.code == 2);
   CHECK(refused.err.find("[topology.no-assignment]") != std::string::npos);
@@ -890,25 +660,11 @@ TEST_CASE("reshard: --allow-split-physical-axes reaches both sides",
 
 TEST_CASE("reshard: a whole-model no-op from two slices to one",
           "[cli][reshard]") {
-  CliResult r = run_cli({"reshard",
-                         "--from-topology",
-                         "2xv5p-512",
-                         "--to-topology",
-                         "v5p-512",
-                         "--model",
-                         "llama-3-70b",
-                         "--from-mesh",
-                         "dp:2,fsdp:64,tp:4",
-                         "--from-dcn",
-                         "dp:2",
-                         "--from-rules",
-                         "fsdp-tp",
-                         "--to-mesh",
-                         "fsdp:64,tp:4",
-                         "--to-rules",
-                         "fsdp-tp",
-                         "--format",
-                         "json"});
+  CliResult r = run_cli(
+      args("reshard --from-topology 2xv5p-512 --to-topology v5p-512 "
+           "--model llama-3-70b --from-mesh dp:2,fsdp:64,tp:4 "
+           "--from-dcn dp:2 --from-rules fsdp-tp --to-mesh fsdp:64,tp:4 "
+           "--to-rules fsdp-tp --format json"));
   INFO(r.err);
   REQUIRE(r.code == 0);
   const json j = parse_json(r.out);
@@ -942,21 +698,12 @@ TEST_CASE("reshard: transfers between meshes cross the torus hop by hop",
       "shape": [128256, 8192], "dtype": "bf16"}]})";
   std::ofstream(from) << R"({"specs": {"embed": ["fsdp", null]}})";
   std::ofstream(to) << R"({"specs": {"embed": ["tp", "fsdp"]}})";
-  CliResult r = run_cli({"reshard",
-                         "--topology",
-                         "v5p-512",
-                         "--from-mesh",
-                         "fsdp:256",
-                         "--to-mesh",
-                         "fsdp:64,tp:4",
-                         "--manifest",
-                         manifest,
-                         "--from-specs",
-                         from,
-                         "--to-specs",
-                         to,
-                         "--format",
-                         "json"});
+  CliResult r = run_cli(args(
+      "reshard --topology v5p-512 --from-mesh fsdp:256 --to-mesh fsdp:64,tp:4 "
+      "--manifest {} --from-specs {} --to-specs {} --format json",
+      manifest,
+      from,
+      to));
   INFO(r.err);
   REQUIRE(r.code == 0);
   const json j = parse_json(r.out);
@@ -979,25 +726,11 @@ TEST_CASE("reshard: two slices to one moves inside slice 0", "[cli][reshard]") {
   // copy, so no piece crosses DCN. The embedding (tp,fsdp -> fsdp,None) is
   // the all-to-all of the x planes of the example above: 91.2043 us over
   // ICI (it was 1.29 ms over DCN at 6.25 GB/s).
-  CliResult r = run_cli({"reshard",
-                         "--from-topology",
-                         "2xv5p-512",
-                         "--to-topology",
-                         "v5p-512",
-                         "--model",
-                         "llama-3-70b",
-                         "--from-mesh",
-                         "dp:2,fsdp:64,tp:4",
-                         "--from-dcn",
-                         "dp:2",
-                         "--from-rules",
-                         "fsdp-tp",
-                         "--to-mesh",
-                         "fsdp:256",
-                         "--to-rules",
-                         "fsdp",
-                         "--format",
-                         "json"});
+  CliResult r =
+      run_cli(args("reshard --from-topology 2xv5p-512 --to-topology v5p-512 "
+                   "--model llama-3-70b --from-mesh dp:2,fsdp:64,tp:4 "
+                   "--from-dcn dp:2 --from-rules fsdp-tp --to-mesh fsdp:256 "
+                   "--to-rules fsdp --format json"));
   INFO(r.err);
   REQUIRE(r.code == 0);
   const json j = parse_json(r.out);
@@ -1069,25 +802,10 @@ TEST_CASE("reshard: the size of the transfers lists, worked by hand",
   // r, 4 x 4 B = 16 bytes, box [[r, r + 1], [0, 4]], to the device holding
   // it; each line is 12 + 72 + 2 bytes as above, the last 12 + 72 + 1: 27 +
   // 3 x 86 + 85 + 11 = 381 bytes for the one tensor.
-  CliResult r = run_cli({"reshard",
-                         "--from-topology",
-                         "v5e-1",
-                         "--to-topology",
-                         "v5e-4",
-                         "--from-mesh",
-                         "a:1",
-                         "--to-mesh",
-                         "b:4",
-                         "--shape",
-                         "4,4",
-                         "--dtype",
-                         "f32",
-                         "--from-spec",
-                         "None",
-                         "--to-spec",
-                         "b",
-                         "--format",
-                         "json"});
+  CliResult r =
+      run_cli(args("reshard --from-topology v5e-1 --to-topology v5e-4 "
+                   "--from-mesh a:1 --to-mesh b:4 --shape 4,4 --dtype f32 "
+                   "--from-spec None --to-spec b --format json"));
   REQUIRE(r.code == 0);
   CHECK(r.err.empty());  // far under the threshold: no warning
   // From the "," before the key to the "]" after the last transfer's "\n".
@@ -1131,20 +849,10 @@ TEST_CASE("reshard: the size of the transfers lists, worked by hand",
 // the output is written; text lists no transfers, and says nothing.
 TEST_CASE("reshard: --transfers on a whole model warns of the JSON's size",
           "[cli][reshard]") {
-  const Strings args = {"reshard",
-                        "--topology",
-                        "v5p-512",
-                        "--model",
-                        "llama-3-70b",
-                        "--from-mesh",
-                        "fsdp:256",
-                        "--from-rules",
-                        "fsdp",
-                        "--to-mesh",
-                        "fsdp:64,tp:4",
-                        "--to-rules",
-                        "fsdp-tp",
-                        "--transfers"};
+  const Strings args = shardplan::test::args(
+      "reshard --topology v5p-512 --model llama-3-70b --from-mesh fsdp:256 "
+      "--from-rules fsdp --to-mesh fsdp:64,tp:4 --to-rules fsdp-tp "
+      "--transfers");
   Strings json_args = args;
   json_args.insert(json_args.end(), {"--format", "json", "-o", "/dev/null"});
   CliResult r = run_cli(json_args);

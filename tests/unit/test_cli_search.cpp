@@ -4,10 +4,6 @@
 
 #include "support/test_support.hpp"
 
-#include <shardplan/io.hpp>
-#include <shardplan/rules.hpp>
-#include <shardplan/search.hpp>
-
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -16,14 +12,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <optional>
 #include <sstream>
 #include <string>
-#include <utility>
 #include <vector>
 
 using nlohmann::json;
 using Strings = std::vector<std::string>;
+using shardplan::test::args;
 using shardplan::test::CliResult;
 using shardplan::test::run_cli;
 
@@ -41,15 +36,9 @@ json run_json(Strings args, int code = 0) {
 // search of Llama 3 8B on v5p-256 (128 devices), 4096 tokens, one sequence
 // a device, then `extra`.
 Strings llama_8b_search(const Strings& extra) {
-  Strings args{"search",
-               "--topology",
-               "v5p-256",
-               "--model",
-               "llama-3-8b",
-               "--seq",
-               "4096",
-               "--per-device-batch",
-               "1"};
+  Strings args = shardplan::test::args(
+      "search --topology v5p-256 --model llama-3-8b --seq 4096 "
+      "--per-device-batch 1");
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
@@ -65,15 +54,9 @@ TEST_CASE("search: Llama-3-70B on v5p-256, every mesh of fsdp and tp",
   // by tp without sequence parallelism) leave only fsdp:128 and
   // fsdp:32,tp:4 under HBM; pure FSDP wins: its gathers hide behind the
   // compute while tp's all-reduces are exposed.
-  const Strings args = {"search",
-                        "--topology",
-                        "v5p-256",
-                        "--model",
-                        "llama-3-70b",
-                        "--seq",
-                        "8192",
-                        "--batch",
-                        "128"};
+  const Strings args = shardplan::test::args(
+      "search --topology v5p-256 --model llama-3-70b --seq 8192 "
+      "--batch 128");
   const json doc = run_json(args);
   CHECK(doc["meshes"] == 7);
   REQUIRE(doc["candidates"].size() == 7);
@@ -94,21 +77,11 @@ TEST_CASE("search: Llama-3-70B on v5p-256, every mesh of fsdp and tp",
       continue;
     }
     INFO(c["mesh"]);
-    const json plan = run_json({"plan",
-                                "--topology",
-                                "v5p-256",
-                                "--model",
-                                "llama-3-70b",
-                                "--mesh",
-                                c["mesh"].get<std::string>(),
-                                "--recipe",
-                                "adam",
-                                "--seq",
-                                "8192",
-                                "--batch",
-                                "128",
-                                "--remat",
-                                c["remat"].get<std::string>()});
+    const json plan = run_json(shardplan::test::args(
+        "plan --topology v5p-256 --model llama-3-70b --mesh {} "
+        "--recipe adam --seq 8192 --batch 128 --remat {}",
+        c["mesh"].get<std::string>(),
+        c["remat"].get<std::string>()));
     CHECK(plan["memory"]["max_device_total"]
           == c["memory"]["max_device_total"]);
     CHECK(plan["memory"]["per_device"]["activations"]
@@ -131,17 +104,9 @@ TEST_CASE("search: across slices the DCN axes take the slices",
   // the 2 slices go to dp (a leading axis) or to fsdp (the default DCN
   // axes: dp and the data axes of --axes): 12 meshes, each with 2 remat
   // policies x 2 per-device batches.
-  std::vector<std::string> args{"search",
-                                "--topology",
-                                "2xv5p-256",
-                                "--model",
-                                "llama-3-8b",
-                                "--seq",
-                                "4096",
-                                "--per-device-batch",
-                                "1,2",
-                                "--remat",
-                                "full,minimal"};
+  std::vector<std::string> args = shardplan::test::args(
+      "search --topology 2xv5p-256 --model llama-3-8b --seq 4096 "
+      "--per-device-batch 1,2 --remat full,minimal");
   const json doc = run_json(args);
   CHECK(doc["meshes"] == 12);
   REQUIRE(doc["candidates"].size() == 48);
@@ -186,68 +151,27 @@ TEST_CASE("search: bad input is located, exit 2", "[cli][search]") {
     std::string first_line;
   };
   const std::vector<Case> cases = {
-      {{"search",
-        "--topology",
-        "v5p-8",
-        "--model",
-        "llama-3-8b",
-        "--seq",
-        "1024",
-        "--batch",
-        "8",
-        "--remat",
-        "full,minmal"},
+      {args("search --topology v5p-8 --model llama-3-8b --seq 1024 "
+            "--batch 8 --remat full,minmal"),
        "--remat: error: unknown remat policy \"minmal\"; expected one of "
        "none, full, selective, minimal, minimal_with_context, "
        "save_dot_except_mlp, save_dot_except_mlpwi, "
        "save_dot_with_context_except_mlp, save_qkv_proj, save_out_proj, "
        "qkv_proj_offloaded, minimal_offloaded; did you mean \"minimal\"? "
        "[workload.unknown-remat]"},
-      {{"search",
-        "--topology",
-        "v5p-8",
-        "--model",
-        "llama-3-8b",
-        "--seq",
-        "1024"},
+      {args("search --topology v5p-8 --model llama-3-8b --seq 1024"),
        "--batch: error: search needs --batch N or --per-device-batch X; "
        "e.g. --seq 8192 --batch 256 [workload.missing-batch]"},
-      {{"search",
-        "--topology",
-        "v5e-8",
-        "--manifest",
-        tiny,
-        "--seq",
-        "1024",
-        "--batch",
-        "8"},
+      {args("search --topology v5e-8 --manifest {} --seq 1024 --batch 8", tiny),
        "--manifest: error: search needs the model's architecture, which a "
        "manifest's tensors alone do not give; give --config FILE beside "
        "--manifest, or --model NAME [workload.no-architecture]"},
-      {{"search",
-        "--topology",
-        "v5p-8",
-        "--model",
-        "llama-3-8b",
-        "--seq",
-        "1024",
-        "--batch",
-        "8",
-        "--axes",
-        "fsdp,tp,fsdp"},
+      {args("search --topology v5p-8 --model llama-3-8b --seq 1024 "
+            "--batch 8 --axes fsdp,tp,fsdp"),
        "--axes: error: axis \"fsdp\" given twice; e.g. --axes fsdp,ep,tp "
        "[cli.usage]"},
-      {{"search",
-        "--topology",
-        "2xv5p-8",
-        "--model",
-        "llama-3-8b",
-        "--seq",
-        "1024",
-        "--batch",
-        "8",
-        "--dcn-axes",
-        ""},
+      {args("search --topology 2xv5p-8 --model llama-3-8b --seq 1024 "
+            "--batch 8 --dcn-axes ''"),
        "--dcn-axes: error: an empty axis name; e.g. --dcn-axes dp,fsdp "
        "[cli.usage]"},
   };
@@ -259,51 +183,13 @@ TEST_CASE("search: bad input is located, exit 2", "[cli][search]") {
   }
 }
 
-TEST_CASE("search: progress is reported after each mesh but the last",
-          "[search]") {
-  using namespace shardplan;
-  Diagnostics diags;
-  std::optional<Manifest> manifest =
-      read_builtin_model("llama-3-70b", "--model", diags);
-  REQUIRE(manifest);
-  const ModelConfig model = test::model_config("llama-3-70b");
-  const Topology topology = test::topology_of("v5p-256");
-  std::optional<RuleSet> rules =
-      read_rules_preset("fsdp-tp", Location::of("--rules"), diags);
-  REQUIRE(rules);
-  SearchOptions options;
-  options.axes = {"fsdp", "tp"};
-  options.workload.seq = 8192;
-  options.workload.batch = 128;
-  options.memory.recipe = Recipe::adam;
-  options.memory.hbm_bytes =
-      static_cast<int64_t>(topology.figures.hbm_bytes_per_device.value);
-  std::vector<std::pair<int64_t, int64_t>> calls;
-  options.progress = [&](int64_t done, int64_t total) {
-    calls.emplace_back(done, total);
-  };
-  std::optional<SearchResult> result =
-      search_meshes(*manifest, model, topology, *rules, options, diags);
-  REQUIRE(result);
-  REQUIRE(result->meshes == 7);
-  REQUIRE(calls.size() == 6);
-  CHECK(calls.front() == std::make_pair(int64_t{1}, int64_t{7}));
-  CHECK(calls.back() == std::make_pair(int64_t{6}, int64_t{7}));
-}
-
 TEST_CASE("search: a batch smaller than the devices needs tensor parallelism",
           "[cli][search]") {
   // 32 sequences on 128 devices: the batch axes (fsdp) must divide 32, so
   // fsdp:128 is dropped as indivisible and every mesh that fits has tp.
-  const json doc = run_json({"search",
-                             "--topology",
-                             "v5p-256",
-                             "--model",
-                             "llama-3-70b",
-                             "--seq",
-                             "8192",
-                             "--batch",
-                             "32"});
+  const json doc =
+      run_json(args("search --topology v5p-256 --model llama-3-70b --seq 8192 "
+                    "--batch 32"));
   CHECK(doc["dropped_counts"]["indivisible"] == 1);
   for (const json& c : doc["candidates"]) {
     if (c["mesh"] == "fsdp:128") {
@@ -324,17 +210,9 @@ TEST_CASE("search: DeepSeek-V3's experts force an expert axis",
   // 90,194,313,216 bytes for the experts of two layers, beyond the 92.5e9
   // usable with the model state (42.8e9). An expert axis keeps the experts
   // split at use (/4 on ep:4), and those meshes fit.
-  const json doc = run_json({"search",
-                             "--topology",
-                             "v5p-512",
-                             "--model",
-                             "deepseek-v3",
-                             "--seq",
-                             "4096",
-                             "--per-device-batch",
-                             "1",
-                             "--axes",
-                             "fsdp,ep"});
+  const json doc =
+      run_json(args("search --topology v5p-512 --model deepseek-v3 --seq 4096 "
+                    "--per-device-batch 1 --axes fsdp,ep"));
   bool seen = false;
   for (const json& c : doc["candidates"]) {
     if (c["mesh"] == "fsdp:256") {
@@ -356,17 +234,9 @@ TEST_CASE("search: --format jax and maxtext write the winner's plan",
   // The winner's document is plan's for its mesh, DCN factors, remat and
   // batch (the note line names them), with search's rules and recipe: the
   // two documents differ only in their command and note lines.
-  const Strings search{"search",
-                       "--topology",
-                       "2xv5p-256",
-                       "--model",
-                       "llama-3-8b",
-                       "--seq",
-                       "4096",
-                       "--per-device-batch",
-                       "1,2",
-                       "--remat",
-                       "full,minimal"};
+  const Strings search = args(
+      "search --topology 2xv5p-256 --model llama-3-8b --seq 4096 "
+      "--per-device-batch 1,2 --remat full,minimal");
   const json ranked = run_json(search);
   REQUIRE(ranked["candidates"][0]["rank"] == 1);
   const json& winner = ranked["candidates"][0];
@@ -380,25 +250,15 @@ TEST_CASE("search: --format jax and maxtext write the winner's plan",
     const CliResult found = run_cli(args);
     INFO(found.err);
     REQUIRE(found.code == 0);
-    const Strings plan{"plan",
-                       "--topology",
-                       "2xv5p-256",
-                       "--model",
-                       "llama-3-8b",
-                       "--recipe",
-                       "adam",
-                       "--mesh",
-                       winner["mesh"],
-                       "--dcn",
-                       winner["dcn"],
-                       "--seq",
-                       "4096",
-                       "--per-device-batch",
-                       winner["per_device_batch"],
-                       "--remat",
-                       winner["remat"],
-                       "--format",
-                       format};
+    const Strings plan = shardplan::test::args(
+        "plan --topology 2xv5p-256 --model llama-3-8b --recipe adam "
+        "--mesh {} --dcn {} --seq 4096 --per-device-batch {} "
+        "--remat {} --format {}",
+        winner["mesh"],
+        winner["dcn"],
+        winner["per_device_batch"],
+        winner["remat"],
+        format);
     const CliResult planned = run_cli(plan);
     REQUIRE(planned.code == 0);
     // Without the command and note lines, the documents are the same.
@@ -426,17 +286,9 @@ TEST_CASE("search: --format jax and maxtext write the winner's plan",
   }
 
   // No candidate fits: no winner, exit 1, nothing on stdout.
-  const CliResult none = run_cli({"search",
-                                  "--topology",
-                                  "v5p-8",
-                                  "--model",
-                                  "llama-3-70b",
-                                  "--seq",
-                                  "4096",
-                                  "--batch",
-                                  "64",
-                                  "--format",
-                                  "jax"});
+  const CliResult none =
+      run_cli(args("search --topology v5p-8 --model llama-3-70b --seq 4096 "
+                   "--batch 64 --format jax"));
   CHECK(none.code == 1);
   CHECK(none.out.empty());
   CHECK(none.err.substr(0, none.err.find('\n'))
@@ -456,15 +308,9 @@ TEST_CASE("search: a model of wide layers only fits with tensor parallelism",
   // Parameters per device: 70,816,628,736 matrix weights x 2 bytes / 128 =
   // 1,106,509,824, plus 9 replicated norms of 32768 (589,824 bytes).
   const json doc = run_json(
-      {"search",
-       "--topology",
-       "v5p-256",
-       "--from-hf-config",
-       std::string(SHARDPLAN_TEST_DATA_DIR) + "/search/wide-llama.json",
-       "--seq",
-       "2048",
-       "--batch",
-       "128"});
+      args("search --topology v5p-256 --from-hf-config {} --seq 2048 "
+           "--batch 128",
+           std::string(SHARDPLAN_TEST_DATA_DIR) + "/search/wide-llama.json"));
   bool seen = false;
   size_t ranked = 0;
   for (const json& c : doc["candidates"]) {
@@ -494,7 +340,7 @@ TEST_CASE("search: MaxText's rules search MaxText's axis names",
   // "tp": other axes hold replicas), so its default axes are fsdp and
   // tensor (and data across slices): a tp axis would hold replicas of every
   // weight while the step counted it as tensor parallelism.
-  const json doc = run_json(llama_8b_search({"--rules", "maxtext"}));
+  const json doc = run_json(llama_8b_search(args("--rules maxtext")));
   bool tensor_mesh = false;
   for (const json& c : doc["candidates"]) {
     const std::string mesh = c["mesh"].get<std::string>();
@@ -506,17 +352,10 @@ TEST_CASE("search: MaxText's rules search MaxText's axis names",
   // fsdp:32,tensor:4 splits each weight 4 ways more than fsdp:32,tp:4,
   // where MaxText's rules replicate over tp.
   auto total = [](const std::string& mesh) {
-    return run_json({"plan",
-                     "--topology",
-                     "v5p-256",
-                     "--model",
-                     "llama-3-8b",
-                     "--rules",
-                     "maxtext",
-                     "--recipe",
-                     "adam",
-                     "--mesh",
-                     mesh})["memory"]["per_device"]["params"]
+    return run_json(args(
+        "plan --topology v5p-256 --model llama-3-8b --rules maxtext "
+        "--recipe adam --mesh {}",
+        mesh))["memory"]["per_device"]["params"]
         .get<int64_t>();
   };
   CHECK(total("fsdp:32,tensor:4") * 3 < total("fsdp:32,tp:4"));
@@ -528,7 +367,7 @@ TEST_CASE("search: a tensor axis the rules split nothing over is dropped",
   // hold whole weights, so the step's tensor parallelism does not hold.
   // Every candidate with tp is dropped (reason plan) but the one JAX cannot
   // lay out (fsdp:64,tp:2 on the 4x4x8 torus); fsdp:128 alone ranks.
-  const Strings args = llama_8b_search({"--rules", "fsdp"});
+  const Strings args = llama_8b_search(shardplan::test::args("--rules fsdp"));
   const json doc = run_json(args);
   REQUIRE(doc["candidates"].size() == 6);
   CHECK(doc["candidates"][0]["mesh"] == "fsdp:128");
@@ -546,19 +385,9 @@ TEST_CASE("search: a tensor axis the rules split nothing over is dropped",
                       "\"tp\" (32) splits no tensor")
         != std::string::npos);
   // plan warns on the same mesh with a workload; fsdp-tp splits over tp.
-  Strings plan{"plan",
-               "--topology",
-               "v5p-256",
-               "--model",
-               "llama-3-8b",
-               "--mesh",
-               "fsdp:32,tp:4",
-               "--seq",
-               "4096",
-               "--batch",
-               "128",
-               "--rules",
-               "fsdp"};
+  Strings plan = shardplan::test::args(
+      "plan --topology v5p-256 --model llama-3-8b --mesh fsdp:32,tp:4 "
+      "--seq 4096 --batch 128 --rules fsdp");
   const CliResult fsdp = run_cli(plan);
   CHECK(fsdp.code == 0);
   CHECK(fsdp.err.find("[step.tensor-axis-unsplit]") != std::string::npos);
@@ -572,17 +401,9 @@ TEST_CASE("search: --devices searches the catalogue slices of the chip",
           "[cli][search]") {
   // v5p's catalogue slices of 64 to 256 devices: v5p-128 (64 chips, 4x4x4),
   // v5p-256 (128, 4x4x8), v5p-384 (192, 4x4x12), v5p-512 (256, 4x8x8).
-  const Strings args{"search",
-                     "--topology",
-                     "v5p-256",
-                     "--devices",
-                     "64-256",
-                     "--model",
-                     "llama-3-70b",
-                     "--seq",
-                     "8192",
-                     "--per-device-batch",
-                     "1"};
+  const Strings args = shardplan::test::args(
+      "search --topology v5p-256 --devices 64-256 --model llama-3-70b "
+      "--seq 8192 --per-device-batch 1");
   const json doc = run_json(args);
   CHECK(doc["slices"] == json({"v5p-128", "v5p-256", "v5p-384", "v5p-512"}));
   CHECK(doc["topology"]["name"] == "v5p-256");
@@ -595,15 +416,10 @@ TEST_CASE("search: --devices searches the catalogue slices of the chip",
   }
   for (const std::string slice : {"v5p-128", "v5p-256", "v5p-384", "v5p-512"}) {
     INFO(slice);
-    Strings one{"search",
-                "--topology",
-                slice,
-                "--model",
-                "llama-3-70b",
-                "--seq",
-                "8192",
-                "--per-device-batch",
-                "1"};
+    Strings one = shardplan::test::args(
+        "search --topology {} --model llama-3-70b --seq 8192 "
+        "--per-device-batch 1",
+        slice);
     // v5p-384 (4x4x12) fits nothing: 192 = 3 x 64 divides no dim of the
     // model (8192 = 2^13 wide), so each mesh leaves weights whole.
     const json alone = run_json(one, slice == "v5p-384" ? 1 : 0);
@@ -637,15 +453,14 @@ TEST_CASE("search: --devices searches the catalogue slices of the chip",
 }
 
 TEST_CASE("search: --devices errors are located", "[cli][search]") {
-  const Strings base{
-      "search", "--model", "llama-3-8b", "--seq", "4096", "--batch", "64"};
+  const Strings base = args("search --model llama-3-8b --seq 4096 --batch 64");
   auto run = [&](Strings extra) {
     Strings args = base;
     args.insert(args.end(), extra.begin(), extra.end());
     return run_cli(args);
   };
   // No v5p slice of 48 devices: the counts the catalogue has.
-  CliResult r = run({"--topology", "v5p-256", "--devices", "48"});
+  CliResult r = run(args("--topology v5p-256 --devices 48"));
   CHECK(r.code == 2);
   CHECK(r.err.find("--devices: error: the catalogue has no v5p slice of 48 "
                    "devices; v5p's slices have 4, 8, 16, 32, 64, 128, 192, "
@@ -653,14 +468,14 @@ TEST_CASE("search: --devices errors are located", "[cli][search]") {
         != std::string::npos);
   CHECK(r.err.find("[topology.size]") != std::string::npos);
   // With two slices the counts are of both slices together.
-  r = run({"--topology", "2xv5p-256", "--devices", "100-120"});
+  r = run(args("--topology 2xv5p-256 --devices 100-120"));
   CHECK(r.code == 2);
   CHECK(r.err.find("no v5p slice of 100 to 120 devices in 2 slices; 2 v5p "
                    "slices together have 8, 16, 32,")
         != std::string::npos);
   for (const char* bad : {"x", "64-", "-64", "128-64", "0", "64,,128"}) {
     INFO(bad);
-    r = run({"--topology", "v5p-256", "--devices", bad});
+    r = run(args("--topology v5p-256 --devices {}", bad));
     CHECK(r.code == 2);
     CHECK(r.err.find("--devices: error: ") != std::string::npos);
     CHECK(r.err.find("[cli.usage]") != std::string::npos);
@@ -672,7 +487,7 @@ TEST_CASE("search: --devices errors are located", "[cli][search]") {
     std::ofstream out(file);
     out << R"({"name": "lab", "chip": "v5p", "shape": [4, 4, 8]})";
   }
-  r = run({"--topology", file.string(), "--devices", "64"});
+  r = run(args("--topology {} --devices 64", file.string()));
   std::filesystem::remove(file);
   CHECK(r.code == 2);
   CHECK(r.err.find("--devices: error: --devices takes catalogue slices of a "

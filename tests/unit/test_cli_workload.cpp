@@ -16,6 +16,7 @@
 using nlohmann::json;
 namespace fs = std::filesystem;
 using Strings = std::vector<std::string>;
+using shardplan::test::args;
 using shardplan::test::CliResult;
 using shardplan::test::run_cli;
 
@@ -36,17 +37,9 @@ json run_json(Strings args, bool over = false) {
 // v5p-256 (128 chips of 95.74 GiB) as fsdp:32,tp:4: the example.
 // `more` is appended; a --mesh in it replaces the mesh.
 Strings llama_70b(Strings more) {
-  Strings args = {"memory",
-                  "--model",
-                  "llama-3-70b",
-                  "--rules",
-                  "fsdp-tp",
-                  "--topology",
-                  "v5p-256",
-                  "--mesh",
-                  "fsdp:32,tp:4",
-                  "--recipe",
-                  "adam"};
+  Strings args = shardplan::test::args(
+      "memory --model llama-3-70b --rules fsdp-tp --topology v5p-256 "
+      "--mesh fsdp:32,tp:4 --recipe adam");
   for (size_t i = 0; i < more.size(); ++i) {
     if (more[i] == "--mesh" && i + 1 < more.size()) {
       args[8] = more[++i];
@@ -69,10 +62,9 @@ TEST_CASE("cli workload: Llama-3-70B's activations worked by hand",
   // Batch 128 over the 32 fsdp shards: b = 4 sequences of s = 8192 tokens
   // per device; tp:4 splits heads and vocab, not the layer input.
   const json full =
-      run_json(llama_70b({"--seq", "8192", "--batch", "128"}))["memory"];
+      run_json(llama_70b(args("--seq 8192 --batch 128")))["memory"];
   const json none = run_json(
-      llama_70b({"--seq", "8192", "--batch", "128", "--remat", "none"}),
-      true)["memory"];
+      llama_70b(args("--seq 8192 --batch 128 --remat none")), true)["memory"];
   const json& a = full["activations"];
   CHECK(a["microbatch_size"] == 4);
   CHECK(a["tokens"] == 32'768);
@@ -106,8 +98,7 @@ TEST_CASE("cli workload: Llama-3-70B's activations worked by hand",
   CHECK(full["fits"] == true);
   // Twice the batch holds twice the layers' inputs: 80 GiB of them alone,
   // over the 86.17 GiB usable with the model state.
-  const CliResult twice =
-      run_cli(llama_70b({"--seq", "8192", "--batch", "256"}));
+  const CliResult twice = run_cli(llama_70b(args("--seq 8192 --batch 256")));
   CHECK(twice.code == 1);
   // The hint points at the activations, most of the total.
   CHECK(twice.err.find("; activations are ") != std::string::npos);
@@ -127,25 +118,25 @@ TEST_CASE("cli workload: Llama-3-70B's activations worked by hand",
 TEST_CASE("cli workload: microbatches, remat and sequence parallelism",
           "[cli][workload]") {
   auto activations = [](Strings more, bool over = false) {
-    Strings args = {"--seq", "8192", "--batch", "128"};
+    Strings args = shardplan::test::args("--seq 8192 --batch 128");
     args.insert(args.end(), more.begin(), more.end());
     return run_json(llama_70b(args), over)["memory"]["activations"];
   };
   const json one = activations({});
   // 4 microbatches of 1 sequence: a quarter of each layer's input.
-  const json four = activations({"--microbatches", "4"});
+  const json four = activations(args("--microbatches 4"));
   CHECK(four["microbatch_size"] == 1);
   CHECK(four["layers_bytes"].get<int64_t>() * 4 == one["layers_bytes"]);
   // Megatron's sequence parallelism splits the layer input over tp:4.
-  const json sp = activations({"--sequence-parallel"});
+  const json sp = activations(args("--sequence-parallel"));
   CHECK(sp["per_layer_bytes"].get<int64_t>() * 4 == one["per_layer_bytes"]);
   // More remat never keeps more.
-  const json minimal = activations({"--remat", "minimal"}, true);
-  const json none = activations({"--remat", "none"}, true);
+  const json minimal = activations(args("--remat minimal"), true);
+  const json none = activations(args("--remat none"), true);
   CHECK(one["per_layer_bytes"] <= minimal["per_layer_bytes"]);
   CHECK(minimal["per_layer_bytes"] <= none["per_layer_bytes"]);
   // An offloading policy keeps its tensors in host memory, not HBM.
-  const json offloaded = activations({"--remat", "minimal_offloaded"});
+  const json offloaded = activations(args("--remat minimal_offloaded"));
   CHECK(offloaded["per_layer_bytes"] == one["per_layer_bytes"]);
   CHECK(offloaded["host_offload_bytes"].get<int64_t>()
         == 80
@@ -158,14 +149,9 @@ TEST_CASE("cli workload: pipeline stages count the most loaded stage",
   // pp:4 over 80 layers, 8 microbatches: stage r holds min(4 - r, 8)
   // microbatches of its 20 layers (1F1B); each layer input is 2*s*b*h with
   // b = 128 / (8 x 8 fsdp shards) = 2.
-  const json m = run_json(llama_70b({"--mesh",
-                                     "pp:4,fsdp:8,tp:4",
-                                     "--seq",
-                                     "8192",
-                                     "--batch",
-                                     "128",
-                                     "--microbatches",
-                                     "8"}))["memory"];
+  const json m =
+      run_json(llama_70b(args("--mesh pp:4,fsdp:8,tp:4 --seq 8192 --batch 128 "
+                              "--microbatches 8")))["memory"];
   const json& a = m["activations"];
   const int64_t layer = int64_t{2} * 8192 * 2 * 8192;
   REQUIRE(a["per_stage"].size() == 4);
@@ -184,16 +170,9 @@ TEST_CASE("cli workload: pipeline stages count the most loaded stage",
   // Interleaved with V = 2 virtual stages: the first stage holds
   // min(2 (S-1) + (V-1) S + 1, M V) = 11 chunks of 10 layers, 110 layers'
   // worth: Korthikanti et al.'s L (1 + (S-1)/(S V)) = 80 x 1.375.
-  const json v2 = run_json(llama_70b({"--mesh",
-                                      "pp:4,fsdp:8,tp:4",
-                                      "--seq",
-                                      "8192",
-                                      "--batch",
-                                      "128",
-                                      "--microbatches",
-                                      "8",
-                                      "--stage-interleave",
-                                      "2"}))["memory"]["activations"];
+  const json v2 = run_json(llama_70b(
+      args("--mesh pp:4,fsdp:8,tp:4 --seq 8192 --batch 128 "
+           "--microbatches 8 --stage-interleave 2")))["memory"]["activations"];
   CHECK(v2["per_stage"][0]["in_flight"] == 5.5);
   CHECK(v2["per_stage"][0]["layers_bytes"] == 20 * layer * 11 / 2);
 }
@@ -205,31 +184,18 @@ TEST_CASE("cli workload: --config gives a manifest its architecture",
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string manifest = (dir / "llama-3-8b.json").string();
-  REQUIRE(run_cli({"manifest",
-                   "--model",
-                   "llama-3-8b",
-                   "--format",
-                   "json",
-                   "-o",
-                   manifest})
-              .code
-          == 0);
-  const Strings workload = {"--topology",
-                            "v5p-128",
-                            "--mesh",
-                            "fsdp:16,tp:4",
-                            "--seq",
-                            "4096",
-                            "--batch",
-                            "64"};
-  Strings by_model = {"plan", "--model", "llama-3-8b"};
+  REQUIRE(
+      run_cli(args("manifest --model llama-3-8b --format json -o {}", manifest))
+          .code
+      == 0);
+  const Strings workload =
+      args("--topology v5p-128 --mesh fsdp:16,tp:4 --seq 4096 --batch 64");
+  Strings by_model = args("plan --model llama-3-8b");
   by_model.insert(by_model.end(), workload.begin(), workload.end());
-  Strings by_config = {
-      "plan",
-      "--manifest",
+  Strings by_config = args(
+      "plan --manifest {} --config {}",
       manifest,
-      "--config",
-      std::string(SHARDPLAN_SOURCE_DIR) + "/configs/models/llama-3-8b.json"};
+      std::string(SHARDPLAN_SOURCE_DIR) + "/configs/models/llama-3-8b.json");
   by_config.insert(by_config.end(), workload.begin(), workload.end());
   const json a = run_json(by_model)["memory"];
   const json b = run_json(by_config)["memory"];
@@ -246,45 +212,36 @@ TEST_CASE("cli workload: bad input is located, exit 2", "[cli][workload]") {
     std::string first_line;
   };
   const std::vector<Case> cases = {
-      {{"plan",
-        "--manifest",
-        tiny,
-        "--devices",
-        "8",
-        "--mesh",
-        "fsdp:2,tp:4",
-        "--seq",
-        "1024",
-        "--batch",
-        "8"},
+      {args("plan --manifest {} --devices 8 --mesh fsdp:2,tp:4 --seq 1024 "
+            "--batch 8",
+            tiny),
        "--seq: error: --seq needs the model's architecture (layers, hidden "
        "size, heads, MLP, dropout), which a manifest's tensors alone do not "
        "give; give --config FILE (the model's Hugging Face config.json) "
        "beside --manifest, or --model NAME or --from-hf-config FILE instead "
        "[workload.no-architecture]"},
-      {llama_70b({"--batch", "128"}),
+      {llama_70b(args("--batch 128")),
        "--seq: error: --batch needs --seq N, the tokens per sequence; e.g. "
        "--seq 8192 --batch 256 [workload.missing-seq]"},
-      {llama_70b({"--seq", "8192", "--batch", "100"}),
+      {llama_70b(args("--seq 8192 --batch 100")),
        "--batch: error: batch 100 is not divisible by 1 microbatches x 32 "
        "batch shards = 32; batch shards: the data and expert axes: \"fsdp\" "
        "32 [workload.batch-indivisible]"},
-      {llama_70b({"--seq", "8192", "--batch", "128", "--microbatches", "3"}),
+      {llama_70b(args("--seq 8192 --batch 128 --microbatches 3")),
        "--batch: error: batch 128 is not divisible by 3 microbatches x 32 "
        "batch shards = 96; batch shards: the data and expert axes: \"fsdp\" "
        "32 [workload.batch-indivisible]"},
-      {llama_70b({"--seq", "8192", "--batch", "128", "--remat", "minmal"}),
+      {llama_70b(args("--seq 8192 --batch 128 --remat minmal")),
        "--remat: error: unknown remat policy \"minmal\"; expected one of "
        "none, full, selective, minimal, minimal_with_context, "
        "save_dot_except_mlp, save_dot_except_mlpwi, "
        "save_dot_with_context_except_mlp, save_qkv_proj, save_out_proj, "
        "qkv_proj_offloaded, minimal_offloaded; did you mean \"minimal\"? "
        "[workload.unknown-remat]"},
-      {llama_70b(
-           {"--seq", "8190", "--batch", "128", "--mesh", "fsdp:8,cp:4,tp:4"}),
+      {llama_70b(args("--seq 8190 --batch 128 --mesh fsdp:8,cp:4,tp:4")),
        "--seq: error: sequence length 8190 is not divisible by 4 sequence "
        "shards; sequence axes: \"cp\" 4 [workload.sequence-indivisible]"},
-      {llama_70b({"--stage-axes", "pq"}),
+      {llama_70b(args("--stage-axes pq")),
        "--stage-axes: error: stage axis \"pq\" is not an axis of the mesh "
        "fsdp:32,tp:4; the mesh's axes are fsdp, tp [mesh.role-axis]"},
   };
@@ -301,13 +258,8 @@ TEST_CASE(
     "one error",
     "[cli][workload]") {
   // Llama-3-8B has 32 layers; pp:3 does not divide them.
-  const Strings mesh = {"plan",
-                        "--model",
-                        "llama-3-8b",
-                        "--devices",
-                        "48",
-                        "--mesh",
-                        "pp:3,fsdp:16"};
+  const Strings mesh =
+      args("plan --model llama-3-8b --devices 48 --mesh pp:3,fsdp:16");
   Strings with = mesh;
   with.insert(with.end(), {"--seq", "4096", "--batch", "48"});
   for (const Strings& args : {mesh, with}) {
@@ -325,21 +277,13 @@ TEST_CASE(
 }
 
 TEST_CASE("cli workload: the optimizer step's peak after the backward",
-          "[cli][workload][memory]") {
+          "[cli][workload]") {
   // GPT-2 (f32) on one device with Adam: nothing is gathered, so without a
   // workload the step's fp32 update of the largest tensor, wte [50257,
   // 768]: 4 x 38,597,376 = 154,389,504 bytes, is the transient peak.
-  const Strings gpt2 = {"memory",
-                        "--model",
-                        "gpt2",
-                        "--rules",
-                        "fsdp",
-                        "--devices",
-                        "1",
-                        "--mesh",
-                        "dp:1",
-                        "--recipe",
-                        "adam"};
+  const Strings gpt2 = args(
+      "memory --model gpt2 --rules fsdp --devices 1 --mesh dp:1 "
+      "--recipe adam");
   const json m = run_json(gpt2)["memory"];
   const json& d = m["per_device"];
   CHECK(d["optimizer_step"] == 154'389'504);
@@ -371,7 +315,7 @@ TEST_CASE("cli workload: the step's roofline warnings", "[cli][workload]") {
     CHECK(r.code == 0);
     return r.err;
   };
-  const Strings base = {"plan", "--model", "llama-3-8b", "--recipe", "adam"};
+  const Strings base = args("plan --model llama-3-8b --recipe adam");
   auto with = [&](Strings more) {
     Strings args = base;
     args.insert(args.end(), more.begin(), more.end());
@@ -381,93 +325,51 @@ TEST_CASE("cli workload: the step's roofline warnings", "[cli][workload]") {
   // 9e10 B/s = 5.4e11 B/s; critical batch 4.59e14 / 5.4e11 = 850 tokens
   // (the scaling book's 850 on 3 axes, docs/sources.md#rooflines). One
   // sequence of 512 tokens a device is below it; 1024 is not.
-  const std::string below = warnings(with({"--topology",
-                                           "v5p-128",
-                                           "--mesh",
-                                           "fsdp:64",
-                                           "--seq",
-                                           "512",
-                                           "--batch",
-                                           "64"}));
+  const std::string below = warnings(
+      with(args("--topology v5p-128 --mesh fsdp:64 --seq 512 --batch 64")));
   CHECK(below.find("512 tokens per device and microbatch are below the "
                    "critical batch of FSDP axis fsdp: 850")
         != std::string::npos);
-  CHECK(warnings(with({"--topology",
-                       "v5p-128",
-                       "--mesh",
-                       "fsdp:64",
-                       "--seq",
-                       "1024",
-                       "--batch",
-                       "64"}))
-            .find("step.below-critical-batch")
-        == std::string::npos);
+  CHECK(
+      warnings(
+          with(args("--topology v5p-128 --mesh fsdp:64 --seq 1024 --batch 64")))
+          .find("step.below-critical-batch")
+      == std::string::npos);
   // Tensor parallelism: MLP width x bandwidth / peak = 14336 x 3.6e11 /
   // 4.59e14 = 11.2 on a two-axis ring pair; 16-way is wider.
-  CHECK(warnings(with({"--topology",
-                       "v5p-128",
-                       "--mesh",
-                       "fsdp:4,tp:16",
-                       "--seq",
-                       "2048",
-                       "--batch",
-                       "16"}))
-            .find("tensor parallelism 16-way exceeds what its links keep "
-                  "compute-bound for an MLP width of 14336: 11.2")
-        != std::string::npos);
+  CHECK(
+      warnings(
+          with(args(
+              "--topology v5p-128 --mesh fsdp:4,tp:16 --seq 2048 --batch 16")))
+          .find("tensor parallelism 16-way exceeds what its links keep "
+                "compute-bound for an MLP width of 14336: 11.2")
+      != std::string::npos);
   // H100 (B.5, gpus.md): in a node 9.89e14 / 4.5e11 = 2198 (the book's
   // ~2200 with 990e12); across nodes the node's 8 x 50e9 B/s serve its GPUs,
   // 9.89e14 / 4e11 = 2472 (the book's 2475).
-  CHECK(warnings(with({"--topology",
-                       "h100x8",
-                       "--mesh",
-                       "fsdp:8",
-                       "--seq",
-                       "2048",
-                       "--batch",
-                       "8"}))
+  CHECK(warnings(
+            with(args("--topology h100x8 --mesh fsdp:8 --seq 2048 --batch 8")))
             .find("critical batch of FSDP axis fsdp: 2198 = 9.89e+14 FLOP/s "
                   "/ 4.5e+11 B/s")
         != std::string::npos);
-  const std::string nodes = warnings(with({"--topology",
-                                           "h100x64",
-                                           "--mesh",
-                                           "fsdp:64",
-                                           "--seq",
-                                           "2048",
-                                           "--batch",
-                                           "64"}));
+  const std::string nodes = warnings(
+      with(args("--topology h100x64 --mesh fsdp:64 --seq 2048 --batch 64")));
   CHECK(nodes.find("critical batch of FSDP axis fsdp: 2472 = 9.89e+14 "
                    "FLOP/s / 4e+11 B/s")
         != std::string::npos);
   CHECK(nodes.find("step.over-dcn") == std::string::npos);
   // An MoE model needs E / K times the tokens: Mixtral's 8 experts, top-2.
-  CHECK(warnings({"plan",
-                  "--model",
-                  "mixtral-8x7b-v0.1",
-                  "--recipe",
-                  "adam",
-                  "--topology",
-                  "v5p-128",
-                  "--mesh",
-                  "fsdp:16,ep:4",
-                  "--seq",
-                  "2048",
-                  "--batch",
-                  "64"})
-            .find(" x 8 experts / 2 per token; its collectives cannot hide")
-        != std::string::npos);
+  CHECK(
+      warnings(
+          args(
+              "plan --model mixtral-8x7b-v0.1 --recipe adam --topology v5p-128 "
+              "--mesh fsdp:16,ep:4 --seq 2048 --batch 64"))
+          .find(" x 8 experts / 2 per token; its collectives cannot hide")
+      != std::string::npos);
   // FSDP across two slices crosses DCN.
-  CHECK(warnings(with({"--topology",
-                       "2xv5p-256",
-                       "--dcn",
-                       "fsdp:2",
-                       "--mesh",
-                       "fsdp:64,tp:4",
-                       "--seq",
-                       "4096",
-                       "--batch",
-                       "256"}))
+  CHECK(warnings(
+            with(args("--topology 2xv5p-256 --dcn fsdp:2 --mesh fsdp:64,tp:4 "
+                      "--seq 4096 --batch 256")))
             .find("[step.over-dcn]")
         != std::string::npos);
 }
@@ -475,25 +377,15 @@ TEST_CASE("cli workload: the step's roofline warnings", "[cli][workload]") {
 TEST_CASE("cli workload: --overlap and --capacity-factor set the step's rules",
           "[cli][workload]") {
   auto step = [](Strings more) {
-    Strings args = {"plan",
-                    "--model",
-                    "mixtral-8x7b-v0.1",
-                    "--recipe",
-                    "adam",
-                    "--topology",
-                    "v5p-128",
-                    "--mesh",
-                    "fsdp:16,ep:4",
-                    "--seq",
-                    "4096",
-                    "--batch",
-                    "64"};
+    Strings args = shardplan::test::args(
+        "plan --model mixtral-8x7b-v0.1 --recipe adam --topology v5p-128 "
+        "--mesh fsdp:16,ep:4 --seq 4096 --batch 64");
     args.insert(args.end(), more.begin(), more.end());
     return run_json(args)["step"];
   };
   const json base = step({});
-  const json none = step({"--overlap", "none"});
-  const json all = step({"--overlap", "fsdp,grads,tensor,expert"});
+  const json none = step(args("--overlap none"));
+  const json all = step(args("--overlap fsdp,grads,tensor,expert"));
   // Exposing everything never shortens the step; hiding more never
   // lengthens it; the collectives' own times do not change.
   CHECK(none["step_seconds"].get<double>()
@@ -508,7 +400,7 @@ TEST_CASE("cli workload: --overlap and --capacity-factor set the step's rules",
         == "fsdp gathers prefetched, gradient reduction behind the backward, "
            "tensor collectives exposed, expert all-to-all exposed");
   // A capacity factor of 2 doubles the all-to-all's bytes.
-  const json doubled = step({"--capacity-factor", "2"});
+  const json doubled = step(args("--capacity-factor 2"));
   for (size_t i = 0; i < base["collectives"].size(); ++i) {
     if (base["collectives"][i]["what"] == "expert all-to-all") {
       CHECK(doubled["collectives"][i]["bytes_per_device"].get<int64_t>()
@@ -524,21 +416,9 @@ TEST_CASE("cli workload: data parallelism over DCN names the per-slice batch",
   // compute-bound iff a slice's tokens exceed peak / DCN bandwidth per chip:
   // 4.59e14 / 6.25e9 = 73,440 on v5p (the book's 71,360 with 4.46e14).
   // 64 sequences of 256 tokens over 2 slices: 8192 tokens a slice.
-  const CliResult r = run_cli({"plan",
-                               "--model",
-                               "llama-3-8b",
-                               "--recipe",
-                               "adam",
-                               "--topology",
-                               "2xv5p-256",
-                               "--dcn",
-                               "dp:2",
-                               "--mesh",
-                               "dp:2,fsdp:32,tp:4",
-                               "--seq",
-                               "256",
-                               "--batch",
-                               "64"});
+  const CliResult r =
+      run_cli(args("plan --model llama-3-8b --recipe adam --topology 2xv5p-256 "
+                   "--dcn dp:2 --mesh dp:2,fsdp:32,tp:4 --seq 256 --batch 64"));
   INFO(r.err);
   CHECK(r.code == 0);
   CHECK(r.out.find("comm-bound: ") != std::string::npos);
@@ -550,19 +430,9 @@ TEST_CASE("cli workload: data parallelism over DCN names the per-slice batch",
 
 TEST_CASE("cli workload: every format of plan shows the step",
           "[cli][workload]") {
-  const Strings args = {"plan",
-                        "--model",
-                        "llama-3-8b",
-                        "--recipe",
-                        "adam",
-                        "--topology",
-                        "v5p-128",
-                        "--mesh",
-                        "fsdp:16,tp:4",
-                        "--seq",
-                        "8192",
-                        "--batch",
-                        "64"};
+  const Strings args = shardplan::test::args(
+      "plan --model llama-3-8b --recipe adam --topology v5p-128 "
+      "--mesh fsdp:16,tp:4 --seq 8192 --batch 64");
   auto run = [&](std::string format) {
     Strings a = args;
     a.insert(a.end(), {"--format", format});
@@ -576,17 +446,9 @@ TEST_CASE("cli workload: every format of plan shows the step",
   CHECK(run("text").find("\n  step ") != std::string::npos);
   CHECK(run("markdown").find("\nStep ") != std::string::npos);
   // Without a topology there is no step, and the text says why.
-  Strings devices = {"plan",
-                     "--model",
-                     "llama-3-8b",
-                     "--devices",
-                     "64",
-                     "--mesh",
-                     "fsdp:16,tp:4",
-                     "--seq",
-                     "8192",
-                     "--batch",
-                     "64"};
+  Strings devices = shardplan::test::args(
+      "plan --model llama-3-8b --devices 64 --mesh fsdp:16,tp:4 "
+      "--seq 8192 --batch 64");
   const CliResult r = run_cli(devices);
   CHECK(r.out.find("step: not estimated; give --topology")
         != std::string::npos);

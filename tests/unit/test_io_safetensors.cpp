@@ -474,7 +474,7 @@ TEST_CASE("safetensors: an index reads each shard's header",
 TEST_CASE(
     "safetensors: every bad file exits 2 with a located message on each "
     "command",
-    "[io][safetensors][cli]") {
+    "[io][safetensors]") {
   TempDir dir("cli");
   struct Bad {
     std::string name;
@@ -507,17 +507,11 @@ TEST_CASE(
       const std::string path = dir.file(b.name + ".safetensors");
       write_raw(path, b.header, b.data, b.length);
       for (std::vector<std::string> args :
-           {std::vector<std::string>{"manifest", "--from-safetensors", path},
-            std::vector<std::string>{"manifest", "--manifest", path},
-            std::vector<std::string>{"check",
-                                     "--devices",
-                                     "1",
-                                     "--mesh",
-                                     "dp:1",
-                                     "--manifest",
-                                     path,
-                                     "--specs",
-                                     path}}) {
+           {test::args("manifest --from-safetensors {}", path),
+            test::args("manifest --manifest {}", path),
+            test::args("check --devices 1 --mesh dp:1 --manifest {} --specs {}",
+                       path,
+                       path)}) {
         test::CliResult r = test::run_cli(args);
         INFO(r.err);
         CHECK(r.code == 2);
@@ -530,7 +524,7 @@ TEST_CASE(
 }
 
 TEST_CASE("safetensors: --manifest takes an index on check",
-          "[io][safetensors][cli]") {
+          "[io][safetensors]") {
   TempDir dir("cli_index");
   write_raw(dir.file("s1.safetensors"),
             R"({"w":{"dtype":"BF16","shape":[8,4],"data_offsets":[0,64]}})",
@@ -538,17 +532,11 @@ TEST_CASE("safetensors: --manifest takes an index on check",
   std::ofstream(dir.file("model.safetensors.index.json"))
       << R"({"weight_map": {"w": "s1.safetensors"}})";
   std::ofstream(dir.file("specs.json")) << R"({"specs": {"w": ["dp", null]}})";
-  test::CliResult r = test::run_cli({"check",
-                                     "--devices",
-                                     "2",
-                                     "--mesh",
-                                     "dp:2",
-                                     "--manifest",
-                                     dir.file("model.safetensors.index.json"),
-                                     "--specs",
-                                     dir.file("specs.json"),
-                                     "--format",
-                                     "json"});
+  test::CliResult r = test::run_cli(
+      test::args("check --devices 2 --mesh dp:2 --manifest {} --specs {} "
+                 "--format json",
+                 dir.file("model.safetensors.index.json"),
+                 dir.file("specs.json")));
   INFO(r.err);
   CHECK(r.code == 0);
   // 8x4 bf16 = 64 bytes, split in two over dp.

@@ -221,7 +221,7 @@ TEST_CASE("memory: Megatron's distributed optimizer is 6 + 12/DP bytes",
   CHECK(e.gather_buffer == 0);  // nothing sharded over dp
 }
 
-TEST_CASE("memory: recipes per parameter dtype", "[memory]") {
+TEST_CASE("memory: recipes per parameter dtype", "[memory][state]") {
   const Mesh mesh = test::mesh_of("dp:1", 1);
   struct Case {
     const char* dtype;
@@ -443,7 +443,7 @@ MemoryOptions training(Recipe recipe, int zero = 0) {
 }  // namespace
 
 TEST_CASE("memory: the gather buffer covers every axis a spec splits for FSDP",
-          "[memory]") {
+          "[memory][gather]") {
   SECTION("deepseek-v3's embedding split over (fsdp, ep) (issue 17.6)") {
     // plan --topology h100x256 --mesh fsdp:4,ep:64 --model deepseek-v3
     // --recipe megatron --zero 1: the fsdp-tp preset gives the embedding
@@ -650,7 +650,7 @@ TEST_CASE("memory: FP8 checkpoints train in bf16, their scales are not trained",
   }
 }
 
-TEST_CASE("memory: scales and expert weights by name", "[memory]") {
+TEST_CASE("memory: scales and expert weights by name", "[memory][state]") {
   CHECK(is_quantization_scale("model.layers.0.mlp.gate_proj.weight_scale_inv",
                               DType::f32));
   CHECK(is_quantization_scale("a.weight_scale", DType::f32));

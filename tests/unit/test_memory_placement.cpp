@@ -125,7 +125,8 @@ TensorPlacement where(const MemoryEstimate& e,
 
 }  // namespace
 
-TEST_CASE("memory: layer and expert indices from tensor names", "[memory]") {
+TEST_CASE("memory: layer and expert indices from tensor names",
+          "[memory][placement]") {
   size_t end = 0;
   CHECK(layer_index("model.layers.12.mlp.up_proj.weight", &end) == 12);
   CHECK(end == std::string_view("model.layers.12").size());
@@ -162,7 +163,8 @@ TEST_CASE("memory: layer and expert indices from tensor names", "[memory]") {
   CHECK_FALSE(is_embedding_name("model.norm.weight"));
 }
 
-TEST_CASE("memory: pipeline stages place layers by index", "[memory]") {
+TEST_CASE("memory: pipeline stages place layers by index",
+          "[memory][placement]") {
   // pp:2 on the toy model: S = 2, L = 4 (the largest index 3, plus 1).
   // Layer i on stage floor(i x 2 / 4): layers 0, 1 on stage 0, 2, 3 on
   // stage 1; the embedding on stage 0, the final norm and lm_head on 1.
@@ -273,7 +275,7 @@ TEST_CASE("memory: pipeline stages place layers by index", "[memory]") {
   }
 }
 
-TEST_CASE("memory: expert axes place whole experts", "[memory]") {
+TEST_CASE("memory: expert axes place whole experts", "[memory][placement]") {
   SECTION("ep:4, 8 experts: two per rank") {
     // Expert E on rank floor(E x 4 / 8) = E / 2. Each rank holds 2 of the 8
     // experts of each layer (2 x 1,024 bytes) and every dense tensor:
@@ -377,7 +379,7 @@ TEST_CASE("memory: expert axes place whole experts", "[memory]") {
 }
 
 TEST_CASE("memory: stage and expert axes that do not fit the model",
-          "[memory]") {
+          "[memory][placement]") {
   auto error_of = [](const Laid& laid, const MemoryOptions& options) {
     Diagnostics diags;
     std::optional<MemoryEstimate> e = estimate_memory(
@@ -417,7 +419,7 @@ TEST_CASE("memory: stage and expert axes that do not fit the model",
 }
 
 TEST_CASE("memory: the gather buffer holds two consecutive layers",
-          "[memory]") {
+          "[memory][gather]") {
   // One 1-D weight per layer split over fsdp (gathered whole at use), the
   // embedding and lm_head split too, the final norm replicated; adam: a
   // gathered element costs 2 bytes of bf16 params and 2 of grads. Elements:
@@ -503,7 +505,7 @@ TEST_CASE("memory: the gather buffer holds two consecutive layers",
 }
 
 TEST_CASE("memory: one line per pipeline stage in text, stages in JSON",
-          "[memory][cli]") {
+          "[memory][placement]") {
   // tiny-llama (2 layers) with the fsdp-tp preset on pp:2,fsdp:2,tp:2,
   // adam: every matrix split 4 ways (tp x fsdp), the norms replicated.
   //   stage 0: embed_tokens 256,000 / 4 = 64,000 + layer 0's matrices
@@ -521,15 +523,10 @@ TEST_CASE("memory: one line per pipeline stage in text, stages in JSON",
   //     5,386,240 (5.14 MiB).
   const std::string manifest =
       std::string(SHARDPLAN_SOURCE_DIR) + "/configs/examples/tiny-llama.json";
-  const std::vector<std::string> args = {"plan",
-                                         "--devices",
-                                         "8",
-                                         "--mesh",
-                                         "pp:2,fsdp:2,tp:2",
-                                         "--manifest",
-                                         manifest,
-                                         "--recipe",
-                                         "adam"};
+  const std::vector<std::string> args = test::args(
+      "plan --devices 8 --mesh pp:2,fsdp:2,tp:2 --manifest {} "
+      "--recipe adam",
+      manifest);
   const test::CliResult text = test::run_cli(args);
   INFO(text.err);
   REQUIRE(text.code == 0);
@@ -576,7 +573,7 @@ TEST_CASE("memory: one line per pipeline stage in text, stages in JSON",
 }
 
 TEST_CASE("memory: estimates for several activations share the model state",
-          "[memory]") {
+          "[memory][estimate]") {
   // pp:2 on the toy model, params only: stage 0 holds 20,032 bytes, stage
   // 1 20,064 (see "pipeline stages place layers by index"). Three sets of
   // activations, each estimated alone and together:

@@ -33,7 +33,7 @@ using namespace shardplan::report_detail;
 // ---------------------------------------------------------------------------
 // Text primitives
 
-TEST_CASE("report: with_commas groups digits by three", "[report]") {
+TEST_CASE("report: with_commas groups digits by three", "[report][text]") {
   CHECK(with_commas(0) == "0");
   CHECK(with_commas(7) == "7");
   CHECK(with_commas(999) == "999");
@@ -50,7 +50,7 @@ TEST_CASE("report: with_commas groups digits by three", "[report]") {
 }
 
 TEST_CASE("report: human_bytes switches unit at 1024 of the one below",
-          "[report]") {
+          "[report][text]") {
   CHECK(human_bytes(0) == "0 B");
   CHECK(human_bytes(1) == "1 B");
   CHECK(human_bytes(1023) == "1023 B");
@@ -71,7 +71,7 @@ TEST_CASE("report: human_bytes switches unit at 1024 of the one below",
 }
 
 TEST_CASE("report: capacities, rates and times as they are quoted",
-          "[report]") {
+          "[report][text]") {
   // Whole gigabytes as vendors quote HBM, else binary units.
   CHECK(capacity_text(80e9) == "80 GB");
   CHECK(capacity_text(16.0 * 1024 * 1024 * 1024) == "16.00 GiB");
@@ -87,7 +87,7 @@ TEST_CASE("report: capacities, rates and times as they are quoted",
 }
 
 TEST_CASE("report: times in the largest unit, three significant digits",
-          "[report]") {
+          "[report][text]") {
   // 11725.1 ms is 11.7251 s: seconds, 3 digits.
   CHECK(seconds_text(11.7251) == "11.7 s");
   // 9.5e-4 s = 950e-6 s.
@@ -117,7 +117,7 @@ TEST_CASE("report: times in the largest unit, three significant digits",
   CHECK(seconds_text(-0.5) == "-500 ms");
 }
 
-TEST_CASE("report: table right-aligns numeric columns only", "[report]") {
+TEST_CASE("report: table right-aligns numeric columns only", "[report][text]") {
   CHECK(table({}).empty());
   // Column 0 has a word below the header: left-aligned, padded to 4
   // ("name"). Column 1 has only digits and commas: right-aligned to 5
@@ -141,7 +141,7 @@ TEST_CASE("report: table right-aligns numeric columns only", "[report]") {
            " 10  3 B\n");
 }
 
-TEST_CASE("report: verdict counts errors and warnings", "[report]") {
+TEST_CASE("report: verdict counts errors and warnings", "[report][text]") {
   Diagnostics diags;
   CHECK(verdict(diags) == "ok");
   diags.warning("w.one", "first");
@@ -159,7 +159,7 @@ TEST_CASE("report: verdict counts errors and warnings", "[report]") {
 }
 
 TEST_CASE("report: mesh_line names the topology when there is one",
-          "[report]") {
+          "[report][text]") {
   const Mesh mesh = test::mesh_of("dp:2,tp:4", 8);
   CHECK(mesh_line(mesh, nullptr) == "mesh dp:2,tp:4 (8 devices)");
   const Topology v5e = test::topology_of("v5e-8");
@@ -169,7 +169,8 @@ TEST_CASE("report: mesh_line names the topology when there is one",
 // ---------------------------------------------------------------------------
 // dump()
 
-TEST_CASE("report: dump keeps arrays of scalars on one line", "[report]") {
+TEST_CASE("report: dump keeps arrays of scalars on one line",
+          "[report][json]") {
   const ordered_json j = ordered_json::parse(
       R"({"a": 1, "b": [1, 2], "c": {"d": "x", "e": []},
           "f": [{"g": null}], "h": {}, "i": [1, [2]]})");
@@ -196,7 +197,8 @@ TEST_CASE("report: dump keeps arrays of scalars on one line", "[report]") {
   CHECK(dump(ordered_json::array()) == "[]\n");
 }
 
-TEST_CASE("report: append_spec_json writes what dump lays out", "[report]") {
+TEST_CASE("report: append_spec_json writes what dump lays out",
+          "[report][json]") {
   Diagnostics diags;
   std::optional<PartitionSpec> spec =
       parse_spec("(dp,tp),None,fsdp", "test", diags);
@@ -216,7 +218,7 @@ TEST_CASE("report: append_spec_json writes what dump lays out", "[report]") {
 // The table of renderers
 
 TEST_CASE("report: format names round-trip and others are rejected",
-          "[report]") {
+          "[report][render]") {
   CHECK(to_string(Format::text) == "text");
   CHECK(to_string(Format::json) == "json");
   CHECK(to_string(Format::markdown) == "markdown");
@@ -230,7 +232,7 @@ TEST_CASE("report: format names round-trip and others are rejected",
   CHECK_FALSE(parse_format("text "));
 }
 
-TEST_CASE("report: every view has text and json", "[report]") {
+TEST_CASE("report: every view has text and json", "[report][render]") {
   for (View view : k_views) {
     INFO(static_cast<int>(view));
     CHECK(has_renderer(view, Format::text));
@@ -239,7 +241,7 @@ TEST_CASE("report: every view has text and json", "[report]") {
 }
 
 TEST_CASE("report: each command's --format offers what its views render",
-          "[report]") {
+          "[report][render]") {
   using F = std::vector<Format>;
   const F text_json_html = {Format::text, Format::json, Format::html};
   const F all = {Format::text,
@@ -397,7 +399,7 @@ struct Fixture {
 }  // namespace
 
 TEST_CASE("report: every view renders in every format, else as text",
-          "[report]") {
+          "[report][render]") {
   const Fixture f;
   const Diagnostics none;
   for (View view : k_views) {
@@ -423,7 +425,7 @@ TEST_CASE("report: every view renders in every format, else as text",
 }
 
 TEST_CASE("report: the large JSON documents are streamed, the rest whole",
-          "[report]") {
+          "[report][render]") {
   const Fixture f;
   const Diagnostics none;
   for (View view : {View::plan, View::check, View::memory, View::reshard}) {
@@ -447,7 +449,8 @@ TEST_CASE("report: the large JSON documents are streamed, the rest whole",
 // ---------------------------------------------------------------------------
 // Documents worked out by hand
 
-TEST_CASE("report: mesh JSON without a topology, key by key", "[report]") {
+TEST_CASE("report: mesh JSON without a topology, key by key",
+          "[report][mesh]") {
   const Mesh mesh = test::mesh_of("dp:2,tp:4", 8);
   MeshLayout layout;
   layout.grid = generic_device_grid(mesh);
@@ -495,7 +498,7 @@ TEST_CASE("report: mesh JSON without a topology, key by key", "[report]") {
   CHECK(doc.ends_with("  \"diagnostics\": []\n}\n"));
 }
 
-TEST_CASE("report: mesh text without a topology", "[report]") {
+TEST_CASE("report: mesh text without a topology", "[report][mesh]") {
   const Mesh mesh = test::mesh_of("dp:2,tp:4", 8);
   MeshLayout layout;
   layout.grid = generic_device_grid(mesh);
@@ -512,7 +515,7 @@ TEST_CASE("report: mesh text without a topology", "[report]") {
            "    4 5 6 7\n");
 }
 
-TEST_CASE("report: diagnostics_json of one error", "[report]") {
+TEST_CASE("report: diagnostics_json of one error", "[report][json]") {
   Diagnostics diags;
   Location at = Location::of("--mesh");
   at.line = 1;
@@ -543,7 +546,7 @@ TEST_CASE("report: diagnostics_json of one error", "[report]") {
 }
 
 TEST_CASE("report: a diagnostic's tensor, dim, pointer and hint in JSON",
-          "[report]") {
+          "[report][json]") {
   Diagnostics diags;
   Diagnostic& d = diags.warning(
       "sharding.replicated", "w is replicated", Location::at("m.json", "/0"));
@@ -562,7 +565,8 @@ TEST_CASE("report: a diagnostic's tensor, dim, pointer and hint in JSON",
   CHECK(diagnostics_array(Diagnostics()) == ordered_json::array());
 }
 
-TEST_CASE("report: check's text, markdown and github by hand", "[report]") {
+TEST_CASE("report: check's text, markdown and github by hand",
+          "[report][check]") {
   const Fixture f;
   const Report report = f.check_report(View::check);
   const Diagnostics none;
@@ -636,7 +640,7 @@ Diagnostics indivisible_errors(size_t n) {
 }  // namespace
 
 TEST_CASE("report: github folds a kind of finding past the first three",
-          "[report]") {
+          "[report][ci]") {
   // 30 of one code: l.0.w, l.1.w and l.2.w one by one, then one annotation
   // at l.3.w (line 5) for the other 27, naming the first five of them
   // (l.3.w to l.7.w) and 27 - 5 = 22 others. spec.missing, one of its
@@ -678,7 +682,7 @@ TEST_CASE("report: github folds a kind of finding past the first three",
 }
 
 TEST_CASE("report: markdown folds a kind of finding into <details>",
-          "[report]") {
+          "[report][ci]") {
   const std::string md = markdown_findings(indivisible_errors(30));
   const std::string row0 =
       "| `spec.indivisible` | `l.0.w` | `s.json:/specs/l.0.w` | 6 is not "
@@ -722,7 +726,7 @@ TEST_CASE("report: markdown folds a kind of finding into <details>",
   CHECK_THAT(many, Catch::EndsWith("\n... and 51 more.\n\n</details>\n"));
 }
 
-TEST_CASE("report: the documents of an input error", "[report]") {
+TEST_CASE("report: the documents of an input error", "[report][json]") {
   Diagnostics diags;
   Location at = Location::of("s.json");
   at.line = 3;
@@ -747,7 +751,7 @@ TEST_CASE("report: the documents of an input error", "[report]") {
 }
 
 TEST_CASE("report: the preset list, and its text for formats it lacks",
-          "[report]") {
+          "[report][render]") {
   const std::vector<RulePreset> presets = {{"p", "a short description", 2}};
   const Report report = PresetListReport{presets};
   const Diagnostics none;

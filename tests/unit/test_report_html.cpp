@@ -121,13 +121,8 @@ TEST_CASE("html: mesh draws one cell per device in each grid",
           "[report][html]") {
   // On a topology: where the devices sit and the mesh's grid, both of
   // every device; hosts of v5p (2x2x1 chips) outlined: 64 / 4 = 16.
-  const test::CliResult r = test::run_cli({"mesh",
-                                           "--topology",
-                                           "v5p-128",
-                                           "--mesh",
-                                           "fsdp:16,tp:4",
-                                           "--format",
-                                           "html"});
+  const test::CliResult r = test::run_cli(
+      test::args("mesh --topology v5p-128 --mesh fsdp:16,tp:4 --format html"));
   REQUIRE(r.code == 0);
   const std::string& page = r.out;
   CHECK(page.starts_with("<!DOCTYPE html>\n"));
@@ -157,13 +152,13 @@ TEST_CASE("html: mesh draws one cell per device in each grid",
 
   // Without a topology: the mesh's grid alone.
   const test::CliResult bare = test::run_cli(
-      {"mesh", "--devices", "8", "--mesh", "dp:2,tp:4", "--format", "html"});
+      test::args("mesh --devices 8 --mesh dp:2,tp:4 --format html"));
   REQUIRE(bare.code == 0);
   CHECK(attributes(bare.out, "data-device").size() == 8);
   CHECK(bare.out.find("grid-physical") == std::string::npos);
   // Too many to draw: said, not drawn.
   const test::CliResult big = test::run_cli(
-      {"mesh", "--devices", "8192", "--mesh", "fsdp:8192", "--format", "html"});
+      test::args("mesh --devices 8192 --mesh fsdp:8192 --format html"));
   REQUIRE(big.code == 0);
   CHECK(attributes(big.out, "data-device").empty());
   CHECK(big.out.find("8,192 devices: too many to draw") != std::string::npos);
@@ -172,18 +167,11 @@ TEST_CASE("html: mesh draws one cell per device in each grid",
 TEST_CASE("html: check's rows, specs, memory bars and diagnostic links",
           "[report][html]") {
   const std::string root = SHARDPLAN_SOURCE_DIR;
-  const test::CliResult r =
-      test::run_cli({"check",
-                     "--topology",
-                     "v5e-8",
-                     "--mesh",
-                     "fsdp:2,tp:4",
-                     "--manifest",
-                     root + "/configs/examples/tiny-llama.json",
-                     "--specs",
-                     root + "/tests/data/check/tiny-llama.bad-specs.json",
-                     "--format",
-                     "html"});
+  const test::CliResult r = test::run_cli(
+      test::args("check --topology v5e-8 --mesh fsdp:2,tp:4 --manifest {} "
+                 "--specs {} --format html",
+                 root + "/configs/examples/tiny-llama.json",
+                 root + "/tests/data/check/tiny-llama.bad-specs.json"));
   REQUIRE(r.code == 1);
   const std::string& page = r.out;
   check_no_url(page);
@@ -224,17 +212,10 @@ TEST_CASE("html: a tensor name's markup stays text", "[report][html]") {
       << R"({"name": "a<script>x</script>", "shape": [8], "dtype": "f32"},)"
       << R"({"name": "b\"&'/c", "shape": [8], "dtype": "f32"}]})";
   }
-  const test::CliResult r = test::run_cli({"plan",
-                                           "--devices",
-                                           "2",
-                                           "--mesh",
-                                           "fsdp:2",
-                                           "--manifest",
-                                           manifest,
-                                           "--rules",
-                                           "fsdp",
-                                           "--format",
-                                           "html"});
+  const test::CliResult r = test::run_cli(
+      test::args("plan --devices 2 --mesh fsdp:2 --manifest {} --rules fsdp "
+                 "--format html",
+                 manifest));
   std::filesystem::remove_all(dir);
   REQUIRE(r.code == 0);
   CHECK(count_of(r.out, "<script") == 1);  // the page's own
@@ -249,15 +230,8 @@ TEST_CASE("html: bad input writes nothing, to stdout or -o", "[report][html]") {
   const std::filesystem::path out =
       std::filesystem::temp_directory_path() / "shardplan-html-bad.html";
   std::filesystem::remove(out);
-  const test::CliResult r = test::run_cli({"mesh",
-                                           "--devices",
-                                           "8",
-                                           "--mesh",
-                                           "dp:2,tp:x",
-                                           "--format",
-                                           "html",
-                                           "-o",
-                                           out.string()});
+  const test::CliResult r = test::run_cli(test::args(
+      "mesh --devices 8 --mesh dp:2,tp:x --format html -o {}", out.string()));
   CHECK(r.code == 2);
   CHECK(r.out.empty());
   CHECK(r.err.find("--mesh:1:9: error:") != std::string::npos);

@@ -609,7 +609,8 @@ std::string mesh_text(std::mt19937& rng,
 
 }  // namespace
 
-TEST_CASE("reshard: moving fsdp to another dim is one all_to_all") {
+TEST_CASE("reshard: moving fsdp to another dim is one all_to_all",
+          "[reshard]") {
   const Side s = side("fsdp:8,tp:4", 32);
   const Manifest m = one_tensor({1024, 4096});
   const TensorReshard r =
@@ -630,7 +631,8 @@ TEST_CASE("reshard: moving fsdp to another dim is one all_to_all") {
 
 TEST_CASE(
     "reshard: dropping minor axes is an all_gather and adding them a "
-    "dynamic_slice") {
+    "dynamic_slice",
+    "[reshard]") {
   const Side s = side("fsdp:8,tp:4", 32);
   const Manifest m = one_tensor({1024, 4096});
   const TensorReshard gather =
@@ -653,7 +655,8 @@ TEST_CASE(
 
 TEST_CASE(
     "reshard: the same spec is a noop and reordered axes a "
-    "collective_permute") {
+    "collective_permute",
+    "[reshard]") {
   const Side s = side("fsdp:8,tp:4", 32);
   const Manifest m = one_tensor({1024, 4096});
   const TensorReshard same =
@@ -668,7 +671,7 @@ TEST_CASE(
   CHECK(swapped.steps[0].bytes_per_device == swapped.from_bytes_per_device);
 }
 
-TEST_CASE("reshard: pending sums become a reduce_scatter") {
+TEST_CASE("reshard: pending sums become a reduce_scatter", "[reshard]") {
   const Side s = side("fsdp:8,tp:4", 32);
   const Manifest m = one_tensor({1024, 4096});
   ReshardOptions options;
@@ -685,7 +688,8 @@ TEST_CASE("reshard: pending sums become a reduce_scatter") {
   CHECK(ar.steps[0].bytes_per_device == 2 * 786432);
 }
 
-TEST_CASE("reshard: donate frees the source as the first step consumes it") {
+TEST_CASE("reshard: donate frees the source as the first step consumes it",
+          "[reshard]") {
   const Side s = side("fsdp:8,tp:4", 32);
   const Manifest m = one_tensor({1024, 4096});
   ReshardOptions donate;
@@ -702,7 +706,8 @@ TEST_CASE("reshard: donate frees the source as the first step consumes it") {
   CHECK(freed.cost.peak_bytes_per_device == 262144 + 2097152);
 }
 
-TEST_CASE("reshard: the intermediate sharding of the pathways docstring") {
+TEST_CASE("reshard: the intermediate sharding of the pathways docstring",
+          "[reshard][intermediate]") {
   // [fsdp:8, tp:1] -> [fsdp:1, tp:4] goes through
   // [fsdp_split:4, fsdp_replica:2, tp:1] (docs/reshard.md; MaxText's
   // variant).
@@ -738,7 +743,8 @@ TEST_CASE("reshard: the intermediate sharding of the pathways docstring") {
 }
 
 TEST_CASE(
-    "reshard: a plan through the intermediate gathers neighbours then sends") {
+    "reshard: a plan through the intermediate gathers neighbours then sends",
+    "[reshard]") {
   const Side a = side("fsdp:8,tp:1", 8);
   const Side b = side("fsdp:1,tp:4", 4);
   const Manifest m = one_tensor({64, 64}, "f32");
@@ -768,7 +774,8 @@ TEST_CASE(
 
 TEST_CASE(
     "reshard: a mesh change that only narrows shards is a local "
-    "dynamic_slice") {
+    "dynamic_slice",
+    "[reshard]") {
   // Replicated on 8 devices to tp:4,dp:2 over the same devices: no traffic.
   const Side a = side("x:8", 8);
   const Side b = side("dp:2,tp:4", 8);
@@ -795,7 +802,7 @@ TEST_CASE(
   CHECK(simulate(sc, r, 4) == 8);
 }
 
-TEST_CASE("reshard: a cross-mesh plan sends exactly the overlap") {
+TEST_CASE("reshard: a cross-mesh plan sends exactly the overlap", "[reshard]") {
   // 4 devices to 2 others: each target device gets two source blocks.
   const Side a = side("x:4", 4);
   const Side b = side("y:2", 2);
@@ -816,7 +823,8 @@ TEST_CASE("reshard: a cross-mesh plan sends exactly the overlap") {
   CHECK(simulate(sc, r, 4) == 2);
 }
 
-TEST_CASE("reshard: the book's all_gather on a v5e-32 mesh X:8,Y:4") {
+TEST_CASE("reshard: the book's all_gather on a v5e-32 mesh X:8,Y:4",
+          "[reshard]") {
   Topology t = test::topology_of("v5e-32");
   Diagnostics diags;
   Side s;
@@ -834,7 +842,8 @@ TEST_CASE("reshard: the book's all_gather on a v5e-32 mesh X:8,Y:4") {
   CHECK(r.steps[0].seconds == Approx(3 * 8388608.0 / 4.5e10));
 }
 
-TEST_CASE("reshard: random plans on one mesh survive the simulation") {
+TEST_CASE("reshard: random plans on one mesh survive the simulation",
+          "[reshard]") {
   std::mt19937 rng(20261121);
   const std::vector<std::vector<int64_t>> shapes{
       {12}, {8, 6}, {4, 6, 8}, {16, 4}, {6, 12, 2}};
@@ -897,7 +906,8 @@ TEST_CASE("reshard: random plans on one mesh survive the simulation") {
 
 TEST_CASE(
     "reshard: random plans between meshes and device sets survive the "
-    "simulation") {
+    "simulation",
+    "[reshard]") {
   std::mt19937 rng(20261122);
   const std::vector<std::vector<int64_t>> shapes{
       {24}, {8, 12}, {4, 6, 8}, {48, 2}};
@@ -970,7 +980,8 @@ TEST_CASE(
   CHECK(on_common < 190);
 }
 
-TEST_CASE("reshard: identical tensors are planned once and totals add up") {
+TEST_CASE("reshard: identical tensors are planned once and totals add up",
+          "[reshard]") {
   const Side s = side("fsdp:8,tp:4", 32);
   std::string json = R"({"params": [)";
   for (int i = 0; i < 6; ++i) {
@@ -1019,7 +1030,8 @@ TEST_CASE("reshard: identical tensors are planned once and totals add up") {
 }
 
 TEST_CASE(
-    "reshard: byte counts past int64 are an error that names the manifest") {
+    "reshard: byte counts past int64 are an error that names the manifest",
+    "[reshard]") {
   // 1.5 x 2^62 bytes summed over 4 devices: the source and the all_reduce's
   // output together pass 2^63.
   const Side s = side("a:4", 4);
@@ -1037,7 +1049,7 @@ TEST_CASE(
 }
 
 // ---------------------------------------------------------------------------
-// Issue 17: meshes on topologies, the transfer model, the peak of a no-op.
+// Issue 17: meshes on topologies, the peak of a no-op.
 
 namespace {
 
@@ -1060,7 +1072,8 @@ Side placed(std::string_view name,
 
 }  // namespace
 
-TEST_CASE("reshard: a no-op from two slices to one holds the tensor once") {
+TEST_CASE("reshard: a no-op from two slices to one holds the tensor once",
+          "[reshard]") {
   // 2xv5p-512 with dp over DCN to slice 0 alone, fsdp,tp kept: every target
   // device already holds its block, which becomes the target as it is.
   const Side a = placed("2xv5p-512", "dp:2,fsdp:64,tp:4", "dp:2");
@@ -1093,7 +1106,8 @@ TEST_CASE("reshard: a no-op from two slices to one holds the tensor once") {
   }
 }
 
-TEST_CASE("reshard: a no-op on one mesh counts each tensor once in totals") {
+TEST_CASE("reshard: a no-op on one mesh counts each tensor once in totals",
+          "[reshard]") {
   const Side s = side("fsdp:8,tp:4", 32);
   const Manifest m = test::manifest_of(R"({"params": [
       {"name": "a", "shape": [1024, 4096], "dtype": "bf16"},
@@ -1111,70 +1125,8 @@ TEST_CASE("reshard: a no-op on one mesh counts each tensor once in totals") {
   CHECK(plan->totals.peak_bytes_per_device == 262144 + 8192);
 }
 
-TEST_CASE("reshard: transfer_cost follows the links between two devices") {
-  SECTION("the book's point-to-point example: both ports of a 2D move") {
-    // docs/sources.md#ici-collectives: 1.7e7 B between opposite corners of a
-    // v5e 4x4 (no wraparound) uses 2 ports x 4.5e10 B/s: 188 us; 6 hops. Device
-    // 0 is chip (0,0), device 15 chip (3,3); the two dimension orders carry
-    // 8.5e6 B each.
-    const Topology t = test::topology_of("v5e-16");
-    const TransferNetwork net{&t, &t, true};
-    const Flow flows[] = {{0, 15, 17000000}};
-    const TransferCost c = transfer_cost(flows, net);
-    CHECK(c.link == LinkClass::ici);
-    CHECK(c.max_hops == 6);
-    CHECK(c.busiest_link_bytes == Approx(8.5e6));
-    CHECK(c.seconds == Approx(8.5e6 / 4.5e10));  // 188.9 us
-  }
-  SECTION("an all-to-all in an 8x8 plane of a v5p-512 torus") {
-    // v5p-512 is 4x8x8 chips, every axis a ring. The 64 chips with x = 0
-    // (ids 4 * (y + 8 z)) each send 128,256 B to the 63 others. Along a
-    // ring of 8 the distances from one chip sum to 0+1+2+3+4+3+2+1 = 16, so
-    // a chip's pieces cross 8 x 16 = 128 y-hops and 128 z-hops; 64 chips x
-    // 256 hops x 128,256 B spread evenly over the plane's 256 directed
-    // links (ties of 4 split both ways): 64 x 128,256 = 8,208,384 B per
-    // link, / 9e10 B/s = 91.2043 us; the longest route 4 + 4 = 8 hops.
-    const Topology t = test::topology_of("v5p-512");
-    const TransferNetwork net{&t, &t, true};
-    std::vector<Flow> flows;
-    for (int64_t a = 0; a < 64; ++a) {
-      for (int64_t b = 0; b < 64; ++b) {
-        if (a != b) {
-          flows.push_back(Flow{4 * a, 4 * b, 128256});
-        }
-      }
-    }
-    const TransferCost c = transfer_cost(flows, net);
-    CHECK(c.link == LinkClass::ici);
-    CHECK(c.max_hops == 8);
-    CHECK(c.busiest_link_bytes == Approx(64.0 * 128256));
-    CHECK(c.seconds == Approx(64.0 * 128256 / 9e10));
-  }
-  SECTION("DCN between slices, NVLink and the network on GPUs") {
-    // 2xv5e-16: device 16 is slice 1; 1e9 B at 3.125e9 B/s per chip = 0.32 s.
-    const Topology two = test::topology_of("2xv5e-16");
-    const Flow across[] = {{0, 16, 1000000000}};
-    const TransferCost dcn = transfer_cost(across, {&two, &two, true});
-    CHECK(dcn.link == LinkClass::dcn);
-    CHECK(dcn.seconds == Approx(0.32));
-    // h100x16: 0 -> 1 inside a node over NVLink, 4.5e9 B / 4.5e11 = 10 ms;
-    // 0 -> 8 across nodes, 1e9 B / 5e10 = 20 ms; at once: the slower.
-    const Topology gpus = test::topology_of("h100x16");
-    const TransferNetwork net{&gpus, &gpus, true};
-    const Flow inside[] = {{0, 1, 4500000000}};
-    CHECK(transfer_cost(inside, net).link == LinkClass::nvlink);
-    CHECK(transfer_cost(inside, net).seconds == Approx(0.01));
-    const Flow both[] = {{0, 1, 4500000000}, {0, 8, 1000000000}};
-    CHECK(transfer_cost(both, net).link == LinkClass::mixed);
-    CHECK(transfer_cost(both, net).seconds == Approx(0.02));
-    // Two cores of one chip (v2: 2 per chip) use no ICI link.
-    const Topology v2 = test::topology_of("v2-8");
-    const Flow core[] = {{0, 1, 1000}};
-    CHECK(transfer_cost(core, {&v2, &v2, true}).seconds == 0);
-  }
-}
-
-TEST_CASE("reshard: two slices to one takes every piece inside slice 0") {
+TEST_CASE("reshard: two slices to one takes every piece inside slice 0",
+          "[reshard]") {
   // 2xv5e-16, dp over DCN, a:16 on JAX's ring order of each slice (0, 1, 2,
   // 3, 7, 6, 5, 9, 10, 11, 15, 14, 13, 12, 8, 4: not linear in the ids, so
   // no common mesh) to slice 0 as a:4,b:4 (ids row-major). Target d needs
@@ -1211,7 +1163,8 @@ TEST_CASE("reshard: two slices to one takes every piece inside slice 0") {
   simulate(sc, r, 4);
 }
 
-TEST_CASE("reshard: a common mesh plans collectives between meshes") {
+TEST_CASE("reshard: a common mesh plans collectives between meshes",
+          "[reshard]") {
   // v5p-128 (4x4x4, every axis a ring). fsdp:64 and dp:4,fsdp:16 lay the
   // same devices: fsdp:64 runs over the target's fsdp then dp (major to
   // minor), so keeping fsdp,None on the smaller fsdp gathers over dp.

@@ -153,7 +153,7 @@ Manifest manifest_of(const std::vector<T>& tensors) {
 // min_size_to_shard_mb MiB; np.argsort(shape)[::-1]; the first dim not yet
 // split that the axis size (product for a tuple) divides.
 
-TEST_CASE("rules: nnx fsdp worked cases", "[rules]") {
+TEST_CASE("rules: nnx fsdp worked cases", "[rules][algorithms]") {
   const Mesh m = mesh("dp:2,fsdp:8,tp:4");
   const std::vector<std::string> fsdp{"fsdp"};
   auto run = [&](std::vector<int64_t> shape,
@@ -202,7 +202,7 @@ TEST_CASE("rules: nnx fsdp worked cases", "[rules]") {
   CHECK(run({512, 513}, DType::bf16, fsdp, 0.5) == "P('fsdp', None)");
 }
 
-TEST_CASE("rules: nnx fsdp skips axes of size 1", "[rules]") {
+TEST_CASE("rules: nnx fsdp skips axes of size 1", "[rules][algorithms]") {
   const Mesh m = mesh("fsdp:8,one:1");
   // Only a size-1 axis: nothing to split.
   CHECK(py(fsdp_tactic(
@@ -218,7 +218,8 @@ TEST_CASE("rules: nnx fsdp skips axes of size 1", "[rules]") {
         == "P(None, 'fsdp')");
 }
 
-TEST_CASE("rules: nnx replicate conflicts with a split spec", "[rules]") {
+TEST_CASE("rules: nnx replicate conflicts with a split spec",
+          "[rules][algorithms]") {
   // The seed: "Conflict: {name} already has a sharding spec {cur_spec},
   // cannot replicate" unless every entry is None.
   CHECK(replicate_tactic(spec_of({{}, {}}), 2) == spec_of({{}, {}}));
@@ -234,7 +235,7 @@ TEST_CASE("rules: nnx replicate conflicts with a split spec", "[rules]") {
 // (smallest with reverse); each takes the first remaining axis that divides
 // it; each axis once. The seed's docstring mesh: dp:2, tp:4.
 
-TEST_CASE("rules: eformer auto worked cases", "[rules]") {
+TEST_CASE("rules: eformer auto worked cases", "[rules][algorithms]") {
   const Mesh m = mesh("dp:2,tp:4");
   const std::vector<std::string> axes = m.axis_names();
   auto run = [&](std::vector<int64_t> shape,
@@ -272,7 +273,7 @@ TEST_CASE("rules: eformer auto worked cases", "[rules]") {
   CHECK(run({7, 9}, false, 64) == "P(None, None)");
 }
 
-TEST_CASE("rules: eformer auto on a 3x2 mesh", "[rules]") {
+TEST_CASE("rules: eformer auto on a 3x2 mesh", "[rules][algorithms]") {
   const Mesh m = mesh("a:3,b:2");
   const std::vector<std::string> axes = m.axis_names();
   // Dim 1 (9) first: a (3) divides it; dim 0 (4) takes b (2).
@@ -284,7 +285,7 @@ TEST_CASE("rules: eformer auto on a 3x2 mesh", "[rules]") {
 }
 
 TEST_CASE("rules: defect fix: auto walks axes in mesh order not a Python set",
-          "[rules]") {
+          "[rules][algorithms]") {
   // eformer iterates `set(self.axis_names)`, whose order varies between
   // runs; the answer below depended on it (tp first gives P('dp', 'tp')).
   // We walk mesh order, whatever order the rule lists the axes in.
@@ -310,7 +311,7 @@ TEST_CASE("rules: defect fix: auto walks axes in mesh order not a Python set",
 // when the bytes fit; axes by size, largest first; dims largest first; each
 // dim the first unused dividing axis while over the limit.
 
-TEST_CASE("rules: eformer memory worked cases", "[rules]") {
+TEST_CASE("rules: eformer memory worked cases", "[rules][algorithms]") {
   const Mesh m = mesh("fsdp:4,tp:2");
   const std::vector<std::string> axes = m.axis_names();
   auto run = [&](std::vector<int64_t> shape,
@@ -346,7 +347,8 @@ TEST_CASE("rules: eformer memory worked cases", "[rules]") {
   CHECK(run({3, 4}, DType::i4, 2, true) == "P(None, 'fsdp')");
 }
 
-TEST_CASE("rules: eformer memory keeps the order of equal axes", "[rules]") {
+TEST_CASE("rules: eformer memory keeps the order of equal axes",
+          "[rules][algorithms]") {
   const Mesh m = mesh("a:2,b:2,c:4");
   // 16 x 16 bf16 = 512 bytes, max 100. Axes by size: c, then a and b in the
   // order given. Dim 0 takes c (128 bytes), dim 1 the next: 64 bytes.
@@ -380,7 +382,7 @@ TEST_CASE("rules: eformer memory keeps the order of equal axes", "[rules]") {
 }
 
 TEST_CASE("rules: defect fix: memory lets a dim take a second axis",
-          "[rules]") {
+          "[rules][algorithms]") {
   // eformer gives each dim at most one axis and stops, fitting or not. On
   // fsdp:4,tp:2, 1024 x 3 f32 = 12288 bytes, max 2000: dim 0 takes fsdp
   // (3072 bytes), tp does not divide 3, and the seed stops at P('fsdp',
@@ -406,7 +408,8 @@ TEST_CASE("rules: defect fix: memory lets a dim take a second axis",
 // ===========================================================================
 // eformer MeshPartitionHelper (eformer-mesh-helpers.txt).
 
-TEST_CASE("rules: eformer mesh helper suggested methods", "[rules]") {
+TEST_CASE("rules: eformer mesh helper suggested methods",
+          "[rules][algorithms]") {
   using Methods = std::vector<std::vector<std::string>>;
   const Mesh m = mesh("dp:2,fsdp:4,tp:2,sp:2");
   // Rank 2 with 1024 x 4096 >= fsdp x sp: [fsdp, sp]; [dp]; no [sp] (the
@@ -431,7 +434,7 @@ TEST_CASE("rules: eformer mesh helper suggested methods", "[rules]") {
 }
 
 TEST_CASE("rules: eformer mesh helper create_partition_spec worked cases",
-          "[rules]") {
+          "[rules][algorithms]") {
   const Mesh a = mesh("dp:2,fsdp:4,tp:2,sp:2");  // 32 devices
   const Mesh c = mesh("dp:2,fsdp:4,tp:2");       // 16 devices
   auto run = [](const Mesh& m, std::vector<int64_t> shape, int64_t min = 1024) {
@@ -470,7 +473,7 @@ TEST_CASE("rules: eformer mesh helper create_partition_spec worked cases",
 }
 
 TEST_CASE("rules: defect fix: mesh helper checks each axis of the pair divides",
-          "[rules]") {
+          "[rules][algorithms]") {
   const Mesh a = mesh("dp:2,fsdp:4,tp:2,sp:2");
   auto run = [&](std::vector<int64_t> shape, int64_t min) {
     return py(mesh_helper_spec(shape, suggest_methods(shape, a), min, a));
@@ -494,7 +497,8 @@ TEST_CASE("rules: defect fix: mesh helper checks each axis of the pair divides",
 // eformer ShapeBasedShardingRule: equal rank, null is a wildcard, the first
 // pattern wins, else P().
 
-TEST_CASE("rules: shape patterns match by rank and size", "[rules]") {
+TEST_CASE("rules: shape patterns match by rank and size",
+          "[rules][algorithms]") {
   std::string why;
   CHECK(shape_matches(std::vector<int64_t>{4096, 1024}, {std::nullopt, 1024}));
   CHECK(shape_matches(std::vector<int64_t>{1024, 1024}, {1024, 1024}));
@@ -510,7 +514,8 @@ TEST_CASE("rules: shape patterns match by rank and size", "[rules]") {
   CHECK(why == "rank 1 != 2");
 }
 
-TEST_CASE("rules: eformer shape-based rule from its docstring", "[rules]") {
+TEST_CASE("rules: eformer shape-based rule from its docstring",
+          "[rules][algorithms]") {
   // patterns = {(None, 1024): P('tp', None), (1024, 1024): P('tp', None)}
   // on a tp:4 mesh; the first match wins; no match gives P().
   const RuleSet rules = rules_of(R"({"rules": [{"shape_patterns": [
@@ -531,7 +536,8 @@ TEST_CASE("rules: eformer shape-based rule from its docstring", "[rules]") {
   CHECK(rule_text(manifest, *r.plan, "other") == "#0 shape_patterns");
 }
 
-TEST_CASE("rules: a shape selector with a spec is the same rule", "[rules]") {
+TEST_CASE("rules: a shape selector with a spec is the same rule",
+          "[rules][algorithms]") {
   const RuleSet rules = rules_of(R"({"rules": [
       {"shape": [null, 1024], "spec": ["tp", null]},
       {"shape": [1024, 1024], "spec": [null, "tp"]},
@@ -576,7 +582,8 @@ LogicalAxes names_of(std::initializer_list<const char*> names) {
 
 }  // namespace
 
-TEST_CASE("rules: logical axes the Flax docstring example", "[rules]") {
+TEST_CASE("rules: logical axes the Flax docstring example",
+          "[rules][algorithms]") {
   // flax/linen/spmd.py logical_to_mesh_axes: array_dim_names = ('batch',
   // 'length', 'heads', 'features'), rules (('batch', 'X'), ('features',
   // 'X'), ('heads', 'Y'), ('batch', 'Z')) give PartitionSpec('X', None,
@@ -597,7 +604,7 @@ TEST_CASE("rules: logical axes the Flax docstring example", "[rules]") {
 }
 
 TEST_CASE("rules: logical axes fallbacks blocking and unnamed dims",
-          "[rules]") {
+          "[rules][algorithms]") {
   const Mesh m = mesh("X:2,Y:4,one:1");
   const std::vector<int64_t> shape{64, 64};
   auto run = [&](LogicalAxes names,
@@ -651,7 +658,8 @@ TEST_CASE("rules: logical axes fallbacks blocking and unnamed dims",
         == "P('X')");
 }
 
-TEST_CASE("rules: logical axes MaxText base.yml weight rules", "[rules]") {
+TEST_CASE("rules: logical axes MaxText base.yml weight rules",
+          "[rules][algorithms]") {
   // MaxText's mesh_axes, with fsdp 4, tensor 2, expert 2 and the rest 1,
   // and the weight entries of base.yml's logical_axis_rules in their order.
   const Mesh m = mesh(
@@ -727,7 +735,7 @@ TEST_CASE("rules: logical axes MaxText base.yml weight rules", "[rules]") {
 // The engine.
 
 TEST_CASE("rules: the first matching rule decides with re.search semantics",
-          "[rules]") {
+          "[rules][engine]") {
   const RuleSet rules = rules_of(R"({"rules": [
       {"pattern": "embed_tokens", "spec": ["tp", "fsdp"]},
       {"pattern": "^norm", "spec": []},
@@ -766,7 +774,8 @@ TEST_CASE("rules: the first matching rule decides with re.search semantics",
   CHECK(ref.rule_index() == std::optional<size_t>(0));
 }
 
-TEST_CASE("rules: min_elements and shape selectors combine", "[rules]") {
+TEST_CASE("rules: min_elements and shape selectors combine",
+          "[rules][engine]") {
   const RuleSet rules = rules_of(R"({"rules": [
       {"pattern": "w", "shape": [null, 1024], "min_elements": 1048576, "spec": ["x", null]},
       {"pattern": "w", "min_elements": 1024, "spec": [null, "x"]},
@@ -785,7 +794,7 @@ TEST_CASE("rules: min_elements and shape selectors combine", "[rules]") {
 }
 
 TEST_CASE("rules: scalars and min_size are replicated before any rule",
-          "[rules]") {
+          "[rules][engine]") {
   const RuleSet rules =
       rules_of(R"({"rules": [{"pattern": ".*", "spec": ["x"]}],
                                     "min_size": 1024})");
@@ -807,7 +816,8 @@ TEST_CASE("rules: scalars and min_size are replicated before any rule",
   CHECK(rule_text(manifest, *r.plan, "empty") == "min_size");
 }
 
-TEST_CASE("rules: unmatched tensors are errors or replicated", "[rules]") {
+TEST_CASE("rules: unmatched tensors are errors or replicated",
+          "[rules][engine]") {
   const Manifest manifest =
       manifest_of({{"a.weight", {8, 8}}, {"b.weight", {8, 8}}, {"c", {8}}});
   RuleSet rules = rules_of(R"({"rules": [{"pattern": "^a", "spec": ["x"]}]})");
@@ -832,7 +842,7 @@ TEST_CASE("rules: unmatched tensors are errors or replicated", "[rules]") {
 }
 
 TEST_CASE("rules: fallthrough tries the next rule after a replicated result",
-          "[rules]") {
+          "[rules][engine]") {
   const RuleSet rules = rules_of(R"({"rules": [
       {"pattern": "w", "auto": {"axes": ["x"]}, "fallthrough": true},
       {"pattern": "w", "spec": [null, "y"]},
@@ -855,7 +865,7 @@ TEST_CASE("rules: fallthrough tries the next rule after a replicated result",
 
 TEST_CASE(
     "rules: defect fix: fallthrough treats an all-null spec as replicated",
-    "[rules]") {
+    "[rules][engine]") {
   // eformer's CompositeShardingRule takes the first spec != P(); when no
   // axis divides, AutoShardingRule returns P(None, None), which is != P(),
   // so the composite stops there and the next rule never runs. Here auto
@@ -872,7 +882,7 @@ TEST_CASE(
 
 TEST_CASE(
     "rules: defect fix: a spec longer than the rank is an error not truncated",
-    "[rules]") {
+    "[rules][engine]") {
   // eformer's match_partition_rules cuts such a spec to the rank; JAX
   // refuses it, and a user's file gets an error naming the tensor.
   const RuleSet rules =
@@ -897,7 +907,7 @@ TEST_CASE(
 }
 
 TEST_CASE("rules: defect fix: unknown axes in a user's file are located errors",
-          "[rules]") {
+          "[rules][engine]") {
   // eformer's ShardingAnalyzer raised KeyError on such names (and never
   // checked unknown or duplicate axes); a user's rules file naming an axis
   // the mesh lacks is an input error at its JSON pointer, every one of them.
@@ -929,23 +939,8 @@ TEST_CASE("rules: defect fix: unknown axes in a user's file are located errors",
   CHECK(spec_text(manifest, *p.plan, "a") == "P(None, None)");
 }
 
-TEST_CASE("rules: defect fix: duplicate axes in a spec are rejected",
-          "[rules]") {
-  // eformer's get_corrected_named_sharding drops unknown axes and
-  // indivisible dims but never checks that an axis appears once; JAX then
-  // raises DuplicateSpecError when the spec is used. A rules file with such
-  // a spec is refused where it is written.
-  Diagnostics diags;
-  CHECK_FALSE(read_rules(
-      R"({"rules": [{"spec": [["dp", "fsdp"], "fsdp"]}]})", "r.json", diags));
-  REQUIRE(diags.error_count() == 1);
-  CHECK(render(diags.items()[0])
-        == "r.json:/rules/0/spec/1: error: axis \"fsdp\" appears twice in one "
-           "spec; first at /rules/0/spec/0/1 [rules.duplicate-axis]");
-}
-
 TEST_CASE("rules: defect fix: min_size comes from the file not the environment",
-          "[rules]") {
+          "[rules][engine]") {
   // eformer's match_partition_rules reads MIN_SHARDING_SIZE (default 16384)
   // when min_size is not given. Here min_size defaults to 0 whatever the
   // environment says: an 8-element tensor is decided by the rule.
@@ -961,7 +956,7 @@ TEST_CASE("rules: defect fix: min_size comes from the file not the environment",
 }
 
 TEST_CASE("rules: presets drop missing axes and fall back on indivisible dims",
-          "[rules]") {
+          "[rules][engine]") {
   // An fsdp-tp style preset: on fsdp:64 it is plain FSDP; gpt2's vocabulary
   // of 50257 (prime to 2) takes no axis on dim 0.
   const RuleSet preset = rules_of(R"({"rules": [
@@ -998,7 +993,8 @@ TEST_CASE("rules: presets drop missing axes and fall back on indivisible dims",
         == "P(None, 'fsdp', 'tp')");
 }
 
-TEST_CASE("rules: logical_axes from the manifest or a list", "[rules]") {
+TEST_CASE("rules: logical_axes from the manifest or a list",
+          "[rules][engine]") {
   const RuleSet rules = rules_of(R"({"rules": [
       {"logical_axes": "manifest"},
       {"pattern": "q_proj", "logical_axes": ["q_heads", "embed"]},
@@ -1023,7 +1019,8 @@ TEST_CASE("rules: logical_axes from the manifest or a list", "[rules]") {
   CHECK(rule_text(manifest, *r.plan, "other") == "#2 replicate");
 }
 
-TEST_CASE("rules: a manifest's repeated logical name is an error", "[rules]") {
+TEST_CASE("rules: a manifest's repeated logical name is an error",
+          "[rules][engine]") {
   const RuleSet rules = rules_of(R"({"rules": [{"logical_axes": "manifest"}],
                                     "logical_axis_rules": [["embed", "x"]]})");
   const Manifest manifest =
@@ -1039,7 +1036,7 @@ TEST_CASE("rules: a manifest's repeated logical name is an error", "[rules]") {
   CHECK(spec_text(manifest, *r.plan, "w") == "P(None, None)");
 }
 
-TEST_CASE("rules: the other yields through the engine", "[rules]") {
+TEST_CASE("rules: the other yields through the engine", "[rules][yields]") {
   const RuleSet rules = rules_of(R"({"rules": [
       {"pattern": "fsdp", "fsdp": {"axis": "x", "min_size_mb": 0}},
       {"pattern": "mem", "memory": {"max_bytes_per_device": 2048}},
@@ -1066,7 +1063,7 @@ TEST_CASE("rules: the other yields through the engine", "[rules]") {
 }
 
 TEST_CASE("rules: memory warns once per rule about tensors over the limit",
-          "[rules]") {
+          "[rules][engine]") {
   const RuleSet rules = rules_of(R"({"rules": [
       {"memory": {"max_bytes_per_device": 1024}}]})");
   const Manifest manifest = manifest_of(
@@ -1089,7 +1086,7 @@ TEST_CASE("rules: memory warns once per rule about tensors over the limit",
 TEST_CASE(
     "rules: a preset warns about large tensors it leaves unsplit over "
     "an axis it splits others over",
-    "[rules]") {
+    "[rules][engine]") {
   const std::string json = R"({"rules": [
       {"pattern": "^a$", "spec": ["tp", null]},
       {"pattern": "^b$", "spec": ["tp", "x"]},
@@ -1183,7 +1180,7 @@ TEST_CASE(
   CHECK(user.items().empty());
 }
 
-TEST_CASE("rules: identical keys share one decision", "[rules]") {
+TEST_CASE("rules: identical keys share one decision", "[rules][engine]") {
   std::vector<T> tensors;
   for (int layer = 0; layer < 50; ++layer) {
     tensors.push_back(
@@ -1209,7 +1206,7 @@ TEST_CASE("rules: identical keys share one decision", "[rules]") {
   CHECK(py(r.plan->spec(149)) == "P(None)");
 }
 
-TEST_CASE("rules: more than 63 patterns", "[rules]") {
+TEST_CASE("rules: more than 63 patterns", "[rules][engine]") {
   // Up to 63 patterned rules the engine keys decisions by a bitmask of the
   // patterns that match; beyond, by an interned list. Rule i matches names
   // ending in ".t<i>"; rule 70 matches "both", as does rule 69 ("t69").
@@ -1243,7 +1240,7 @@ TEST_CASE("rules: more than 63 patterns", "[rules]") {
   CHECK(r.plan->decision_of[1] == r.plan->decision_of[5]);
 }
 
-TEST_CASE("rules: describe_rule", "[rules]") {
+TEST_CASE("rules: describe_rule", "[rules][engine]") {
   const RuleSet rules = rules_of(R"({"rules": [
       {"pattern": "mlp", "fsdp": {"axis": "fsdp"}},
       {"shape": [null, 1024], "min_elements": 7, "spec": []},
@@ -1259,7 +1256,7 @@ TEST_CASE("rules: describe_rule", "[rules]") {
 }
 
 TEST_CASE("rules: bad patterns and duplicate axes in a RuleSet built in code",
-          "[rules]") {
+          "[rules][engine]") {
   RuleSet rules;
   rules.source = "preset x";
   rules.preset = true;
@@ -1293,7 +1290,7 @@ TEST_CASE("rules: bad patterns and duplicate axes in a RuleSet built in code",
 // Explain.
 
 TEST_CASE("rules: explain shows each rule and what the algorithm considered",
-          "[rules]") {
+          "[rules][explain]") {
   const RuleSet rules = rules_of(R"({"rules": [
       {"pattern": "attn", "spec": ["tp"]},
       {"shape": [null, 3], "spec": []},
@@ -1339,7 +1336,7 @@ TEST_CASE("rules: explain shows each rule and what the algorithm considered",
   CHECK(py(trace->result.spec) == "P(None, 'tp')");
 }
 
-TEST_CASE("rules: explain agrees with apply_rules", "[rules]") {
+TEST_CASE("rules: explain agrees with apply_rules", "[rules][explain]") {
   const RuleSet rules = rules_of(R"({"rules": [
       {"pattern": "w", "auto": {"axes": ["tp"]}, "fallthrough": true},
       {"pattern": "w", "fsdp": {"axis": "fsdp", "min_size_mb": 0}}],
@@ -1511,7 +1508,7 @@ std::string random_rules(std::mt19937& rng) {
 }  // namespace
 
 TEST_CASE("rules: property: preset specs always validate",
-          "[rules][property]") {
+          "[rules][engine][property]") {
   // Random manifests, meshes and preset rule sets: every spec has full rank,
   // names only mesh axes, none twice, and divides its dims, so validate_specs
   // finds no error.
@@ -1590,7 +1587,7 @@ TEST_CASE("rules: property: preset specs always validate",
   }
 }
 
-TEST_CASE("rules: which patterns treat all digits alike", "[rules]") {
+TEST_CASE("rules: which patterns treat all digits alike", "[rules][names]") {
   // A name matches such a pattern exactly when the name with its digits made
   // '0' does, so the engine matches each layer's names once.
   for (const char* yes : {"mlp",
@@ -1707,7 +1704,7 @@ void check_first_search_wins(const std::vector<std::string>& patterns,
 }  // namespace
 
 TEST_CASE("rules: property: matching by digit-normalised name changes nothing",
-          "[rules][property]") {
+          "[rules][names][property]") {
   // With only digit-oblivious patterns the engine matches each name once
   // per digit-normalised form.
   const std::vector<std::string> patterns = {"layers\\.[0-9]+\\.mlp",
@@ -1725,7 +1722,7 @@ TEST_CASE("rules: property: matching by digit-normalised name changes nothing",
   check_first_search_wins(patterns, static_cast<uint32_t>(seed), 60);
 }
 
-TEST_CASE("rules: the digits a pattern tells apart", "[rules]") {
+TEST_CASE("rules: the digits a pattern tells apart", "[rules][names]") {
   // Worked from the pattern text: literal digits, and a side of each class
   // that holds some digits but not all ten.
   CHECK(detail::distinguished_digits("layers\\.[0-9]+\\.mlp") == 0U);
@@ -1750,7 +1747,7 @@ TEST_CASE("rules: the digits a pattern tells apart", "[rules]") {
 TEST_CASE(
     "rules: property: names that differ in digits no pattern tells apart share "
     "a match",
-    "[rules][property]") {
+    "[rules][names][property]") {
   // Patterns with digit literals and partial classes (the fsdp-tp preset's
   // "w1|w3" among them): the engine matches one name per class of digits
   // the patterns treat alike.
@@ -1776,7 +1773,7 @@ TEST_CASE(
   check_first_search_wins(patterns, static_cast<uint32_t>(seed), 80);
 }
 
-TEST_CASE("rules: where a pattern's digit literals stand", "[rules]") {
+TEST_CASE("rules: where a pattern's digit literals stand", "[rules][names]") {
   // Worked from the pattern texts: a literal right after a literal ASCII
   // character (or after such a literal) is anchored to that character.
   auto anchors = [](const detail::DigitUse& u) {
@@ -1836,7 +1833,7 @@ TEST_CASE("rules: where a pattern's digit literals stand", "[rules]") {
 TEST_CASE(
     "rules: property: digits after an anchor and elsewhere are told apart as "
     "the patterns do",
-    "[rules][property]") {
+    "[rules][names][property]") {
   // Literals anchored after w, x, b and '_' tell 1, 2, 3 and 7 apart only in
   // runs of digits after those characters ("w17", "ax12"); 4, 5 and 9 stand
   // where any run can meet them; 0, 6 and 8 are alike everywhere.
@@ -1863,7 +1860,7 @@ TEST_CASE(
 }
 
 TEST_CASE("rules: property: the RE2 set agrees with one search per pattern",
-          "[rules][property]") {
+          "[rules][names][property]") {
   // apply_rules matches all patterns in one RE2::Set scan; the result must be
   // what re.search per pattern gives: the first rule whose pattern is found.
   const std::vector<std::string> patterns = {"mlp",
@@ -1932,7 +1929,7 @@ TEST_CASE("rules: property: the RE2 set agrees with one search per pattern",
 }
 
 TEST_CASE("rules: yield names follow RuleYield and make_yield inverts them",
-          "[rules]") {
+          "[rules][yields]") {
   // The keys of docs/rules.md, in the order of RuleYield's alternatives.
   const std::vector<std::string> keys = {"spec",
                                          "replicate",
@@ -1955,7 +1952,7 @@ TEST_CASE("rules: yield names follow RuleYield and make_yield inverts them",
 }
 
 TEST_CASE("rules: rule keys are matched once and give the same plan",
-          "[rules]") {
+          "[rules][engine]") {
   // 71 patterned rules (more than a bitmask holds, so the classes are
   // interned), and one that reads logical axes: the keys split tensors of
   // one class by shape, dtype and logical axes, and a plan decided per key
@@ -2011,7 +2008,7 @@ TEST_CASE("rules: rule keys are matched once and give the same plan",
 }
 
 TEST_CASE("rules: rule keys report a pattern that does not compile",
-          "[rules]") {
+          "[rules][engine]") {
   RuleSet rules;
   rules.source = "preset x";
   rules.preset = true;

@@ -304,7 +304,7 @@ TEST_CASE("schema: docs/schema files use only supported keywords", "[schema]") {
 }
 
 TEST_CASE("schema: the catalogue files validate against topology.schema.json",
-          "[schema][topology]") {
+          "[schema]") {
   fs::path dir = fs::path(SHARDPLAN_SOURCE_DIR) / "configs" / "topologies";
   size_t files = 0;
   for (const auto& entry : fs::directory_iterator(dir)) {
@@ -320,7 +320,7 @@ TEST_CASE("schema: the catalogue files validate against topology.schema.json",
 }
 
 TEST_CASE("schema: broken catalogue files fail topology.schema.json",
-          "[schema][topology]") {
+          "[schema]") {
   const std::string ref = "topology.schema.json#/$defs/catalogue_family";
   json v5p = json::parse(test::slurp(std::string(SHARDPLAN_SOURCE_DIR)
                                      + "/configs/topologies/v5p.json"));
@@ -369,7 +369,7 @@ TEST_CASE("schema: broken catalogue files fail topology.schema.json",
         == Strings{"/figures/ici_latency_s additionalProperties"});
 }
 
-TEST_CASE("schema: user topology files", "[schema][topology]") {
+TEST_CASE("schema: user topology files", "[schema]") {
   // What docs/topologies.md shows, and what `topology show` writes: each is
   // valid and the reader accepts it.
   Strings valid = {
@@ -395,7 +395,7 @@ TEST_CASE("schema: user topology files", "[schema][topology]") {
   for (const char* name :
        {"v5p-128", "2xv5e-256", "v2-8", "h100x64", "gb200x144"}) {
     INFO(name);
-    json shown = run_json({"topology", "show", name, "--format", "json"});
+    json shown = run_json(test::args("topology show {} --format json", name));
     require_valid(shown, "topology.schema.json");
     require_valid(shown["topology"], "topology.schema.json");
     Diagnostics diags;
@@ -429,73 +429,48 @@ TEST_CASE("schema: user topology files", "[schema][topology]") {
 // ---------------------------------------------------------------------------
 // Real output of the command line.
 
-TEST_CASE("schema: mesh output validates", "[schema][cli]") {
+TEST_CASE("schema: mesh output validates", "[schema]") {
   SECTION("--devices") {
-    json doc = run_json({"mesh",
-                         "--mesh",
-                         "dp:4,tp:2:explicit",
-                         "--devices",
-                         "8",
-                         "--dcn",
-                         "dp:2",
-                         "--format",
-                         "json"});
+    json doc = run_json(
+        test::args("mesh --mesh dp:4,tp:2:explicit --devices 8 --dcn dp:2 "
+                   "--format json"));
     CHECK_FALSE(doc.contains("topology"));
     require_valid(doc, "mesh.schema.json");
-    json one_axis = run_json(
-        {"mesh", "--mesh", "fsdp:-1", "--devices", "4", "--format", "json"});
+    json one_axis =
+        run_json(test::args("mesh --mesh fsdp:-1 --devices 4 --format json"));
     require_valid(one_axis, "mesh.schema.json");
   }
   SECTION("--topology v5p-128: a torus assignment") {
-    json doc = run_json({"mesh",
-                         "--topology",
-                         "v5p-128",
-                         "--mesh",
-                         "fsdp:-1,tp:4",
-                         "--format",
-                         "json"});
+    json doc = run_json(test::args(
+        "mesh --topology v5p-128 --mesh fsdp:-1,tp:4 --format json"));
     CHECK(doc["physical_assignment"].is_array());
     require_valid(doc, "mesh.schema.json");
   }
   SECTION("--topology v5e-16: a ring order, no assignment") {
     json doc = run_json(
-        {"mesh", "--topology", "v5e-16", "--mesh", "a:16", "--format", "json"});
+        test::args("mesh --topology v5e-16 --mesh a:16 --format json"));
     CHECK(doc["physical_assignment"].is_null());
     require_valid(doc, "mesh.schema.json");
   }
   SECTION("--topology h100x64") {
-    json doc = run_json({"mesh",
-                         "--topology",
-                         "h100x64",
-                         "--mesh",
-                         "dp:2,fsdp:4,tp:8",
-                         "--format",
-                         "json"});
+    json doc = run_json(test::args(
+        "mesh --topology h100x64 --mesh dp:2,fsdp:4,tp:8 --format json"));
     CHECK(doc["topology"]["kind"] == "gpu");
     require_valid(doc, "mesh.schema.json");
   }
   SECTION("--topology 2xv5e-256: two slices") {
-    json doc = run_json({"mesh",
-                         "--topology",
-                         "2xv5e-256",
-                         "--mesh",
-                         "dp:2,fsdp:16,tp:16",
-                         "--format",
-                         "json"});
+    json doc = run_json(
+        test::args("mesh --topology 2xv5e-256 --mesh dp:2,fsdp:16,tp:16 "
+                   "--format json"));
     CHECK(doc["axes_links"][0]["link"] == "dcn");
     require_valid(doc, "mesh.schema.json");
   }
 }
 
 TEST_CASE("schema: a renamed, dropped or retyped output key fails",
-          "[schema][cli]") {
-  json doc = run_json({"mesh",
-                       "--topology",
-                       "v5p-128",
-                       "--mesh",
-                       "fsdp:-1,tp:4",
-                       "--format",
-                       "json"});
+          "[schema]") {
+  json doc = run_json(
+      test::args("mesh --topology v5p-128 --mesh fsdp:-1,tp:4 --format json"));
   require_valid(doc, "mesh.schema.json");
 
   json renamed = doc;
@@ -526,49 +501,37 @@ TEST_CASE("schema: a renamed, dropped or retyped output key fails",
         == Strings{"/device_ids/0 oneOf"});
 }
 
-TEST_CASE("schema: topology list and show output validates",
-          "[schema][cli][topology]") {
-  json list = run_json({"topology", "list", "--format", "json"});
+TEST_CASE("schema: topology list and show output validates", "[schema]") {
+  json list = run_json(test::args("topology list --format json"));
   CHECK(list["topologies"].size() > 60);
   require_valid(list, "topology-list.schema.json");
   for (const char* name :
        {"v5p-128", "v2-8", "2xv5e-256", "h100x64", "gb200x144"}) {
     INFO(name);
-    require_valid(run_json({"topology", "show", name, "--format", "json"}),
+    require_valid(run_json(test::args("topology show {} --format json", name)),
                   "topology-show.schema.json");
   }
 }
 
-TEST_CASE("schema: manifest output validates", "[schema][cli]") {
-  json doc = run_json({"manifest",
-                       "--manifest",
-                       test::data_path("manifests/small.json"),
-                       "--format",
-                       "json"});
+TEST_CASE("schema: manifest output validates", "[schema]") {
+  json doc = run_json(test::args("manifest --manifest {} --format json",
+                                 test::data_path("manifests/small.json")));
   CHECK(doc["params"][1]["logical_axes"][0].is_null());
   CHECK(doc["params"][4]["shape"] == json::array());
   require_valid(doc, "manifest.schema.json");
-  require_valid(run_json({"manifest",
-                          "--manifest",
-                          std::string(SHARDPLAN_SOURCE_DIR)
-                              + "/configs/examples/tiny-llama.json",
-                          "--format",
-                          "json"}),
+  require_valid(run_json(test::args("manifest --manifest {} --format json",
+                                    std::string(SHARDPLAN_SOURCE_DIR)
+                                        + "/configs/examples/tiny-llama.json")),
                 "manifest.schema.json");
 }
 
-TEST_CASE("schema: plan output validates", "[schema][cli]") {
+TEST_CASE("schema: plan output validates", "[schema]") {
   const std::string examples =
       std::string(SHARDPLAN_SOURCE_DIR) + "/configs/examples/";
-  json doc = run_json({"plan",
-                       "--manifest",
-                       examples + "tiny-llama.json",
-                       "--topology",
-                       "v5e-8",
-                       "--mesh",
-                       "fsdp:2,tp:4",
-                       "--format",
-                       "json"});
+  json doc = run_json(
+      test::args("plan --manifest {} --topology v5e-8 --mesh fsdp:2,tp:4 "
+                 "--format json",
+                 examples + "tiny-llama.json"));
   CHECK(doc["rules"]["source"] == "configs/rules/fsdp-tp.json");
   CHECK(doc["rules"]["name"] == "fsdp-tp");
   CHECK(doc["tensors"][0]["rule"]["index"].is_number_integer());
@@ -578,48 +541,41 @@ TEST_CASE("schema: plan output validates", "[schema][cli]") {
   CHECK_FALSE(errors_for(doc, "check.schema.json").empty());
 }
 
-TEST_CASE("schema: check and memory output validates", "[schema][cli]") {
+TEST_CASE("schema: check and memory output validates", "[schema]") {
   const std::string examples =
       std::string(SHARDPLAN_SOURCE_DIR) + "/configs/examples/";
   auto args = [&](std::string command,
                   std::string specs,
                   std::vector<std::string> more) {
-    std::vector<std::string> out = {std::move(command),
-                                    "--manifest",
-                                    examples + "tiny-llama.json",
-                                    "--specs",
-                                    std::move(specs),
-                                    "--format",
-                                    "json"};
+    std::vector<std::string> out =
+        test::args("{} --manifest {} --specs {} --format json",
+                   command,
+                   examples + "tiny-llama.json",
+                   specs);
     out.insert(out.end(), more.begin(), more.end());
     return out;
   };
   const std::string good = examples + "tiny-llama.specs.json";
   const std::string bad = test::data_path("check/tiny-llama.bad-specs.json");
   SECTION("check on a topology, no problems") {
-    json doc = run_json(args("check",
-                             good,
-                             {"--topology",
-                              "v5e-8",
-                              "--mesh",
-                              "fsdp:2,tp:4",
-                              "--recipe",
-                              "adam",
-                              "--zero",
-                              "3"}));
+    json doc = run_json(args(
+        "check",
+        good,
+        test::args(
+            "--topology v5e-8 --mesh fsdp:2,tp:4 --recipe adam --zero 3")));
     CHECK(doc["memory"]["fits"] == true);
     require_valid(doc, "check.schema.json");
   }
   SECTION("check with every fault: null specs, located diagnostics") {
     json doc = run_json(
-        args("check", bad, {"--topology", "v5e-8", "--mesh", "fsdp:2,tp:4"}),
+        args("check", bad, test::args("--topology v5e-8 --mesh fsdp:2,tp:4")),
         1);
     CHECK(doc["tensors"][2]["spec"].is_null());
     require_valid(doc, "check.schema.json");
   }
   SECTION("memory with --devices: HBM unknown") {
     json doc = run_json(
-        args("memory", good, {"--devices", "8", "--mesh", "fsdp:2,tp:4"}));
+        args("memory", good, test::args("--devices 8 --mesh fsdp:2,tp:4")));
     CHECK(doc["memory"]["hbm_bytes"].is_null());
     CHECK(doc["memory"]["fits"].is_null());
     CHECK(doc["memory"]["largest"].size() == 20);
@@ -633,7 +589,7 @@ TEST_CASE("schema: check and memory output validates", "[schema][cli]") {
     json doc =
         run_json(args("memory",
                       good,
-                      {"--devices", "16", "--mesh", "pp:2,ep:2,fsdp:2,tp:2"}));
+                      test::args("--devices 16 --mesh pp:2,ep:2,fsdp:2,tp:2")));
     CHECK(doc["memory"]["placement"]["stages"] == 2);
     CHECK(doc["memory"]["placement"]["expert_ranks"] == 2);
     CHECK(doc["memory"]["stages"].size() == 2);
@@ -643,7 +599,7 @@ TEST_CASE("schema: check and memory output validates", "[schema][cli]") {
   }
   SECTION("without a workload: workload and activations are null") {
     json doc = run_json(
-        args("check", good, {"--topology", "v5e-8", "--mesh", "fsdp:2,tp:4"}));
+        args("check", good, test::args("--topology v5e-8 --mesh fsdp:2,tp:4")));
     CHECK(doc["workload"].is_null());
     CHECK(doc["memory"]["activations"].is_null());
     CHECK(doc["memory"]["per_device"]["activations"] == 0);
@@ -651,30 +607,13 @@ TEST_CASE("schema: check and memory output validates", "[schema][cli]") {
   }
 }
 
-TEST_CASE("schema: plan and memory with a workload validate",
-          "[schema][cli][workload]") {
+TEST_CASE("schema: plan and memory with a workload validate", "[schema]") {
   SECTION("pipeline stages and an offloading policy") {
-    json doc = run_json({"memory",
-                         "--model",
-                         "llama-3-8b",
-                         "--rules",
-                         "fsdp-tp",
-                         "--topology",
-                         "v5p-128",
-                         "--mesh",
-                         "pp:4,fsdp:4,tp:4",
-                         "--seq",
-                         "4096",
-                         "--batch",
-                         "64",
-                         "--microbatches",
-                         "8",
-                         "--remat",
-                         "minimal_offloaded",
-                         "--recipe",
-                         "adam",
-                         "--format",
-                         "json"});
+    json doc = run_json(test::args(
+        "memory --model llama-3-8b --rules fsdp-tp --topology v5p-128 "
+        "--mesh pp:4,fsdp:4,tp:4 --seq 4096 --batch 64 "
+        "--microbatches 8 --remat minimal_offloaded --recipe adam "
+        "--format json"));
     const json& a = doc["memory"]["activations"];
     CHECK(a["stages"] == 4);
     CHECK(a["per_stage"].size() == 4);
@@ -689,39 +628,19 @@ TEST_CASE("schema: plan and memory with a workload validate",
     CHECK_FALSE(errors_for(bad, "check.schema.json").empty());
   }
   SECTION("a mixture-of-experts model on a plan") {
-    json doc = run_json({"plan",
-                         "--model",
-                         "mixtral-8x7b-v0.1",
-                         "--topology",
-                         "v5p-128",
-                         "--mesh",
-                         "fsdp:16,ep:4",
-                         "--seq",
-                         "4096",
-                         "--per-device-batch",
-                         "1",
-                         "--format",
-                         "json"});
+    json doc = run_json(test::args(
+        "plan --model mixtral-8x7b-v0.1 --topology v5p-128 --mesh fsdp:16,ep:4 "
+        "--seq 4096 --per-device-batch 1 --format json"));
     CHECK(doc["workload"]["global_batch"] == 64);
     CHECK(doc["memory"]["activations"]["saved"][0]["layer"] == "moe");
     require_valid(doc, "check.schema.json");
   }
 }
 
-TEST_CASE("schema: search output validates", "[schema][cli][search]") {
-  json doc = run_json({"search",
-                       "--topology",
-                       "2xv5p-256",
-                       "--model",
-                       "llama-3-8b",
-                       "--seq",
-                       "4096",
-                       "--per-device-batch",
-                       "1",
-                       "--remat",
-                       "full,minimal",
-                       "--format",
-                       "json"});
+TEST_CASE("schema: search output validates", "[schema]") {
+  json doc = run_json(
+      test::args("search --topology 2xv5p-256 --model llama-3-8b --seq 4096 "
+                 "--per-device-batch 1 --remat full,minimal --format json"));
   CHECK(doc["command"] == "search");
   REQUIRE_FALSE(doc["candidates"].empty());
   require_valid(doc, "search.schema.json");
@@ -735,24 +654,12 @@ TEST_CASE("schema: search output validates", "[schema][cli][search]") {
   }
 }
 
-TEST_CASE("schema: reshard output validates", "[schema][cli][reshard]") {
+TEST_CASE("schema: reshard output validates", "[schema]") {
   SECTION("a model with rules on one topology") {
-    json doc = run_json({"reshard",
-                         "--topology",
-                         "v5p-128",
-                         "--model",
-                         "llama-3-8b",
-                         "--from-mesh",
-                         "fsdp:64",
-                         "--from-rules",
-                         "fsdp",
-                         "--to-mesh",
-                         "fsdp:16,tp:4",
-                         "--to-rules",
-                         "fsdp-tp",
-                         "--donate",
-                         "--format",
-                         "json"});
+    json doc = run_json(test::args(
+        "reshard --topology v5p-128 --model llama-3-8b --from-mesh fsdp:64 "
+        "--from-rules fsdp --to-mesh fsdp:16,tp:4 --to-rules fsdp-tp "
+        "--donate --format json"));
     CHECK(doc["tensors"].size() == 291);
     require_valid(doc, "reshard.schema.json");
     // A misspelt key, or a float byte count, does not.
@@ -768,69 +675,28 @@ TEST_CASE("schema: reshard output validates", "[schema][cli][reshard]") {
           == Strings{"/totals/bytes_per_device type"});
   }
   SECTION("one tensor with --devices, --partial and tuple specs") {
-    json doc = run_json({"reshard",
-                         "--devices",
-                         "8",
-                         "--from-mesh",
-                         "dp:2,fsdp:2,tp:2",
-                         "--to-mesh",
-                         "fsdp:8",
-                         "--shape",
-                         "64,32",
-                         "--dtype",
-                         "f32",
-                         "--from-spec",
-                         "(dp,fsdp),None",
-                         "--to-spec",
-                         "fsdp",
-                         "--partial",
-                         "tp",
-                         "--format",
-                         "json"});
+    json doc = run_json(test::args(
+        "reshard --devices 8 --from-mesh dp:2,fsdp:2,tp:2 --to-mesh fsdp:8 "
+        "--shape 64,32 --dtype f32 --from-spec (dp,fsdp),None "
+        "--to-spec fsdp --partial tp --format json"));
     CHECK_FALSE(doc["from"].contains("topology"));
     CHECK(doc["tensors"][0]["from_spec"]
           == json::parse(R"([["dp", "fsdp"], null])"));
     require_valid(doc, "reshard.schema.json");
   }
   SECTION("two topologies of one family") {
-    json doc = run_json({"reshard",
-                         "--from-topology",
-                         "2xv5e-16",
-                         "--to-topology",
-                         "v5e-16",
-                         "--from-mesh",
-                         "dp:2,fsdp:16",
-                         "--to-mesh",
-                         "fsdp:16",
-                         "--model",
-                         "gpt2",
-                         "--from-rules",
-                         "fsdp",
-                         "--to-rules",
-                         "fsdp",
-                         "--format",
-                         "json"});
+    json doc = run_json(
+        test::args("reshard --from-topology 2xv5e-16 --to-topology v5e-16 "
+                   "--from-mesh dp:2,fsdp:16 --to-mesh fsdp:16 --model gpt2 "
+                   "--from-rules fsdp --to-rules fsdp --format json"));
     require_valid(doc, "reshard.schema.json");
   }
   SECTION("bad input: a diagnostics document") {
-    json doc = run_json({"reshard",
-                         "--devices",
-                         "8",
-                         "--from-mesh",
-                         "a:8",
-                         "--to-mesh",
-                         "a:8",
-                         "--shape",
-                         "8",
-                         "--dtype",
-                         "f32",
-                         "--from-spec",
-                         "b",
-                         "--to-spec",
-                         "a",
-                         "--format",
-                         "json"},
-                        2);
+    json doc = run_json(
+        test::args(
+            "reshard --devices 8 --from-mesh a:8 --to-mesh a:8 --shape 8 "
+            "--dtype f32 --from-spec b --to-spec a --format json"),
+        2);
     require_valid(doc, "diagnostics.schema.json");
     CHECK_FALSE(errors_for(doc, "reshard.schema.json").empty());
   }
@@ -838,25 +704,17 @@ TEST_CASE("schema: reshard output validates", "[schema][cli][reshard]") {
 
 TEST_CASE(
     "schema: bad-input documents validate against diagnostics.schema.json",
-    "[schema][cli][bad-inputs]") {
+    "[schema][bad-inputs]") {
   SECTION("a bad mesh: line and column") {
     json doc = run_json(
-        {"mesh", "--mesh", "dp:2,tp:x", "--devices", "8", "--format", "json"},
-        2);
+        test::args("mesh --mesh dp:2,tp:x --devices 8 --format json"), 2);
     CHECK(doc["diagnostics"][0]["location"].contains("column"));
     require_valid(doc, "diagnostics.schema.json");
   }
   SECTION("plan check and memory with a bad mesh") {
     for (const char* command : {"plan", "check", "memory"}) {
-      std::vector<std::string> args{command,
-                                    "--devices",
-                                    "8",
-                                    "--mesh",
-                                    "dp:3",
-                                    "--model",
-                                    "gpt2",
-                                    "--format",
-                                    "json"};
+      std::vector<std::string> args = test::args(
+          "{} --devices 8 --mesh dp:3 --model gpt2 --format json", command);
       if (std::string(command) != "plan") {
         args.insert(
             args.end(),
@@ -869,14 +727,8 @@ TEST_CASE(
     }
   }
   SECTION("an unknown topology: a flag, no position") {
-    json doc = run_json({"mesh",
-                         "--topology",
-                         "v5x-128",
-                         "--mesh",
-                         "a:128",
-                         "--format",
-                         "json"},
-                        2);
+    json doc = run_json(
+        test::args("mesh --topology v5x-128 --mesh a:128 --format json"), 2);
     require_valid(doc, "diagnostics.schema.json");
     // Not a mesh document: the mesh schema rejects it.
     CHECK_FALSE(errors_for(doc, "mesh.schema.json").empty());
@@ -895,11 +747,11 @@ TEST_CASE(
           if (!text.empty() && text.back() == '\n') {
             text.pop_back();
           }
-          args = {"mesh", "--mesh", text, "--devices", "8"};
+          args = test::args("mesh --mesh {} --devices 8", text);
         } else if (kind == "manifest") {
-          args = {"manifest", "--manifest", path};
+          args = test::args("manifest --manifest {}", path);
         } else {
-          args = {"topology", "show", path};
+          args = test::args("topology show {}", path);
         }
         args.insert(args.end(), {"--format", "json"});
         require_valid(run_json(args, 2), "diagnostics.schema.json");

@@ -34,7 +34,7 @@ using Shape3 = std::array<int64_t, 3>;
 }  // namespace
 
 TEST_CASE("topology catalogue: Cloud TPU names count cores or chips",
-          "[topology]") {
+          "[topology][catalog]") {
   struct Case {
     const char* name;
     Shape3 chips;
@@ -79,7 +79,8 @@ TEST_CASE("topology catalogue: Cloud TPU names count cores or chips",
   CHECK(test::topology_of("v5litepod-16").name == "v5e-16");
 }
 
-TEST_CASE("topology catalogue: explicit shapes and slices", "[topology]") {
+TEST_CASE("topology catalogue: explicit shapes and slices",
+          "[topology][catalog]") {
   Topology t = test::topology_of("v5p:4x4x8");
   CHECK(t.name == "v5p:4x4x8");
   CHECK(t.tpu.chips == Shape3{4, 4, 8});
@@ -101,7 +102,7 @@ TEST_CASE("topology catalogue: explicit shapes and slices", "[topology]") {
   CHECK(t.devices() == 1024);
 }
 
-TEST_CASE("topology catalogue: GPU clusters", "[topology]") {
+TEST_CASE("topology catalogue: GPU clusters", "[topology][catalog]") {
   Topology t = test::topology_of("h100x64");
   CHECK(t.kind == TopologyKind::gpu);
   CHECK(t.devices() == 64);
@@ -123,7 +124,7 @@ TEST_CASE("topology catalogue: GPU clusters", "[topology]") {
 // listed 111,147,424 GPUs, and `mesh --topology` blamed a --devices flag
 // nobody gave), while TPU names and every mesh stop at k_max_devices.
 TEST_CASE("topology catalogue: GPU counts stop at k_max_devices",
-          "[topology]") {
+          "[topology][catalog]") {
   // k_max_devices = 2^22 = 4,194,304 = 524,288 nodes of 8 GPUs: accepted.
   CHECK(k_max_devices == 4'194'304);
   CHECK(test::topology_of("h100x4194304").devices() == 4'194'304);
@@ -146,7 +147,7 @@ TEST_CASE("topology catalogue: GPU counts stop at k_max_devices",
 }
 
 TEST_CASE("topology catalogue: figures as docs/sources.md gives them",
-          "[topology]") {
+          "[topology][catalog]") {
   // One unit everywhere: bytes, bytes per second (one way), seconds.
   CHECK(test::topology_of("v5p-8").figures.ici_bytes_per_s_per_link.value
         == 9e10);
@@ -176,7 +177,7 @@ TEST_CASE("topology catalogue: figures as docs/sources.md gives them",
 }
 
 TEST_CASE("topology catalogue: HBM per device as the runtime reports it",
-          "[topology]") {
+          "[topology][catalog]") {
   // Issue 17.9: one convention, the capacity the runtime reports per JAX
   // device, in bytes. TPUs: memory_stats()['bytes_limit'] (XLA's OOM report
   // and MaxText's print_mem_stats print it in GiB to 0.01); GPUs:
@@ -218,7 +219,7 @@ TEST_CASE("topology catalogue: HBM per device as the runtime reports it",
 }
 
 TEST_CASE("topology catalogue: wraparound as the scaling book gives it",
-          "[topology]") {
+          "[topology][catalog]") {
   using Wrap = std::array<bool, 3>;
   // v4/v5p: tori only in whole 4x4x4 cubes; 2x2x4 has none.
   CHECK(test::topology_of("v5p-128").wraparound == Wrap{true, true, true});
@@ -236,7 +237,7 @@ TEST_CASE("topology catalogue: wraparound as the scaling book gives it",
 }
 
 TEST_CASE("topology catalogue: every entry is consistent and sourced",
-          "[topology]") {
+          "[topology][catalog]") {
   std::vector<Topology> all = catalogue_topologies();
   REQUIRE(all.size() > 60);
   std::set<std::string> names;
@@ -285,7 +286,7 @@ TEST_CASE("topology catalogue: every entry is consistent and sourced",
 }
 
 TEST_CASE("topology names: errors say what is wrong and suggest",
-          "[topology]") {
+          "[topology][catalog]") {
   Diagnostic d = name_error("v5x-128");
   CHECK(d.code == "topology.unknown");
   CHECK(d.message == "unknown topology \"v5x-128\"");
@@ -330,7 +331,7 @@ TEST_CASE("topology names: errors say what is wrong and suggest",
 }
 
 TEST_CASE("topology catalogue: compute figures are per JAX device",
-          "[topology]") {
+          "[topology][catalog]") {
   // docs/sources.md (Hardware) gives bf16 peak and HBM bandwidth
   // per chip; a JAX device is a chip on v4, v5e, v5p, v6e and the GPUs,
   // half of one on v2, v3 and TPU7x (two devices per chip).
@@ -352,7 +353,8 @@ TEST_CASE("topology catalogue: compute figures are per JAX device",
   }
 }
 
-TEST_CASE("topology catalogue: the slices like a topology", "[topology]") {
+TEST_CASE("topology catalogue: the slices like a topology",
+          "[topology][catalog]") {
   // v5p's standard slices with 2 slices each: 2 x 4 chips first (v5p-8 is
   // 2x2x1), each named as resolve_topology names it.
   const std::vector<Topology> tpu =

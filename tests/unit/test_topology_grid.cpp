@@ -96,7 +96,8 @@ void check_assignment_products(const Matrix& a,
 
 }  // namespace
 
-TEST_CASE("topology: tpu_devices lists devices host by host", "[topology]") {
+TEST_CASE("topology: tpu_devices lists devices host by host",
+          "[topology][grid]") {
   auto devices = tpu_devices(slice_of(TpuChip::v4, 4, 4, 1, 1));
   Ids ids;
   Ids processes;
@@ -118,7 +119,7 @@ TEST_CASE("topology: tpu_devices lists devices host by host", "[topology]") {
 }
 
 TEST_CASE("topology: TPU v3 tray ring (make_mesh docstring, mesh_utils_test)",
-          "[topology]") {
+          "[topology][grid]") {
   // make_mesh docstring, TPU v3 with 8 devices.
   CHECK(grid_of(slice_of(TpuChip::v3, 2, 2, 1, 2), {8}).grid.ids
         == Ids{0, 1, 2, 3, 6, 7, 4, 5});
@@ -143,7 +144,7 @@ TEST_CASE("topology: TPU v3 tray ring (make_mesh docstring, mesh_utils_test)",
 
 TEST_CASE(
     "topology: TPU v4 has no ring handler, and (8,) on 2x2x2 runs z fastest",
-    "[topology]") {
+    "[topology][grid]") {
   // docs/topologies.md, "Device ids".
   const TpuGrid g = grid_of(slice_of(TpuChip::v4, 2, 2, 2, 1), {8});
   CHECK(g.grid.ids == Ids{0, 4, 2, 6, 1, 5, 3, 7});
@@ -151,7 +152,7 @@ TEST_CASE(
 }
 
 TEST_CASE("topology: v5e / v6e rings (mesh_utils_test and by hand)",
-          "[topology]") {
+          "[topology][grid]") {
   // mesh_utils_test test_v5e_create_device_mesh.
   CHECK(grid_of(slice_of(TpuChip::v5e, 4, 2, 1, 1), {8}).grid.ids
         == Ids{0, 1, 2, 3, 7, 6, 5, 4});
@@ -167,7 +168,7 @@ TEST_CASE("topology: v5e / v6e rings (mesh_utils_test and by hand)",
         == Ids{0, 1, 2, 3, 7, 6, 5, 9, 10, 11, 15, 14, 13, 12, 8, 4});
 }
 
-TEST_CASE("topology: v5e 4x4 as (2, 8) needs a split", "[topology]") {
+TEST_CASE("topology: v5e 4x4 as (2, 8) needs a split", "[topology][grid]") {
   // By hand: max(mesh) != 16, so the torus path on (4, 4, 1); 8 is no
   // product of a subset of {4, 4, 1}.
   Diagnostics diags;
@@ -192,7 +193,7 @@ TEST_CASE("topology: v5e 4x4 as (2, 8) needs a split", "[topology]") {
         == Ids{0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15});
 }
 
-TEST_CASE("topology: v5p and TPU7x handlers", "[topology]") {
+TEST_CASE("topology: v5p and TPU7x handlers", "[topology][grid]") {
   // By hand: v5p 2x2x2 order (0,1,3,2,6,7,5,4) over ids sorted x fastest.
   CHECK(grid_of(slice_of(TpuChip::v5p, 2, 2, 2, 1), {8}).grid.ids
         == Ids{0, 1, 3, 2, 6, 7, 5, 4});
@@ -213,7 +214,7 @@ TEST_CASE("topology: v5p and TPU7x handlers", "[topology]") {
 }
 
 TEST_CASE("topology: TPU7x beyond 32 devices puts the busiest axis on cores",
-          "[topology]") {
+          "[topology][grid]") {
   // By hand from the newest mesh_utils (priority map: core axis, then x, y,
   // z): physical (2, 2, 8, 2); axis 1 (2) takes the core axis, axis 0 (32)
   // takes x, y, z, so the grid is the physical array in row-major order.
@@ -228,7 +229,7 @@ TEST_CASE("topology: TPU7x beyond 32 devices puts the busiest axis on cores",
 }
 
 TEST_CASE("topology: torus assignment matches _create_device_mesh_for_nd_torus",
-          "[topology]") {
+          "[topology][grid]") {
   // mesh_utils_test test_create_device_mesh_for_nd_torus (and its
   // _split_axes_backward_compatible twin: the splitting variant agrees).
   struct Case {
@@ -264,7 +265,8 @@ TEST_CASE("topology: torus assignment matches _create_device_mesh_for_nd_torus",
   }
 }
 
-TEST_CASE("topology: splitting physical axes (mesh_utils_test)", "[topology]") {
+TEST_CASE("topology: splitting physical axes (mesh_utils_test)",
+          "[topology][grid]") {
   // test_create_device_mesh_for_nd_torus_split_axes_can_handle_axes_split.
   struct Case {
     Ids physical;
@@ -302,7 +304,8 @@ TEST_CASE("topology: splitting physical axes (mesh_utils_test)", "[topology]") {
   }
 }
 
-TEST_CASE("topology: prime factors, including the upstream fix", "[topology]") {
+TEST_CASE("topology: prime factors, including the upstream fix",
+          "[topology][grid]") {
   // mesh_utils_test test_get_prime_factors.
   CHECK(prime_factors(1).empty());
   CHECK(prime_factors(2) == Ids{2});
@@ -335,7 +338,7 @@ TEST_CASE("topology: prime factors, including the upstream fix", "[topology]") {
   CHECK_FALSE(diags.has_errors());
 }
 
-TEST_CASE("topology: splitting is only a fallback", "[topology]") {
+TEST_CASE("topology: splitting is only a fallback", "[topology][grid]") {
   // JAX tries whole physical axes first; allow_split changes nothing when
   // they fit (test cases of test_create_device_mesh_for_nd_torus on v4).
   const std::vector<std::pair<TpuSlice, Ids>> cases{
@@ -355,7 +358,8 @@ TEST_CASE("topology: splitting is only a fallback", "[topology]") {
   }
 }
 
-TEST_CASE("topology: contiguous submeshes (transpose trick)", "[topology]") {
+TEST_CASE("topology: contiguous submeshes (transpose trick)",
+          "[topology][grid]") {
   // mesh_utils_test test_create_contiguous_submeshes_for_tpu_v4 (+ leading
   // and trailing 1 dims): each host's devices form a box of the mesh.
   const std::vector<std::pair<std::array<int64_t, 3>, Ids>> tricks{
@@ -418,7 +422,7 @@ TEST_CASE("topology: contiguous submeshes (transpose trick)", "[topology]") {
 }
 
 TEST_CASE("topology: contiguous submesh errors (mesh_utils_test)",
-          "[topology]") {
+          "[topology][grid]") {
   Diagnostics diags;
   const TpuSlice a = slice_of(TpuChip::v4, 4, 4, 8, 1);
   CHECK_FALSE(create_device_mesh(
@@ -436,7 +440,8 @@ TEST_CASE("topology: contiguous submesh errors (mesh_utils_test)",
         "and physical mesh topology (4, 8, 8). Available mesh_shapes: [(64, 4), (4, 64)]");
 }
 
-TEST_CASE("topology: errors for device counts and megacore", "[topology]") {
+TEST_CASE("topology: errors for device counts and megacore",
+          "[topology][grid]") {
   Diagnostics diags;
   const TpuSlice v4 = slice_of(TpuChip::v4, 2, 2, 1, 1);
   CHECK_FALSE(create_device_mesh(v4.chip, {8}, tpu_devices(v4), false, diags));
@@ -457,7 +462,7 @@ TEST_CASE("topology: errors for device counts and megacore", "[topology]") {
 }
 
 TEST_CASE("topology: hybrid mesh puts the DCN index major (mesh_utils_test)",
-          "[topology]") {
+          "[topology][grid]") {
   // test_create_hybrid_device_mesh: two v4 4x4x4 slices; stepping the DCN
   // part of an axis keeps the coordinates and changes the slice (ids + 64).
   const auto devices = tpu_devices(slice_of(TpuChip::v4, 4, 4, 4, 1, 2));
@@ -485,7 +490,7 @@ TEST_CASE("topology: hybrid mesh puts the DCN index major (mesh_utils_test)",
         "number of slices 2 must equal the product of dcn_mesh_shape (4, 1, 1)");
 }
 
-TEST_CASE("topology: tpu_device_grid from a mesh string", "[topology]") {
+TEST_CASE("topology: tpu_device_grid from a mesh string", "[topology][grid]") {
   const TpuSlice v4 = slice_of(TpuChip::v4, 4, 4, 4, 1);
 
   SECTION("no assignment without splitting") {
@@ -559,7 +564,7 @@ TEST_CASE("topology: tpu_device_grid from a mesh string", "[topology]") {
 }
 
 TEST_CASE("topology: GPU grid is a reshape of ids sorted (jax b1 step 4)",
-          "[topology]") {
+          "[topology][grid]") {
   // 16 GPUs, 8 per node: tp inside a node, dp across nodes.
   DeviceGrid g = gpu_device_grid(test::mesh_of("dp:2,tp:8", 16), 8);
   CHECK(g.shape == Ids{2, 8});
@@ -571,7 +576,7 @@ TEST_CASE("topology: GPU grid is a reshape of ids sorted (jax b1 step 4)",
 }
 
 TEST_CASE("topology: allowing splits keeps the grid whenever both succeed",
-          "[topology][property]") {
+          "[topology][grid][property]") {
   // Random mesh shapes of 1 to 4 axes over v4 slices and a v5p 4x4x4 slice
   // (large enough that no ring handler applies): the device count, a power
   // of 2, is dealt out to the axes one factor of 2 at a time.

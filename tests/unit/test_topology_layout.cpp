@@ -58,7 +58,7 @@ const AxisLink& link_of(const MeshLayout& layout, std::string_view axis) {
 }  // namespace
 
 TEST_CASE("mesh on topology: the make_mesh docstring's TPU v3 ids (b7)",
-          "[topology]") {
+          "[topology][layout]") {
   // jax.make_mesh on a TPU v3 with 8 and 16 devices.
   CHECK(laid("v3-8", "a:8").grid.ids == Ids{0, 1, 2, 3, 6, 7, 4, 5});
   CHECK(laid("v3:2x4", "a:2,b:8").grid.ids
@@ -68,7 +68,8 @@ TEST_CASE("mesh on topology: the make_mesh docstring's TPU v3 ids (b7)",
   CHECK(laid("v3:2x4", "a:4,b:4").grid.ids == iota);
 }
 
-TEST_CASE("mesh on topology: v4 2x2x2 as (8,) runs z fastest", "[topology]") {
+TEST_CASE("mesh on topology: v4 2x2x2 as (8,) runs z fastest",
+          "[topology][layout]") {
   MeshLayout layout = laid("v4-16", "a:8");
   CHECK(layout.grid.ids == Ids{0, 4, 2, 6, 1, 5, 3, 7});
   // The torus path: one mesh axis takes all three physical axes.
@@ -76,7 +77,8 @@ TEST_CASE("mesh on topology: v4 2x2x2 as (8,) runs z fastest", "[topology]") {
   CHECK(layout.physical_axis_names == std::vector<std::string>{"x", "y", "z"});
 }
 
-TEST_CASE("mesh on topology: links on a v5p 4x4x4 torus", "[topology]") {
+TEST_CASE("mesh on topology: links on a v5p 4x4x4 torus",
+          "[topology][layout]") {
   // Last axis first (b3): tp=4 takes x; fsdp=16 takes y and z. All three wrap
   // (a full cube), so tp is one ring of bidirectional 9e10 links and fsdp
   // runs on two rings at once (B.1: V / (W * n_axes)).
@@ -95,7 +97,8 @@ TEST_CASE("mesh on topology: links on a v5p 4x4x4 torus", "[topology]") {
   CHECK(fsdp.bytes_per_s == 2 * 2 * 9e10);
 }
 
-TEST_CASE("mesh on topology: no wraparound below a full cube", "[topology]") {
+TEST_CASE("mesh on topology: no wraparound below a full cube",
+          "[topology][layout]") {
   // v4 2x2x4: no torus (B.1). tp=4 on z is a line: one direction, ~2x slower.
   MeshLayout layout = laid("v4-32", "dp:4,tp:4");
   const AxisLink& tp = link_of(layout, "tp");
@@ -111,7 +114,8 @@ TEST_CASE("mesh on topology: no wraparound below a full cube", "[topology]") {
   CHECK(dp.bytes_per_s == 4.5e10);
 }
 
-TEST_CASE("mesh on topology: JAX's ring orders close a ring", "[topology]") {
+TEST_CASE("mesh on topology: JAX's ring orders close a ring",
+          "[topology][layout]") {
   // v5e 4x4 as (16,): the 16-cycle, a ring without wraparound links.
   const AxisLink a = link_of(laid("v5e-16", "a:16"), "a");
   CHECK(a.wraparound);
@@ -122,7 +126,7 @@ TEST_CASE("mesh on topology: JAX's ring orders close a ring", "[topology]") {
   CHECK(b.physical_axes == std::vector<std::string>{"x", "y", "core"});
 }
 
-TEST_CASE("mesh on topology: DCN and mixed axes", "[topology]") {
+TEST_CASE("mesh on topology: DCN and mixed axes", "[topology][layout]") {
   MeshLayout layout = laid("2xv5p-256", "dp:2,fsdp:-1,tp:4");
   const AxisLink& dp = link_of(layout, "dp");
   CHECK(dp.link == LinkClass::dcn);
@@ -140,7 +144,8 @@ TEST_CASE("mesh on topology: DCN and mixed axes", "[topology]") {
   CHECK(mixed->links[0].bytes_per_s == 3.125e9);
 }
 
-TEST_CASE("mesh on topology: GPU links by NVLink domain", "[topology]") {
+TEST_CASE("mesh on topology: GPU links by NVLink domain",
+          "[topology][layout]") {
   MeshLayout layout = laid("h100x64", "dp:2,fsdp:4,tp:8");
   CHECK(link_of(layout, "tp").link == LinkClass::nvlink);
   CHECK(link_of(layout, "tp").bytes_per_s == 4.5e11);
@@ -160,7 +165,8 @@ TEST_CASE("mesh on topology: GPU links by NVLink domain", "[topology]") {
   CHECK(link_of(laid("h100x8", "dp:1,tp:8"), "dp").link == LinkClass::none);
 }
 
-TEST_CASE("mesh on topology: hosts and their local mesh", "[topology]") {
+TEST_CASE("mesh on topology: hosts and their local mesh",
+          "[topology][layout]") {
   MeshLayout layout = laid("v5p-128", "fsdp:16,tp:4");
   CHECK(layout.hosts.count == 16);
   CHECK(layout.hosts.devices_per_host == 4);
@@ -210,7 +216,7 @@ TEST_CASE("mesh on topology: hosts and their local mesh", "[topology]") {
 }
 
 TEST_CASE("calculate_host_mesh_shape: eformer's examples and errors",
-          "[topology]") {
+          "[topology][layout]") {
   Diagnostics diags;
   // The docstring: (2, 4) over 2 processes of 4 devices -> (1, 4).
   CHECK(calculate_host_mesh_shape({2, 4}, 4, 2, diags)
@@ -238,7 +244,7 @@ TEST_CASE("calculate_host_mesh_shape: eformer's examples and errors",
            "num_processes factors the global mesh shape.");
 }
 
-TEST_CASE("mesh on topology: errors", "[topology]") {
+TEST_CASE("mesh on topology: errors", "[topology][layout]") {
   Topology t = test::topology_of("v5p-128");
   Diagnostics diags;
   CHECK_FALSE(layout_mesh(
@@ -275,7 +281,8 @@ TEST_CASE("mesh on topology: errors", "[topology]") {
   CHECK(slices.items()[0].code == "topology.device-count");
 }
 
-TEST_CASE("mesh on topology: properties over the catalogue", "[topology]") {
+TEST_CASE("mesh on topology: properties over the catalogue",
+          "[topology][layout]") {
   // Every id once; each physical axis's assignment multiplies to its size;
   // with and without splitting the same grid whenever both succeed.
   const std::vector<std::string> meshes = {"a:-1",

@@ -13,7 +13,7 @@
 using namespace shardplan;
 
 TEST_CASE("topology files: show's JSON reads back as the same topology",
-          "[topology]") {
+          "[io][topology_file]") {
   for (const char* name :
        {"v5p-128", "2xv5e-256", "v3:2x4", "tpu7x-64", "h100x64", "gb200x144"}) {
     INFO(name);
@@ -42,7 +42,7 @@ TEST_CASE("topology files: show's JSON reads back as the same topology",
 }
 
 TEST_CASE("topology files: a short file inherits its chip's figures",
-          "[topology]") {
+          "[io][topology_file]") {
   Diagnostics diags;
   std::optional<Topology> t = read_topology_file(
       R"({"name": "lab", "chip": "v5p", "shape": [4, 4, 8], "slices": 2,
@@ -58,7 +58,7 @@ TEST_CASE("topology files: a short file inherits its chip's figures",
   CHECK(t->figures.ici_bytes_per_s_per_link.value == 9e10);  // from v5p
 }
 
-TEST_CASE("topology files: located errors", "[topology]") {
+TEST_CASE("topology files: located errors", "[io][topology_file]") {
   // Faults of JSON itself carry the toolkit's json.* codes, as in every
   // kind of file; a value the schema refuses is topology.bad-value. A fault
   // of the whole document is located at its first value (pointer "").
@@ -195,7 +195,8 @@ TEST_CASE("topology files: located errors", "[topology]") {
   CHECK(diags.items()[0].location.line == 3);
 }
 
-TEST_CASE("topology files: a latency of 0 is a figure like any", "[topology]") {
+TEST_CASE("topology files: a latency of 0 is a figure like any",
+          "[io][topology_file]") {
   Diagnostics diags;
   std::optional<Topology> t = read_topology_file(
       R"({"chip": "v5p", "shape": [2, 2, 2], "figures": {"ici_latency_s": 0}})",

@@ -1,22 +1,21 @@
 // MaxText configs (--maxtext-config; docs/maxtext.md): the reader, MaxText's
-// -1 fill of the ici_*/dcn_* parallelism keys with its own messages, the
-// KEY=VALUE overrides, and the command line that takes the mesh, the rules
-// and the workload from a config. Expected values are worked out by hand
-// from MaxText's maxtext_utils.fill_unspecified_mesh_axes and base.yml.
+// -1 fill of the ici_*/dcn_* parallelism keys with its own messages, and
+// the KEY=VALUE overrides. Expected values are worked out by hand from
+// MaxText's maxtext_utils.fill_unspecified_mesh_axes and base.yml. The
+// command line that takes the mesh, the rules and the workload from a
+// config is in test_cli_maxtext.cpp.
 
 #include "support/test_support.hpp"
 
 #include <shardplan/io.hpp>
 
 #include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
 
 #include <optional>
 #include <string>
 #include <vector>
 
 using namespace shardplan;
-using nlohmann::json;
 
 namespace {
 
@@ -60,19 +59,10 @@ std::string data(const std::string& name) {
   return test::data_path("maxtext/" + name);
 }
 
-const json* tensor_of(const json& doc, const std::string& name) {
-  for (const json& t : doc.at("tensors")) {
-    if (t.at("name") == name) {
-      return &t;
-    }
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 TEST_CASE("maxtext: reads a base.yml-style file with its locations",
-          "[maxtext]") {
+          "[io][maxtext_config]") {
   Diagnostics diags;
   std::optional<MaxTextConfig> c =
       read_maxtext_config(data("small.yml"), {}, diags);
@@ -111,7 +101,8 @@ TEST_CASE("maxtext: reads a base.yml-style file with its locations",
   CHECK(c->ignored_keys == std::vector<std::string>{"run_name"});
 }
 
-TEST_CASE("maxtext: unknown keys are one short info note", "[maxtext]") {
+TEST_CASE("maxtext: unknown keys are one short info note",
+          "[io][maxtext_config]") {
   Diagnostics diags;
   std::optional<MaxTextConfig> c =
       read_maxtext_config(data("large.yml"), {}, diags);
@@ -147,7 +138,7 @@ TEST_CASE("maxtext: unknown keys are one short info note", "[maxtext]") {
 }
 
 TEST_CASE("maxtext: -1 fill as MaxText's fill_unspecified_mesh_axes",
-          "[maxtext]") {
+          "[io][maxtext_config]") {
   const std::string yaml =
       "ici_fsdp_parallelism: -1\nici_tensor_parallelism: 4\n";
   SECTION("ICI: fsdp -1 with tensor 4 on 64 devices is fsdp 16") {
@@ -193,7 +184,8 @@ TEST_CASE("maxtext: -1 fill as MaxText's fill_unspecified_mesh_axes",
   }
 }
 
-TEST_CASE("maxtext: fill errors carry MaxText's words, located", "[maxtext]") {
+TEST_CASE("maxtext: fill errors carry MaxText's words, located",
+          "[io][maxtext_config]") {
   SECTION("more than one -1") {
     CHECK(mesh_error("ici_tensor_parallelism: -1\n", 64)
           == "cfg.yml:1:25: error: Found unspecified values (-1) for more "
@@ -243,7 +235,8 @@ TEST_CASE("maxtext: fill errors carry MaxText's words, located", "[maxtext]") {
   }
 }
 
-TEST_CASE("maxtext: KEY=VALUE overrides win, parsed as YAML", "[maxtext]") {
+TEST_CASE("maxtext: KEY=VALUE overrides win, parsed as YAML",
+          "[io][maxtext_config]") {
   const std::string yaml =
       "ici_tensor_parallelism: 4\nmax_target_length: 2048\n";
   SECTION("an override wins over the file") {
@@ -291,7 +284,7 @@ TEST_CASE("maxtext: KEY=VALUE overrides win, parsed as YAML", "[maxtext]") {
   }
 }
 
-TEST_CASE("maxtext: bad values are located errors", "[maxtext]") {
+TEST_CASE("maxtext: bad values are located errors", "[io][maxtext_config]") {
   struct Case {
     const char* yaml;
     const char* error;
@@ -353,7 +346,7 @@ TEST_CASE("maxtext: bad values are located errors", "[maxtext]") {
 }
 
 TEST_CASE("maxtext: YAML syntax errors are located, never thrown",
-          "[maxtext]") {
+          "[io][maxtext_config]") {
   for (const char* yaml : {"ici_fsdp_parallelism: [1, 2\n",
                            "a: b\n  c: d\n",
                            "a: *nowhere\n",
@@ -377,7 +370,7 @@ TEST_CASE("maxtext: YAML syntax errors are located, never thrown",
 }
 
 TEST_CASE("maxtext: base_config is read first, a missing one noted",
-          "[maxtext]") {
+          "[io][maxtext_config]") {
   SECTION("missing beside the file") {
     Diagnostics diags;
     std::optional<MaxTextConfig> c =
@@ -398,283 +391,4 @@ TEST_CASE("maxtext: base_config is read first, a missing one noted",
     CHECK(c->max_target_length->value == 4096);  // small.yml, the base
     CHECK(c->max_target_length->at.source == data("small.yml"));
   }
-}
-
-TEST_CASE("maxtext cli: plan takes the mesh and the rules of a config",
-          "[maxtext][cli]") {
-  const std::string config = data("small.yml");
-  test::CliResult r = test::run_cli({"plan",
-                                     "--topology",
-                                     "v5p-128",
-                                     "--model",
-                                     "llama-3-8b",
-                                     "--maxtext-config",
-                                     config,
-                                     "--format",
-                                     "json"});
-  INFO(r.err);
-  REQUIRE(r.code == 0);
-  json doc = json::parse(r.out);
-  // fsdp -1 and tensor 4 on the 64 devices of v5p-128.
-  REQUIRE(doc["mesh"]["axes"].size() == 2);
-  CHECK(doc["mesh"]["axes"][0]["name"] == "fsdp");
-  CHECK(doc["mesh"]["axes"][0]["size"] == 16);
-  CHECK(doc["mesh"]["axes"][1]["name"] == "tensor");
-  CHECK(doc["mesh"]["axes"][1]["size"] == 4);
-  // base.yml's rules: mlp -> tensor first, embed -> fsdp; norm -> tensor.
-  const json* up = tensor_of(doc, "model.layers.0.mlp.up_proj.weight");
-  REQUIRE(up);
-  CHECK((*up)["spec"] == json::array({"tensor", "fsdp"}));
-  const json* norm = tensor_of(doc, "model.norm.weight");
-  REQUIRE(norm);
-  CHECK((*norm)["spec"] == json::array({"tensor"}));
-
-  SECTION("logical_axis_rules of the config replace the preset's") {
-    // embed -> tensor comes first, then mlp -> fsdp: up_proj [mlp, embed]
-    // becomes [fsdp, tensor]; norm -> [] is replicated.
-    test::CliResult custom = test::run_cli(
-        {"plan",
-         "--topology",
-         "v5p-128",
-         "--model",
-         "llama-3-8b",
-         "--maxtext-config",
-         config,
-         "logical_axis_rules=[[embed, tensor], [mlp, fsdp], [norm, []]]",
-         "--format",
-         "json"});
-    INFO(custom.err);
-    REQUIRE(custom.code == 0);
-    json c = json::parse(custom.out);
-    const json* cup = tensor_of(c, "model.layers.0.mlp.up_proj.weight");
-    REQUIRE(cup);
-    CHECK((*cup)["spec"] == json::array({"fsdp", "tensor"}));
-    const json* cnorm = tensor_of(c, "model.norm.weight");
-    REQUIRE(cnorm);
-    CHECK((*cnorm)["spec"] == json::array({nullptr}));
-  }
-  SECTION("--rules wins over the config's rules") {
-    test::CliResult given = test::run_cli({"plan",
-                                           "--topology",
-                                           "v5p-128",
-                                           "--model",
-                                           "llama-3-8b",
-                                           "--maxtext-config",
-                                           data("large.yml"),
-                                           "--rules",
-                                           "fsdp",
-                                           "--format",
-                                           "json"});
-    INFO(given.err);
-    REQUIRE(given.code == 0);
-    CHECK(given.err.find("[maxtext.rules-ignored]") != std::string::npos);
-  }
-}
-
-TEST_CASE("maxtext cli: the workload keys flow into memory, flags win",
-          "[maxtext][cli]") {
-  auto memory = [](std::vector<std::string> extra) {
-    std::vector<std::string> args = {"memory",
-                                     "--topology",
-                                     "v5p-128",
-                                     "--model",
-                                     "llama-3-8b",
-                                     "--recipe",
-                                     "adam",
-                                     "--format",
-                                     "json"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    test::CliResult r = test::run_cli(args);
-    INFO(r.err);
-    REQUIRE(r.code == 0);
-    return json::parse(r.out)["memory"];
-  };
-  // small.yml: max_target_length 4096, per_device_batch_size 2.0, remat
-  // full, weight_dtype bfloat16, on fsdp:16,tensor:4.
-  const json from_config = memory({"--maxtext-config", data("small.yml")});
-  const json from_flags = memory({"--mesh",
-                                  "fsdp:16,tensor:4",
-                                  "--rules",
-                                  "maxtext",
-                                  "--seq",
-                                  "4096",
-                                  "--per-device-batch",
-                                  "2",
-                                  "--remat",
-                                  "full",
-                                  "--param-dtype",
-                                  "bf16"});
-  REQUIRE(from_config.contains("activations"));
-  CHECK(from_config["activations"] == from_flags["activations"]);
-  CHECK(from_config["per_device"] == from_flags["per_device"]);
-  CHECK(from_config["per_device"]["activations"].get<int64_t>() > 0);
-
-  const json seq_flag =
-      memory({"--maxtext-config", data("small.yml"), "--seq", "1024"});
-  const json seq_1024 = memory({"--mesh",
-                                "fsdp:16,tensor:4",
-                                "--rules",
-                                "maxtext",
-                                "--seq",
-                                "1024",
-                                "--per-device-batch",
-                                "2",
-                                "--param-dtype",
-                                "bf16"});
-  CHECK(seq_flag["activations"] == seq_1024["activations"]);
-  // A quarter of the tokens: fewer bytes of activations.
-  CHECK(seq_flag["per_device"]["activations"].get<int64_t>()
-        < from_config["per_device"]["activations"].get<int64_t>());
-  // weight_dtype float32 against bfloat16: the same specs, and the params
-  // themselves take twice the bytes.
-  const json f32 =
-      memory({"--maxtext-config", data("small.yml"), "weight_dtype=float32"});
-  CHECK(f32["per_device"]["params"].get<int64_t>()
-        == 2 * from_config["per_device"]["params"].get<int64_t>());
-  // gradient_accumulation_steps=4: MaxText's global batch is
-  // per_device_batch_size x devices x steps = 2 x 64 x 4 = 512 sequences,
-  // run 4 microbatches of 128: --batch 512 --microbatches 4.
-  const json accumulated = memory(
-      {"--maxtext-config", data("small.yml"), "gradient_accumulation_steps=4"});
-  const json batch_512 = memory({"--mesh",
-                                 "fsdp:16,tensor:4",
-                                 "--rules",
-                                 "maxtext",
-                                 "--seq",
-                                 "4096",
-                                 "--batch",
-                                 "512",
-                                 "--microbatches",
-                                 "4",
-                                 "--param-dtype",
-                                 "bf16"});
-  CHECK(accumulated["activations"] == batch_512["activations"]);
-  CHECK(accumulated["activations"]["global_batch"] == 512);
-  CHECK(accumulated["activations"]["microbatches"] == 4);
-  // A stage axis splits per_device_batch_size x devices (128) into
-  // num_pipeline_microbatches: no more sequences a step.
-  const json pipelined = memory(
-      {"--maxtext-config", data("small.yml"), "num_pipeline_microbatches=4"});
-  CHECK(pipelined["activations"]["global_batch"] == 128);
-  CHECK(pipelined["activations"]["microbatches"] == 4);
-}
-
-TEST_CASE("maxtext cli: exit codes and messages", "[maxtext][cli]") {
-  const std::string config = data("small.yml");
-  SECTION("bad input is exit 2 with a located message") {
-    test::CliResult r = test::run_cli({"plan",
-                                       "--topology",
-                                       "v5p-128",
-                                       "--model",
-                                       "llama-3-8b",
-                                       "--maxtext-config",
-                                       config,
-                                       "ici_tensor_parallelism=3"});
-    CHECK(r.code == 2);
-    CHECK(r.out.empty());
-    CHECK(r.err.find(config
-                     + ":3:23: error: Number of devices per slice 64 "
-                       "does not match the product of the ICI "
-                       "parallelism 63")
-          != std::string::npos);
-  }
-  SECTION("--mesh and --maxtext-config exclude each other") {
-    test::CliResult r = test::run_cli({"check",
-                                       "--topology",
-                                       "v5p-128",
-                                       "--model",
-                                       "llama-3-8b",
-                                       "--mesh",
-                                       "fsdp:64",
-                                       "--maxtext-config",
-                                       config,
-                                       "--specs",
-                                       "s.json"});
-    CHECK(r.code == 2);
-    CHECK(r.err.find("excludes") != std::string::npos);
-  }
-  SECTION("--axis-names and --maxtext-config exclude each other") {
-    // The config names its axes as MaxText does.
-    test::CliResult r = test::run_cli({"plan",
-                                       "--topology",
-                                       "v5p-128",
-                                       "--model",
-                                       "llama-3-8b",
-                                       "--maxtext-config",
-                                       config,
-                                       "--axis-names",
-                                       "a,b"});
-    CHECK(r.code == 2);
-    CHECK(r.err.find("--axis-names excludes --maxtext-config")
-          != std::string::npos);
-  }
-  SECTION("the devices are needed") {
-    test::CliResult r = test::run_cli(
-        {"plan", "--model", "llama-3-8b", "--maxtext-config", config});
-    CHECK(r.code == 2);
-    CHECK(r.err.find("--maxtext-config needs the devices")
-          != std::string::npos);
-  }
-  SECTION("a missing file names its path") {
-    test::CliResult r = test::run_cli({"plan",
-                                       "--devices",
-                                       "8",
-                                       "--model",
-                                       "llama-3-8b",
-                                       "--maxtext-config",
-                                       "no-such.yml"});
-    CHECK(r.code == 2);
-    CHECK(r.err.find("no-such.yml: error: cannot read file")
-          != std::string::npos);
-  }
-  SECTION("check and memory need --mesh without a config") {
-    test::CliResult r = test::run_cli({"memory",
-                                       "--devices",
-                                       "8",
-                                       "--model",
-                                       "llama-3-8b",
-                                       "--rules",
-                                       "fsdp"});
-    CHECK(r.code == 2);
-    CHECK(r.err.find("--mesh is required") != std::string::npos);
-  }
-  SECTION("a manifest alone: the workload keys are noted, not used") {
-    test::CliResult r =
-        test::run_cli({"plan",
-                       "--devices",
-                       "64",
-                       "--manifest",
-                       std::string(SHARDPLAN_SOURCE_DIR)
-                           + "/configs/examples/tiny-llama.json",
-                       "--maxtext-config",
-                       config});
-    CHECK(r.code == 0);
-    CHECK(r.err.find("[maxtext.workload-ignored]") != std::string::npos);
-  }
-}
-
-TEST_CASE("maxtext cli: search takes the workload and names axes as MaxText",
-          "[maxtext][cli]") {
-  test::CliResult r = test::run_cli({"search",
-                                     "--topology",
-                                     "v5p-128",
-                                     "--model",
-                                     "llama-3-8b",
-                                     "--maxtext-config",
-                                     test::data_path("maxtext/small.yml"),
-                                     "--top",
-                                     "3",
-                                     "--format",
-                                     "json"});
-  INFO(r.err);
-  REQUIRE(r.code == 0);
-  json doc = json::parse(r.out);
-  CHECK(doc["workload"]["seq"] == 4096);
-  bool tensor_named = false;
-  for (const json& c : doc["candidates"]) {
-    const std::string mesh = c["mesh"];
-    CHECK(mesh.find("tp") == std::string::npos);
-    tensor_named = tensor_named || mesh.find("tensor:") != std::string::npos;
-  }
-  CHECK(tensor_named);
 }

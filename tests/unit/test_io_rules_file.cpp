@@ -58,7 +58,7 @@ std::vector<AxisRef> axes(
 }  // namespace
 
 TEST_CASE("io_rules: reads the docs/rules.md example key by key",
-          "[rules][io]") {
+          "[io][rules_file]") {
   const RuleSet r = rules_ok(R"({"rules": [
   {"pattern": "embed_tokens", "spec": ["tp", "fsdp"]},
   {"pattern": "norm", "spec": []},
@@ -118,7 +118,7 @@ TEST_CASE("io_rules: reads the docs/rules.md example key by key",
   CHECK(r.logical_axis_rules[3].axes.empty());
 }
 
-TEST_CASE("io_rules: defaults and the other forms", "[rules][io]") {
+TEST_CASE("io_rules: defaults and the other forms", "[io][rules_file]") {
   const RuleSet r =
       rules_ok(R"json({"unmatched": "replicate", "min_size": 16, "rules": [
       {"fsdp": {"axis": ["dp", "fsdp"]}},
@@ -159,7 +159,7 @@ TEST_CASE("io_rules: defaults and the other forms", "[rules][io]") {
 }
 
 TEST_CASE("io_rules: syntax errors give line column and a caret",
-          "[rules][io]") {
+          "[io][rules_file]") {
   const Diagnostic d =
       rules_error("{\"rules\": [\n  {\"pattern\": \"a\" \"spec\": []}]}");
   CHECK(d.code == "json.syntax");
@@ -171,7 +171,7 @@ TEST_CASE("io_rules: syntax errors give line column and a caret",
 }
 
 TEST_CASE("io_rules: a spec in Python text with a syntax error",
-          "[rules][io]") {
+          "[io][rules_file]") {
   const Diagnostic d =
       rules_error(R"json({"rules": [{"spec": "P('fsdp', None"}]})json");
   CHECK(d.code == "spec.syntax");
@@ -184,7 +184,7 @@ TEST_CASE("io_rules: a spec in Python text with a syntax error",
   CHECK(d.location.excerpt_column == 15);
 }
 
-TEST_CASE("io_rules: warnings for likely mistakes", "[rules][io]") {
+TEST_CASE("io_rules: warnings for likely mistakes", "[io][rules_file]") {
   Diagnostics warnings;
   const RuleSet r = rules_ok(R"({"rules": [
       {"pattern": "q", "logical_axes": ["q_head", null, "embed"]},
@@ -203,7 +203,7 @@ TEST_CASE("io_rules: warnings for likely mistakes", "[rules][io]") {
            "[rules.unknown-logical-axis]");
 }
 
-TEST_CASE("io_rules: bad rules files", "[rules][io]") {
+TEST_CASE("io_rules: bad rules files", "[io][rules_file]") {
   const std::string dir = test::data_path("bad_rules");
   std::set<std::string> stems;
   std::set<std::string> expects;
@@ -260,7 +260,7 @@ TEST_CASE("io_rules: bad rules files", "[rules][io]") {
 
 // Every truncation of a valid file, and every byte replaced by a few
 // troublemakers: a RuleSet or a located error, never a crash.
-TEST_CASE("io_rules: mutated files never crash", "[rules][io][property]") {
+TEST_CASE("io_rules: mutated files never crash", "[io][rules_file][property]") {
   const std::string valid =
       R"({"rules": [{"pattern": "(q|k)_proj", "shape": [null, 8], "spec": ["tp", ["dp", "fsdp"]]},)"
       R"( {"fsdp": {"axis": ["fsdp"], "min_size_mb": 0.5}, "fallthrough": true},)"
@@ -298,7 +298,7 @@ TEST_CASE("io_rules: mutated files never crash", "[rules][io][property]") {
   }
 }
 
-TEST_CASE("io_rules: deep nesting and large inputs", "[rules][io]") {
+TEST_CASE("io_rules: deep nesting and large inputs", "[io][rules_file]") {
   // Closed nesting parses, then fails as a value; nothing recurses.
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   Diagnostic d = rules_error(deep);
@@ -308,4 +308,19 @@ TEST_CASE("io_rules: deep nesting and large inputs", "[rules][io]") {
   d = rules_error(in_rules);
   CHECK(test::first_line_without_code(d)
         == "r.json:/rules/0: error: expected a rule object, got array");
+}
+
+TEST_CASE("rules: defect fix: duplicate axes in a spec are rejected",
+          "[io][rules_file]") {
+  // eformer's get_corrected_named_sharding drops unknown axes and
+  // indivisible dims but never checks that an axis appears once; JAX then
+  // raises DuplicateSpecError when the spec is used. A rules file with such
+  // a spec is refused where it is written.
+  Diagnostics diags;
+  CHECK_FALSE(read_rules(
+      R"({"rules": [{"spec": [["dp", "fsdp"], "fsdp"]}]})", "r.json", diags));
+  REQUIRE(diags.error_count() == 1);
+  CHECK(render(diags.items()[0])
+        == "r.json:/rules/0/spec/1: error: axis \"fsdp\" appears twice in one "
+           "spec; first at /rules/0/spec/0/1 [rules.duplicate-axis]");
 }

@@ -159,7 +159,7 @@ constexpr int64_t k_sbh = k_s * k_b * k_h;  // 25,165,824
 // Models", per-layer bytes (section 4, Table 2): every row.
 
 TEST_CASE("workload: Korthikanti's per-layer rows for GPT-3 175B",
-          "[workload]") {
+          "[workload][activations]") {
   const ModelConfig m = gpt(k_h, k_a, 96, 51200);
   // 5 a s / h = 5 * 96 * 2048 / 12288 = 80.
   static_assert(5 * k_a * k_s / k_h == 80);
@@ -215,7 +215,8 @@ TEST_CASE("workload: Korthikanti's per-layer rows for GPT-3 175B",
   CHECK(estimate(m, "tp:8", sp_full).per_layer_bytes == 2 * k_sbh / 8);
 }
 
-TEST_CASE("workload: Korthikanti's 34 s b h, tensor by tensor", "[workload]") {
+TEST_CASE("workload: Korthikanti's 34 s b h, tensor by tensor",
+          "[workload][activations]") {
   // The 34 of section 4.1, for h 1024, a 16, s 512 and b 4 (8 sequences on
   // dp:2): s b h = 512 * 4 * 1024 = 2,097,152; a s^2 b = 16 * 512^2 * 4 =
   // 16,777,216.
@@ -271,7 +272,7 @@ TEST_CASE("workload: Korthikanti's 34 s b h, tensor by tensor", "[workload]") {
 }
 
 TEST_CASE("workload: the embedding and the head, Korthikanti's 4.3",
-          "[workload]") {
+          "[workload][activations]") {
   // GPT-3 175B on tp:8 with sequence parallelism, one stage. The head:
   // 4 s b h / t (1 + v / h) = the final norm's input and the head's input,
   // 2 s b h / t each = 6,291,456 each, plus the loss's fp32 logits,
@@ -305,7 +306,8 @@ TEST_CASE("workload: the embedding and the head, Korthikanti's 4.3",
   CHECK(e.per_stage.size() == 1);
 }
 
-TEST_CASE("workload: pipeline in flight, 1F1B and interleaved", "[workload]") {
+TEST_CASE("workload: pipeline in flight, 1F1B and interleaved",
+          "[workload][activations]") {
   // GPT-3 175B, t 8 with SP and selective recompute (106,954,752 bytes a
   // layer), p 8 stages: 12 layers a stage.
   const ModelConfig m = gpt(k_h, k_a, 96, 51200);
@@ -363,7 +365,7 @@ TEST_CASE("workload: pipeline in flight, 1F1B and interleaved", "[workload]") {
 // Llama: no dropout, a gated MLP, GQA, flash attention; MaxText's policies.
 
 TEST_CASE("workload: MaxText's remat policies keep their named tensors",
-          "[workload]") {
+          "[workload][activations]") {
   // Llama-3-8B: h 4096, 32 heads, 8 KV heads of 128, MLP 14336. fsdp:4,tp:2,
   // batch 8, seq 8192: b = 8 / 4 = 2, tokens T = 16384 per device.
   // decoder_layer_input, out_proj, mlpwo: T h 2 = 134,217,728 each;
@@ -485,7 +487,7 @@ TEST_CASE("workload: MaxText's remat policies keep their named tensors",
 }
 
 TEST_CASE("workload: Llama keeps no dropout masks and three gated MLP tensors",
-          "[workload]") {
+          "[workload][activations]") {
   // The Llama-3-8B layer of the test above with nothing recomputed (flash):
   // the layer input, the norm outputs and the MLP norm's input (T h 2 =
   // 134,217,728 each, four of them), q and the context (67,108,864 each), k
@@ -542,7 +544,7 @@ TEST_CASE("workload: Llama keeps no dropout masks and three gated MLP tensors",
 }
 
 TEST_CASE("workload: the scaling book's MLP checkpoints, 2 L B (D + 2F)",
-          "[workload]") {
+          "[workload][activations]") {
   // The JAX scaling book (docs/sources.md#scaling-book-memory): keeping the
   // outputs of the three MLP matmuls (B x F, B x F, B x D in bf16) costs 2 L B
   // (D + 2F) bytes, B the tokens. minimal keeps them on top of
@@ -560,7 +562,7 @@ TEST_CASE("workload: the scaling book's MLP checkpoints, 2 L B (D + 2F)",
 }
 
 TEST_CASE("workload: a per-device batch, f32 activations, context parallel",
-          "[workload]") {
+          "[workload][activations]") {
   const ModelConfig m = test::model_config("llama-3-8b");
   // MaxText's per_device_batch_size 0.5 on 16 devices: a global batch of
   // 8; on dp:8,cp:2 each device holds 1 sequence's half: T = 1 x 4096 / 2
@@ -588,7 +590,7 @@ TEST_CASE("workload: a per-device batch, f32 activations, context parallel",
 // Mixture of experts, MLA, MTP; Gemma2 and Qwen2-MoE particulars.
 
 TEST_CASE("workload: Mixtral's MoE layer, dispatched over an expert axis",
-          "[workload]") {
+          "[workload][activations]") {
   // Mixtral-8x7B, top 2 of 8 experts of 14336, seq 4096, batch 4 on ep:4:
   // the batch splits over ep, b = 1, T = 4096 tokens, 2 x T = 8192 (token,
   // expert) pairs a device works on. Nothing recomputed (flash):
@@ -635,7 +637,7 @@ TEST_CASE("workload: Mixtral's MoE layer, dispatched over an expert axis",
 }
 
 TEST_CASE("workload: DeepSeek-V3's MLA, dense and MoE layers, and MTP",
-          "[workload]") {
+          "[workload][activations]") {
   // DeepSeek-V3 on fsdp:8,tp:8 (64 devices), seq 4096, batch 8: b 1,
   // T = 4096. MLA with remat none (flash), per device:
   //   query_wa_proj, mla_q: T x 1536 x 2 = 12,582,912 each
@@ -686,7 +688,7 @@ TEST_CASE("workload: DeepSeek-V3's MLA, dense and MoE layers, and MTP",
 }
 
 TEST_CASE("workload: Gemma2's sandwich norms and soft-caps, Qwen2-MoE's gate",
-          "[workload]") {
+          "[workload][activations]") {
   // Gemma-2-2B (h 2304, 8 heads of 256, 4 KV heads, MLP 9216, vocab 256000)
   // on one device, seq 1024, batch 1, T = 1024. Its post-attention and
   // post-MLP norms keep out_proj and mlpwo (T h 2 = 4,718,592 each); plain
@@ -742,7 +744,7 @@ constexpr std::pair<std::string_view, std::string_view> k_more_remat[] = {
 }  // namespace
 
 TEST_CASE("workload: more remat never increases activations",
-          "[workload][property]") {
+          "[workload][activations][property]") {
   const std::string model = GENERATE(as<std::string>{},
                                      "gpt2",
                                      "llama-3-8b",
@@ -775,7 +777,7 @@ TEST_CASE("workload: more remat never increases activations",
 }
 
 TEST_CASE("workload: more sharding never increases per-device bytes",
-          "[workload][property]") {
+          "[workload][activations][property]") {
   const std::string model = GENERATE(as<std::string>{},
                                      "gpt2",
                                      "llama-3-8b",
@@ -824,7 +826,7 @@ TEST_CASE("workload: more sharding never increases per-device bytes",
 // ---------------------------------------------------------------------------
 // Bad input: located, coded, and the exact text.
 
-TEST_CASE("workload: bad input is a located error", "[workload]") {
+TEST_CASE("workload: bad input is a located error", "[workload][activations]") {
   const ModelConfig m = test::model_config("llama-3-8b");
   Workload w = workload(4096, 8, "minmal");
   CHECK(error_of(m, "dp:8", w)
@@ -929,7 +931,8 @@ TEST_CASE("workload: bad input is a located error", "[workload]") {
            "[workload.overflow]");
 }
 
-TEST_CASE("workload: independent bad inputs are all reported", "[workload]") {
+TEST_CASE("workload: independent bad inputs are all reported",
+          "[workload][activations]") {
   const ModelConfig m = test::model_config("llama-3-8b");
   Workload w = workload(0, 8, "fulll", "plane");
   const Mesh mesh = mesh_of("dp:8");

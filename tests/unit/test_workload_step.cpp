@@ -97,7 +97,7 @@ StepEstimate estimate(const Run& run, Topology* topology_override = nullptr) {
 }  // namespace
 
 TEST_CASE("step: a dense model's FLOPs are 6 N D plus causal attention",
-          "[step]") {
+          "[workload][step]") {
   // Llama-3-8B: h 4096, 32 heads of 128, 8 KV heads, gated MLP 14336, 32
   // layers, vocab 128256. Matmul weights per layer: q, k, v 4096 x 6144
   // (25,165,824), o 4096 x 4096 (16,777,216), MLP 3 x 4096 x 14336
@@ -125,7 +125,8 @@ TEST_CASE("step: a dense model's FLOPs are 6 N D plus causal attention",
         == Approx(256.0 * 8192 / e.step_seconds / 64));
 }
 
-TEST_CASE("step: an MoE layer's FLOPs count the top-k experts", "[step]") {
+TEST_CASE("step: an MoE layer's FLOPs count the top-k experts",
+          "[workload][step]") {
   // Mixtral-8x7B: attention as Llama-3-8B's (41,943,040 weights), a router
   // 4096 x 8 (32,768) and 2 of 8 experts of 3 x 4096 x 14336
   // (352,321,536) per token: 394,297,344 a layer; x 32 plus the head's
@@ -156,7 +157,7 @@ TEST_CASE("step: an MoE layer's FLOPs count the top-k experts", "[step]") {
 }
 
 TEST_CASE("step: the 1F1B bubble is (S - 1) / (M V) of the busy time",
-          "[step]") {
+          "[workload][step]") {
   // Llama-3-70B, 80 layers over pp:4: S = 4, M = 8.
   Run run{"llama-3-70b", "v5p-256", "pp:4,fsdp:8,tp:4", 4096, 128, 8};
   const StepEstimate one = estimate(run);
@@ -179,7 +180,8 @@ TEST_CASE("step: the 1F1B bubble is (S - 1) / (M V) of the busy time",
         == Approx(9.0 * 2'101'346'304 * 128 * 4096 / 128).epsilon(1e-9));
 }
 
-TEST_CASE("step: overlap hides what the rules say, and only that", "[step]") {
+TEST_CASE("step: overlap hides what the rules say, and only that",
+          "[workload][step]") {
   Run run{"llama-3-8b", "v5p-128", "fsdp:16,tp:4", 8192, 64};
   const StepEstimate on = estimate(run);
   run.options.overlap_fsdp = false;
@@ -205,7 +207,7 @@ TEST_CASE("step: overlap hides what the rules say, and only that", "[step]") {
   CHECK(off.compute_seconds == Approx(on.compute_seconds));
 }
 
-TEST_CASE("step: a tensor axis no spec splits is named", "[step]") {
+TEST_CASE("step: a tensor axis no spec splits is named", "[workload][step]") {
   // fsdp:16,tp:4 counts tp as tensor parallelism; specs that split nothing
   // over tp (the fsdp preset) leave its devices repeating the same work.
   Run run{"llama-3-8b", "v5p-128", "fsdp:16,tp:4", 8192, 64};
@@ -220,7 +222,7 @@ TEST_CASE("step: a tensor axis no spec splits is named", "[step]") {
   CHECK(estimate(one).unsplit_tensor_axes.empty());
 }
 
-TEST_CASE("step: a slower link never shortens the step", "[step]") {
+TEST_CASE("step: a slower link never shortens the step", "[workload][step]") {
   Run run{"llama-3-8b", "v5p-128", "fsdp:16,tp:4", 8192, 64};
   Topology fast = test::topology_of("v5p-128");
   Topology slow = fast;
@@ -235,7 +237,7 @@ TEST_CASE("step: a slower link never shortens the step", "[step]") {
 TEST_CASE(
     "step: more data-parallel devices never lower the tokens per "
     "step's second when compute-bound",
-    "[step]") {
+    "[workload][step]") {
   // The same per-device batch (4 sequences) on 32 and 64 devices of pure
   // FSDP: twice the tokens in about the same time.
   Run small{"llama-3-8b", "v5p-64", "fsdp:32", 8192, 128};
@@ -247,7 +249,8 @@ TEST_CASE(
   CHECK(a.bottleneck.kind == BottleneckKind::compute);
 }
 
-TEST_CASE("step: the scaling book's LLaMA-3-70B training time", "[step]") {
+TEST_CASE("step: the scaling book's LLaMA-3-70B training time",
+          "[workload][step]") {
   // jax-ml/scaling-book applied-training.md: 6 x 70.4e9 x 15e12 = 6.3e24
   // FLOPs for 15T tokens; a v5p pod, 8960 chips at 4.59e14 and 40% MFU:
   // 6.336e24 / (8960 x 4.59e14 x 0.4) = 3.85e6 s = 44.6 days, the book's

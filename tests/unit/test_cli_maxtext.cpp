@@ -1,0 +1,226 @@
+// --maxtext-config FILE [KEY=VALUE ...] through cli::run()
+// (src/cli/maxtext.cpp; docs/maxtext.md): the mesh, the rules and the
+// workload a config gives plan, memory and search, flags that win over it,
+// and its exit codes and messages.
+
+#include "support/test_support.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+using namespace shardplan;
+using nlohmann::json;
+
+namespace {
+
+std::string data(const std::string& name) {
+  return test::data_path("maxtext/" + name);
+}
+
+const json* tensor_of(const json& doc, const std::string& name) {
+  for (const json& t : doc.at("tensors")) {
+    if (t.at("name") == name) {
+      return &t;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("maxtext cli: plan takes the mesh and the rules of a config",
+          "[cli][maxtext]") {
+  const std::string config = data("small.yml");
+  test::CliResult r =
+      test::run_cli(test::args("plan --topology v5p-128 --model llama-3-8b "
+                               "--maxtext-config {} --format json",
+                               config));
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  json doc = json::parse(r.out);
+  // fsdp -1 and tensor 4 on the 64 devices of v5p-128.
+  REQUIRE(doc["mesh"]["axes"].size() == 2);
+  CHECK(doc["mesh"]["axes"][0]["name"] == "fsdp");
+  CHECK(doc["mesh"]["axes"][0]["size"] == 16);
+  CHECK(doc["mesh"]["axes"][1]["name"] == "tensor");
+  CHECK(doc["mesh"]["axes"][1]["size"] == 4);
+  // base.yml's rules: mlp -> tensor first, embed -> fsdp; norm -> tensor.
+  const json* up = tensor_of(doc, "model.layers.0.mlp.up_proj.weight");
+  REQUIRE(up);
+  CHECK((*up)["spec"] == json::array({"tensor", "fsdp"}));
+  const json* norm = tensor_of(doc, "model.norm.weight");
+  REQUIRE(norm);
+  CHECK((*norm)["spec"] == json::array({"tensor"}));
+
+  SECTION("logical_axis_rules of the config replace the preset's") {
+    // embed -> tensor comes first, then mlp -> fsdp: up_proj [mlp, embed]
+    // becomes [fsdp, tensor]; norm -> [] is replicated.
+    test::CliResult custom = test::run_cli(
+        test::args("plan --topology v5p-128 --model llama-3-8b "
+                   "--maxtext-config {} 'logical_axis_rules=[[embed, tensor], "
+                   "[mlp, fsdp], [norm, []]]' "
+                   "--format json",
+                   config));
+    INFO(custom.err);
+    REQUIRE(custom.code == 0);
+    json c = json::parse(custom.out);
+    const json* cup = tensor_of(c, "model.layers.0.mlp.up_proj.weight");
+    REQUIRE(cup);
+    CHECK((*cup)["spec"] == json::array({"fsdp", "tensor"}));
+    const json* cnorm = tensor_of(c, "model.norm.weight");
+    REQUIRE(cnorm);
+    CHECK((*cnorm)["spec"] == json::array({nullptr}));
+  }
+  SECTION("--rules wins over the config's rules") {
+    test::CliResult given = test::run_cli(
+        test::args("plan --topology v5p-128 --model llama-3-8b "
+                   "--maxtext-config {} --rules fsdp --format json",
+                   data("large.yml")));
+    INFO(given.err);
+    REQUIRE(given.code == 0);
+    CHECK(given.err.find("[maxtext.rules-ignored]") != std::string::npos);
+  }
+}
+
+TEST_CASE("maxtext cli: the workload keys flow into memory, flags win",
+          "[cli][maxtext]") {
+  auto memory = [](std::vector<std::string> extra) {
+    std::vector<std::string> args = test::args(
+        "memory --topology v5p-128 --model llama-3-8b --recipe adam "
+        "--format json");
+    args.insert(args.end(), extra.begin(), extra.end());
+    test::CliResult r = test::run_cli(args);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    return json::parse(r.out)["memory"];
+  };
+  // small.yml: max_target_length 4096, per_device_batch_size 2.0, remat
+  // full, weight_dtype bfloat16, on fsdp:16,tensor:4.
+  const json from_config =
+      memory(test::args("--maxtext-config {}", data("small.yml")));
+  const json from_flags = memory(
+      test::args("--mesh fsdp:16,tensor:4 --rules maxtext --seq 4096 "
+                 "--per-device-batch 2 --remat full --param-dtype bf16"));
+  REQUIRE(from_config.contains("activations"));
+  CHECK(from_config["activations"] == from_flags["activations"]);
+  CHECK(from_config["per_device"] == from_flags["per_device"]);
+  CHECK(from_config["per_device"]["activations"].get<int64_t>() > 0);
+
+  const json seq_flag =
+      memory(test::args("--maxtext-config {} --seq 1024", data("small.yml")));
+  const json seq_1024 =
+      memory(test::args("--mesh fsdp:16,tensor:4 --rules maxtext --seq 1024 "
+                        "--per-device-batch 2 --param-dtype bf16"));
+  CHECK(seq_flag["activations"] == seq_1024["activations"]);
+  // A quarter of the tokens: fewer bytes of activations.
+  CHECK(seq_flag["per_device"]["activations"].get<int64_t>()
+        < from_config["per_device"]["activations"].get<int64_t>());
+  // weight_dtype float32 against bfloat16: the same specs, and the params
+  // themselves take twice the bytes.
+  const json f32 = memory(test::args("--maxtext-config {} weight_dtype=float32",
+                                     data("small.yml")));
+  CHECK(f32["per_device"]["params"].get<int64_t>()
+        == 2 * from_config["per_device"]["params"].get<int64_t>());
+  // gradient_accumulation_steps=4: MaxText's global batch is
+  // per_device_batch_size x devices x steps = 2 x 64 x 4 = 512 sequences,
+  // run 4 microbatches of 128: --batch 512 --microbatches 4.
+  const json accumulated = memory(test::args(
+      "--maxtext-config {} gradient_accumulation_steps=4", data("small.yml")));
+  const json batch_512 = memory(test::args(
+      "--mesh fsdp:16,tensor:4 --rules maxtext --seq 4096 --batch 512 "
+      "--microbatches 4 --param-dtype bf16"));
+  CHECK(accumulated["activations"] == batch_512["activations"]);
+  CHECK(accumulated["activations"]["global_batch"] == 512);
+  CHECK(accumulated["activations"]["microbatches"] == 4);
+  // A stage axis splits per_device_batch_size x devices (128) into
+  // num_pipeline_microbatches: no more sequences a step.
+  const json pipelined = memory(test::args(
+      "--maxtext-config {} num_pipeline_microbatches=4", data("small.yml")));
+  CHECK(pipelined["activations"]["global_batch"] == 128);
+  CHECK(pipelined["activations"]["microbatches"] == 4);
+}
+
+TEST_CASE("maxtext cli: exit codes and messages", "[cli][maxtext]") {
+  const std::string config = data("small.yml");
+  SECTION("bad input is exit 2 with a located message") {
+    test::CliResult r =
+        test::run_cli(test::args("plan --topology v5p-128 --model llama-3-8b "
+                                 "--maxtext-config {} ici_tensor_parallelism=3",
+                                 config));
+    CHECK(r.code == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err.find(config
+                     + ":3:23: error: Number of devices per slice 64 "
+                       "does not match the product of the ICI "
+                       "parallelism 63")
+          != std::string::npos);
+  }
+  SECTION("--mesh and --maxtext-config exclude each other") {
+    test::CliResult r = test::run_cli(
+        test::args("check --topology v5p-128 --model llama-3-8b --mesh fsdp:64 "
+                   "--maxtext-config {} --specs s.json",
+                   config));
+    CHECK(r.code == 2);
+    CHECK(r.err.find("excludes") != std::string::npos);
+  }
+  SECTION("--axis-names and --maxtext-config exclude each other") {
+    // The config names its axes as MaxText does.
+    test::CliResult r =
+        test::run_cli(test::args("plan --topology v5p-128 --model llama-3-8b "
+                                 "--maxtext-config {} --axis-names a,b",
+                                 config));
+    CHECK(r.code == 2);
+    CHECK(r.err.find("--axis-names excludes --maxtext-config")
+          != std::string::npos);
+  }
+  SECTION("the devices are needed") {
+    test::CliResult r = test::run_cli(
+        test::args("plan --model llama-3-8b --maxtext-config {}", config));
+    CHECK(r.code == 2);
+    CHECK(r.err.find("--maxtext-config needs the devices")
+          != std::string::npos);
+  }
+  SECTION("a missing file names its path") {
+    test::CliResult r = test::run_cli(test::args(
+        "plan --devices 8 --model llama-3-8b --maxtext-config no-such.yml"));
+    CHECK(r.code == 2);
+    CHECK(r.err.find("no-such.yml: error: cannot read file")
+          != std::string::npos);
+  }
+  SECTION("check and memory need --mesh without a config") {
+    test::CliResult r = test::run_cli(
+        test::args("memory --devices 8 --model llama-3-8b --rules fsdp"));
+    CHECK(r.code == 2);
+    CHECK(r.err.find("--mesh is required") != std::string::npos);
+  }
+  SECTION("a manifest alone: the workload keys are noted, not used") {
+    test::CliResult r = test::run_cli(test::args(
+        "plan --devices 64 --manifest {} --maxtext-config {}",
+        std::string(SHARDPLAN_SOURCE_DIR) + "/configs/examples/tiny-llama.json",
+        config));
+    CHECK(r.code == 0);
+    CHECK(r.err.find("[maxtext.workload-ignored]") != std::string::npos);
+  }
+}
+
+TEST_CASE("maxtext cli: search takes the workload and names axes as MaxText",
+          "[cli][maxtext]") {
+  test::CliResult r =
+      test::run_cli(test::args("search --topology v5p-128 --model llama-3-8b "
+                               "--maxtext-config {} --top 3 --format json",
+                               test::data_path("maxtext/small.yml")));
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  json doc = json::parse(r.out);
+  CHECK(doc["workload"]["seq"] == 4096);
+  bool tensor_named = false;
+  for (const json& c : doc["candidates"]) {
+    const std::string mesh = c["mesh"];
+    CHECK(mesh.find("tp") == std::string::npos);
+    tensor_named = tensor_named || mesh.find("tensor:") != std::string::npos;
+  }
+  CHECK(tensor_named);
+}
