@@ -1,9 +1,9 @@
 # The two commands README.md promises, plus the inner loop.
 #   make demo   install missing packages, build, run shardplan on built-in defaults
 #   make test   install missing packages, build (warnings are errors), run every
-#               test in the dev build and again under ASan+UBSan, run each
-#               libFuzzer target for 30 s, and build the release binary
-#               make demo runs
+#               test in the dev build, clang-tidy over src/, every test again
+#               under ASan+UBSan, run each libFuzzer target for 30 s, and
+#               build the release binary make demo runs
 #   make fuzz   build the libFuzzer targets (clang) and run each for
 #               FUZZ_SECONDS (default 60)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -11,7 +11,7 @@ FUZZ_SECONDS ?= 60
 # Fuzz targets run at once, each on one core for FUZZ_SECONDS.
 FUZZ_JOBS ?= $(JOBS)
 
-.PHONY: all deps build demo test test-dev test-asan test-fuzz fuzz bench format check-format clean
+.PHONY: all deps build demo test test-dev test-asan test-fuzz fuzz bench format check-format tidy clean
 
 all: build
 
@@ -30,7 +30,7 @@ demo: build
 
 # The release build too: `make demo` uses it, and GCC's -O3 warns where -O0
 # does not. Every fuzz target runs 30 s so that none of them rots.
-test: deps test-dev test-asan test-fuzz build
+test: deps test-dev tidy test-asan test-fuzz build
 
 test-dev: deps
 	@cmake --preset dev >/dev/null
@@ -41,6 +41,13 @@ test-asan: deps
 	@cmake --preset asan >/dev/null
 	@cmake --build --preset asan -j $(JOBS)
 	@ctest --preset asan -j $(JOBS)
+
+# clang-tidy over src/ with .clang-tidy's checks (a function over 200 lines
+# among them), on the dev build's compile commands.
+tidy: deps
+	@cmake --preset dev >/dev/null
+	@cmake --build --preset dev -j $(JOBS) --target shardplan_core shardplan_cli
+	@scripts/tidy.sh -j $(JOBS)
 
 test-fuzz: deps
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=30

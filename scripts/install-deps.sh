@@ -7,6 +7,7 @@ packages=(
   cmake ninja-build g++ make pkg-config
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev catch2
   libsimdjson-dev libre2-dev libyaml-cpp-dev clang-format
+  clang-tidy            # make tidy (part of make test)
   clang libclang-rt-dev  # the fuzz preset: clang and libFuzzer's runtime
   python3 python3-yaml  # the paste-back round trip (tests/paste_back/)
   chromium              # the HTML reports' browser test (tests/browser/)

@@ -131,9 +131,6 @@ struct SearchCandidate {
   // why dropped
   std::optional<DropReason> dropped;
   std::string message;  // the first error when dropped
-  // Its first sentence, what the text report shows (a layout error quotes
-  // JAX's explanation after it).
-  std::string summary;
 };
 
 // The winner planned over every tensor as `plan` plans its mesh: what

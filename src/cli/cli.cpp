@@ -219,6 +219,31 @@ constexpr std::array<Command, 8> k_commands{{
      add_search},
 }};
 
+// The error for a first argument that is not an option and names no
+// command: "unknown command "mesj"; did you mean "mesh"?" (the commands of
+// k_commands, by edit distance), or the list of commands when none is
+// close; empty when the first argument is a command or an option.
+std::string unknown_command(const std::vector<std::string>& args) {
+  if (args.size() < 2 || args[1].empty() || args[1].front() == '-') {
+    return "";
+  }
+  std::vector<std::string> names;
+  names.reserve(k_commands.size());
+  for (const Command& command : k_commands) {
+    if (command.name == args[1]) {
+      return "";
+    }
+    names.emplace_back(command.name);
+  }
+  const std::string near = closest_match(args[1], names);
+  return near.empty() ? fmt::format("unknown command {}; the commands are {}",
+                                    quote(args[1]),
+                                    fmt::join(names, ", "))
+                      : fmt::format("unknown command {}; did you mean {}?",
+                                    quote(args[1]),
+                                    quote(near));
+}
+
 // Installs a logger writing to `err` for one run and puts the previous
 // default logger back when the run ends, so no logger outlives its stream.
 class ScopedLogging {
@@ -268,7 +293,8 @@ std::string misspelt_flags(const CLI::App& app,
       }
     }
   }
-  std::vector<std::string> hints;
+  // Each misspelt flag with the known flag closest to it.
+  std::vector<std::pair<std::string, std::string_view>> hints;
   for (size_t i = 1; i < args.size(); ++i) {
     std::string_view arg = args[i];
     if (!arg.starts_with("--")) {
@@ -280,17 +306,21 @@ std::string misspelt_flags(const CLI::App& app,
     }
     std::string near = closest_match(arg, known);
     if (!near.empty()) {
-      hints.push_back(fmt::format("{} for {}", near, arg));
+      hints.emplace_back(std::move(near), arg);
     }
   }
   if (hints.empty()) {
     return "";
   }
   if (hints.size() == 1) {
-    return fmt::format("; did you mean {}?",
-                       hints[0].substr(0, hints[0].find(' ')));
+    return fmt::format("; did you mean {}?", hints[0].first);
   }
-  return fmt::format("; did you mean {}?", fmt::join(hints, ", "));
+  std::vector<std::string> each;
+  each.reserve(hints.size());
+  for (const auto& [near, arg] : hints) {
+    each.push_back(fmt::format("{} for {}", near, arg));
+  }
+  return fmt::format("; did you mean {}?", fmt::join(each, ", "));
 }
 
 constexpr const char* k_examples = R"(Examples:
@@ -376,7 +406,10 @@ int run(const std::vector<std::string>& args,
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e, out, err);
   } catch (const CLI::ParseError& e) {
-    err << "shardplan: error: " << e.what() << misspelt_flags(app, args) << "\n"
+    const std::string unknown = unknown_command(args);
+    err << "shardplan: error: "
+        << (unknown.empty() ? e.what() + misspelt_flags(app, args) : unknown)
+        << "\n"
         << "Run with --help for more information.\n";
     return static_cast<int>(ExitCode::bad_input);
   }

@@ -171,7 +171,7 @@ std::string search_text(const SearchReport& r, const Diagnostics& diags) {
                              several ? c.topology + " " : std::string(),
                              c.mesh,
                              c.remat,
-                             c.summary);
+                             first_sentence(c.message));
           break;
         }
       }

@@ -90,7 +90,7 @@ std::string table(const std::vector<std::vector<std::string>>& rows) {
   for (const auto& row : rows) {
     std::string line;
     for (size_t c = 0; c < cols; ++c) {
-      std::string cell = row[c];
+      const std::string& cell = row[c];
       std::string pad(width[c] - cell.size(), ' ');
       line += (c ? "  " : "") + (numeric[c] ? pad + cell : cell + pad);
     }
@@ -185,6 +185,10 @@ std::string mesh_line(const Mesh& mesh, const Topology* topology) {
 
 std::string message_with_hint(const Diagnostic& d) {
   return d.hint.empty() ? d.message : d.message + "; " + d.hint;
+}
+
+std::string_view first_sentence(std::string_view message) {
+  return message.substr(0, message.find(". "));
 }
 
 std::string topology_shape_text(const Topology& t) {

@@ -64,6 +64,10 @@ std::string verdict(const Diagnostics& diags);
 // The message and, after "; ", the hint (as JSON, markdown and github give
 // it).
 std::string message_with_hint(const Diagnostic& d);
+// The first sentence of a message, for a one-line table cell: up to its
+// first ". " (a layout error quotes JAX's explanation after its first
+// sentence); the whole message when it is one sentence.
+std::string_view first_sentence(std::string_view message);
 
 // What a plan's specs came from, as headers name it: "rules preset fsdp-tp"
 // for a built-in preset, "rules my-rules.json" for a user's file.

@@ -55,11 +55,9 @@ std::string first_of(const Diagnostics& diags, std::string_view code) {
   return {};
 }
 
-// Marks `c` dropped for `reason`, with `message` and its first sentence (a
-// diagnostic's message is one string; JAX's layout error runs to several).
+// Marks `c` dropped for `reason`, with `message`.
 void drop(SearchCandidate& c, DropReason reason, std::string message) {
   c.dropped = reason;
-  c.summary = message.substr(0, message.find(". "));
   c.message = std::move(message);
 }
 

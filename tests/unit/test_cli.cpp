@@ -599,6 +599,26 @@ TEST_CASE("cli: flags mean the same in every command", "[cli]") {
   CHECK(far.err.find("did you mean") == std::string::npos);
 }
 
+// The command table feeds the spell-checker: a first argument that names no
+// command gets the nearest command, or the list of them.
+TEST_CASE("cli: an unknown command gets the nearest one", "[cli]") {
+  Result typo = run_cli(args("mesj --mesh dp:2 --devices 2"));
+  CHECK(typo.code == 2);
+  CHECK(typo.err
+        == "shardplan: error: unknown command \"mesj\"; did you mean "
+           "\"mesh\"?\nRun with --help for more information.\n");
+  Result far = run_cli(args("xyzzy"));
+  CHECK(far.code == 2);
+  CHECK_THAT(far.err,
+             Catch::StartsWith("shardplan: error: unknown command \"xyzzy\"; "
+                               "the commands are mesh, topology, manifest, "
+                               "plan, check, memory, reshard, search\n"));
+  Result none = run_cli(args(""));
+  CHECK(none.code == 2);
+  CHECK_THAT(none.err,
+             Catch::StartsWith("shardplan: error: A subcommand is required\n"));
+}
+
 TEST_CASE("cli: paste-back formats refuse what MaxText cannot name", "[cli]") {
   // An axis without a MaxText name, and two axes with one MaxText name (sp
   // and cp are both MaxText's context): exit 2, nothing on stdout.
