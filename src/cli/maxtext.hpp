@@ -39,7 +39,7 @@ MeshSources maxtext_flags();
 // its key's maxtext_location (line and column). Without an
 // architecture (`has_architecture` false) the keys are not used and an
 // info note says so [maxtext.workload-ignored].
-void apply_maxtext_workload(const std::optional<MaxTextConfig>& config,
+void apply_maxtext_workload(const std::optional<MaxTextConfig>& maxtext,
                             bool has_architecture,
                             WorkloadFlags& flags,
                             Diagnostics& diags);

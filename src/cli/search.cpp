@@ -23,108 +23,107 @@ Runner add_search(CLI::App& sub, CommonOptions& common) {
   return bind_options(sub, common, add_search_options, run_search);
 }
 
-void add_search_options(CLI::App& search,
+void add_search_options(CLI::App& sub,
                         SearchCommand& cmd,
                         CommonOptions& common) {
-  CLI::App* sub = &search;
-  sub->add_option("--topology", cmd.topology, "the hardware (required)")
+  sub.add_option("--topology", cmd.topology, "the hardware (required)")
       ->type_name("NAME|FILE")
       ->required();
-  sub->add_option("--devices",
-                  cmd.devices,
-                  "device counts to search instead of --topology's: \"64\", "
-                  "\"64,128\" or a range \"64-512\", each the catalogue "
-                  "slice of --topology's chip (and slice count) with as many "
-                  "devices")
+  sub.add_option("--devices",
+                 cmd.devices,
+                 "device counts to search instead of --topology's: \"64\", "
+                 "\"64,128\" or a range \"64-512\", each the catalogue "
+                 "slice of --topology's chip (and slice count) with as many "
+                 "devices")
       ->type_name("N,A-B,..");
   const std::vector<CLI::Option*> manifest =
-      add_manifest_options(*sub, cmd.source);
+      add_manifest_options(sub, cmd.source);
   CLI::Option* config =
-      sub->add_option("--config",
-                      cmd.config,
-                      "the model's config.json beside --manifest")
+      sub.add_option("--config",
+                     cmd.config,
+                     "the model's config.json beside --manifest")
           ->type_name("FILE");
   for (size_t i = 1; i < manifest.size(); ++i) {
     config->excludes(manifest[i]);
   }
-  sub->add_option("--rules", cmd.rules, "the preset each mesh is planned with")
+  sub.add_option("--rules", cmd.rules, "the preset each mesh is planned with")
       ->type_name("PRESET")
       ->default_str("fsdp-tp")
       ->each([&cmd](const std::string&) { cmd.rules_given = true; });
-  sub->add_option("--axes",
-                  cmd.axes,
-                  "the axes to assign the devices of a slice to, in mesh "
-                  "order (default: fsdp,tp, and ep for a model with "
-                  "experts; dp across slices; MaxText's names with "
-                  "--rules maxtext or --maxtext-config)")
+  sub.add_option("--axes",
+                 cmd.axes,
+                 "the axes to assign the devices of a slice to, in mesh "
+                 "order (default: fsdp,tp, and ep for a model with "
+                 "experts; dp across slices; MaxText's names with "
+                 "--rules maxtext or --maxtext-config)")
       ->delimiter(',')
       ->type_name("A,B,..");
-  sub->add_option("--dcn-axes",
-                  cmd.dcn_axes,
-                  "the axes the slices of a multi-slice topology go to "
-                  "(default: dp, and fsdp and pp when in --axes)")
+  sub.add_option("--dcn-axes",
+                 cmd.dcn_axes,
+                 "the axes the slices of a multi-slice topology go to "
+                 "(default: dp, and fsdp and pp when in --axes)")
       ->delimiter(',')
       ->type_name("A,B,..");
-  sub->add_option("--recipe", cmd.recipe, "training state per parameter")
+  sub.add_option("--recipe", cmd.recipe, "training state per parameter")
       ->check(CLI::IsMember(recipe_names()))
       ->type_name("NAME")
       ->default_str("adam");
-  sub->add_option("--zero", cmd.zero, "ZeRO stage over the data axes")
+  sub.add_option("--zero", cmd.zero, "ZeRO stage over the data axes")
       ->check(CLI::Range(0, 3))
       ->type_name("0-3");
-  sub->add_option("--headroom", cmd.headroom, "fraction of HBM kept free")
+  sub.add_option("--headroom", cmd.headroom, "fraction of HBM kept free")
       ->check(CLI::Range(0.0, 0.99))
       ->type_name("F")
       ->default_str("0.1");
-  sub->add_option("--seq",
-                  cmd.seq,
-                  "tokens per sequence (required, unless --maxtext-config "
-                  "has max_target_length)")
+  sub.add_option("--seq",
+                 cmd.seq,
+                 "tokens per sequence (required, unless --maxtext-config "
+                 "has max_target_length)")
       ->type_name("N");
   CLI::Option* batch =
-      sub->add_option("--batch", cmd.batch, "global batch (sequences)")
+      sub.add_option("--batch", cmd.batch, "global batch (sequences)")
           ->type_name("N");
-  sub->add_option("--per-device-batch",
-                  cmd.per_device_batch,
-                  "instead of --batch: sequences per device; several values "
-                  "are searched (e.g. 1,2,4)")
+  sub.add_option("--per-device-batch",
+                 cmd.per_device_batch,
+                 "instead of --batch: sequences per device; several values "
+                 "are searched (e.g. 1,2,4)")
       ->delimiter(',')
       ->type_name("X,..")
       ->excludes(batch);
-  sub->add_option("--microbatches", cmd.microbatches, "microbatches")
+  sub.add_option("--microbatches", cmd.microbatches, "microbatches")
       ->type_name("M")
       ->default_str("1");
-  sub->add_option(
+  sub.add_option(
          "--remat", cmd.remat, "remat policies to search (default full)")
       ->delimiter(',')
       ->type_name("POLICY,..")
       ->each([&cmd](const std::string&) { cmd.remat_given = true; });
-  sub->add_option("--attention", cmd.attention, "flash or plain")
+  sub.add_option("--attention", cmd.attention, "flash or plain")
       ->type_name("KIND");
-  sub->add_flag("--sequence-parallel",
-                cmd.sequence_parallel,
-                "Megatron's sequence parallelism");
-  sub->add_option("--matmul-efficiency",
-                  cmd.matmul_efficiency,
-                  "fraction of the bf16 peak a matmul reaches (default 1)")
+  sub.add_flag("--sequence-parallel",
+               cmd.sequence_parallel,
+               "Megatron's sequence parallelism");
+  sub.add_option("--matmul-efficiency",
+                 cmd.matmul_efficiency,
+                 "fraction of the bf16 peak a matmul reaches (default 1)")
       ->check(CLI::Range(0.01, 1.0))
       ->type_name("F");
-  sub->add_option("--top", cmd.top, "candidates shown (default 10)")
+  sub.add_option("--top", cmd.top, "candidates shown (default 10)")
       ->check(CLI::Range(1, 1000000))
       ->type_name("N");
-  sub->add_option("--objective",
-                  cmd.objective,
-                  "rank by tokens (tokens/s, default), step, memory or mfu")
+  sub.add_option("--objective",
+                 cmd.objective,
+                 "rank by tokens (tokens/s, default), step, memory or mfu")
       ->check(CLI::IsMember({"tokens", "step", "memory", "mfu"}))
       ->type_name("NAME");
-  sub->add_flag("--allow-split-physical-axes",
-                cmd.allow_split_physical_axes,
-                "let a mesh axis take part of a physical torus axis");
-  add_maxtext_option(*sub, cmd.maxtext);
+  sub.add_flag("--allow-split-physical-axes",
+               cmd.allow_split_physical_axes,
+               "let a mesh axis take part of a physical torus axis");
+  add_maxtext_option(sub, cmd.maxtext);
   // jax and maxtext write the winner's plan (docs/search.md,
   // docs/paste-back.md).
-  add_common(*sub, common, {View::search}, {Format::jax, Format::maxtext});
-  sub->footer(R"(
+  add_common(sub, common, {View::search}, {Format::jax, Format::maxtext});
+  sub.footer(R"(
 Exit codes: 0 a candidate fits, 1 none fits, 2 bad usage or input.
 
 Examples:

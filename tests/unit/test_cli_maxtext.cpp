@@ -158,6 +158,29 @@ TEST_CASE("maxtext cli: exit codes and messages", "[cli][maxtext]") {
                        "parallelism 63")
           != std::string::npos);
   }
+  SECTION("a workload key's error points at the key's line and column") {
+    // small.yml line 6 is `per_device_batch_size: 2.0`: the value starts at
+    // column 24. 2.0 x 64 devices = 128 sequences; 3 microbatches x 16
+    // fsdp shards = 48 does not divide it.
+    test::CliResult r =
+        test::run_cli(test::args("memory --topology v5p-128 --model llama-3-8b "
+                                 "--maxtext-config {} --microbatches 3",
+                                 config));
+    CHECK(r.code == 2);
+    CHECK(r.err.find(config + ":6:24: error: batch 128 ") != std::string::npos);
+    CHECK(r.err.find("[workload.batch-indivisible]") != std::string::npos);
+  }
+  SECTION("an override's error points at the override") {
+    // 0.3 x 64 = 19.2 sequences.
+    test::CliResult r = test::run_cli(
+        test::args("memory --topology v5p-128 --model llama-3-8b "
+                   "--maxtext-config {} per_device_batch_size=0.3",
+                   config));
+    CHECK(r.code == 2);
+    CHECK(r.err.find("--maxtext-config per_device_batch_size=0.3: error: "
+                     "per-device batch 0.3 x 64 devices = 19.2 sequences")
+          != std::string::npos);
+  }
   SECTION("--mesh and --maxtext-config exclude each other") {
     test::CliResult r = test::run_cli(
         test::args("check --topology v5p-128 --model llama-3-8b --mesh fsdp:64 "
