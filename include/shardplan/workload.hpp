@@ -19,6 +19,9 @@
 //   workload/remat.cpp
 //     RematPolicy, parse_remat_policy, read_remat_policy,
 //     remat_policy_names       the remat policies, one row each
+//   workload/layout.cpp
+//     ResidualLayout, parse_residual_layout, residual_layout
+//                              the residual stream's layout, from the rules
 //   workload/activations.cpp
 //     Workload, AttentionKind, parse_attention   the step's inputs
 //     ActivationEstimate, StageActivations, LayerActivations,
@@ -38,6 +41,7 @@
 #include <shardplan/memory.hpp>
 #include <shardplan/mesh.hpp>
 #include <shardplan/models.hpp>
+#include <shardplan/rules.hpp>
 #include <shardplan/tensor.hpp>
 #include <shardplan/topology.hpp>
 
@@ -110,6 +114,21 @@ enum class AttentionKind { flash, plain };
 std::string_view to_string(AttentionKind kind);  // "flash", "plain"
 std::optional<AttentionKind> parse_attention(std::string_view text);
 
+// How a layer's tensors outside tensor parallelism (the residual stream:
+// the layer's input and output, the norms' inputs, dropout masks) lie on
+// the tensor axes (docs/memory.md, "Activation layout").
+//   replicated  whole on every tensor shard: plain Megatron tensor
+//               parallelism (Shoeybi et al. 2019), no sequence parallelism
+//   sequence    their tokens split over the tensor axes: Megatron's and
+//               torchtitan's sequence parallelism (Korthikanti et al. 4.2.2)
+//   embed       their embed dim split over the tensor axes: MaxText's
+//               logical rule activation_embed -> tensor (base.yml)
+// sequence and embed keep the same bytes, 1/t of replicated's; sequence
+// needs the sequence divisible by the tensor shards, embed the width.
+enum class ResidualLayout { replicated, sequence, embed };
+std::string_view to_string(ResidualLayout layout);
+std::optional<ResidualLayout> parse_residual_layout(std::string_view text);
+
 // The workload's inputs as the caller got them, each with where it came
 // from for diagnostics (the command line's flags: "--seq", "--batch", ...; a
 // MaxText config's keys, at their line and column). The core never spells a
@@ -129,11 +148,12 @@ struct Workload {
   // (remat_policy: 'full'), the policy that fits the most.
   Sourced<std::string> remat{"full", {}};
   Sourced<std::string> attention{"flash", {}};  // "flash" or "plain"
-  // Megatron's sequence parallelism (Korthikanti et al. 4.2.2): the regions
-  // outside tensor parallelism (norms, dropout, the residual stream) split
-  // their tokens over the tensor axes. MaxText's rules shard those tensors'
-  // embed dim over `tensor` (activation_embed), which is the same bytes.
-  bool sequence_parallel = false;
+  // How the tensors outside tensor parallelism (the residual stream, the
+  // norms' inputs, dropout masks) lie over the tensor axes; its location
+  // says who decided: a flag, a rules file's activation_embed entry, or
+  // nobody (empty: the default, replicated, which rules may replace; see
+  // residual_layout).
+  Sourced<ResidualLayout> residual{ResidualLayout::replicated, {}};
   // Virtual pipeline stages per device (Megatron's interleaved 1F1B); 1 is
   // plain 1F1B. > 1 needs a stage axis.
   Sourced<int64_t> stage_interleave{1, {}};
@@ -209,7 +229,10 @@ struct ActivationEstimate {
   // The workload as resolved.
   RematPolicy remat = RematPolicy::full;
   AttentionKind attention = AttentionKind::flash;
-  bool sequence_parallel = false;
+  // The residual stream's layout and who decided it (docs/memory.md,
+  // "Activation layout"): a flag, a rules file's entry, or the default.
+  ResidualLayout residual = ResidualLayout::replicated;
+  std::string residual_source;
   DType activation_dtype = DType::bf16;
   int64_t seq = 0;           // tokens per sequence
   int64_t global_batch = 0;  // sequences per optimizer step
@@ -279,8 +302,8 @@ struct ActivationEstimate {
 //   workload.batch-indivisible  the batch does not divide over microbatches
 //                               x the batch axes (data and expert)
 //   workload.sequence-indivisible  seq does not divide over the sequence
-//                               axes (with sequence parallelism, x the tensor
-//                               axes)
+//                               axes (with the sequence layout, x the
+//                               tensor axes)
 //   workload.unknown-remat      with "did you mean" (closest_match)
 //   workload.unknown-attention, workload.unknown-dtype (a dtype that is not
 //                               floating point too)
@@ -304,6 +327,17 @@ std::optional<ActivationEstimate> estimate_activations(const ModelConfig& model,
                                                        const AxisRoles& roles,
                                                        const Workload& workload,
                                                        Diagnostics& diags);
+
+// The residual stream's layout for a workload planned by `rules` on `mesh`:
+// `given` when someone decided it (its location is set: a flag); else
+// embed when the rules' first activation_embed entry names a tensor axis
+// (`roles`) of `mesh` larger than 1, located at that entry ("RULES
+// /logical_axis_rules/N": MaxText's base.yml maps activation_embed to
+// tensor and tensor_transpose); else `given` (replicated, the default).
+Sourced<ResidualLayout> residual_layout(const Sourced<ResidualLayout>& given,
+                                        const RuleSet& rules,
+                                        const Mesh& mesh,
+                                        const AxisRoles& roles);
 
 // ---------------------------------------------------------------------------
 // The training step's time (docs/step.md gives

@@ -90,6 +90,9 @@ int finish_check(View view,
 // `view` (plan's, or memory's with --rules).
 int run_rules(const RuleSet& rules, View view, Inputs& in, Session& session) {
   Diagnostics& diags = session.diags();
+  if (!apply_rules_layout(rules, in, diags)) {
+    return session.fail_input();
+  }
   Stopwatch watch;
   // A preset's tensors left unsplit over an axis it uses elsewhere are
   // warned about from the same size as fully replicated ones.

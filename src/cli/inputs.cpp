@@ -138,6 +138,16 @@ std::optional<RuleSet> load_plan_rules(
 
 namespace {
 
+// What the memory estimate takes of the activations: each stage's.
+std::vector<ActivationLoad> activation_loads(const ActivationEstimate& a) {
+  std::vector<ActivationLoad> out;
+  out.reserve(a.per_stage.size());
+  for (const StageActivations& stage : a.per_stage) {
+    out.push_back(ActivationLoad{stage.total_bytes, stage.host_bytes});
+  }
+  return out;
+}
+
 // A byte size: "1073741824", "80GB", "95GiB", "64 MiB", "1.5e9". Decimal
 // units (kB, MB, GB, TB) are powers of 1000, binary ones (KiB, MiB, GiB,
 // TiB) of 1024; case does not matter; rounded to whole bytes. With
@@ -400,10 +410,7 @@ class InputReader {
       m_in.memory.experts = t.model->experts;
     }
     if (t.activations) {
-      for (const StageActivations& stage : t.activations->per_stage) {
-        m_in.memory.activations.push_back(
-            ActivationLoad{stage.total_bytes, stage.host_bytes});
-      }
+      m_in.memory.activations = activation_loads(*t.activations);
     }
     return true;
   }
@@ -432,6 +439,26 @@ class InputReader {
 };
 
 }  // namespace
+
+bool apply_rules_layout(const RuleSet& rules, Inputs& in, Diagnostics& diags) {
+  Training& t = in.training;
+  if (!t.workload || !t.model) {
+    return true;
+  }
+  Sourced<ResidualLayout> layout =
+      residual_layout(t.workload->residual, rules, *in.mesh, t.roles);
+  if (layout.value == t.workload->residual.value) {
+    return true;
+  }
+  t.workload->residual = std::move(layout);
+  t.activations =
+      estimate_activations(*t.model, *in.mesh, t.roles, *t.workload, diags);
+  if (!t.activations) {
+    return false;
+  }
+  in.memory.activations = activation_loads(*t.activations);
+  return true;
+}
 
 bool load_inputs(const CheckCommand& cmd, Diagnostics& diags, Inputs& in) {
   return InputReader(cmd, diags, in).run();

@@ -150,6 +150,13 @@ struct Inputs {
 // Reads the inputs of `cmd`; false after an input error (reported).
 bool load_inputs(const CheckCommand& cmd, Diagnostics& diags, Inputs& in);
 
+// The workload planned by `rules`: when no flag set the activation layout
+// and the rules' activation_embed entry splits the residual stream over a
+// tensor axis (residual_layout), the activations estimated again with that
+// layout and the memory estimate's loads with them. False after an error
+// (reported).
+bool apply_rules_layout(const RuleSet& rules, Inputs& in, Diagnostics& diags);
+
 // `search`: the meshes of a topology for a model and a workload (its
 // options are cli/search.cpp's).
 struct SearchCommand {

@@ -70,10 +70,22 @@ void add_workload_options(CLI::App& app,
                  "(keeps the seq x seq scores)")
       ->type_name("KIND")
       ->group(group);
-  app.add_flag("--sequence-parallel",
-               flags.sequence_parallel,
-               "Megatron's sequence parallelism: norms and dropout split "
-               "their tokens over the tensor axes")
+  CLI::Option* sequence_parallel =
+      app.add_flag("--sequence-parallel",
+                   flags.sequence_parallel,
+                   "Megatron's sequence parallelism: norms and dropout split "
+                   "their tokens over the tensor axes (--activation-layout "
+                   "sequence)")
+          ->group(group);
+  app.add_option("--activation-layout",
+                 flags.activation_layout.value,
+                 "how the residual stream lies on the tensor axes: "
+                 "replicated, sequence (its tokens split) or embed (its "
+                 "embed dim split, MaxText's activation_embed); default: "
+                 "the rules' activation_embed entry, else replicated")
+      ->check(CLI::IsMember({"replicated", "sequence", "embed"}))
+      ->excludes(sequence_parallel)
+      ->type_name("LAYOUT")
       ->group(group);
   app.add_option("--stage-interleave",
                  flags.stage_interleave.value,
@@ -123,6 +135,7 @@ Location first_workload_value(const WorkloadFlags& f) {
       {f.remat.value.has_value(), &f.remat.at},
       {f.attention.value.has_value(), &f.attention.at},
       {f.sequence_parallel, &sequence_parallel},
+      {f.activation_layout.value.has_value(), &f.activation_layout.at},
       {f.stage_interleave.value.has_value(), &f.stage_interleave.at},
       {f.activation_dtype.value.has_value(), &f.activation_dtype.at},
   };
@@ -147,7 +160,14 @@ Workload workload_of(const WorkloadFlags& flags) {
                     flags.microbatches.at};
   w.remat = {flags.remat.value.value_or("full"), flags.remat.at};
   w.attention = {flags.attention.value.value_or("flash"), flags.attention.at};
-  w.sequence_parallel = flags.sequence_parallel;
+  if (flags.sequence_parallel) {
+    w.residual = {ResidualLayout::sequence,
+                  Location::of("--sequence-parallel")};
+  } else if (flags.activation_layout.value) {
+    w.residual = {parse_residual_layout(*flags.activation_layout.value)
+                      .value_or(ResidualLayout::replicated),
+                  flags.activation_layout.at};
+  }
   w.stage_interleave = {flags.stage_interleave.value.value_or(1),
                         flags.stage_interleave.at};
   w.activation_dtype = {flags.activation_dtype.value.value_or("bf16"),

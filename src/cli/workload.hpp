@@ -38,6 +38,8 @@ struct WorkloadFlags {
   Sourced<std::optional<std::string>> attention{{},
                                                 Location::of("--attention")};
   bool sequence_parallel = false;
+  Sourced<std::optional<std::string>> activation_layout{
+      {}, Location::of("--activation-layout")};
   Sourced<std::optional<int64_t>> stage_interleave{
       {}, Location::of("--stage-interleave")};
   Sourced<std::optional<std::string>> activation_dtype{

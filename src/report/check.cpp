@@ -42,7 +42,9 @@ ordered_json activations_object(const ActivationEstimate& a,
   ordered_json j;
   j["remat"] = std::string(to_string(a.remat));
   j["attention"] = std::string(to_string(a.attention));
-  j["sequence_parallel"] = a.sequence_parallel;
+  j["sequence_parallel"] = a.residual == ResidualLayout::sequence;
+  j["activation_layout"] = std::string(to_string(a.residual));
+  j["activation_layout_source"] = a.residual_source;
   j["activation_dtype"] = std::string(to_string(a.activation_dtype));
   j["seq"] = a.seq;
   j["global_batch"] = a.global_batch;
@@ -161,7 +163,8 @@ ordered_json workload_object(const ActivationEstimate* a, const Mesh& mesh) {
           {"microbatches", a->microbatches},
           {"remat", std::string(to_string(a->remat))},
           {"attention", std::string(to_string(a->attention))},
-          {"sequence_parallel", a->sequence_parallel},
+          {"sequence_parallel", a->residual == ResidualLayout::sequence},
+          {"activation_layout", std::string(to_string(a->residual))},
           {"stage_interleave", a->stage_interleave},
           {"activation_dtype", std::string(to_string(a->activation_dtype))}};
 }

@@ -338,8 +338,18 @@ std::string workload_text(const ActivationEstimate& a, const Mesh& mesh) {
       a.microbatch_size == 1 ? "" : "s",
       to_string(a.remat),
       to_string(a.attention));
-  if (a.sequence_parallel) {
-    out += ", sequence parallel";
+  switch (a.residual) {
+    case ResidualLayout::replicated:
+      break;
+    case ResidualLayout::sequence:
+      out += ", sequence parallel";
+      break;
+    case ResidualLayout::embed:
+      out += fmt::format(
+          ", residual stream's embed split over the tensor "
+          "axes ({})",
+          a.residual_source);
+      break;
   }
   if (a.stage_interleave > 1) {
     out += fmt::format(", {} virtual stages", a.stage_interleave);

@@ -69,12 +69,22 @@ bool check_remat_policies(const std::vector<std::string>& remat,
 // "SOURCES.TOPOLOGY NAME", unless the caller gave one.
 MemoryOptions slice_memory(const SearchOptions& options, const Topology& slice);
 
+// A mesh as the rules plan it: what decides the activation layout.
+struct LaidOut {
+  const RuleSet& rules;
+  const Mesh& mesh;
+  const AxisRoles& roles;
+};
+
 // The workload of one variation: options.workload with `remat`, and `batch`
-// as its per-device batch unless empty; its mesh reported at `mesh_at`.
+// as its per-device batch unless empty; its mesh reported at `mesh_at`;
+// its activation layout the rules' on the mesh (residual_layout) unless a
+// flag set it.
 Workload variation_workload(const SearchOptions& options,
                             const std::string& remat,
                             const std::string& batch,
-                            const Location& mesh_at);
+                            const Location& mesh_at,
+                            const LaidOut& laid_out);
 
 // The winner of `result` (which has one) laid out on its slice, one of
 // `topologies`, with options.winner.sources; the layout's diagnostics go to

@@ -219,10 +219,13 @@ MemoryOptions slice_memory(const SearchOptions& options,
 Workload variation_workload(const SearchOptions& options,
                             const std::string& remat,
                             const std::string& batch,
-                            const Location& mesh_at) {
+                            const Location& mesh_at,
+                            const LaidOut& laid_out) {
   Workload w = options.workload;
   w.remat.value = remat;
   w.mesh_at = mesh_at;
+  w.residual = residual_layout(
+      w.residual, laid_out.rules, laid_out.mesh, laid_out.roles);
   if (!batch.empty()) {
     w.per_device_batch.value = batch;
     w.batch.value.reset();

@@ -311,7 +311,11 @@ class Searcher {
       for (const std::string& batch : m_variations.per_device_batch) {
         SearchCandidate c = candidate(*p.choice, remat, batch);
         const Workload w = search_detail::variation_workload(
-            m_options, remat, batch, m_mesh_at);
+            m_options,
+            remat,
+            batch,
+            m_mesh_at,
+            {m_rules, p.placed.mesh, p.roles});
         Diagnostics run;
         std::optional<ActivationEstimate> act =
             estimate_activations(m_model, p.placed.mesh, p.roles, w, run);

@@ -69,13 +69,16 @@ std::optional<WinnerPlan> plan_winner(const Manifest& manifest,
   if (!roles) {
     return std::nullopt;
   }
-  std::optional<ActivationEstimate> activations = estimate_activations(
-      model,
-      mesh,
-      *roles,
-      variation_workload(
-          options, winner.remat, winner.per_device_batch, mesh_at),
-      diags);
+  std::optional<ActivationEstimate> activations =
+      estimate_activations(model,
+                           mesh,
+                           *roles,
+                           variation_workload(options,
+                                              winner.remat,
+                                              winner.per_device_batch,
+                                              mesh_at,
+                                              {rules, mesh, *roles}),
+                           diags);
   if (!activations) {
     return std::nullopt;
   }

@@ -618,7 +618,9 @@ class Estimator {
               per_device.at);
       }
     }
-    m_e.sequence_parallel = m_w.sequence_parallel;
+    m_e.residual = m_w.residual.value;
+    m_e.residual_source =
+        m_w.residual.at.empty() ? "default" : to_string(m_w.residual.at);
     m_e.seq = m_w.seq.value;
     m_e.microbatches = m_w.microbatches.value;
     m_e.stage_interleave = m_w.stage_interleave.value;
@@ -745,39 +747,37 @@ class Estimator {
 
   bool check_sequence() {
     const int64_t C = m_e.sequence_shards;
-    const int64_t t = m_w.sequence_parallel ? m_e.tensor_shards : 1;
+    const bool by_token = m_w.residual.value == ResidualLayout::sequence;
+    const int64_t t = by_token ? m_e.tensor_shards : 1;
     const int64_t shards = C * t;  // both within the device count
     const int64_t seq = m_w.seq.value;
     if (seq % shards != 0) {
-      Diagnostic& d =
-          error("workload.sequence-indivisible",
-                m_w.sequence_parallel
-                    ? fmt::format("sequence length {} is not divisible by {} "
-                                  "sequence shards x {} tensor shards "
-                                  "(sequence parallelism) = {}",
-                                  seq,
-                                  C,
-                                  t,
-                                  shards)
-                    : fmt::format("sequence length {} is not divisible by "
-                                  "{} sequence shards",
-                                  seq,
-                                  C),
-                m_w.seq.at);
+      Diagnostic& d = error(
+          "workload.sequence-indivisible",
+          by_token ? fmt::format("sequence length {} is not divisible by {} "
+                                 "sequence shards x {} tensor shards "
+                                 "(sequence parallelism) = {}",
+                                 seq,
+                                 C,
+                                 t,
+                                 shards)
+                   : fmt::format("sequence length {} is not divisible by "
+                                 "{} sequence shards",
+                                 seq,
+                                 C),
+          m_w.seq.at);
       std::vector<std::string> names = m_roles.sequence;
-      if (m_w.sequence_parallel) {
+      if (by_token) {
         names.insert(names.end(), m_roles.tensor.begin(), m_roles.tensor.end());
       }
-      d.hint = fmt::format(
-          "{} axes: {}",
-          m_w.sequence_parallel ? "sequence and tensor" : "sequence",
-          axes_text(m_mesh, names));
+      d.hint = fmt::format("{} axes: {}",
+                           by_token ? "sequence and tensor" : "sequence",
+                           axes_text(m_mesh, names));
       return false;
     }
     m_s_dev = seq / C;
     m_e.tokens = m_arith.mul(m_e.microbatch_size, m_s_dev);
-    m_tokens_outside =
-        m_w.sequence_parallel ? m_e.tokens / m_e.tensor_shards : m_e.tokens;
+    m_tokens_outside = by_token ? m_e.tokens / m_e.tensor_shards : m_e.tokens;
     return true;
   }
 
@@ -838,11 +838,25 @@ class Estimator {
     }
   }
 
+  // Whether the residual stream's tensors are split over the tensor axes.
+  bool split_outside() const {
+    return m_w.residual.value != ResidualLayout::replicated;
+  }
+
+  // The elements on a device of a tokens x `width` tensor outside tensor
+  // parallelism: whole (replicated), 1/t of the tokens (sequence) or
+  // ceil(width / t) of each token's (embed).
+  int64_t outside(int64_t width) {
+    if (m_w.residual.value == ResidualLayout::embed) {
+      return m_arith.mul(m_e.tokens, ceil_div(width, m_e.tensor_shards));
+    }
+    return m_arith.mul(m_tokens_outside, width);
+  }
+
   // The mesh axes of the roles that split a tensor of `scale`, mesh order.
   std::vector<std::string> axes_of(Scale scale) const {
     const bool tensor = scale == Scale::inside || scale == Scale::scores
-                        || scale == Scale::routed_inside
-                        || m_w.sequence_parallel;
+                        || scale == Scale::routed_inside || split_outside();
     std::vector<std::string> out;
     for (const MeshAxis& axis : m_mesh.axes) {
       std::optional<AxisRole> role = m_roles.role_of(axis.name);
@@ -865,11 +879,10 @@ class Estimator {
     out.axes = axes_of(c.scale);
     const std::string per =
         c.elem_bytes == 1 ? std::string() : fmt::format("{}*", c.elem_bytes);
-    const bool sp = m_w.sequence_parallel;
+    const bool sp = split_outside();
     switch (c.scale) {
       case Scale::outside:
-        out.bytes_per_layer =
-            m_arith.mul({m_tokens_outside, c.width, c.elem_bytes});
+        out.bytes_per_layer = m_arith.mul(outside(c.width), c.elem_bytes);
         out.formula =
             fmt::format("{}s*b*{}{}", per, c.width_text, sp ? "/t" : "");
         break;
@@ -887,7 +900,7 @@ class Estimator {
         break;
       case Scale::routed_outside:
         out.bytes_per_layer = m_arith.mul(
-            {m_tokens_outside, m_s.experts_per_token, c.width, c.elem_bytes});
+            {outside(c.width), m_s.experts_per_token, c.elem_bytes});
         out.formula =
             fmt::format("{}s*b*{}{}", per, c.width_text, sp ? "/t" : "");
         break;
@@ -968,7 +981,7 @@ class Estimator {
     // The embedding (first stage): the token ids (int32, as MaxText casts
     // them; Megatron counts 8 bytes, int64) and the embedding dropout's
     // mask (Korthikanti et al. 4.3).
-    const bool sp = m_w.sequence_parallel;
+    const bool sp = split_outside();
     m_embedding = m_arith.mul(m_e.tokens, 4);
     m_e.terms.push_back({"token_ids",
                          m_embedding,
@@ -976,7 +989,7 @@ class Estimator {
                          "int32 token ids (MaxText; Megatron: 8*s*b)",
                          TermPart::embedding});
     if (m_model.embedding_dropout > 0) {
-      const int64_t mask = m_arith.mul(m_tokens_outside, m_model.hidden);
+      const int64_t mask = outside(m_model.hidden);
       m_embedding = m_arith.add(m_embedding, mask);
       m_e.terms.push_back({"embedding_dropout_mask",
                            mask,
@@ -997,8 +1010,7 @@ class Estimator {
     // head of its own.
     if (m_s.mtp_layers > 0) {
       const LayerActivations& layer = m_s.mtp_moe ? *m_e.moe : *m_e.dense;
-      const int64_t inputs =
-          m_arith.mul({m_tokens_outside, m_model.hidden, 4, m_act});
+      const int64_t inputs = m_arith.mul({outside(m_model.hidden), 4, m_act});
       const int64_t head = head_terms("mtp ", false);
       const int64_t one = m_arith.add(m_arith.add(layer.bytes, inputs), head);
       m_mtp = m_arith.mul(one, m_s.mtp_layers);
@@ -1017,10 +1029,9 @@ class Estimator {
 
   // The head's terms, added to `terms` when `record`; their sum.
   int64_t head_terms(std::string_view prefix, bool record) {
-    const bool sp = m_w.sequence_parallel;
+    const bool sp = split_outside();
     const int64_t vocab = ceil_div(m_model.vocab, m_e.tensor_shards);
-    const int64_t hidden =
-        m_arith.mul({m_tokens_outside, m_model.hidden, m_act});
+    const int64_t hidden = m_arith.mul(outside(m_model.hidden), m_act);
     const std::string h_text = fmt::format("{}*s*b*h{}", m_act, sp ? "/t" : "");
     struct Term {
       std::string_view name;

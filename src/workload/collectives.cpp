@@ -193,7 +193,7 @@ std::vector<CollectiveRow> tensor_collectives(const CollectiveInputs& c) {
   const double calls = per_layer * (c.layers_per_stage * c.microbatches);
   const bool overlap = c.options.overlap_tensor;
   const double bytes = micro_bytes(c);
-  if (!c.act.sequence_parallel) {
+  if (c.act.residual == ResidualLayout::replicated) {
     return {{Parallelism::tensor,
              Collective::all_reduce,
              StepPhase::every_pass,

@@ -247,3 +247,58 @@ TEST_CASE("maxtext cli: search takes the workload and names axes as MaxText",
   }
   CHECK(tensor_named);
 }
+
+TEST_CASE(
+    "maxtext cli: the residual stream lies as the rules' activation_embed",
+    "[cli][maxtext][activations]") {
+  // MaxText's 32B model (emb 8192, 64 heads of 128, 64 kv heads, MLP 28672,
+  // 32 layers) on v5p-128 as fsdp:16,tensor:4, per_device_batch_size 6,
+  // seq 2048, remat minimal. base.yml maps activation_embed to tensor, so
+  // every h-wide tensor a layer keeps is split 4 ways with the heads and
+  // the MLP: with s 2048, b 6 x 64 / 16 = 24, t 4, per layer
+  // 2*s*b*(h/t + a*d/t + 2*k*d/t + h/t + 2*I/t + h/t)
+  // = 2 * 2048 * 24 * (2048 + 2048 + 4096 + 2048 + 14336 + 2048)
+  // = 2,617,245,696 bytes; 32 layers 83,751,862,272 (78.00 GiB).
+  auto activations = [](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = test::args(
+        "memory --topology v5p-128 --from-hf-config {} --recipe adam "
+        "--format json",
+        data("maxtext-32b.json"));
+    args.insert(args.end(), extra.begin(), extra.end());
+    test::CliResult r = test::run_cli(args);
+    INFO(r.err);
+    REQUIRE(!r.out.empty());
+    return json::parse(r.out)["memory"]["activations"];
+  };
+  const std::string config = data("32b-v5p-128.yml");
+  const json a = activations(test::args("--maxtext-config {}", config));
+  CHECK(a["activation_layout"] == "embed");
+  CHECK(a["activation_layout_source"]
+        == "configs/rules/maxtext.json:/logical_axis_rules/21");
+  CHECK(a["per_layer_bytes"] == 2'617'245'696);
+  CHECK(a["layers_bytes"] == 83'751'862'272);
+  // The same mesh with flags and --rules maxtext: the same layout.
+  const json flags = activations(
+      test::args("--mesh fsdp:16,tensor:4 --rules maxtext --seq 2048 "
+                 "--per-device-batch 6 --remat minimal"));
+  CHECK(flags["per_layer_bytes"] == 2'617'245'696);
+  // A flag overrides the rules: replicated keeps the three h-wide tensors
+  // whole, 3 x 2*s*b*h*(1 - 1/t) = 3 x 603,979,776 more per layer.
+  const json replicated = activations(
+      test::args("--maxtext-config {} --activation-layout replicated", config));
+  CHECK(replicated["activation_layout"] == "replicated");
+  CHECK(replicated["activation_layout_source"] == "--activation-layout");
+  CHECK(replicated["per_layer_bytes"] == 2'617'245'696 + 3 * 603'979'776);
+  // fsdp-tp names no activation_embed: replicated, by default.
+  const json preset = activations(
+      test::args("--mesh fsdp:16,tensor:4 --rules fsdp-tp --seq 2048 "
+                 "--per-device-batch 6 --remat minimal"));
+  CHECK(preset["activation_layout"] == "replicated");
+  CHECK(preset["activation_layout_source"] == "default");
+  // Megatron's sequence parallelism: the same bytes, split by token.
+  const json sequence = activations(
+      test::args("--mesh fsdp:16,tensor:4 --rules fsdp-tp --seq 2048 "
+                 "--per-device-batch 6 --remat minimal --sequence-parallel"));
+  CHECK(sequence["activation_layout"] == "sequence");
+  CHECK(sequence["per_layer_bytes"] == 2'617'245'696);
+}

@@ -178,7 +178,7 @@ TEST_CASE("workload: Korthikanti's per-layer rows for GPT-3 175B",
   // Tensor + sequence parallel: s b h (34 / t + 5 a s / (h t))
   // = 25,165,824 * (4.25 + 10) = 358,612,992.
   Workload sp_none = workload(k_s, k_b, "none", "plain");
-  sp_none.sequence_parallel = true;
+  sp_none.residual.value = ResidualLayout::sequence;
   const ActivationEstimate tp_sp = estimate(m, "tp:8", sp_none);
   CHECK(tp_sp.per_layer_bytes * 8
         == k_sbh * (34 + 5 * k_a * k_s / k_h));  // exact: 34 sbh / 8 is whole
@@ -194,7 +194,7 @@ TEST_CASE("workload: Korthikanti's per-layer rows for GPT-3 175B",
   // Tensor + sequence parallel + selective: 34 s b h / t
   // = 25,165,824 * 34 / 8 = 106,954,752.
   Workload sp_sel = workload(k_s, k_b, "selective", "plain");
-  sp_sel.sequence_parallel = true;
+  sp_sel.residual.value = ResidualLayout::sequence;
   const ActivationEstimate tp_sp_sel = estimate(m, "tp:8", sp_sel);
   CHECK(tp_sp_sel.per_layer_bytes * 8 == k_sbh * 34);
   CHECK(tp_sp_sel.per_layer_bytes == 106'954'752);
@@ -207,7 +207,7 @@ TEST_CASE("workload: Korthikanti's per-layer rows for GPT-3 175B",
   CHECK(names_of(*full.dense)
         == std::vector<std::string>{"decoder_layer_input"});
   Workload sp_full = workload(k_s, k_b, "full", "plain");
-  sp_full.sequence_parallel = true;
+  sp_full.residual.value = ResidualLayout::sequence;
   CHECK(estimate(m, "tp:8", sp_full).per_layer_bytes == 2 * k_sbh / 8);
 }
 
@@ -276,7 +276,7 @@ TEST_CASE("workload: the embedding and the head, Korthikanti's 4.3",
   // bf16 output, 2 s b v / t = 26,214,400.
   const ModelConfig m = gpt(k_h, k_a, 96, 51200);
   Workload w = workload(k_s, k_b, "selective", "plain");
-  w.sequence_parallel = true;
+  w.residual.value = ResidualLayout::sequence;
   const ActivationEstimate e = estimate(m, "tp:8", w);
   CHECK(term(e, "final_norm_input") == 6'291'456);
   CHECK(term(e, "head_input") == 6'291'456);
@@ -310,7 +310,7 @@ TEST_CASE("workload: pipeline in flight, 1F1B and interleaved",
   const int64_t layer = 106'954'752;
   auto run = [&](int64_t microbatches, int64_t interleave) {
     Workload w = workload(k_s, microbatches, "selective", "plain");
-    w.sequence_parallel = true;
+    w.residual.value = ResidualLayout::sequence;
     w.microbatches.value = microbatches;
     w.stage_interleave.value = interleave;
     return estimate(m, "pp:8,tp:8", w);
@@ -750,16 +750,18 @@ TEST_CASE("workload: more remat never increases activations",
                                      "qwen2-57b-a14b",
                                      "deepseek-v3");
   const std::string attention = GENERATE(as<std::string>{}, "flash", "plain");
-  const bool sp = GENERATE(false, true);
+  const ResidualLayout sp = GENERATE(ResidualLayout::replicated,
+                                     ResidualLayout::sequence,
+                                     ResidualLayout::embed);
   const std::string mesh = GENERATE(as<std::string>{}, "dp:2,tp:4", "tp:8");
   const ModelConfig m = test::model_config(model);
-  INFO(model << " " << attention << " sp " << sp << " " << mesh);
+  INFO(model << " " << attention << " layout " << to_string(sp) << " " << mesh);
   int checked = 0;
   for (const auto& [more, less] : k_more_remat) {
     INFO(more << " <= " << less);
     Workload a = workload(1024, 8, std::string(more), attention);
     Workload b = workload(1024, 8, std::string(less), attention);
-    a.sequence_parallel = b.sequence_parallel = sp;
+    a.residual.value = b.residual.value = sp;
     const ActivationEstimate x = estimate(m, mesh, a);
     const ActivationEstimate y = estimate(m, mesh, b);
     CHECK(x.per_layer_bytes <= y.per_layer_bytes);
@@ -781,7 +783,9 @@ TEST_CASE("workload: more sharding never increases per-device bytes",
                                      "qwen2-57b-a14b");
   const std::string remat =
       GENERATE(as<std::string>{}, "none", "selective", "full", "minimal");
-  const bool sp = GENERATE(false, true);
+  const ResidualLayout sp = GENERATE(ResidualLayout::replicated,
+                                     ResidualLayout::sequence,
+                                     ResidualLayout::embed);
   const ModelConfig m = test::model_config(model);
   // One axis per role, each grown from 1 to 2 to 4 while the others stay.
   const std::vector<std::string> axes = {"dp", "tp", "sp", "ep", "pp"};
@@ -795,10 +799,10 @@ TEST_CASE("workload: more sharding never increases per-device bytes",
         mesh += fmt::format(
             "{}{}:{}", i == 0 ? "" : ",", axes[i], i == grown ? size : 1);
       }
-      INFO(model << " " << remat << " sp " << sp << " " << mesh);
+      INFO(model << " " << remat << " layout " << to_string(sp) << " " << mesh);
       Workload w = workload(4096, 16, remat);
       w.microbatches.value = 4;
-      w.sequence_parallel = sp;
+      w.residual.value = sp;
       const ActivationEstimate e = estimate(m, mesh, w);
       // A stage axis splits the layers, not the tokens: its first stage
       // holds min(S, M) microbatches of L / S layers, never more than L
@@ -883,7 +887,7 @@ TEST_CASE("workload: bad input is a located error", "[workload][activations]") {
            "sequence shards; sequence axes: \"sp\" 16 "
            "[workload.sequence-indivisible]");
   w = workload(1000, 8, "full");
-  w.sequence_parallel = true;
+  w.residual.value = ResidualLayout::sequence;
   CHECK(error_of(m, "dp:8,sp:2,tp:8", w)
         == "--seq: error: sequence length 1000 is not divisible by 2 sequence "
            "shards x 8 tensor shards (sequence parallelism) = 16; sequence "
