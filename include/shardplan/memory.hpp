@@ -278,6 +278,12 @@ struct MemoryOptions {
   // or f32 for adam-fp32-grads). Ignored, with a warning, by a recipe that
   // counts no gradients.
   Sourced<std::optional<DType>> grad_dtype;
+  // The dtype the matmuls compute in: FSDP all-gathers a weight held wider
+  // in it, and reduce-scatters its gradient in it (MaxText casts each f32
+  // weight to `dtype`, bfloat16, before the layer uses it; torchtitan's
+  // FSDP2 gathers in mixed_precision_param, bfloat16; docs/memory.md,
+  // "Gather buffer"). A weight held narrower moves as held.
+  DType compute_dtype = DType::bf16;
   // ZeRO stage: 1 shards optimizer state, 2 also gradients, 3 also
   // parameters, over the data axes a tensor's spec does not already use.
   Sourced<int> zero;
@@ -411,6 +417,10 @@ struct MemoryEstimate {
   std::vector<GatherUnit> gather_units;  // those two units (or one), in order
   // The mesh axes their tensors are gathered over, in mesh order.
   std::vector<std::string> gather_axes;
+  // The dtype a weight held wider than the compute dtype moves in
+  // (options.compute_dtype), when the gather buffer holds one; else
+  // nullopt (every weight gathered as held).
+  std::optional<DType> gather_cast;
   // The mesh axes the spec of some tensor held splits it over, in mesh
   // order (a tensor axis none splits holds whole weights: estimate_step
   // warns).

@@ -474,8 +474,9 @@ struct StepInputs {
   // The axes the specs split some tensor over (MemoryEstimate::
   // split_axes); nullopt: not known, not checked.
   std::optional<std::vector<std::string>> split_axes;
-  // Bytes per element of the weights as trained (the param dtype) and of
-  // their gradients.
+  // Bytes per element of the weights as FSDP moves them (the param dtype,
+  // or the compute dtype when that is narrower: MemoryEstimate::
+  // gather_cast) and of their gradients.
   int64_t weight_bytes = 2;
   int64_t grad_bytes = 2;
   // Bytes of the model state a device updates in the optimizer step (its

@@ -376,8 +376,17 @@ class MemoryEstimator {
     return cost;
   }
 
+  // The dtype a weight held in `held` is all-gathered and its gradient
+  // reduce-scattered in: the compute dtype when narrower.
+  DType moved_dtype(DType held) const {
+    const DType compute = m_options.compute_dtype;
+    return is_floating(held) && dtype_bits(held) > dtype_bits(compute) ? compute
+                                                                       : held;
+  }
+
   // A tensor gathered at use: every dim split only over the axes kept, in
-  // its held dtype; as much again for its gradients when they are counted.
+  // the dtype it moves in; as much again for its gradients when they are
+  // counted.
   std::optional<int64_t> gathered_bytes(const TensorSharding& s,
                                         const Tensor& tensor,
                                         Role role,
@@ -396,7 +405,8 @@ class MemoryEstimator {
       }
       elements *= ceil_div(tensor.shape[d], shards);  // <= dim
     }
-    std::optional<int64_t> bytes = bytes_for(elements, held);
+    std::optional<int64_t> bytes =
+        bytes_for(elements, trained ? moved_dtype(held) : held);
     if (!bytes) {
       return {};
     }
@@ -689,9 +699,16 @@ class MemoryEstimator {
           || !in_group(t, group)) {
         continue;
       }
-      for (const std::string& axis :
-           m_use->gathered(m_shardings[t], role_of(t))) {
+      const std::vector<std::string> axes =
+          m_use->gathered(m_shardings[t], role_of(t));
+      for (const std::string& axis : axes) {
         gathered[static_cast<size_t>(m_mesh.index_of(axis))] = true;
+      }
+      const Role role = role_of(t);
+      const DType held = held_dtype(m_tensors[t].dtype);
+      if (!axes.empty() && (role == Role::weight || role == Role::expert_weight)
+          && moved_dtype(held) != held) {
+        est.gather_cast = moved_dtype(held);
       }
     }
     for (size_t a = 0; a < m_mesh.axes.size(); ++a) {

@@ -205,6 +205,9 @@ ordered_json memory_object(const CheckReport& r) {
   }
   j["gather_units"] = std::move(units);
   j["gather_axes"] = m.gather_axes;
+  j["gather_dtype"] = m.gather_cast
+                          ? ordered_json(std::string(to_string(*m.gather_cast)))
+                          : ordered_json(nullptr);
   const Placement& p = m.placement;
   if (p.placed()) {
     j["placement"] = {{"stage_axes", p.stage_axes},

@@ -71,9 +71,13 @@ std::string memory_text(const CheckReport& r) {
     out += step + "\n";
   }
   if (m.gather_buffer > 0) {
-    out += fmt::format("gather buffer: {} gathered over {} at use\n",
-                       gather_units_text(m),
-                       fmt::join(m.gather_axes, ","));
+    out +=
+        fmt::format("gather buffer: {} gathered over {} at use{}\n",
+                    gather_units_text(m),
+                    fmt::join(m.gather_axes, ","),
+                    m.gather_cast ? fmt::format(", in {} (the compute dtype)",
+                                                to_string(*m.gather_cast))
+                                  : std::string());
   }
   if (m.placement.placed()) {
     out += fmt::format("{}\n", placement_line(m));

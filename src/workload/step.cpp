@@ -543,8 +543,11 @@ StepInputs step_inputs_for(const ModelConfig& model,
   in.links = links;
   in.gather_axes = memory.gather_axes;
   in.split_axes = memory.split_axes;
-  in.weight_bytes = dtype_bits(weights) / 8;
-  in.grad_bytes = dtype_bits(memory.grad_dtype.value_or(weights)) / 8;
+  // FSDP moves a weight held wider than the compute dtype in it, and its
+  // gradient too unless the recipe holds gradients apart (fp32 grads).
+  const DType moved = memory.gather_cast.value_or(weights);
+  in.weight_bytes = dtype_bits(moved) / 8;
+  in.grad_bytes = dtype_bits(memory.grad_dtype.value_or(moved)) / 8;
   in.optimizer_state_bytes = memory.per_device.model_states();
   in.mesh_at = std::move(mesh_at);
   return in;

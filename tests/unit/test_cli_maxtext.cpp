@@ -302,3 +302,36 @@ TEST_CASE(
   CHECK(sequence["activation_layout"] == "sequence");
   CHECK(sequence["per_layer_bytes"] == 2'617'245'696);
 }
+
+TEST_CASE("maxtext cli: f32 weights move in the compute dtype, bf16",
+          "[cli][maxtext][memory][step]") {
+  // MaxText's weight_dtype float32 with dtype bfloat16: each weight is cast
+  // to bf16 before its layer uses it, so FSDP all-gathers bf16 (MaxText's
+  // sharding guide: "All gather params EM in (bf16): 2EM bytes") and
+  // reduce-scatters bf16 gradients. A Llama-3-70B layer has 855,638,016
+  // parameters: 1,711,276,032 bytes a gather, not 3,422,552,064. Under
+  // pure FSDP the buffer holds the embedding (128,256 x 8,192 =
+  // 1,050,673,152) and layer 0, with their gradients:
+  // (1,050,673,152 + 855,638,016) x 2 bytes x 2 = 7,625,244,672.
+  auto run = [](const std::string& dtype) {
+    test::CliResult r = test::run_cli(test::args(
+        "memory --topology v5p-1024 --model llama-3-70b --mesh fsdp:512 "
+        "--rules maxtext --recipe adam --seq 4096 --per-device-batch 2 "
+        "--format json --param-dtype {}",
+        dtype));
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    return json::parse(r.out);
+  };
+  const json f32 = run("f32");
+  CHECK(f32["memory"]["per_device"]["gather_buffer"] == 7'625'244'672);
+  CHECK(f32["memory"]["gather_dtype"] == "bf16");
+  const json& gather = f32["step"]["collectives"][0];
+  CHECK(gather["what"] == "fsdp all-gather (forward)");
+  CHECK(gather["bytes_per_device"] == 1'711'276'032);
+  CHECK(f32["step"]["collectives"][2]["bytes_per_device"] == 1'711'276'032);
+  // bf16 weights move as held: the same bytes, no cast named.
+  const json bf16 = run("bf16");
+  CHECK(bf16["memory"]["per_device"]["gather_buffer"] == 7'625'244'672);
+  CHECK(bf16["memory"]["gather_dtype"].is_null());
+}

@@ -531,17 +531,24 @@ TEST_CASE("memory: the gather buffer covers every axis a spec splits for FSDP",
   }
   SECTION("MaxText's logical axis 'exp' marks the experts dim") {
     // wi_0 [8 experts, 64 embed, 128 mlp] f32 on ep:2,fsdp:2,tp:2, spec
-    // ep,fsdp,tp: gathered over fsdp only: 4 x 64 x 64 x 4 bytes x 2 =
-    // 131,072.
+    // ep,fsdp,tp: gathered over fsdp only, in the compute dtype (bf16)
+    // with its gradients: 4 x 64 x 64 x 2 bytes x 2 = 65,536; computing
+    // in f32, 131,072.
     const Laid laid = lay(
         R"({"params": [{"name": "decoder/moe/wi_0", "shape": [8, 64, 128],
              "dtype": "f32", "logical_axes": ["exp", "embed", "mlp"]}]})",
         "ep:2,fsdp:2,tp:2",
         8,
         R"({"decoder/moe/wi_0": ["ep", "fsdp", "tp"]})");
-    const MemoryEstimate e = estimate_with(laid, training(Recipe::adam));
-    CHECK(e.gather_buffer == 131'072);
+    MemoryOptions options = training(Recipe::adam);
+    MemoryEstimate e = estimate_with(laid, options);
+    CHECK(e.gather_buffer == 65'536);
+    CHECK(e.gather_cast == DType::bf16);
     CHECK(e.gather_axes == std::vector<std::string>{"fsdp"});
+    options.compute_dtype = DType::f32;
+    e = estimate_with(laid, options);
+    CHECK(e.gather_buffer == 131'072);
+    CHECK(!e.gather_cast);
   }
   SECTION("a split over an axis of size 1 gathers nothing") {
     const Laid laid =
