@@ -376,6 +376,10 @@ struct MaxTextConfig {
   std::optional<Sourced<std::string>> per_device_batch_size;
   std::optional<Sourced<int64_t>> max_target_length;
   std::optional<Sourced<std::string>> remat_policy;
+  // The custom policy's keys set (decoder_layer_input: 'offload', ...;
+  // custom_remat_names), each 'remat', 'device' or 'offload', in the
+  // config's order.
+  std::vector<std::pair<std::string, Sourced<std::string>>> remat_names;
   std::optional<Sourced<DType>> weight_dtype;
   // Microbatches: gradient_accumulation_steps (the global batch is then
   // per_device_batch_size x devices x steps, pyconfig's

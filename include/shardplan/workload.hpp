@@ -76,6 +76,11 @@ namespace shardplan {
 //   save_out_proj                     out_proj
 //   qkv_proj_offloaded                q/k/v in host memory, not HBM
 //   minimal_offloaded                 minimal's set in host memory
+//   custom                            each checkpoint name where a
+//                                     CustomRemat puts it: on the device,
+//                                     offloaded to host memory, or
+//                                     rematerialized (MaxText's
+//                                     remat_policy 'custom')
 // Each is one row of the table in src/workload/remat.cpp, from which follow
 // its name, what it keeps and where, and what its backward recomputes
 // (docs/step.md, "FLOPs").
@@ -92,7 +97,45 @@ enum class RematPolicy {
   save_out_proj,
   qkv_proj_offloaded,
   minimal_offloaded,
+  custom,
 };
+
+// Where MaxText's custom policy keeps a checkpoint name (base.yml: 'remat',
+// 'device', 'offload': host memory, copied back for the backward).
+enum class RematPlacement { remat, device, offload };
+std::string_view to_string(RematPlacement placement);
+std::optional<RematPlacement> parse_remat_placement(std::string_view text);
+
+// The checkpoint names a custom policy places: MaxText's base.yml keys, in
+// its order (decoder_layer_input, context, mlpwi, mlpwi_0, mlpwi_1, mlpwo,
+// query_proj, key_proj, value_proj, qkv_proj, out_proj, mla_q, mla_kv).
+const std::vector<std::string>& custom_remat_names();
+
+// A custom policy: the placement of each name given; a name not given is
+// rematerialized, but decoder_layer_input stays on the device (base.yml's
+// defaults). qkv_proj and mlpwi name MaxText's fused projections
+// (fused_qkv, fused_mlp), which the unfused layers shardplan models do not
+// have.
+struct CustomRemat {
+  std::vector<std::pair<std::string, RematPlacement>> names;
+
+  RematPlacement of(std::string_view name) const;
+  bool operator==(const CustomRemat&) const = default;
+};
+
+// The policy of `text`: a name above, or "custom" with its placements,
+// "custom:NAME=PLACE,NAME=PLACE" (PLACE: remat, device or offload);
+// `custom` is filled for a custom policy. Reports an unknown policy
+// [workload.unknown-remat], name or placement [workload.bad-remat] at `at`
+// with "did you mean".
+std::optional<RematPolicy> read_remat(std::string_view text,
+                                      const Location& at,
+                                      CustomRemat& custom,
+                                      Diagnostics& diags);
+
+// A policy as the output names it: its name, and for custom the names kept
+// ("custom: decoder_layer_input=offload, query_proj=offload").
+std::string describe_remat(RematPolicy policy, const CustomRemat& custom);
 
 std::string_view to_string(RematPolicy policy);
 // The names above, and "minimal_flash" for minimal_with_context (MaxText's
@@ -228,6 +271,7 @@ struct StageActivations {
 struct ActivationEstimate {
   // The workload as resolved.
   RematPolicy remat = RematPolicy::full;
+  CustomRemat custom_remat;  // with remat custom: each name's placement
   AttentionKind attention = AttentionKind::flash;
   // The residual stream's layout and who decided it (docs/memory.md,
   // "Activation layout"): a flag, a rules file's entry, or the default.

@@ -103,8 +103,15 @@ void apply_maxtext_workload(const std::optional<MaxTextConfig>& maxtext,
     flags.microbatches = {steps.value, maxtext_location(steps.at)};
   }
   if (!flags.remat.value && config.remat_policy) {
-    flags.remat = {config.remat_policy->value,
-                   maxtext_location(config.remat_policy->at)};
+    std::string policy = config.remat_policy->value;
+    if (policy == "custom" && !config.remat_names.empty()) {
+      std::vector<std::string> names;
+      for (const auto& [name, place] : config.remat_names) {
+        names.push_back(fmt::format("{}={}", name, place.value));
+      }
+      policy = fmt::format("custom:{}", fmt::join(names, ","));
+    }
+    flags.remat = {policy, maxtext_location(config.remat_policy->at)};
   }
 }
 

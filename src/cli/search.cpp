@@ -135,6 +135,21 @@ Examples:
 
 namespace {
 
+// --remat's policies as given: its commas split the list, so the
+// NAME=PLACE items of a custom policy join the custom: item before them.
+std::vector<std::string> remat_policies(const std::vector<std::string>& items) {
+  std::vector<std::string> out;
+  for (const std::string& item : items) {
+    if (!out.empty() && out.back().starts_with("custom")
+        && item.find('=') != std::string::npos) {
+      out.back() += "," + item;
+    } else {
+      out.push_back(item);
+    }
+  }
+  return out;
+}
+
 // The search's options: the flags, else a MaxText config's keys, else the
 // search's defaults; the winner's plan reported at plan's flags, the plan it
 // is. False after a usage error (reported).
@@ -149,8 +164,9 @@ bool search_options(const SearchCommand& cmd,
     flags.per_device_batch.value = cmd.per_device_batch.front();
   }
   flags.microbatches.value = cmd.microbatches;
+  const std::vector<std::string> remat = remat_policies(cmd.remat);
   if (cmd.remat_given) {
-    flags.remat.value = cmd.remat.front();
+    flags.remat.value = remat.front();
   }
   flags.attention.value = cmd.attention;
   flags.sequence_parallel = cmd.sequence_parallel;
@@ -171,7 +187,7 @@ bool search_options(const SearchCommand& cmd,
   if (!resolve_search_axes(*in.model, options, diags)) {
     return false;
   }
-  options.remat = cmd.remat_given ? cmd.remat : std::vector<std::string>();
+  options.remat = cmd.remat_given ? remat : std::vector<std::string>();
   options.per_device_batch = cmd.per_device_batch;
   options.workload = workload_of(flags);
   if (!cmd.batch && options.workload.per_device_batch.value.empty()) {

@@ -60,7 +60,9 @@ void add_workload_options(CLI::App& app,
   app.add_option("--remat",
                  flags.remat.value,
                  fmt::format("what each layer keeps for the backward "
-                             "(default full): {}",
+                             "(default full): {}; custom:NAME=PLACE,... "
+                             "places MaxText's checkpoint names (PLACE: "
+                             "remat, device, offload)",
                              fmt::join(remat_policy_names(), ", ")))
       ->type_name("POLICY")
       ->group(group);

@@ -66,7 +66,13 @@ const std::vector<std::string>& read_keys() {
                                                 "weight_dtype",
                                                 "gradient_accumulation_steps",
                                                 "num_pipeline_microbatches"};
-  return keys;
+  static const std::vector<std::string> with_remat = [] {
+    std::vector<std::string> out = keys;
+    const std::vector<std::string>& names = custom_remat_names();
+    out.insert(out.end(), names.begin(), names.end());
+    return out;
+  }();
+  return with_remat;
 }
 
 // The parallelism keys of every mesh axis MaxText has had (diloco and
@@ -932,24 +938,26 @@ class Reader {
       return false;
     }
     if (remat->set()) {
-      if (!parse_remat_policy(remat->value)) {
+      if (!parse_remat_policy(remat->value)
+          || remat->value.find(':') != std::string::npos) {
         const std::vector<std::string> names = remat_policy_names();
         const std::string near = closest_match(remat->value, names);
-        m_diags
-            .error("maxtext.bad-value",
-                   fmt::format("remat_policy {} is not one shardplan "
-                               "estimates; known: {}",
-                               quote(remat->value),
-                               fmt::join(names, ", ")),
-                   remat->at)
-            .hint = near.empty() ? std::string(
-                        "MaxText's \"custom\" policy has no "
-                        "estimate: give --remat with the "
-                        "nearest named policy")
-                                 : fmt::format("did you mean {}?", quote(near));
+        Diagnostic& d =
+            m_diags.error("maxtext.bad-value",
+                          fmt::format("remat_policy {} is not one shardplan "
+                                      "estimates; known: {}",
+                                      quote(remat->value),
+                                      fmt::join(names, ", ")),
+                          remat->at);
+        if (!near.empty()) {
+          d.hint = fmt::format("did you mean {}?", quote(near));
+        }
         return false;
       }
       m_config.remat_policy = std::move(*remat);
+    }
+    if (!read_remat_names()) {
+      return false;
     }
     std::optional<Sourced<std::string>> dtype =
         string("weight_dtype", "a dtype name such as \"float32\"");
@@ -968,6 +976,36 @@ class Reader {
         return false;
       }
       m_config.weight_dtype = Sourced<DType>{*parsed, dtype->at};
+    }
+    return true;
+  }
+
+  // The custom policy's keys: each 'remat', 'device' or 'offload'.
+  bool read_remat_names() {
+    for (const std::string& name : custom_remat_names()) {
+      std::optional<Sourced<std::string>> place =
+          string(name, "'remat', 'device' or 'offload'");
+      if (!place) {
+        return false;
+      }
+      if (!place->set()) {
+        continue;
+      }
+      if (!parse_remat_placement(place->value)) {
+        m_diags
+            .error("maxtext.bad-value",
+                   fmt::format("{} must be 'remat', 'device' or 'offload', "
+                               "got {}",
+                               name,
+                               quote(place->value)),
+                   place->at)
+            .hint =
+            "MaxText's custom remat_policy places each named "
+            "tensor: rematerialized, kept on the device, or "
+            "offloaded to host memory";
+        return false;
+      }
+      m_config.remat_names.emplace_back(name, std::move(*place));
     }
     return true;
   }

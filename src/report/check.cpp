@@ -41,6 +41,13 @@ ordered_json activations_object(const ActivationEstimate& a,
   const StageActivations& st = a.per_stage[static_cast<size_t>(stage)];
   ordered_json j;
   j["remat"] = std::string(to_string(a.remat));
+  if (a.remat == RematPolicy::custom) {
+    ordered_json custom = ordered_json::object();
+    for (const std::string& name : custom_remat_names()) {
+      custom[name] = std::string(to_string(a.custom_remat.of(name)));
+    }
+    j["custom_remat"] = std::move(custom);
+  }
   j["attention"] = std::string(to_string(a.attention));
   j["sequence_parallel"] = a.residual == ResidualLayout::sequence;
   j["activation_layout"] = std::string(to_string(a.residual));

@@ -336,7 +336,7 @@ std::string workload_text(const ActivationEstimate& a, const Mesh& mesh) {
       a.microbatches == 1 ? "" : "es",
       a.microbatch_size,
       a.microbatch_size == 1 ? "" : "s",
-      to_string(a.remat),
+      describe_remat(a.remat, a.custom_remat),
       to_string(a.attention));
   switch (a.residual) {
     case ResidualLayout::replicated:

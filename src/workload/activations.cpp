@@ -285,7 +285,7 @@ class LayerBuilder {
             d.q_lora,
             "rq",
             k_maxtext);
-        add("mla_q", Tag::other, Scale::outside, d.q_lora, "rq", k_maxtext);
+        add("mla_q", Tag::mla_q, Scale::outside, d.q_lora, "rq", k_maxtext);
       }
       add("kv_wa_proj",
           Tag::other,
@@ -293,7 +293,7 @@ class LayerBuilder {
           d.kv_a_width,
           "(rkv+dr)",
           k_maxtext);
-      add("mla_kv", Tag::other, Scale::outside, d.kv_lora, "rkv", k_maxtext);
+      add("mla_kv", Tag::mla_kv, Scale::outside, d.kv_lora, "rkv", k_maxtext);
     }
     const std::string qk = d.mla ? "dq" : "d";
     const std::string v = d.mla ? "dv" : "d";
@@ -571,7 +571,7 @@ class Estimator {
       m_e.activation_dtype = *dtype;
     }
     std::optional<RematPolicy> remat =
-        read_remat_policy(m_w.remat.value, m_w.remat.at, m_diags);
+        read_remat(m_w.remat.value, m_w.remat.at, m_e.custom_remat, m_diags);
     if (remat) {
       m_e.remat = *remat;
     }
@@ -917,8 +917,8 @@ class Estimator {
                          RematPolicy policy) {
     LayerActivations layer;
     for (const Candidate& c : candidates) {
-      const auto [device, host] =
-          workload_detail::kept(policy, c.tag, c.needed, c.core);
+      const auto [device, host] = workload_detail::kept(
+          policy, m_e.custom_remat, c.tag, c.needed, c.core);
       if (!device && !host) {
         continue;
       }

@@ -52,6 +52,8 @@ enum class Tag {
   mlpwi_1,
   mlpwi,
   mlpwo,
+  mla_q,
+  mla_kv,
 };
 
 // Forward matmul FLOPs per token of one decoder layer's parts, and the
@@ -86,12 +88,19 @@ struct Kept {
 // Whether `policy` keeps a tensor tagged `tag`; `needed`: the backward needs
 // it when nothing is recomputed (remat none); `core`: it is the attention
 // core (scores, softmax, logsumexp), which selective recomputes.
-Kept kept(RematPolicy policy, Tag tag, bool needed, bool core);
+// `custom`: a custom policy's placements.
+Kept kept(RematPolicy policy,
+          const CustomRemat& custom,
+          Tag tag,
+          bool needed,
+          bool core);
 
 // The forward FLOPs per token `policy` recomputes in one layer's backward:
 // the parts whose outputs it does not keep (docs/step.md,
 // "FLOPs").
-double recomputed(RematPolicy policy, const LayerFlops& flops);
+double recomputed(RematPolicy policy,
+                  const CustomRemat& custom,
+                  const LayerFlops& flops);
 
 // Whether `policy` runs the whole layer's forward again, its collectives
 // with it (full: it keeps the layer input only).

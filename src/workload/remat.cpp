@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iterator>
 #include <optional>
 #include <string>
@@ -29,6 +30,7 @@ enum class Keeps {
   needed_but_core,  // that less the attention core, which is recomputed
   layer_input,      // the layer input only: the whole forward again
   names,            // the layer input plus the checkpoint names below
+  custom,           // each name where a CustomRemat puts it
 };
 
 // MaxText's checkpoint names a policy keeps, a bit per forward part whose
@@ -120,6 +122,7 @@ constexpr RematRow k_policies[] = {
      Keeps::names,
      k_minimal,
      Where::host},
+    {RematPolicy::custom, "custom", "", Keeps::custom, 0, Where::device},
 };
 
 // The last policy: a new RematPolicy is a -Wswitch error here until it says
@@ -138,8 +141,9 @@ constexpr bool is_last(RematPolicy policy) {
     case RematPolicy::save_qkv_proj:
     case RematPolicy::save_out_proj:
     case RematPolicy::qkv_proj_offloaded:
-      return false;
     case RematPolicy::minimal_offloaded:
+      return false;
+    case RematPolicy::custom:
       return true;
   }
   return false;
@@ -178,16 +182,138 @@ unsigned name_bit(Tag tag) {
       return k_mlpwo;
     case Tag::other:
     case Tag::decoder_layer_input:
+    case Tag::mla_q:
+    case Tag::mla_kv:
       return 0;
   }
   return 0;
+}
+
+// The checkpoint name of `tag` ("" for other).
+std::string_view tag_name(Tag tag) {
+  switch (tag) {
+    case Tag::other:
+      return "";
+    case Tag::decoder_layer_input:
+      return "decoder_layer_input";
+    case Tag::query_proj:
+      return "query_proj";
+    case Tag::key_proj:
+      return "key_proj";
+    case Tag::value_proj:
+      return "value_proj";
+    case Tag::context:
+      return "context";
+    case Tag::out_proj:
+      return "out_proj";
+    case Tag::mlpwi_0:
+      return "mlpwi_0";
+    case Tag::mlpwi_1:
+      return "mlpwi_1";
+    case Tag::mlpwi:
+      return "mlpwi";
+    case Tag::mlpwo:
+      return "mlpwo";
+    case Tag::mla_q:
+      return "mla_q";
+    case Tag::mla_kv:
+      return "mla_kv";
+  }
+  return "";
+}
+
+struct PlacementName {
+  RematPlacement placement;
+  std::string_view name;
+};
+
+constexpr PlacementName k_placements[] = {
+    {RematPlacement::remat, "remat"},
+    {RematPlacement::device, "device"},
+    {RematPlacement::offload, "offload"},
+};
+
+// The checkpoint-name bits a custom policy keeps (on the device or the
+// host): a part's bit when each of its names is kept.
+unsigned custom_bits(const CustomRemat& custom) {
+  const auto kept = [&](std::string_view name) {
+    return custom.of(name) != RematPlacement::remat;
+  };
+  unsigned bits = 0;
+  if (kept("query_proj") && kept("key_proj") && kept("value_proj")) {
+    bits |= k_qkv;
+  }
+  if (kept("context")) {
+    bits |= k_context;
+  }
+  if (kept("out_proj")) {
+    bits |= k_out_proj;
+  }
+  if ((kept("mlpwi_0") && kept("mlpwi_1")) || kept("mlpwi")) {
+    bits |= k_mlpwi;
+  }
+  if (kept("mlpwo")) {
+    bits |= k_mlpwo;
+  }
+  return bits;
+}
+
+// Reads "NAME=PLACE,..." after "custom:" into `custom`.
+bool read_custom_names(std::string_view list,
+                       const Location& at,
+                       CustomRemat& custom,
+                       Diagnostics& diags) {
+  const std::vector<std::string>& names = custom_remat_names();
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    const std::string_view item = list.substr(start, comma - start);
+    const size_t eq = item.find('=');
+    const std::string_view name = item.substr(0, eq);
+    const std::string_view place =
+        eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1);
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      Diagnostic& d = diags.error(
+          "workload.bad-remat",
+          fmt::format("custom remat: {} is not a checkpoint name; expected "
+                      "one of {}",
+                      quote(name),
+                      fmt::join(names, ", ")),
+          at);
+      const std::string near = closest_match(name, names);
+      if (!near.empty()) {
+        d.hint = fmt::format("did you mean {}?", quote(near));
+      }
+      return false;
+    }
+    const std::optional<RematPlacement> placement =
+        parse_remat_placement(place);
+    if (!placement) {
+      diags
+          .error("workload.bad-remat",
+                 fmt::format("custom remat: {}={} places it nowhere; "
+                             "expected remat, device or offload",
+                             name,
+                             place),
+                 at)
+          .hint = "e.g. custom:decoder_layer_input=offload,query_proj=device";
+      return false;
+    }
+    custom.names.emplace_back(name, *placement);
+    start = comma + 1;
+  }
+  return true;
 }
 
 }  // namespace
 
 namespace workload_detail {
 
-Kept kept(RematPolicy policy, Tag tag, bool needed, bool core) {
+Kept kept(RematPolicy policy,
+          const CustomRemat& custom,
+          Tag tag,
+          bool needed,
+          bool core) {
   const RematRow& row = row_of(policy);
   switch (row.keeps) {
     case Keeps::needed:
@@ -196,6 +322,13 @@ Kept kept(RematPolicy policy, Tag tag, bool needed, bool core) {
       return {needed && !core, false};
     case Keeps::layer_input:
       return {tag == Tag::decoder_layer_input, false};
+    case Keeps::custom: {
+      if (tag == Tag::other) {
+        return {false, false};
+      }
+      const RematPlacement p = custom.of(tag_name(tag));
+      return {p == RematPlacement::device, p == RematPlacement::offload};
+    }
     case Keeps::names:
       break;
   }
@@ -206,8 +339,11 @@ Kept kept(RematPolicy policy, Tag tag, bool needed, bool core) {
   return row.where == Where::host ? Kept{false, named} : Kept{named, false};
 }
 
-double recomputed(RematPolicy policy, const LayerFlops& f) {
+double recomputed(RematPolicy policy,
+                  const CustomRemat& custom,
+                  const LayerFlops& f) {
   const RematRow& row = row_of(policy);
+  unsigned names = row.names;
   switch (row.keeps) {
     case Keeps::needed:
       return 0;
@@ -215,13 +351,16 @@ double recomputed(RematPolicy policy, const LayerFlops& f) {
       return f.attention;
     case Keeps::layer_input:
       return f.forward();
+    case Keeps::custom:
+      names = custom_bits(custom);
+      break;
     case Keeps::names:
       break;
   }
   // The matmuls whose outputs the policy does not keep, and the attention
   // core unless it keeps the context; the router with the MLP's input,
   // which needs its routing. Offloaded tensors come back: not recomputed.
-  const auto dropped = [&](unsigned name) { return (row.names & name) == 0; };
+  const auto dropped = [&](unsigned name) { return (names & name) == 0; };
   double sum = 0;
   if (dropped(k_qkv)) {
     sum += f.qkv;
@@ -260,6 +399,9 @@ std::string_view to_string(RematPolicy policy) {
 }
 
 std::optional<RematPolicy> parse_remat_policy(std::string_view text) {
+  if (text.starts_with("custom:")) {
+    return RematPolicy::custom;
+  }
   for (const RematRow& row : k_policies) {
     if (row.name == text || (!row.alias.empty() && row.alias == text)) {
       return row.policy;
@@ -279,7 +421,25 @@ std::vector<std::string> remat_policy_names() {
 std::optional<RematPolicy> read_remat_policy(std::string_view text,
                                              const Location& at,
                                              Diagnostics& diags) {
+  CustomRemat custom;
+  return read_remat(text, at, custom, diags);
+}
+
+std::optional<RematPolicy> read_remat(std::string_view text,
+                                      const Location& at,
+                                      CustomRemat& custom,
+                                      Diagnostics& diags) {
   std::optional<RematPolicy> remat = parse_remat_policy(text);
+  if (remat == RematPolicy::custom) {
+    custom = {};
+    constexpr std::string_view k_prefix = "custom:";
+    if (text.size() > k_prefix.size()
+        && !read_custom_names(
+            text.substr(k_prefix.size()), at, custom, diags)) {
+      return std::nullopt;
+    }
+    return remat;
+  }
   if (!remat) {
     const std::vector<std::string> names = remat_policy_names();
     Diagnostic& d =
@@ -294,6 +454,67 @@ std::optional<RematPolicy> read_remat_policy(std::string_view text,
     }
   }
   return remat;
+}
+
+std::string_view to_string(RematPlacement placement) {
+  for (const PlacementName& p : k_placements) {
+    if (p.placement == placement) {
+      return p.name;
+    }
+  }
+  return "?";
+}
+
+std::optional<RematPlacement> parse_remat_placement(std::string_view text) {
+  for (const PlacementName& p : k_placements) {
+    if (p.name == text) {
+      return p.placement;
+    }
+  }
+  return std::nullopt;
+}
+
+const std::vector<std::string>& custom_remat_names() {
+  static const std::vector<std::string> names = {"decoder_layer_input",
+                                                 "context",
+                                                 "mlpwi",
+                                                 "mlpwi_0",
+                                                 "mlpwi_1",
+                                                 "mlpwo",
+                                                 "query_proj",
+                                                 "key_proj",
+                                                 "value_proj",
+                                                 "qkv_proj",
+                                                 "out_proj",
+                                                 "mla_q",
+                                                 "mla_kv"};
+  return names;
+}
+
+RematPlacement CustomRemat::of(std::string_view name) const {
+  // The last word on a name wins, as a later key overrides an earlier one.
+  for (auto it = names.rbegin(); it != names.rend(); ++it) {
+    if (it->first == name) {
+      return it->second;
+    }
+  }
+  return name == "decoder_layer_input" ? RematPlacement::device
+                                       : RematPlacement::remat;
+}
+
+std::string describe_remat(RematPolicy policy, const CustomRemat& custom) {
+  if (policy != RematPolicy::custom) {
+    return std::string(to_string(policy));
+  }
+  std::vector<std::string> kept;
+  for (const std::string& name : custom_remat_names()) {
+    const RematPlacement p = custom.of(name);
+    if (p != RematPlacement::remat) {
+      kept.push_back(fmt::format("{}={}", name, to_string(p)));
+    }
+  }
+  return kept.empty() ? std::string("custom (every name rematerialized)")
+                      : fmt::format("custom: {}", fmt::join(kept, ", "));
 }
 
 }  // namespace shardplan

@@ -190,8 +190,10 @@ class StepEstimator {
                            + m_moe_layers * m_moe.forward() + head;
     m_out.model_flops = 3 * forward * m_tokens;
     const double layers_forward = forward - head;
-    const double recompute = m_dense_layers * recomputed(m_act.remat, m_dense)
-                             + m_moe_layers * recomputed(m_act.remat, m_moe);
+    const CustomRemat& custom = m_act.custom_remat;
+    const double recompute =
+        m_dense_layers * recomputed(m_act.remat, custom, m_dense)
+        + m_moe_layers * recomputed(m_act.remat, custom, m_moe);
     const double device_tokens = m_tokens / m_split;
     m_out.flops_per_device =
         (3 * (layers_forward / m_stages + head) + recompute / m_stages)

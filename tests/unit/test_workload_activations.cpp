@@ -834,7 +834,7 @@ TEST_CASE("workload: bad input is a located error", "[workload][activations]") {
            "none, full, selective, minimal, minimal_with_context, "
            "save_dot_except_mlp, save_dot_except_mlpwi, "
            "save_dot_with_context_except_mlp, save_qkv_proj, save_out_proj, "
-           "qkv_proj_offloaded, minimal_offloaded; did you mean \"minimal\"? "
+           "qkv_proj_offloaded, minimal_offloaded, custom; did you mean \"minimal\"? "
            "[workload.unknown-remat]");
   w = workload(4096, 8, "full", "flsh");
   CHECK(error_of(m, "dp:8", w)
