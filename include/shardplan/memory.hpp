@@ -68,6 +68,21 @@ enum class Recipe {
   scaling_book
 };
 
+// The optimizer whose state a recipe with optimizer state keeps per
+// parameter (docs/memory.md, "Optimizer state"):
+//   adamw      two moments, mu and nu (optax.adamw, torch.optim.AdamW,
+//              Megatron's Adam); MaxText's adam_pax keeps the same
+//   adafactor  no first moment and a factored second one: rows + columns
+//              of a matrix, counted as none, a vector's whole
+//              (optax.adafactor's defaults)
+//   sgd        none (optax.sgd without momentum: MaxText's opt_type sgd)
+//   muon       one momentum buffer for a matrix (mu); AdamW's two for a
+//              vector (optax.contrib.muon)
+enum class Optimizer { adamw, adafactor, sgd, muon };
+std::string_view to_string(Optimizer optimizer);
+std::optional<Optimizer> parse_optimizer(std::string_view text);
+std::vector<std::string> optimizer_names();
+
 std::string_view to_string(Recipe recipe);
 // Accepts the names above and "megatron".
 std::optional<Recipe> parse_recipe(std::string_view text);
@@ -278,6 +293,16 @@ struct MemoryOptions {
   // or f32 for adam-fp32-grads). Ignored, with a warning, by a recipe that
   // counts no gradients.
   Sourced<std::optional<DType>> grad_dtype;
+  // The optimizer state (docs/memory.md, "Optimizer state"), each nullopt
+  // for the recipe's: adamw; moments in f32; an f32 master copy of the
+  // weights held narrower (not with scaling-book). `moments_like_params`
+  // (optax: nu, and mu unless mu_dtype says, have the params' dtype)
+  // makes the param dtype the moments' default; `moment_dtype` is then
+  // mu's alone (MaxText's mu_dtype).
+  Sourced<std::optional<Optimizer>> optimizer;
+  Sourced<std::optional<DType>> moment_dtype;
+  bool moments_like_params = false;
+  Sourced<std::optional<bool>> master;
   // The dtype the matmuls compute in: FSDP all-gathers a weight held wider
   // in it, and reduce-scatters its gradient in it (MaxText casts each f32
   // weight to `dtype`, bfloat16, before the layer uses it; torchtitan's
@@ -377,6 +402,13 @@ struct GroupMemory {
 
 struct MemoryEstimate {
   Recipe recipe = Recipe::params_only;
+  // The optimizer state as resolved (with a recipe that has one): the
+  // optimizer, the moments' dtypes (nullopt: the param dtype of each
+  // tensor) and whether weights held narrower than f32 have an f32 master.
+  Optimizer optimizer = Optimizer::adamw;
+  std::optional<DType> first_moment_dtype = DType::f32;
+  std::optional<DType> second_moment_dtype = DType::f32;
+  bool master = true;
   int zero = 0;
   std::vector<std::string> data_axes;  // as used (default resolved)
   int64_t zero_shards = 1;             // product of the data axes' sizes

@@ -278,6 +278,25 @@ void add_estimate_options(CLI::App& app, CheckCommand& cmd) {
                  "dtype gradients are held in (default: the recipe's: the "
                  "param dtype, or f32 for adam-fp32-grads)")
       ->type_name("DTYPE");
+  app.add_option("--optimizer",
+                 cmd.optimizer,
+                 "the optimizer whose state the recipe keeps: adamw "
+                 "(default: two moments), adafactor (factored), sgd (none), "
+                 "muon (one momentum)")
+      ->check(CLI::IsMember(optimizer_names()))
+      ->type_name("NAME");
+  app.add_option("--moment-dtype",
+                 cmd.moment_dtype,
+                 "dtype of the optimizer's moments (default f32; with "
+                 "--maxtext-config the weights', and this is mu_dtype)")
+      ->type_name("DTYPE");
+  app.add_option("--master-weights",
+                 cmd.master,
+                 "f32: an f32 master copy of weights held narrower (the "
+                 "default but with scaling-book); none: no copy (MaxText's "
+                 "default)")
+      ->check(CLI::IsMember({"f32", "none"}))
+      ->type_name("f32|none");
   app.add_option("--zero",
                  cmd.zero,
                  "ZeRO stage: 1 shards optimizer state, 2 also grads, 3 also "

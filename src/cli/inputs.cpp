@@ -339,6 +339,21 @@ class InputReader {
     return dtype;
   }
 
+  // The optimizer's state: the flags, else a MaxText config's defaults
+  // (optax adamw: moments like the params, no master copy), else the
+  // recipe's.
+  void read_optimizer(MemoryOptions& memory) {
+    if (!m_cmd.optimizer.empty()) {
+      memory.optimizer = {parse_optimizer(m_cmd.optimizer),
+                          Location::of("--optimizer")};
+    }
+    memory.moment_dtype = read_dtype(m_cmd.moment_dtype, "--moment-dtype");
+    if (!m_cmd.master.empty()) {
+      memory.master = {m_cmd.master == "f32", Location::of("--master-weights")};
+    }
+    apply_maxtext_optimizer(m_in.maxtext, memory);
+  }
+
   // The options of the memory estimator and of the validator.
   bool read_options() {
     const std::optional<Topology>& topology = m_in.topology;
@@ -353,6 +368,7 @@ class InputReader {
     memory.param_dtype = read_dtype(m_cmd.param_dtype, "--param-dtype");
     apply_maxtext_param_dtype(m_in.maxtext, memory.param_dtype);
     memory.grad_dtype = read_dtype(m_cmd.grad_dtype, "--grad-dtype");
+    read_optimizer(memory);
     if (m_cmd.hbm) {
       memory.hbm_bytes = {parse_size(*m_cmd.hbm, "--hbm", m_diags, true),
                           Location::of("--hbm")};

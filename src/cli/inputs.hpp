@@ -110,6 +110,9 @@ struct CheckCommand {
   std::string recipe = "params-only";
   std::string param_dtype;
   std::string grad_dtype;
+  std::string optimizer;     // --optimizer: "" for the recipe's
+  std::string moment_dtype;  // --moment-dtype
+  std::string master;        // --master-weights: "", "f32" or "none"
   int zero = 0;
   std::vector<std::string> data_axes;
   double headroom = 0.1;

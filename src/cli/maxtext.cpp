@@ -123,6 +123,17 @@ void apply_maxtext_param_dtype(const std::optional<MaxTextConfig>& config,
   }
 }
 
+void apply_maxtext_optimizer(const std::optional<MaxTextConfig>& config,
+                             MemoryOptions& memory) {
+  if (!config) {
+    return;
+  }
+  memory.moments_like_params = true;
+  if (!memory.master.value) {
+    memory.master = {false, Location::of(config->source)};
+  }
+}
+
 std::optional<RuleSet> maxtext_rules(const MaxTextConfig& config,
                                      Diagnostics& diags) {
   std::optional<RuleSet> rules =

@@ -50,6 +50,13 @@ void apply_maxtext_workload(const std::optional<MaxTextConfig>& maxtext,
 void apply_maxtext_param_dtype(const std::optional<MaxTextConfig>& config,
                                Sourced<std::optional<DType>>& dtype);
 
+// With a config, MaxText's optimizer state unless a flag set it: optax's
+// adamw keeps mu (mu_dtype, default the weights') and nu like the params,
+// and no master copy (docs/memory.md, "Optimizer state"); located at the
+// config.
+void apply_maxtext_optimizer(const std::optional<MaxTextConfig>& config,
+                             MemoryOptions& memory);
+
 // The rules a MaxText config gives: the maxtext preset, its
 // logical_axis_rules replaced by the config's when it has them (the preset's
 // Hugging Face name -> logical axes mapping kept).

@@ -202,6 +202,7 @@ bool search_options(const SearchCommand& cmd,
   options.memory.zero = {cmd.zero, Location::of("--zero")};
   options.memory.headroom = cmd.headroom;
   apply_maxtext_param_dtype(maxtext, options.memory.param_dtype);
+  apply_maxtext_optimizer(maxtext, options.memory);
   options.step.matmul_efficiency = {cmd.matmul_efficiency,
                                     Location::of("--matmul-efficiency")};
   options.allow_split_physical_axes =

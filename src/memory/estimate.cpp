@@ -22,6 +22,7 @@ using memory_detail::Gather;
 using memory_detail::GatherUnits;
 using memory_detail::has_grads;
 using memory_detail::k_roles;
+using memory_detail::OptimizerState;
 using memory_detail::Role;
 using memory_detail::state_of;
 using memory_detail::Sum;
@@ -107,6 +108,7 @@ class MemoryEstimator {
       return {};
     }
     resolve_grads();
+    resolve_optimizer();
     m_units.emplace(m_facts->names, m_out.placement);
     if (!add_tensors() || !sums_fit()) {
       overflow_error(m_manifest, m_diags);
@@ -123,16 +125,19 @@ class MemoryEstimator {
 
  private:
   // dtypes: a dtype to hold weights or gradients in must be floating point.
-  bool check_dtype(const Sourced<std::optional<DType>>& given) {
+  bool check_dtype(const Sourced<std::optional<DType>>& given,
+                   std::string_view what =
+                       "weights or gradients are "
+                       "trained in") {
     const std::optional<DType>& dtype = given.value;
     if (!dtype || (is_floating(*dtype) && *dtype != DType::f8_e8m0)) {
       return true;
     }
     m_diags
         .error("memory.dtype",
-               fmt::format("{} is not a floating-point dtype weights or "
-                           "gradients are trained in",
-                           quote(to_string(*dtype))),
+               fmt::format("{} is not a floating-point dtype {}",
+                           quote(to_string(*dtype)),
+                           what),
                given.at)
         .hint = "e.g. f32, bf16, f16 or f8_e4m3";
     return false;
@@ -142,7 +147,9 @@ class MemoryEstimator {
   bool check_dtypes() {
     const bool param = check_dtype(m_options.param_dtype);
     const bool grad = check_dtype(m_options.grad_dtype);
-    return param && grad;
+    const bool moments =
+        check_dtype(m_options.moment_dtype, "optimizer moments are kept in");
+    return param && grad && moments;
   }
 
   // roles: the data axes as given, each once, in their order.
@@ -257,6 +264,26 @@ class MemoryEstimator {
     return true;
   }
 
+  // dtypes: the optimizer's state, the recipe's unless given: adamw,
+  // moments in f32 (or, like optax, in the param dtype, mu in mu_dtype),
+  // an f32 master of narrower weights but with scaling-book.
+  void resolve_optimizer() {
+    const MemoryOptions& o = m_options;
+    OptimizerState& s = m_state;
+    s.optimizer = o.optimizer.value.value_or(Optimizer::adamw);
+    if (o.moments_like_params) {
+      s.mu = o.moment_dtype.value;
+      s.nu = std::nullopt;
+    } else {
+      s.mu = s.nu = o.moment_dtype.value.value_or(DType::f32);
+    }
+    s.master = o.master.value.value_or(o.recipe != Recipe::scaling_book);
+    m_out.optimizer = s.optimizer;
+    m_out.first_moment_dtype = s.mu;
+    m_out.second_moment_dtype = s.nu;
+    m_out.master = s.master;
+  }
+
   // dtypes: the param dtype as given, and the gradients' when the recipe
   // counts them.
   void resolve_grads() {
@@ -346,10 +373,13 @@ class MemoryEstimator {
     }
     // ZeRO shards over the data axes the spec leaves free.
     const int64_t free_data = m_use->free_data(spec);
+    const bool matrix = tensor.shape.size() >= 2;
     std::optional<StateBytes> state = state_of(s.elements_per_device(),
                                                cost.held,
                                                trained,
                                                m_options.recipe,
+                                               m_state,
+                                               matrix,
                                                m_out.grad_dtype,
                                                m_out.zero,
                                                free_data);
@@ -357,6 +387,8 @@ class MemoryEstimator {
                                                    cost.held,
                                                    trained,
                                                    m_options.recipe,
+                                                   m_state,
+                                                   matrix,
                                                    m_out.grad_dtype,
                                                    m_out.zero,
                                                    free_data);
@@ -823,6 +855,7 @@ class MemoryEstimator {
   Diagnostics& m_diags;
   // The part of every estimate the model state decides.
   MemoryEstimate m_out;
+  OptimizerState m_state;  // resolve_optimizer
   std::optional<AxisRoles> m_roles;
   std::optional<AxisUse> m_use;  // once the roles are known
   std::optional<MemoryFacts> m_own_facts;

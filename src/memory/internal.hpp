@@ -81,13 +81,30 @@ inline constexpr size_t k_roles = 5;
 // (its param dtype), with ZeRO sharding the state over `zero_shards` more
 // devices. `grad` is the gradients' dtype (nullopt: `held`). nullopt when a
 // byte count overflows.
+// How the optimizer keeps its state, as MemoryEstimate resolves it.
+struct OptimizerState {
+  Optimizer optimizer = Optimizer::adamw;
+  std::optional<DType> mu = DType::f32;  // nullopt: the param dtype
+  std::optional<DType> nu = DType::f32;
+  bool master = true;  // an f32 copy of weights held narrower
+};
+
+// `matrix`: the tensor has two dims or more (muon and adafactor treat
+// matrices apart).
 std::optional<StateBytes> state_of(int64_t elements,
                                    DType held,
                                    bool trained,
                                    Recipe recipe,
+                                   const OptimizerState& optimizer,
+                                   bool matrix,
                                    std::optional<DType> grad,
                                    int zero,
                                    int64_t zero_shards);
+
+// The optimizer state bytes of one element held in `held`.
+int64_t optimizer_bytes(const OptimizerState& optimizer,
+                        DType held,
+                        bool matrix);
 
 // The recipe counts gradients (not params-only, not scaling-book).
 bool has_grads(Recipe recipe);

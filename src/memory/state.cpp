@@ -16,6 +16,18 @@ struct RecipeName {
   std::string_view name;
 };
 
+struct OptimizerName {
+  Optimizer optimizer;
+  std::string_view name;
+};
+
+constexpr std::array<OptimizerName, 4> k_optimizers{{
+    {Optimizer::adamw, "adamw"},
+    {Optimizer::adafactor, "adafactor"},
+    {Optimizer::sgd, "sgd"},
+    {Optimizer::muon, "muon"},
+}};
+
 constexpr std::array<RecipeName, 5> k_recipes{{
     {Recipe::params_only, "params-only"},
     {Recipe::adam, "adam"},
@@ -34,10 +46,34 @@ std::string_view last_component(std::string_view name) {
 
 namespace memory_detail {
 
+int64_t optimizer_bytes(const OptimizerState& state, DType held, bool matrix) {
+  const auto bytes = [&](std::optional<DType> dtype) {
+    return int64_t{dtype_bits(dtype.value_or(held)) / 8};
+  };
+  int64_t moments = 0;
+  switch (state.optimizer) {
+    case Optimizer::adamw:
+      moments = bytes(state.mu) + bytes(state.nu);
+      break;
+    case Optimizer::adafactor:
+      moments = matrix ? 0 : bytes(state.nu);
+      break;
+    case Optimizer::sgd:
+      break;
+    case Optimizer::muon:
+      moments = matrix ? bytes(state.mu) : bytes(state.mu) + bytes(state.nu);
+      break;
+  }
+  const bool master = state.master && dtype_bits(held) < 32;
+  return moments + (master ? 4 : 0);
+}
+
 std::optional<StateBytes> state_of(int64_t elements,
                                    DType held,
                                    bool trained,
                                    Recipe recipe,
+                                   const OptimizerState& state,
+                                   bool matrix,
                                    std::optional<DType> grad,
                                    int zero,
                                    int64_t zero_shards) {
@@ -72,12 +108,7 @@ std::optional<StateBytes> state_of(int64_t elements,
     case Recipe::params_only:
       break;
   }
-  // fp32 Adam moments m and v; an fp32 master copy of narrower parameters
-  // (not in the scaling book's count).
-  int64_t per_element = 8;
-  if (recipe != Recipe::scaling_book && dtype_bits(held) < 32) {
-    per_element += 4;
-  }
+  const int64_t per_element = optimizer_bytes(state, held, matrix);
   std::optional<int64_t> optimizer = checked_mul(optimizer_e, per_element);
   // The step's update of the optimizer's shard, fp32: the temporary of one
   // leaf's fused Adam update (docs/memory.md, "Optimizer step").
@@ -150,6 +181,32 @@ bool is_expert_weight(const Tensor& tensor) {
     rest.remove_prefix(cut + 1);
   }
   return false;
+}
+
+std::string_view to_string(Optimizer optimizer) {
+  for (const OptimizerName& o : k_optimizers) {
+    if (o.optimizer == optimizer) {
+      return o.name;
+    }
+  }
+  return "?";
+}
+
+std::optional<Optimizer> parse_optimizer(std::string_view text) {
+  for (const OptimizerName& o : k_optimizers) {
+    if (o.name == text) {
+      return o.optimizer;
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> optimizer_names() {
+  std::vector<std::string> out;
+  for (const OptimizerName& o : k_optimizers) {
+    out.emplace_back(o.name);
+  }
+  return out;
 }
 
 std::string_view to_string(Recipe recipe) {

@@ -180,6 +180,14 @@ ordered_json memory_object(const CheckReport& r) {
   const MemoryEstimate& m = r.memory;
   ordered_json j;
   j["recipe"] = std::string(to_string(m.recipe));
+  const auto dtype_or_params = [](std::optional<DType> d) {
+    return d ? ordered_json(std::string(to_string(*d))) : ordered_json(nullptr);
+  };
+  j["optimizer"] = {
+      {"name", std::string(to_string(m.optimizer))},
+      {"first_moment_dtype", dtype_or_params(m.first_moment_dtype)},
+      {"second_moment_dtype", dtype_or_params(m.second_moment_dtype)},
+      {"master", m.master}};
   j["zero"] = m.zero;
   j["data_axes"] = m.data_axes;
   j["param_dtype"] = m.param_dtype

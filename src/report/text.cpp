@@ -234,6 +234,47 @@ std::string slices_summary(std::span<const Topology> slices) {
       capacity_text(first.figures.hbm_bytes_per_device.value));
 }
 
+// The optimizer state when it is not the recipe's (adamw, f32 moments, an
+// f32 master but with scaling-book): "; adamw moments like the params, no
+// master copy".
+std::string optimizer_text(const MemoryEstimate& m) {
+  if (m.recipe == Recipe::params_only) {
+    return {};
+  }
+  const bool usual = m.optimizer == Optimizer::adamw
+                     && m.first_moment_dtype == DType::f32
+                     && m.second_moment_dtype == DType::f32
+                     && m.master == (m.recipe != Recipe::scaling_book);
+  if (usual) {
+    return {};
+  }
+  const auto dtype = [](std::optional<DType> d) {
+    return d ? std::string(to_string(*d)) : std::string("the params' dtype");
+  };
+  std::string moments;
+  switch (m.optimizer) {
+    case Optimizer::sgd:
+      moments = "no moments";
+      break;
+    case Optimizer::adafactor:
+      moments = fmt::format("a factored second moment in {}",
+                            dtype(m.second_moment_dtype));
+      break;
+    case Optimizer::adamw:
+    case Optimizer::muon:
+      moments = m.first_moment_dtype == m.second_moment_dtype
+                    ? fmt::format("moments in {}", dtype(m.first_moment_dtype))
+                    : fmt::format("mu in {}, nu in {}",
+                                  dtype(m.first_moment_dtype),
+                                  dtype(m.second_moment_dtype));
+      break;
+  }
+  return fmt::format("; {} {}, {}",
+                     to_string(m.optimizer),
+                     moments,
+                     m.master ? "an f32 master copy" : "no master copy");
+}
+
 std::string recipe_text(const MemoryEstimate& m) {
   std::string out = fmt::format("recipe {}", to_string(m.recipe));
   if (m.zero > 0) {
@@ -256,6 +297,7 @@ std::string recipe_text(const MemoryEstimate& m) {
            && *m.grad_dtype == DType::f32)) {
     out += fmt::format("; grads in {}", to_string(*m.grad_dtype));
   }
+  out += optimizer_text(m);
   if (m.dropped_scale_tensors > 0) {
     out += fmt::format("; {} FP8 scale tensors folded into their weights",
                        with_commas(m.dropped_scale_tensors));

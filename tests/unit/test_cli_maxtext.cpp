@@ -98,12 +98,14 @@ TEST_CASE("maxtext cli: the workload keys flow into memory, flags win",
     return json::parse(r.out)["memory"];
   };
   // small.yml: max_target_length 4096, per_device_batch_size 2.0, remat
-  // full, weight_dtype bfloat16, on fsdp:16,tensor:4.
+  // full, weight_dtype bfloat16, on fsdp:16,tensor:4. MaxText's adamw
+  // keeps its moments like the bf16 params and no master copy.
   const json from_config =
       memory(test::args("--maxtext-config {}", data("small.yml")));
-  const json from_flags = memory(
-      test::args("--mesh fsdp:16,tensor:4 --rules maxtext --seq 4096 "
-                 "--per-device-batch 2 --remat full --param-dtype bf16"));
+  const json from_flags =
+      memory(test::args("--mesh fsdp:16,tensor:4 --rules maxtext --seq 4096 "
+                        "--per-device-batch 2 --remat full --param-dtype bf16 "
+                        "--moment-dtype bf16 --master-weights none"));
   REQUIRE(from_config.contains("activations"));
   CHECK(from_config["activations"] == from_flags["activations"]);
   CHECK(from_config["per_device"] == from_flags["per_device"]);
@@ -416,4 +418,41 @@ TEST_CASE("maxtext cli: a custom remat name or placement that is wrong",
   CHECK(key.err.find("--maxtext-config:1:12: error: query_proj must be "
                      "'remat', 'device' or 'offload', got \"host\"")
         != std::string::npos);
+}
+
+TEST_CASE("maxtext cli: optax's adamw keeps its moments like the params",
+          "[cli][maxtext][memory]") {
+  // Llama-3-8B on v5p-128 as fsdp:16,tensor:4 (small.yml, weight_dtype
+  // bfloat16): 8,030,261,248 parameters / 64 = 125,535,232 a device (the
+  // 251,070,464 bytes of bf16 params). MaxText's adamw keeps mu
+  // (mu_dtype, default the weights') and nu like the params and no master
+  // copy: 2 + 2 bytes each, 502,140,928; the adam recipe's own count is
+  // 4 + 4 + an f32 master 4 = 12 bytes, 1,506,422,784.
+  auto memory = [](const std::string& extra) {
+    test::CliResult r = test::run_cli(
+        test::args("memory --topology v5p-128 --model llama-3-8b --recipe "
+                   "adam --format json --maxtext-config {} "
+                       + extra,
+                   data("small.yml")));
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    return json::parse(r.out)["memory"];
+  };
+  const json maxtext = memory("");
+  CHECK(maxtext["per_device"]["params"] == 251'070'464);
+  CHECK(maxtext["per_device"]["optimizer"] == 502'140'928);
+  CHECK(maxtext["optimizer"]["name"] == "adamw");
+  CHECK(maxtext["optimizer"]["first_moment_dtype"].is_null());
+  CHECK(maxtext["optimizer"]["master"] == false);
+  // Flags win. With a config --moment-dtype is MaxText's mu_dtype, nu
+  // stays like the params: mu f32 4 + nu bf16 2 + master 4 = 10 bytes.
+  const json flags = memory("--moment-dtype f32 --master-weights f32");
+  CHECK(flags["per_device"]["optimizer"] == 1'255'352'320);
+  // weight_dtype float32: f32 moments, 8 bytes, and no copy to keep.
+  const json f32 = memory("weight_dtype=float32");
+  CHECK(f32["per_device"]["params"] == 502'140'928);
+  CHECK(f32["per_device"]["optimizer"] == 1'004'281'856);
+  // MaxText's sgd keeps no state.
+  const json sgd = memory("--optimizer sgd");
+  CHECK(sgd["per_device"]["optimizer"] == 0);
 }
