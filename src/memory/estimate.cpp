@@ -808,6 +808,23 @@ class MemoryEstimator {
 
   // The capacity, utilization and fit when the HBM is known; a total over
   // capacity is an error at where the HBM came from.
+  // The largest of the parts the most loaded device holds at its peak.
+  static std::pair<std::string_view, int64_t> largest_part(
+      const MemoryEstimate& est) {
+    const StateBytes& p = est.per_device;
+    const std::pair<std::string_view, int64_t> parts[] = {
+        {"params", p.params},
+        {"grads", p.grads},
+        {"optimizer", p.optimizer},
+        {"gather buffer", est.gather_buffer},
+        {"activations", est.activations},
+    };
+    return *std::max_element(
+        std::begin(parts), std::end(parts), [](const auto& a, const auto& b) {
+          return a.second < b.second;
+        });
+  }
+
   void check_capacity(MemoryEstimate& est,
                       const std::string& where,
                       Diagnostics& found) const {
@@ -822,15 +839,21 @@ class MemoryEstimator {
     if (*est.fits) {
       return;
     }
+    const auto [largest, largest_bytes] = largest_part(est);
     Diagnostic& d = found.error(
         "memory.over-capacity",
         fmt::format("the most loaded device{} needs {} bytes, over the {} "
-                    "bytes usable ({} bytes of HBM with {:g}% kept free)",
+                    "bytes usable ({} bytes of HBM with {:g}% kept free) by "
+                    "{} byte{}; its largest part is {}, {} bytes",
                     where,
                     est.max_device_total,
                     *est.capacity_bytes,
                     *est.hbm_bytes,
-                    est.headroom * 100),
+                    est.headroom * 100,
+                    est.max_device_total - *est.capacity_bytes,
+                    est.max_device_total - *est.capacity_bytes == 1 ? "" : "s",
+                    largest,
+                    largest_bytes),
         m_options.hbm_bytes.at);
     d.hint = est.activations > est.per_device.model_states() ? fmt::format(
                  "activations are {} bytes of it: keep less per layer (a "

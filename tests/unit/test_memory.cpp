@@ -276,7 +276,8 @@ TEST_CASE("memory: capacity with headroom decides fits", "[memory]") {
   REQUIRE(diags.error_count() == 1);
   CHECK(render(diags.items()[0])
         == "error: the most loaded device needs 900 bytes, over the 899 bytes usable "
-           "(999 bytes of HBM with 10% kept free); shard further (more fsdp or tp) or "
+           "(999 bytes of HBM with 10% kept free) by 1 byte; its largest part is "
+           "params, 900 bytes; shard further (more fsdp or tp) or "
            "use a larger slice [memory.over-capacity]");
 
   options.hbm_bytes.value.reset();
