@@ -387,6 +387,9 @@ struct MaxTextConfig {
   // pipeline splits per_device_batch_size x devices), when set above 1.
   std::optional<Sourced<int64_t>> gradient_accumulation_steps;
   std::optional<Sourced<int64_t>> num_pipeline_microbatches;
+  // mtp_num_layers: the multi-token-prediction modules trained (base.yml:
+  // 0, none).
+  std::optional<Sourced<int64_t>> mtp_num_layers;
   // Keys shardplan does not read, in file order (noted, never an error).
   std::vector<std::string> ignored_keys;
 };

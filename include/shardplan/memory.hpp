@@ -327,6 +327,12 @@ struct MemoryOptions {
   // stage and expert axes came from, for its diagnostics.
   std::optional<int64_t> layers;
   std::optional<int64_t> experts;
+  // The multi-token-prediction modules trained (ModelConfig::mtp_layers as
+  // the workload sets it): with `layers`, a tensor of a layer index at or
+  // beyond layers + mtp_layers (DeepSeek-V3's MTP layer 61 with 0) belongs
+  // to a module the framework does not build and is not held. nullopt:
+  // every tensor of the manifest is.
+  std::optional<int64_t> mtp_layers;
   Location stage_axes_at;
   Location expert_axes_at;
   // The activations of a training step on each device of each pipeline
@@ -402,6 +408,8 @@ struct GroupMemory {
 
 struct MemoryEstimate {
   Recipe recipe = Recipe::params_only;
+  // Tensors of untrained MTP modules (MemoryOptions::mtp_layers), not held.
+  int64_t untrained_tensors = 0;
   // The optimizer state as resolved (with a recipe that has one): the
   // optimizer, the moments' dtypes (nullopt: the param dtype of each
   // tensor) and whether weights held narrower than f32 have an f32 master.

@@ -423,6 +423,7 @@ class InputReader {
     m_in.memory.expert_axes_at = t.role_sources.expert;
     if (t.model) {
       m_in.memory.layers = t.model->layers;
+      m_in.memory.mtp_layers = t.model->mtp_layers;
       m_in.memory.experts = t.model->experts;
     }
     if (t.activations) {
@@ -520,6 +521,9 @@ bool load_search_inputs(const SearchCommand& cmd,
   if (failed) {
     return false;
   }
+  // The MTP modules trained: --mtp-layers, mtp_num_layers, else none.
+  const auto& mtp = in.maxtext ? in.maxtext->mtp_num_layers : std::nullopt;
+  in.model->mtp_layers = cmd.mtp_layers.value_or(mtp ? mtp->value : int64_t{0});
   in.rules = load_plan_rules(cmd.rules, cmd.rules_given, in.maxtext, diags);
   return in.rules.has_value();
 }

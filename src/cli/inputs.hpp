@@ -182,6 +182,7 @@ struct SearchCommand {
   std::vector<std::string> remat = {"full"};
   std::string attention = "flash";
   bool sequence_parallel = false;
+  std::optional<int64_t> mtp_layers;  // --mtp-layers
   double matmul_efficiency = 1.0;
   size_t top = 10;
   std::string objective = "tokens";

@@ -55,6 +55,10 @@ void apply_maxtext_workload(const std::optional<MaxTextConfig>& maxtext,
     return;
   }
   const MaxTextConfig& config = *maxtext;
+  if (!flags.mtp_layers.value && config.mtp_num_layers) {
+    flags.mtp_layers = {config.mtp_num_layers->value,
+                        maxtext_location(config.mtp_num_layers->at)};
+  }
   const bool any = config.max_target_length || config.per_device_batch_size
                    || config.remat_policy || config.gradient_accumulation_steps
                    || config.num_pipeline_microbatches;

@@ -103,6 +103,11 @@ void add_search_options(CLI::App& sub,
   sub.add_flag("--sequence-parallel",
                cmd.sequence_parallel,
                "Megatron's sequence parallelism");
+  sub.add_option("--mtp-layers",
+                 cmd.mtp_layers,
+                 "multi-token-prediction modules trained (default 0)")
+      ->check(CLI::NonNegativeNumber)
+      ->type_name("N");
   sub.add_option("--matmul-efficiency",
                  cmd.matmul_efficiency,
                  "fraction of the bf16 peak a matmul reaches (default 1)")

@@ -95,6 +95,15 @@ void add_workload_options(CLI::App& app,
                  "default 1)")
       ->type_name("V")
       ->group(group);
+  app.add_option("--mtp-layers",
+                 flags.mtp_layers.value,
+                 "multi-token-prediction modules trained (DeepSeek-V3's "
+                 "num_nextn_predict_layers; default 0, as MaxText's "
+                 "mtp_num_layers and Megatron's --mtp-num-layers): the "
+                 "checkpoint's others are not built")
+      ->check(CLI::NonNegativeNumber)
+      ->type_name("N")
+      ->group(group);
   app.add_option("--activation-dtype",
                  flags.activation_dtype.value,
                  "dtype of the saved activations (default bf16, MaxText's "
@@ -212,6 +221,11 @@ bool load_training(const WorkloadFlags& flags,
   out.model = read_architecture(flags.config, source, diags, failed);
   if (failed) {
     return false;
+  }
+  if (out.model) {
+    // The frameworks train no MTP module unless asked (MaxText's
+    // mtp_num_layers 0, Megatron's --mtp-num-layers unset).
+    out.model->mtp_layers = flags.mtp_layers.value.value_or(0);
   }
   out.role_sources = AxisRoleSources{Location::of("--data-axes"),
                                      Location::of("--tensor-axes"),

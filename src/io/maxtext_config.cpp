@@ -65,7 +65,8 @@ const std::vector<std::string>& read_keys() {
                                                 "remat_policy",
                                                 "weight_dtype",
                                                 "gradient_accumulation_steps",
-                                                "num_pipeline_microbatches"};
+                                                "num_pipeline_microbatches",
+                                                "mtp_num_layers"};
   static const std::vector<std::string> with_remat = [] {
     std::vector<std::string> out = keys;
     const std::vector<std::string>& names = custom_remat_names();
@@ -919,6 +920,13 @@ class Reader {
     }
     if (seq->set()) {
       m_config.max_target_length = std::move(*seq);
+    }
+    std::optional<Sourced<int64_t>> mtp = integer("mtp_num_layers", 0, false);
+    if (!mtp) {
+      return false;
+    }
+    if (mtp->set()) {
+      m_config.mtp_num_layers = std::move(*mtp);
     }
     for (const char* key :
          {"gradient_accumulation_steps", "num_pipeline_microbatches"}) {

@@ -482,6 +482,14 @@ class MemoryEstimator {
                                + p.expert_rank);
   }
 
+  // A tensor of an MTP module the framework does not build: a layer index
+  // at or beyond the decoder layers plus the MTP modules trained.
+  bool untrained(size_t t) const {
+    const std::optional<int64_t>& layer = m_facts->names[t].layer;
+    return m_options.mtp_layers && m_options.layers && layer
+           && *layer >= *m_options.layers + *m_options.mtp_layers;
+  }
+
   // Each tensor's cost, as many times as it stands for, into its bucket,
   // its record (without placement: the lists) and its gather unit. False
   // on an overflow of a tensor's cost.
@@ -496,6 +504,16 @@ class MemoryEstimator {
       const TensorSharding& s = m_shardings[t];
       const Role role = role_of(t);
       const int64_t count = m_facts->count(t);
+      if (untrained(t)) {
+        m_out.untrained_tensors += count;
+        const Record record{{}, m_tensors[t].dtype, count, true, false};
+        if (placement.placed()) {
+          m_records[t] = record;
+        } else {
+          account(m_out, m_largest, t, record);
+        }
+        continue;
+      }
       count_dtypes(t, role, count);
       const Cost* cost = tensor_cost(t, role);
       if (!cost) {

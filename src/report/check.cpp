@@ -220,6 +220,7 @@ ordered_json memory_object(const CheckReport& r) {
   }
   j["gather_units"] = std::move(units);
   j["gather_axes"] = m.gather_axes;
+  j["untrained_tensors"] = m.untrained_tensors;
   j["gather_dtype"] = m.gather_cast
                           ? ordered_json(std::string(to_string(*m.gather_cast)))
                           : ordered_json(nullptr);

@@ -298,6 +298,10 @@ std::string recipe_text(const MemoryEstimate& m) {
     out += fmt::format("; grads in {}", to_string(*m.grad_dtype));
   }
   out += optimizer_text(m);
+  if (m.untrained_tensors > 0) {
+    out += fmt::format("; {} tensors of MTP modules not trained, not held",
+                       with_commas(m.untrained_tensors));
+  }
   if (m.dropped_scale_tensors > 0) {
     out += fmt::format("; {} FP8 scale tensors folded into their weights",
                        with_commas(m.dropped_scale_tensors));

@@ -347,6 +347,7 @@ class Searcher {
         search_detail::slice_memory(m_options, *p.choice->topology);
     m.roles = p.roles;
     m.layers = m_model.layers;
+    m.mtp_layers = m_model.mtp_layers;
     m.experts = p.walk.experts;
     m.largest = 0;
     m.facts = p.walk.facts;

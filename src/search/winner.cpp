@@ -111,6 +111,7 @@ std::optional<WinnerPlan> plan_winner(const Manifest& manifest,
   m.expert_axes_at = mesh_at;
   m.data_axes.at = options.winner.data_axes_at;
   m.layers = model.layers;
+  m.mtp_layers = model.mtp_layers;
   m.experts = model.experts;
   for (const StageActivations& stage : activations->per_stage) {
     m.activations.push_back(

@@ -185,18 +185,24 @@ class StepEstimator {
     m_moe = layer_flops(m_model, m_s, true);
     m_dense.attention *= seq;
     m_moe.attention *= seq;
-    const double head = 2 * m_h * static_cast<double>(m_model.vocab);
+    double head = 2 * m_h * static_cast<double>(m_model.vocab);
+    const CustomRemat& custom = m_act.custom_remat;
+    // DeepSeek-V3's MTP modules trained (last stage, with the head): each a
+    // layer, its projection of [e; h] (2h x h) and a head of its own.
+    const auto mtp = static_cast<double>(m_s.mtp_layers);
+    const LayerFlops& mtp_layer = m_s.mtp_moe ? m_moe : m_dense;
+    head += mtp * (mtp_layer.forward() + 2 * (2 * m_h) * m_h + head);
     const double forward = m_dense_layers * m_dense.forward()
                            + m_moe_layers * m_moe.forward() + head;
     m_out.model_flops = 3 * forward * m_tokens;
     const double layers_forward = forward - head;
-    const CustomRemat& custom = m_act.custom_remat;
     const double recompute =
         m_dense_layers * recomputed(m_act.remat, custom, m_dense)
         + m_moe_layers * recomputed(m_act.remat, custom, m_moe);
     const double device_tokens = m_tokens / m_split;
     m_out.flops_per_device =
-        (3 * (layers_forward / m_stages + head) + recompute / m_stages)
+        (3 * (layers_forward / m_stages + head) + recompute / m_stages
+         + mtp * recomputed(m_act.remat, custom, mtp_layer))
         * device_tokens;
     m_out.matmul_seconds =
         m_out.flops_per_device / (m_peak * m_options.matmul_efficiency.value);

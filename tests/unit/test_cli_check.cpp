@@ -702,18 +702,24 @@ TEST_CASE("cli: deepseek-v3's gather buffer and FP8 weights (issue 17)",
   // (Dense layers 0-2: 187,105,280 + 3 x 18432x7168 = 583,467,008 elements;
   // the embedding and layer 0 are 4 x (926,679,040 + 583,467,008) =
   // 6,040,584,192; the norm and lm_head 3,706,716,160.)
-  Result r = run_cli(
-      args("plan --topology h100x256 --mesh fsdp:4,ep:64 --model deepseek-v3 "
-           "--recipe megatron --zero 1 --format json"));
-  REQUIRE(r.code == 0);
-  // Only the memory object is read: the 91,991 tensors before it take
-  // seconds to parse in a debug build.
-  const size_t from = r.out.find("\n  \"memory\": ");
-  const size_t to = r.out.find(",\n  \"step\": ");
-  REQUIRE(from != std::string::npos);
-  REQUIRE(to != std::string::npos);
-  const json memory = parse_json(
-      r.out.substr(from + 13, to - (from + 13)));  // after `  "memory": `
+  // With the MTP module trained (--mtp-layers 1).
+  auto memory_of = [](const std::string& extra) {
+    Result r = run_cli(
+        args("plan --topology h100x256 --mesh fsdp:4,ep:64 --model deepseek-v3 "
+             "--recipe megatron --zero 1 --format json "
+             + extra));
+    REQUIRE(r.code == 0);
+    // Only the memory object is read: the 91,991 tensors before it take
+    // seconds to parse in a debug build.
+    const size_t from = r.out.find("\n  \"memory\": ");
+    const size_t to = r.out.find(",\n  \"step\": ");
+    REQUIRE(from != std::string::npos);
+    REQUIRE(to != std::string::npos);
+    // after `  "memory": `
+    return parse_json(r.out.substr(from + 13, to - (from + 13)));
+  };
+  const json memory = memory_of("--mtp-layers 1");
+  CHECK(memory["untrained_tensors"] == 0);
   CHECK(memory["per_device"]["gather_buffer"] == 11'097'604'096);
   REQUIRE(memory["gather_units"].size() == 2);
   CHECK(memory["gather_units"][0]
@@ -739,6 +745,22 @@ TEST_CASE("cli: deepseek-v3's gather buffer and FP8 weights (issue 17)",
   CHECK(memory["grad_dtype"] == "f32");
   CHECK(memory["scale_tensors"]["count"] == 45'808);
   CHECK(memory["scale_tensors"]["dropped"] == 45'808);
+
+  // By default no MTP module trains (MaxText's mtp_num_layers 0, Megatron's
+  // --mtp-num-layers unset): layer 61's 1,564 tensors (7 attention
+  // weights and their 5 scales, 2 norms, the router and its bias, 256 x 3
+  // expert weights and 3 shared ones, each with a scale, and enorm, hnorm,
+  // eh_proj, embed_tokens, shared_head.norm, shared_head.head) are not
+  // held, and the largest pair is the embedding and layer 0:
+  // 3,706,716,160 + 2,333,868,032 = 6,040,584,192 bytes. Their scales go
+  // with them: 45,808 - (5 + 768 + 3) = 45,032.
+  const json none = memory_of("");
+  CHECK(none["untrained_tensors"] == 1'564);
+  CHECK(none["per_device"]["gather_buffer"] == 6'040'584'192);
+  REQUIRE(none["gather_units"].size() == 2);
+  CHECK(none["gather_units"][0]["name"] == "model.embed_tokens.weight");
+  CHECK(none["gather_units"][1]["bytes"] == 2'333'868'032);
+  CHECK(none["scale_tensors"]["count"] == 45'032);
 }
 
 TEST_CASE("cli: plan names a preset by its name, a rules file by its path",

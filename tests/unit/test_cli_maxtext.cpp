@@ -456,3 +456,41 @@ TEST_CASE("maxtext cli: optax's adamw keeps its moments like the params",
   const json sgd = memory("--optimizer sgd");
   CHECK(sgd["per_device"]["optimizer"] == 0);
 }
+
+TEST_CASE("maxtext cli: no MTP module trains unless mtp_num_layers says",
+          "[cli][maxtext][activations][step]") {
+  // DeepSeek-V3's checkpoint has one MTP module (layer 61); MaxText builds
+  // mtp_num_layers of them, 0 by default (base.yml), and so do the memory,
+  // the activations and the FLOPs here.
+  auto run = [](const std::string& extra) {
+    test::CliResult r = test::run_cli(
+        test::args("memory --topology v5p-1024 --model deepseek-v3 --mesh "
+                   "fsdp:64,expert:8 --rules maxtext --seq 4096 "
+                   "--per-device-batch 1 --format json "
+                   + extra));
+    INFO(r.err);
+    REQUIRE((r.code == 0 || r.code == 1));
+    return json::parse(r.out);
+  };
+  const json none = run("");
+  CHECK(none["memory"]["activations"]["mtp_bytes"] == 0);
+  CHECK(none["memory"]["untrained_tensors"] == 1'564);
+  const json one = run("--mtp-layers 1");
+  CHECK(one["memory"]["activations"]["mtp_bytes"].get<int64_t>() > 0);
+  CHECK(one["memory"]["untrained_tensors"] == 0);
+  CHECK(one["step"]["model_flops"].get<double>()
+        > none["step"]["model_flops"].get<double>());
+  // The config's key says the same as the flag.
+  auto config = [](const std::string& extra) {
+    test::CliResult r = test::run_cli(
+        test::args("memory --topology v5p-128 --model deepseek-v3 "
+                   "--format json --maxtext-config {} "
+                       + extra,
+                   data("small.yml")));
+    INFO(r.err);
+    REQUIRE((r.code == 0 || r.code == 1));
+    return json::parse(r.out)["memory"];
+  };
+  CHECK(config("")["untrained_tensors"] == 1'564);
+  CHECK(config("mtp_num_layers=1")["untrained_tensors"] == 0);
+}
