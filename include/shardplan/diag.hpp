@@ -24,8 +24,10 @@
 //   json_pointer_escape, json_pointer_child   RFC 6901 pointers
 //   is_digit, is_name_start, is_space, to_lower, to_size   ASCII classes
 //                              and small conversions
+//   Named, name_in, value_in, names_in   an enum's names as one table
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
@@ -256,6 +258,50 @@ constexpr bool is_space(char c) {
 inline size_t to_size(int64_t value) {
   assert(value >= 0);
   return static_cast<size_t>(value);
+}
+
+// An enum's values and their names in one table, read both ways:
+//   constexpr std::array<Named<Recipe>, 2> k_recipes{{
+//       {Recipe::adam, "adam"}, {Recipe::params_only, "params-only"}}};
+template <typename Enum>
+struct Named {
+  Enum value;
+  std::string_view name;
+};
+
+// The name of `value` in `table`; "?" when the table lacks it.
+template <typename Enum, size_t N>
+constexpr std::string_view name_in(const std::array<Named<Enum>, N>& table,
+                                   Enum value) {
+  for (const Named<Enum>& entry : table) {
+    if (entry.value == value) {
+      return entry.name;
+    }
+  }
+  return "?";
+}
+
+// The value named `name` in `table`, or nullopt.
+template <typename Enum, size_t N>
+constexpr std::optional<Enum> value_in(const std::array<Named<Enum>, N>& table,
+                                       std::string_view name) {
+  for (const Named<Enum>& entry : table) {
+    if (entry.name == name) {
+      return entry.value;
+    }
+  }
+  return std::nullopt;
+}
+
+// The names of `table`, in its order (for messages and --help).
+template <typename Enum, size_t N>
+std::vector<std::string> names_in(const std::array<Named<Enum>, N>& table) {
+  std::vector<std::string> out;
+  out.reserve(N);
+  for (const Named<Enum>& entry : table) {
+    out.emplace_back(entry.name);
+  }
+  return out;
 }
 
 }  // namespace shardplan

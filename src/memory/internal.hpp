@@ -95,16 +95,14 @@ std::optional<StateBytes> state_of(int64_t elements,
                                    DType held,
                                    bool trained,
                                    Recipe recipe,
-                                   const OptimizerState& optimizer,
+                                   const OptimizerState& state,
                                    bool matrix,
                                    std::optional<DType> grad,
                                    int zero,
                                    int64_t zero_shards);
 
 // The optimizer state bytes of one element held in `held`.
-int64_t optimizer_bytes(const OptimizerState& optimizer,
-                        DType held,
-                        bool matrix);
+int64_t optimizer_bytes(const OptimizerState& state, DType held, bool matrix);
 
 // The recipe counts gradients (not params-only, not scaling-book).
 bool has_grads(Recipe recipe);

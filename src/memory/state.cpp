@@ -11,24 +11,14 @@ namespace shardplan {
 
 namespace {
 
-struct RecipeName {
-  Recipe recipe;
-  std::string_view name;
-};
-
-struct OptimizerName {
-  Optimizer optimizer;
-  std::string_view name;
-};
-
-constexpr std::array<OptimizerName, 4> k_optimizers{{
+constexpr std::array<Named<Optimizer>, 4> k_optimizers{{
     {Optimizer::adamw, "adamw"},
     {Optimizer::adafactor, "adafactor"},
     {Optimizer::sgd, "sgd"},
     {Optimizer::muon, "muon"},
 }};
 
-constexpr std::array<RecipeName, 5> k_recipes{{
+constexpr std::array<Named<Recipe>, 5> k_recipes{{
     {Recipe::params_only, "params-only"},
     {Recipe::adam, "adam"},
     {Recipe::adam_fp32_grads, "adam-fp32-grads"},
@@ -184,58 +174,30 @@ bool is_expert_weight(const Tensor& tensor) {
 }
 
 std::string_view to_string(Optimizer optimizer) {
-  for (const OptimizerName& o : k_optimizers) {
-    if (o.optimizer == optimizer) {
-      return o.name;
-    }
-  }
-  return "?";
+  return name_in(k_optimizers, optimizer);
 }
 
 std::optional<Optimizer> parse_optimizer(std::string_view text) {
-  for (const OptimizerName& o : k_optimizers) {
-    if (o.name == text) {
-      return o.optimizer;
-    }
-  }
-  return std::nullopt;
+  return value_in(k_optimizers, text);
 }
 
 std::vector<std::string> optimizer_names() {
-  std::vector<std::string> out;
-  for (const OptimizerName& o : k_optimizers) {
-    out.emplace_back(o.name);
-  }
-  return out;
+  return names_in(k_optimizers);
 }
 
 std::string_view to_string(Recipe recipe) {
-  for (const RecipeName& r : k_recipes) {
-    if (r.recipe == recipe) {
-      return r.name;
-    }
-  }
-  return "?";
+  return name_in(k_recipes, recipe);
 }
 
 std::optional<Recipe> parse_recipe(std::string_view text) {
   if (text == "megatron") {
     return Recipe::adam_fp32_grads;
   }
-  for (const RecipeName& r : k_recipes) {
-    if (r.name == text) {
-      return r.recipe;
-    }
-  }
-  return std::nullopt;
+  return value_in(k_recipes, text);
 }
 
 std::vector<std::string> recipe_names() {
-  std::vector<std::string> out;
-  out.reserve(k_recipes.size() + 1);
-  for (const RecipeName& r : k_recipes) {
-    out.emplace_back(r.name);
-  }
+  std::vector<std::string> out = names_in(k_recipes);
   out.emplace_back("megatron");
   return out;
 }

@@ -33,11 +33,7 @@ enum class WrapRule {
   pod_axes,    // "pod-axes": an axis that spans the pod (v2, v3)
 };
 
-struct WrapRuleName {
-  WrapRule rule;
-  std::string_view name;
-};
-constexpr std::array<WrapRuleName, 3> k_wrap_rules{{
+constexpr std::array<Named<WrapRule>, 3> k_wrap_rules{{
     {WrapRule::full_cubes, "full-cubes"},
     {WrapRule::axis_16, "axis-16"},
     {WrapRule::pod_axes, "pod-axes"},
@@ -163,14 +159,11 @@ void parse_tpu(const std::string& file, const Json& j, Family& f) {
   f.single_host_chips = j.at("single_host_chips").get<int64_t>();
   const Json& wrap = j.at("wraparound");
   const std::string rule = wrap.at("rule").get<std::string>();
-  const auto* known = std::find_if(
-      k_wrap_rules.begin(), k_wrap_rules.end(), [&](const WrapRuleName& r) {
-        return r.name == rule;
-      });
-  if (known == k_wrap_rules.end()) {
+  const std::optional<WrapRule> known = value_in(k_wrap_rules, rule);
+  if (!known) {
     bad_catalogue(file, fmt::format("unknown wraparound rule \"{}\"", rule));
   }
-  f.wrap_rule = known->rule;
+  f.wrap_rule = *known;
   if (f.wrap_rule == WrapRule::pod_axes) {
     f.pod_shape = read_shape3(wrap.at("pod_shape"));
   }

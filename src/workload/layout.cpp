@@ -14,12 +14,7 @@ namespace shardplan {
 
 namespace {
 
-struct LayoutName {
-  ResidualLayout layout;
-  std::string_view name;
-};
-
-constexpr std::array<LayoutName, 3> k_layouts{{
+constexpr std::array<Named<ResidualLayout>, 3> k_layouts{{
     {ResidualLayout::replicated, "replicated"},
     {ResidualLayout::sequence, "sequence"},
     {ResidualLayout::embed, "embed"},
@@ -33,21 +28,11 @@ constexpr std::string_view k_embed_axis = "activation_embed";
 }  // namespace
 
 std::string_view to_string(ResidualLayout layout) {
-  for (const LayoutName& l : k_layouts) {
-    if (l.layout == layout) {
-      return l.name;
-    }
-  }
-  return "?";
+  return name_in(k_layouts, layout);
 }
 
 std::optional<ResidualLayout> parse_residual_layout(std::string_view text) {
-  for (const LayoutName& l : k_layouts) {
-    if (l.name == text) {
-      return l.layout;
-    }
-  }
-  return std::nullopt;
+  return value_in(k_layouts, text);
 }
 
 Sourced<ResidualLayout> residual_layout(const Sourced<ResidualLayout>& given,

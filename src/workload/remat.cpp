@@ -222,16 +222,11 @@ std::string_view tag_name(Tag tag) {
   return "";
 }
 
-struct PlacementName {
-  RematPlacement placement;
-  std::string_view name;
-};
-
-constexpr PlacementName k_placements[] = {
+constexpr std::array<Named<RematPlacement>, 3> k_placements{{
     {RematPlacement::remat, "remat"},
     {RematPlacement::device, "device"},
     {RematPlacement::offload, "offload"},
-};
+}};
 
 // The checkpoint-name bits a custom policy keeps (on the device or the
 // host): a part's bit when each of its names is kept.
@@ -457,21 +452,11 @@ std::optional<RematPolicy> read_remat(std::string_view text,
 }
 
 std::string_view to_string(RematPlacement placement) {
-  for (const PlacementName& p : k_placements) {
-    if (p.placement == placement) {
-      return p.name;
-    }
-  }
-  return "?";
+  return name_in(k_placements, placement);
 }
 
 std::optional<RematPlacement> parse_remat_placement(std::string_view text) {
-  for (const PlacementName& p : k_placements) {
-    if (p.name == text) {
-      return p.placement;
-    }
-  }
-  return std::nullopt;
+  return value_in(k_placements, text);
 }
 
 const std::vector<std::string>& custom_remat_names() {
