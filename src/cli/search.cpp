@@ -106,7 +106,7 @@ void add_search_options(CLI::App& sub,
   sub.add_option("--mtp-layers",
                  cmd.mtp_layers,
                  "multi-token-prediction modules trained (default 0)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, 64))
       ->type_name("N");
   sub.add_option("--matmul-efficiency",
                  cmd.matmul_efficiency,

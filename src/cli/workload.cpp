@@ -101,7 +101,7 @@ void add_workload_options(CLI::App& app,
                  "num_nextn_predict_layers; default 0, as MaxText's "
                  "mtp_num_layers and Megatron's --mtp-num-layers): the "
                  "checkpoint's others are not built")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, 64))
       ->type_name("N")
       ->group(group);
   app.add_option("--activation-dtype",

@@ -486,8 +486,9 @@ class MemoryEstimator {
   // at or beyond the decoder layers plus the MTP modules trained.
   bool untrained(size_t t) const {
     const std::optional<int64_t>& layer = m_facts->names[t].layer;
+    // Both non-negative: the difference cannot overflow where a sum could.
     return m_options.mtp_layers && m_options.layers && layer
-           && *layer >= *m_options.layers + *m_options.mtp_layers;
+           && *layer - *m_options.layers >= *m_options.mtp_layers;
   }
 
   // Each tensor's cost, as many times as it stands for, into its bucket,
