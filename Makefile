@@ -29,7 +29,10 @@ demo: build
 	@build/release/shardplan plan --topology v5p-128 --mesh fsdp:-1,tp:4 --model llama-3-8b --rules fsdp-tp --recipe adam --seq 8192 --batch 64
 
 # The release build too: `make demo` uses it, and GCC's -O3 warns where -O0
-# does not. Every fuzz target runs 30 s so that none of them rots.
+# does not. Every fuzz target runs 20 s so that none of them rots. The whole
+# run stays under CI's 30 minutes on 2 cores: the sanitizer pass leaves out
+# the browser test, which drives the same HTML the dev pass checks in
+# chromium.
 test: deps test-dev tidy test-asan test-fuzz build
 
 test-dev: deps
@@ -40,7 +43,7 @@ test-dev: deps
 test-asan: deps
 	@cmake --preset asan >/dev/null
 	@cmake --build --preset asan -j $(JOBS)
-	@ctest --preset asan -j $(JOBS)
+	@ctest --preset asan -j $(JOBS) -E '^browser\.'
 
 # clang-tidy over src/ with .clang-tidy's checks (a function over 200 lines
 # among them), on the dev build's compile commands.
@@ -50,7 +53,7 @@ tidy: deps
 	@scripts/tidy.sh -j $(JOBS)
 
 test-fuzz: deps
-	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=30
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20
 
 # The libFuzzer targets (tests/fuzz/), each for FUZZ_SECONDS; a crash, leak
 # or timeout fails the run and prints the input (docs/contributing.md).
