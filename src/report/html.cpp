@@ -564,57 +564,10 @@ std::string steps_cell(const TensorReshard& tr, bool with_time) {
   return out;
 }
 
-}  // namespace
-
-std::string reshard_html(const ReshardReport& r, const Diagnostics& diags) {
-  const auto& tensors = r.manifest.tensors();
-  const bool with_time = timed(r);
-  std::vector<std::string> lines = {
-      fmt::format("{} tensor{} of {}",
-                  with_commas(static_cast<int64_t>(r.manifest.size())),
-                  r.manifest.size() == 1 ? "" : "s",
-                  r.manifest.source),
-      "from " + mesh_line(r.from_mesh, r.from_topology),
-      "to " + mesh_line(r.to_mesh, r.to_topology)};
-  if (r.options.donate) {
-    lines.emplace_back("source buffers donated");
-  }
-  if (!with_time) {
-    lines.emplace_back("no topology: no times");
-  }
-
-  // Rows folded across layers by plan.
-  std::vector<std::string> rests(r.plan.plans.size());
-  for (size_t p = 0; p < rests.size(); ++p) {
-    rests[p] = std::to_string(p);
-  }
-  std::vector<NameRowRef> rows;
-  rows.reserve(r.plan.size());
-  for (size_t t = 0; t < r.plan.size(); ++t) {
-    rows.push_back({tensors[t].name, rests[r.plan.plan_of[t]]});
-  }
-  const std::vector<FoldedRow> folded = fold_row_refs(rows);
-  std::vector<size_t> row_of_tensor(r.plan.size(), 0);
-  for (size_t k = 0; k < folded.size(); ++k) {
-    for (size_t t : folded[k].members) {
-      row_of_tensor[t] = k;
-    }
-  }
-  auto name_of = [&](size_t t) { return tensors[t].name; };
-  auto row_of = [&](const std::string& name) -> std::optional<size_t> {
-    const Tensor* t = r.manifest.find(name);
-    if (t == nullptr) {
-      return std::nullopt;
-    }
-    return row_of_tensor[static_cast<size_t>(t - tensors.data())];
-  };
-
-  std::string out =
-      page_start(fmt::format("shardplan reshard: {}", r.manifest.source));
-  out += title_block("shardplan reshard", lines, &diags);
-  out += diagnostics_section(diags, row_of);
-
-  // Totals next to the naive plan, as a table and as paired bars.
+// reshard_html's totals next to the naive plan, as a table and as paired
+// bars.
+std::string reshard_totals_html(const ReshardReport& r, bool with_time) {
+  std::string out;
   const PlanCost& p = r.plan.totals;
   const PlanCost& n = r.plan.naive_totals;
   out += section_start("totals", "Totals, next to the naive plan");
@@ -689,6 +642,16 @@ std::string reshard_html(const ReshardReport& r, const Diagnostics& diags) {
   }
   out += k_section_end;
 
+  return out;
+}
+
+// reshard_html's steps per tensor, one row per folded row.
+std::string reshard_tensors_html(const ReshardReport& r,
+                                 const std::vector<FoldedRow>& folded,
+                                 bool with_time) {
+  const auto& tensors = r.manifest.tensors();
+  auto name_of = [&](size_t t) { return tensors[t].name; };
+  std::string out;
   out += section_start(
       "tensors",
       fmt::format("Steps per tensor ({} in {} rows, layers folded)",
@@ -737,7 +700,12 @@ std::string reshard_html(const ReshardReport& r, const Diagnostics& diags) {
   }
   out += k_sortable_table_end;
   out += k_section_end;
-  // Where each side's devices sit (on a topology).
+  return out;
+}
+
+// reshard_html's device grids of each side, on a topology.
+std::string reshard_grids_html(const ReshardReport& r) {
+  std::string out;
   if (r.from_layout != nullptr) {
     out += device_grid_section(
         r.from_mesh,
@@ -754,6 +722,61 @@ std::string reshard_html(const ReshardReport& r, const Diagnostics& diags) {
         "to-",
         "Devices of the target mesh " + to_string(r.to_mesh));
   }
+  return out;
+}
+
+}  // namespace
+
+std::string reshard_html(const ReshardReport& r, const Diagnostics& diags) {
+  const auto& tensors = r.manifest.tensors();
+  const bool with_time = timed(r);
+  std::vector<std::string> lines = {
+      fmt::format("{} tensor{} of {}",
+                  with_commas(static_cast<int64_t>(r.manifest.size())),
+                  r.manifest.size() == 1 ? "" : "s",
+                  r.manifest.source),
+      "from " + mesh_line(r.from_mesh, r.from_topology),
+      "to " + mesh_line(r.to_mesh, r.to_topology)};
+  if (r.options.donate) {
+    lines.emplace_back("source buffers donated");
+  }
+  if (!with_time) {
+    lines.emplace_back("no topology: no times");
+  }
+
+  // Rows folded across layers by plan.
+  std::vector<std::string> rests(r.plan.plans.size());
+  for (size_t p = 0; p < rests.size(); ++p) {
+    rests[p] = std::to_string(p);
+  }
+  std::vector<NameRowRef> rows;
+  rows.reserve(r.plan.size());
+  for (size_t t = 0; t < r.plan.size(); ++t) {
+    rows.push_back({tensors[t].name, rests[r.plan.plan_of[t]]});
+  }
+  const std::vector<FoldedRow> folded = fold_row_refs(rows);
+  std::vector<size_t> row_of_tensor(r.plan.size(), 0);
+  for (size_t k = 0; k < folded.size(); ++k) {
+    for (size_t t : folded[k].members) {
+      row_of_tensor[t] = k;
+    }
+  }
+  auto row_of = [&](const std::string& name) -> std::optional<size_t> {
+    const Tensor* t = r.manifest.find(name);
+    if (t == nullptr) {
+      return std::nullopt;
+    }
+    return row_of_tensor[static_cast<size_t>(t - tensors.data())];
+  };
+
+  std::string out =
+      page_start(fmt::format("shardplan reshard: {}", r.manifest.source));
+  out += title_block("shardplan reshard", lines, &diags);
+  out += diagnostics_section(diags, row_of);
+
+  out += reshard_totals_html(r, with_time);
+  out += reshard_tensors_html(r, folded, with_time);
+  out += reshard_grids_html(r);
   out += page_end();
   return out;
 }

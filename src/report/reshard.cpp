@@ -357,15 +357,11 @@ void write_reshard_json(const ReshardReport& r,
                 });
 }
 
-std::string reshard_text(const ReshardReport& r, const Diagnostics& diags) {
-  const auto& tensors = r.manifest.tensors();
-  std::string out =
-      fmt::format("reshard: {} tensor{} of {}\n",
-                  with_commas(static_cast<int64_t>(r.manifest.size())),
-                  r.manifest.size() == 1 ? "" : "s",
-                  r.manifest.source);
-  out += fmt::format("  from {}\n", mesh_line(r.from_mesh, r.from_topology));
-  out += fmt::format("  to   {}\n", mesh_line(r.to_mesh, r.to_topology));
+namespace {
+
+// reshard_text's line under the meshes: where the collectives run, the
+// links transfers take, pending sums, donation, and whether times are known.
+std::vector<std::string> reshard_notes(const ReshardReport& r) {
   std::vector<std::string> notes;
   bool between = !r.plan.same_mesh;  // some plan sends between the meshes
   for (const TensorReshard& tr : r.plan.plans) {
@@ -426,8 +422,13 @@ std::string reshard_text(const ReshardReport& r, const Diagnostics& diags) {
   if (!timed(r)) {
     notes.emplace_back("no topology: no times");
   }
-  out += fmt::format("  {}\n\n", fmt::join(notes, "; "));
+  return notes;
+}
 
+// One row per tensor (folded where rows repeat): its specs, steps and cost.
+std::string reshard_rows_text(const ReshardReport& r) {
+  const auto& tensors = r.manifest.tensors();
+  std::string out;
   // Tensors that share a plan share the rest of their row: formatted once
   // per plan, and viewed by the rows.
   std::vector<std::string> rests(r.plan.plans.size());
@@ -452,6 +453,12 @@ std::string reshard_text(const ReshardReport& r, const Diagnostics& diags) {
         row.count > 1 ? fmt::format(" (x{})", row.count) : std::string());
   }
 
+  return out;
+}
+
+// The plan's totals beside the naive gather-then-slice.
+std::string reshard_totals_text(const ReshardReport& r) {
+  std::string out;
   const PlanCost& p = r.plan.totals;
   const PlanCost& n = r.plan.naive_totals;
   std::vector<std::vector<std::string>> totals = {
@@ -473,6 +480,13 @@ std::string reshard_text(const ReshardReport& r, const Diagnostics& diags) {
   out += "\ntotals (naive: all_gather to replicated, then slice):\n";
   out += table(totals);
 
+  return out;
+}
+
+// The ten most expensive tensors, when there is more than one.
+std::string reshard_expensive_text(const ReshardReport& r) {
+  const auto& tensors = r.manifest.tensors();
+  std::string out;
   // The most expensive tensors: by seconds, then bytes, then manifest order.
   std::vector<size_t> order(r.plan.size());
   std::iota(order.begin(), order.end(), size_t{0});
@@ -509,6 +523,23 @@ std::string reshard_text(const ReshardReport& r, const Diagnostics& diags) {
     }
     out += table(big);
   }
+  return out;
+}
+
+}  // namespace
+
+std::string reshard_text(const ReshardReport& r, const Diagnostics& diags) {
+  std::string out =
+      fmt::format("reshard: {} tensor{} of {}\n",
+                  with_commas(static_cast<int64_t>(r.manifest.size())),
+                  r.manifest.size() == 1 ? "" : "s",
+                  r.manifest.source);
+  out += fmt::format("  from {}\n", mesh_line(r.from_mesh, r.from_topology));
+  out += fmt::format("  to   {}\n", mesh_line(r.to_mesh, r.to_topology));
+  out += fmt::format("  {}\n\n", fmt::join(reshard_notes(r), "; "));
+  out += reshard_rows_text(r);
+  out += reshard_totals_text(r);
+  out += reshard_expensive_text(r);
   out += fmt::format("result: {}\n", verdict(diags));
   return out;
 }
