@@ -283,6 +283,83 @@ std::optional<int64_t> parse_size(Scanner& s) {
 }
 
 // Parses "item (',' item)*" given at `source` (the mesh or DCN factors).
+// After an axis's size, its ":TYPE" (auto, explicit or manual), when
+// there is one, into item.type. False after an error (reported).
+bool read_axis_type(Scanner& s, std::string_view text, Item& item) {
+  if (s.peek() != ':') {
+    return true;
+  }
+  s.advance();
+  s.skip_space();
+  size_t start = s.pos();
+  while (is_name_char(s.peek())) {
+    s.advance();
+  }
+  std::string_view word = text.substr(start, s.pos() - start);
+  if (word.empty()) {
+    s.error(
+        start,
+        "mesh.axis-type",
+        fmt::format("expected an axis type (auto, explicit or manual), got {}",
+                    s.describe(start)));
+    return false;
+  }
+  item.type = parse_axis_type(word);
+  if (!item.type) {
+    Diagnostic& d = s.error(
+        start,
+        "mesh.axis-type",
+        fmt::format("unknown axis type {}; expected auto, explicit or manual",
+                    quote(word)));
+    std::string near =
+        closest_match(to_lower(word), {"auto", "explicit", "manual"});
+    if (!near.empty()) {
+      d.hint = fmt::format("did you mean {}?", quote(near));
+    }
+    return false;
+  }
+  s.skip_space();
+  return true;
+}
+
+// The items of one mesh string: one form (all named or all positional),
+// unique names. False after an error (reported).
+bool check_items(Scanner& s,
+                 std::string_view text,
+                 const std::vector<Item>& items) {
+  // One form per string: all named or all positional.
+  bool named = !items.front().name.empty();
+  for (const Item& item : items) {
+    if (item.name.empty() == named) {
+      s.error(
+          item.offset,
+          "mesh.syntax",
+          named ? fmt::format("expected a named axis such as \"tp:4\", got {}; "
+                              "named and positional axes cannot be mixed",
+                              s.describe(item.offset))
+                : fmt::format("expected an axis size, got {}; named and "
+                              "positional axes cannot be mixed",
+                              s.describe(item.offset)));
+      return false;
+    }
+  }
+  // Names are unique.
+  for (size_t i = 0; i < items.size(); ++i) {
+    for (size_t j = 0; j < i && named; ++j) {
+      if (items[i].name == items[j].name) {
+        Location first = location_in_text("", text, items[j].offset);
+        s.error(items[i].offset,
+                "mesh.duplicate-axis",
+                fmt::format("duplicate axis name {} (first at column {})",
+                            quote(items[i].name),
+                            first.column));
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 std::optional<std::vector<Item>> parse_items(std::string_view text,
                                              std::string_view source,
                                              Diagnostics& diags) {
@@ -347,38 +424,8 @@ std::optional<std::vector<Item>> parse_items(std::string_view text,
     }
     item.size = *size;
     s.skip_space();
-    if (s.peek() == ':') {
-      s.advance();
-      s.skip_space();
-      size_t start = s.pos();
-      while (is_name_char(s.peek())) {
-        s.advance();
-      }
-      std::string_view word = text.substr(start, s.pos() - start);
-      if (word.empty()) {
-        s.error(start,
-                "mesh.axis-type",
-                fmt::format(
-                    "expected an axis type (auto, explicit or manual), got {}",
-                    s.describe(start)));
-        return std::nullopt;
-      }
-      item.type = parse_axis_type(word);
-      if (!item.type) {
-        Diagnostic& d = s.error(
-            start,
-            "mesh.axis-type",
-            fmt::format(
-                "unknown axis type {}; expected auto, explicit or manual",
-                quote(word)));
-        std::string near =
-            closest_match(to_lower(word), {"auto", "explicit", "manual"});
-        if (!near.empty()) {
-          d.hint = fmt::format("did you mean {}?", quote(near));
-        }
-        return std::nullopt;
-      }
-      s.skip_space();
+    if (!read_axis_type(s, text, item)) {
+      return std::nullopt;
     }
     if (items.size() == k_max_axes) {
       s.error(item.offset,
@@ -407,35 +454,8 @@ std::optional<std::vector<Item>> parse_items(std::string_view text,
     }
   }
 
-  // One form per string: all named or all positional.
-  bool named = !items.front().name.empty();
-  for (const Item& item : items) {
-    if (item.name.empty() == named) {
-      s.error(
-          item.offset,
-          "mesh.syntax",
-          named ? fmt::format("expected a named axis such as \"tp:4\", got {}; "
-                              "named and positional axes cannot be mixed",
-                              s.describe(item.offset))
-                : fmt::format("expected an axis size, got {}; named and "
-                              "positional axes cannot be mixed",
-                              s.describe(item.offset)));
-      return std::nullopt;
-    }
-  }
-  // Names are unique.
-  for (size_t i = 0; i < items.size(); ++i) {
-    for (size_t j = 0; j < i && named; ++j) {
-      if (items[i].name == items[j].name) {
-        Location first = location_in_text("", text, items[j].offset);
-        s.error(items[i].offset,
-                "mesh.duplicate-axis",
-                fmt::format("duplicate axis name {} (first at column {})",
-                            quote(items[i].name),
-                            first.column));
-        return std::nullopt;
-      }
-    }
+  if (!check_items(s, text, items)) {
+    return std::nullopt;
   }
   return items;
 }
