@@ -661,6 +661,67 @@ bool apply_dcn(Mesh& mesh,
 
 }  // namespace
 
+// The mesh's names against --axis-names (`names`, empty when not given):
+// a named mesh uses exactly those names, a mesh of sizes needs one name
+// per size. False after an error (reported).
+bool check_mesh_names(const std::vector<Item>& items,
+                      const std::vector<std::string>& names,
+                      std::string_view text,
+                      const MeshSources& src,
+                      Diagnostics& diags) {
+  const bool named = !items.front().name.empty();
+  if (named) {
+    // With --axis-names, the named form must use exactly those names
+    // (eformer's parse_mesh_from_string); the mesh order is the string's.
+    if (!names.empty()) {
+      for (const Item& item : items) {
+        if (std::find(names.begin(), names.end(), item.name) == names.end()) {
+          diags.error("mesh.unknown-axis",
+                      fmt::format("axis {} is not in {} ({})",
+                                  quote(item.name),
+                                  src.axis_names,
+                                  fmt::join(names, ",")),
+                      location_in_text(src.mesh, text, item.offset));
+          return false;
+        }
+      }
+      if (items.size() != names.size()) {
+        diags.error("mesh.axis-count",
+                    fmt::format("the mesh has {} but {} has {}",
+                                count_noun(items.size(), "axis"),
+                                src.axis_names,
+                                count_noun(names.size(), "name")),
+                    location_in_text(src.mesh, text, 0));
+        return false;
+      }
+    }
+  } else {
+    if (names.empty()) {
+      diags.error("mesh.axis-count",
+                  src.axis_names.empty()
+                      ? std::string("a mesh of sizes has no axis names; name "
+                                    "the axes: \"dp:2,tp:4\"")
+                      : fmt::format("a mesh of sizes needs {} with {}, or "
+                                    "name the axes: \"dp:2,tp:4\"",
+                                    src.axis_names,
+                                    count_noun(items.size(), "name")),
+                  location_in_text(src.mesh, text, items.front().offset));
+      return false;
+    }
+    if (names.size() != items.size()) {
+      diags.error("mesh.axis-count",
+                  fmt::format("the mesh has {} but {} has {}",
+                              count_noun(items.size(), "size"),
+                              src.axis_names,
+                              count_noun(names.size(), "name")),
+                  location_in_text(src.mesh, text, items.front().offset));
+      return false;
+    }
+  }
+
+  return true;
+}
+
 std::optional<Mesh> parse_mesh(std::string_view text,
                                const MeshOptions& options,
                                Diagnostics& diags) {
@@ -679,56 +740,10 @@ std::optional<Mesh> parse_mesh(std::string_view text,
     names = *checked;
   }
 
-  Mesh mesh;
-  if (named) {
-    // With --axis-names, the named form must use exactly those names
-    // (eformer's parse_mesh_from_string); the mesh order is the string's.
-    if (!names.empty()) {
-      for (const Item& item : *items) {
-        if (std::find(names.begin(), names.end(), item.name) == names.end()) {
-          diags.error("mesh.unknown-axis",
-                      fmt::format("axis {} is not in {} ({})",
-                                  quote(item.name),
-                                  src.axis_names,
-                                  fmt::join(names, ",")),
-                      location_in_text(src.mesh, text, item.offset));
-          return std::nullopt;
-        }
-      }
-      if (items->size() != names.size()) {
-        diags.error("mesh.axis-count",
-                    fmt::format("the mesh has {} but {} has {}",
-                                count_noun(items->size(), "axis"),
-                                src.axis_names,
-                                count_noun(names.size(), "name")),
-                    location_in_text(src.mesh, text, 0));
-        return std::nullopt;
-      }
-    }
-  } else {
-    if (names.empty()) {
-      diags.error("mesh.axis-count",
-                  src.axis_names.empty()
-                      ? std::string("a mesh of sizes has no axis names; name "
-                                    "the axes: \"dp:2,tp:4\"")
-                      : fmt::format("a mesh of sizes needs {} with {}, or "
-                                    "name the axes: \"dp:2,tp:4\"",
-                                    src.axis_names,
-                                    count_noun(items->size(), "name")),
-                  location_in_text(src.mesh, text, items->front().offset));
-      return std::nullopt;
-    }
-    if (names.size() != items->size()) {
-      diags.error("mesh.axis-count",
-                  fmt::format("the mesh has {} but {} has {}",
-                              count_noun(items->size(), "size"),
-                              src.axis_names,
-                              count_noun(names.size(), "name")),
-                  location_in_text(src.mesh, text, items->front().offset));
-      return std::nullopt;
-    }
+  if (!check_mesh_names(*items, names, text, src, diags)) {
+    return std::nullopt;
   }
-
+  Mesh mesh;
   const Item* fill = nullptr;
   int64_t known = 1;
   for (size_t i = 0; i < items->size(); ++i) {
