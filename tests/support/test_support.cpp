@@ -5,6 +5,7 @@
 #include <shardplan/io.hpp>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -42,6 +43,12 @@ nlohmann::json parse_json(const std::string& text) {
   INFO(text);
   REQUIRE(nlohmann::json::accept(text));
   return nlohmann::json::parse(text);
+}
+
+nlohmann::json parse_json_from(const std::string& out, std::string_view key) {
+  const size_t from = out.find(fmt::format("\n  \"{}\": ", key));
+  REQUIRE(from != std::string::npos);
+  return parse_json("{" + out.substr(from));
 }
 
 std::filesystem::path temp_dir(const std::string& name) {

@@ -95,6 +95,11 @@ CliResult run_cli(std::vector<std::string> args);
 // is not JSON.
 nlohmann::json parse_json(const std::string& text);
 
+// A command's JSON from its top-level `key` on (`{"key": ..., the keys
+// after it}`): a large plan's tensors before it (DeepSeek-V3's 91,991)
+// take seconds to parse in a debug build.
+nlohmann::json parse_json_from(const std::string& out, std::string_view key);
+
 // A fresh empty folder shardplan_test_NAME under the system's temporary
 // folder.
 std::filesystem::path temp_dir(const std::string& name);

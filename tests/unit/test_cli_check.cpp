@@ -709,14 +709,7 @@ TEST_CASE("cli: deepseek-v3's gather buffer and FP8 weights (issue 17)",
              "--recipe megatron --zero 1 --format json "
              + extra));
     REQUIRE(r.code == 0);
-    // Only the memory object is read: the 91,991 tensors before it take
-    // seconds to parse in a debug build.
-    const size_t from = r.out.find("\n  \"memory\": ");
-    const size_t to = r.out.find(",\n  \"step\": ");
-    REQUIRE(from != std::string::npos);
-    REQUIRE(to != std::string::npos);
-    // after `  "memory": `
-    return parse_json(r.out.substr(from + 13, to - (from + 13)));
+    return test::parse_json_from(r.out, "memory")["memory"];
   };
   const json memory = memory_of("--mtp-layers 1");
   CHECK(memory["untrained_tensors"] == 0);

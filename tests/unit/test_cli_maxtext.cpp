@@ -20,14 +20,6 @@ std::string data(const std::string& name) {
   return test::data_path("maxtext/" + name);
 }
 
-// The document from its "memory" key on: DeepSeek-V3's 91,991 tensors
-// before it take seconds to parse in a debug build.
-json from_memory_on(const std::string& out) {
-  const size_t from = out.find("\n  \"memory\": ");
-  REQUIRE(from != std::string::npos);
-  return json::parse("{" + out.substr(from));
-}
-
 const json* tensor_of(const json& doc, const std::string& name) {
   for (const json& t : doc.at("tensors")) {
     if (t.at("name") == name) {
@@ -478,7 +470,7 @@ TEST_CASE("maxtext cli: no MTP module trains unless mtp_num_layers says",
                    + extra));
     INFO(r.err);
     REQUIRE((r.code == 0 || r.code == 1));
-    return from_memory_on(r.out);
+    return test::parse_json_from(r.out, "memory");
   };
   const json none = run("");
   CHECK(none["memory"]["activations"]["mtp_bytes"] == 0);
@@ -497,7 +489,7 @@ TEST_CASE("maxtext cli: no MTP module trains unless mtp_num_layers says",
                    data("small.yml")));
     INFO(r.err);
     REQUIRE((r.code == 0 || r.code == 1));
-    return from_memory_on(r.out)["memory"];
+    return test::parse_json_from(r.out, "memory")["memory"];
   };
   // (Each run plans DeepSeek-V3's 91,991 tensors: a few, not many.)
   CHECK(config("mtp_num_layers=1")["untrained_tensors"] == 0);
