@@ -33,6 +33,7 @@
 #include <shardplan/sharding.hpp>
 #include <shardplan/tensor.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -274,10 +275,31 @@ MemoryFacts memory_facts(const Manifest& manifest);
 
 // One pipeline stage's activations per device: in HBM, and kept in host
 // memory by an offloading remat policy.
+// One stage's activations (workload.hpp's StageActivations) as the phases
+// of the backward see them (docs/memory.md, "The peak"): what the layers,
+// the embedding and the MTP modules saved for the backward, alive in both
+// phases; the loss's own (the head's logits and their gradient); one
+// layer's recomputed tensors; and what is offloaded to host memory.
 struct ActivationLoad {
-  int64_t hbm_bytes = 0;
+  int64_t saved_bytes = 0;
+  int64_t loss_bytes = 0;
+  int64_t recompute_bytes = 0;
   int64_t host_bytes = 0;
+
+  // In HBM at the larger phase: saved + max(loss, recompute).
+  int64_t hbm_bytes() const {
+    return saved_bytes + std::max(loss_bytes, recompute_bytes);
+  }
 };
+
+// Where a device's memory peaks (docs/memory.md, "The peak"): in a layer's
+// backward (the saved activations, one layer's recompute, two layers
+// gathered), in the loss (the saved activations, the head's logits and
+// their gradient, the head gathered and the last layer prefetched), or in
+// the optimizer
+// step (one tensor's update beside the model states).
+enum class MemoryPhase { layer_backward, loss, optimizer_step };
+std::string_view to_string(MemoryPhase phase);
 
 struct MemoryOptions {
   Recipe recipe = Recipe::params_only;
@@ -395,9 +417,12 @@ struct GatherUnit {
 struct GroupMemory {
   int64_t stage = 0;
   int64_t expert_rank = 0;
-  StateBytes per_device;      // the group's most loaded device
-  int64_t gather_buffer = 0;  // its gather buffer
-  int64_t activations = 0;    // its stage's ActivationLoad
+  StateBytes per_device;  // the group's most loaded device
+  // The larger backward phase (`phase`, or the larger of the two when the
+  // optimizer step is the peak): its gather buffer and its activations.
+  MemoryPhase phase = MemoryPhase::layer_backward;
+  int64_t gather_buffer = 0;
+  int64_t activations = 0;
   int64_t host_offload = 0;
   int64_t optimizer_step = 0;  // the largest tensor's StateBytes::update
   // per_device model states + max(gather_buffer + activations,
@@ -444,17 +469,22 @@ struct MemoryEstimate {
   std::optional<DType> grad_dtype;
   int64_t scale_tensors = 0;          // quantization scales: model state only
   int64_t dropped_scale_tensors = 0;  // of those, folded into their weights
-  // The gather buffer of the most loaded group: FSDP gathers one unit (a
-  // layer) at a time and prefetches the next, so it holds two consecutive
-  // units' gathered weights and, when training, their gradients: the
-  // largest sum of two consecutive units on the group's devices, in
-  // execution order (embeddings, layers 0, 1, ..., then the other tensors
-  // of no layer in manifest order). One unit when the group has one; 0 when
-  // no parameter is split over an axis it is gathered over. (DeepSpeed's
-  // largest_layer_memory, 4 x Lmax for fp16, counts one unit; PyTorch FSDP2
-  // keeps two all-gather outputs alive; docs/sources.md#gather-buffer.)
+  // Where the most loaded group peaks (the larger backward phase when the
+  // optimizer step is the peak: gather_buffer and activations are its).
+  MemoryPhase peak_phase = MemoryPhase::layer_backward;
+  // The gather buffer of the most loaded group at that phase: in a layer's
+  // backward FSDP holds one unit (a layer) gathered and prefetches the
+  // next, so two consecutive layers' gathered weights and, when training,
+  // their gradients: the largest such sum on the group's devices (one unit
+  // when the group has one). In the loss, every unit of no layer (embedding,
+  // final norm, head). A group with no layer unit holds its largest pair of
+  // consecutive units (embeddings, layers 0, 1, ..., then the other tensors
+  // of no layer in manifest order). 0 when no parameter is split over an
+  // axis it is gathered over. (DeepSpeed's largest_layer_memory, 4 x Lmax
+  // for fp16, counts one unit; PyTorch FSDP2 keeps two all-gather outputs
+  // alive; docs/sources.md#gather-buffer.)
   int64_t gather_buffer = 0;
-  std::vector<GatherUnit> gather_units;  // those two units (or one), in order
+  std::vector<GatherUnit> gather_units;  // those units, in order
   // The mesh axes their tensors are gathered over, in mesh order.
   std::vector<std::string> gather_axes;
   // The dtype a weight held wider than the compute dtype moves in
@@ -465,8 +495,9 @@ struct MemoryEstimate {
   // order (a tensor axis none splits holds whole weights: estimate_step
   // warns).
   std::vector<std::string> split_axes;
-  // The most loaded group's activations (options.activations), in HBM and
-  // in host memory; activations_counted: options.activations was given.
+  // The most loaded group's activations (options.activations) in HBM at
+  // the peak phase (saved + loss or saved + recompute), and in host memory;
+  // activations_counted: options.activations was given.
   bool activations_counted = false;
   int64_t activations = 0;
   int64_t host_offload = 0;
@@ -478,7 +509,8 @@ struct MemoryEstimate {
   // buffer and the activations.
   int64_t optimizer_step = 0;
   // The peak: per_device model states + max(gather_buffer + activations,
-  // optimizer_step).
+  // optimizer_step), the larger backward phase's gather buffer and
+  // activations.
   int64_t max_device_total = 0;
   // The most loaded group's device with the smallest shards (the last one).
   int64_t min_device_total = 0;

@@ -172,6 +172,24 @@ enum class ResidualLayout { replicated, sequence, embed };
 std::string_view to_string(ResidualLayout layout);
 std::optional<ResidualLayout> parse_residual_layout(std::string_view text);
 
+// How the loss's softmax cross-entropy holds the head's logits
+// (docs/memory.md, "The head"):
+//   fused           XLA (JAX, MaxText): the fp32 cast, the softmax and its
+//                   gradient fuse into the logits' consumers, so the logits
+//                   are held once, in the activation dtype, and their
+//                   gradient reuses the buffer
+//   vocab_parallel  Megatron's vocab_parallel_cross_entropy: the logits and
+//                   one fp32 copy, in which the softmax and its gradient are
+//                   computed in place (Korthikanti et al. 4.3's 4*s*b*v/t)
+//   eager           PyTorch's F.cross_entropy on logits.float() (torchtitan):
+//                   log_softmax's fp32 output, which the loss saves, and the
+//                   backward's two fp32 gradients, live together
+enum class CrossEntropy { fused, vocab_parallel, eager };
+std::string_view to_string(
+    CrossEntropy kind);  // "fused", "vocab-parallel", ...
+std::optional<CrossEntropy> parse_cross_entropy(std::string_view text);
+std::vector<std::string> cross_entropy_names();
+
 // The workload's inputs as the caller got them, each with where it came
 // from for diagnostics (the command line's flags: "--seq", "--batch", ...; a
 // MaxText config's keys, at their line and column). The core never spells a
@@ -202,6 +220,9 @@ struct Workload {
   Sourced<int64_t> stage_interleave{1, {}};
   // The dtype of the saved activations (MaxText's `dtype`, bf16 default).
   Sourced<std::string> activation_dtype{"bf16", {}};
+  // The loss's kernel; its location says who decided (a flag, a MaxText
+  // config, or nobody: Megatron's, the default).
+  Sourced<CrossEntropy> cross_entropy{CrossEntropy::vocab_parallel, {}};
   // Where the mesh came from ("--mesh"), for errors about its axes: a stage
   // axis that does not divide the layers, an expert axis larger than the
   // expert count.
@@ -264,9 +285,15 @@ struct StageActivations {
   // that layer's bytes under remat none less what the policy keeps, for
   // the largest layer kind of the stage (0 with remat none).
   int64_t recompute_bytes = 0;
-  int64_t host_bytes = 0;   // offloaded: layers' host bytes x in_flight
-  int64_t total_bytes = 0;  // layers + embedding + logits + mtp + recompute
+  int64_t host_bytes = 0;  // offloaded: layers' host bytes x in_flight
+  // layers + embedding + mtp + max(logits, recompute): the larger of the
+  // backward's two phases (docs/memory.md, "The peak"), the loss and a
+  // layer's backward, each beside what the layers saved.
+  int64_t total_bytes = 0;
 };
+
+// A stage's activations as the memory estimate's phases take them.
+ActivationLoad activation_load(const StageActivations& stage);
 
 struct ActivationEstimate {
   // The workload as resolved.
@@ -277,6 +304,8 @@ struct ActivationEstimate {
   // "Activation layout"): a flag, a rules file's entry, or the default.
   ResidualLayout residual = ResidualLayout::replicated;
   std::string residual_source;
+  CrossEntropy cross_entropy = CrossEntropy::vocab_parallel;
+  std::string cross_entropy_source;  // a flag, a config, or empty (default)
   DType activation_dtype = DType::bf16;
   int64_t seq = 0;           // tokens per sequence
   int64_t global_batch = 0;  // sequences per optimizer step
@@ -316,7 +345,7 @@ struct ActivationEstimate {
   int64_t mtp_bytes = 0;
   int64_t recompute_bytes = 0;
   int64_t host_offload_bytes = 0;  // host memory, not HBM
-  // layers + embedding + logits + mtp + recompute
+  // layers + embedding + mtp + max(logits, recompute)
   int64_t total_bytes = 0;
   int64_t max_stage = 0;  // the most loaded stage (first on a tie)
 

@@ -143,7 +143,7 @@ std::vector<ActivationLoad> activation_loads(const ActivationEstimate& a) {
   std::vector<ActivationLoad> out;
   out.reserve(a.per_stage.size());
   for (const StageActivations& stage : a.per_stage) {
-    out.push_back(ActivationLoad{stage.total_bytes, stage.host_bytes});
+    out.push_back(activation_load(stage));
   }
   return out;
 }

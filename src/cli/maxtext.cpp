@@ -55,6 +55,12 @@ void apply_maxtext_workload(const std::optional<MaxTextConfig>& maxtext,
     return;
   }
   const MaxTextConfig& config = *maxtext;
+  // MaxText's loss runs under XLA, which fuses it (docs/memory.md, "The
+  // head").
+  if (!flags.cross_entropy.value) {
+    flags.cross_entropy = {std::string(to_string(CrossEntropy::fused)),
+                           Location::of(config.source)};
+  }
   if (!flags.mtp_layers.value && config.mtp_num_layers) {
     flags.mtp_layers = {config.mtp_num_layers->value,
                         maxtext_location(config.mtp_num_layers->at)};

@@ -104,6 +104,17 @@ void add_workload_options(CLI::App& app,
       ->check(CLI::Range(0, 64))
       ->type_name("N")
       ->group(group);
+  app.add_option("--cross-entropy",
+                 flags.cross_entropy.value,
+                 "the loss's kernel, which sets what the head holds of the "
+                 "logits: fused (XLA: once, in the activation dtype), "
+                 "vocab-parallel (Megatron: and one fp32 copy; the "
+                 "default) or eager (PyTorch's F.cross_entropy on fp32 "
+                 "logits, torchtitan: three fp32 copies); a MaxText config "
+                 "makes it fused")
+      ->check(CLI::IsMember(cross_entropy_names()))
+      ->type_name("KERNEL")
+      ->group(group);
   app.add_option("--activation-dtype",
                  flags.activation_dtype.value,
                  "dtype of the saved activations (default bf16, MaxText's "
@@ -149,6 +160,10 @@ Location first_workload_value(const WorkloadFlags& f) {
       {f.activation_layout.value.has_value(), &f.activation_layout.at},
       {f.stage_interleave.value.has_value(), &f.stage_interleave.at},
       {f.activation_dtype.value.has_value(), &f.activation_dtype.at},
+      // A MaxText config's kernel asks for no workload.
+      {f.cross_entropy.value.has_value()
+           && f.cross_entropy.at.source == "--cross-entropy",
+       &f.cross_entropy.at},
   };
   for (const auto& [is_given, at] : given) {
     if (is_given) {
@@ -183,6 +198,12 @@ Workload workload_of(const WorkloadFlags& flags) {
                         flags.stage_interleave.at};
   w.activation_dtype = {flags.activation_dtype.value.value_or("bf16"),
                         flags.activation_dtype.at};
+  if (flags.cross_entropy.value) {
+    // --cross-entropy's values are checked; a MaxText config's is "fused".
+    w.cross_entropy = {parse_cross_entropy(*flags.cross_entropy.value)
+                           .value_or(CrossEntropy::vocab_parallel),
+                       flags.cross_entropy.at};
+  }
   w.mesh_at = Location::of("--mesh");
   return w;
 }

@@ -44,6 +44,8 @@ struct WorkloadFlags {
       {}, Location::of("--stage-interleave")};
   Sourced<std::optional<std::string>> activation_dtype{
       {}, Location::of("--activation-dtype")};
+  Sourced<std::optional<std::string>> cross_entropy{
+      {}, Location::of("--cross-entropy")};
   // The MTP modules trained (0 unless given: every framework's default).
   Sourced<std::optional<int64_t>> mtp_layers{{}, Location::of("--mtp-layers")};
   std::vector<std::string> tensor_axes;

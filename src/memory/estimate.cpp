@@ -19,6 +19,7 @@ namespace {
 
 using memory_detail::AxisUse;
 using memory_detail::Gather;
+using memory_detail::Gathers;
 using memory_detail::GatherUnits;
 using memory_detail::has_grads;
 using memory_detail::k_roles;
@@ -109,7 +110,8 @@ class MemoryEstimator {
     }
     resolve_grads();
     resolve_optimizer();
-    m_units.emplace(m_facts->names, m_out.placement);
+    m_units.emplace(
+        m_facts->names, m_out.placement, has_grads(m_options.recipe));
     if (!add_tensors() || !sums_fit()) {
       overflow_error(m_manifest, m_diags);
       return {};
@@ -616,6 +618,7 @@ class MemoryEstimator {
     est.stage = group.stage;
     est.expert_rank = group.expert_rank;
     est.per_device = group.per_device;
+    est.peak_phase = group.phase;
     est.gather_buffer = group.gather_buffer;
     est.activations_counted = !loads.empty();
     est.activations = group.activations;
@@ -684,26 +687,42 @@ class MemoryEstimator {
                  m_buckets[static_cast<size_t>(1 + m_stages + m_ranks
                                                + s * m_ranks + r)]);
     }
-    std::optional<Gather> gather = m_units->gather(s, r);
-    if (!gather) {
+    std::optional<Gathers> gathers = m_units->gather(s, r);
+    if (!gathers) {
       return {};
     }
     g.per_device = StateBytes{
         sum.params.value(), sum.grads.value(), sum.optimizer.value()};
-    g.gather_buffer = gather->bytes;
+    ActivationLoad a;
     if (!loads.empty()) {
-      const ActivationLoad& a =
-          loads[loads.size() == 1 ? 0 : static_cast<size_t>(s)];
-      g.activations = a.hbm_bytes;
+      a = loads[loads.size() == 1 ? 0 : static_cast<size_t>(s)];
       g.host_offload = a.host_bytes;
     }
+    // The backward's two phases, each beside the saved activations: a
+    // layer's (its recompute, two layers gathered) and the loss's (the
+    // logits and their gradient, the units of no layer gathered).
+    Sum layer, loss;
+    layer.add(a.saved_bytes);
+    layer.add(a.recompute_bytes);
+    loss.add(a.saved_bytes);
+    loss.add(a.loss_bytes);
+    const int64_t layer_acts = layer.value();
+    const int64_t loss_acts = loss.value();
+    layer.add(gathers->layers.bytes);
+    loss.add(gathers->loss.bytes);
+    // Only the stage that holds the head has a loss.
+    const bool in_loss = a.loss_bytes > 0 && loss.value() > layer.value();
+    Gather& gather = in_loss ? gathers->loss : gathers->layers;
+    g.gather_buffer = gather.bytes;
+    g.activations = in_loss ? loss_acts : layer_acts;
     g.optimizer_step = sum.update;
     // The step runs after the backward has freed the gather buffer and the
-    // activations: the peak is the larger of the two phases.
-    Sum backward;
-    backward.add(gather->bytes);
-    backward.add(g.activations);
-    const int64_t transient = std::max(backward.value(), sum.update);
+    // activations: the peak is the larger of the phases.
+    const int64_t backward = in_loss ? loss.value() : layer.value();
+    g.phase = sum.update > backward ? MemoryPhase::optimizer_step
+              : in_loss             ? MemoryPhase::loss
+                                    : MemoryPhase::layer_backward;
+    const int64_t transient = std::max(backward, sum.update);
     Sum total, min_total;
     total.add(sum.params.value());
     total.add(sum.grads.value());
@@ -713,12 +732,13 @@ class MemoryEstimator {
     min_total.add(transient);
     if (sum.params.overflow() || sum.grads.overflow()
         || sum.optimizer.overflow() || sum.min_states.overflow()
-        || backward.overflow() || total.overflow() || min_total.overflow()) {
+        || layer.overflow() || loss.overflow() || total.overflow()
+        || min_total.overflow()) {
       return {};
     }
     g.total = total.value();
     g.min_total = min_total.value();
-    return std::make_pair(g, *gather);
+    return std::make_pair(g, std::move(gather));
   }
 
   // A tensor the group holds.
@@ -736,17 +756,18 @@ class MemoryEstimator {
   void describe_gather(MemoryEstimate& est,
                        const GroupMemory& group,
                        const Gather& gather) const {
-    for (size_t u = gather.first; u < gather.first + gather.count; ++u) {
+    for (size_t u : gather.units) {
       est.gather_units.push_back(
           m_units->describe(u, group.expert_rank, m_tensors, m_facts->names));
     }
-    if (gather.count == 0) {
+    if (gather.units.empty()) {
       return;
     }
     std::vector<bool> gathered(m_mesh.axes.size(), false);
     for (size_t t = 0; t < m_tensors.size(); ++t) {
       const size_t unit = m_units->unit_of(t);
-      if (unit < gather.first || unit >= gather.first + gather.count
+      if (std::find(gather.units.begin(), gather.units.end(), unit)
+              == gather.units.end()
           || !in_group(t, group)) {
         continue;
       }
@@ -919,6 +940,18 @@ class MemoryEstimator {
 };
 
 }  // namespace
+
+std::string_view to_string(MemoryPhase phase) {
+  switch (phase) {
+    case MemoryPhase::layer_backward:
+      return "layer_backward";
+    case MemoryPhase::loss:
+      return "loss";
+    case MemoryPhase::optimizer_step:
+      return "optimizer_step";
+  }
+  return "layer_backward";
+}
 
 std::optional<MemoryEstimate> estimate_memory(
     const Manifest& manifest,

@@ -82,7 +82,9 @@ std::vector<std::string> AxisUse::gathered(const TensorSharding& s,
 }
 
 GatherUnits::GatherUnits(std::span<const NameFacts> names,
-                         const Placement& placement) {
+                         const Placement& placement,
+                         bool grads)
+    : m_grads(grads) {
   list_units(names, placement);
   list_stage_units(placement.stages);
   m_stage_gather.resize(static_cast<size_t>(placement.stages));
@@ -191,42 +193,87 @@ std::optional<int64_t> GatherUnits::bytes(const Unit& unit, int64_t rank) {
   return checked_add(unit.common.value(), at->second.value());
 }
 
-std::optional<Gather> GatherUnits::best_pair(int64_t stage,
-                                             int64_t expert_rank) const {
-  Gather best;
+std::optional<Gathers> GatherUnits::best_pair(int64_t stage,
+                                              int64_t expert_rank) const {
+  const std::vector<size_t>& units = m_stage_units[static_cast<size_t>(stage)];
+  const bool layered = std::any_of(units.begin(), units.end(), [&](size_t u) {
+    return m_units[u].layer.has_value();
+  });
+  Gathers best;
   std::optional<size_t> previous;
+  std::optional<size_t> last_layer;
   int64_t previous_bytes = 0;
-  for (size_t u : m_stage_units[static_cast<size_t>(stage)]) {
+  int64_t last_layer_bytes = 0;
+  Gather inputs, outputs;  // the units of no layer before and after layers
+  int64_t largest_input = 0;
+  int64_t largest_output = 0;
+  for (size_t u : units) {
     std::optional<int64_t> unit_bytes = bytes(m_units[u], expert_rank);
     if (!unit_bytes) {
       return {};
     }
+    if (m_units[u].layer) {
+      last_layer = u;
+      last_layer_bytes = *unit_bytes;
+    } else if (layered) {
+      const bool input = !last_layer;
+      Gather& side = input ? inputs : outputs;
+      std::optional<int64_t> sum = checked_add(side.bytes, *unit_bytes);
+      if (!sum) {
+        return {};
+      }
+      side.bytes = *sum;
+      side.units.push_back(u);
+      int64_t& largest = input ? largest_input : largest_output;
+      largest = std::max(largest, *unit_bytes);
+    }
     if (!previous) {
-      best = Gather{*unit_bytes, u, 1};
+      best.layers = Gather{*unit_bytes, {u}};
     } else {
       std::optional<int64_t> pair = checked_add(previous_bytes, *unit_bytes);
       if (!pair) {
         return {};
       }
-      if (best.count < 2 || *pair > best.bytes) {
-        best = Gather{*pair, *previous, 2};
+      if (best.layers.units.size() < 2 || *pair > best.layers.bytes) {
+        best.layers = Gather{*pair, {*previous, u}};
       }
     }
     previous = u;
     previous_bytes = *unit_bytes;
   }
-  if (best.bytes == 0) {
-    return Gather{};
+  // The loss holds the head (and the embedding when it is the head) and
+  // prefetches the last layer's weights for its backward.
+  if (last_layer && !outputs.units.empty()) {
+    best.loss = std::move(outputs);
+    if (largest_output < largest_input) {
+      best.loss.units.insert(
+          best.loss.units.end(), inputs.units.begin(), inputs.units.end());
+      best.loss.bytes = checked_add(best.loss.bytes, inputs.bytes).value_or(-1);
+    }
+    const int64_t weights = m_grads ? last_layer_bytes / 2 : last_layer_bytes;
+    best.loss.bytes = best.loss.bytes < 0
+                          ? -1
+                          : checked_add(best.loss.bytes, weights).value_or(-1);
+    if (best.loss.bytes < 0) {
+      return {};
+    }
+    best.loss.units.push_back(*last_layer);
+    std::sort(best.loss.units.begin(), best.loss.units.end());
+  }
+  for (Gather* g : {&best.layers, &best.loss}) {
+    if (g->bytes == 0) {
+      *g = Gather{};
+    }
   }
   return best;
 }
 
-std::optional<Gather> GatherUnits::gather(int64_t stage, int64_t expert_rank) {
+std::optional<Gathers> GatherUnits::gather(int64_t stage, int64_t expert_rank) {
   // Without units placed on one rank every rank of a stage gathers alike.
   if (m_any_by_rank) {
     return best_pair(stage, expert_rank);
   }
-  std::optional<Gather>& cached = m_stage_gather[static_cast<size_t>(stage)];
+  std::optional<Gathers>& cached = m_stage_gather[static_cast<size_t>(stage)];
   if (!cached) {
     cached = best_pair(stage, expert_rank);
   }

@@ -149,13 +149,26 @@ class AxisUse {
   int m_zero;
 };
 
-// The gather buffer of one placement group: the largest sum of two
-// consecutive units its devices hold (one unit when they hold one), and
-// those units: m_units[first .. first + count).
+// What one placement group holds gathered at once, and those units (indices
+// into GatherUnits' list, in order).
 struct Gather {
   int64_t bytes = 0;
-  size_t first = 0;
-  size_t count = 0;  // 0, 1 or 2 units
+  std::vector<size_t> units;
+};
+
+// A group's two gather buffers (docs/memory.md, "The peak"), one per phase
+// of the backward:
+//   layers  a layer's backward: the largest sum of two consecutive units
+//           in execution order (the unit and the one prefetched; one when
+//           the group holds one)
+//   loss    the loss: the units after the layers (the final norm, the
+//           head), with the input embeddings when no unit after the layers
+//           is as large as they are (a tied head), and the last layer's
+//           weights, prefetched (not yet its gradients); nothing when the
+//           group holds no layer or no unit after the layers
+struct Gathers {
+  Gather layers;
+  Gather loss;
 };
 
 // The units FSDP gathers one at a time, in execution order: each input
@@ -165,8 +178,11 @@ struct Gather {
 class GatherUnits {
  public:
   // The units of the tensors `names` describe (one per manifest tensor),
-  // with the stage of each as `placement` places it.
-  GatherUnits(std::span<const NameFacts> names, const Placement& placement);
+  // with the stage of each as `placement` places it; `grads`: the bytes
+  // added hold the gradients too, half of a trained unit's.
+  GatherUnits(std::span<const NameFacts> names,
+              const Placement& placement,
+              bool grads);
 
   // The unit tensor t belongs to.
   size_t unit_of(size_t tensor) const { return m_unit_of[tensor]; }
@@ -178,10 +194,10 @@ class GatherUnits {
   // Some unit's sum overflowed int64.
   bool overflow() const;
 
-  // The gather buffer of group (stage, expert_rank); nullopt on an
+  // The gather buffers of group (stage, expert_rank); nullopt on an
   // overflow. Computed once per stage when no unit has tensors placed on
   // one rank.
-  std::optional<Gather> gather(int64_t stage, int64_t expert_rank);
+  std::optional<Gathers> gather(int64_t stage, int64_t expert_rank);
 
   // Unit u as the estimate lists it, with its bytes on `expert_rank`.
   // REQUIRES: its sums have not overflowed (gather(...) succeeded).
@@ -206,7 +222,7 @@ class GatherUnits {
   void list_stage_units(int64_t stages);
   // A unit's bytes on rank r's devices.
   static std::optional<int64_t> bytes(const Unit& unit, int64_t rank);
-  std::optional<Gather> best_pair(int64_t stage, int64_t expert_rank) const;
+  std::optional<Gathers> best_pair(int64_t stage, int64_t expert_rank) const;
 
   std::vector<Unit> m_units;
   std::vector<size_t> m_unit_of;  // per tensor
@@ -214,8 +230,9 @@ class GatherUnits {
   // stage axes).
   std::vector<std::vector<size_t>> m_stage_units;
   // Per stage, its gather buffer when every rank gathers alike.
-  std::vector<std::optional<Gather>> m_stage_gather;
+  std::vector<std::optional<Gathers>> m_stage_gather;
   bool m_any_by_rank = false;  // some unit has tensors placed on one rank
+  bool m_grads = false;
 };
 
 }  // namespace shardplan::memory_detail

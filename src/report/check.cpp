@@ -52,6 +52,8 @@ ordered_json activations_object(const ActivationEstimate& a,
   j["sequence_parallel"] = a.residual == ResidualLayout::sequence;
   j["activation_layout"] = std::string(to_string(a.residual));
   j["activation_layout_source"] = a.residual_source;
+  j["cross_entropy"] = std::string(to_string(a.cross_entropy));
+  j["cross_entropy_source"] = a.cross_entropy_source;
   j["activation_dtype"] = std::string(to_string(a.activation_dtype));
   j["seq"] = a.seq;
   j["global_batch"] = a.global_batch;
@@ -172,6 +174,7 @@ ordered_json workload_object(const ActivationEstimate* a, const Mesh& mesh) {
           {"attention", std::string(to_string(a->attention))},
           {"sequence_parallel", a->residual == ResidualLayout::sequence},
           {"activation_layout", std::string(to_string(a->residual))},
+          {"cross_entropy", std::string(to_string(a->cross_entropy))},
           {"stage_interleave", a->stage_interleave},
           {"activation_dtype", std::string(to_string(a->activation_dtype))}};
 }
@@ -219,6 +222,9 @@ ordered_json memory_object(const CheckReport& r) {
          {"bytes", u.bytes}});
   }
   j["gather_units"] = std::move(units);
+  j["peak_phase"] = m.activations_counted
+                        ? ordered_json(std::string(to_string(m.peak_phase)))
+                        : ordered_json(nullptr);
   j["gather_axes"] = m.gather_axes;
   j["untrained_tensors"] = m.untrained_tensors;
   j["gather_dtype"] = m.gather_cast

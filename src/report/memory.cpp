@@ -70,6 +70,9 @@ std::string memory_text(const CheckReport& r) {
   if (const std::string step = optimizer_step_line(m); !step.empty()) {
     out += step + "\n";
   }
+  if (r.activations != nullptr && m.activations_counted) {
+    out += peak_line(m, *r.activations) + "\n";
+  }
   if (m.gather_buffer > 0) {
     out +=
         fmt::format("gather buffer: {} gathered over {} at use{}\n",

@@ -637,6 +637,23 @@ std::string optimizer_step_line(const MemoryEstimate& m) {
                              human_bytes(m.optimizer_step));
 }
 
+std::string peak_line(const MemoryEstimate& m, const ActivationEstimate& a) {
+  switch (m.peak_phase) {
+    case MemoryPhase::loss:
+      return fmt::format(
+          "peak: the loss: every layer's saved activations, the head's "
+          "logits ({} cross-entropy), the head's weights gathered and the "
+          "last layer's prefetched",
+          to_string(a.cross_entropy));
+    case MemoryPhase::layer_backward:
+      return "peak: a layer's backward: every layer's saved activations, "
+             "one layer's recompute, two layers' weights gathered";
+    case MemoryPhase::optimizer_step:
+      break;
+  }
+  return "peak: the optimizer step";
+}
+
 std::string placement_line(const MemoryEstimate& m) {
   const Placement& p = m.placement;
   if (!p.placed()) {

@@ -161,6 +161,10 @@ std::vector<Category> categories(const MemoryEstimate& memory);
 // "optimizer step: one tensor's fp32 update, 2.00 GiB, ..."; empty without
 // optimizer state.
 std::string optimizer_step_line(const MemoryEstimate& memory);
+// "peak: the loss: ..." or "peak: a layer's backward: ...": the phase the
+// peak is in (docs/memory.md, "The peak").
+std::string peak_line(const MemoryEstimate& memory,
+                      const ActivationEstimate& activations);
 // Where the estimate is with stage or expert axes: "most loaded: stage 1
 // of 2 (pp), expert rank 0 of 4 (ep)"; empty without them.
 std::string placement_line(const MemoryEstimate& memory);

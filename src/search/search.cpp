@@ -327,7 +327,7 @@ class Searcher {
         std::vector<ActivationLoad>& load = out.loads.emplace_back();
         load.reserve(act->per_stage.size());
         for (const StageActivations& st : act->per_stage) {
-          load.push_back(ActivationLoad{st.total_bytes, st.host_bytes});
+          load.push_back(activation_load(st));
         }
         out.activations.push_back(std::move(*act));
         out.estimated.push_back(out.candidates.size());

@@ -114,8 +114,7 @@ std::optional<WinnerPlan> plan_winner(const Manifest& manifest,
   m.mtp_layers = model.mtp_layers;
   m.experts = model.experts;
   for (const StageActivations& stage : activations->per_stage) {
-    m.activations.push_back(
-        ActivationLoad{stage.total_bytes, stage.host_bytes});
+    m.activations.push_back(activation_load(stage));
   }
   Diagnostics memory_diags;
   std::optional<MemoryEstimate> memory =

@@ -73,6 +73,22 @@ constexpr std::string_view k_flash =
 constexpr std::string_view k_gated =
     "gated MLP: act(gate) * up keeps gate, up and their product";
 constexpr std::string_view k_moe = "MoE: tokens x top-k through the experts";
+// The loss's kernels (docs/memory.md, "The head").
+constexpr std::string_view k_xla_loss =
+    "XLA fuses the fp32 cast, softmax and gradient; the gradient reuses the "
+    "logits' buffer (docs/sources.md#loss-kernels)";
+constexpr std::string_view k_megatron_loss =
+    "Korthikanti et al. 2022, 4.3 (docs/sources.md#korthikanti): the loss's "
+    "fp32 logits, softmax and gradient in place";
+constexpr std::string_view k_softcap =
+    "Gemma2 final_logit_softcapping: tanh output";
+constexpr std::string_view k_eager_saved =
+    "F.cross_entropy on logits.float(): log_softmax's fp32 output, saved "
+    "(docs/sources.md#loss-kernels)";
+constexpr std::string_view k_eager_grad =
+    "nll_loss's backward: log_softmax's output gradient, fp32";
+constexpr std::string_view k_eager_input =
+    "log_softmax's backward: the fp32 logits' gradient";
 
 // What a layer's shapes give, per device where split.
 struct Dims {
@@ -621,6 +637,10 @@ class Estimator {
     m_e.residual = m_w.residual.value;
     m_e.residual_source =
         m_w.residual.at.empty() ? "default" : to_string(m_w.residual.at);
+    m_e.cross_entropy = m_w.cross_entropy.value;
+    m_e.cross_entropy_source = m_w.cross_entropy.at.empty()
+                                   ? "default"
+                                   : to_string(m_w.cross_entropy.at);
     m_e.seq = m_w.seq.value;
     m_e.microbatches = m_w.microbatches.value;
     m_e.stage_interleave = m_w.stage_interleave.value;
@@ -999,10 +1019,8 @@ class Estimator {
     }
 
     // The head (last stage): the final norm's input and output (the head's
-    // input), the logits in the activation dtype and the loss's fp32 copy
-    // of them, split over the tensor axes (a vocab-parallel head):
-    // Korthikanti et al. 4.3's 4*s*b*h*(1 + v/h)/t plus the head's own
-    // output, which is live beside its fp32 copy.
+    // input) and what the loss's kernel holds of the logits, split over the
+    // tensor axes (a vocab-parallel head).
     m_logits = head_terms("", true);
 
     // DeepSeek-V3's MTP modules (last stage): each a decoder layer, the
@@ -1027,39 +1045,27 @@ class Estimator {
     }
   }
 
-  // The head's terms, added to `terms` when `record`; their sum.
+  struct HeadTerm {
+    std::string_view name;
+    int64_t bytes;
+    std::string formula;
+    std::string_view source;
+  };
+
+  // The head's terms (docs/memory.md, "The head"), added to `terms` when
+  // `record`; their sum, the loss's peak: the final norm's input and output
+  // and what the loss's kernel holds of the logits at once.
   int64_t head_terms(std::string_view prefix, bool record) {
     const bool sp = split_outside();
-    const int64_t vocab = ceil_div(m_model.vocab, m_e.tensor_shards);
     const int64_t hidden = m_arith.mul(outside(m_model.hidden), m_act);
     const std::string h_text = fmt::format("{}*s*b*h{}", m_act, sp ? "/t" : "");
-    struct Term {
-      std::string_view name;
-      int64_t bytes;
-      std::string formula;
-      std::string_view source;
-    };
-    std::vector<Term> terms = {
+    std::vector<HeadTerm> terms = {
         {"final_norm_input", hidden, h_text, k_korthikanti_other},
         {"head_input", hidden, h_text, k_korthikanti_other},
-        {"logits",
-         m_arith.mul({m_e.tokens, vocab, m_act}),
-         fmt::format("{}*s*b*ceil(v/t)", m_act),
-         "the head's output, live beside its fp32 copy"},
     };
-    if (m_model.final_softcap > 0) {
-      terms.push_back({"logits_softcap",
-                       m_arith.mul({m_e.tokens, vocab, m_act}),
-                       fmt::format("{}*s*b*ceil(v/t)", m_act),
-                       "Gemma2 final_logit_softcapping: tanh output"});
-    }
-    terms.push_back({"logits_fp32",
-                     m_arith.mul({m_e.tokens, vocab, 4}),
-                     "4*s*b*ceil(v/t)",
-                     "Korthikanti et al. 2022, 4.3 "
-                     "(docs/sources.md#korthikanti): the loss's fp32 logits"});
+    loss_terms(terms);
     int64_t sum = 0;
-    for (const Term& term : terms) {
+    for (const HeadTerm& term : terms) {
       sum = m_arith.add(sum, term.bytes);
       if (record) {
         m_e.terms.push_back({fmt::format("{}{}", prefix, term.name),
@@ -1070,6 +1076,41 @@ class Estimator {
       }
     }
     return sum;
+  }
+
+  // What the loss's kernel holds of the logits at its peak (s*b*ceil(v/t)
+  // elements each).
+  void loss_terms(std::vector<HeadTerm>& terms) {
+    const int64_t vocab = ceil_div(m_model.vocab, m_e.tensor_shards);
+    const int64_t narrow = m_arith.mul({m_e.tokens, vocab, m_act});
+    const int64_t wide = m_arith.mul({m_e.tokens, vocab, 4});
+    const std::string narrow_text = fmt::format("{}*s*b*ceil(v/t)", m_act);
+    const std::string wide_text = "4*s*b*ceil(v/t)";
+    const bool softcap = m_model.final_softcap > 0;
+    switch (m_e.cross_entropy) {
+      case CrossEntropy::fused:
+        // The softcap's tanh fuses with the rest.
+        terms.push_back({"logits", narrow, narrow_text, k_xla_loss});
+        return;
+      case CrossEntropy::vocab_parallel:
+        terms.push_back({"logits",
+                         narrow,
+                         narrow_text,
+                         "the head's output, live beside its fp32 copy"});
+        if (softcap) {
+          terms.push_back({"logits_softcap", narrow, narrow_text, k_softcap});
+        }
+        terms.push_back({"logits_fp32", wide, wide_text, k_megatron_loss});
+        return;
+      case CrossEntropy::eager:
+        if (softcap) {
+          terms.push_back({"logits_softcap", narrow, narrow_text, k_softcap});
+        }
+        terms.push_back({"log_softmax", wide, wide_text, k_eager_saved});
+        terms.push_back({"log_softmax_grad", wide, wide_text, k_eager_grad});
+        terms.push_back({"logits_grad", wide, wide_text, k_eager_input});
+        return;
+    }
   }
 
   // bytes x chunks / V, rounded up.
@@ -1129,10 +1170,11 @@ class Estimator {
       if (st.moe_layers > 0 || (last && m_s.mtp_moe)) {
         st.recompute_bytes = std::max(st.recompute_bytes, m_recompute_moe);
       }
+      // The loss and a layer's backward come one after the other.
       st.total_bytes = m_arith.add(
           m_arith.add(m_arith.add(st.layers_bytes, st.embedding_bytes),
-                      m_arith.add(st.logits_bytes, st.mtp_bytes)),
-          st.recompute_bytes);
+                      st.mtp_bytes),
+          std::max(st.logits_bytes, st.recompute_bytes));
     }
     size_t max = 0;
     for (size_t i = 1; i < stages.size(); ++i) {
@@ -1188,6 +1230,37 @@ std::optional<AttentionKind> parse_attention(std::string_view text) {
     return AttentionKind::plain;
   }
   return std::nullopt;
+}
+
+ActivationLoad activation_load(const StageActivations& stage) {
+  // Each a part of total_bytes, which did not overflow.
+  return ActivationLoad{
+      stage.layers_bytes + stage.embedding_bytes + stage.mtp_bytes,
+      stage.logits_bytes,
+      stage.recompute_bytes,
+      stage.host_bytes};
+}
+
+namespace {
+
+constexpr std::array<Named<CrossEntropy>, 3> k_cross_entropy{{
+    {CrossEntropy::fused, "fused"},
+    {CrossEntropy::vocab_parallel, "vocab-parallel"},
+    {CrossEntropy::eager, "eager"},
+}};
+
+}  // namespace
+
+std::string_view to_string(CrossEntropy kind) {
+  return name_in(k_cross_entropy, kind);
+}
+
+std::optional<CrossEntropy> parse_cross_entropy(std::string_view text) {
+  return value_in(k_cross_entropy, text);
+}
+
+std::vector<std::string> cross_entropy_names() {
+  return names_in(k_cross_entropy);
 }
 
 std::vector<ActivationTerm> stage_terms(const ActivationEstimate& estimate,
@@ -1262,8 +1335,8 @@ std::vector<ActivationTerm> stage_terms(const ActivationEstimate& estimate,
   }
   add("total",
       st.total_bytes,
-      "layers + embedding + head + mtp + recompute",
-      "HBM");
+      "layers + embedding + mtp + max(head, recompute)",
+      "HBM: the loss, then each layer's backward");
   if (st.host_bytes > 0) {
     add("host_offload",
         st.host_bytes,

@@ -99,23 +99,33 @@ TEST_CASE("maxtext cli: the workload keys flow into memory, flags win",
   };
   // small.yml: max_target_length 4096, per_device_batch_size 2.0, remat
   // full, weight_dtype bfloat16, on fsdp:16,tensor:4. MaxText's adamw
-  // keeps its moments like the bf16 params and no master copy.
-  const json from_config =
+  // keeps its moments like the bf16 params and no master copy; its loss
+  // runs under XLA, fused.
+  json from_config =
       memory(test::args("--maxtext-config {}", data("small.yml")));
-  const json from_flags =
+  json from_flags =
       memory(test::args("--mesh fsdp:16,tensor:4 --rules maxtext --seq 4096 "
                         "--per-device-batch 2 --remat full --param-dtype bf16 "
-                        "--moment-dtype bf16 --master-weights none"));
+                        "--moment-dtype bf16 --master-weights none "
+                        "--cross-entropy fused"));
   REQUIRE(from_config.contains("activations"));
+  CHECK(from_config["activations"]["cross_entropy_source"]
+        == data("small.yml"));
+  CHECK(from_flags["activations"]["cross_entropy_source"] == "--cross-entropy");
+  from_config["activations"].erase("cross_entropy_source");
+  from_flags["activations"].erase("cross_entropy_source");
   CHECK(from_config["activations"] == from_flags["activations"]);
   CHECK(from_config["per_device"] == from_flags["per_device"]);
   CHECK(from_config["per_device"]["activations"].get<int64_t>() > 0);
 
-  const json seq_flag =
+  json seq_flag =
       memory(test::args("--maxtext-config {} --seq 1024", data("small.yml")));
-  const json seq_1024 =
+  json seq_1024 =
       memory(test::args("--mesh fsdp:16,tensor:4 --rules maxtext --seq 1024 "
-                        "--per-device-batch 2 --param-dtype bf16"));
+                        "--per-device-batch 2 --param-dtype bf16 "
+                        "--cross-entropy fused"));
+  seq_flag["activations"].erase("cross_entropy_source");
+  seq_1024["activations"].erase("cross_entropy_source");
   CHECK(seq_flag["activations"] == seq_1024["activations"]);
   // A quarter of the tokens: fewer bytes of activations.
   CHECK(seq_flag["per_device"]["activations"].get<int64_t>()
@@ -129,11 +139,13 @@ TEST_CASE("maxtext cli: the workload keys flow into memory, flags win",
   // gradient_accumulation_steps=4: MaxText's global batch is
   // per_device_batch_size x devices x steps = 2 x 64 x 4 = 512 sequences,
   // run 4 microbatches of 128: --batch 512 --microbatches 4.
-  const json accumulated = memory(test::args(
+  json accumulated = memory(test::args(
       "--maxtext-config {} gradient_accumulation_steps=4", data("small.yml")));
-  const json batch_512 = memory(test::args(
+  json batch_512 = memory(test::args(
       "--mesh fsdp:16,tensor:4 --rules maxtext --seq 4096 --batch 512 "
-      "--microbatches 4 --param-dtype bf16"));
+      "--microbatches 4 --param-dtype bf16 --cross-entropy fused"));
+  accumulated["activations"].erase("cross_entropy_source");
+  batch_512["activations"].erase("cross_entropy_source");
   CHECK(accumulated["activations"] == batch_512["activations"]);
   CHECK(accumulated["activations"]["global_batch"] == 512);
   CHECK(accumulated["activations"]["microbatches"] == 4);
@@ -312,9 +324,10 @@ TEST_CASE("maxtext cli: f32 weights move in the compute dtype, bf16",
   // sharding guide: "All gather params EM in (bf16): 2EM bytes") and
   // reduce-scatters bf16 gradients. A Llama-3-70B layer has 855,638,016
   // parameters: 1,711,276,032 bytes a gather, not 3,422,552,064. Under
-  // pure FSDP the buffer holds the embedding (128,256 x 8,192 =
-  // 1,050,673,152) and layer 0, with their gradients:
-  // (1,050,673,152 + 855,638,016) x 2 bytes x 2 = 7,625,244,672.
+  // pure FSDP the peak is the loss's, whose buffer holds the head
+  // (128,256 x 8,192 = 1,050,673,152) with its gradient, 4,202,692,608
+  // bytes, and the last layer's weights, prefetched: 1,711,276,032; in all
+  // 5,913,968,640 (the final norm is not split: not gathered).
   auto run = [](const std::string& dtype) {
     test::CliResult r = test::run_cli(test::args(
         "memory --topology v5p-1024 --model llama-3-70b --mesh fsdp:512 "
@@ -326,7 +339,8 @@ TEST_CASE("maxtext cli: f32 weights move in the compute dtype, bf16",
     return json::parse(r.out);
   };
   const json f32 = run("f32");
-  CHECK(f32["memory"]["per_device"]["gather_buffer"] == 7'625'244'672);
+  CHECK(f32["memory"]["per_device"]["gather_buffer"] == 5'913'968'640);
+  CHECK(f32["memory"]["peak_phase"] == "loss");
   CHECK(f32["memory"]["gather_dtype"] == "bf16");
   const json& gather = f32["step"]["collectives"][0];
   CHECK(gather["what"] == "fsdp all-gather (forward)");
@@ -334,7 +348,7 @@ TEST_CASE("maxtext cli: f32 weights move in the compute dtype, bf16",
   CHECK(f32["step"]["collectives"][2]["bytes_per_device"] == 1'711'276'032);
   // bf16 weights move as held: the same bytes, no cast named.
   const json bf16 = run("bf16");
-  CHECK(bf16["memory"]["per_device"]["gather_buffer"] == 7'625'244'672);
+  CHECK(bf16["memory"]["per_device"]["gather_buffer"] == 5'913'968'640);
   CHECK(bf16["memory"]["gather_dtype"].is_null());
 }
 

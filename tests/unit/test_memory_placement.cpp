@@ -585,7 +585,7 @@ TEST_CASE("memory: estimates for several activations share the model state",
   const Laid laid = lay(toy_manifest(), "pp:2", 2);
   MemoryOptions options = options_for();
   const std::vector<std::vector<ActivationLoad>> loads{
-      {}, {{100, 0}, {0, 0}}, {{50, 7}}};
+      {}, {{100, 0, 0, 0}, {0, 0, 0, 0}}, {{50, 0, 0, 7}}};
   const MemoryFacts facts = memory_facts(laid.manifest);
   options.facts = &facts;
   Diagnostics diags;

@@ -140,6 +140,15 @@ int64_t term(const ActivationEstimate& e, std::string_view name) {
   return -1;
 }
 
+bool has_term(const ActivationEstimate& e, std::string_view name) {
+  for (const ActivationTerm& t : e.terms) {
+    if (t.name == name) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // GPT-3 175B (Korthikanti et al. Table 3): h 12288, a 96, 96 layers, s 2048,
 // b 1; vocab 51200 (50257 padded, as Megatron does).
 constexpr int64_t k_h = 12288;
@@ -296,10 +305,45 @@ TEST_CASE("workload: the embedding and the head, Korthikanti's 4.3",
   // The backward of a layer recomputes its attention core: the selective
   // row's difference, 5 a s^2 b / t = 10 s b h = 251,658,240.
   CHECK(e.recompute_bytes == 10 * k_sbh);
-  CHECK(e.total_bytes
-        == e.layers_bytes + e.embedding_bytes + e.logits_bytes
-               + e.recompute_bytes);
+  // The loss (91,226,112) and a layer's backward (251,658,240) come one
+  // after the other: the larger is the peak's.
+  CHECK(e.logits_bytes == 91'226'112);
+  CHECK(e.total_bytes == e.layers_bytes + e.embedding_bytes + 251'658'240);
   CHECK(e.per_stage.size() == 1);
+}
+
+TEST_CASE("workload: the loss's kernel sets what the head holds",
+          "[workload][activations]") {
+  // Llama-3-8B on fsdp:4,tp:2, seq 8192, batch 8: 2 sequences a device,
+  // T = 16,384 tokens; the vocab, 128,256, split over t = 2: 64,128. The
+  // final norm's input and output, 2 T h each: 268,435,456 together.
+  const ModelConfig m = test::model_config("llama-3-8b");
+  Workload w = workload(8192, 8, "full");
+  const int64_t norms = 268'435'456;
+  const int64_t narrow = int64_t{2} * 16'384 * 64'128;  // 2,101,346,304
+  const int64_t wide = int64_t{4} * 16'384 * 64'128;    // 4,202,692,608
+  // Megatron's vocab-parallel kernel (the default): the logits and one
+  // fp32 copy.
+  const ActivationEstimate megatron = estimate(m, "fsdp:4,tp:2", w);
+  CHECK(megatron.cross_entropy == CrossEntropy::vocab_parallel);
+  CHECK(megatron.cross_entropy_source == "default");
+  CHECK(megatron.logits_bytes == norms + narrow + wide);
+  // XLA fuses the fp32 cast and softmax: the bf16 logits alone.
+  w.cross_entropy = {CrossEntropy::fused, Location::of("--cross-entropy")};
+  const ActivationEstimate xla = estimate(m, "fsdp:4,tp:2", w);
+  CHECK(xla.logits_bytes == norms + 2'101'346'304);
+  CHECK(xla.cross_entropy_source == "--cross-entropy");
+  CHECK(term(xla, "logits") == narrow);
+  CHECK(!has_term(xla, "logits_fp32"));
+  // PyTorch's F.cross_entropy on fp32 logits: log_softmax's output, its
+  // gradient and the logits' gradient, fp32, at once in the backward.
+  w.cross_entropy.value = CrossEntropy::eager;
+  const ActivationEstimate torch = estimate(m, "fsdp:4,tp:2", w);
+  CHECK(torch.logits_bytes == norms + 3 * 4'202'692'608);
+  CHECK(term(torch, "log_softmax") == wide);
+  CHECK(term(torch, "log_softmax_grad") == wide);
+  CHECK(term(torch, "logits_grad") == wide);
+  CHECK(!has_term(torch, "logits"));
 }
 
 TEST_CASE("workload: pipeline in flight, 1F1B and interleaved",
@@ -525,9 +569,13 @@ TEST_CASE("workload: Llama keeps no dropout masks and three gated MLP tensors",
   const ActivationEstimate full =
       estimate(m, "fsdp:4,tp:2", workload(8192, 8, "full"));
   CHECK(full.recompute_bytes == 1'276'116'992);
+  // The loss holds more than that recompute: the final norm's input and
+  // output, 2 x 2 s b h = 268,435,456, the logits, 2 s b v / t =
+  // 2,101,346,304, and their fp32 copy, 4,202,692,608: 6,572,474,368, which
+  // the peak takes instead of the recompute.
+  CHECK(full.logits_bytes == 6'572'474'368);
   CHECK(full.total_bytes
-        == 32 * int64_t{134'217'728} + 1'276'116'992 + full.embedding_bytes
-               + full.logits_bytes);
+        == 32 * int64_t{134'217'728} + full.embedding_bytes + 6'572'474'368);
   // Flash keeps no term that grows with seq^2.
   for (const SavedTensor& t : none.dense->saved) {
     CHECK(t.formula.find("seq") == std::string::npos);
