@@ -42,7 +42,7 @@ RUNS = [
      None, None, 692.0),
     ("tt-a", "Llama 3.1 8B",
      "--topology h100x8 --hbm 96GiB --model llama-3-8b --mesh fsdp:8 "
-     "--rules fsdp --param-dtype f32 --seq 8192 --batch 16 --remat selective "
+     "--rules fsdp --param-dtype f32 --seq 8192 --batch 16 --remat selective_op "
      "--cross-entropy eager",
      None, 82.4, 5762.0),
 ]

@@ -81,6 +81,12 @@ namespace shardplan {
 //                                     offloaded to host memory, or
 //                                     rematerialized (MaxText's
 //                                     remat_policy 'custom')
+// and torchtitan's op-level selective checkpointing (activation_checkpoint
+// mode 'selective', selective_ac_option 'op'), which saves the output of
+// every attention kernel and of every other matmul of a layer, in order:
+//   selective_op                      the layer input, q, v, the attention's
+//                                     output and logsumexp, the MLP's gate
+//                                     (mlpwi_0) and down (mlpwo) projections
 // Each is one row of the table in src/workload/remat.cpp, from which follow
 // its name, what it keeps and where, and what its backward recomputes
 // (docs/step.md, "FLOPs").
@@ -98,6 +104,7 @@ enum class RematPolicy {
   qkv_proj_offloaded,
   minimal_offloaded,
   custom,
+  selective_op,
 };
 
 // Where MaxText's custom policy keeps a checkpoint name (base.yml: 'remat',

@@ -960,11 +960,27 @@ class Estimator {
     const bool any_dense = m_s.dense_layers > 0
                            || (m_s.mtp_layers > 0 && !m_s.mtp_moe) || !any_moe;
     // A layer's backward first recomputes what the policy dropped: the
-    // layer as remat none keeps it, less what the policy kept (the offloaded
-    // tensors come back too), live while that layer's backward runs.
+    // tensors the backward needs (what remat none keeps) that the policy
+    // does not keep in HBM (the offloaded ones come back too), live while
+    // that layer's backward runs. A tensor kept but not needed (out_proj's
+    // output under minimal, mlpwo's under selective_op) saves nothing here.
     auto recompute = [&](const std::vector<Candidate>& candidates,
-                         const LayerActivations& kept_by_policy) {
-      return price(candidates, RematPolicy::none).bytes - kept_by_policy.bytes;
+                         const LayerActivations&) {
+      int64_t sum = 0;
+      for (const Candidate& c : candidates) {
+        const bool needed =
+            workload_detail::kept(
+                RematPolicy::none, m_e.custom_remat, c.tag, c.needed, c.core)
+                .device;
+        const bool on_device =
+            workload_detail::kept(
+                m_e.remat, m_e.custom_remat, c.tag, c.needed, c.core)
+                .device;
+        if (needed && !on_device) {
+          sum = m_arith.add(sum, saved_of(c).bytes_per_layer);
+        }
+      }
+      return sum;
     };
     if (any_dense) {
       const std::vector<Candidate> candidates = builder.dense(m_dims.mlp);
@@ -1330,7 +1346,7 @@ std::vector<ActivationTerm> stage_terms(const ActivationEstimate& estimate,
   if (st.recompute_bytes > 0) {
     add("recompute",
         st.recompute_bytes,
-        "a layer under remat none, less what is kept",
+        "what remat none keeps that the policy drops",
         "Chen et al. 2016, arXiv 1604.06174");
   }
   add("total",

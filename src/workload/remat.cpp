@@ -31,6 +31,9 @@ enum class Keeps {
   layer_input,      // the layer input only: the whole forward again
   names,            // the layer input plus the checkpoint names below
   custom,           // each name where a CustomRemat puts it
+  every_other_mm,   // torchtitan's op SAC: the attention kernel's outputs
+                    // and every other matmul's (the 1st, 3rd, ... of a
+                    // layer: q, v, gate, down in a Llama layer)
 };
 
 // MaxText's checkpoint names a policy keeps, a bit per forward part whose
@@ -123,6 +126,12 @@ constexpr RematRow k_policies[] = {
      k_minimal,
      Where::host},
     {RematPolicy::custom, "custom", "", Keeps::custom, 0, Where::device},
+    {RematPolicy::selective_op,
+     "selective_op",
+     "torchtitan_op",
+     Keeps::every_other_mm,
+     0,
+     Where::device},
 };
 
 // The last policy: a new RematPolicy is a -Wswitch error here until it says
@@ -142,8 +151,9 @@ constexpr bool is_last(RematPolicy policy) {
     case RematPolicy::save_out_proj:
     case RematPolicy::qkv_proj_offloaded:
     case RematPolicy::minimal_offloaded:
-      return false;
     case RematPolicy::custom:
+      return false;
+    case RematPolicy::selective_op:
       return true;
   }
   return false;
@@ -253,6 +263,33 @@ unsigned custom_bits(const CustomRemat& custom) {
   return bits;
 }
 
+// torchtitan's op SAC saves the attention kernel's outputs (its context and
+// logsumexp: the core's tensors) and the odd matmuls of the layer in call
+// order: wq (1), wv (3), w1 (5, the gate) and w2 (7, down) of a gated
+// layer; wk, wo and w3 are recomputed. torchtitan's
+// distributed/activation_checkpoint.py, _get_custom_policy.
+bool saved_by_op_sac(Tag tag, bool core) {
+  switch (tag) {
+    case Tag::decoder_layer_input:
+    case Tag::query_proj:
+    case Tag::value_proj:
+    case Tag::context:
+    case Tag::mlpwi_0:
+    case Tag::mlpwi:
+    case Tag::mlpwo:
+      return true;
+    case Tag::other:
+      return core;
+    case Tag::key_proj:
+    case Tag::out_proj:
+    case Tag::mlpwi_1:
+    case Tag::mla_q:
+    case Tag::mla_kv:
+      return false;
+  }
+  return false;
+}
+
 // Reads "NAME=PLACE,..." after "custom:" into `custom`.
 bool read_custom_names(std::string_view list,
                        const Location& at,
@@ -324,6 +361,8 @@ Kept kept(RematPolicy policy,
       const RematPlacement p = custom.of(tag_name(tag));
       return {p == RematPlacement::device, p == RematPlacement::offload};
     }
+    case Keeps::every_other_mm:
+      return {saved_by_op_sac(tag, core), false};
     case Keeps::names:
       break;
   }
@@ -349,6 +388,9 @@ double recomputed(RematPolicy policy,
     case Keeps::custom:
       names = custom_bits(custom);
       break;
+    case Keeps::every_other_mm:
+      // The even matmuls: k, the output projection and up (gated).
+      return f.key + f.out + (f.gated ? f.mlp_in / 2 : 0);
     case Keeps::names:
       break;
   }

@@ -50,11 +50,13 @@ LayerFlops layer_flops(const ModelConfig& m,
     const auto d = static_cast<double>(m.head_dim);
     const auto k = static_cast<double>(m.kv_heads);
     f.qkv = 2 * h * (a + 2 * k) * d;
+    f.key = 2 * h * k * d;
     f.out = 2 * a * d * h;
     f.attention = 4 * a * d * seq_half;  // x seq, below
     f.weights = h * (a + 2 * k) * d + a * d * h;
   }
   const double matrices_in = m.mlp == MlpKind::gated ? 2 : 1;
+  f.gated = m.mlp == MlpKind::gated;
   auto mlp = [&](int64_t width, double copies, double stored) {
     const auto w = static_cast<double>(width);
     f.mlp_in += 2 * matrices_in * h * w * copies;

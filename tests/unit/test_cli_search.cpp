@@ -157,7 +157,8 @@ TEST_CASE("search: bad input is located, exit 2", "[cli][search]") {
        "none, full, selective, minimal, minimal_with_context, "
        "save_dot_except_mlp, save_dot_except_mlpwi, "
        "save_dot_with_context_except_mlp, save_qkv_proj, save_out_proj, "
-       "qkv_proj_offloaded, minimal_offloaded, custom; did you mean "
+       "qkv_proj_offloaded, minimal_offloaded, custom, selective_op; did you "
+       "mean "
        "\"minimal\"? "
        "[workload.unknown-remat]"},
       {args("search --topology v5p-8 --model llama-3-8b --seq 1024"),

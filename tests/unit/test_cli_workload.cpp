@@ -237,7 +237,8 @@ TEST_CASE("cli workload: bad input is located, exit 2", "[cli][workload]") {
        "none, full, selective, minimal, minimal_with_context, "
        "save_dot_except_mlp, save_dot_except_mlpwi, "
        "save_dot_with_context_except_mlp, save_qkv_proj, save_out_proj, "
-       "qkv_proj_offloaded, minimal_offloaded, custom; did you mean "
+       "qkv_proj_offloaded, minimal_offloaded, custom, selective_op; did you "
+       "mean "
        "\"minimal\"? "
        "[workload.unknown-remat]"},
       {llama_70b(args("--seq 8190 --batch 128 --mesh fsdp:8,cp:4,tp:4")),

@@ -346,6 +346,36 @@ TEST_CASE("workload: the loss's kernel sets what the head holds",
   CHECK(!has_term(torch, "logits"));
 }
 
+TEST_CASE(
+    "workload: torchtitan's op-level checkpointing keeps every other matmul",
+    "[workload][activations]") {
+  // torchtitan's Llama 3.1 8B benchmark: FSDP 8, local batch 2, seq 8192
+  // (s b = 16,384 tokens). Its op SAC saves the layer input, wq's (1st mm)
+  // and wv's (3rd) outputs, the flash kernel's output and logsumexp, w1's
+  // (5th, gate) and w2's (7th, down): 2 s b (4 h + k d + I) + 4 b a s =
+  // 32,768 x (16,384 + 1,024 + 14,336) + 2,097,152 = 1,042,284,544.
+  const ModelConfig m = test::model_config("llama-3-8b");
+  const ActivationEstimate e =
+      estimate(m, "fsdp:8", workload(8192, 16, "selective_op"));
+  CHECK(e.dense->bytes == 1'042'284'544);
+  CHECK(names_of(*e.dense)
+        == std::vector<std::string>{"decoder_layer_input",
+                                    "query_proj",
+                                    "value_proj",
+                                    "attention_logsumexp",
+                                    "context",
+                                    "mlpwi_0",
+                                    "mlpwo"});
+  // One layer's backward recomputes what its backward needs and the policy
+  // dropped: the key (33,554,432), the attention norm's output and the MLP
+  // norm's input and output (3 x 134,217,728), up and the gated product
+  // (2 x 469,762,048); wo's output, which the backward does not need, is
+  // not among them.
+  CHECK(e.recompute_bytes
+        == 33'554'432 + 3 * int64_t{134'217'728} + 2 * int64_t{469'762'048});
+  CHECK(parse_remat_policy("torchtitan_op") == RematPolicy::selective_op);
+}
+
 TEST_CASE("workload: pipeline in flight, 1F1B and interleaved",
           "[workload][activations]") {
   // GPT-3 175B, t 8 with SP and selective recompute (106,954,752 bytes a
@@ -882,7 +912,7 @@ TEST_CASE("workload: bad input is a located error", "[workload][activations]") {
            "none, full, selective, minimal, minimal_with_context, "
            "save_dot_except_mlp, save_dot_except_mlpwi, "
            "save_dot_with_context_except_mlp, save_qkv_proj, save_out_proj, "
-           "qkv_proj_offloaded, minimal_offloaded, custom; did you mean \"minimal\"? "
+           "qkv_proj_offloaded, minimal_offloaded, custom, selective_op; did you mean \"minimal\"? "
            "[workload.unknown-remat]");
   w = workload(4096, 8, "full", "flsh");
   CHECK(error_of(m, "dp:8", w)
