@@ -93,7 +93,7 @@ def main():
             continue
         memory = doc["memory"]
         step = doc.get("step") or {}
-        peak = memory["max_device_total"] / GIB
+        peak = memory["reserved_bytes"] / GIB
         hbm = (memory["hbm_bytes"] or 0) / GIB
         est_step = step.get("step_seconds")
         est_tokens = step.get("tokens_per_second_per_device")

@@ -292,6 +292,16 @@ struct ActivationLoad {
   }
 };
 
+// What runs the step, for what it keeps beyond what the step allocates
+// (docs/memory.md, "Per device, capacity, fits"):
+//   xla      JAX/XLA: the buffers are planned when the step compiles; the
+//            runtime's own reserve is outside the limit it reports
+//   pytorch  PyTorch's caching allocator: what it reserves exceeds the
+//            tensors allocated (cached blocks, rounding, fragmentation)
+enum class Runtime { xla, pytorch };
+std::string_view to_string(Runtime runtime);  // "xla", "pytorch"
+std::optional<Runtime> parse_runtime(std::string_view text);
+
 // Where a device's memory peaks (docs/memory.md, "The peak"): in a layer's
 // backward (the saved activations, one layer's recompute, two layers
 // gathered), in the loss (the saved activations, the head's logits and
@@ -368,8 +378,17 @@ struct MemoryOptions {
   // total over capacity is reported where it came from ("--hbm",
   // "--topology v5p-128").
   Sourced<std::optional<int64_t>> hbm_bytes;
-  // The fraction of HBM kept free (XLA and runtime buffers, activations).
+  // The runtime, and what it adds: `reserve`, what its allocator reserves
+  // beyond the peak allocated, as a fraction of it; `headroom`, the
+  // fraction of HBM kept free (what the runtime holds outside its
+  // allocator, and activations without a workload). Each source says where
+  // the figure comes from, for the output ("--headroom", a fit, a runtime's
+  // documented limit).
+  Runtime runtime = Runtime::xla;
+  double reserve = 0;
+  std::string reserve_source;
   double headroom = 0.1;
+  std::string headroom_source = "--headroom";
   // How many of the largest tensors to list.
   size_t largest = 20;
   // memory_facts(manifest) when computed already; nullptr: computed here.
@@ -514,11 +533,20 @@ struct MemoryEstimate {
   int64_t max_device_total = 0;
   // The most loaded group's device with the smallest shards (the last one).
   int64_t min_device_total = 0;
+  // What the runtime holds at the peak: max_device_total x (1 + reserve),
+  // rounded up (max_device_total when reserve is 0).
+  Runtime runtime = Runtime::xla;
+  double reserve = 0;
+  std::string reserve_source;
+  int64_t reserved_total = 0;
   std::optional<int64_t> hbm_bytes;
   double headroom = 0.1;
+  std::string headroom_source;
   std::optional<int64_t> capacity_bytes;  // floor(hbm x (1 - headroom))
-  std::optional<double> utilization;      // max_device_total / hbm
-  std::optional<bool> fits;               // max_device_total <= capacity
+  std::optional<double> utilization;      // reserved_total / hbm
+  std::optional<bool> fits;               // reserved_total <= capacity
+  // capacity - reserved_total: the room left (negative: the overflow).
+  std::optional<int64_t> headroom_left;
   // Of the tensors the most loaded group holds:
   std::vector<DtypeMemory> by_dtype;  // first appearance order
   // By model states, descending (a tensor standing for several, as

@@ -313,11 +313,19 @@ void add_estimate_options(CLI::App& app, CheckCommand& cmd) {
       ->type_name("A,B,..");
   app.add_option("--headroom",
                  cmd.headroom,
-                 "fraction of HBM kept free for XLA's buffers and the runtime "
-                 "(and activations, without a workload)")
+                 "fraction of HBM kept free for what the runtime holds "
+                 "outside its allocator (and activations, without a "
+                 "workload); default the runtime's: 0 on a TPU, 0.25 for "
+                 "JAX on a GPU, 0.1 for PyTorch")
       ->check(CLI::Range(0.0, 0.99))
-      ->type_name("F")
-      ->default_str("0.1");
+      ->type_name("F");
+  app.add_option("--runtime",
+                 cmd.runtime,
+                 "what runs the step: xla (JAX; the default on a TPU or with "
+                 "--maxtext-config) or pytorch (its caching allocator "
+                 "reserves more than it allocates; the default on a GPU)")
+      ->check(CLI::IsMember({"xla", "pytorch"}))
+      ->type_name("RUNTIME");
   app.add_option("--hbm",
                  cmd.hbm,
                  "HBM per device, overriding the topology's (80GB, 95GiB)")

@@ -363,7 +363,11 @@ class InputReader {
     memory.recipe = *recipe;
     memory.zero = {m_cmd.zero, Location::of("--zero")};
     memory.data_axes = {m_cmd.data_axes, Location::of("--data-axes")};
-    memory.headroom = m_cmd.headroom;
+    apply_runtime(m_cmd.runtime,
+                  m_cmd.headroom,
+                  topology ? &*topology : nullptr,
+                  m_in.maxtext.has_value(),
+                  memory);
     memory.largest = m_cmd.largest;
     memory.param_dtype = read_dtype(m_cmd.param_dtype, "--param-dtype");
     apply_maxtext_param_dtype(m_in.maxtext, memory.param_dtype);
@@ -526,6 +530,55 @@ bool load_search_inputs(const SearchCommand& cmd,
   in.model->mtp_layers = cmd.mtp_layers.value_or(mtp ? mtp->value : int64_t{0});
   in.rules = load_plan_rules(cmd.rules, cmd.rules_given, in.maxtext, diags);
   return in.rules.has_value();
+}
+
+// PyTorch's caching allocator reserves this fraction more than the peak it
+// allocates: fitted by bench/fit_allocator.py to torchtitan's Llama 3.1 8B
+// run on H100 (82.4 GiB max_reserved, measured-runs tt-a), the one
+// published PyTorch peak; it also holds what torchtitan keeps that
+// shardplan does not count (FSDP2's root module gathered through the step).
+constexpr double k_pytorch_reserve = 0.143;
+constexpr std::string_view k_pytorch_reserve_source =
+    "fitted to torchtitan's Llama 3.1 8B H100 run (bench/fit_allocator.py)";
+// JAX preallocates 75% of a GPU's memory (XLA_PYTHON_CLIENT_MEM_FRACTION,
+// JAX's "GPU memory allocation").
+constexpr double k_jax_gpu_headroom = 0.25;
+
+void apply_runtime(const std::string& runtime,
+                   std::optional<double> headroom,
+                   const Topology* topology,
+                   bool maxtext,
+                   MemoryOptions& memory) {
+  const bool gpu = topology && topology->kind == TopologyKind::gpu;
+  memory.runtime =
+      !runtime.empty()
+          ? parse_runtime(runtime).value_or(Runtime::xla)  // CLI11 checked it
+      : gpu && !maxtext ? Runtime::pytorch
+                        : Runtime::xla;
+  if (memory.runtime == Runtime::pytorch) {
+    memory.reserve = k_pytorch_reserve;
+    memory.reserve_source = std::string(k_pytorch_reserve_source);
+  }
+  if (headroom) {
+    memory.headroom = *headroom;
+    memory.headroom_source = "--headroom";
+  } else if (!topology) {
+    memory.headroom = 0.1;
+    memory.headroom_source = "no topology: for the runtime";
+  } else if (memory.runtime == Runtime::pytorch) {
+    memory.headroom = 0.1;
+    memory.headroom_source =
+        "for the CUDA context, NCCL's and cuBLAS's buffers";
+  } else if (gpu) {
+    memory.headroom = k_jax_gpu_headroom;
+    memory.headroom_source =
+        "JAX preallocates 75% (XLA_PYTHON_CLIENT_MEM_FRACTION)";
+  } else {
+    memory.headroom = 0;
+    memory.headroom_source =
+        "the TPU's HBM is the runtime's limit; XLA plans the buffers when "
+        "it compiles";
+  }
 }
 
 }  // namespace shardplan::cli

@@ -115,7 +115,8 @@ struct CheckCommand {
   std::string master;        // --master-weights: "", "f32" or "none"
   int zero = 0;
   std::vector<std::string> data_axes;
-  double headroom = 0.1;
+  std::optional<double> headroom;  // --headroom: nullopt for the runtime's
+  std::string runtime;             // --runtime: "" for the default
   std::optional<std::string> hbm;  // given, even as "" (refused)
   std::string warn_replicated = "64MiB";
   size_t largest = 20;
@@ -174,7 +175,8 @@ struct SearchCommand {
   std::vector<std::string> dcn_axes;
   std::string recipe = "adam";
   int zero = 0;
-  double headroom = 0.1;
+  std::optional<double> headroom;  // --headroom: nullopt for the runtime's
+  std::string runtime;             // --runtime: "" for the default
   std::optional<int64_t> seq;
   std::optional<int64_t> batch;
   std::vector<std::string> per_device_batch;
@@ -202,6 +204,19 @@ struct SearchInputs {
   std::optional<MaxTextConfig> maxtext;
   std::optional<RuleSet> rules;
 };
+
+// The runtime and what it keeps beyond the step's tensors (docs/memory.md,
+// "Per device, capacity, fits"), into `memory`: `runtime` (--runtime's
+// value; "" for the default: xla with a MaxText config or on a TPU, pytorch
+// on a GPU), its allocator's reserve (PyTorch's, fitted), and `headroom`
+// (--headroom's; nullopt for the runtime's: none on a TPU, whose catalogue
+// HBM is the runtime's own limit; JAX's preallocated 75% on a GPU; 10%
+// for PyTorch or without a topology).
+void apply_runtime(const std::string& runtime,
+                   std::optional<double> headroom,
+                   const Topology* topology,
+                   bool maxtext,
+                   MemoryOptions& memory);
 
 // Reads what `search` reads (--devices' slices reported at `sources`);
 // false after an input error (reported).

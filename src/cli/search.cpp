@@ -71,10 +71,18 @@ void add_search_options(CLI::App& sub,
   sub.add_option("--zero", cmd.zero, "ZeRO stage over the data axes")
       ->check(CLI::Range(0, 3))
       ->type_name("0-3");
-  sub.add_option("--headroom", cmd.headroom, "fraction of HBM kept free")
+  sub.add_option("--headroom",
+                 cmd.headroom,
+                 "fraction of HBM kept free (default the runtime's: 0 on a "
+                 "TPU, 0.25 for JAX on a GPU, 0.1 for PyTorch)")
       ->check(CLI::Range(0.0, 0.99))
-      ->type_name("F")
-      ->default_str("0.1");
+      ->type_name("F");
+  sub.add_option("--runtime",
+                 cmd.runtime,
+                 "xla (default on a TPU or with --maxtext-config) or pytorch "
+                 "(default on a GPU)")
+      ->check(CLI::IsMember({"xla", "pytorch"}))
+      ->type_name("RUNTIME");
   sub.add_option("--seq",
                  cmd.seq,
                  "tokens per sequence (required, unless --maxtext-config "
@@ -205,7 +213,13 @@ bool search_options(const SearchCommand& cmd,
   }
   options.memory.recipe = *parse_recipe(cmd.recipe);  // CLI11 checked it
   options.memory.zero = {cmd.zero, Location::of("--zero")};
-  options.memory.headroom = cmd.headroom;
+  apply_runtime(cmd.runtime,
+                cmd.headroom,
+                in.topology         ? &*in.topology
+                : in.slices.empty() ? nullptr
+                                    : &in.slices.front(),
+                maxtext.has_value(),
+                options.memory);
   apply_maxtext_param_dtype(maxtext, options.memory.param_dtype);
   apply_maxtext_optimizer(maxtext, options.memory);
   options.step.matmul_efficiency = {cmd.matmul_efficiency,

@@ -5,6 +5,7 @@
 
 #include "memory/internal.hpp"
 
+#include <climits>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -90,6 +91,10 @@ class MemoryEstimator {
     m_out.recipe = options.recipe;
     m_out.zero = options.zero.value;
     m_out.headroom = options.headroom;
+    m_out.headroom_source = options.headroom_source;
+    m_out.runtime = options.runtime;
+    m_out.reserve = options.reserve;
+    m_out.reserve_source = options.reserve_source;
     m_out.hbm_bytes = options.hbm_bytes.value;
   }
   MemoryEstimator(const MemoryEstimator&) = delete;
@@ -868,30 +873,44 @@ class MemoryEstimator {
   void check_capacity(MemoryEstimate& est,
                       const std::string& where,
                       Diagnostics& found) const {
+    // Below 2^53 the product is exact enough; the cap keeps it in range.
+    const double reserved = std::ceil(static_cast<double>(est.max_device_total)
+                                      * (1.0 + est.reserve));
+    est.reserved_total =
+        reserved >= 9.2e18 ? INT64_MAX : static_cast<int64_t>(reserved);
     if (!est.hbm_bytes) {
       return;
     }
     const double hbm = static_cast<double>(*est.hbm_bytes);
     est.capacity_bytes =
         static_cast<int64_t>(std::floor(hbm * (1.0 - est.headroom)));
-    est.utilization = static_cast<double>(est.max_device_total) / hbm;
-    est.fits = est.max_device_total <= *est.capacity_bytes;
+    est.utilization = static_cast<double>(est.reserved_total) / hbm;
+    est.fits = est.reserved_total <= *est.capacity_bytes;
+    est.headroom_left = *est.capacity_bytes - est.reserved_total;
     if (*est.fits) {
       return;
     }
     const auto [largest, largest_bytes] = largest_part(est);
+    const std::string reserve =
+        est.reserve > 0
+            ? fmt::format(" ({} allocated, {} reserved by {}'s allocator)",
+                          est.max_device_total,
+                          est.reserved_total,
+                          to_string(est.runtime))
+            : std::string();
     Diagnostic& d = found.error(
         "memory.over-capacity",
-        fmt::format("the most loaded device{} needs {} bytes, over the {} "
+        fmt::format("the most loaded device{} needs {} bytes{}, over the {} "
                     "bytes usable ({} bytes of HBM with {:g}% kept free) by "
                     "{} byte{}; its largest part is {}, {} bytes",
                     where,
-                    est.max_device_total,
+                    est.reserved_total,
+                    reserve,
                     *est.capacity_bytes,
                     *est.hbm_bytes,
                     est.headroom * 100,
-                    est.max_device_total - *est.capacity_bytes,
-                    est.max_device_total - *est.capacity_bytes == 1 ? "" : "s",
+                    est.reserved_total - *est.capacity_bytes,
+                    est.reserved_total - *est.capacity_bytes == 1 ? "" : "s",
                     largest,
                     largest_bytes),
         m_options.hbm_bytes.at);
@@ -941,6 +960,20 @@ class MemoryEstimator {
 
 }  // namespace
 
+std::string_view to_string(Runtime runtime) {
+  return runtime == Runtime::pytorch ? "pytorch" : "xla";
+}
+
+std::optional<Runtime> parse_runtime(std::string_view text) {
+  if (text == "xla") {
+    return Runtime::xla;
+  }
+  if (text == "pytorch") {
+    return Runtime::pytorch;
+  }
+  return std::nullopt;
+}
+
 std::string_view to_string(MemoryPhase phase) {
   switch (phase) {
     case MemoryPhase::layer_backward:
@@ -989,6 +1022,7 @@ std::vector<std::optional<MemoryEstimate>> estimate_memory(
   assert(shardings.size() == manifest.size());
   assert(options.zero.value >= 0 && options.zero.value <= 3);
   assert(options.headroom >= 0 && options.headroom < 1);
+  assert(options.reserve >= 0);
   assert(!activations.empty());
   MemoryEstimator estimator(manifest, mesh, shardings, options, diags);
   return estimator.run(activations, activation_diags);

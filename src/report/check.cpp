@@ -260,9 +260,17 @@ ordered_json memory_object(const CheckReport& r) {
                          : ordered_json(nullptr);
   j["max_device_total"] = m.max_device_total;
   j["min_device_total"] = m.min_device_total;
+  j["runtime"] = std::string(to_string(m.runtime));
+  j["reserve"] = m.reserve;
+  j["reserve_source"] = m.reserve_source.empty()
+                            ? ordered_json(nullptr)
+                            : ordered_json(m.reserve_source);
+  j["reserved_bytes"] = m.reserved_total;
   j["hbm_bytes"] = optional_json(m.hbm_bytes);
   j["headroom"] = m.headroom;
+  j["headroom_source"] = m.headroom_source;
   j["capacity_bytes"] = optional_json(m.capacity_bytes);
+  j["headroom_left_bytes"] = optional_json(m.headroom_left);
   j["utilization"] =
       m.utilization ? ordered_json(*m.utilization) : ordered_json(nullptr);
   j["fits"] = m.fits ? ordered_json(*m.fits) : ordered_json(nullptr);

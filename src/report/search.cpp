@@ -41,6 +41,9 @@ ordered_json candidate_json(const SearchCandidate& c) {
       {"max_device_total", c.max_device_total},
       {"hbm_bytes",
        c.hbm_bytes ? ordered_json(*c.hbm_bytes) : ordered_json(nullptr)},
+      {"capacity_bytes",
+       c.capacity_bytes ? ordered_json(*c.capacity_bytes)
+                        : ordered_json(nullptr)},
       {"utilization", optional_number(c.utilization)}};
   if (c.step) {
     j["step"] = {

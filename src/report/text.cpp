@@ -352,16 +352,31 @@ std::string capacity_line(const MemoryEstimate& m,
         human_bytes(m.max_device_total),
         counted_text(m, a));
   }
+  const std::string reserved = m.reserve > 0 ? fmt::format(
+                                   " allocated, {} reserved by {}'s allocator "
+                                   "(+{:g}%, {})",
+                                   human_bytes(m.reserved_total),
+                                   to_string(m.runtime),
+                                   m.reserve * 100,
+                                   m.reserve_source)
+                                             : std::string();
+  const std::string left =
+      *m.headroom_left >= 0
+          ? fmt::format("{} left", human_bytes(*m.headroom_left))
+          : fmt::format("{} over", human_bytes(-*m.headroom_left));
   return fmt::format(
-      "total {} per device of {} usable ({} HBM, {:g}% kept free): {:.1f}% of "
-      "HBM, {} (counts {})",
+      "total {} per device{} of {} usable ({} HBM, {:g}% kept free, {}): "
+      "{:.1f}% of HBM, {} (counts {}); {}",
       human_bytes(m.max_device_total),
+      reserved,
       human_bytes(*m.capacity_bytes),
       human_bytes(*m.hbm_bytes),
       m.headroom * 100,
+      m.headroom_source,
       *m.utilization * 100,
       *m.fits ? "fits" : "DOES NOT FIT",
-      counted_text(m, a));
+      counted_text(m, a),
+      left);
 }
 
 std::string workload_text(const ActivationEstimate& a, const Mesh& mesh) {

@@ -632,13 +632,15 @@ def case_search(run, case, argv):
     if len(drawn) != len(with_step):
         fail(case, f"{len(drawn)} points, {len(with_step)} candidates with a "
                    "step")
-    # The usable-HBM line: HBM less the default headroom of 10%, floored as
-    # memory computes capacity.
+    # The usable-HBM line: HBM less the runtime's headroom (none on a TPU),
+    # floored as memory computes capacity.
     hbm = next(c["memory"]["hbm_bytes"] for c in doc["candidates"]
                if c["memory"] and c["memory"].get("hbm_bytes"))
+    usable = next(c["memory"]["capacity_bytes"] for c in doc["candidates"]
+                  if c["memory"] and c["memory"].get("capacity_bytes"))
     line = root.find("svg", id="scatter").find("g", **{"class": "capacity"})
-    if line is None or int(line.attrs["data-bytes"]) != math.floor(
-            hbm * (1.0 - 0.1)):
+    if usable != math.floor(hbm * (1.0 - 0.0)) or line is None or int(
+            line.attrs["data-bytes"]) != usable:
         fail(case, "the scatter's line is not the usable HBM")
     check_sorting(run, case, path, "candidates", "step")
     # The winner's devices, as `mesh` lays its mesh out.

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -514,4 +515,73 @@ TEST_CASE("maxtext cli: no MTP module trains unless mtp_num_layers says",
   CHECK(bad.code == 2);
   CHECK(bad.err.find("--mtp-layers: Value -1 not in range 0 to 64")
         != std::string::npos);
+}
+
+TEST_CASE("maxtext cli: the measured dense runs fit, as they ran",
+          "[cli][maxtext][memory]") {
+  // The MaxText rows of the calibration set (bench/measured/, the
+  // tpu-recipes logs in docs/memory.md, "Measured runs"): every one ran, so
+  // each must fit. DeepSeek-V3 on TPU7x (7x-b) does not yet (its MoE
+  // layers' gather).
+  const std::vector<std::pair<std::string, std::string>> runs = {
+      {"v6e-a", "--topology v6e-8 --model llama-3-8b"},
+      {"v6e-b", "--topology v6e-32 --model llama-3-8b"},
+      {"v6e-c", "--topology v6e-128 --model llama-3-8b"},
+      {"v6e-d", "--topology v6e-32 --model llama-3-70b"},
+      {"v6e-e", "--topology v6e-128 --model llama-3-70b"},
+      {"7x-a", "--topology tpu7x-512 --model llama-3-70b"},
+  };
+  for (const auto& [id, flags] : runs) {
+    INFO(id);
+    const test::CliResult r = test::run_cli(
+        test::args("memory --recipe adam --format json " + flags
+                       + " --maxtext-config {}/bench/measured/{}.yml",
+                   SHARDPLAN_SOURCE_DIR,
+                   id));
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const json memory = json::parse(r.out)["memory"];
+    CHECK(memory["fits"] == true);
+    // XLA on a TPU: nothing kept free beyond the runtime's own limit.
+    CHECK(memory["runtime"] == "xla");
+    CHECK(memory["headroom"] == 0.0);
+    CHECK(memory["capacity_bytes"] == memory["hbm_bytes"]);
+    CHECK(memory["activations"]["cross_entropy"] == "fused");
+  }
+}
+
+TEST_CASE("maxtext cli: the runtime sets the reserve and the headroom",
+          "[cli][memory]") {
+  auto memory = [](const std::string& extra) {
+    const test::CliResult r = test::run_cli(
+        test::args("memory --model llama-3-8b --mesh fsdp:8 --rules fsdp "
+                   "--recipe adam --format json "
+                   + extra));
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    return json::parse(r.out)["memory"];
+  };
+  // On a GPU, PyTorch: its caching allocator reserves 14.3% more than the
+  // peak allocated (fitted, bench/fit_allocator.py), and 10% of HBM stays
+  // free for what it holds outside the allocator. h100x8: 81,559 MiB =
+  // 85,520,809,984 bytes; usable floor(x 0.9) = 76,968,728,985.
+  const json gpu = memory("--topology h100x8");
+  CHECK(gpu["runtime"] == "pytorch");
+  CHECK(gpu["reserve"] == 0.143);
+  const auto allocated = gpu["max_device_total"].get<int64_t>();
+  CHECK(gpu["reserved_bytes"].get<int64_t>()
+        == static_cast<int64_t>(
+            std::ceil(static_cast<double>(allocated) * 1.143)));
+  CHECK(gpu["capacity_bytes"] == 76'968'728'985);
+  CHECK(gpu["headroom_left_bytes"].get<int64_t>()
+        == 76'968'728'985 - gpu["reserved_bytes"].get<int64_t>());
+  // JAX on a GPU preallocates 75% of it: 64,140,607,488 usable.
+  const json jax = memory("--topology h100x8 --runtime xla");
+  CHECK(jax["reserve"] == 0.0);
+  CHECK(jax["reserved_bytes"] == jax["max_device_total"]);
+  CHECK(jax["capacity_bytes"] == 64'140'607'488);
+  // --headroom says otherwise.
+  const json given = memory("--topology v5p-16 --headroom 0.2");
+  CHECK(given["headroom_source"] == "--headroom");
+  CHECK(given["runtime"] == "xla");
 }

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Fits PyTorch's caching-allocator reserve to the measured torchtitan run.
+
+torchtitan logs the peak *reserved* memory (torch.cuda.max_memory_reserved,
+`memory: 82.40GiB` in benchmarks/llama3_h100_202412_torchtitan.md); shardplan
+estimates the peak the step *allocates*. The caching allocator keeps cached
+blocks, rounds allocations and fragments its segments, so it reserves more:
+
+    reserve = measured reserved / shardplan's allocated peak - 1
+
+This is one of at most three fitted constants for NVIDIA GPUs
+(docs/memory.md, "Per device, capacity, fits"); src/cli/inputs.cpp holds it
+as k_pytorch_reserve. Rerun this after a change to the memory model and
+update the constant to the printed value (three decimals).
+
+Usage: bench/fit_allocator.py [SHARDPLAN]   (default build/release/shardplan,
+       else build/dev/shardplan)
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GIB = float(1 << 30)
+
+# measured-runs tt-a: Llama 3.1 8B, FSDP 8 on H100 96 GB, local batch 2,
+# seq 8192, op-level selective AC, fp32 master weights in FSDP2, AdamW.
+TT_A = ("memory --recipe adam --topology h100x8 --hbm 96GiB --model "
+        "llama-3-8b --mesh fsdp:8 --rules fsdp --param-dtype f32 --seq 8192 "
+        "--batch 16 --remat selective_op --cross-entropy eager "
+        "--runtime pytorch --format json")
+MEASURED_RESERVED_GIB = 82.4
+
+
+def binary():
+    if len(sys.argv) > 1:
+        return sys.argv[1]
+    for build in ("release", "dev"):
+        path = os.path.join(ROOT, "build", build, "shardplan")
+        if os.path.exists(path):
+            return path
+    sys.exit("fit_allocator: build shardplan first (make build)")
+
+
+def main():
+    done = subprocess.run([binary()] + TT_A.split(), cwd=ROOT,
+                          capture_output=True, text=True, check=False)
+    if done.returncode not in (0, 1):
+        sys.exit("fit_allocator: " + done.stderr.strip())
+    memory = json.loads(done.stdout)["memory"]
+    allocated = memory["max_device_total"]
+    reserve = MEASURED_RESERVED_GIB * GIB / allocated - 1
+    source = open(os.path.join(ROOT, "src", "cli", "inputs.cpp")).read()
+    current = re.search(r"k_pytorch_reserve = ([0-9.]+);", source)
+    print(f"allocated peak {allocated / GIB:.2f} GiB, measured reserved "
+          f"{MEASURED_RESERVED_GIB} GiB: reserve {reserve:.3f}")
+    if current:
+        print(f"k_pytorch_reserve in src/cli/inputs.cpp: {current.group(1)}")
+        if abs(float(current.group(1)) - round(reserve, 3)) > 0.0005:
+            sys.exit("fit_allocator: the constant is out of date")
+
+
+if __name__ == "__main__":
+    main()
