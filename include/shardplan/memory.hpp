@@ -491,17 +491,16 @@ struct MemoryEstimate {
   // Where the most loaded group peaks (the larger backward phase when the
   // optimizer step is the peak: gather_buffer and activations are its).
   MemoryPhase peak_phase = MemoryPhase::layer_backward;
-  // The gather buffer of the most loaded group at that phase: in a layer's
-  // backward FSDP holds one unit (a layer) gathered and prefetches the
-  // next, so two consecutive layers' gathered weights and, when training,
-  // their gradients: the largest such sum on the group's devices (one unit
-  // when the group has one). In the loss, every unit of no layer (embedding,
-  // final norm, head). A group with no layer unit holds its largest pair of
-  // consecutive units (embeddings, layers 0, 1, ..., then the other tensors
-  // of no layer in manifest order). 0 when no parameter is split over an
-  // axis it is gathered over. (DeepSpeed's largest_layer_memory, 4 x Lmax
-  // for fp16, counts one unit; PyTorch FSDP2 keeps two all-gather outputs
-  // alive; docs/sources.md#gather-buffer.)
+  // The gather buffer of the most loaded group at that phase: in a unit's
+  // backward FSDP holds the unit (a layer) gathered with, when training,
+  // its gradients, and prefetches the unit before it (its weights alone):
+  // the largest such sum over the group's units in execution order
+  // (embeddings, layers 0, 1, ..., then the other tensors of no layer in
+  // manifest order). In the loss, the head (and the embedding when it is
+  // the head) with its gradients and the last layer's weights. 0 when no
+  // parameter is split over an axis it is gathered over. (DeepSpeed's
+  // largest_layer_memory, 4 x Lmax for fp16, counts one unit; PyTorch FSDP2
+  // keeps two all-gather outputs alive; docs/sources.md#gather-buffer.)
   int64_t gather_buffer = 0;
   std::vector<GatherUnit> gather_units;  // those units, in order
   // The mesh axes their tensors are gathered over, in mesh order.

@@ -1,6 +1,6 @@
 // What FSDP gathers when (docs/memory.md, "Gather buffer"): the axes a
 // weight is gathered over at use, the units gathered one at a time in
-// execution order, and the two consecutive units a group's gather buffer
+// execution order, and the consecutive units a group's gather buffer
 // holds.
 
 #include "memory/internal.hpp"
@@ -227,16 +227,18 @@ std::optional<Gathers> GatherUnits::best_pair(int64_t stage,
       int64_t& largest = input ? largest_input : largest_output;
       largest = std::max(largest, *unit_bytes);
     }
-    if (!previous) {
-      best.layers = Gather{*unit_bytes, {u}};
-    } else {
-      std::optional<int64_t> pair = checked_add(previous_bytes, *unit_bytes);
-      if (!pair) {
-        return {};
-      }
-      if (best.layers.units.size() < 2 || *pair > best.layers.bytes) {
-        best.layers = Gather{*pair, {*previous, u}};
-      }
+    // The backward of u holds its weights and gradients while the previous
+    // unit's weights, prefetched, arrive (its gradients come with its own
+    // backward); the first unit of the group has none before it.
+    std::optional<int64_t> held =
+        previous ? checked_add(weights_of(previous_bytes), *unit_bytes)
+                 : unit_bytes;
+    if (!held) {
+      return {};
+    }
+    if (best.layers.units.empty() || *held > best.layers.bytes) {
+      best.layers =
+          previous ? Gather{*held, {*previous, u}} : Gather{*held, {u}};
     }
     previous = u;
     previous_bytes = *unit_bytes;
@@ -250,10 +252,11 @@ std::optional<Gathers> GatherUnits::best_pair(int64_t stage,
           best.loss.units.end(), inputs.units.begin(), inputs.units.end());
       best.loss.bytes = checked_add(best.loss.bytes, inputs.bytes).value_or(-1);
     }
-    const int64_t weights = m_grads ? last_layer_bytes / 2 : last_layer_bytes;
-    best.loss.bytes = best.loss.bytes < 0
-                          ? -1
-                          : checked_add(best.loss.bytes, weights).value_or(-1);
+    best.loss.bytes =
+        best.loss.bytes < 0
+            ? -1
+            : checked_add(best.loss.bytes, weights_of(last_layer_bytes))
+                  .value_or(-1);
     if (best.loss.bytes < 0) {
       return {};
     }

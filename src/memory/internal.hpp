@@ -11,7 +11,7 @@
 //                         quantization scales, expert weights, memory_facts
 //   memory/gather.cpp     what FSDP gathers when: the axes a tensor is
 //                         gathered over at use (AxisUse), the units in
-//                         execution order and the two consecutive units a
+//                         execution order and the consecutive units a
 //                         group's gather buffer holds (GatherUnits, Gather)
 //   memory/placement.cpp  name_facts, the pipeline stage and expert rank of
 //                         each tensor (place_tensors)
@@ -158,9 +158,10 @@ struct Gather {
 
 // A group's two gather buffers (docs/memory.md, "The peak"), one per phase
 // of the backward:
-//   layers  a layer's backward: the largest sum of two consecutive units
-//           in execution order (the unit and the one prefetched; one when
-//           the group holds one)
+//   layers  a unit's backward: the largest sum over consecutive units (a,
+//           b) in execution order of b's gathered weights and gradients
+//           and a's weights, prefetched for the backward that comes next
+//           (one unit when the group holds one)
 //   loss    the loss: the units after the layers (the final norm, the
 //           head), with the input embeddings when no unit after the layers
 //           is as large as they are (a tied head), and the last layer's
@@ -223,6 +224,10 @@ class GatherUnits {
   // A unit's bytes on rank r's devices.
   static std::optional<int64_t> bytes(const Unit& unit, int64_t rank);
   std::optional<Gathers> best_pair(int64_t stage, int64_t expert_rank) const;
+  // A unit's weights alone, of its `bytes` (half when they hold gradients).
+  int64_t weights_of(int64_t bytes) const {
+    return m_grads ? bytes / 2 : bytes;
+  }
 
   std::vector<Unit> m_units;
   std::vector<size_t> m_unit_of;  // per tensor

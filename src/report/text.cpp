@@ -662,7 +662,8 @@ std::string peak_line(const MemoryEstimate& m, const ActivationEstimate& a) {
           to_string(a.cross_entropy));
     case MemoryPhase::layer_backward:
       return "peak: a layer's backward: every layer's saved activations, "
-             "one layer's recompute, two layers' weights gathered";
+             "its recompute, its weights and gradients gathered and the next "
+             "one's weights prefetched";
     case MemoryPhase::optimizer_step:
       break;
   }

@@ -257,14 +257,15 @@ TEST_CASE("cli: check --format markdown", "[cli][check]") {
 }
 
 TEST_CASE("cli: check over capacity, and the device count", "[cli][check]") {
-  // 5,386,752 bytes per device with adam and ZeRO-1 (the check_tiny_llama
-  // golden); 4,000,000 bytes of HBM leave 3,600,000 usable.
+  // 5,024,256 bytes per device with adam and ZeRO-1 (the check_tiny_llama
+  // golden); 4,000,000 bytes of HBM leave 3,600,000 usable (no topology:
+  // 10% kept free).
   Result r =
       run_cli(check_args(examples("tiny-llama.specs.json"),
                          args("--devices 8 --recipe adam --zero 1 --hbm 4MB")));
   CHECK(r.code == 1);
   // Located at where the HBM figure came from.
-  CHECK(r.err.find("--hbm: error: the most loaded device needs 5386752 "
+  CHECK(r.err.find("--hbm: error: the most loaded device needs 5024256 "
                    "bytes, over "
                    "the 3600000 bytes "
                    "usable (4000000 bytes of HBM with 10% kept free)")
@@ -273,10 +274,10 @@ TEST_CASE("cli: check over capacity, and the device count", "[cli][check]") {
   Result headroom = run_cli(check_args(
       examples("tiny-llama.specs.json"),
       args("--devices 8 --recipe adam --zero 1 --hbm 4MB --headroom 0")));
-  CHECK(headroom.code == 1);  // 5,386,752 > 4,000,000 still
+  CHECK(headroom.code == 1);  // 5,024,256 > 4,000,000 still
   Result fits = run_cli(
       check_args(examples("tiny-llama.specs.json"),
-                 args("--devices 8 --recipe adam --zero 1 --hbm 5386752B "
+                 args("--devices 8 --recipe adam --zero 1 --hbm 5024256B "
                       "--headroom 0")));
   CHECK(fits.code == 0);
 
@@ -329,15 +330,15 @@ TEST_CASE("cli: check over capacity, and the device count", "[cli][check]") {
 }
 
 TEST_CASE("cli: memory draws each category against HBM", "[cli][check]") {
-  // Total 5,386,752 bytes (the check_tiny_llama golden) against 10,773,504
+  // Total 5,024,256 bytes (the check_tiny_llama golden) against 10,048,512
   // of HBM: 50%, 20 of 40 marks.
   std::vector<std::string> args = check_args(
       examples("tiny-llama.specs.json"),
-      test::args("--devices 8 --recipe adam --zero 1 --hbm 10773504"));
+      test::args("--devices 8 --recipe adam --zero 1 --hbm 10048512"));
   args[0] = "memory";
   Result r = run_cli(args);
   CHECK(r.code == 0);
-  CHECK(r.out.find("total          5,386,752  5.14 MiB    [####################"
+  CHECK(r.out.find("total          5,024,256  4.79 MiB    [####################"
                    "....................]  50.0%\n")
         != std::string::npos);
   CHECK(r.out.find("recipe adam with ZeRO-1 over fsdp (2 devices)\n")
@@ -697,8 +698,9 @@ TEST_CASE("cli: deepseek-v3's gather buffer and FP8 weights (issue 17)",
   //   MTP layer 61: that + embed_tokens and shared_head.head 2 x 129280x7168
   //     1,853,358,080 + eh_proj 7168x14336 102,760,448 = 2,365,259,776
   //     elements, 9,461,039,104 bytes.
-  // The largest two consecutive units are layers 60 and 61:
-  // 1,636,564,992 + 9,461,039,104 = 11,097,604,096 bytes (10.34 GiB).
+  // The most a unit's backward holds is layer 61's weights and grads with
+  // layer 60's weights, prefetched: 9,461,039,104 + 1,636,564,992 / 2 =
+  // 10,279,321,600 bytes (9.57 GiB).
   // (Dense layers 0-2: 187,105,280 + 3 x 18432x7168 = 583,467,008 elements;
   // the embedding and layer 0 are 4 x (926,679,040 + 583,467,008) =
   // 6,040,584,192; the norm and lm_head 3,706,716,160.)
@@ -713,7 +715,7 @@ TEST_CASE("cli: deepseek-v3's gather buffer and FP8 weights (issue 17)",
   };
   const json memory = memory_of("--mtp-layers 1");
   CHECK(memory["untrained_tensors"] == 0);
-  CHECK(memory["per_device"]["gather_buffer"] == 11'097'604'096);
+  CHECK(memory["per_device"]["gather_buffer"] == 10'279'321'600);
   REQUIRE(memory["gather_units"].size() == 2);
   CHECK(memory["gather_units"][0]
         == json({{"name", "model.layers.60"},
@@ -744,12 +746,12 @@ TEST_CASE("cli: deepseek-v3's gather buffer and FP8 weights (issue 17)",
   // weights and their 5 scales, 2 norms, the router and its bias, 256 x 3
   // expert weights and 3 shared ones, each with a scale, and enorm, hnorm,
   // eh_proj, embed_tokens, shared_head.norm, shared_head.head) are not
-  // held, and the largest pair is the embedding and layer 0:
-  // 3,706,716,160 + 2,333,868,032 = 6,040,584,192 bytes. Their scales go
-  // with them: 45,808 - (5 + 768 + 3) = 45,032.
+  // held, and the most is layer 0's backward with the embedding's weights:
+  // 2,333,868,032 + 3,706,716,160 / 2 = 4,187,226,112 bytes. Their scales
+  // go with them: 45,808 - (5 + 768 + 3) = 45,032.
   const json none = memory_of("");
   CHECK(none["untrained_tensors"] == 1'564);
-  CHECK(none["per_device"]["gather_buffer"] == 6'040'584'192);
+  CHECK(none["per_device"]["gather_buffer"] == 4'187'226'112);
   REQUIRE(none["gather_units"].size() == 2);
   CHECK(none["gather_units"][0]["name"] == "model.embed_tokens.weight");
   CHECK(none["gather_units"][1]["bytes"] == 2'333'868'032);

@@ -521,8 +521,7 @@ TEST_CASE("maxtext cli: the measured dense runs fit, as they ran",
           "[cli][maxtext][memory]") {
   // The MaxText rows of the calibration set (bench/measured/, the
   // tpu-recipes logs in docs/memory.md, "Measured runs"): every one ran, so
-  // each must fit. DeepSeek-V3 on TPU7x (7x-b) does not yet (its MoE
-  // layers' gather).
+  // each must fit.
   const std::vector<std::pair<std::string, std::string>> runs = {
       {"v6e-a", "--topology v6e-8 --model llama-3-8b"},
       {"v6e-b", "--topology v6e-32 --model llama-3-8b"},
@@ -530,6 +529,7 @@ TEST_CASE("maxtext cli: the measured dense runs fit, as they ran",
       {"v6e-d", "--topology v6e-32 --model llama-3-70b"},
       {"v6e-e", "--topology v6e-128 --model llama-3-70b"},
       {"7x-a", "--topology tpu7x-512 --model llama-3-70b"},
+      {"7x-b", "--topology tpu7x-512 --model deepseek-v3"},
   };
   for (const auto& [id, flags] : runs) {
     INFO(id);
@@ -540,7 +540,7 @@ TEST_CASE("maxtext cli: the measured dense runs fit, as they ran",
                    id));
     INFO(r.err);
     REQUIRE(r.code == 0);
-    const json memory = json::parse(r.out)["memory"];
+    const json memory = test::parse_json_from(r.out, "memory")["memory"];
     CHECK(memory["fits"] == true);
     // XLA on a TPU: nothing kept free beyond the runtime's own limit.
     CHECK(memory["runtime"] == "xla");

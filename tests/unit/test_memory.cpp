@@ -123,10 +123,10 @@ TEST_CASE("memory: DeepSpeed's documented ZeRO-3 per-GPU figures", "[memory]") {
   // offload: per GPU = 4 x Lmax + 18 x P / N (largest layer gathered in fp16
   // with its fp16 grads; 18 bytes per parameter partitioned), in 2^30 "GB".
   // DeepSpeed's estimate gathers one layer; shardplan's gather buffer holds
-  // two consecutive ones (FSDP prefetches the next layer while it computes
-  // one: docs/memory.md, "Gather buffer"), 4 x Lmax more. So the model
-  // states match DeepSpeed's 18 x P / N exactly, and DeepSpeed's figure is
-  // shardplan's total less one layer's 4 x Lmax.
+  // a layer in its backward, weights and grads (4 x Lmax), and the next one's
+  // fp16 weights, prefetched (docs/memory.md, "Gather buffer"): 2 x Lmax
+  // more. So the model states match DeepSpeed's 18 x P / N exactly, and
+  // DeepSpeed's figure is shardplan's total less the prefetched 2 x Lmax.
   SECTION("t5-3b, 1 node x 8 GPUs: 6.09 GB") {
     // P = 2851M, Lmax = 32M: 89 layers ("layer.0" ...) of 32M and one
     // tensor of no layer of 3M.
@@ -136,12 +136,12 @@ TEST_CASE("memory: DeepSpeed's documented ZeRO-3 per-GPU figures", "[memory]") {
     MemoryEstimate e =
         estimate(m, mesh, all_with(m, mesh, "P()"), Recipe::adam_fp32_grads, 3);
     CHECK(e.per_device.model_states() == 18 * 2'851'000'000 / 8);
-    CHECK(e.gather_buffer == 2 * 4 * 32'000'000);  // layers 0 and 1
+    CHECK(e.gather_buffer == 6 * 32'000'000);  // layers 0 and 1
     REQUIRE(e.gather_units.size() == 2);
     CHECK(e.gather_units[0].name == "layer.0");
     CHECK(e.gather_units[1].name == "layer.1");
-    CHECK(e.max_device_total == 8 * 32'000'000 + 18 * 2'851'000'000 / 8);
-    CHECK(round_to(gib(e.max_device_total - 4 * 32'000'000), 2) == 6.09);
+    CHECK(e.max_device_total == 6 * 32'000'000 + 18 * 2'851'000'000 / 8);
+    CHECK(round_to(gib(e.max_device_total - 2 * 32'000'000), 2) == 6.09);
   }
   SECTION("t5-large, 4 GPUs: 3291 MiB") {
     // The docs' hand example: 737.67M parameters, largest layer 32.90M.
@@ -150,8 +150,8 @@ TEST_CASE("memory: DeepSpeed's documented ZeRO-3 per-GPU figures", "[memory]") {
     const Mesh mesh = test::mesh_of("dp:4", 4);
     MemoryEstimate e = estimate(
         m, mesh, all_with(m, mesh, "P()"), *parse_recipe("megatron"), 3);
-    CHECK(e.gather_buffer == 2 * 4 * 32'900'000);
-    CHECK(std::floor(static_cast<double>(e.max_device_total - 4 * 32'900'000)
+    CHECK(e.gather_buffer == 6 * 32'900'000);
+    CHECK(std::floor(static_cast<double>(e.max_device_total - 2 * 32'900'000)
                      / (1 << 20))
           == 3291);
   }

@@ -420,7 +420,7 @@ TEST_CASE("memory: stage and expert axes that do not fit the model",
            "[memory.expert-axis-too-large]");
 }
 
-TEST_CASE("memory: the gather buffer holds two consecutive layers",
+TEST_CASE("memory: the gather buffer holds a layer and the one prefetched",
           "[memory][gather]") {
   // One 1-D weight per layer split over fsdp (gathered whole at use), the
   // embedding and lm_head split too, the final norm replicated; adam: a
@@ -442,52 +442,56 @@ TEST_CASE("memory: the gather buffer holds two consecutive layers",
          "model.layers.0.mlp.w": ["fsdp"], "model.layers.1.mlp.w": ["fsdp"],
          "model.layers.2.mlp.w": ["fsdp"], "model.layers.3.mlp.w": ["fsdp"])";
   SECTION("one group") {
-    // Pairs: embedding + 0 = 300, 0 + 1 = 500, 1 + 2 = 600, 2 + 3 = 560,
-    // 3 + lm_head = 460, lm_head + norm = 100. The largest, layers 1 and 2:
-    // 600 x 4 = 2,400 bytes. (The largest layer twice would be 3,200; the
+    // A unit's backward holds its weights and grads (4 bytes an element)
+    // and the previous unit's weights, prefetched (2): the embedding 800,
+    // layer 0 400 + 400 = 800, layer 1 200 + 1,600 = 1,800, layer 2 800 +
+    // 800 = 1,600, layer 3 400 + 1,440 = 1,840, lm_head 720 + 400 = 1,120,
+    // the norm (not gathered) 200. The largest, layer 3 with layer 2's
+    // weights: 1,840 bytes. (Both with their grads would be 2,240; the
     // largest tensor alone, before issue 18, 1,600.)
     const Laid laid = lay(manifest, "fsdp:2", 2, specs);
     const MemoryEstimate e = estimate(laid, options_for(Recipe::adam));
-    CHECK(e.gather_buffer == 2'400);
+    CHECK(e.gather_buffer == 1'840);
     REQUIRE(e.gather_units.size() == 2);
-    CHECK(e.gather_units[0].name == "model.layers.1");
-    CHECK(e.gather_units[0].layer == 1);
-    CHECK(e.gather_units[0].bytes == 1'600);
-    CHECK(e.gather_units[1].name == "model.layers.2");
-    CHECK(e.gather_units[1].bytes == 800);
+    CHECK(e.gather_units[0].name == "model.layers.2");
+    CHECK(e.gather_units[0].layer == 2);
+    CHECK(e.gather_units[0].bytes == 800);
+    CHECK(e.gather_units[1].name == "model.layers.3");
+    CHECK(e.gather_units[1].bytes == 1'440);
     CHECK(e.gather_axes == std::vector<std::string>{"fsdp"});
     // Params only: no gradients, 2 bytes per element: 1,200.
     CHECK(estimate(laid, options_for()).gather_buffer == 1'200);
   }
   SECTION("per stage: pairs do not cross stages") {
-    // pp:2: stage 0 holds the embedding and layers 0, 1 (pairs 300, 500:
-    // 2,000 bytes), stage 1 layers 2, 3, lm_head and the norm (pairs 560,
-    // 460, 100: 2,240 bytes); layers 1 and 2 are never gathered together.
-    // Model states: stage 0 holds 200 + 100 + 400 = 700 elements split
-    // over fsdp, 350 per device x 16 bytes = 5,600; stage 1 holds 200 +
-    // 360 + 100 = 660 elements, 330 x 16 = 5,280, plus the norm 16 x 16 =
-    // 256: 5,536. Totals: 5,600 + 2,000 = 7,600 and 5,536 + 2,240 = 7,776.
+    // pp:2: stage 0 holds the embedding and layers 0, 1 (800, 800, 1,800
+    // bytes: 1,800), stage 1 layers 2, 3, lm_head and the norm (layer 2
+    // first, alone, 800; 1,840, 1,120, 200: 1,840). Model states: stage 0
+    // holds 200 + 100 + 400 = 700 elements split over fsdp, 350 per device
+    // x 16 bytes = 5,600; stage 1 holds 200 + 360 + 100 = 660 elements, 330
+    // x 16 = 5,280, plus the norm 16 x 16 = 256: 5,536. Totals: 5,600 +
+    // 1,800 = 7,400 and 5,536 + 1,840 = 7,376.
     const Laid laid = lay(manifest, "pp:2,fsdp:2", 4, specs);
     const MemoryEstimate e = estimate(laid, options_for(Recipe::adam));
     REQUIRE(e.stages.size() == 2);
-    CHECK(e.stages[0].gather_buffer == 2'000);
+    CHECK(e.stages[0].gather_buffer == 1'800);
     CHECK(e.stages[0].per_device.model_states() == 5'600);
-    CHECK(e.stages[0].total == 7'600);
-    CHECK(e.stages[1].gather_buffer == 2'240);
+    CHECK(e.stages[0].total == 7'400);
+    CHECK(e.stages[1].gather_buffer == 1'840);
     CHECK(e.stages[1].per_device.model_states() == 5'536);
-    CHECK(e.stages[1].total == 7'776);
-    CHECK(e.stage == 1);
-    CHECK(e.gather_buffer == 2'240);
+    CHECK(e.stages[1].total == 7'376);
+    CHECK(e.stage == 0);
+    CHECK(e.gather_buffer == 1'800);
     REQUIRE(e.gather_units.size() == 2);
-    CHECK(e.gather_units[0].name == "model.layers.2");
-    CHECK(e.gather_units[1].name == "model.layers.3");
+    CHECK(e.gather_units[0].name == "model.layers.0");
+    CHECK(e.gather_units[1].name == "model.layers.1");
   }
   SECTION("a rank's experts are part of its layer") {
     // The toy MoE model on ep:4,fsdp:2 with adam, every expert and the
     // router split over fsdp on dim 0 (gathered whole), the rest replicated
     // (never gathered). A layer on rank r gathers its router (128 elements)
-    // and its 2 experts (2 x 512): 1,152 x 4 bytes = 4,608; two layers
-    // 9,216. The embedding and head are replicated: not gathered.
+    // and its 2 experts (2 x 512): 1,152 x 4 bytes = 4,608, and the previous
+    // layer's weights, 2,304. The embedding and head are replicated: not
+    // gathered.
     std::string specs_json;
     const Manifest toy = test::manifest_of(toy_manifest());
     for (const Tensor& t : toy.tensors()) {
@@ -498,7 +502,7 @@ TEST_CASE("memory: the gather buffer holds two consecutive layers",
     }
     const Laid laid = lay(toy_manifest(), "ep:4,fsdp:2", 8, specs_json);
     const MemoryEstimate e = estimate(laid, options_for(Recipe::adam));
-    CHECK(e.gather_buffer == 9'216);
+    CHECK(e.gather_buffer == 6'912);
     REQUIRE(e.gather_units.size() == 2);
     CHECK(e.gather_units[0].name == "model.layers.0");
     CHECK(e.gather_units[0].bytes == 4'608);
@@ -513,16 +517,17 @@ TEST_CASE("memory: one line per pipeline stage in text, stages in JSON",
   //   stage 0: embed_tokens 256,000 / 4 = 64,000 + layer 0's matrices
   //     724,992 / 4 = 181,248 + 2 norms 512 = 245,760 elements: params and
   //     grads 491,520 bytes (480.00 KiB), optimizer 12 x 245,760 =
-  //     2,949,120; gather buffer embed_tokens + layer 0, gathered over fsdp
-  //     and still split over tp: (256,000 + 724,992) / 2 x 4 = 1,961,984;
-  //     total 5,894,144 (5.62 MiB). The optimizer step's largest update,
+  //     2,949,120; gather buffer layer 0's weights and grads with
+  //     embed_tokens' weights, prefetched, gathered over fsdp and still
+  //     split over tp: 724,992 / 2 x 4 + 256,000 / 2 x 2 = 1,705,984; total
+  //     5,638,144 (5.38 MiB). The optimizer step's largest update,
   //     embed_tokens' 64,000 elements in fp32, 256,000 bytes, is below the
   //     gather buffer.
   //   stage 1: layer 1 181,248 + 512 + the final norm 256 + lm_head 64,000
   //     = 246,016 elements: 492,032 (480.50 KiB), optimizer 2,952,192;
-  //     gather buffer layer 1 + the norm (which gathers nothing):
-  //     724,992 / 2 x 4 = 1,449,984 (lm_head + the norm: 512,000); total
-  //     5,386,240 (5.14 MiB).
+  //     gather buffer layer 1 alone, the first of its stage: 724,992 / 2 x
+  //     4 = 1,449,984 (lm_head's 512,000 with the norm's weights, which
+  //     gather nothing); total 5,386,240 (5.14 MiB).
   const std::string manifest =
       std::string(SHARDPLAN_SOURCE_DIR) + "/configs/examples/tiny-llama.json";
   const std::vector<std::string> args = test::args(
@@ -535,10 +540,10 @@ TEST_CASE("memory: one line per pipeline stage in text, stages in JSON",
   CHECK(text.out.find(
             "  most loaded: stage 0 of 2 (pp)\n"
             "    stage 0 (layer 0): params 480.00 KiB, grads 480.00 KiB, "
-            "optimizer 2.81 MiB, gather buffer 1.87 MiB, total 5.62 MiB\n"
+            "optimizer 2.81 MiB, gather buffer 1.63 MiB, total 5.38 MiB\n"
             "    stage 1 (layer 1): params 480.50 KiB, grads 480.50 KiB, "
             "optimizer 2.82 MiB, gather buffer 1.38 MiB, total 5.14 MiB\n"
-            "  total 5.62 MiB per device")
+            "  total 5.38 MiB per device")
         != std::string::npos);
 
   std::vector<std::string> json_args = args;
@@ -562,13 +567,13 @@ TEST_CASE("memory: one line per pipeline stage in text, stages in JSON",
                            {"params", 491'520},
                            {"grads", 491'520},
                            {"optimizer", 2'949'120},
-                           {"gather_buffer", 1'961'984},
+                           {"gather_buffer", 1'705'984},
                            {"activations", 0},
                            {"host_offload", 0},
                            {"optimizer_step", 256'000},
-                           {"total", 5'894'144}}));
+                           {"total", 5'638'144}}));
   CHECK(memory["stages"][1]["total"] == 5'386'240);
-  CHECK(memory["per_device"]["total"] == 5'894'144);
+  CHECK(memory["per_device"]["total"] == 5'638'144);
   CHECK(memory["gather_units"][0]["name"] == "model.embed_tokens.weight");
   CHECK(memory["gather_units"][0]["layer"].is_null());
   CHECK(memory["gather_units"][1]["name"] == "model.layers.0");
