@@ -2,7 +2,7 @@
 #   make demo   install missing packages, build, run shardplan on built-in defaults
 #   make test   install missing packages, build (warnings are errors), run every
 #               test in the dev build, clang-tidy over src/, every test again
-#               under ASan+UBSan, run each libFuzzer target for 30 s, and
+#               under ASan+UBSan, run each libFuzzer target for 20 s, and
 #               build the release binary make demo runs
 #   make fuzz   build the libFuzzer targets (clang) and run each for
 #               FUZZ_SECONDS (default 60)
