@@ -197,7 +197,7 @@ class LayerBuilder {
         "K*ceil(Im/t)",
         k_moe);
     add("moe_mlpwi_1",
-        Tag::mlpwi_1,
+        Tag::moe_mlpwi_1,
         Scale::routed_inside,
         m_dims.routed,
         "K*ceil(Im/t)",

@@ -50,6 +50,11 @@ enum class Tag {
   out_proj,
   mlpwi_0,
   mlpwi_1,
+  // The routed experts' up projection on MaxText's sparse_matmul path
+  // (layers/moe.py gmm_up): named moe_mlpwi_1 alone, so no policy that
+  // saves mlpwi_1 keeps it (its gate is named mlpwi_0 and moe_mlpwi_0, its
+  // down mlpwo and moe_mlpwo).
+  moe_mlpwi_1,
   mlpwi,
   mlpwo,
   mla_q,

@@ -192,6 +192,7 @@ unsigned name_bit(Tag tag) {
       return k_mlpwo;
     case Tag::other:
     case Tag::decoder_layer_input:
+    case Tag::moe_mlpwi_1:
     case Tag::mla_q:
     case Tag::mla_kv:
       return 0;
@@ -220,6 +221,8 @@ std::string_view tag_name(Tag tag) {
       return "mlpwi_0";
     case Tag::mlpwi_1:
       return "mlpwi_1";
+    case Tag::moe_mlpwi_1:
+      return "moe_mlpwi_1";
     case Tag::mlpwi:
       return "mlpwi";
     case Tag::mlpwo:
@@ -283,6 +286,7 @@ bool saved_by_op_sac(Tag tag, bool core) {
     case Tag::key_proj:
     case Tag::out_proj:
     case Tag::mlpwi_1:
+    case Tag::moe_mlpwi_1:
     case Tag::mla_q:
     case Tag::mla_kv:
       return false;
