@@ -381,6 +381,11 @@ struct MaxTextConfig {
   // config's order.
   std::vector<std::pair<std::string, Sourced<std::string>>> remat_names;
   std::optional<Sourced<DType>> weight_dtype;
+  // The optimizer: opt_type (MaxText's OptimizerType: adamw, the default,
+  // adam_pax, sgd; muon) and mu_dtype, Adam's first moment's dtype (base.yml
+  // "": the weights'), when set.
+  std::optional<Sourced<std::string>> opt_type;
+  std::optional<Sourced<DType>> mu_dtype;
   // Microbatches: gradient_accumulation_steps (the global batch is then
   // per_device_batch_size x devices x steps, pyconfig's
   // global_batch_size_to_train_on) and num_pipeline_microbatches (a

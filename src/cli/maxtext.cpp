@@ -142,6 +142,17 @@ void apply_maxtext_optimizer(const std::optional<MaxTextConfig>& config,
   if (!memory.master.value) {
     memory.master = {false, Location::of(config->source)};
   }
+  // opt_type (adam_pax keeps Adam's two moments, as adamw) and mu_dtype,
+  // each at its key, unless a flag set them.
+  if (!memory.optimizer.value && config->opt_type) {
+    const std::string& type = config->opt_type->value;
+    memory.optimizer = {parse_optimizer(type == "adam_pax" ? "adamw" : type),
+                        maxtext_location(config->opt_type->at)};
+  }
+  if (!memory.moment_dtype.value && config->mu_dtype) {
+    memory.moment_dtype = {config->mu_dtype->value,
+                           maxtext_location(config->mu_dtype->at)};
+  }
 }
 
 std::optional<RuleSet> maxtext_rules(const MaxTextConfig& config,

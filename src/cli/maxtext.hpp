@@ -53,7 +53,7 @@ void apply_maxtext_param_dtype(const std::optional<MaxTextConfig>& config,
 // With a config, MaxText's optimizer state unless a flag set it: optax's
 // adamw keeps mu (mu_dtype, default the weights') and nu like the params,
 // and no master copy (docs/memory.md, "Optimizer state"); located at the
-// config.
+// config; opt_type and mu_dtype at their keys.
 void apply_maxtext_optimizer(const std::optional<MaxTextConfig>& config,
                              MemoryOptions& memory);
 

@@ -64,6 +64,8 @@ const std::vector<std::string>& read_keys() {
                                                 "max_target_length",
                                                 "remat_policy",
                                                 "weight_dtype",
+                                                "opt_type",
+                                                "mu_dtype",
                                                 "gradient_accumulation_steps",
                                                 "num_pipeline_microbatches",
                                                 "mtp_num_layers"};
@@ -984,6 +986,52 @@ class Reader {
         return false;
       }
       m_config.weight_dtype = Sourced<DType>{*parsed, dtype->at};
+    }
+    return read_optimizer();
+  }
+
+  // opt_type and mu_dtype (base.yml: "adamw", "": the weights' dtype).
+  bool read_optimizer() {
+    std::optional<Sourced<std::string>> opt =
+        string("opt_type", "an optimizer: adamw, adam_pax, sgd or muon");
+    if (!opt) {
+      return false;
+    }
+    if (opt->set()) {
+      const std::vector<std::string> known = {
+          "adamw", "adam_pax", "sgd", "muon"};
+      if (std::find(known.begin(), known.end(), opt->value) == known.end()) {
+        Diagnostic& d = m_diags.error(
+            "maxtext.bad-value",
+            fmt::format("opt_type {} is not an optimizer MaxText builds; "
+                        "expected adamw, adam_pax, sgd or muon",
+                        quote(opt->value)),
+            opt->at);
+        const std::string near = closest_match(opt->value, known);
+        if (!near.empty()) {
+          d.hint = fmt::format("did you mean {}?", quote(near));
+        }
+        return false;
+      }
+      m_config.opt_type = std::move(*opt);
+    }
+    std::optional<Sourced<std::string>> mu =
+        string("mu_dtype", "a dtype name such as \"float32\", or \"\"");
+    if (!mu) {
+      return false;
+    }
+    if (mu->set() && !mu->value.empty()) {
+      std::optional<DType> parsed = parse_dtype(mu->value);
+      if (!parsed || !is_floating(*parsed)) {
+        m_diags
+            .error("maxtext.bad-value",
+                   fmt::format("mu_dtype {} is not a floating-point dtype",
+                               quote(mu->value)),
+                   mu->at)
+            .hint = dtype_hint(mu->value);
+        return false;
+      }
+      m_config.mu_dtype = Sourced<DType>{*parsed, mu->at};
     }
     return true;
   }

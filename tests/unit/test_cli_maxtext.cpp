@@ -585,3 +585,37 @@ TEST_CASE("maxtext cli: the runtime sets the reserve and the headroom",
   CHECK(given["headroom_source"] == "--headroom");
   CHECK(given["runtime"] == "xla");
 }
+
+TEST_CASE("maxtext cli: opt_type and mu_dtype set the optimizer state",
+          "[cli][maxtext][memory]") {
+  auto memory = [](const std::string& keys) {
+    const test::CliResult r = test::run_cli(
+        test::args("memory --topology v5p-128 --model llama-3-8b --recipe adam "
+                   "--format json --maxtext-config {} ici_fsdp_parallelism=-1 "
+                   "weight_dtype=bfloat16 "
+                       + keys,
+                   data("small.yml")));
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    return json::parse(r.out)["memory"];
+  };
+  // bf16 weights: optax's adamw keeps nu like the params (2 bytes) and mu
+  // in mu_dtype, float32 (4): 6 bytes a parameter, three times the params.
+  const json f32_mu = memory("mu_dtype=float32");
+  const auto params = f32_mu["per_device"]["params"].get<int64_t>();
+  CHECK(f32_mu["per_device"]["optimizer"].get<int64_t>() == 3 * params);
+  // mu_dtype "" (base.yml): the weights' dtype, 4 bytes, twice the params.
+  CHECK(memory("")["per_device"]["optimizer"].get<int64_t>() == 2 * params);
+  // opt_type sgd: optax.sgd without momentum keeps nothing.
+  const json sgd = memory("opt_type=sgd");
+  CHECK(sgd["per_device"]["optimizer"] == 0);
+  CHECK(sgd["optimizer"]["name"] == "sgd");
+  // An optimizer MaxText does not build is refused at its key.
+  const test::CliResult bad = test::run_cli(
+      test::args("memory --topology v5p-128 --model llama-3-8b --recipe adam "
+                 "--maxtext-config {} opt_type=adamx",
+                 data("small.yml")));
+  CHECK(bad.code == 2);
+  CHECK(bad.err.find("opt_type \"adamx\" is not an optimizer MaxText builds")
+        != std::string::npos);
+}
