@@ -386,6 +386,10 @@ struct MaxTextConfig {
   // "": the weights'), when set.
   std::optional<Sourced<std::string>> opt_type;
   std::optional<Sourced<DType>> mu_dtype;
+  // optimizer_memory_host_offload and parameter_memory_host_offload
+  // (base.yml: false), when set true.
+  std::optional<Location> optimizer_host_offload;
+  std::optional<Location> parameter_host_offload;
   // Microbatches: gradient_accumulation_steps (the global batch is then
   // per_device_batch_size x devices x steps, pyconfig's
   // global_batch_size_to_train_on) and num_pipeline_microbatches (a

@@ -389,6 +389,11 @@ struct MemoryOptions {
   std::string reserve_source;
   double headroom = 0.1;
   std::string headroom_source = "--headroom";
+  // Model states kept in host memory between steps and brought to HBM for
+  // the optimizer step alone (MaxText's optimizer_memory_host_offload,
+  // parameter_memory_host_offload); each located where it was asked.
+  Sourced<bool> optimizer_host_offload{false, {}};
+  Sourced<bool> parameter_host_offload{false, {}};
   // How many of the largest tensors to list.
   size_t largest = 20;
   // memory_facts(manifest) when computed already; nullptr: computed here.
@@ -440,6 +445,9 @@ struct GroupMemory {
   // The larger backward phase (`phase`, or the larger of the two when the
   // optimizer step is the peak): its gather buffer and its activations.
   MemoryPhase phase = MemoryPhase::layer_backward;
+  // Of per_device, what lives in host memory until the optimizer step.
+  int64_t hosted_params = 0;
+  int64_t hosted_optimizer = 0;
   int64_t gather_buffer = 0;
   int64_t activations = 0;
   int64_t host_offload = 0;
@@ -526,9 +534,15 @@ struct MemoryEstimate {
   // StateBytes::update. It runs after the backward has freed the gather
   // buffer and the activations.
   int64_t optimizer_step = 0;
-  // The peak: per_device model states + max(gather_buffer + activations,
-  // optimizer_step), the larger backward phase's gather buffer and
-  // activations.
+  // Of per_device, what lives in host memory between steps (the optimizer
+  // state, the params: MemoryOptions::*_host_offload), in HBM only for the
+  // optimizer step.
+  int64_t hosted_params = 0;
+  int64_t hosted_optimizer = 0;
+  // The peak: the larger of the backward (per_device model states less
+  // what is hosted, + gather_buffer + activations) and the optimizer step
+  // (every model state + optimizer_step), the larger backward phase's
+  // gather buffer and activations.
   int64_t max_device_total = 0;
   // The most loaded group's device with the smallest shards (the last one).
   int64_t min_device_total = 0;

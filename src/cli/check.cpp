@@ -319,6 +319,15 @@ void add_estimate_options(CLI::App& app, CheckCommand& cmd) {
                  "JAX on a GPU, 0.1 for PyTorch")
       ->check(CLI::Range(0.0, 0.99))
       ->type_name("F");
+  app.add_option(
+         "--host-offload",
+         cmd.host_offload,
+         "model states kept in host memory between steps, in HBM for "
+         "the optimizer step alone: optimizer, params (MaxText's "
+         "optimizer_memory_host_offload, parameter_memory_host_offload)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"optimizer", "params"}))
+      ->type_name("STATES");
   app.add_option("--runtime",
                  cmd.runtime,
                  "what runs the step: xla (JAX; the default on a TPU or with "

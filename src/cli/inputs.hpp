@@ -117,7 +117,8 @@ struct CheckCommand {
   std::vector<std::string> data_axes;
   std::optional<double> headroom;  // --headroom: nullopt for the runtime's
   std::string runtime;             // --runtime: "" for the default
-  std::optional<std::string> hbm;  // given, even as "" (refused)
+  std::vector<std::string> host_offload;  // --host-offload: optimizer, params
+  std::optional<std::string> hbm;         // given, even as "" (refused)
   std::string warn_replicated = "64MiB";
   size_t largest = 20;
   bool allow_split_physical_axes = false;

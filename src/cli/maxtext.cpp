@@ -149,6 +149,14 @@ void apply_maxtext_optimizer(const std::optional<MaxTextConfig>& config,
     memory.optimizer = {parse_optimizer(type == "adam_pax" ? "adamw" : type),
                         maxtext_location(config->opt_type->at)};
   }
+  if (!memory.optimizer_host_offload.value && config->optimizer_host_offload) {
+    memory.optimizer_host_offload = {
+        true, maxtext_location(*config->optimizer_host_offload)};
+  }
+  if (!memory.parameter_host_offload.value && config->parameter_host_offload) {
+    memory.parameter_host_offload = {
+        true, maxtext_location(*config->parameter_host_offload)};
+  }
   if (!memory.moment_dtype.value && config->mu_dtype) {
     memory.moment_dtype = {config->mu_dtype->value,
                            maxtext_location(config->mu_dtype->at)};

@@ -66,6 +66,8 @@ const std::vector<std::string>& read_keys() {
                                                 "weight_dtype",
                                                 "opt_type",
                                                 "mu_dtype",
+                                                "optimizer_memory_host_offload",
+                                                "parameter_memory_host_offload",
                                                 "gradient_accumulation_steps",
                                                 "num_pipeline_microbatches",
                                                 "mtp_num_layers"};
@@ -805,6 +807,26 @@ class Reader {
                                      describe(s->value)));
       }
       m_config.allow_split_physical_axes = {v.boolean, at(*s, s->value)};
+    }
+    for (const char* key :
+         {"optimizer_memory_host_offload", "parameter_memory_host_offload"}) {
+      const Setting* s = find(key);
+      if (s == nullptr) {
+        continue;
+      }
+      const Scalar v = classify(s->value);
+      if (v.kind != ScalarKind::boolean) {
+        return bad_value(
+            *s,
+            s->value,
+            fmt::format(
+                "{} must be true or false, got {}", key, describe(s->value)));
+      }
+      if (v.boolean) {
+        (std::string_view(key) == "optimizer_memory_host_offload"
+             ? m_config.optimizer_host_offload
+             : m_config.parameter_host_offload) = at(*s, s->value);
+      }
     }
     return true;
   }

@@ -624,6 +624,8 @@ class MemoryEstimator {
     est.expert_rank = group.expert_rank;
     est.per_device = group.per_device;
     est.peak_phase = group.phase;
+    est.hosted_params = group.hosted_params;
+    est.hosted_optimizer = group.hosted_optimizer;
     est.gather_buffer = group.gather_buffer;
     est.activations_counted = !loads.empty();
     est.activations = group.activations;
@@ -724,17 +726,23 @@ class MemoryEstimator {
     // The step runs after the backward has freed the gather buffer and the
     // activations: the peak is the larger of the phases.
     const int64_t backward = in_loss ? loss.value() : layer.value();
-    g.phase = sum.update > backward ? MemoryPhase::optimizer_step
-              : in_loss             ? MemoryPhase::loss
-                                    : MemoryPhase::layer_backward;
-    const int64_t transient = std::max(backward, sum.update);
+    // States kept in host memory come to HBM for the optimizer step alone.
+    g.hosted_params =
+        m_options.parameter_host_offload.value ? sum.params.value() : 0;
+    g.hosted_optimizer =
+        m_options.optimizer_host_offload.value ? sum.optimizer.value() : 0;
+    const int64_t hosted = g.hosted_params + g.hosted_optimizer;
+    const bool step_peak = sum.update + hosted > backward;
+    g.phase = step_peak ? MemoryPhase::optimizer_step
+              : in_loss ? MemoryPhase::loss
+                        : MemoryPhase::layer_backward;
     Sum total, min_total;
     total.add(sum.params.value());
     total.add(sum.grads.value());
     total.add(sum.optimizer.value());
-    total.add(transient);
+    total.add(step_peak ? sum.update : backward - hosted);
     min_total.add(sum.min_states.value());
-    min_total.add(transient);
+    min_total.add(step_peak ? sum.update : backward - hosted);
     if (sum.params.overflow() || sum.grads.overflow()
         || sum.optimizer.overflow() || sum.min_states.overflow()
         || layer.overflow() || loss.overflow() || total.overflow()

@@ -222,6 +222,8 @@ ordered_json memory_object(const CheckReport& r) {
          {"bytes", u.bytes}});
   }
   j["gather_units"] = std::move(units);
+  j["hosted_params"] = m.hosted_params;
+  j["hosted_optimizer"] = m.hosted_optimizer;
   j["peak_phase"] = m.activations_counted
                         ? ordered_json(std::string(to_string(m.peak_phase)))
                         : ordered_json(nullptr);

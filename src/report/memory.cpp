@@ -93,6 +93,15 @@ std::string memory_text(const CheckReport& r) {
                        human_bytes(m.host_offload),
                        to_string(r.activations->remat));
   }
+  if (m.hosted_params + m.hosted_optimizer > 0) {
+    out += fmt::format(
+        "host memory per device: {} of model state ({}{}{}), in HBM for the "
+        "optimizer step only\n",
+        human_bytes(m.hosted_params + m.hosted_optimizer),
+        m.hosted_optimizer > 0 ? "optimizer state" : "",
+        m.hosted_optimizer > 0 && m.hosted_params > 0 ? " and " : "",
+        m.hosted_params > 0 ? "params" : "");
+  }
   if (r.activations != nullptr) {
     out += '\n';
     out += activations_table(*r.activations, m);

@@ -617,14 +617,18 @@ Rows largest_rows(const MemoryEstimate& m,
 }
 
 bool step_is_peak(const MemoryEstimate& m) {
-  return m.optimizer_step > m.gather_buffer + m.activations;
+  return m.optimizer_step + m.hosted_params + m.hosted_optimizer
+         > m.gather_buffer + m.activations;
 }
 
 std::vector<Category> categories(const MemoryEstimate& m) {
-  std::vector<Category> out = {{"params", m.per_device.params},
-                               {"grads", m.per_device.grads},
-                               {"optimizer", m.per_device.optimizer}};
-  if (step_is_peak(m)) {
+  // At the backward's peak the states kept in host memory are not in HBM.
+  const bool step = step_is_peak(m);
+  std::vector<Category> out = {
+      {"params", m.per_device.params - (step ? 0 : m.hosted_params)},
+      {"grads", m.per_device.grads},
+      {"optimizer", m.per_device.optimizer - (step ? 0 : m.hosted_optimizer)}};
+  if (step) {
     out.push_back({"optimizer step", m.optimizer_step});
     return out;
   }

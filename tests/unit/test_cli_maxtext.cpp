@@ -619,3 +619,54 @@ TEST_CASE("maxtext cli: opt_type and mu_dtype set the optimizer state",
   CHECK(bad.err.find("opt_type \"adamx\" is not an optimizer MaxText builds")
         != std::string::npos);
 }
+
+TEST_CASE("maxtext cli: model states kept in host memory until the step",
+          "[cli][maxtext][memory]") {
+  // Llama-3-8B on v5p-128 as fsdp:64 with bf16 weights and moments, no
+  // workload: the backward holds the params, the grads and the gather
+  // buffer (2,101,346,304 bytes: the head's backward with the last layer
+  // prefetched), which exceeds the optimizer step's fp32 update
+  // (32,833,536) plus the optimizer state (502,939,648); so with the state
+  // in host memory the peak is the backward's, without it.
+  auto memory = [](const std::string& extra) {
+    const test::CliResult r = test::run_cli(
+        test::args("memory --topology v5p-128 --model llama-3-8b --mesh "
+                   "fsdp:64 --rules fsdp --recipe adam --param-dtype bf16 "
+                   "--moment-dtype bf16 --master-weights none --format json "
+                   + extra));
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    return json::parse(r.out)["memory"];
+  };
+  const json resident = memory("");
+  const json offloaded = memory("--host-offload optimizer");
+  const auto optimizer = resident["per_device"]["optimizer"].get<int64_t>();
+  CHECK(optimizer == 502'939'648);
+  CHECK(offloaded["hosted_optimizer"] == optimizer);
+  CHECK(offloaded["hosted_params"] == 0);
+  CHECK(offloaded["max_device_total"].get<int64_t>()
+        == resident["max_device_total"].get<int64_t>() - optimizer);
+  // The params too (251,469,824 bytes).
+  const json both = memory("--host-offload optimizer,params");
+  CHECK(both["max_device_total"].get<int64_t>()
+        == resident["max_device_total"].get<int64_t>() - optimizer
+               - 251'469'824);
+  // MaxText's keys say the same, located at the key.
+  const test::CliResult r = test::run_cli(
+      test::args("memory --topology v5p-128 --model llama-3-8b --recipe adam "
+                 "--format json --maxtext-config {} ici_fsdp_parallelism=-1 "
+                 "ici_tensor_parallelism=1 weight_dtype=bfloat16 "
+                 "optimizer_memory_host_offload=true",
+                 data("small.yml")));
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json config = json::parse(r.out)["memory"];
+  CHECK(config["hosted_optimizer"] == config["per_device"]["optimizer"]);
+  CHECK(config["hosted_optimizer"].get<int64_t>() > 0);
+  const test::CliResult text = test::run_cli(test::args(
+      "memory --topology v5p-128 --model llama-3-8b --mesh fsdp:64 --rules "
+      "fsdp --recipe adam --host-offload optimizer"));
+  CHECK(text.out.find("of model state (optimizer state), in HBM for the "
+                      "optimizer step only")
+        != std::string::npos);
+}
