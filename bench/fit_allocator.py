@@ -23,6 +23,8 @@ import re
 import subprocess
 import sys
 
+from measured_runs import binary  # the same SHARDPLAN argument and default
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GIB = float(1 << 30)
 
@@ -33,16 +35,6 @@ TT_A = ("memory --recipe adam --topology h100x8 --hbm 96GiB --model "
         "--batch 16 --remat selective_op --cross-entropy eager "
         "--runtime pytorch --format json")
 MEASURED_RESERVED_GIB = 82.4
-
-
-def binary():
-    if len(sys.argv) > 1:
-        return sys.argv[1]
-    for build in ("release", "dev"):
-        path = os.path.join(ROOT, "build", build, "shardplan")
-        if os.path.exists(path):
-            return path
-    sys.exit("fit_allocator: build shardplan first (make build)")
 
 
 def main():
