@@ -364,9 +364,11 @@ class InputReader {
     memory.zero = {m_cmd.zero, Location::of("--zero")};
     memory.data_axes = {m_cmd.data_axes, Location::of("--data-axes")};
     for (const std::string& state : m_cmd.host_offload) {
-      (state == "optimizer" ? memory.optimizer_host_offload
-                            : memory.parameter_host_offload) = {
-          true, Location::of("--host-offload")};
+      Sourced<bool>& offload = state == "optimizer"
+                                   ? memory.optimizer_host_offload
+                                   : memory.parameter_host_offload;
+      offload.value = true;
+      offload.at = Location::of("--host-offload");
     }
     apply_runtime(m_cmd.runtime,
                   m_cmd.headroom,

@@ -823,9 +823,11 @@ class Reader {
                 "{} must be true or false, got {}", key, describe(s->value)));
       }
       if (v.boolean) {
-        (std::string_view(key) == "optimizer_memory_host_offload"
-             ? m_config.optimizer_host_offload
-             : m_config.parameter_host_offload) = at(*s, s->value);
+        std::optional<Location>& offload =
+            std::string_view(key) == "optimizer_memory_host_offload"
+                ? m_config.optimizer_host_offload
+                : m_config.parameter_host_offload;
+        offload = at(*s, s->value);
       }
     }
     return true;
