@@ -10,8 +10,9 @@
 // estimate_activations gives per device: the tensors each decoder layer keeps
 // for the backward under the policy, by name, split by the axes that shard
 // them; those times the layers a device holds and the microbatches in flight
-// on it; the embedding's and the head's (logits and the loss's fp32 copy of
-// them); and what an offloading policy keeps in host memory instead. Pure
+// on it; the embedding's and the head's (the logits as the loss's kernel
+// holds them: CrossEntropy); and what an offloading policy keeps in host
+// memory instead. Pure
 // computation: no text is parsed but the workload's own small values.
 //
 // What it offers, by the file that implements it (the files share
