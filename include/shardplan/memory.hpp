@@ -33,7 +33,6 @@
 #include <shardplan/sharding.hpp>
 #include <shardplan/tensor.hpp>
 
-#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -285,11 +284,6 @@ struct ActivationLoad {
   int64_t loss_bytes = 0;
   int64_t recompute_bytes = 0;
   int64_t host_bytes = 0;
-
-  // In HBM at the larger phase: saved + max(loss, recompute).
-  int64_t hbm_bytes() const {
-    return saved_bytes + std::max(loss_bytes, recompute_bytes);
-  }
 };
 
 // What runs the step, for what it keeps beyond what the step allocates
@@ -301,6 +295,7 @@ struct ActivationLoad {
 enum class Runtime { xla, pytorch };
 std::string_view to_string(Runtime runtime);  // "xla", "pytorch"
 std::optional<Runtime> parse_runtime(std::string_view text);
+std::vector<std::string> runtime_names();  // for --help and its check
 
 // Where a device's memory peaks (docs/memory.md, "The peak"): in a layer's
 // backward (the saved activations, one layer's recompute, two layers

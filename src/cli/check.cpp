@@ -333,7 +333,7 @@ void add_estimate_options(CLI::App& app, CheckCommand& cmd) {
                  "what runs the step: xla (JAX; the default on a TPU or with "
                  "--maxtext-config) or pytorch (its caching allocator "
                  "reserves more than it allocates; the default on a GPU)")
-      ->check(CLI::IsMember({"xla", "pytorch"}))
+      ->check(CLI::IsMember(runtime_names()))
       ->type_name("RUNTIME");
   app.add_option("--hbm",
                  cmd.hbm,

@@ -81,7 +81,7 @@ void add_search_options(CLI::App& sub,
                  cmd.runtime,
                  "xla (default on a TPU or with --maxtext-config) or pytorch "
                  "(default on a GPU)")
-      ->check(CLI::IsMember({"xla", "pytorch"}))
+      ->check(CLI::IsMember(runtime_names()))
       ->type_name("RUNTIME");
   sub.add_option("--seq",
                  cmd.seq,

@@ -993,25 +993,40 @@ class Reader {
     if (!read_remat_names()) {
       return false;
     }
-    std::optional<Sourced<std::string>> dtype =
-        string("weight_dtype", "a dtype name such as \"float32\"");
-    if (!dtype) {
+    return read_dtype("weight_dtype", false, m_config.weight_dtype)
+           && read_optimizer();
+  }
+
+  // A dtype key's value into `out`; with `optional_floating` (mu_dtype) ""
+  // leaves it unset and the dtype must be floating point. False after an
+  // error at the key.
+  bool read_dtype(const char* key,
+                  bool optional_floating,
+                  std::optional<Sourced<DType>>& out) {
+    std::optional<Sourced<std::string>> text =
+        string(key,
+               optional_floating ? "a dtype name such as \"float32\", or \"\""
+                                 : "a dtype name such as \"float32\"");
+    if (!text) {
       return false;
     }
-    if (dtype->set()) {
-      std::optional<DType> parsed = parse_dtype(dtype->value);
-      if (!parsed) {
-        m_diags
-            .error("maxtext.bad-value",
-                   fmt::format("weight_dtype {} is not a dtype",
-                               quote(dtype->value)),
-                   dtype->at)
-            .hint = dtype_hint(dtype->value);
-        return false;
-      }
-      m_config.weight_dtype = Sourced<DType>{*parsed, dtype->at};
+    if (!text->set() || (optional_floating && text->value.empty())) {
+      return true;
     }
-    return read_optimizer();
+    std::optional<DType> parsed = parse_dtype(text->value);
+    if (!parsed || (optional_floating && !is_floating(*parsed))) {
+      m_diags
+          .error("maxtext.bad-value",
+                 fmt::format("{} {} is not a{} dtype",
+                             key,
+                             quote(text->value),
+                             optional_floating ? " floating-point" : ""),
+                 text->at)
+          .hint = dtype_hint(text->value);
+      return false;
+    }
+    out = Sourced<DType>{*parsed, text->at};
+    return true;
   }
 
   // opt_type and mu_dtype (base.yml: "adamw", "": the weights' dtype).
@@ -1039,25 +1054,7 @@ class Reader {
       }
       m_config.opt_type = std::move(*opt);
     }
-    std::optional<Sourced<std::string>> mu =
-        string("mu_dtype", "a dtype name such as \"float32\", or \"\"");
-    if (!mu) {
-      return false;
-    }
-    if (mu->set() && !mu->value.empty()) {
-      std::optional<DType> parsed = parse_dtype(mu->value);
-      if (!parsed || !is_floating(*parsed)) {
-        m_diags
-            .error("maxtext.bad-value",
-                   fmt::format("mu_dtype {} is not a floating-point dtype",
-                               quote(mu->value)),
-                   mu->at)
-            .hint = dtype_hint(mu->value);
-        return false;
-      }
-      m_config.mu_dtype = Sourced<DType>{*parsed, mu->at};
-    }
-    return true;
+    return read_dtype("mu_dtype", true, m_config.mu_dtype);
   }
 
   // The custom policy's keys: each 'remat', 'device' or 'offload'.

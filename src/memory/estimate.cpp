@@ -968,30 +968,35 @@ class MemoryEstimator {
 
 }  // namespace
 
+namespace {
+
+constexpr std::array<Named<Runtime>, 2> k_runtimes{{
+    {Runtime::xla, "xla"},
+    {Runtime::pytorch, "pytorch"},
+}};
+
+constexpr std::array<Named<MemoryPhase>, 3> k_phases{{
+    {MemoryPhase::layer_backward, "layer_backward"},
+    {MemoryPhase::loss, "loss"},
+    {MemoryPhase::optimizer_step, "optimizer_step"},
+}};
+
+}  // namespace
+
 std::string_view to_string(Runtime runtime) {
-  return runtime == Runtime::pytorch ? "pytorch" : "xla";
+  return name_in(k_runtimes, runtime);
 }
 
 std::optional<Runtime> parse_runtime(std::string_view text) {
-  if (text == "xla") {
-    return Runtime::xla;
-  }
-  if (text == "pytorch") {
-    return Runtime::pytorch;
-  }
-  return std::nullopt;
+  return value_in(k_runtimes, text);
+}
+
+std::vector<std::string> runtime_names() {
+  return names_in(k_runtimes);
 }
 
 std::string_view to_string(MemoryPhase phase) {
-  switch (phase) {
-    case MemoryPhase::layer_backward:
-      return "layer_backward";
-    case MemoryPhase::loss:
-      return "loss";
-    case MemoryPhase::optimizer_step:
-      return "optimizer_step";
-  }
-  return "layer_backward";
+  return name_in(k_phases, phase);
 }
 
 std::optional<MemoryEstimate> estimate_memory(

@@ -22,6 +22,40 @@ bool is_embedding(const NameFacts& name) {
   return !name.layer && name.embedding;
 }
 
+// The units of no layer on one side of the layers, and the largest of them.
+struct Side {
+  Gather gather;
+  int64_t largest = 0;
+};
+
+// The loss's buffer: the units after the layers (the head) with their
+// gradients, the input embeddings too when no unit after the layers is as
+// large (a tied head), and the last layer's weights, prefetched. nullopt on
+// an overflow.
+std::optional<Gather> loss_buffer(Side outputs,
+                                  const Side& inputs,
+                                  size_t last_layer,
+                                  int64_t last_layer_weights) {
+  Gather loss = std::move(outputs.gather);
+  std::optional<int64_t> bytes = loss.bytes;
+  if (outputs.largest < inputs.largest) {
+    loss.units.insert(loss.units.end(),
+                      inputs.gather.units.begin(),
+                      inputs.gather.units.end());
+    bytes = checked_add(*bytes, inputs.gather.bytes);
+  }
+  if (bytes) {
+    bytes = checked_add(*bytes, last_layer_weights);
+  }
+  if (!bytes) {
+    return {};
+  }
+  loss.bytes = *bytes;
+  loss.units.push_back(last_layer);
+  std::sort(loss.units.begin(), loss.units.end());
+  return loss;
+}
+
 // Orders a unit's (rank, bytes) entries by rank.
 bool rank_before(const std::pair<int64_t, Sum>& entry, int64_t rank) {
   return entry.first < rank;
@@ -204,9 +238,7 @@ std::optional<Gathers> GatherUnits::best_pair(int64_t stage,
   std::optional<size_t> last_layer;
   int64_t previous_bytes = 0;
   int64_t last_layer_bytes = 0;
-  Gather inputs, outputs;  // the units of no layer before and after layers
-  int64_t largest_input = 0;
-  int64_t largest_output = 0;
+  Side inputs, outputs;  // the units of no layer before and after layers
   for (size_t u : units) {
     std::optional<int64_t> unit_bytes = bytes(m_units[u], expert_rank);
     if (!unit_bytes) {
@@ -216,16 +248,14 @@ std::optional<Gathers> GatherUnits::best_pair(int64_t stage,
       last_layer = u;
       last_layer_bytes = *unit_bytes;
     } else if (layered) {
-      const bool input = !last_layer;
-      Gather& side = input ? inputs : outputs;
-      std::optional<int64_t> sum = checked_add(side.bytes, *unit_bytes);
+      Side& side = last_layer ? outputs : inputs;
+      std::optional<int64_t> sum = checked_add(side.gather.bytes, *unit_bytes);
       if (!sum) {
         return {};
       }
-      side.bytes = *sum;
-      side.units.push_back(u);
-      int64_t& largest = input ? largest_input : largest_output;
-      largest = std::max(largest, *unit_bytes);
+      side.gather.bytes = *sum;
+      side.gather.units.push_back(u);
+      side.largest = std::max(side.largest, *unit_bytes);
     }
     // The backward of u holds its weights and gradients while the previous
     // unit's weights, prefetched, arrive (its gradients come with its own
@@ -243,25 +273,13 @@ std::optional<Gathers> GatherUnits::best_pair(int64_t stage,
     previous = u;
     previous_bytes = *unit_bytes;
   }
-  // The loss holds the head (and the embedding when it is the head) and
-  // prefetches the last layer's weights for its backward.
-  if (last_layer && !outputs.units.empty()) {
-    best.loss = std::move(outputs);
-    if (largest_output < largest_input) {
-      best.loss.units.insert(
-          best.loss.units.end(), inputs.units.begin(), inputs.units.end());
-      best.loss.bytes = checked_add(best.loss.bytes, inputs.bytes).value_or(-1);
-    }
-    best.loss.bytes =
-        best.loss.bytes < 0
-            ? -1
-            : checked_add(best.loss.bytes, weights_of(last_layer_bytes))
-                  .value_or(-1);
-    if (best.loss.bytes < 0) {
+  if (last_layer && !outputs.gather.units.empty()) {
+    std::optional<Gather> loss = loss_buffer(
+        std::move(outputs), inputs, *last_layer, weights_of(last_layer_bytes));
+    if (!loss) {
       return {};
     }
-    best.loss.units.push_back(*last_layer);
-    std::sort(best.loss.units.begin(), best.loss.units.end());
+    best.loss = std::move(*loss);
   }
   for (Gather* g : {&best.layers, &best.loss}) {
     if (g->bytes == 0) {
