@@ -173,66 +173,78 @@ const RematRow& row_of(RematPolicy policy) {
   return k_policies[static_cast<size_t>(policy)];
 }
 
-// The checkpoint-name bit of `tag` (0: no policy names it).
-unsigned name_bit(Tag tag) {
+// What each checkpoint name is to the policies, one row per Tag in the
+// enum's order: its name (custom policies place it by name; "" for
+// other), the bit MaxText's named policies keep it by (0: none names it),
+// and whether torchtitan's op SAC saves it. Op SAC saves the attention
+// kernel's outputs (its context, and the core's tensors: flash's
+// logsumexp, Tag::other with `core`) and the odd matmuls of a layer in call
+// order: wq (1), wv (3), w1 (5, the gate) and w2 (7, down) of a gated
+// layer; wk, wo and w3 are recomputed (torchtitan's
+// distributed/activation_checkpoint.py, _get_custom_policy).
+struct TagRow {
+  Tag tag;
+  std::string_view name;
+  unsigned bit;
+  bool op_sac;
+};
+
+constexpr TagRow k_tags[] = {
+    {Tag::other, "", 0, false},
+    {Tag::decoder_layer_input, "decoder_layer_input", 0, true},
+    {Tag::query_proj, "query_proj", k_qkv, true},
+    {Tag::key_proj, "key_proj", k_qkv, false},
+    {Tag::value_proj, "value_proj", k_qkv, true},
+    {Tag::context, "context", k_context, true},
+    {Tag::out_proj, "out_proj", k_out_proj, false},
+    {Tag::mlpwi_0, "mlpwi_0", k_mlpwi, true},
+    {Tag::mlpwi_1, "mlpwi_1", k_mlpwi, false},
+    {Tag::moe_mlpwi_1, "moe_mlpwi_1", 0, false},
+    {Tag::mlpwi, "mlpwi", k_mlpwi, true},
+    {Tag::mlpwo, "mlpwo", k_mlpwo, true},
+    {Tag::mla_q, "mla_q", 0, false},
+    {Tag::mla_kv, "mla_kv", 0, false},
+};
+
+// The last Tag: a new one is a -Wswitch error here until it says whether it
+// is the last, and k_tags must then hold its row (as is_last above).
+constexpr bool is_last(Tag tag) {
   switch (tag) {
+    case Tag::other:
+    case Tag::decoder_layer_input:
     case Tag::query_proj:
     case Tag::key_proj:
     case Tag::value_proj:
-      return k_qkv;
     case Tag::context:
-      return k_context;
     case Tag::out_proj:
-      return k_out_proj;
     case Tag::mlpwi_0:
     case Tag::mlpwi_1:
-    case Tag::mlpwi:
-      return k_mlpwi;
-    case Tag::mlpwo:
-      return k_mlpwo;
-    case Tag::other:
-    case Tag::decoder_layer_input:
     case Tag::moe_mlpwi_1:
+    case Tag::mlpwi:
+    case Tag::mlpwo:
     case Tag::mla_q:
+      return false;
     case Tag::mla_kv:
-      return 0;
+      return true;
   }
-  return 0;
+  return false;
+}
+constexpr bool one_row_per_tag() {
+  for (size_t i = 0; i < std::size(k_tags); ++i) {
+    if (k_tags[i].tag != static_cast<Tag>(i)) {
+      return false;
+    }
+  }
+  return is_last(k_tags[std::size(k_tags) - 1].tag);
+}
+static_assert(one_row_per_tag(), "k_tags holds one row per Tag, in order");
+
+const TagRow& row_of(Tag tag) {
+  return k_tags[static_cast<size_t>(tag)];
 }
 
-// The checkpoint name of `tag` ("" for other).
-std::string_view tag_name(Tag tag) {
-  switch (tag) {
-    case Tag::other:
-      return "";
-    case Tag::decoder_layer_input:
-      return "decoder_layer_input";
-    case Tag::query_proj:
-      return "query_proj";
-    case Tag::key_proj:
-      return "key_proj";
-    case Tag::value_proj:
-      return "value_proj";
-    case Tag::context:
-      return "context";
-    case Tag::out_proj:
-      return "out_proj";
-    case Tag::mlpwi_0:
-      return "mlpwi_0";
-    case Tag::mlpwi_1:
-      return "mlpwi_1";
-    case Tag::moe_mlpwi_1:
-      return "moe_mlpwi_1";
-    case Tag::mlpwi:
-      return "mlpwi";
-    case Tag::mlpwo:
-      return "mlpwo";
-    case Tag::mla_q:
-      return "mla_q";
-    case Tag::mla_kv:
-      return "mla_kv";
-  }
-  return "";
+bool saved_by_op_sac(Tag tag, bool core) {
+  return tag == Tag::other ? core : row_of(tag).op_sac;
 }
 
 constexpr std::array<Named<RematPlacement>, 3> k_placements{{
@@ -264,34 +276,6 @@ unsigned custom_bits(const CustomRemat& custom) {
     bits |= k_mlpwo;
   }
   return bits;
-}
-
-// torchtitan's op SAC saves the attention kernel's outputs (its context and
-// logsumexp: the core's tensors) and the odd matmuls of the layer in call
-// order: wq (1), wv (3), w1 (5, the gate) and w2 (7, down) of a gated
-// layer; wk, wo and w3 are recomputed. torchtitan's
-// distributed/activation_checkpoint.py, _get_custom_policy.
-bool saved_by_op_sac(Tag tag, bool core) {
-  switch (tag) {
-    case Tag::decoder_layer_input:
-    case Tag::query_proj:
-    case Tag::value_proj:
-    case Tag::context:
-    case Tag::mlpwi_0:
-    case Tag::mlpwi:
-    case Tag::mlpwo:
-      return true;
-    case Tag::other:
-      return core;
-    case Tag::key_proj:
-    case Tag::out_proj:
-    case Tag::mlpwi_1:
-    case Tag::moe_mlpwi_1:
-    case Tag::mla_q:
-    case Tag::mla_kv:
-      return false;
-  }
-  return false;
 }
 
 // Reads "NAME=PLACE,..." after "custom:" into `custom`.
@@ -362,7 +346,7 @@ Kept kept(RematPolicy policy,
       if (tag == Tag::other) {
         return {false, false};
       }
-      const RematPlacement p = custom.of(tag_name(tag));
+      const RematPlacement p = custom.of(row_of(tag).name);
       return {p == RematPlacement::device, p == RematPlacement::offload};
     }
     case Keeps::every_other_mm:
@@ -373,7 +357,7 @@ Kept kept(RematPolicy policy,
   if (tag == Tag::decoder_layer_input) {
     return {true, false};
   }
-  const bool named = (row.names & name_bit(tag)) != 0;
+  const bool named = (row.names & row_of(tag).bit) != 0;
   return row.where == Where::host ? Kept{false, named} : Kept{named, false};
 }
 
