@@ -16,6 +16,8 @@ Sources of the rows (every run ran, so each must fit):
          maxtext_trillium_model_configs.py
   7x-*   AI-Hypercomputer/tpu-recipes training/ironwood/README.md
   v5p-a  AI-Hypercomputer/maxtext docs/reference/models/tiering.md (Gold)
+  v5p-405b  AI-Hypercomputer/tpu-recipes training/v5p/Llama3.1-405B-MaxText/
+         README.md (not in the calibration set: a check, nothing fitted)
   tt-a   pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md
 """
 
@@ -37,6 +39,8 @@ RUNS = [
     ("v6e-e", "Llama 3.1 70B", "--topology v6e-128 --model llama-3-70b", 34.786, None, None),
     ("7x-a", "Llama 3.1 70B", "--topology tpu7x-512 --model llama-3-70b", 12.27, None, None),
     ("7x-b", "DeepSeek-V3", "--topology tpu7x-512 --model deepseek-v3", 26.79, None, None),
+    ("v5p-405b", "Llama 3.1 405B", "--topology v5p-1024 --model llama-3.1-405b",
+     131.474, None, None),
     ("v5p-a", "Llama 2 70B",
      "--topology v5p-1024 --from-hf-config bench/measured/llama-2-70b.json",
      None, None, 692.0),

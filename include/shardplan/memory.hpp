@@ -506,6 +506,13 @@ struct MemoryEstimate {
   // keeps two all-gather outputs alive; docs/sources.md#gather-buffer.)
   int64_t gather_buffer = 0;
   std::vector<GatherUnit> gather_units;  // those units, in order
+  // The prefetched unit's weights the estimate left out: XLA's scheduler
+  // holds a memory limit (its latency-hiding scheduler's memory_limit;
+  // MaxText's large runs track memory pressure), so when the backward
+  // with the prefetch does not fit it gathers the next unit after this
+  // one's buffers are freed, and that all-gather is exposed (0: the
+  // prefetch is counted; runtime xla only; docs/memory.md, "The peak").
+  int64_t prefetch_dropped = 0;
   // The mesh axes their tensors are gathered over, in mesh order.
   std::vector<std::string> gather_axes;
   // The dtype a weight held wider than the compute dtype moves in

@@ -121,6 +121,7 @@ struct SearchCandidate {
   // memory: the most loaded device's parts and total
   StateBytes per_device;
   int64_t gather_buffer = 0;
+  int64_t prefetch_dropped = 0;  // MemoryEstimate::prefetch_dropped
   int64_t max_device_total = 0;
   std::optional<int64_t> hbm_bytes;
   std::optional<int64_t> capacity_bytes;  // usable: HBM less the headroom

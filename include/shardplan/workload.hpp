@@ -563,6 +563,10 @@ struct StepInputs {
   // Bytes of the model state a device updates in the optimizer step (its
   // params + grads + optimizer state), read and written once.
   int64_t optimizer_state_bytes = 0;
+  // The backward prefetches the next layer's weights (false when the
+  // memory fits only without: MemoryEstimate::prefetch_dropped; its
+  // all-gathers are then exposed).
+  bool backward_prefetch = true;
   // Where the mesh came from ("--mesh"), for the roofline warnings.
   Location mesh_at;
   // Where the topology comes from ("--topology"), named by step.no-figure

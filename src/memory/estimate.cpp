@@ -614,7 +614,20 @@ class MemoryEstimator {
     assert(loads.size() <= 1 || loads.size() == static_cast<size_t>(m_stages));
     MemoryEstimate est = m_out;
     std::optional<std::pair<GroupMemory, Gather>> most =
-        most_loaded_group(est, loads);
+        most_loaded_group(est, loads, true);
+    if (most && m_options.runtime == Runtime::xla
+        && !within_capacity(est, most->first.total)) {
+      // XLA schedules under a memory limit: without the prefetch, if that
+      // fits (docs/memory.md, "The peak").
+      MemoryEstimate lean = m_out;
+      std::optional<std::pair<GroupMemory, Gather>> without =
+          most_loaded_group(lean, loads, false);
+      if (without && within_capacity(lean, without->first.total)) {
+        lean.prefetch_dropped = most->first.total - without->first.total;
+        est = std::move(lean);
+        most = std::move(without);
+      }
+    }
     if (!most) {
       overflow_error(m_manifest, found);
       return {};
@@ -645,13 +658,15 @@ class MemoryEstimator {
   // ties) with its gather buffer, and with placement each stage's most
   // loaded group in est.stages. nullopt on an overflow.
   std::optional<std::pair<GroupMemory, Gather>> most_loaded_group(
-      MemoryEstimate& est, const std::vector<ActivationLoad>& loads) {
+      MemoryEstimate& est,
+      const std::vector<ActivationLoad>& loads,
+      bool prefetch) {
     std::optional<std::pair<GroupMemory, Gather>> most;
     for (int64_t s = 0; s < m_stages; ++s) {
       std::optional<GroupMemory> stage_most;
       for (int64_t r = 0; r < m_ranks; ++r) {
         std::optional<std::pair<GroupMemory, Gather>> g =
-            group_memory(s, r, loads);
+            group_memory(s, r, loads, prefetch);
         if (!g) {
           return {};
         }
@@ -678,10 +693,14 @@ class MemoryEstimator {
     sum.update = std::max(sum.update, bucket.update);
   }
 
-  // gather buffer: group (s, r)'s memory: its buckets, its gather buffer,
-  // its stage's activations. nullopt on an overflow.
+  // gather buffer: group (s, r)'s memory: its buckets, its gather buffer
+  // (with the next unit prefetched, or not), its stage's activations.
+  // nullopt on an overflow.
   std::optional<std::pair<GroupMemory, Gather>> group_memory(
-      int64_t s, int64_t r, const std::vector<ActivationLoad>& loads) {
+      int64_t s,
+      int64_t r,
+      const std::vector<ActivationLoad>& loads,
+      bool prefetch) {
     GroupMemory g;
     g.stage = s;
     g.expert_rank = r;
@@ -697,6 +716,10 @@ class MemoryEstimator {
     std::optional<Gathers> gathers = m_units->gather(s, r);
     if (!gathers) {
       return {};
+    }
+    if (!prefetch) {
+      gathers = Gathers{gathers->layers.without_prefetch(),
+                        gathers->loss.without_prefetch()};
     }
     g.per_device = StateBytes{
         sum.params.value(), sum.grads.value(), sum.optimizer.value()};
@@ -876,6 +899,18 @@ class MemoryEstimator {
         std::begin(parts), std::end(parts), [](const auto& a, const auto& b) {
           return a.second < b.second;
         });
+  }
+
+  // Whether `total` allocated, with the runtime's reserve, fits the usable
+  // HBM; true when the HBM is unknown.
+  static bool within_capacity(const MemoryEstimate& est, int64_t total) {
+    if (!est.hbm_bytes) {
+      return true;
+    }
+    const double reserved =
+        std::ceil(static_cast<double>(total) * (1.0 + est.reserve));
+    return reserved <= std::floor(static_cast<double>(*est.hbm_bytes)
+                                  * (1.0 - est.headroom));
   }
 
   void check_capacity(MemoryEstimate& est,

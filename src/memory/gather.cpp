@@ -53,6 +53,8 @@ std::optional<Gather> loss_buffer(Side outputs,
   loss.bytes = *bytes;
   loss.units.push_back(last_layer);
   std::sort(loss.units.begin(), loss.units.end());
+  loss.prefetched = last_layer_weights;
+  loss.prefetched_unit = last_layer;
   return loss;
 }
 
@@ -62,6 +64,18 @@ bool rank_before(const std::pair<int64_t, Sum>& entry, int64_t rank) {
 }
 
 }  // namespace
+
+Gather Gather::without_prefetch() const {
+  Gather out = *this;
+  out.bytes -= prefetched;
+  if (prefetched_unit) {
+    out.units.erase(
+        std::find(out.units.begin(), out.units.end(), *prefetched_unit));
+  }
+  out.prefetched = 0;
+  out.prefetched_unit.reset();
+  return out;
+}
 
 bool AxisUse::kept(const std::string& axis, Role role) const {
   return listed(m_roles.tensor, axis) || listed(m_roles.stage, axis)
@@ -267,8 +281,11 @@ std::optional<Gathers> GatherUnits::best_pair(int64_t stage,
       return {};
     }
     if (best.layers.units.empty() || *held > best.layers.bytes) {
-      best.layers =
-          previous ? Gather{*held, {*previous, u}} : Gather{*held, {u}};
+      best.layers = previous ? Gather{*held,
+                                      {*previous, u},
+                                      weights_of(previous_bytes),
+                                      previous}
+                             : Gather{*held, {u}, 0, std::nullopt};
     }
     previous = u;
     previous_bytes = *unit_bytes;

@@ -154,6 +154,13 @@ class AxisUse {
 struct Gather {
   int64_t bytes = 0;
   std::vector<size_t> units;
+  // Of `bytes`, the weights of the unit prefetched for the backward that
+  // comes next, and that unit; nullopt when none is.
+  int64_t prefetched = 0;
+  std::optional<size_t> prefetched_unit;
+
+  // Without the prefetch: the unit's own buffer alone.
+  Gather without_prefetch() const;
 };
 
 // A group's two gather buffers (docs/memory.md, "The peak"), one per phase

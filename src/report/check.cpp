@@ -222,6 +222,7 @@ ordered_json memory_object(const CheckReport& r) {
          {"bytes", u.bytes}});
   }
   j["gather_units"] = std::move(units);
+  j["prefetch_dropped"] = m.prefetch_dropped;
   j["hosted_params"] = m.hosted_params;
   j["hosted_optimizer"] = m.hosted_optimizer;
   j["peak_phase"] = m.activations_counted

@@ -73,6 +73,9 @@ std::string memory_text(const CheckReport& r) {
   if (r.activations != nullptr && m.activations_counted) {
     out += peak_line(m, *r.activations) + "\n";
   }
+  if (const std::string prefetch = prefetch_line(m); !prefetch.empty()) {
+    out += prefetch + "\n";
+  }
   if (m.gather_buffer > 0) {
     out +=
         fmt::format("gather buffer: {} gathered over {} at use{}\n",

@@ -39,6 +39,7 @@ ordered_json candidate_json(const SearchCandidate& c) {
         {"activations", c.activations},
         {"total", c.max_device_total}}},
       {"max_device_total", c.max_device_total},
+      {"prefetch_dropped", c.prefetch_dropped},
       {"hbm_bytes",
        c.hbm_bytes ? ordered_json(*c.hbm_bytes) : ordered_json(nullptr)},
       {"capacity_bytes",

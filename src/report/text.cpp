@@ -657,21 +657,34 @@ std::string optimizer_step_line(const MemoryEstimate& m) {
 }
 
 std::string peak_line(const MemoryEstimate& m, const ActivationEstimate& a) {
+  const bool prefetch = m.prefetch_dropped == 0;
   switch (m.peak_phase) {
     case MemoryPhase::loss:
       return fmt::format(
           "peak: the loss: every layer's saved activations, the head's "
-          "logits ({} cross-entropy), the head's weights gathered and the "
-          "last layer's prefetched",
-          to_string(a.cross_entropy));
+          "logits ({} cross-entropy), the head's weights gathered{}",
+          to_string(a.cross_entropy),
+          prefetch ? " and the last layer's prefetched" : "");
     case MemoryPhase::layer_backward:
-      return "peak: a layer's backward: every layer's saved activations, "
-             "its recompute, its weights and gradients gathered and the next "
-             "one's weights prefetched";
+      return fmt::format(
+          "peak: a layer's backward: every layer's saved activations, its "
+          "recompute, its weights and gradients gathered{}",
+          prefetch ? " and the next one's weights prefetched" : "");
     case MemoryPhase::optimizer_step:
       break;
   }
   return "peak: the optimizer step";
+}
+
+std::string prefetch_line(const MemoryEstimate& m) {
+  if (m.prefetch_dropped == 0) {
+    return {};
+  }
+  return fmt::format(
+      "prefetch: fits only without the next layer's weights prefetched ({}): "
+      "XLA schedules under its memory limit and gathers them after this "
+      "layer's buffers are freed, an exposed all-gather",
+      human_bytes(m.prefetch_dropped));
 }
 
 std::string placement_line(const MemoryEstimate& m) {

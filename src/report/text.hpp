@@ -165,6 +165,9 @@ std::string optimizer_step_line(const MemoryEstimate& memory);
 // peak is in (docs/memory.md, "The peak").
 std::string peak_line(const MemoryEstimate& memory,
                       const ActivationEstimate& activations);
+// "prefetch: fits only without the next layer's weights prefetched ...";
+// empty when the prefetch is counted (MemoryEstimate::prefetch_dropped).
+std::string prefetch_line(const MemoryEstimate& memory);
 // Where the estimate is with stage or expert axes: "most loaded: stage 1
 // of 2 (pp), expert rank 0 of 4 (ep)"; empty without them.
 std::string placement_line(const MemoryEstimate& memory);

@@ -382,6 +382,7 @@ class Searcher {
              SearchCandidate& c) const {
     c.per_device = mem.per_device;
     c.gather_buffer = mem.gather_buffer;
+    c.prefetch_dropped = mem.prefetch_dropped;
     c.max_device_total = mem.max_device_total;
     c.hbm_bytes = mem.hbm_bytes;
     c.capacity_bytes = mem.capacity_bytes;

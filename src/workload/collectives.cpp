@@ -145,7 +145,7 @@ std::vector<CollectiveRow> fsdp_collectives(const CollectiveInputs& c) {
        gather,
        gathered,
        calls,
-       prefetch,
+       prefetch && c.in.backward_prefetch,
        0},
       {Parallelism::fsdp,
        Collective::reduce_scatter,

@@ -503,7 +503,11 @@ class StepEstimator {
         {"overlap",
          fmt::format("fsdp gathers {}, gradient reduction {}, tensor "
                      "collectives {}, expert all-to-all {}",
-                     o.overlap_fsdp ? "prefetched" : "exposed",
+                     !o.overlap_fsdp          ? "exposed"
+                     : m_in.backward_prefetch ? "prefetched"
+                                              : "prefetched in the forward "
+                                                "(the backward's exposed: no "
+                                                "room to prefetch)",
                      o.overlap_grad_reduce ? "behind the backward" : "exposed",
                      o.overlap_tensor ? "overlapped" : "exposed",
                      o.overlap_expert ? "overlapped" : "exposed"),
@@ -559,6 +563,7 @@ StepInputs step_inputs_for(const ModelConfig& model,
   in.weight_bytes = dtype_bits(moved) / 8;
   in.grad_bytes = dtype_bits(memory.grad_dtype.value_or(moved)) / 8;
   in.optimizer_state_bytes = memory.per_device.model_states();
+  in.backward_prefetch = memory.prefetch_dropped == 0;
   in.mesh_at = std::move(mesh_at);
   return in;
 }

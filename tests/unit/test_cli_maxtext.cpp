@@ -353,6 +353,53 @@ TEST_CASE("maxtext cli: f32 weights move in the compute dtype, bf16",
   CHECK(bf16["memory"]["gather_dtype"].is_null());
 }
 
+TEST_CASE("maxtext cli: XLA gives up the prefetch before it runs out",
+          "[cli][maxtext][memory][step]") {
+  // Llama 3.1 405B on v5p-1024 as MaxText's llama3_1_405b_8192_v5p_1024
+  // runs it (bench/measured/v5p-405b.yml: pure FSDP over 512 chips, pdb
+  // 2, seq 8192, f32 weights, custom remat with context and mlpwo
+  // offloaded): it ran (tpu-recipes, 131.474 s a step). Worked by hand:
+  // state 16 bytes a parameter, 796,819,456 parameters a device (the
+  // 126 x 2 + 1 norms of 16,384 whole, the rest / 512): 12,749,111,296;
+  // saved inputs 126 x 2*8192*2*16384 = 67,645,734,912; token ids 65,536;
+  // a layer's recompute 16,384 tokens x 487,936 bytes (2 x (5h + a*d + 2kd
+  // + 3I) + 4a) = 7,994,343,424; a layer gathered in bf16 with its
+  // gradients, 2 x 2 x 3,187,671,040 (its norms are not split) =
+  // 12,750,684,160. With the next layer's weights prefetched (another
+  // 6,375,342,080) the backward needs 107,515,281,408 bytes of the chip's
+  // 102,800,042,230; without, 101,139,939,328: XLA schedules under its
+  // memory limit, so it fits and the backward's all-gathers are exposed.
+  const test::CliResult r = test::run_cli(test::args(
+      "memory --topology v5p-1024 --model llama-3.1-405b --recipe adam "
+      "--format json --maxtext-config {}/bench/measured/v5p-405b.yml",
+      SHARDPLAN_SOURCE_DIR));
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json doc = test::parse_json_from(r.out, "memory");
+  const json& memory = doc["memory"];
+  CHECK(memory["fits"] == true);
+  CHECK(memory["peak_phase"] == "layer_backward");
+  CHECK(memory["prefetch_dropped"] == 6'375'342'080);
+  CHECK(memory["per_device"]["gather_buffer"] == 12'750'684'160);
+  CHECK(memory["per_device"]["activations"] == 75'640'143'872);
+  CHECK(memory["max_device_total"] == 101'139'939'328);
+  const json& gathers = doc["step"]["collectives"];
+  CHECK(gathers[0]["what"] == "fsdp all-gather (forward)");
+  CHECK(gathers[0]["exposed_seconds"] < gathers[0]["seconds"]);
+  CHECK(gathers[1]["what"] == "fsdp all-gather (backward)");
+  CHECK(gathers[1]["exposed_seconds"] == gathers[1]["seconds"]);
+  // PyTorch's FSDP2 prefetches whatever the memory: it does not fit.
+  const test::CliResult torch = test::run_cli(test::args(
+      "memory --topology v5p-1024 --model llama-3.1-405b --recipe adam "
+      "--format json --runtime pytorch --maxtext-config "
+      "{}/bench/measured/v5p-405b.yml",
+      SHARDPLAN_SOURCE_DIR));
+  CHECK(torch.code == 1);
+  const json pytorch = test::parse_json_from(torch.out, "memory")["memory"];
+  CHECK(pytorch["prefetch_dropped"] == 0);
+  CHECK(pytorch["fits"] == false);
+}
+
 TEST_CASE("maxtext cli: the custom remat policy places each name",
           "[cli][maxtext][activations]") {
   // custom-remat.yml offloads decoder_layer_input and q/k/v (Llama 3.1 70B
