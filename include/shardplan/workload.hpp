@@ -231,6 +231,11 @@ struct Workload {
   // The loss's kernel; its location says who decided (a flag, a MaxText
   // config, or nobody: Megatron's, the default).
   Sourced<CrossEntropy> cross_entropy{CrossEntropy::vocab_parallel, {}};
+  // The framework keeps only the tensors the backward reads (JAX's remat
+  // saves residuals: a policy's name on a tensor nothing reads, mlpwo's
+  // output, keeps nothing); false: every tensor a policy names is kept
+  // (PyTorch's selective checkpointing caches each saved op's output).
+  bool residuals_only = false;
   // Where the mesh came from ("--mesh"), for errors about its axes: a stage
   // axis that does not divide the layers, an expert axis larger than the
   // expert count.
@@ -314,6 +319,7 @@ struct ActivationEstimate {
   std::string residual_source;
   CrossEntropy cross_entropy = CrossEntropy::vocab_parallel;
   std::string cross_entropy_source;  // a flag, a config, or empty (default)
+  bool residuals_only = false;       // Workload::residuals_only
   DType activation_dtype = DType::bf16;
   int64_t seq = 0;           // tokens per sequence
   int64_t global_batch = 0;  // sequences per optimizer step

@@ -418,6 +418,7 @@ class InputReader {
                                   || !m_cmd.source.hf_config.empty()
                                   || !m_cmd.workload.config.empty();
     apply_maxtext_workload(m_in.maxtext, has_architecture, workload, m_diags);
+    workload.residuals_only = m_in.memory.runtime == Runtime::xla;
     if (!load_training(workload,
                        m_cmd.source,
                        m_cmd.data_axes,

@@ -220,6 +220,7 @@ bool search_options(const SearchCommand& cmd,
                                     : &in.slices.front(),
                 maxtext.has_value(),
                 options.memory);
+  options.workload.residuals_only = options.memory.runtime == Runtime::xla;
   apply_maxtext_param_dtype(maxtext, options.memory.param_dtype);
   apply_maxtext_optimizer(maxtext, options.memory);
   options.step.matmul_efficiency = {cmd.matmul_efficiency,

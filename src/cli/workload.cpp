@@ -204,6 +204,7 @@ Workload workload_of(const WorkloadFlags& flags) {
                            .value_or(CrossEntropy::vocab_parallel),
                        flags.cross_entropy.at};
   }
+  w.residuals_only = flags.residuals_only;
   w.mesh_at = Location::of("--mesh");
   return w;
 }

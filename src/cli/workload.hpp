@@ -48,6 +48,8 @@ struct WorkloadFlags {
       {}, Location::of("--cross-entropy")};
   // The MTP modules trained (0 unless given: every framework's default).
   Sourced<std::optional<int64_t>> mtp_layers{{}, Location::of("--mtp-layers")};
+  // Workload::residuals_only: the runtime's (XLA: JAX), set by the caller.
+  bool residuals_only = false;
   std::vector<std::string> tensor_axes;
   std::vector<std::string> sequence_axes;
   std::vector<std::string> expert_axes;

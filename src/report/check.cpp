@@ -54,6 +54,7 @@ ordered_json activations_object(const ActivationEstimate& a,
   j["activation_layout_source"] = a.residual_source;
   j["cross_entropy"] = std::string(to_string(a.cross_entropy));
   j["cross_entropy_source"] = a.cross_entropy_source;
+  j["residuals_only"] = a.residuals_only;
   j["activation_dtype"] = std::string(to_string(a.activation_dtype));
   j["seq"] = a.seq;
   j["global_batch"] = a.global_batch;

@@ -54,7 +54,11 @@ struct Candidate {
   std::string name;
   Tag tag = Tag::other;
   bool needed = true;  // kept when nothing is recomputed (remat none)
-  bool core = false;   // the attention core: recomputed by selective
+  // A tensor the backward does not need that a needed one is recomputed
+  // from (out_proj's output: the MLP norm's input is the residual plus
+  // it): saved by a policy that names it even under JAX.
+  bool feeds_recompute = false;
+  bool core = false;  // the attention core: recomputed by selective
   Scale scale = Scale::outside;
   int64_t width = 0;       // elements per token (or per pair, or heads)
   int64_t elem_bytes = 0;  // bytes per element
@@ -379,8 +383,10 @@ class LayerBuilder {
         k_korthikanti);
     // out_proj's output: the backward needs it only as Gemma2's
     // post-attention norm's input; policies may keep it anyway.
-    add("out_proj", Tag::out_proj, Scale::outside, d.h, "h", k_maxtext).needed =
-        m_model.post_norms;
+    Candidate& out_proj =
+        add("out_proj", Tag::out_proj, Scale::outside, d.h, "h", k_maxtext);
+    out_proj.needed = m_model.post_norms;
+    out_proj.feeds_recompute = true;
     if (m_model.residual_dropout > 0) {
       add_bytes("attention_residual_dropout_mask",
                 Tag::other,
@@ -641,6 +647,7 @@ class Estimator {
     m_e.cross_entropy_source = m_w.cross_entropy.at.empty()
                                    ? "default"
                                    : to_string(m_w.cross_entropy.at);
+    m_e.residuals_only = m_w.residuals_only;
     m_e.seq = m_w.seq.value;
     m_e.microbatches = m_w.microbatches.value;
     m_e.stage_interleave = m_w.stage_interleave.value;
@@ -939,7 +946,10 @@ class Estimator {
     for (const Candidate& c : candidates) {
       const auto [device, host] = workload_detail::kept(
           policy, m_e.custom_remat, c.tag, c.needed, c.core);
-      if (!device && !host) {
+      // JAX saves residuals only: a named tensor nothing in the backward
+      // reads is not kept (PyTorch's SAC caches every saved op's output).
+      const bool read = c.needed || c.feeds_recompute || !m_w.residuals_only;
+      if ((!device && !host) || !read) {
         continue;
       }
       SavedTensor t = saved_of(c);
