@@ -373,6 +373,11 @@ struct MemoryOptions {
   // total over capacity is reported where it came from ("--hbm",
   // "--topology v5p-128").
   Sourced<std::optional<int64_t>> hbm_bytes;
+  // The RAM of a host and the devices it serves (the topology's
+  // host_memory_bytes_per_chip x its chips a host); nullopt when unknown:
+  // the host's share of offloaded tensors is then not checked.
+  Sourced<std::optional<int64_t>> host_memory_bytes;
+  int64_t devices_per_host = 1;
   // The runtime, and what it adds: `reserve`, what its allocator reserves
   // beyond the peak allocated, as a fraction of it; `headroom`, the
   // fraction of HBM kept free (what the runtime holds outside its
@@ -562,6 +567,14 @@ struct MemoryEstimate {
   std::optional<bool> fits;               // reserved_total <= capacity
   // capacity - reserved_total: the room left (negative: the overflow).
   std::optional<int64_t> headroom_left;
+  // Host memory (docs/memory.md, "Host memory"): a device's host_offload +
+  // hosted_params + hosted_optimizer x the devices a host serves, against
+  // the host's RAM (options.host_memory_bytes; host_fits nullopt when it
+  // is unknown).
+  int64_t devices_per_host = 1;
+  int64_t host_bytes_per_host = 0;
+  std::optional<int64_t> host_memory_bytes;
+  std::optional<bool> host_fits;
   // Of the tensors the most loaded group holds:
   std::vector<DtypeMemory> by_dtype;  // first appearance order
   // By model states, descending (a tensor standing for several, as

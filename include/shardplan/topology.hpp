@@ -318,6 +318,10 @@ struct TopologyFigures {
   // devices: v2, v3 and TPU7x have two).
   Figure bf16_flops_per_s_per_device;
   Figure hbm_bytes_per_s_per_device;
+  // The host's RAM per chip (a GPU is a chip): the VM's or the server's
+  // memory over the chips it serves, which a host's share of offloaded
+  // activations and model states must fit (docs/memory.md, "Host memory").
+  Figure host_memory_bytes_per_chip;
 };
 
 // Every figure of TopologyFigures with its name (as files and the JSON

@@ -375,6 +375,7 @@ class InputReader {
                   topology ? &*topology : nullptr,
                   m_in.maxtext.has_value(),
                   memory);
+    apply_host_memory(topology ? &*topology : nullptr, memory);
     memory.largest = m_cmd.largest;
     memory.param_dtype = read_dtype(m_cmd.param_dtype, "--param-dtype");
     apply_maxtext_param_dtype(m_in.maxtext, memory.param_dtype);
@@ -551,6 +552,25 @@ constexpr std::string_view k_pytorch_reserve_source =
 // JAX preallocates 75% of a GPU's memory (XLA_PYTHON_CLIENT_MEM_FRACTION,
 // JAX's "GPU memory allocation").
 constexpr double k_jax_gpu_headroom = 0.25;
+
+void apply_host_memory(const Topology* topology, MemoryOptions& memory) {
+  if (!topology) {
+    return;
+  }
+  const double per_chip = topology->figures.host_memory_bytes_per_chip.value;
+  const int64_t devices = topology->devices_per_host();
+  const int64_t per_chip_devices =
+      topology->kind == TopologyKind::tpu ? topology->tpu.cores_per_chip : 1;
+  if (per_chip < 1 || devices < 1 || per_chip_devices < 1) {
+    return;
+  }
+  // At most 1 PB a chip (figure_fields) x a host's chips: exact in double.
+  memory.host_memory_bytes = {
+      static_cast<int64_t>(per_chip
+                           * static_cast<double>(devices / per_chip_devices)),
+      Location::of("--topology " + topology->name)};
+  memory.devices_per_host = devices;
+}
 
 void apply_runtime(const std::string& runtime,
                    std::optional<double> headroom,

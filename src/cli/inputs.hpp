@@ -219,6 +219,11 @@ void apply_runtime(const std::string& runtime,
                    bool maxtext,
                    MemoryOptions& memory);
 
+// The RAM of a host of `topology` and the devices it serves, into `memory`
+// (docs/memory.md, "Host memory"): nothing when the topology has no
+// host_memory_bytes_per_chip.
+void apply_host_memory(const Topology* topology, MemoryOptions& memory);
+
 // Reads what `search` reads (--devices' slices reported at `sources`);
 // false after an input error (reported).
 bool load_search_inputs(const SearchCommand& cmd,

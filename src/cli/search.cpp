@@ -220,6 +220,10 @@ bool search_options(const SearchCommand& cmd,
                                     : &in.slices.front(),
                 maxtext.has_value(),
                 options.memory);
+  apply_host_memory(in.topology         ? &*in.topology
+                    : in.slices.empty() ? nullptr
+                                        : &in.slices.front(),
+                    options.memory);
   options.workload.residuals_only = options.memory.runtime == Runtime::xla;
   apply_maxtext_param_dtype(maxtext, options.memory.param_dtype);
   apply_maxtext_optimizer(maxtext, options.memory);

@@ -96,6 +96,8 @@ class MemoryEstimator {
     m_out.reserve = options.reserve;
     m_out.reserve_source = options.reserve_source;
     m_out.hbm_bytes = options.hbm_bytes.value;
+    m_out.host_memory_bytes = options.host_memory_bytes.value;
+    m_out.devices_per_host = options.devices_per_host;
   }
   MemoryEstimator(const MemoryEstimator&) = delete;
   MemoryEstimator& operator=(const MemoryEstimator&) = delete;
@@ -651,6 +653,7 @@ class MemoryEstimator {
     const std::string where = where_text(est);
     warn_uneven(est, where, found);
     check_capacity(est, where, found);
+    check_host(est, found);
     return est;
   }
 
@@ -911,6 +914,41 @@ class MemoryEstimator {
         std::ceil(static_cast<double>(total) * (1.0 + est.reserve));
     return reserved <= std::floor(static_cast<double>(*est.hbm_bytes)
                                   * (1.0 - est.headroom));
+  }
+
+  // A host's share of what its devices keep in host memory, against its
+  // RAM: a warning when over (the figure is a machine type's; a topology
+  // file gives another machine's).
+  void check_host(MemoryEstimate& est, Diagnostics& found) const {
+    std::optional<int64_t> per_device =
+        checked_add(est.host_offload, est.hosted_params);
+    if (per_device) {
+      per_device = checked_add(*per_device, est.hosted_optimizer);
+    }
+    const std::optional<int64_t> per_host =
+        per_device ? checked_mul(*per_device, est.devices_per_host)
+                   : std::nullopt;
+    est.host_bytes_per_host = per_host.value_or(INT64_MAX);
+    if (!est.host_memory_bytes || est.host_bytes_per_host == 0) {
+      return;
+    }
+    est.host_fits = est.host_bytes_per_host <= *est.host_memory_bytes;
+    if (*est.host_fits) {
+      return;
+    }
+    Diagnostic& d = found.warning(
+        "memory.host-over-capacity",
+        fmt::format("a host keeps {} bytes in host memory ({} devices x {} "
+                    "offloaded or hosted), over its {} bytes of RAM",
+                    est.host_bytes_per_host,
+                    est.devices_per_host,
+                    *per_device,
+                    *est.host_memory_bytes),
+        m_options.host_memory_bytes.at);
+    d.hint =
+        "offload fewer tensors (a remat policy that keeps or recomputes "
+        "more), or give the machine's RAM in a topology file "
+        "(host_memory_bytes_per_chip)";
   }
 
   void check_capacity(MemoryEstimate& est,

@@ -278,6 +278,11 @@ ordered_json memory_object(const CheckReport& r) {
   j["utilization"] =
       m.utilization ? ordered_json(*m.utilization) : ordered_json(nullptr);
   j["fits"] = m.fits ? ordered_json(*m.fits) : ordered_json(nullptr);
+  j["devices_per_host"] = m.devices_per_host;
+  j["host_bytes_per_host"] = m.host_bytes_per_host;
+  j["host_memory_bytes"] = optional_json(m.host_memory_bytes);
+  j["host_fits"] =
+      m.host_fits ? ordered_json(*m.host_fits) : ordered_json(nullptr);
   if (r.view == View::memory) {
     ordered_json dtypes = ordered_json::array();
     for (const DtypeMemory& d : m.by_dtype) {

@@ -105,6 +105,9 @@ std::string memory_text(const CheckReport& r) {
         m.hosted_optimizer > 0 && m.hosted_params > 0 ? " and " : "",
         m.hosted_params > 0 ? "params" : "");
   }
+  if (const std::string host = host_line(m); !host.empty()) {
+    out += host + "\n";
+  }
   if (r.activations != nullptr) {
     out += '\n';
     out += activations_table(*r.activations, m);

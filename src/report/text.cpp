@@ -676,6 +676,29 @@ std::string peak_line(const MemoryEstimate& m, const ActivationEstimate& a) {
   return "peak: the optimizer step";
 }
 
+std::string host_line(const MemoryEstimate& m) {
+  if (m.host_bytes_per_host == 0) {
+    return {};
+  }
+  const std::string devices = fmt::format("{} device{} a host",
+                                          m.devices_per_host,
+                                          m.devices_per_host == 1 ? "" : "s");
+  if (!m.host_memory_bytes) {
+    return fmt::format(
+        "host memory per host: {}, {} (the topology gives no host RAM)",
+        human_bytes(m.host_bytes_per_host),
+        devices);
+  }
+  return fmt::format(
+      "host memory per host: {} of {} of RAM ({:.1f}%), {}{}",
+      human_bytes(m.host_bytes_per_host),
+      human_bytes(*m.host_memory_bytes),
+      100.0 * static_cast<double>(m.host_bytes_per_host)
+          / static_cast<double>(*m.host_memory_bytes),
+      devices,
+      m.host_fits.value_or(true) ? "" : ": DOES NOT FIT in the host's RAM");
+}
+
 std::string prefetch_line(const MemoryEstimate& m) {
   if (m.prefetch_dropped == 0) {
     return {};

@@ -165,6 +165,9 @@ std::string optimizer_step_line(const MemoryEstimate& memory);
 // peak is in (docs/memory.md, "The peak").
 std::string peak_line(const MemoryEstimate& memory,
                       const ActivationEstimate& activations);
+// "host memory per host: 252.00 GiB of 448.00 GB of RAM (56.2%), 4
+// devices a host"; empty when nothing is kept in host memory.
+std::string host_line(const MemoryEstimate& memory);
 // "prefetch: fits only without the next layer's weights prefetched ...";
 // empty when the prefetch is counted (MemoryEstimate::prefetch_dropped).
 std::string prefetch_line(const MemoryEstimate& memory);

@@ -397,7 +397,18 @@ TEST_CASE("maxtext cli: XLA gives up the prefetch before it runs out",
   CHECK(gathers[0]["exposed_seconds"] < gathers[0]["seconds"]);
   CHECK(gathers[1]["what"] == "fsdp all-gather (backward)");
   CHECK(gathers[1]["exposed_seconds"] == gathers[1]["seconds"]);
-  // PyTorch's FSDP2 prefetches whatever the memory: it does not fit.
+  // Host memory: context offloaded, 126 x 536,870,912 = 67,645,734,912 a
+  // chip (mlpwo's offload moves nothing: JAX keeps no tensor nothing
+  // reads), 4 chips a host: 270,582,939,648 of ct5p-hightpu-4t's 448 GB.
+  CHECK(memory["activations"]["host_offload_bytes"] == 67'645'734'912);
+  CHECK(memory["devices_per_host"] == 4);
+  CHECK(memory["host_bytes_per_host"] == 270'582'939'648);
+  CHECK(memory["host_memory_bytes"] == 448'000'000'000);
+  CHECK(memory["host_fits"] == true);
+  // PyTorch's FSDP2 prefetches whatever the memory: it does not fit; its
+  // selective checkpointing keeps what a policy names, mlpwo's output
+  // too: twice the host memory, 541,165,879,296 bytes a host, over its
+  // RAM (a warning).
   const test::CliResult torch = test::run_cli(test::args(
       "memory --topology v5p-1024 --model llama-3.1-405b --recipe adam "
       "--format json --runtime pytorch --maxtext-config "
@@ -407,6 +418,9 @@ TEST_CASE("maxtext cli: XLA gives up the prefetch before it runs out",
   const json pytorch = test::parse_json_from(torch.out, "memory")["memory"];
   CHECK(pytorch["prefetch_dropped"] == 0);
   CHECK(pytorch["fits"] == false);
+  CHECK(pytorch["host_bytes_per_host"] == 541'165'879'296);
+  CHECK(pytorch["host_fits"] == false);
+  CHECK(torch.err.find("[memory.host-over-capacity]") != std::string::npos);
 }
 
 TEST_CASE("maxtext cli: the custom remat policy places each name",
