@@ -386,6 +386,9 @@ struct MaxTextConfig {
   // "": the weights'), when set.
   std::optional<Sourced<std::string>> opt_type;
   std::optional<Sourced<DType>> mu_dtype;
+  // context_parallel_strategy (base.yml: "all_gather"; "ring", "ulysses"),
+  // when set.
+  std::optional<Sourced<std::string>> context_parallel_strategy;
   // optimizer_memory_host_offload and parameter_memory_host_offload
   // (base.yml: false), when set true.
   std::optional<Location> optimizer_host_offload;

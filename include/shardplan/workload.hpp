@@ -198,6 +198,22 @@ std::string_view to_string(
 std::optional<CrossEntropy> parse_cross_entropy(std::string_view text);
 std::vector<std::string> cross_entropy_names();
 
+// How attention sees the whole sequence when sequence (context) axes split
+// it (docs/memory.md, "Context parallelism"):
+//   all_gather  K and V all-gathered over the sequence axes before the
+//               kernel, their gradients reduce-scattered (MaxText's and
+//               torchtitan's default; Megatron's --cp-comm-type all_gather)
+//   ring        K and V passed around the ring a chunk at a time, behind
+//               the attention's compute (MaxText's ring, Megatron's p2p,
+//               its default; torchtitan's alltoall rotation)
+//   ulysses     all-to-alls trade the sequence split for a heads split
+//               around the attention (MaxText's ulysses, Megatron's a2a):
+//               the heads on a device must divide over the sequence axes
+enum class ContextStrategy { all_gather, ring, ulysses };
+std::string_view to_string(ContextStrategy strategy);  // "all-gather", ...
+std::optional<ContextStrategy> parse_context_strategy(std::string_view text);
+std::vector<std::string> context_strategy_names();
+
 // The workload's inputs as the caller got them, each with where it came
 // from for diagnostics (the command line's flags: "--seq", "--batch", ...; a
 // MaxText config's keys, at their line and column). The core never spells a
@@ -231,6 +247,9 @@ struct Workload {
   // The loss's kernel; its location says who decided (a flag, a MaxText
   // config, or nobody: Megatron's, the default).
   Sourced<CrossEntropy> cross_entropy{CrossEntropy::vocab_parallel, {}};
+  // How attention exchanges K and V over the sequence axes (with none,
+  // nothing).
+  Sourced<ContextStrategy> context_strategy{ContextStrategy::all_gather, {}};
   // The framework keeps only the tensors the backward reads (JAX's remat
   // saves residuals: a policy's name on a tensor nothing reads, mlpwo's
   // output, keeps nothing); false: every tensor a policy names is kept
@@ -298,10 +317,13 @@ struct StageActivations {
   // that layer's bytes under remat none less what the policy keeps, for
   // the largest layer kind of the stage (0 with remat none).
   int64_t recompute_bytes = 0;
+  // Beside it, the buffers a layer's backward exchanges tokens in
+  // (ActivationEstimate::context_exchange_bytes).
+  int64_t exchange_bytes = 0;
   int64_t host_bytes = 0;  // offloaded: layers' host bytes x in_flight
-  // layers + embedding + mtp + max(logits, recompute): the larger of the
-  // backward's two phases (docs/memory.md, "The peak"), the loss and a
-  // layer's backward, each beside what the layers saved.
+  // layers + embedding + mtp + max(logits, recompute + exchange): the
+  // larger of the backward's two phases (docs/memory.md, "The peak"), the
+  // loss and a layer's backward, each beside what the layers saved.
   int64_t total_bytes = 0;
 };
 
@@ -320,6 +342,16 @@ struct ActivationEstimate {
   CrossEntropy cross_entropy = CrossEntropy::vocab_parallel;
   std::string cross_entropy_source;  // a flag, a config, or empty (default)
   bool residuals_only = false;       // Workload::residuals_only
+  // Context parallelism (sequence axes of `sequence_shards` > 1): the
+  // strategy and who chose it, a layer's K and V and its q, k, v and
+  // attention output on a device (one microbatch, in the activation
+  // dtype), and what a layer's backward holds to exchange them
+  // (docs/memory.md, "Context parallelism"; 0 without sequence axes).
+  ContextStrategy context_strategy = ContextStrategy::all_gather;
+  std::string context_strategy_source;
+  int64_t context_kv_bytes = 0;
+  int64_t context_qkvo_bytes = 0;
+  int64_t context_exchange_bytes = 0;
   DType activation_dtype = DType::bf16;
   int64_t seq = 0;           // tokens per sequence
   int64_t global_batch = 0;  // sequences per optimizer step

@@ -61,6 +61,12 @@ void apply_maxtext_workload(const std::optional<MaxTextConfig>& maxtext,
     flags.cross_entropy = {std::string(to_string(CrossEntropy::fused)),
                            Location::of(config.source)};
   }
+  if (!flags.context_strategy.value && config.context_parallel_strategy) {
+    const std::string& value = config.context_parallel_strategy->value;
+    flags.context_strategy = {
+        value == "all_gather" ? std::string("all-gather") : value,
+        maxtext_location(config.context_parallel_strategy->at)};
+  }
   if (!flags.mtp_layers.value && config.mtp_num_layers) {
     flags.mtp_layers = {config.mtp_num_layers->value,
                         maxtext_location(config.mtp_num_layers->at)};

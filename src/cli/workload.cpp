@@ -115,6 +115,17 @@ void add_workload_options(CLI::App& app,
       ->check(CLI::IsMember(cross_entropy_names()))
       ->type_name("KERNEL")
       ->group(group);
+  app.add_option("--context-strategy",
+                 flags.context_strategy.value,
+                 "how attention sees the whole sequence when sequence axes "
+                 "split it: all-gather (K and V gathered; MaxText's and "
+                 "torchtitan's default, the default), ring (K and V passed "
+                 "around, behind the compute; Megatron's p2p) or ulysses "
+                 "(all-to-alls to a heads split; Megatron's a2a); a "
+                 "MaxText config's context_parallel_strategy sets it")
+      ->check(CLI::IsMember(context_strategy_names()))
+      ->type_name("STRATEGY")
+      ->group(group);
   app.add_option("--activation-dtype",
                  flags.activation_dtype.value,
                  "dtype of the saved activations (default bf16, MaxText's "
@@ -160,6 +171,9 @@ Location first_workload_value(const WorkloadFlags& f) {
       {f.activation_layout.value.has_value(), &f.activation_layout.at},
       {f.stage_interleave.value.has_value(), &f.stage_interleave.at},
       {f.activation_dtype.value.has_value(), &f.activation_dtype.at},
+      {f.context_strategy.value.has_value()
+           && f.context_strategy.at.source == "--context-strategy",
+       &f.context_strategy.at},
       // A MaxText config's kernel asks for no workload.
       {f.cross_entropy.value.has_value()
            && f.cross_entropy.at.source == "--cross-entropy",
@@ -203,6 +217,12 @@ Workload workload_of(const WorkloadFlags& flags) {
     w.cross_entropy = {parse_cross_entropy(*flags.cross_entropy.value)
                            .value_or(CrossEntropy::vocab_parallel),
                        flags.cross_entropy.at};
+  }
+  if (flags.context_strategy.value) {
+    // --context-strategy's values are checked, a config's too.
+    w.context_strategy = {parse_context_strategy(*flags.context_strategy.value)
+                              .value_or(ContextStrategy::all_gather),
+                          flags.context_strategy.at};
   }
   w.residuals_only = flags.residuals_only;
   w.mesh_at = Location::of("--mesh");

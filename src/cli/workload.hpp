@@ -46,6 +46,8 @@ struct WorkloadFlags {
       {}, Location::of("--activation-dtype")};
   Sourced<std::optional<std::string>> cross_entropy{
       {}, Location::of("--cross-entropy")};
+  Sourced<std::optional<std::string>> context_strategy{
+      {}, Location::of("--context-strategy")};
   // The MTP modules trained (0 unless given: every framework's default).
   Sourced<std::optional<int64_t>> mtp_layers{{}, Location::of("--mtp-layers")};
   // Workload::residuals_only: the runtime's (XLA: JAX), set by the caller.

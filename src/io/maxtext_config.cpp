@@ -70,7 +70,8 @@ const std::vector<std::string>& read_keys() {
                                                 "parameter_memory_host_offload",
                                                 "gradient_accumulation_steps",
                                                 "num_pipeline_microbatches",
-                                                "mtp_num_layers"};
+                                                "mtp_num_layers",
+                                                "context_parallel_strategy"};
   static const std::vector<std::string> with_remat = [] {
     std::vector<std::string> out = keys;
     const std::vector<std::string>& names = custom_remat_names();
@@ -994,7 +995,36 @@ class Reader {
       return false;
     }
     return read_dtype("weight_dtype", false, m_config.weight_dtype)
-           && read_optimizer();
+           && read_optimizer() && read_context_strategy();
+  }
+
+  // context_parallel_strategy: all_gather, ring or ulysses (MaxText's
+  // "usp", ulysses within ring, is not modelled).
+  bool read_context_strategy() {
+    std::optional<Sourced<std::string>> strategy =
+        string("context_parallel_strategy", "all_gather, ring or ulysses");
+    if (!strategy) {
+      return false;
+    }
+    if (!strategy->set()) {
+      return true;
+    }
+    const std::vector<std::string> known = {"all_gather", "ring", "ulysses"};
+    if (std::find(known.begin(), known.end(), strategy->value) == known.end()) {
+      Diagnostic& d = m_diags.error(
+          "maxtext.bad-value",
+          fmt::format("context_parallel_strategy {} is not one shardplan "
+                      "models; expected all_gather, ring or ulysses",
+                      quote(strategy->value)),
+          strategy->at);
+      const std::string near = closest_match(strategy->value, known);
+      if (!near.empty()) {
+        d.hint = fmt::format("did you mean {}?", quote(near));
+      }
+      return false;
+    }
+    m_config.context_parallel_strategy = std::move(*strategy);
+    return true;
   }
 
   // A dtype key's value into `out`; with `optional_floating` (mu_dtype) ""

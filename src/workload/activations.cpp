@@ -550,6 +550,9 @@ class Estimator {
       return std::nullopt;
     }
     set_dims();
+    if (!price_context()) {
+      return std::nullopt;
+    }
     price_layers();
     price_stages();
     if (m_arith.overflow()) {
@@ -1071,6 +1074,54 @@ class Estimator {
     }
   }
 
+  // Context parallelism's exchange (docs/memory.md, "Context
+  // parallelism"): a layer's K + V and q + k + v + out on a device, and
+  // what its backward holds to exchange them. False after an error.
+  bool price_context() {
+    const int64_t C = m_e.sequence_shards;
+    m_e.context_strategy = m_w.context_strategy.value;
+    m_e.context_strategy_source = m_w.context_strategy.at.empty()
+                                      ? "default"
+                                      : to_string(m_w.context_strategy.at);
+    if (C <= 1) {
+      return true;
+    }
+    const Dims& d = m_dims;
+    if (m_e.context_strategy == ContextStrategy::ulysses
+        && (d.heads % C != 0 || d.kv_heads % C != 0)) {
+      Diagnostic& e =
+          error("workload.ulysses-heads",
+                fmt::format("ulysses lays attention out by heads: the {} "
+                            "query and {} key/value heads on a device do "
+                            "not divide over {} sequence shards",
+                            d.heads,
+                            d.kv_heads,
+                            C),
+                m_w.context_strategy.at.empty() ? m_w.mesh_at
+                                                : m_w.context_strategy.at);
+      e.hint = "use all-gather or ring, or fewer sequence shards";
+      return false;
+    }
+    const int64_t kv = m_arith.add(d.k_width, d.v_width);
+    const int64_t qkvo =
+        m_arith.add(m_arith.add(d.q_width, kv), d.context_width);
+    m_e.context_kv_bytes = m_arith.mul({m_e.tokens, kv, m_act});
+    m_e.context_qkvo_bytes = m_arith.mul({m_e.tokens, qkvo, m_act});
+    switch (m_e.context_strategy) {
+      case ContextStrategy::all_gather:
+        m_e.context_exchange_bytes = m_arith.mul({2, C, m_e.context_kv_bytes});
+        break;
+      case ContextStrategy::ring:
+        m_e.context_exchange_bytes = m_arith.mul(4, m_e.context_kv_bytes);
+        break;
+      case ContextStrategy::ulysses:
+        m_e.context_exchange_bytes = m_arith.mul(2, m_e.context_qkvo_bytes);
+        break;
+    }
+    m_e.symbols.emplace_back("C", C);
+    return true;
+  }
+
   struct HeadTerm {
     std::string_view name;
     int64_t bytes;
@@ -1196,11 +1247,13 @@ class Estimator {
       if (st.moe_layers > 0 || (last && m_s.mtp_moe)) {
         st.recompute_bytes = std::max(st.recompute_bytes, m_recompute_moe);
       }
+      st.exchange_bytes = m_e.context_exchange_bytes;
       // The loss and a layer's backward come one after the other.
       st.total_bytes = m_arith.add(
           m_arith.add(m_arith.add(st.layers_bytes, st.embedding_bytes),
                       st.mtp_bytes),
-          std::max(st.logits_bytes, st.recompute_bytes));
+          std::max(st.logits_bytes,
+                   m_arith.add(st.recompute_bytes, st.exchange_bytes)));
     }
     size_t max = 0;
     for (size_t i = 1; i < stages.size(); ++i) {
@@ -1263,7 +1316,7 @@ ActivationLoad activation_load(const StageActivations& stage) {
   return ActivationLoad{
       stage.layers_bytes + stage.embedding_bytes + stage.mtp_bytes,
       stage.logits_bytes,
-      stage.recompute_bytes,
+      stage.recompute_bytes + stage.exchange_bytes,
       stage.host_bytes};
 }
 
@@ -1273,6 +1326,12 @@ constexpr std::array<Named<CrossEntropy>, 3> k_cross_entropy{{
     {CrossEntropy::fused, "fused"},
     {CrossEntropy::vocab_parallel, "vocab-parallel"},
     {CrossEntropy::eager, "eager"},
+}};
+
+constexpr std::array<Named<ContextStrategy>, 3> k_context_strategies{{
+    {ContextStrategy::all_gather, "all-gather"},
+    {ContextStrategy::ring, "ring"},
+    {ContextStrategy::ulysses, "ulysses"},
 }};
 
 }  // namespace
@@ -1288,6 +1347,36 @@ std::optional<CrossEntropy> parse_cross_entropy(std::string_view text) {
 std::vector<std::string> cross_entropy_names() {
   return names_in(k_cross_entropy);
 }
+
+std::string_view to_string(ContextStrategy strategy) {
+  return name_in(k_context_strategies, strategy);
+}
+
+std::optional<ContextStrategy> parse_context_strategy(std::string_view text) {
+  return value_in(k_context_strategies, text);
+}
+
+std::vector<std::string> context_strategy_names() {
+  return names_in(k_context_strategies);
+}
+
+namespace {
+
+std::string context_exchange_formula(ContextStrategy strategy) {
+  switch (strategy) {
+    case ContextStrategy::all_gather:
+      return "K, V gathered over the sequence and their gradients: "
+             "2*C*(K+V)";
+    case ContextStrategy::ring:
+      return "two chunks of K, V and of their gradients in flight: 4*(K+V)";
+    case ContextStrategy::ulysses:
+      return "q, k, v, out laid out by heads and their gradients: "
+             "2*(q+k+v+out)";
+  }
+  return {};
+}
+
+}  // namespace
 
 std::vector<ActivationTerm> stage_terms(const ActivationEstimate& estimate,
                                         int64_t stage) {
@@ -1359,9 +1448,20 @@ std::vector<ActivationTerm> stage_terms(const ActivationEstimate& estimate,
         "what remat none keeps that the policy drops",
         "Chen et al. 2016, arXiv 1604.06174");
   }
+  if (st.exchange_bytes > 0) {
+    add("context_exchange",
+        st.exchange_bytes,
+        context_exchange_formula(estimate.context_strategy),
+        fmt::format("context parallelism, {} (docs/memory.md, \"Context "
+                    "parallelism\")",
+                    to_string(estimate.context_strategy)));
+  }
   add("total",
       st.total_bytes,
-      "layers + embedding + mtp + max(head, recompute)",
+      st.exchange_bytes > 0
+          ? "layers + embedding + mtp + max(head, recompute + "
+            "context_exchange)"
+          : "layers + embedding + mtp + max(head, recompute)",
       "HBM: the loss, then each layer's backward");
   if (st.host_bytes > 0) {
     add("host_offload",

@@ -223,10 +223,74 @@ std::vector<CollectiveRow> tensor_collectives(const CollectiveInputs& c) {
   };
 }
 
-// Sequence (context) parallelism: the estimate counts no collective of its
-// own for the sequence axes; their tokens only divide the work and the
-// activations.
-std::vector<CollectiveRow> sequence_collectives(const CollectiveInputs&) {
+// Sequence (context) parallelism: attention's exchange of K and V over the
+// sequence axes, per layer and microbatch (docs/step.md, "Context
+// parallelism"). all-gather: K and V gathered in the forward and again in
+// the backward, their gradients reduce-scattered, on the critical path (the
+// kernel waits for them). ring: C - 1 steps passing a chunk of K and V
+// (the backward also its gradients) behind the attention's compute.
+// ulysses: all-to-alls of q, k, v and the output, forward and backward,
+// on the critical path. A forward rerun by the policy exchanges again.
+std::vector<CollectiveRow> sequence_collectives(const CollectiveInputs& c) {
+  const std::vector<std::string> axes = present(c.mesh, c.roles.sequence);
+  const auto C = static_cast<double>(c.act.sequence_shards);
+  if (axes.empty() || C <= 1) {
+    return {};
+  }
+  const double layers = c.layers_per_stage * c.microbatches;
+  const double forwards = reruns_forward(c.act.remat) ? 2 : 1;
+  const auto kv = static_cast<double>(c.act.context_kv_bytes);
+  const auto qkvo = static_cast<double>(c.act.context_qkvo_bytes);
+  auto row = [&](Collective op,
+                 StepPhase phase,
+                 double bytes,
+                 double calls,
+                 bool overlap) {
+    return CollectiveRow{
+        Parallelism::sequence, op, phase, axes, bytes, calls, overlap, 0};
+  };
+  switch (c.act.context_strategy) {
+    case ContextStrategy::all_gather:
+      return {
+          row(Collective::all_gather,
+              StepPhase::forward,
+              C * kv,
+              forwards * layers,
+              false),
+          row(Collective::all_gather,
+              StepPhase::backward,
+              C * kv,
+              layers,
+              false),
+          row(Collective::reduce_scatter,
+              StepPhase::backward,
+              C * kv,
+              layers,
+              false),
+      };
+    case ContextStrategy::ring:
+      return {
+          row(Collective::send_recv,
+              StepPhase::forward,
+              kv,
+              (C - 1) * forwards * layers,
+              true),
+          row(Collective::send_recv,
+              StepPhase::backward,
+              2 * kv,
+              (C - 1) * layers,
+              true),
+      };
+    case ContextStrategy::ulysses:
+      return {
+          row(Collective::all_to_all,
+              StepPhase::forward,
+              qkvo,
+              forwards * layers,
+              false),
+          row(Collective::all_to_all, StepPhase::backward, qkvo, layers, false),
+      };
+  }
   return {};
 }
 

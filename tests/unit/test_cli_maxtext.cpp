@@ -740,3 +740,42 @@ TEST_CASE("maxtext cli: model states kept in host memory until the step",
                       "optimizer step only")
         != std::string::npos);
 }
+
+TEST_CASE("maxtext cli: context_parallel_strategy sets the exchange",
+          "[cli][maxtext][activations]") {
+  // small.yml with tensor 1 and context 4 on v5p-32 (16 chips): fsdp 4,
+  // context 4; pdb 2 x 16 / 4 = 8 sequences of 4096 / 4 = 1024 tokens,
+  // 8,192 tokens a device. Llama-3-8B's K and V: 8,192 x 2048 x 2 =
+  // 33,554,432 bytes a layer; ring holds 4 x that in a layer's backward.
+  auto memory = [](const std::string& keys) {
+    return test::run_cli(test::args(
+        "memory --topology v5p-32 --model llama-3-8b --recipe adam --format "
+        "json --maxtext-config {} ici_tensor_parallelism=1 "
+        "ici_context_parallelism=4 "
+            + keys,
+        data("small.yml")));
+  };
+  const test::CliResult ring = memory("context_parallel_strategy=ring");
+  INFO(ring.err);
+  REQUIRE(ring.code == 0);
+  const json a =
+      test::parse_json_from(ring.out, "memory")["memory"]["activations"];
+  CHECK(a["context_strategy"] == "ring");
+  CHECK(a["context_strategy_source"].get<std::string>().find(
+            "context_parallel_strategy")
+        != std::string::npos);
+  CHECK(a["context_kv_bytes"] == 33'554'432);
+  CHECK(a["context_exchange_bytes"] == 134'217'728);
+  // all_gather is MaxText's spelling of all-gather.
+  const test::CliResult gather = memory("context_parallel_strategy=all_gather");
+  REQUIRE(gather.code == 0);
+  CHECK(test::parse_json_from(
+            gather.out, "memory")["memory"]["activations"]["context_strategy"]
+        == "all-gather");
+  // usp (ulysses within ring) is not modelled: refused at the key.
+  const test::CliResult usp = memory("context_parallel_strategy=usp");
+  CHECK(usp.code == 2);
+  CHECK(usp.err.find("context_parallel_strategy \"usp\" is not one shardplan "
+                     "models; expected all_gather, ring or ulysses")
+        != std::string::npos);
+}

@@ -458,3 +458,102 @@ TEST_CASE("cli workload: every format of plan shows the step",
   devices.insert(devices.end(), {"--format", "json"});
   CHECK(json::parse(run_cli(devices).out)["step"].is_null());
 }
+
+TEST_CASE("cli workload: context parallelism's exchange, per strategy",
+          "[cli][workload][step]") {
+  // Llama-3-8B (32 heads, 8 kv heads of 128) on v5p-32 as
+  // fsdp:4,context:4 with MaxText's rules, seq 8192, one sequence a
+  // device: b = 16 / 4 = 4 sequences of 8192 / 4 = 2048 tokens, 8,192
+  // tokens a device. A layer's K and V: 8,192 x (1024 + 1024) x 2 bytes =
+  // 33,554,432. A layer's backward holds, beside its recompute:
+  //   all-gather  K, V over all 4 shards and their gradients: 2 x 4 x
+  //               33,554,432 = 268,435,456
+  //   ring        two chunks of K, V and two of their gradients (TE's
+  //               p2p backward): 4 x 33,554,432 = 134,217,728
+  //   ulysses     q, k, v, out (4096 + 1024 + 1024 + 4096 a token) by
+  //               heads and their gradients: 2 x 8,192 x 10,240 x 2 =
+  //               335,544,320
+  auto run = [](const std::string& strategy) {
+    return run_json(args(
+        "memory --topology v5p-32 --model llama-3-8b --mesh fsdp:4,context:4 "
+        "--rules maxtext --seq 8192 --per-device-batch 1 --recipe adam "
+        "--context-strategy "
+        + strategy));
+  };
+  struct Case {
+    const char* strategy;
+    int64_t exchange;
+  };
+  for (const Case& c : {Case{"all-gather", 268'435'456},
+                        Case{"ring", 134'217'728},
+                        Case{"ulysses", 335'544'320}}) {
+    INFO(c.strategy);
+    const json doc = run(c.strategy);
+    const json& a = doc["memory"]["activations"];
+    CHECK(a["context_strategy"] == c.strategy);
+    CHECK(a["context_strategy_source"] == "--context-strategy");
+    CHECK(a["context_kv_bytes"] == 33'554'432);
+    CHECK(a["context_exchange_bytes"] == c.exchange);
+    // In the layer's backward phase, beside the recompute.
+    const json& stage = a["per_stage"][0];
+    CHECK(stage["total_bytes"].get<int64_t>()
+          >= stage["layers_bytes"].get<int64_t>()
+                 + stage["recompute_bytes"].get<int64_t>() + c.exchange);
+    // The step's collectives over the context axis, 32 layers, remat full
+    // (the forward runs twice): all-gather 2 x 32 forward gathers of
+    // 4 x 33,554,432 bytes, 32 in the backward and 32 reduce-scatters;
+    // ring 3 steps x 2 x 32 forward sends of a chunk, 3 x 32 backward
+    // sends of a chunk and its gradient; ulysses 2 x 32 and 32 all-to-alls.
+    std::vector<std::pair<std::string, int64_t>> rows;
+    for (const json& row : doc["step"]["collectives"]) {
+      if (row["what"].get<std::string>().starts_with("context")) {
+        rows.emplace_back(row["what"], row["count"]);
+      }
+    }
+    const std::string s = c.strategy;
+    if (s == "all-gather") {
+      CHECK(rows
+            == std::vector<std::pair<std::string, int64_t>>{
+                {"context all-gather (forward)", 64},
+                {"context all-gather (backward)", 32},
+                {"context reduce-scatter (backward)", 32}});
+    } else if (s == "ring") {
+      CHECK(rows
+            == std::vector<std::pair<std::string, int64_t>>{
+                {"context send (forward)", 192},
+                {"context send (backward)", 96}});
+    } else {
+      CHECK(rows
+            == std::vector<std::pair<std::string, int64_t>>{
+                {"context all-to-all (forward)", 64},
+                {"context all-to-all (backward)", 32}});
+    }
+  }
+  // The default is MaxText's and torchtitan's: all-gather.
+  const json plain = run_json(
+      args("memory --topology v5p-32 --model llama-3-8b --mesh "
+           "fsdp:4,context:4 --rules maxtext --seq 8192 --per-device-batch 1 "
+           "--recipe adam"));
+  CHECK(plain["memory"]["activations"]["context_strategy"] == "all-gather");
+  CHECK(plain["memory"]["activations"]["context_strategy_source"] == "default");
+  // Without a sequence axis nothing is exchanged.
+  const json none = run_json(
+      args("memory --topology v5p-32 --model llama-3-8b --mesh fsdp:16 "
+           "--rules maxtext --seq 8192 --per-device-batch 1 --recipe adam"));
+  CHECK(none["memory"]["activations"]["context_exchange_bytes"] == 0);
+}
+
+TEST_CASE("cli workload: ulysses needs the heads to divide over the sequence",
+          "[cli][workload][errors]") {
+  // 8 kv heads on a device do not divide over 16 sequence shards.
+  const CliResult r = run_cli(
+      args("memory --topology v5p-32 --model llama-3-8b --mesh context:16 "
+           "--rules maxtext --seq 8192 --per-device-batch 1 "
+           "--context-strategy ulysses"));
+  CHECK(r.code == 2);
+  CHECK(first_line(r.err)
+        == "--context-strategy: error: ulysses lays attention out by heads: "
+           "the 32 query and 8 key/value heads on a device do not divide "
+           "over 16 sequence shards; use all-gather or ring, or fewer "
+           "sequence shards [workload.ulysses-heads]");
+}
