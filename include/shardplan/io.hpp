@@ -389,6 +389,14 @@ struct MaxTextConfig {
   // context_parallel_strategy (base.yml: "all_gather"; "ring", "ulysses"),
   // when set.
   std::optional<Sourced<std::string>> context_parallel_strategy;
+  // Routed experts (base.yml): capacity_factor (-1.0: dropless), which
+  // MaxText's dense_matmul path applies; sparse_matmul (true: the grouped
+  // matmul, whose tokens cross expert axes by ragged_all_to_all into a
+  // buffer of ragged_buffer_factor x the balanced share, -1.0: the worst
+  // case); each when set.
+  std::optional<Sourced<double>> capacity_factor;
+  std::optional<Sourced<bool>> sparse_matmul;
+  std::optional<Sourced<double>> ragged_buffer_factor;
   // optimizer_memory_host_offload and parameter_memory_host_offload
   // (base.yml: false), when set true.
   std::optional<Location> optimizer_host_offload;

@@ -250,6 +250,19 @@ struct Workload {
   // How attention exchanges K and V over the sequence axes (with none,
   // nothing).
   Sourced<ContextStrategy> context_strategy{ContextStrategy::all_gather, {}};
+  // Routed experts (docs/memory.md, "Mixture of experts"): capacity_factor
+  // > 0 pads each expert's buffer to that many times its balanced share
+  // and drops the rest (MaxText's dense_matmul path); <= 0 is dropless
+  // routing (MaxText's -1, Megatron's and torchtitan's), where the hottest
+  // expert rank receives routing_imbalance (>= 1) times the balanced
+  // share. ragged_buffer: MaxText's sparse_matmul path with expert axes
+  // receives its tokens into a buffer sized before routing: nullopt for
+  // none (other frameworks size it from the counts), <= 0 for the worst
+  // case (MaxText's ragged_buffer_factor -1), > 0 that many times the
+  // balanced share.
+  Sourced<double> capacity_factor{-1, {}};
+  Sourced<double> routing_imbalance{1, {}};
+  std::optional<Sourced<double>> ragged_buffer;
   // The framework keeps only the tensors the backward reads (JAX's remat
   // saves residuals: a policy's name on a tensor nothing reads, mlpwo's
   // output, keeps nothing); false: every tensor a policy names is kept
@@ -352,6 +365,14 @@ struct ActivationEstimate {
   int64_t context_kv_bytes = 0;
   int64_t context_qkvo_bytes = 0;
   int64_t context_exchange_bytes = 0;
+  // Routed experts: the hottest expert rank's routed tokens (and the
+  // buffers that hold them) over the balanced share, and where it comes
+  // from: the capacity factor when > 0, else the routing imbalance with
+  // expert axes, else 1. expert_exchange_bytes: MaxText's ragged receive
+  // buffer, two of them in an MoE layer's backward (0 without one).
+  double expert_load = 1;
+  std::string expert_load_source;
+  int64_t expert_exchange_bytes = 0;
   DType activation_dtype = DType::bf16;
   int64_t seq = 0;           // tokens per sequence
   int64_t global_batch = 0;  // sequences per optimizer step
@@ -473,9 +494,6 @@ struct StepOptions {
   // for XLA's matmuls, so a user sets it from a profile: where it came from
   // ("--matmul-efficiency") is then the assumption's source.
   Sourced<double> matmul_efficiency{1.0, {}};
-  // Expert all-to-all bytes x this (MaxText's capacity_factor; 1 is
-  // dropless routing at perfect balance).
-  double capacity_factor = 1.0;
   // Overlap rules (docs/step.md, "Overlap"): FSDP gathers prefetched
   // behind the previous layer's compute, gradient reduction behind the
   // backward (both but the first and last layer); tensor-parallel and

@@ -359,14 +359,6 @@ void add_step_options(CLI::App& app, CheckCommand& cmd) {
       ->type_name("F")
       ->default_str("1")
       ->group("Workload (activations; docs/memory.md)");
-  app.add_option("--capacity-factor",
-                 cmd.capacity_factor,
-                 "expert all-to-all bytes x F (MaxText's capacity_factor; "
-                 "default 1, dropless)")
-      ->check(CLI::Range(0.01, 64.0))
-      ->type_name("F")
-      ->default_str("1")
-      ->group("Workload (activations; docs/memory.md)");
   app.add_option("--overlap",
                  cmd.overlap,
                  "the collectives that overlap compute: fsdp (gathers "

@@ -449,7 +449,6 @@ class InputReader {
     StepOptions& step = m_in.step_options;
     step.matmul_efficiency = {m_cmd.matmul_efficiency,
                               Location::of("--matmul-efficiency")};
-    step.capacity_factor = m_cmd.capacity_factor;
     auto overlaps = [&](std::string_view kind) {
       return std::find(m_cmd.overlap.begin(), m_cmd.overlap.end(), kind)
              != m_cmd.overlap.end();

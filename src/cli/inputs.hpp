@@ -125,7 +125,6 @@ struct CheckCommand {
   std::string rules;  // `memory --rules`: specs from rules instead of a file
   WorkloadFlags workload;
   double matmul_efficiency = 1.0;
-  double capacity_factor = 1.0;
   std::vector<std::string> overlap = {"fsdp", "grads"};
   std::vector<std::string> maxtext;  // --maxtext-config FILE [KEY=VALUE ...]
 };

@@ -47,6 +47,32 @@ MeshSources maxtext_flags() {
                      "--allow-split-physical-axes"};
 }
 
+namespace {
+
+// MaxText's routed experts (docs/maxtext.md): the dense_matmul path
+// (sparse_matmul: false) applies capacity_factor; the sparse path (the
+// default) ignores it and receives tokens across expert axes into a
+// ragged buffer (ragged_buffer_factor, -1: the worst case).
+void apply_maxtext_experts(const MaxTextConfig& config, WorkloadFlags& flags) {
+  const bool sparse = !config.sparse_matmul || config.sparse_matmul->value;
+  if (!sparse) {
+    if (!flags.capacity_factor.value && config.capacity_factor) {
+      flags.capacity_factor = {config.capacity_factor->value,
+                               maxtext_location(config.capacity_factor->at)};
+    }
+    return;
+  }
+  if (!flags.ragged_buffer) {
+    flags.ragged_buffer =
+        config.ragged_buffer_factor
+            ? Sourced<double>{config.ragged_buffer_factor->value,
+                              maxtext_location(config.ragged_buffer_factor->at)}
+            : Sourced<double>{-1, Location::of(config.source)};
+  }
+}
+
+}  // namespace
+
 void apply_maxtext_workload(const std::optional<MaxTextConfig>& maxtext,
                             bool has_architecture,
                             WorkloadFlags& flags,
@@ -67,6 +93,7 @@ void apply_maxtext_workload(const std::optional<MaxTextConfig>& maxtext,
         value == "all_gather" ? std::string("all-gather") : value,
         maxtext_location(config.context_parallel_strategy->at)};
   }
+  apply_maxtext_experts(config, flags);
   if (!flags.mtp_layers.value && config.mtp_num_layers) {
     flags.mtp_layers = {config.mtp_num_layers->value,
                         maxtext_location(config.mtp_num_layers->at)};

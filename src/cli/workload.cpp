@@ -126,6 +126,23 @@ void add_workload_options(CLI::App& app,
       ->check(CLI::IsMember(context_strategy_names()))
       ->type_name("STRATEGY")
       ->group(group);
+  app.add_option("--capacity-factor",
+                 flags.capacity_factor.value,
+                 "routed experts: F > 0 pads each expert's buffer to F x "
+                 "its balanced share and drops the rest (MaxText's "
+                 "capacity_factor on its dense_matmul path); <= 0 routes "
+                 "dropless (the default, MaxText's -1)")
+      ->check(CLI::Range(-1.0, 64.0))
+      ->type_name("F")
+      ->group(group);
+  app.add_option("--routing-imbalance",
+                 flags.routing_imbalance.value,
+                 "dropless routing: the hottest expert rank's tokens over "
+                 "the balanced share (default 1), for its memory and the "
+                 "step")
+      ->check(CLI::Range(1.0, 1024.0))
+      ->type_name("F")
+      ->group(group);
   app.add_option("--activation-dtype",
                  flags.activation_dtype.value,
                  "dtype of the saved activations (default bf16, MaxText's "
@@ -174,6 +191,10 @@ Location first_workload_value(const WorkloadFlags& f) {
       {f.context_strategy.value.has_value()
            && f.context_strategy.at.source == "--context-strategy",
        &f.context_strategy.at},
+      {f.capacity_factor.value.has_value()
+           && f.capacity_factor.at.source == "--capacity-factor",
+       &f.capacity_factor.at},
+      {f.routing_imbalance.value.has_value(), &f.routing_imbalance.at},
       // A MaxText config's kernel asks for no workload.
       {f.cross_entropy.value.has_value()
            && f.cross_entropy.at.source == "--cross-entropy",
@@ -224,6 +245,15 @@ Workload workload_of(const WorkloadFlags& flags) {
                               .value_or(ContextStrategy::all_gather),
                           flags.context_strategy.at};
   }
+  if (flags.capacity_factor.value) {
+    w.capacity_factor = {*flags.capacity_factor.value,
+                         flags.capacity_factor.at};
+  }
+  if (flags.routing_imbalance.value) {
+    w.routing_imbalance = {*flags.routing_imbalance.value,
+                           flags.routing_imbalance.at};
+  }
+  w.ragged_buffer = flags.ragged_buffer;
   w.residuals_only = flags.residuals_only;
   w.mesh_at = Location::of("--mesh");
   return w;

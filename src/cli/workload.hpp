@@ -48,6 +48,12 @@ struct WorkloadFlags {
       {}, Location::of("--cross-entropy")};
   Sourced<std::optional<std::string>> context_strategy{
       {}, Location::of("--context-strategy")};
+  Sourced<std::optional<double>> capacity_factor{
+      {}, Location::of("--capacity-factor")};
+  Sourced<std::optional<double>> routing_imbalance{
+      {}, Location::of("--routing-imbalance")};
+  // MaxText's ragged receive buffer factor (its config alone sets it).
+  std::optional<Sourced<double>> ragged_buffer;
   // The MTP modules trained (0 unless given: every framework's default).
   Sourced<std::optional<int64_t>> mtp_layers{{}, Location::of("--mtp-layers")};
   // Workload::residuals_only: the runtime's (XLA: JAX), set by the caller.

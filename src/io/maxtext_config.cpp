@@ -71,7 +71,10 @@ const std::vector<std::string>& read_keys() {
                                                 "gradient_accumulation_steps",
                                                 "num_pipeline_microbatches",
                                                 "mtp_num_layers",
-                                                "context_parallel_strategy"};
+                                                "context_parallel_strategy",
+                                                "capacity_factor",
+                                                "sparse_matmul",
+                                                "ragged_buffer_factor"};
   static const std::vector<std::string> with_remat = [] {
     std::vector<std::string> out = keys;
     const std::vector<std::string>& names = custom_remat_names();
@@ -660,6 +663,38 @@ class Reader {
     return Sourced<int64_t>{v.integer, at(*s, s->value)};
   }
 
+  // A number (an integer or a float, as PyYAML gives them) in [min, max]
+  // at `key`.
+  std::optional<Sourced<double>> number(const std::string& key,
+                                        double min,
+                                        double max) {
+    const Setting* s = find(key);
+    if (s == nullptr) {
+      return Sourced<double>{};
+    }
+    const Scalar v = classify(s->value);
+    double value = 0;
+    bool ok = false;
+    if (v.kind == ScalarKind::integer && !v.overflow) {
+      value = static_cast<double>(v.integer);
+      ok = true;
+    } else if (v.kind == ScalarKind::floating && std::isfinite(v.floating)) {
+      value = v.floating;
+      ok = true;
+    }
+    if (!ok || value < min || value > max) {
+      bad_value(*s,
+                s->value,
+                fmt::format("{} must be a number from {:g} to {:g}, got {}",
+                            key,
+                            min,
+                            max,
+                            describe(s->value)));
+      return std::nullopt;
+    }
+    return Sourced<double>{value, at(*s, s->value)};
+  }
+
   // A string at `key` (quoted or plain, as PyYAML would give a str).
   std::optional<Sourced<std::string>> string(const std::string& key,
                                              std::string_view expected) {
@@ -995,7 +1030,36 @@ class Reader {
       return false;
     }
     return read_dtype("weight_dtype", false, m_config.weight_dtype)
-           && read_optimizer() && read_context_strategy();
+           && read_optimizer() && read_context_strategy() && read_experts();
+  }
+
+  // capacity_factor, sparse_matmul and ragged_buffer_factor (base.yml:
+  // -1.0, true, -1.0).
+  bool read_experts() {
+    std::optional<Sourced<double>> capacity = number("capacity_factor", -1, 64);
+    std::optional<Sourced<double>> ragged =
+        number("ragged_buffer_factor", -1, 1024);
+    if (!capacity || !ragged) {
+      return false;
+    }
+    if (const Setting* s = find("sparse_matmul")) {
+      const Scalar v = classify(s->value);
+      if (v.kind != ScalarKind::boolean) {
+        return bad_value(*s,
+                         s->value,
+                         fmt::format("sparse_matmul must be true or false, "
+                                     "got {}",
+                                     describe(s->value)));
+      }
+      m_config.sparse_matmul = Sourced<bool>{v.boolean, at(*s, s->value)};
+    }
+    if (capacity->set()) {
+      m_config.capacity_factor = std::move(*capacity);
+    }
+    if (ragged->set()) {
+      m_config.ragged_buffer_factor = std::move(*ragged);
+    }
+    return true;
   }
 
   // context_parallel_strategy: all_gather, ring or ulysses (MaxText's

@@ -59,6 +59,11 @@ ordered_json activations_object(const ActivationEstimate& a,
   j["context_strategy_source"] = a.context_strategy_source;
   j["context_kv_bytes"] = a.context_kv_bytes;
   j["context_exchange_bytes"] = a.context_exchange_bytes;
+  j["expert_load"] = a.expert_load;
+  j["expert_load_source"] = a.expert_load_source.empty()
+                                ? ordered_json(nullptr)
+                                : ordered_json(a.expert_load_source);
+  j["expert_exchange_bytes"] = a.expert_exchange_bytes;
   j["activation_dtype"] = std::string(to_string(a.activation_dtype));
   j["seq"] = a.seq;
   j["global_batch"] = a.global_batch;

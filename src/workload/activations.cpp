@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <array>
 #include <cassert>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -553,6 +554,7 @@ class Estimator {
     if (!price_context()) {
       return std::nullopt;
     }
+    resolve_experts();
     price_layers();
     price_stages();
     if (m_arith.overflow()) {
@@ -902,6 +904,62 @@ class Estimator {
     return out;
   }
 
+  // A routed tensor's bytes on the hottest expert rank: x the expert load,
+  // rounded up.
+  int64_t loaded(int64_t bytes) {
+    if (m_e.expert_load == 1.0) {
+      return bytes;
+    }
+    const double scaled =
+        std::ceil(static_cast<double>(bytes) * m_e.expert_load);
+    if (scaled >= 9.2e18) {
+      return m_arith.mul(INT64_MAX, 2);  // overflow, remembered
+    }
+    return static_cast<int64_t>(scaled);
+  }
+
+  std::string load_text() const {
+    return m_e.expert_load == 1.0 ? std::string()
+                                  : fmt::format("*{:g}", m_e.expert_load);
+  }
+
+  // The hottest expert rank's routed share (ActivationEstimate::
+  // expert_load), and MaxText's ragged receive buffer.
+  void resolve_experts() {
+    if (m_s.routed_experts == 0) {
+      return;
+    }
+    const int64_t ep = m_roles.size(m_mesh, AxisRole::expert);
+    const Sourced<double>& capacity = m_w.capacity_factor;
+    const Sourced<double>& imbalance = m_w.routing_imbalance;
+    if (capacity.value > 0) {
+      m_e.expert_load = capacity.value;
+      m_e.expert_load_source = fmt::format(
+          "capacity factor {:g}, {}", capacity.value, to_string(capacity.at));
+    } else if (ep > 1 && imbalance.value != 1.0) {
+      m_e.expert_load = imbalance.value;
+      m_e.expert_load_source =
+          fmt::format("routing imbalance {:g} on the hottest expert rank, {}",
+                      imbalance.value,
+                      to_string(imbalance.at));
+    } else {
+      m_e.expert_load_source = "dropless routing, balanced";
+    }
+    if (ep > 1 && m_w.ragged_buffer) {
+      // rows: the worst case, every token's K choices on this rank's
+      // experts: tokens x min(E, EP x K); or tokens x K x the factor.
+      const double factor = m_w.ragged_buffer->value;
+      const int64_t K = m_s.experts_per_token;
+      const int64_t rows =
+          factor > 0
+              ? static_cast<int64_t>(std::ceil(
+                  static_cast<double>(m_arith.mul(m_e.tokens, K)) * factor))
+              : m_arith.mul(m_e.tokens,
+                            std::min(m_s.routed_experts, m_arith.mul(ep, K)));
+      m_e.expert_exchange_bytes = m_arith.mul({2, rows, m_model.hidden, m_act});
+    }
+  }
+
   SavedTensor saved_of(const Candidate& c) {
     SavedTensor out;
     out.name = c.name;
@@ -929,15 +987,15 @@ class Estimator {
         out.formula = fmt::format("{}{}*s*seq*b", per, c.width_text);
         break;
       case Scale::routed_outside:
-        out.bytes_per_layer = m_arith.mul(
-            {outside(c.width), m_s.experts_per_token, c.elem_bytes});
-        out.formula =
-            fmt::format("{}s*b*{}{}", per, c.width_text, sp ? "/t" : "");
+        out.bytes_per_layer = loaded(m_arith.mul(
+            {outside(c.width), m_s.experts_per_token, c.elem_bytes}));
+        out.formula = fmt::format(
+            "{}s*b*{}{}{}", per, c.width_text, sp ? "/t" : "", load_text());
         break;
       case Scale::routed_inside:
-        out.bytes_per_layer = m_arith.mul(
-            {m_e.tokens, m_s.experts_per_token, c.width, c.elem_bytes});
-        out.formula = fmt::format("{}s*b*{}", per, c.width_text);
+        out.bytes_per_layer = loaded(m_arith.mul(
+            {m_e.tokens, m_s.experts_per_token, c.width, c.elem_bytes}));
+        out.formula = fmt::format("{}s*b*{}{}", per, c.width_text, load_text());
         break;
     }
     return out;
@@ -1248,6 +1306,10 @@ class Estimator {
         st.recompute_bytes = std::max(st.recompute_bytes, m_recompute_moe);
       }
       st.exchange_bytes = m_e.context_exchange_bytes;
+      if (st.moe_layers > 0 || (last && m_s.mtp_moe)) {
+        st.exchange_bytes =
+            m_arith.add(st.exchange_bytes, m_e.expert_exchange_bytes);
+      }
       // The loss and a layer's backward come one after the other.
       st.total_bytes = m_arith.add(
           m_arith.add(m_arith.add(st.layers_bytes, st.embedding_bytes),
@@ -1448,19 +1510,28 @@ std::vector<ActivationTerm> stage_terms(const ActivationEstimate& estimate,
         "what remat none keeps that the policy drops",
         "Chen et al. 2016, arXiv 1604.06174");
   }
-  if (st.exchange_bytes > 0) {
+  const int64_t context =
+      std::min(st.exchange_bytes, estimate.context_exchange_bytes);
+  if (context > 0) {
     add("context_exchange",
-        st.exchange_bytes,
+        context,
         context_exchange_formula(estimate.context_strategy),
         fmt::format("context parallelism, {} (docs/memory.md, \"Context "
                     "parallelism\")",
                     to_string(estimate.context_strategy)));
   }
+  if (st.exchange_bytes > context) {
+    add("expert_exchange",
+        st.exchange_bytes - context,
+        "2 x the ragged receive buffer: s*b x min(E, EP*K) (or x K x the "
+        "buffer factor) x h",
+        "MaxText sparse_matmul's ragged_all_to_all (docs/memory.md, "
+        "\"Mixture of experts\")");
+  }
   add("total",
       st.total_bytes,
       st.exchange_bytes > 0
-          ? "layers + embedding + mtp + max(head, recompute + "
-            "context_exchange)"
+          ? "layers + embedding + mtp + max(head, recompute + exchange)"
           : "layers + embedding + mtp + max(head, recompute)",
       "HBM: the loss, then each layer's backward");
   if (st.host_bytes > 0) {

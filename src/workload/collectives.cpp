@@ -301,7 +301,7 @@ std::vector<CollectiveRow> expert_collectives(const CollectiveInputs& c) {
   const auto ep = static_cast<double>(c.roles.size(c.mesh, AxisRole::expert));
   const double bytes = ep * static_cast<double>(c.act.tokens)
                        * static_cast<double>(c.experts_per_token) * c.hidden
-                       * c.act_bytes * c.options.capacity_factor;
+                       * c.act_bytes * c.act.expert_load;
   return {{Parallelism::expert,
            Collective::all_to_all,
            StepPhase::every_pass,

@@ -71,6 +71,7 @@ struct LayerFlops {
   double mlp_in = 0;     // gate and up (mlpwi_0, mlpwi_1) or fc_in
   double mlp_out = 0;    // down (mlpwo)
   double router = 0;     // MoE gate: 2 h E
+  double routed = 0;     // of mlp_in + mlp_out, the routed experts' (x K)
   double key = 0;        // of qkv, the key projection's (0 with MLA)
   bool gated = true;     // the MLP's input is gate and up
   // Weights (elements) gathered for the layer: every expert, not top-k.

@@ -68,9 +68,11 @@ LayerFlops layer_flops(const ModelConfig& m,
   } else {
     const auto experts = static_cast<double>(s.routed_experts);
     f.router = 2 * h * experts;
+    const double before = f.mlp_in + f.mlp_out;
     f.expert_weights = mlp(s.routed_intermediate,
                            static_cast<double>(s.experts_per_token),
                            experts);
+    f.routed = f.mlp_in + f.mlp_out - before;
     f.weights += f.expert_weights + h * experts;
     if (s.shared_intermediate > 0) {
       f.weights += mlp(s.shared_intermediate, 1, 1);
@@ -202,9 +204,14 @@ class StepEstimator {
         m_dense_layers * recomputed(m_act.remat, custom, m_dense)
         + m_moe_layers * recomputed(m_act.remat, custom, m_moe);
     const double device_tokens = m_tokens / m_split;
+    // The hottest expert rank computes its routed tokens x the expert load
+    // (a capacity factor pads every expert's buffer: MaxText's dense path
+    // computes the padding too).
+    const double routed_extra =
+        (m_act.expert_load - 1) * 3 * m_moe_layers * m_moe.routed / m_stages;
     m_out.flops_per_device =
         (3 * (layers_forward / m_stages + head) + recompute / m_stages
-         + mtp * recomputed(m_act.remat, custom, mtp_layer))
+         + mtp * recomputed(m_act.remat, custom, mtp_layer) + routed_extra)
         * device_tokens;
     m_out.matmul_seconds =
         m_out.flops_per_device / (m_peak * m_options.matmul_efficiency.value);
@@ -497,9 +504,10 @@ class StepEstimator {
              ? "the roofline (jax-ml/scaling-book); the references give no "
                "measured figure for XLA's matmuls: set it from a profile"
              : to_string(o.matmul_efficiency.at)},
-        {"capacity_factor",
-         fmt::format("{:g}", o.capacity_factor),
-         "MaxText's capacity_factor; 1: dropless routing, balanced"},
+        {"expert_load",
+         fmt::format("{:g}", m_act.expert_load),
+         m_act.expert_load_source.empty() ? std::string("no routed experts")
+                                          : m_act.expert_load_source},
         {"overlap",
          fmt::format("fsdp gathers {}, gradient reduction {}, tensor "
                      "collectives {}, expert all-to-all {}",

@@ -741,6 +741,41 @@ TEST_CASE("maxtext cli: model states kept in host memory until the step",
         != std::string::npos);
 }
 
+TEST_CASE("maxtext cli: sparse_matmul's ragged buffer and capacity_factor",
+          "[cli][maxtext][activations]") {
+  // Mixtral-8x7B (h 4096, 8 experts, top 2) on v5p-128 as fsdp 16, expert
+  // 4, pdb 1, seq 4096: 4,096 tokens a device. MaxText's sparse path (the
+  // default) receives them across the expert axis into a buffer sized for
+  // the worst case, tokens x min(E, EP x K) = 4096 x 8 = 32,768 rows of
+  // h; an MoE layer's backward holds two: 2 x 32768 x 4096 x 2 =
+  // 536,870,912 bytes. ragged_buffer_factor 1.5: 4096 x 2 x 1.5 = 12,288
+  // rows, 201,326,592. capacity_factor is the dense path's alone.
+  auto activations = [](const std::string& keys) {
+    const test::CliResult r = test::run_cli(test::args(
+        "memory --topology v5p-128 --model mixtral-8x7b-v0.1 --recipe adam "
+        "--format json --maxtext-config {} ici_tensor_parallelism=1 "
+        "ici_fsdp_parallelism=16 ici_expert_parallelism=4 "
+        "per_device_batch_size=1 "
+            + keys,
+        data("small.yml")));
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    return test::parse_json_from(r.out, "memory")["memory"]["activations"];
+  };
+  const json worst = activations("capacity_factor=1.25");
+  CHECK(worst["expert_exchange_bytes"] == 536'870'912);
+  CHECK(worst["expert_load"] == 1.0);
+  CHECK(activations("ragged_buffer_factor=1.5")["expert_exchange_bytes"]
+        == 201'326'592);
+  // sparse_matmul false: the dense path pads to capacity_factor, with no
+  // ragged buffer.
+  const json dense = activations("sparse_matmul=false capacity_factor=1.25");
+  CHECK(dense["expert_exchange_bytes"] == 0);
+  CHECK(dense["expert_load"] == 1.25);
+  CHECK(dense["expert_load_source"].get<std::string>().find("capacity_factor")
+        != std::string::npos);
+}
+
 TEST_CASE("maxtext cli: context_parallel_strategy sets the exchange",
           "[cli][maxtext][activations]") {
   // small.yml with tensor 1 and context 4 on v5p-32 (16 chips): fsdp 4,

@@ -410,7 +410,62 @@ TEST_CASE("cli workload: --overlap and --capacity-factor set the step's rules",
             == 2 * base["collectives"][i]["bytes_per_device"].get<int64_t>());
     }
   }
-  CHECK(doubled["assumptions"]["capacity_factor"]["value"] == "2");
+  CHECK(doubled["assumptions"]["expert_load"]["value"] == "2");
+}
+
+TEST_CASE("cli workload: the hottest expert rank's load",
+          "[cli][workload][step]") {
+  // Mixtral-8x7B (h 4096, 8 experts, top 2, Im 14336, 32 layers) on
+  // v5p-128 as fsdp:16,ep:4, batch 64, seq 4096: one sequence a device,
+  // 4,096 tokens. Under remat none an MoE layer keeps its routed tensors:
+  // the dispatch and the experts' outputs 2 x 4096 x 2 x 4096 each
+  // (67,108,864) and the gate, up and product 2 x 4096 x 2 x 14336 each
+  // (234,881,024): 838,860,800 bytes. A capacity factor of 1.25 pads them
+  // to 1.25 x, 209,715,200 more; a routing imbalance of 1.5 (dropless) puts
+  // 1.5 x on the hottest rank, 419,430,400 more. The expert all-to-all
+  // moves 4 x 4096 x 2 x 4096 x 2 = 268,435,456 bytes x the load, and the
+  // hottest rank computes (load - 1) x 3 x 32 layers x 6 h Im K
+  // (704,643,072) FLOPs a token more, over its 4,096 tokens.
+  auto plan = [](const std::string& more) {
+    return run_json(
+        args("plan --model mixtral-8x7b-v0.1 --recipe adam --topology v5p-128 "
+             "--mesh fsdp:16,ep:4 --seq 4096 --batch 64 --remat none "
+             + more));
+  };
+  // Every Mixtral layer is an MoE layer: the per-layer figure is one's.
+  auto moe_layer = [](const json& doc) {
+    return doc["memory"]["activations"]["per_layer_bytes"].get<int64_t>();
+  };
+  auto all_to_all = [](const json& doc) {
+    for (const json& c : doc["step"]["collectives"]) {
+      if (c["what"] == "expert all-to-all") {
+        return c["bytes_per_device"].get<int64_t>();
+      }
+    }
+    return int64_t{0};
+  };
+  const json base = plan("");
+  CHECK(base["memory"]["activations"]["expert_load"] == 1.0);
+  CHECK(all_to_all(base) == 268'435'456);
+  const json padded = plan("--capacity-factor 1.25");
+  CHECK(padded["memory"]["activations"]["expert_load"] == 1.25);
+  CHECK(moe_layer(padded) - moe_layer(base) == 209'715'200);
+  CHECK(all_to_all(padded) == 335'544'320);
+  CHECK(padded["step"]["flops_per_device"].get<double>()
+            - base["step"]["flops_per_device"].get<double>()
+        == Approx(0.25 * 3 * 32 * 704'643'072.0 * 4096));
+  const json hot = plan("--routing-imbalance 1.5");
+  CHECK(hot["memory"]["activations"]["expert_load_source"]
+        == "routing imbalance 1.5 on the hottest expert rank, "
+           "--routing-imbalance");
+  CHECK(moe_layer(hot) - moe_layer(base) == 419'430'400);
+  CHECK(all_to_all(hot) == 402'653'184);
+  // Without expert axes every rank routes its own tokens: no hottest rank.
+  const json flat = run_json(
+      args("plan --model mixtral-8x7b-v0.1 --recipe adam --topology v5p-128 "
+           "--mesh fsdp:64 --seq 4096 --batch 64 --remat none "
+           "--routing-imbalance 1.5"));
+  CHECK(flat["memory"]["activations"]["expert_load"] == 1.0);
 }
 
 TEST_CASE("cli workload: data parallelism over DCN names the per-slice batch",

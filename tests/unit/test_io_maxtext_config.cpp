@@ -108,16 +108,17 @@ TEST_CASE("maxtext: unknown keys are one short info note",
       read_maxtext_config(data("large.yml"), {}, diags);
   INFO(test::first_error(diags));
   REQUIRE(c);
-  // 72 keys, of which 34 are read: 24 ici/dcn keys, mesh_axes, shard_mode,
+  // 72 keys, of which 35 are read: 24 ici/dcn keys, mesh_axes, shard_mode,
   // num_slices, allow_split_physical_axes, logical_axis_rules, the four
-  // workload keys and decoder_layer_input (the custom remat policy's).
-  CHECK(c->ignored_keys.size() == 38);
+  // workload keys, decoder_layer_input (the custom remat policy's) and
+  // capacity_factor.
+  CHECK(c->ignored_keys.size() == 37);
   REQUIRE(diags.items().size() == 1);
   const Diagnostic& d = diags.items()[0];
   CHECK(d.severity == Severity::info);
   CHECK(d.code == "maxtext.ignored-keys");
   CHECK(d.message
-        == "38 keys shardplan does not read were ignored: run_name, "
+        == "37 keys shardplan does not read were ignored: run_name, "
            "model_name, override_model_config, override_logical_axis_rules, "
            "normalization_layer_epsilon, ...");
   CHECK(d.location.source == data("large.yml"));
