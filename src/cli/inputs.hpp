@@ -185,6 +185,13 @@ struct SearchCommand {
   std::string attention = "flash";
   bool sequence_parallel = false;
   std::optional<int64_t> mtp_layers;  // --mtp-layers
+  // --cross-entropy, --context-strategy, --capacity-factor,
+  // --routing-imbalance, --host-offload: as plan's.
+  std::optional<std::string> cross_entropy;
+  std::optional<std::string> context_strategy;
+  std::optional<double> capacity_factor;
+  std::optional<double> routing_imbalance;
+  std::vector<std::string> host_offload;
   double matmul_efficiency = 1.0;
   size_t top = 10;
   std::string objective = "tokens";

@@ -116,6 +116,36 @@ void add_search_options(CLI::App& sub,
                  "multi-token-prediction modules trained (default 0)")
       ->check(CLI::Range(0, 64))
       ->type_name("N");
+  sub.add_option("--cross-entropy",
+                 cmd.cross_entropy,
+                 "the loss's kernel: fused, vocab-parallel (default) or "
+                 "eager (a MaxText config: fused)")
+      ->check(CLI::IsMember(cross_entropy_names()))
+      ->type_name("KERNEL");
+  sub.add_option("--context-strategy",
+                 cmd.context_strategy,
+                 "with sequence axes: all-gather (default), ring or ulysses")
+      ->check(CLI::IsMember(context_strategy_names()))
+      ->type_name("STRATEGY");
+  sub.add_option("--capacity-factor",
+                 cmd.capacity_factor,
+                 "routed experts: F > 0 pads each expert's buffer to F x "
+                 "its share; <= 0 dropless (default)")
+      ->check(CLI::Range(-1.0, 64.0))
+      ->type_name("F");
+  sub.add_option("--routing-imbalance",
+                 cmd.routing_imbalance,
+                 "dropless routing: the hottest expert rank's tokens over "
+                 "the balanced share (default 1)")
+      ->check(CLI::Range(1.0, 1024.0))
+      ->type_name("F");
+  sub.add_option("--host-offload",
+                 cmd.host_offload,
+                 "model states in host memory between steps: optimizer, "
+                 "params")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"optimizer", "params"}))
+      ->type_name("STATES");
   sub.add_option("--matmul-efficiency",
                  cmd.matmul_efficiency,
                  "fraction of the bf16 peak a matmul reaches (default 1)")
@@ -183,6 +213,10 @@ bool search_options(const SearchCommand& cmd,
   }
   flags.attention.value = cmd.attention;
   flags.sequence_parallel = cmd.sequence_parallel;
+  flags.cross_entropy.value = cmd.cross_entropy;
+  flags.context_strategy.value = cmd.context_strategy;
+  flags.capacity_factor.value = cmd.capacity_factor;
+  flags.routing_imbalance.value = cmd.routing_imbalance;
   const std::optional<MaxTextConfig>& maxtext = in.maxtext;
   apply_maxtext_workload(maxtext, true, flags, diags);
   if (!flags.seq.value) {
@@ -225,6 +259,12 @@ bool search_options(const SearchCommand& cmd,
                                         : &in.slices.front(),
                     options.memory);
   options.workload.residuals_only = options.memory.runtime == Runtime::xla;
+  for (const std::string& state : cmd.host_offload) {
+    Sourced<bool>& offload = state == "optimizer"
+                                 ? options.memory.optimizer_host_offload
+                                 : options.memory.parameter_host_offload;
+    offload = {true, Location::of("--host-offload")};
+  }
   apply_maxtext_param_dtype(maxtext, options.memory.param_dtype);
   apply_maxtext_optimizer(maxtext, options.memory);
   options.step.matmul_efficiency = {cmd.matmul_efficiency,

@@ -508,3 +508,34 @@ TEST_CASE("search: --devices errors are located", "[cli][search]") {
                    + file.string() + " is a file")
         != std::string::npos);
 }
+
+TEST_CASE("search: the loss's kernel and host offload as plan takes them",
+          "[cli][search]") {
+  // Llama-3-8B on v5p-8 (4 chips) as fsdp:4, one 2048-token sequence a
+  // device: the loss's logits are 2048 x 128,256. Fused (XLA) holds them
+  // once in bf16, 525,336,576 bytes; eager (PyTorch's F.cross_entropy)
+  // three fp32 copies, 3,152,019,456: 2,626,682,880 more at the loss.
+  auto winner = [](const std::string& more) {
+    return run_json(
+        args("search --topology v5p-8 --model llama-3-8b --seq "
+             "2048 --batch 4 --axes fsdp "
+             + more))["candidates"][0];
+  };
+  const json fused = winner("--cross-entropy fused");
+  const json eager = winner("--cross-entropy eager");
+  CHECK(fused["mesh"] == "fsdp:4");
+  CHECK(eager["memory"]["per_device"]["activations"].get<int64_t>()
+            - fused["memory"]["per_device"]["activations"].get<int64_t>()
+        == 2'626'682'880);
+  // The optimizer state in host memory: HBM peaks at the optimizer step,
+  // every state + the largest tensor's fp32 update (the embedding's
+  // 128,256 x 4096 / 4 x 4 bytes = 525,336,576).
+  const json hosted = winner("--cross-entropy fused --host-offload optimizer");
+  const json& per_device = hosted["memory"]["per_device"];
+  CHECK(hosted["memory"]["max_device_total"].get<int64_t>()
+        == per_device["params"].get<int64_t>()
+               + per_device["grads"].get<int64_t>()
+               + per_device["optimizer"].get<int64_t>() + 525'336'576);
+  CHECK(hosted["memory"]["max_device_total"].get<int64_t>()
+        < fused["memory"]["max_device_total"].get<int64_t>());
+}
