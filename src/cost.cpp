@@ -21,6 +21,8 @@ std::string_view to_string(Collective op) {
       return "collective_permute";
     case Collective::send_recv:
       return "send_recv";
+    case Collective::host_copy:
+      return "host_copy";
   }
   return "all_gather";
 }
@@ -126,6 +128,7 @@ CollectiveCost collective_cost(Collective op,
         break;
       case Collective::collective_permute:
       case Collective::send_recv:
+      case Collective::host_copy:
         t = group_bytes / level.min_bytes_per_s;
         hops = 1;
         break;

@@ -51,6 +51,9 @@ enum class Collective {
   all_to_all,
   collective_permute,
   send_recv,
+  // A copy between a device and its host's memory (PCIe, host DMA): not a
+  // collective; collective_cost does not price it (the step does).
+  host_copy,
 };
 
 // "all_gather", "reduce_scatter", ... (the enumerator's name).

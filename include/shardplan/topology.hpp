@@ -322,6 +322,9 @@ struct TopologyFigures {
   // memory over the chips it serves, which a host's share of offloaded
   // activations and model states must fit (docs/memory.md, "Host memory").
   Figure host_memory_bytes_per_chip;
+  // A chip's link to its host's memory (PCIe, host DMA), one way: what
+  // offloaded activations and hosted states move over.
+  Figure host_bytes_per_s_per_chip;
 };
 
 // Every figure of TopologyFigures with its name (as files and the JSON
@@ -419,7 +422,8 @@ std::vector<std::string> catalogue_families();
 // links its collectives use (docs/output-schema.md, "mesh", `axes_links`;
 // docs/topologies.md, "Links per axis").
 
-enum class LinkClass { none, ici, dcn, nvlink, network, mixed };
+// host: a device's link to its host's memory (PCIe, host DMA).
+enum class LinkClass { none, ici, dcn, nvlink, network, mixed, host };
 std::string_view to_string(LinkClass link);
 
 struct AxisLink {

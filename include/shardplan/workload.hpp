@@ -509,7 +509,7 @@ struct StepOptions {
 // parallelism's (with sequence parallelism, its reduce-scatters and
 // gathers), sequence (context) parallelism's, the experts' all-to-all, the
 // pipeline's sends.
-enum class Parallelism { fsdp, data, tensor, sequence, expert, pipeline };
+enum class Parallelism { fsdp, data, tensor, sequence, expert, pipeline, host };
 
 // When a collective runs: in the forward, in the backward, reducing the
 // gradients (during the backward), or in every pass (forward, backward and
@@ -623,6 +623,12 @@ struct StepInputs {
   // memory fits only without: MemoryEstimate::prefetch_dropped; its
   // all-gathers are then exposed).
   bool backward_prefetch = true;
+  // A device's link to its host's memory, one way (the topology's
+  // host_bytes_per_s_per_chip over its devices; 0 when unknown), and the
+  // model state kept there between steps (MemoryEstimate::hosted_params +
+  // hosted_optimizer), moved in and out around the optimizer step.
+  double host_bytes_per_s = 0;
+  int64_t hosted_state_bytes = 0;
   // Where the mesh came from ("--mesh"), for the roofline warnings.
   Location mesh_at;
   // Where the topology comes from ("--topology"), named by step.no-figure

@@ -384,6 +384,8 @@ std::string_view to_string(LinkClass link) {
       return "network";
     case LinkClass::mixed:
       return "mixed";
+    case LinkClass::host:
+      return "host";
   }
   return "none";
 }

@@ -39,6 +39,8 @@ std::string_view role_word(Parallelism role) {
       return "expert";
     case Parallelism::pipeline:
       return "pipeline";
+    case Parallelism::host:
+      return "host";
   }
   return "?";
 }
@@ -57,6 +59,8 @@ std::string_view op_word(Collective op) {
       return "permute";
     case Collective::send_recv:
       return "send";
+    case Collective::host_copy:
+      return "copy";
   }
   return "?";
 }
@@ -78,6 +82,18 @@ std::string_view phase_suffix(StepPhase phase) {
 }  // namespace
 
 std::string collective_label(const StepCollective& c) {
+  if (c.role == Parallelism::host) {
+    switch (c.phase) {
+      case StepPhase::forward:
+        return "host offload (forward)";
+      case StepPhase::backward:
+        return "host reload (backward)";
+      case StepPhase::gradients:
+      case StepPhase::every_pass:
+        break;
+    }
+    return "host states (optimizer step)";
+  }
   return fmt::format(
       "{} {}{}", role_word(c.role), op_word(c.op), phase_suffix(c.phase));
 }

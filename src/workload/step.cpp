@@ -266,11 +266,51 @@ class StepEstimator {
         .moe_share = 1 - dense_share,
     };
     m_out.collectives = price_collectives(inputs, m_in.links);
+    add_host_copies();
     hide_behind_compute(m_out.collectives, m_out.compute_seconds);
     for (const StepCollective& c : m_out.collectives) {
       m_out.comm_seconds += c.seconds;
       m_out.exposed_comm_seconds += c.exposed_seconds;
     }
+  }
+
+  // Host memory's traffic (docs/step.md, "Host transfers"): what the remat
+  // policy offloads goes out in each microbatch's forward and comes back
+  // in its backward, behind the compute (XLA's async copies); states kept
+  // in host memory come in before the optimizer step and go back after it,
+  // exposed. Unpriced when the topology gives no host link.
+  void add_host_copies() {
+    const double bw = m_in.host_bytes_per_s;
+    const double per_microbatch =
+        m_act.in_flight_factor > 0
+            ? static_cast<double>(m_act.host_offload_bytes)
+                  / m_act.in_flight_factor
+            : 0;
+    if (!(bw > 0)) {
+      return;
+    }
+    auto copy = [&](StepPhase phase, double bytes, double count, bool overlap) {
+      if (!(bytes > 0) || !(count > 0)) {
+        return;
+      }
+      StepCollective c;
+      c.role = Parallelism::host;
+      c.op = Collective::host_copy;
+      c.phase = phase;
+      c.link = LinkClass::host;
+      c.bytes_per_device = static_cast<int64_t>(bytes);
+      c.count = static_cast<int64_t>(count);
+      c.seconds = bytes * count / bw;
+      c.overlapped = overlap;
+      c.exposed_seconds = overlap ? 0 : c.seconds;
+      m_out.collectives.push_back(std::move(c));
+    };
+    copy(StepPhase::forward, per_microbatch, m_microbatches, true);
+    copy(StepPhase::backward, per_microbatch, m_microbatches, true);
+    copy(StepPhase::every_pass,
+         static_cast<double>(m_in.hosted_state_bytes),
+         2,
+         false);
   }
 
   // 1F1B's bubble: (S - 1) / M of the ideal step, / V interleaved
@@ -504,6 +544,13 @@ class StepEstimator {
              ? "the roofline (jax-ml/scaling-book); the references give no "
                "measured figure for XLA's matmuls: set it from a profile"
              : to_string(o.matmul_efficiency.at)},
+        {"host_bytes_per_s",
+         m_in.host_bytes_per_s > 0 ? fmt::format("{:g}", m_in.host_bytes_per_s)
+                                   : std::string("unknown"),
+         m_in.host_bytes_per_s > 0
+             ? m_topology->figures.host_bytes_per_s_per_chip.source
+             : std::string("the topology gives no host link: host copies "
+                           "are not priced")},
         {"expert_load",
          fmt::format("{:g}", m_act.expert_load),
          m_act.expert_load_source.empty() ? std::string("no routed experts")
@@ -572,6 +619,13 @@ StepInputs step_inputs_for(const ModelConfig& model,
   in.grad_bytes = dtype_bits(memory.grad_dtype.value_or(moved)) / 8;
   in.optimizer_state_bytes = memory.per_device.model_states();
   in.backward_prefetch = memory.prefetch_dropped == 0;
+  const int64_t per_chip =
+      topology.kind == TopologyKind::tpu
+          ? std::max<int64_t>(topology.tpu.cores_per_chip, 1)
+          : 1;
+  in.host_bytes_per_s = topology.figures.host_bytes_per_s_per_chip.value
+                        / static_cast<double>(per_chip);
+  in.hosted_state_bytes = memory.hosted_params + memory.hosted_optimizer;
   in.mesh_at = std::move(mesh_at);
   return in;
 }

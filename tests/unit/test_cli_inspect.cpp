@@ -155,8 +155,10 @@ TEST_CASE("cli: topology list and show", "[cli][inspect]") {
   // chip, ICI latency, DCN bandwidth per chip, DCN latency, and the
   // compute figures: bf16 peak and HBM bandwidth per device (v5e's
   // 1.97e14 and 8.19e11, one device per chip), and the host's RAM per
-  // chip (ct5lp-hightpu-4t's 192 GB over 4 chips); each sourced.
-  CHECK(t["figures"].size() == 9);
+  // chip (ct5lp-hightpu-4t's 192 GB over 4 chips) and its link to it
+  // (the scaling book's 1.6e10 B/s); each sourced.
+  CHECK(t["figures"].size() == 10);
+  CHECK(t["figures"]["host_bytes_per_s_per_chip"]["value"] == 1.6e10);
   CHECK(t["figures"]["bf16_flops_per_s_per_device"]["value"] == 1.97e14);
   CHECK(t["figures"]["hbm_bytes_per_s_per_device"]["value"] == 8.19e11);
   CHECK(t["figures"]["host_memory_bytes_per_chip"]["value"] == 48e9);

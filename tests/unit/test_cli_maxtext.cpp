@@ -814,3 +814,58 @@ TEST_CASE("maxtext cli: context_parallel_strategy sets the exchange",
                      "models; expected all_gather, ring or ulysses")
         != std::string::npos);
 }
+
+TEST_CASE("maxtext cli: offloaded tensors cross the host link in the step",
+          "[cli][maxtext][step]") {
+  // v6e-a (Llama 3.1 8B on v6e-8, pdb 3, seq 8192, custom remat offloading
+  // decoder_layer_input, out_proj, query_proj, key_proj, value_proj): a
+  // device's 24,576 tokens x (4096 + 4096 + 4096 + 1024 + 1024) x 2 bytes
+  // = 704,643,072 a layer, 22,548,578,304 for 32 layers: out in the
+  // forward and back in the backward over v6e's 3.2e10 B/s host link,
+  // 0.7046 s each way, behind the compute. With the optimizer state in
+  // host memory it also comes in and goes out around the optimizer step,
+  // exposed.
+  auto step = [](const std::string& keys) {
+    const test::CliResult r = test::run_cli(test::args(
+        "memory --topology v6e-8 --model llama-3-8b --recipe adam --format "
+        "json --maxtext-config {}/bench/measured/v6e-a.yml "
+            + keys,
+        SHARDPLAN_SOURCE_DIR));
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    return test::parse_json_from(r.out, "memory")["step"];
+  };
+  auto find = [](const json& s, const std::string& what) {
+    for (const json& c : s["collectives"]) {
+      if (c["what"] == what) {
+        return c;
+      }
+    }
+    return json();
+  };
+  const json s = step("");
+  const json out = find(s, "host offload (forward)");
+  REQUIRE(out.is_object());
+  CHECK(out["op"] == "host_copy");
+  CHECK(out["link"] == "host");
+  CHECK(out["mesh_axes"].empty());
+  CHECK(out["bytes_per_device"] == 22'548'578'304);
+  CHECK(out["count"] == 1);
+  CHECK(out["seconds"].get<double>() == Approx(22'548'578'304 / 3.2e10));
+  CHECK(out["overlapped"] == true);
+  CHECK(find(s, "host reload (backward)")["bytes_per_device"]
+        == 22'548'578'304);
+  CHECK(s["assumptions"]["host_bytes_per_s"]["value"] == "3.2e+10");
+  CHECK(find(s, "host states (optimizer step)").is_null());
+  // The optimizer state in host memory: bf16 weights, optax's moments
+  // like them, 4 bytes a parameter over 8 chips, in and out: exposed.
+  const json hosted = step("optimizer_memory_host_offload=true");
+  const json states = find(hosted, "host states (optimizer step)");
+  REQUIRE(states.is_object());
+  CHECK(states["count"] == 2);
+  CHECK(states["overlapped"] == false);
+  CHECK(states["exposed_seconds"].get<double>()
+        == Approx(states["seconds"].get<double>()));
+  CHECK(states["seconds"].get<double>()
+        == Approx(2 * states["bytes_per_device"].get<double>() / 3.2e10));
+}
