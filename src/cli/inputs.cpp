@@ -564,9 +564,9 @@ void apply_host_memory(const Topology* topology, MemoryOptions& memory) {
     return;
   }
   // At most 1 PB a chip (figure_fields) x a host's chips: exact in double.
+  const int64_t chips = devices / per_chip_devices;  // whole chips a host
   memory.host_memory_bytes = {
-      static_cast<int64_t>(per_chip
-                           * static_cast<double>(devices / per_chip_devices)),
+      static_cast<int64_t>(per_chip * static_cast<double>(chips)),
       Location::of("--topology " + topology->name)};
   memory.devices_per_host = devices;
 }
