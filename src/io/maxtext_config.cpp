@@ -1073,22 +1073,33 @@ class Reader {
     if (!strategy->set()) {
       return true;
     }
-    const std::vector<std::string> known = {"all_gather", "ring", "ulysses"};
-    if (std::find(known.begin(), known.end(), strategy->value) == known.end()) {
-      Diagnostic& d = m_diags.error(
-          "maxtext.bad-value",
-          fmt::format("context_parallel_strategy {} is not one shardplan "
-                      "models; expected all_gather, ring or ulysses",
-                      quote(strategy->value)),
-          strategy->at);
-      const std::string near = closest_match(strategy->value, known);
-      if (!near.empty()) {
-        d.hint = fmt::format("did you mean {}?", quote(near));
-      }
+    if (!one_of(*strategy,
+                {"all_gather", "ring", "ulysses"},
+                fmt::format("context_parallel_strategy {} is not one "
+                            "shardplan models; expected all_gather, ring or "
+                            "ulysses",
+                            quote(strategy->value)))) {
       return false;
     }
     m_config.context_parallel_strategy = std::move(*strategy);
     return true;
+  }
+
+  // Whether `value` is one of `known`; else reports `message` at it, with
+  // the nearest as a hint.
+  bool one_of(const Sourced<std::string>& value,
+              const std::vector<std::string>& known,
+              std::string message) {
+    if (std::find(known.begin(), known.end(), value.value) != known.end()) {
+      return true;
+    }
+    Diagnostic& d =
+        m_diags.error("maxtext.bad-value", std::move(message), value.at);
+    const std::string near = closest_match(value.value, known);
+    if (!near.empty()) {
+      d.hint = fmt::format("did you mean {}?", quote(near));
+    }
+    return false;
   }
 
   // A dtype key's value into `out`; with `optional_floating` (mu_dtype) ""
@@ -1131,19 +1142,11 @@ class Reader {
       return false;
     }
     if (opt->set()) {
-      const std::vector<std::string> known = {
-          "adamw", "adam_pax", "sgd", "muon"};
-      if (std::find(known.begin(), known.end(), opt->value) == known.end()) {
-        Diagnostic& d = m_diags.error(
-            "maxtext.bad-value",
-            fmt::format("opt_type {} is not an optimizer MaxText builds; "
-                        "expected adamw, adam_pax, sgd or muon",
-                        quote(opt->value)),
-            opt->at);
-        const std::string near = closest_match(opt->value, known);
-        if (!near.empty()) {
-          d.hint = fmt::format("did you mean {}?", quote(near));
-        }
+      if (!one_of(*opt,
+                  {"adamw", "adam_pax", "sgd", "muon"},
+                  fmt::format("opt_type {} is not an optimizer MaxText "
+                              "builds; expected adamw, adam_pax, sgd or muon",
+                              quote(opt->value)))) {
         return false;
       }
       m_config.opt_type = std::move(*opt);
