@@ -587,7 +587,7 @@ TEST_CASE("maxtext cli: no MTP module trains unless mtp_num_layers says",
         != std::string::npos);
 }
 
-TEST_CASE("maxtext cli: the measured dense runs fit, as they ran",
+TEST_CASE("maxtext cli: the measured runs fit, as they ran",
           "[cli][maxtext][memory]") {
   // The MaxText rows of the calibration set (bench/measured/, the
   // tpu-recipes logs in docs/memory.md, "Measured runs"): every one ran, so
@@ -618,6 +618,36 @@ TEST_CASE("maxtext cli: the measured dense runs fit, as they ran",
     CHECK(memory["capacity_bytes"] == memory["hbm_bytes"]);
     CHECK(memory["activations"]["cross_entropy"] == "fused");
   }
+  // v5p-a, Llama 2 70B on v5p-1024 (its Hugging Face config beside the
+  // MaxText one), and the 405B check row: they ran, so they fit.
+  for (const auto& [id, flags] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"v5p-a",
+            "--from-hf-config " + std::string(SHARDPLAN_SOURCE_DIR)
+                + "/bench/measured/llama-2-70b.json"},
+           {"v5p-405b", "--model llama-3.1-405b"}}) {
+    INFO(id);
+    const test::CliResult r = test::run_cli(
+        test::args("memory --recipe adam --format json --topology v5p-1024 "
+                       + flags + " --maxtext-config {}/bench/measured/{}.yml",
+                   SHARDPLAN_SOURCE_DIR,
+                   id));
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(test::parse_json_from(r.out, "memory")["memory"]["fits"] == true);
+  }
+  // tt-a, torchtitan's Llama 3.1 8B on 8 H100s (96 GB): its logged peak,
+  // 82.4 GiB reserved, within 5% (the allocator's reserve is fitted to it:
+  // bench/fit_allocator.py).
+  const test::CliResult tt = test::run_cli(test::args(
+      "memory --recipe adam --format json --topology h100x8 --hbm 96GiB "
+      "--model llama-3-8b --mesh fsdp:8 --rules fsdp --param-dtype f32 "
+      "--seq 8192 --batch 16 --remat selective_op --cross-entropy eager"));
+  REQUIRE(tt.code == 0);
+  const json tt_memory = test::parse_json_from(tt.out, "memory")["memory"];
+  CHECK(tt_memory["fits"] == true);
+  CHECK(tt_memory["reserved_bytes"].get<double>()
+        == Approx(82.4 * 1073741824.0).epsilon(0.05));
 }
 
 TEST_CASE("maxtext cli: the runtime sets the reserve and the headroom",
