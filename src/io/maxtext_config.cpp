@@ -992,9 +992,16 @@ class Reader {
     }
     for (const char* key :
          {"gradient_accumulation_steps", "num_pipeline_microbatches"}) {
-      std::optional<Sourced<int64_t>> steps = integer(key, 1, false);
+      const bool pipeline =
+          std::string_view(key) == "num_pipeline_microbatches";
+      std::optional<Sourced<int64_t>> steps = integer(key, 1, pipeline);
       if (!steps) {
         return false;
+      }
+      if (steps->set() && steps->value == -1) {
+        // base.yml's -1: "defaults to num_stages" (types.py), the stage
+        // axis's ici x dcn parallelism when both are given.
+        steps->value = pipeline_stages();
       }
       if (steps->set() && steps->value > 1) {
         (std::string_view(key) == "gradient_accumulation_steps"
@@ -1083,6 +1090,20 @@ class Reader {
     }
     m_config.context_parallel_strategy = std::move(*strategy);
     return true;
+  }
+
+  // The pipeline's stages, ici_pipeline_parallelism x
+  // dcn_pipeline_parallelism; 1 when either is -1 (filled from the device
+  // count, unknown here).
+  int64_t pipeline_stages() const {
+    for (const MaxTextAxis& axis : m_config.axes) {
+      if (axis.name == "stage") {
+        return axis.ici.value >= 1 && axis.dcn.value >= 1
+                   ? axis.ici.value * axis.dcn.value
+                   : 1;
+      }
+    }
+    return 1;
   }
 
   // Whether `value` is one of `known`; else reports `message` at it, with

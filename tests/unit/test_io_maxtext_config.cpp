@@ -393,3 +393,29 @@ TEST_CASE("maxtext: base_config is read first, a missing one noted",
     CHECK(c->max_target_length->at.source == data("small.yml"));
   }
 }
+
+TEST_CASE("maxtext: num_pipeline_microbatches -1 is the stage count",
+          "[io][maxtext_config]") {
+  // base.yml's num_pipeline_microbatches: -1, "defaults to num_stages"
+  // (MaxText's types.py): ici x dcn pipeline parallelism.
+  Diagnostics diags;
+  std::optional<MaxTextConfig> staged = read(
+      "num_pipeline_microbatches: -1\nici_pipeline_parallelism: 4\n"
+      "dcn_pipeline_parallelism: 2\n",
+      diags);
+  INFO(test::first_error(diags));
+  REQUIRE(staged);
+  REQUIRE(staged->num_pipeline_microbatches);
+  CHECK(staged->num_pipeline_microbatches->value == 8);
+  // Without a pipeline, one stage: no microbatches to split.
+  std::optional<MaxTextConfig> flat =
+      read("num_pipeline_microbatches: -1\n", diags);
+  REQUIRE(flat);
+  CHECK_FALSE(flat->num_pipeline_microbatches);
+  // Below -1, or 0: MaxText's own error.
+  Diagnostics bad;
+  CHECK_FALSE(read("num_pipeline_microbatches: 0\n", bad));
+  CHECK(test::first_error(bad).find("num_pipeline_microbatches must be an "
+                                    "integer >= 1 or -1")
+        != std::string::npos);
+}
