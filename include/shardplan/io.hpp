@@ -389,6 +389,8 @@ struct MaxTextConfig {
   // context_parallel_strategy (base.yml: "all_gather"; "ring", "ulysses"),
   // when set.
   std::optional<Sourced<std::string>> context_parallel_strategy;
+  // num_vocab_tiling (base.yml: 1), when set above 1.
+  std::optional<Sourced<int64_t>> num_vocab_tiling;
   // Routed experts (base.yml): capacity_factor (-1.0: dropless), which
   // MaxText's dense_matmul path applies; sparse_matmul (true: the grouped
   // matmul, whose tokens cross expert axes by ragged_all_to_all into a

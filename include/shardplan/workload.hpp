@@ -247,6 +247,9 @@ struct Workload {
   // The loss's kernel; its location says who decided (a flag, a MaxText
   // config, or nobody: Megatron's, the default).
   Sourced<CrossEntropy> cross_entropy{CrossEntropy::vocab_parallel, {}};
+  // The loss over the tokens in this many chunks, one chunk's logits alive
+  // at a time (MaxText's num_vocab_tiling; 1: all at once).
+  Sourced<int64_t> vocab_tiles{1, {}};
   // How attention exchanges K and V over the sequence axes (with none,
   // nothing).
   Sourced<ContextStrategy> context_strategy{ContextStrategy::all_gather, {}};
@@ -355,6 +358,7 @@ struct ActivationEstimate {
   CrossEntropy cross_entropy = CrossEntropy::vocab_parallel;
   std::string cross_entropy_source;  // a flag, a config, or empty (default)
   bool residuals_only = false;       // Workload::residuals_only
+  int64_t vocab_tiles = 1;           // Workload::vocab_tiles
   // Context parallelism (sequence axes of `sequence_shards` > 1): the
   // strategy and who chose it, a layer's K and V and its q, k, v and
   // attention output on a device (one microbatch, in the activation

@@ -94,6 +94,10 @@ void apply_maxtext_workload(const std::optional<MaxTextConfig>& maxtext,
         maxtext_location(config.context_parallel_strategy->at)};
   }
   apply_maxtext_experts(config, flags);
+  if (!flags.vocab_tiles.value && config.num_vocab_tiling) {
+    flags.vocab_tiles = {config.num_vocab_tiling->value,
+                         maxtext_location(config.num_vocab_tiling->at)};
+  }
   if (!flags.mtp_layers.value && config.mtp_num_layers) {
     flags.mtp_layers = {config.mtp_num_layers->value,
                         maxtext_location(config.mtp_num_layers->at)};

@@ -115,6 +115,13 @@ void add_workload_options(CLI::App& app,
       ->check(CLI::IsMember(cross_entropy_names()))
       ->type_name("KERNEL")
       ->group(group);
+  app.add_option("--vocab-tiles",
+                 flags.vocab_tiles.value,
+                 "the loss over the tokens in T chunks, one chunk's logits "
+                 "alive at a time (MaxText's num_vocab_tiling; default 1)")
+      ->check(CLI::Range(1, 65536))
+      ->type_name("T")
+      ->group(group);
   app.add_option("--context-strategy",
                  flags.context_strategy.value,
                  "how attention sees the whole sequence when sequence axes "
@@ -194,6 +201,9 @@ Location first_workload_value(const WorkloadFlags& f) {
       {f.capacity_factor.value.has_value()
            && f.capacity_factor.at.source == "--capacity-factor",
        &f.capacity_factor.at},
+      {f.vocab_tiles.value.has_value()
+           && f.vocab_tiles.at.source == "--vocab-tiles",
+       &f.vocab_tiles.at},
       {f.routing_imbalance.value.has_value(), &f.routing_imbalance.at},
       // A MaxText config's kernel asks for no workload.
       {f.cross_entropy.value.has_value()
@@ -244,6 +254,9 @@ Workload workload_of(const WorkloadFlags& flags) {
     w.context_strategy = {parse_context_strategy(*flags.context_strategy.value)
                               .value_or(ContextStrategy::all_gather),
                           flags.context_strategy.at};
+  }
+  if (flags.vocab_tiles.value) {
+    w.vocab_tiles = {*flags.vocab_tiles.value, flags.vocab_tiles.at};
   }
   if (flags.capacity_factor.value) {
     w.capacity_factor = {*flags.capacity_factor.value,

@@ -48,6 +48,8 @@ struct WorkloadFlags {
       {}, Location::of("--cross-entropy")};
   Sourced<std::optional<std::string>> context_strategy{
       {}, Location::of("--context-strategy")};
+  Sourced<std::optional<int64_t>> vocab_tiles{{},
+                                              Location::of("--vocab-tiles")};
   Sourced<std::optional<double>> capacity_factor{
       {}, Location::of("--capacity-factor")};
   Sourced<std::optional<double>> routing_imbalance{

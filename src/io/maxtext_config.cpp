@@ -74,7 +74,8 @@ const std::vector<std::string>& read_keys() {
                                                 "context_parallel_strategy",
                                                 "capacity_factor",
                                                 "sparse_matmul",
-                                                "ragged_buffer_factor"};
+                                                "ragged_buffer_factor",
+                                                "num_vocab_tiling"};
   static const std::vector<std::string> with_remat = [] {
     std::vector<std::string> out = keys;
     const std::vector<std::string>& names = custom_remat_names();
@@ -984,8 +985,13 @@ class Reader {
       m_config.max_target_length = std::move(*seq);
     }
     std::optional<Sourced<int64_t>> mtp = integer("mtp_num_layers", 0, false);
-    if (!mtp) {
+    std::optional<Sourced<int64_t>> tiles =
+        integer("num_vocab_tiling", 1, false);
+    if (!mtp || !tiles) {
       return false;
+    }
+    if (tiles->set() && tiles->value > 1) {
+      m_config.num_vocab_tiling = std::move(*tiles);
     }
     if (mtp->set()) {
       m_config.mtp_num_layers = std::move(*mtp);

@@ -55,6 +55,7 @@ ordered_json activations_object(const ActivationEstimate& a,
   j["cross_entropy"] = std::string(to_string(a.cross_entropy));
   j["cross_entropy_source"] = a.cross_entropy_source;
   j["residuals_only"] = a.residuals_only;
+  j["vocab_tiles"] = a.vocab_tiles;
   j["context_strategy"] = std::string(to_string(a.context_strategy));
   j["context_strategy_source"] = a.context_strategy_source;
   j["context_kv_bytes"] = a.context_kv_bytes;

@@ -809,6 +809,20 @@ class Estimator {
     }
     m_s_dev = seq / C;
     m_e.tokens = m_arith.mul(m_e.microbatch_size, m_s_dev);
+    const Sourced<int64_t>& tiles = m_w.vocab_tiles;
+    if (tiles.value < 1 || m_e.tokens % tiles.value != 0) {
+      error("workload.vocab-tiles",
+            fmt::format("the {} tokens of a microbatch on a device are not "
+                        "divisible by {} vocab tiles",
+                        m_e.tokens,
+                        tiles.value),
+            tiles.at)
+          .hint =
+          "MaxText: per_device_batch_size x max_target_length must divide "
+          "by num_vocab_tiling";
+      return false;
+    }
+    m_e.vocab_tiles = tiles.value;
     m_tokens_outside = by_token ? m_e.tokens / m_e.tensor_shards : m_e.tokens;
     return true;
   }
@@ -867,6 +881,9 @@ class Estimator {
     }
     if (m_s.shared_intermediate > 0) {
       symbol("Is", m_s.shared_intermediate);
+    }
+    if (m_e.vocab_tiles > 1) {
+      symbol("T", m_e.vocab_tiles);
     }
   }
 
@@ -1217,10 +1234,16 @@ class Estimator {
   // elements each).
   void loss_terms(std::vector<HeadTerm>& terms) {
     const int64_t vocab = ceil_div(m_model.vocab, m_e.tensor_shards);
-    const int64_t narrow = m_arith.mul({m_e.tokens, vocab, m_act});
-    const int64_t wide = m_arith.mul({m_e.tokens, vocab, 4});
-    const std::string narrow_text = fmt::format("{}*s*b*ceil(v/t)", m_act);
-    const std::string wide_text = "4*s*b*ceil(v/t)";
+    // MaxText's num_vocab_tiling: the loss runs over the tokens in T chunks,
+    // one chunk's logits alive at a time (checked to divide the tokens).
+    const int64_t T = m_w.vocab_tiles.value;
+    const int64_t tokens = m_e.tokens / T;
+    const int64_t narrow = m_arith.mul({tokens, vocab, m_act});
+    const int64_t wide = m_arith.mul({tokens, vocab, 4});
+    const std::string tiled = T > 1 ? "/T" : "";
+    const std::string narrow_text =
+        fmt::format("{}*s*b*ceil(v/t){}", m_act, tiled);
+    const std::string wide_text = "4*s*b*ceil(v/t)" + tiled;
     const bool softcap = m_model.final_softcap > 0;
     switch (m_e.cross_entropy) {
       case CrossEntropy::fused:

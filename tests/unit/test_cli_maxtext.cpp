@@ -392,6 +392,11 @@ TEST_CASE("maxtext cli: XLA gives up the prefetch before it runs out",
   CHECK(memory["per_device"]["gather_buffer"] == 12'750'684'160);
   CHECK(memory["per_device"]["activations"] == 75'640'143'872);
   CHECK(memory["max_device_total"] == 101'139'939'328);
+  // num_vocab_tiling 4: the loss's logits a quarter at a time, 16,384 / 4
+  // tokens x 128,256 x 2 bytes = 1,050,673,152, beside the final norm's
+  // input and the head's input (536,870,912 each).
+  CHECK(memory["activations"]["vocab_tiles"] == 4);
+  CHECK(memory["activations"]["logits_bytes"] == 2'124'414'976);
   const json& gathers = doc["step"]["collectives"];
   CHECK(gathers[0]["what"] == "fsdp all-gather (forward)");
   CHECK(gathers[0]["exposed_seconds"] < gathers[0]["seconds"]);

@@ -612,3 +612,37 @@ TEST_CASE("cli workload: ulysses needs the heads to divide over the sequence",
            "over 16 sequence shards; use all-gather or ring, or fewer "
            "sequence shards [workload.ulysses-heads]");
 }
+
+TEST_CASE("cli workload: vocab tiles split the loss's logits",
+          "[cli][workload][activations]") {
+  // Llama-3-8B on v5p-32 as fsdp:16, seq 8192, one sequence a device:
+  // the fused loss holds 8192 x 128,256 x 2 = 2,101,346,304 bytes of
+  // logits at once; in 4 tiles, a quarter: 525,336,576.
+  auto logits = [](const std::string& more) {
+    const json doc = run_json(
+        args("memory --topology v5p-32 --model llama-3-8b --mesh fsdp:16 "
+             "--rules maxtext --seq 8192 --per-device-batch 1 --recipe adam "
+             "--cross-entropy fused "
+             + more));
+    for (const json& t : doc["memory"]["activations"]["terms"]) {
+      if (t["name"] == "logits") {
+        return t;
+      }
+    }
+    return json();
+  };
+  CHECK(logits("")["bytes"] == 2'101'346'304);
+  const json tiled = logits("--vocab-tiles 4");
+  CHECK(tiled["bytes"] == 525'336'576);
+  CHECK(tiled["formula"] == "2*s*b*ceil(v/t)/T");
+  // The tiles must divide a device's tokens (MaxText's own check).
+  const CliResult bad = run_cli(
+      args("memory --topology v5p-32 --model llama-3-8b --mesh fsdp:16 "
+           "--rules maxtext --seq 8192 --per-device-batch 1 --vocab-tiles 3"));
+  CHECK(bad.code == 2);
+  CHECK(first_line(bad.err)
+        == "--vocab-tiles: error: the 8192 tokens of a microbatch on a device "
+           "are not divisible by 3 vocab tiles; MaxText: "
+           "per_device_batch_size x max_target_length must divide by "
+           "num_vocab_tiling [workload.vocab-tiles]");
+}
