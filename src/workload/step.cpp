@@ -544,13 +544,6 @@ class StepEstimator {
              ? "the roofline (jax-ml/scaling-book); the references give no "
                "measured figure for XLA's matmuls: set it from a profile"
              : to_string(o.matmul_efficiency.at)},
-        {"host_bytes_per_s",
-         m_in.host_bytes_per_s > 0 ? fmt::format("{:g}", m_in.host_bytes_per_s)
-                                   : std::string("unknown"),
-         m_in.host_bytes_per_s > 0
-             ? m_topology->figures.host_bytes_per_s_per_chip.source
-             : std::string("the topology gives no host link: host copies "
-                           "are not priced")},
         {"expert_load",
          fmt::format("{:g}", m_act.expert_load),
          m_act.expert_load_source.empty() ? std::string("no routed experts")
@@ -569,6 +562,17 @@ class StepEstimator {
          "docs/step.md, \"Overlap\": XLA's async collectives (MaxText's "
          "defaults)"},
     };
+    // The host link, when something crosses it.
+    if (m_act.host_offload_bytes > 0 || m_in.hosted_state_bytes > 0) {
+      const bool known = m_in.host_bytes_per_s > 0;
+      m_out.assumptions.push_back(
+          {"host_bytes_per_s",
+           known ? fmt::format("{:g}", m_in.host_bytes_per_s)
+                 : std::string("unknown"),
+           known ? m_topology->figures.host_bytes_per_s_per_chip.source
+                 : std::string("the topology gives no host link: host "
+                               "copies are not priced")});
+    }
   }
 
   const ModelConfig& m_model;
