@@ -185,9 +185,10 @@ struct SearchCommand {
   std::string attention = "flash";
   bool sequence_parallel = false;
   std::optional<int64_t> mtp_layers;  // --mtp-layers
-  // --cross-entropy, --context-strategy, --capacity-factor,
+  // --cross-entropy, --vocab-tiles, --context-strategy, --capacity-factor,
   // --routing-imbalance, --host-offload: as plan's.
   std::optional<std::string> cross_entropy;
+  std::optional<int64_t> vocab_tiles;
   std::optional<std::string> context_strategy;
   std::optional<double> capacity_factor;
   std::optional<double> routing_imbalance;

@@ -122,6 +122,12 @@ void add_search_options(CLI::App& sub,
                  "eager (a MaxText config: fused)")
       ->check(CLI::IsMember(cross_entropy_names()))
       ->type_name("KERNEL");
+  sub.add_option("--vocab-tiles",
+                 cmd.vocab_tiles,
+                 "the loss's logits in T chunks (MaxText's num_vocab_tiling; "
+                 "default 1)")
+      ->check(CLI::Range(1, 65536))
+      ->type_name("T");
   sub.add_option("--context-strategy",
                  cmd.context_strategy,
                  "with sequence axes: all-gather (default), ring or ulysses")
@@ -214,6 +220,7 @@ bool search_options(const SearchCommand& cmd,
   flags.attention.value = cmd.attention;
   flags.sequence_parallel = cmd.sequence_parallel;
   flags.cross_entropy.value = cmd.cross_entropy;
+  flags.vocab_tiles.value = cmd.vocab_tiles;
   flags.context_strategy.value = cmd.context_strategy;
   flags.capacity_factor.value = cmd.capacity_factor;
   flags.routing_imbalance.value = cmd.routing_imbalance;

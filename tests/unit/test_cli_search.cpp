@@ -527,6 +527,11 @@ TEST_CASE("search: the loss's kernel and host offload as plan takes them",
   CHECK(eager["memory"]["per_device"]["activations"].get<int64_t>()
             - fused["memory"]["per_device"]["activations"].get<int64_t>()
         == 2'626'682'880);
+  // In 2 vocab tiles the fused logits halve: 262,668,288 bytes less.
+  const json tiled = winner("--cross-entropy fused --vocab-tiles 2");
+  CHECK(fused["memory"]["per_device"]["activations"].get<int64_t>()
+            - tiled["memory"]["per_device"]["activations"].get<int64_t>()
+        == 262'668'288);
   // The optimizer state in host memory: HBM peaks at the optimizer step,
   // every state + the largest tensor's fp32 update (the embedding's
   // 128,256 x 4096 / 4 x 4 bytes = 525,336,576).
