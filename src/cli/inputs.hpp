@@ -186,12 +186,9 @@ struct SearchCommand {
   bool sequence_parallel = false;
   std::optional<int64_t> mtp_layers;  // --mtp-layers
   // --cross-entropy, --vocab-tiles, --context-strategy, --capacity-factor,
-  // --routing-imbalance, --host-offload: as plan's.
-  std::optional<std::string> cross_entropy;
-  std::optional<int64_t> vocab_tiles;
-  std::optional<std::string> context_strategy;
-  std::optional<double> capacity_factor;
-  std::optional<double> routing_imbalance;
+  // --routing-imbalance (add_exchange_options: plan's, the only fields of
+  // it search sets) and --host-offload, as plan's.
+  WorkloadFlags exchange;
   std::vector<std::string> host_offload;
   double matmul_efficiency = 1.0;
   size_t top = 10;

@@ -116,35 +116,7 @@ void add_search_options(CLI::App& sub,
                  "multi-token-prediction modules trained (default 0)")
       ->check(CLI::Range(0, 64))
       ->type_name("N");
-  sub.add_option("--cross-entropy",
-                 cmd.cross_entropy,
-                 "the loss's kernel: fused, vocab-parallel (default) or "
-                 "eager (a MaxText config: fused)")
-      ->check(CLI::IsMember(cross_entropy_names()))
-      ->type_name("KERNEL");
-  sub.add_option("--vocab-tiles",
-                 cmd.vocab_tiles,
-                 "the loss's logits in T chunks (MaxText's num_vocab_tiling; "
-                 "default 1)")
-      ->check(CLI::Range(1, 65536))
-      ->type_name("T");
-  sub.add_option("--context-strategy",
-                 cmd.context_strategy,
-                 "with sequence axes: all-gather (default), ring or ulysses")
-      ->check(CLI::IsMember(context_strategy_names()))
-      ->type_name("STRATEGY");
-  sub.add_option("--capacity-factor",
-                 cmd.capacity_factor,
-                 "routed experts: F > 0 pads each expert's buffer to F x "
-                 "its share; <= 0 dropless (default)")
-      ->check(CLI::Range(-1.0, 64.0))
-      ->type_name("F");
-  sub.add_option("--routing-imbalance",
-                 cmd.routing_imbalance,
-                 "dropless routing: the hottest expert rank's tokens over "
-                 "the balanced share (default 1)")
-      ->check(CLI::Range(1.0, 1024.0))
-      ->type_name("F");
+  add_exchange_options(sub, cmd.exchange, sub.option_defaults()->get_group());
   sub.add_option("--host-offload",
                  cmd.host_offload,
                  "model states in host memory between steps: optimizer, "
@@ -206,7 +178,7 @@ bool search_options(const SearchCommand& cmd,
                     const SearchInputs& in,
                     Diagnostics& diags,
                     SearchOptions& options) {
-  WorkloadFlags flags;
+  WorkloadFlags flags = cmd.exchange;  // the loss's, context's, experts'
   flags.seq.value = cmd.seq;
   flags.batch.value = cmd.batch;
   if (!cmd.per_device_batch.empty()) {
@@ -219,11 +191,6 @@ bool search_options(const SearchCommand& cmd,
   }
   flags.attention.value = cmd.attention;
   flags.sequence_parallel = cmd.sequence_parallel;
-  flags.cross_entropy.value = cmd.cross_entropy;
-  flags.vocab_tiles.value = cmd.vocab_tiles;
-  flags.context_strategy.value = cmd.context_strategy;
-  flags.capacity_factor.value = cmd.capacity_factor;
-  flags.routing_imbalance.value = cmd.routing_imbalance;
   const std::optional<MaxTextConfig>& maxtext = in.maxtext;
   apply_maxtext_workload(maxtext, true, flags, diags);
   if (!flags.seq.value) {

@@ -20,21 +20,14 @@
 
 namespace shardplan::cli {
 
-void add_workload_options(CLI::App& app,
-                          WorkloadFlags& flags,
-                          const std::vector<CLI::Option*>& manifest_options) {
-  CLI::Option* config =
-      app.add_option("--config",
-                     flags.config,
-                     "the model's Hugging Face config.json beside --manifest: "
-                     "its architecture, for the workload and for placing "
-                     "layers and experts (--model and --from-hf-config have "
-                     "one)")
-          ->type_name("FILE");
-  for (size_t i = 1; i < manifest_options.size(); ++i) {
-    config->excludes(manifest_options[i]);
-  }
-  const std::string group = "Workload (activations; docs/memory.md)";
+namespace {
+
+constexpr std::string_view k_workload_group =
+    "Workload (activations; docs/memory.md)";
+
+// --seq, the batch and the microbatches.
+void add_batch_options(CLI::App& app, WorkloadFlags& flags) {
+  const std::string group(k_workload_group);
   app.add_option("--seq", flags.seq.value, "tokens per sequence")
       ->type_name("N")
       ->group(group);
@@ -57,6 +50,12 @@ void add_workload_options(CLI::App& app,
                  "microbatches with a stage axis (default 1)")
       ->type_name("M")
       ->group(group);
+}
+
+// What a layer keeps: the remat policy, the attention, the residual
+// stream's layout, the pipeline's interleave, the MTP modules, the dtype.
+void add_layer_options(CLI::App& app, WorkloadFlags& flags) {
+  const std::string group(k_workload_group);
   app.add_option("--remat",
                  flags.remat.value,
                  fmt::format("what each layer keeps for the backward "
@@ -104,6 +103,44 @@ void add_workload_options(CLI::App& app,
       ->check(CLI::Range(0, 64))
       ->type_name("N")
       ->group(group);
+  app.add_option("--activation-dtype",
+                 flags.activation_dtype.value,
+                 "dtype of the saved activations (default bf16, MaxText's "
+                 "dtype)")
+      ->type_name("DTYPE")
+      ->group(group);
+}
+
+// The axis roles.
+void add_role_options(CLI::App& app, WorkloadFlags& flags) {
+  const std::string roles = "Axis roles (default: by name; docs/memory.md)";
+  auto role =
+      [&](const char* name, std::vector<std::string>& axes, const char* help) {
+        app.add_option(name, axes, help)
+            ->delimiter(',')
+            ->type_name("A,B,..")
+            ->group(roles);
+      };
+  role("--tensor-axes",
+       flags.tensor_axes,
+       "axes that split heads and MLP width (default: tp, tensor, model)");
+  role("--sequence-axes",
+       flags.sequence_axes,
+       "axes that split the sequence (default: sp, context, cp)");
+  role("--expert-axes",
+       flags.expert_axes,
+       "axes that split the experts (default: ep, expert)");
+  role("--stage-axes",
+       flags.stage_axes,
+       "axes that split the layers into pipeline stages (default: pp, "
+       "stage)");
+}
+
+}  // namespace
+
+void add_exchange_options(CLI::App& app,
+                          WorkloadFlags& flags,
+                          const std::string& group) {
   app.add_option("--cross-entropy",
                  flags.cross_entropy.value,
                  "the loss's kernel, which sets what the head holds of the "
@@ -150,33 +187,26 @@ void add_workload_options(CLI::App& app,
       ->check(CLI::Range(1.0, 1024.0))
       ->type_name("F")
       ->group(group);
-  app.add_option("--activation-dtype",
-                 flags.activation_dtype.value,
-                 "dtype of the saved activations (default bf16, MaxText's "
-                 "dtype)")
-      ->type_name("DTYPE")
-      ->group(group);
-  const std::string roles = "Axis roles (default: by name; docs/memory.md)";
-  auto role =
-      [&](const char* name, std::vector<std::string>& axes, const char* help) {
-        app.add_option(name, axes, help)
-            ->delimiter(',')
-            ->type_name("A,B,..")
-            ->group(roles);
-      };
-  role("--tensor-axes",
-       flags.tensor_axes,
-       "axes that split heads and MLP width (default: tp, tensor, model)");
-  role("--sequence-axes",
-       flags.sequence_axes,
-       "axes that split the sequence (default: sp, context, cp)");
-  role("--expert-axes",
-       flags.expert_axes,
-       "axes that split the experts (default: ep, expert)");
-  role("--stage-axes",
-       flags.stage_axes,
-       "axes that split the layers into pipeline stages (default: pp, "
-       "stage)");
+}
+
+void add_workload_options(CLI::App& app,
+                          WorkloadFlags& flags,
+                          const std::vector<CLI::Option*>& manifest_options) {
+  CLI::Option* config =
+      app.add_option("--config",
+                     flags.config,
+                     "the model's Hugging Face config.json beside --manifest: "
+                     "its architecture, for the workload and for placing "
+                     "layers and experts (--model and --from-hf-config have "
+                     "one)")
+          ->type_name("FILE");
+  for (size_t i = 1; i < manifest_options.size(); ++i) {
+    config->excludes(manifest_options[i]);
+  }
+  add_batch_options(app, flags);
+  add_layer_options(app, flags);
+  add_exchange_options(app, flags, std::string(k_workload_group));
+  add_role_options(app, flags);
 }
 
 namespace {

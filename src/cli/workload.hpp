@@ -66,6 +66,14 @@ struct WorkloadFlags {
   std::vector<std::string> stage_axes;
 };
 
+// Adds the flags of the loss's kernel and tiles, the context exchange and
+// the routed experts' load (--cross-entropy, --vocab-tiles,
+// --context-strategy, --capacity-factor, --routing-imbalance) in `group`:
+// plan's workload and search share them.
+void add_exchange_options(CLI::App& app,
+                          WorkloadFlags& flags,
+                          const std::string& group);
+
 // Adds the workload's flags, the role flags but --data-axes (ZeRO's, which
 // the check options add) and --config, which excludes the manifest options
 // but --manifest (`manifest_options`: --manifest, --model, --from-hf-config).
