@@ -363,13 +363,7 @@ class InputReader {
     memory.recipe = *recipe;
     memory.zero = {m_cmd.zero, Location::of("--zero")};
     memory.data_axes = {m_cmd.data_axes, Location::of("--data-axes")};
-    for (const std::string& state : m_cmd.host_offload) {
-      Sourced<bool>& offload = state == "optimizer"
-                                   ? memory.optimizer_host_offload
-                                   : memory.parameter_host_offload;
-      offload.value = true;
-      offload.at = Location::of("--host-offload");
-    }
+    apply_host_offload(m_cmd.host_offload, memory);
     apply_runtime(m_cmd.runtime,
                   m_cmd.headroom,
                   topology ? &*topology : nullptr,
@@ -551,6 +545,17 @@ constexpr std::string_view k_pytorch_reserve_source =
 // JAX preallocates 75% of a GPU's memory (XLA_PYTHON_CLIENT_MEM_FRACTION,
 // JAX's "GPU memory allocation").
 constexpr double k_jax_gpu_headroom = 0.25;
+
+void apply_host_offload(const std::vector<std::string>& states,
+                        MemoryOptions& memory) {
+  for (const std::string& state : states) {
+    Sourced<bool>& offload = state == "optimizer"
+                                 ? memory.optimizer_host_offload
+                                 : memory.parameter_host_offload;
+    offload.value = true;
+    offload.at = Location::of("--host-offload");
+  }
+}
 
 void apply_host_memory(const Topology* topology, MemoryOptions& memory) {
   if (!topology) {

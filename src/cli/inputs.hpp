@@ -223,6 +223,11 @@ void apply_runtime(const std::string& runtime,
                    bool maxtext,
                    MemoryOptions& memory);
 
+// --host-offload's states (optimizer, params; CLI11 checked them) into
+// `memory`, located at the flag.
+void apply_host_offload(const std::vector<std::string>& states,
+                        MemoryOptions& memory);
+
 // The RAM of a host of `topology` and the devices it serves, into `memory`
 // (docs/memory.md, "Host memory"): nothing when the topology has no
 // host_memory_bytes_per_chip.

@@ -233,12 +233,7 @@ bool search_options(const SearchCommand& cmd,
                                         : &in.slices.front(),
                     options.memory);
   options.workload.residuals_only = options.memory.runtime == Runtime::xla;
-  for (const std::string& state : cmd.host_offload) {
-    Sourced<bool>& offload = state == "optimizer"
-                                 ? options.memory.optimizer_host_offload
-                                 : options.memory.parameter_host_offload;
-    offload = {true, Location::of("--host-offload")};
-  }
+  apply_host_offload(cmd.host_offload, options.memory);
   apply_maxtext_param_dtype(maxtext, options.memory.param_dtype);
   apply_maxtext_optimizer(maxtext, options.memory);
   options.step.matmul_efficiency = {cmd.matmul_efficiency,
