@@ -893,7 +893,7 @@ std::vector<std::string_view> default_role_axes(AxisRole role) {
       return {
           "tp", "tensor", "tensor_transpose", "tensor_sequence", "model", "mp"};
     case AxisRole::sequence:
-      return {"sp", "cp", "context", "sequence"};
+      return {"sp", "cp", "context", "context_usp_ulysses", "sequence"};
     case AxisRole::expert:
       return {"ep", "expert"};
     case AxisRole::stage:

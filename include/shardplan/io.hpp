@@ -48,6 +48,8 @@
 #include <shardplan/topology.hpp>
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -340,9 +342,19 @@ std::optional<RuleSet> read_rules_preset(std::string_view name,
 
 // One mesh axis of a MaxText config, in mesh_axes order.
 // MaxText's mesh axes in base.yml's mesh_axes order (AI-Hypercomputer/
-// maxtext at 003b41698f6e, the snapshot configs/rules/maxtext.json copies
-// its logical_axis_rules from): data, stage, fsdp, ..., autoregressive.
+// maxtext at e591f30c, the snapshot configs/rules/maxtext.json copies
+// its logical_axis_rules from): diloco, data, stage, fsdp, ...,
+// autoregressive.
 const std::vector<std::string>& maxtext_mesh_axes();
+// The fields of MaxText's config, name -> type as types.py annotates it
+// (configs/maxtext/fields.json, written by tools/maxtext_fields.py from
+// types.py at maxtext_fields_commit()): the keys pyconfig accepts.
+const std::map<std::string, std::string, std::less<>>& maxtext_fields();
+std::string_view maxtext_fields_commit();
+// pyconfig's _merge_logical_axis_rules: every rule of `rules` whose name
+// `updates` has is dropped, then `updates` are appended in order.
+void merge_logical_axis_rules(std::vector<LogicalAxisRule>& rules,
+                              const std::vector<LogicalAxisRule>& updates);
 // The stem of an axis's ici_*/dcn_* keys: the axis, but "pipeline" for
 // "stage" (ici_pipeline_parallelism).
 std::string maxtext_key_stem(std::string_view axis);
@@ -353,6 +365,38 @@ struct MaxTextAxis {
   Sourced<int64_t> ici;  // ici_<key>_parallelism: >= 1, or -1 (fill)
   Sourced<int64_t> dcn;  // dcn_<key>_parallelism: >= 1, or -1 (fill)
 };
+
+// The model a MaxText config describes (docs/maxtext.md, "The model"), as
+// MaxText's pyconfig builds it: base.yml's dims, over them
+// models/<model_name>.yml (beside the config, else in its folder's parent's
+// models/), over those the overrides; then global_parameter_scale, a power
+// of two 2^k with k = 3b + r, scales the dims as types.py's
+// get_individual_scales does: heads, kv heads and both MLP widths by
+// 2^(b + (r > 0)), base_emb_dim by 2^(b + (r > 1)), the layers by 2^b.
+// `config` is the Hugging Face config.json of the same
+// tensors: decoder_block llama2 -> LlamaForCausalLM, mistral ->
+// MistralForCausalLM, mixtral -> MixtralForCausalLM, deepseek ->
+// DeepseekV3ForCausalLM, gemma -> GemmaForCausalLM, gemma2 ->
+// Gemma2ForCausalLM (MaxText's layer is a local and a global layer: two).
+struct MaxTextModel {
+  std::string name;  // model_name; "default" when only dims are set
+  Location at;       // model_name's key, or the config for base.yml's dims
+  std::string file;  // the models/ file read; "" for none
+  // With model_name and no models/ file: the built-in model (configs/models/)
+  // of the same tensors, or "" when none stands in; `config` is then unset
+  // unless `builtin` names one.
+  std::string builtin;
+  std::optional<ModelConfig> config;
+  // Why there is no config (an unsupported decoder_block, a model_name with
+  // no file and no built-in), for the error when nothing else gives the
+  // architecture.
+  std::string missing;
+};
+
+// MaxText's model_name for built-in model `builtin` (configs/models/):
+// the first of MaxText's models/*.yml with its tensors ("llama-3-8b" ->
+// "llama3-8b"); "" for none.
+std::string maxtext_model_name(std::string_view builtin);
 
 // What shardplan reads of a MaxText config. Keys neither the files nor the
 // overrides set keep MaxText's defaults of base.yml: every ici_* 1 but
@@ -371,6 +415,11 @@ struct MaxTextConfig {
   // "/logical_axis_rules/N", its axes' "/logical_axis_rules/N/1/M".
   std::optional<std::vector<LogicalAxisRule>> logical_axis_rules;
   Location logical_axis_rules_at;
+  // Without logical_axis_rules in the files: the rules that
+  // models/<model_name>.yml and the overrides give, to merge into base.yml's
+  // (merge_logical_axis_rules).
+  std::vector<LogicalAxisRule> logical_axis_rule_updates;
+  Location logical_axis_rule_updates_at;
   // The workload keys, when set. per_device_batch_size as written ("12.0",
   // "0.5"); weight_dtype as a DType (MaxText's names: float32, bfloat16).
   std::optional<Sourced<std::string>> per_device_batch_size;
@@ -414,6 +463,9 @@ struct MaxTextConfig {
   std::optional<Sourced<int64_t>> mtp_num_layers;
   // Keys shardplan does not read, in file order (noted, never an error).
   std::vector<std::string> ignored_keys;
+  // The model, when the config names one (model_name) or sets a model key
+  // (base_emb_dim, decoder_block, ...; base.yml sets them all).
+  std::optional<MaxTextModel> model;
 };
 
 // Where a MaxText value was set, as the diagnostics of other layers (the

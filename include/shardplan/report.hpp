@@ -119,6 +119,9 @@ struct Provenance {
   bool allow_split_physical_axes = false;
   // A line for the header (search: which candidate this is).
   std::string note;
+  // MaxText's model_name for the plan's model ("llama3.1-8b"): a MaxText
+  // config's, or the MaxText model a built-in model is; "" when none.
+  std::string maxtext_model;
 };
 
 // `shardplan mesh`: the mesh object, device_ids and diagnostics; with a

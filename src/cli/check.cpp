@@ -66,8 +66,10 @@ int finish_check(View view,
     }
     watch.lap("estimate the step");
   }
-  const Provenance provenance{
-      session.command_line(), in.allow_split_physical_axes, {}};
+  const Provenance provenance{session.command_line(),
+                              in.allow_split_physical_axes,
+                              {},
+                              in.maxtext_model};
   const CheckReport report{
       view,
       *in.mesh,

@@ -358,7 +358,12 @@ class InputReader {
   bool read_options() {
     const std::optional<Topology>& topology = m_in.topology;
     MemoryOptions& memory = m_in.memory;
-    std::optional<Recipe> recipe = parse_recipe(m_cmd.recipe);
+    // A MaxText config is a training run: its optimizer's state
+    // (apply_maxtext_optimizer) unless --recipe says otherwise.
+    std::optional<Recipe> recipe =
+        parse_recipe(!m_cmd.recipe.empty() ? m_cmd.recipe
+                     : m_in.maxtext        ? std::string("adam")
+                                           : std::string("params-only"));
     assert(recipe);  // CLI11 checked the name
     memory.recipe = *recipe;
     memory.zero = {m_cmd.zero, Location::of("--zero")};
@@ -403,15 +408,20 @@ class InputReader {
   // what the memory estimate and the step take from them.
   bool read_model() {
     Stopwatch watch;
-    m_in.manifest = load_manifest(m_cmd.source, m_diags);
+    m_in.manifest = load_model_manifest(m_cmd.source, m_in.maxtext, m_diags);
     watch.lap("read the manifest");
     if (!m_in.manifest) {
       return false;
     }
+    const std::optional<MaxTextConfig>& mt = m_in.maxtext;
+    m_in.maxtext_model = mt && mt->model && mt->model->name != "default"
+                             ? mt->model->name
+                             : maxtext_model_name(m_cmd.source.model);
     WorkloadFlags workload = m_cmd.workload;
-    const bool has_architecture = !m_cmd.source.model.empty()
-                                  || !m_cmd.source.hf_config.empty()
-                                  || !m_cmd.workload.config.empty();
+    const bool has_architecture =
+        !m_cmd.source.model.empty() || !m_cmd.source.hf_config.empty()
+        || !m_cmd.workload.config.empty()
+        || maxtext_model_config(m_in.maxtext) != nullptr;
     apply_maxtext_workload(m_in.maxtext, has_architecture, workload, m_diags);
     workload.residuals_only = m_in.memory.runtime == Runtime::xla;
     if (!load_training(workload,
@@ -436,7 +446,27 @@ class InputReader {
     if (t.activations) {
       m_in.memory.activations = activation_loads(*t.activations);
     }
+    note_params_only();
     return true;
+  }
+
+  // A workload trains: without --recipe only the weights are counted, and
+  // the note says so [memory.params-only].
+  void note_params_only() {
+    if (!m_cmd.recipe.empty() || m_in.maxtext || !m_in.training.workload) {
+      return;
+    }
+    Diagnostic d;
+    d.severity = Severity::info;
+    d.code = "memory.params-only";
+    d.message =
+        "the workload's activations are counted, but no gradients or "
+        "optimizer state: the recipe is params-only, the default";
+    d.location = Location::of("--recipe");
+    d.hint =
+        "give --recipe adam (or the recipe your run trains with) to count "
+        "the training state";
+    m_diags.add(std::move(d));
   }
 
   void set_step_options() {
@@ -504,10 +534,25 @@ bool load_search_inputs(const SearchCommand& cmd,
     }
     in.slices = std::move(*chosen);
   }
-  in.manifest = load_manifest(cmd.source, diags);
+  // --maxtext-config: the rules, the workload and allow_split of a MaxText
+  // config, and its model when no flag gives one; the meshes are still
+  // search's, named as MaxText names axes.
+  if (!cmd.maxtext.empty()) {
+    in.maxtext = load_maxtext_config(cmd.maxtext, diags);
+    if (!in.maxtext) {
+      return false;
+    }
+  }
+  in.manifest = load_model_manifest(cmd.source, in.maxtext, diags);
   bool failed = !in.manifest;
   if (!failed) {
-    in.model = read_architecture(cmd.config, cmd.source, diags, failed);
+    const ModelConfig* model = maxtext_model_config(in.maxtext);
+    in.model = read_architecture(
+        cmd.config,
+        cmd.source,
+        diags,
+        failed,
+        model ? std::optional<ModelConfig>(*model) : std::nullopt);
   }
   if (!failed && !in.model) {
     diags
@@ -517,12 +562,6 @@ bool load_search_inputs(const SearchCommand& cmd,
                Location::of("--manifest"))
         .hint = "give --config FILE beside --manifest, or --model NAME";
     failed = true;
-  }
-  // --maxtext-config: the rules, the workload and allow_split of a MaxText
-  // config; the meshes are still search's, named as MaxText names axes.
-  if (!failed && !cmd.maxtext.empty()) {
-    in.maxtext = load_maxtext_config(cmd.maxtext, diags);
-    failed = !in.maxtext;
   }
   if (failed) {
     return false;

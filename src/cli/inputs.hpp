@@ -107,7 +107,9 @@ struct CheckCommand {
   std::string topology;
   ManifestSource source;
   std::string specs;
-  std::string recipe = "params-only";
+  // --recipe; "" when not given: MaxText's training state (adam, its
+  // opt_type's) with --maxtext-config, else params-only.
+  std::string recipe;
   std::string param_dtype;
   std::string grad_dtype;
   std::string optimizer;     // --optimizer: "" for the recipe's
@@ -147,6 +149,9 @@ struct Inputs {
   StepOptions step_options;
   // With --maxtext-config: the config, and the mesh strings it gave.
   std::optional<MaxTextConfig> maxtext;
+  // MaxText's model_name for the plan's model: the config's, or the one a
+  // built-in --model is; "" for none.
+  std::string maxtext_model;
   std::string mesh_text;
   std::string dcn_text;
 };

@@ -64,7 +64,7 @@ int run_mesh(const MeshCommand& cmd, Session& session) {
   spdlog::debug(
       "mesh {} resolved to {} devices", cmd.mesh, placed->mesh.num_devices());
   const Provenance provenance{
-      session.command_line(), cmd.allow_split_physical_axes, {}};
+      session.command_line(), cmd.allow_split_physical_axes, {}, {}};
   return session.finish(
       MeshReport{placed->mesh, placed->layout, input.topology, &provenance},
       ExitCode::ok);

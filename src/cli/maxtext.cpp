@@ -36,6 +36,147 @@ std::optional<MaxTextConfig> load_maxtext_config(
   return read_maxtext_config(args.front(), overrides, diags);
 }
 
+namespace {
+
+// "model_name 'llama3.1-8b' (cfg.yml:2:13)" or "the config's model".
+std::string model_words(const MaxTextModel& model) {
+  if (model.name == "default") {
+    return fmt::format("the model of {}", to_string(model.at));
+  }
+  return fmt::format(
+      "model_name {} ({})", quote(model.name), to_string(model.at));
+}
+
+// The first dim in which `a` (a flag's model) and `b` (the config's) differ:
+// "hidden size 8192, the config's 4096"; "" when they agree.
+std::string first_difference(const ModelConfig& a, const ModelConfig& b) {
+  if (a.architecture != b.architecture) {
+    return fmt::format("architecture {}, the config's {}",
+                       to_string(a.architecture),
+                       to_string(b.architecture));
+  }
+  struct Dim {
+    const char* name;
+    int64_t ModelConfig::*field;
+  };
+  static constexpr Dim k_dims[] = {
+      {"hidden size (base_emb_dim)", &ModelConfig::hidden},
+      {"layers (base_num_decoder_layers)", &ModelConfig::layers},
+      {"query heads (base_num_query_heads)", &ModelConfig::heads},
+      {"key/value heads (base_num_kv_heads)", &ModelConfig::kv_heads},
+      {"head dim (head_dim)", &ModelConfig::head_dim},
+      {"MLP width (base_mlp_dim)", &ModelConfig::intermediate},
+      {"vocab (vocab_size)", &ModelConfig::vocab},
+      {"experts (num_experts)", &ModelConfig::experts},
+      {"experts per token (num_experts_per_tok)",
+       &ModelConfig::experts_per_token},
+      {"expert width (base_moe_mlp_dim)", &ModelConfig::moe_intermediate},
+  };
+  for (const Dim& d : k_dims) {
+    if (a.*d.field != b.*d.field) {
+      return fmt::format(
+          "{} {}, the config's {}", d.name, a.*d.field, b.*d.field);
+    }
+  }
+  if (a.tied != b.tied) {
+    return fmt::format("tied embeddings {}, the config's {}", a.tied, b.tied);
+  }
+  return {};
+}
+
+// A --model or --from-hf-config against the config's model.
+bool agrees(const ManifestSource& source,
+            const MaxTextModel& model,
+            Diagnostics& diags) {
+  if (!model.config) {
+    return true;
+  }
+  std::optional<ModelConfig> flag;
+  std::string flag_text;
+  bool failed = false;
+  flag = read_architecture("", source, diags, failed);
+  if (failed || !flag) {
+    return !failed;
+  }
+  flag_text = source.model.empty() ? "--from-hf-config " + source.hf_config
+                                   : "--model " + source.model;
+  const std::string difference = first_difference(*flag, *model.config);
+  if (difference.empty()) {
+    return true;
+  }
+  if (model.name == "default") {
+    // No model_name: the config's dims are base.yml's (or a few keys); the
+    // flag names the model meant, but MaxText would train the config's.
+    diags
+        .warning(
+            "maxtext.model-replaced",
+            fmt::format("{} replaces {}: {}; MaxText would train the "
+                        "config's model",
+                        flag_text,
+                        model_words(model),
+                        difference),
+            Location::of(source.model.empty() ? "--from-hf-config" : "--model"))
+        .hint =
+        "set model_name (or the model's keys) in the config to train "
+        "this model with MaxText";
+    return true;
+  }
+  diags
+      .error(
+          "maxtext.model-mismatch",
+          fmt::format(
+              "{} is not {}: {}", flag_text, model_words(model), difference),
+          Location::of(source.model.empty() ? "--from-hf-config" : "--model"))
+      .hint =
+      "drop the flag to plan the config's model, or set model_name (or the "
+      "model's keys) to the model you mean";
+  return false;
+}
+
+}  // namespace
+
+std::optional<Manifest> load_model_manifest(
+    const ManifestSource& source,
+    const std::optional<MaxTextConfig>& config,
+    Diagnostics& diags) {
+  const MaxTextModel* model =
+      config && config->model ? &*config->model : nullptr;
+  const bool flag_model = !source.model.empty() || !source.hf_config.empty();
+  if (model == nullptr || !source.manifest.empty()) {
+    return load_manifest(source, diags);
+  }
+  if (flag_model) {
+    if (!agrees(source, *model, diags)) {
+      return std::nullopt;
+    }
+    return load_manifest(source, diags);
+  }
+  if (!model->config) {
+    diags.error("maxtext.model", model->missing, model->at).hint =
+        "give --model NAME or --from-hf-config FILE (a Hugging Face "
+        "config.json) for the tensors";
+    return std::nullopt;
+  }
+  std::optional<std::vector<ModelTensor>> tensors =
+      checkpoint_tensors(*model->config, diags);
+  if (!tensors) {
+    return std::nullopt;
+  }
+  const std::string name =
+      model->name == "default"
+          ? fmt::format("--maxtext-config {}", config->source)
+          : fmt::format("--maxtext-config model_name={}", model->name);
+  return manifest_from_model(*tensors, name, diags);
+}
+
+const ModelConfig* maxtext_model_config(
+    const std::optional<MaxTextConfig>& config) {
+  if (!config || !config->model || !config->model->config) {
+    return nullptr;
+  }
+  return &*config->model->config;
+}
+
 MeshSources maxtext_flags() {
   // A config's allow_split_physical_axes: true, or the flag beside it,
   // lets an axis split a physical one: the hint names the flag.
@@ -81,6 +222,9 @@ void apply_maxtext_workload(const std::optional<MaxTextConfig>& maxtext,
     return;
   }
   const MaxTextConfig& config = *maxtext;
+  if (const ModelConfig* model = maxtext_model_config(maxtext)) {
+    flags.maxtext_model = *model;
+  }
   // MaxText's loss runs under XLA, which fuses it (docs/memory.md, "The
   // head").
   if (!flags.cross_entropy.value) {
@@ -204,7 +348,18 @@ std::optional<RuleSet> maxtext_rules(const MaxTextConfig& config,
                                      Diagnostics& diags) {
   std::optional<RuleSet> rules =
       read_rules_preset("maxtext", Location::of("--maxtext-config"), diags);
-  if (!rules || !config.logical_axis_rules) {
+  if (!rules) {
+    return rules;
+  }
+  if (!config.logical_axis_rules) {
+    if (!config.logical_axis_rule_updates.empty()) {
+      merge_logical_axis_rules(rules->logical_axis_rules,
+                               config.logical_axis_rule_updates);
+      rules->description = fmt::format(
+          "{} (with the logical_axis_rules of {})",
+          rules->description,
+          to_string(maxtext_location(config.logical_axis_rule_updates_at)));
+    }
     return rules;
   }
   rules->logical_axis_rules = *config.logical_axis_rules;

@@ -4,6 +4,7 @@
 // [KEY=VALUE ...] on plan, check, memory and search (cli/maxtext.cpp;
 // docs/maxtext.md).
 
+#include "cli/inputs.hpp"
 #include "cli/workload.hpp"
 
 #include <shardplan/diag.hpp>
@@ -28,6 +29,23 @@ CLI::Option* add_maxtext_option(CLI::App& app, std::vector<std::string>& args);
 // The MaxText config of `args` (read_maxtext_config).
 std::optional<MaxTextConfig> load_maxtext_config(
     const std::vector<std::string>& args, Diagnostics& diags);
+
+// The tensors to plan: the flags' (--manifest, --model, --from-hf-config),
+// else the MaxText config's model (model_name, or its dims), else
+// load_manifest's error. A --model or --from-hf-config whose dims are not
+// those of the config's model_name is an error naming the first that
+// differs [maxtext.model-mismatch]; of a config's dims without model_name
+// (base.yml's default model), a warning that the flag's model replaces
+// them [maxtext.model-replaced]; a config whose model shardplan cannot build,
+// with no flag to give one, an error saying why [maxtext.model].
+std::optional<Manifest> load_model_manifest(
+    const ManifestSource& source,
+    const std::optional<MaxTextConfig>& config,
+    Diagnostics& diags);
+
+// The config's model's architecture; nullptr without one.
+const ModelConfig* maxtext_model_config(
+    const std::optional<MaxTextConfig>& config);
 
 // The flags a mesh built from a MaxText config is reported at.
 MeshSources maxtext_flags();

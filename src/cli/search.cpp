@@ -291,9 +291,13 @@ int run_search(const SearchCommand& cmd, Session& session) {
     }
     // Its paste-back document is plan's for its mesh, DCN factors, remat
     // and batch, with search's rules, recipe and workload.
+    const auto& mt = in.maxtext;
     const Provenance provenance{session.command_line(),
                                 options.allow_split_physical_axes,
-                                search_winner_note(*result, options.objective)};
+                                search_winner_note(*result, options.objective),
+                                mt && mt->model && mt->model->name != "default"
+                                    ? mt->model->name
+                                    : maxtext_model_name(cmd.source.model)};
     return session.finish(
         search_winner_report(*result, *in.manifest, *in.rules, provenance),
         diags.has_errors() ? ExitCode::plan_errors : ExitCode::ok);

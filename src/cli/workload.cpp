@@ -302,10 +302,12 @@ Workload workload_of(const WorkloadFlags& flags) {
   return w;
 }
 
-std::optional<ModelConfig> read_architecture(const std::string& config,
-                                             const ManifestSource& source,
-                                             Diagnostics& diags,
-                                             bool& failed) {
+std::optional<ModelConfig> read_architecture(
+    const std::string& config,
+    const ManifestSource& source,
+    Diagnostics& diags,
+    bool& failed,
+    const std::optional<ModelConfig>& fallback) {
   failed = false;
   std::optional<ModelConfig> model;
   if (!source.model.empty()) {
@@ -322,6 +324,8 @@ std::optional<ModelConfig> read_architecture(const std::string& config,
   } else if (!config.empty()) {
     model = read_path(config, InputKind::hf_config, diags, read_hf_config);
     failed = !model;
+  } else {
+    model = fallback;
   }
   return model;
 }
@@ -333,7 +337,8 @@ bool load_training(const WorkloadFlags& flags,
                    Diagnostics& diags,
                    Training& out) {
   bool failed = false;
-  out.model = read_architecture(flags.config, source, diags, failed);
+  out.model = read_architecture(
+      flags.config, source, diags, failed, flags.maxtext_model);
   if (failed) {
     return false;
   }

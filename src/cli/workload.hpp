@@ -28,6 +28,9 @@ struct ManifestSource;  // cli/inputs.hpp
 // not given.
 struct WorkloadFlags {
   std::string config;  // --config FILE: the architecture beside --manifest
+  // A MaxText config's model (model_name, or its dims): the architecture
+  // when no flag gives one (apply_maxtext_workload).
+  std::optional<ModelConfig> maxtext_model;
   Sourced<std::optional<int64_t>> seq{{}, Location::of("--seq")};
   Sourced<std::optional<int64_t>> batch{{}, Location::of("--batch")};
   Sourced<std::optional<std::string>> per_device_batch{
@@ -83,12 +86,15 @@ void add_workload_options(CLI::App& app,
 
 // The architecture of whichever source was given: --model's built-in
 // config, --from-hf-config's file, or `config` (--config) beside
-// --manifest. nullopt with `failed` false for a manifest alone; with
-// `failed` true after an error (reported).
-std::optional<ModelConfig> read_architecture(const std::string& config,
-                                             const ManifestSource& source,
-                                             Diagnostics& diags,
-                                             bool& failed);
+// --manifest, else `fallback` (a MaxText config's model). nullopt with
+// `failed` false for a manifest alone; with `failed` true after an error
+// (reported).
+std::optional<ModelConfig> read_architecture(
+    const std::string& config,
+    const ManifestSource& source,
+    Diagnostics& diags,
+    bool& failed,
+    const std::optional<ModelConfig>& fallback = std::nullopt);
 
 // What the workload flags resolve to for one mesh.
 struct Training {

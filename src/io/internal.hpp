@@ -9,6 +9,8 @@
 //                     that the text is an index)
 //   io/index.cpp      IndexEntry, IndexFile, read_index_text (a
 //                     model.safetensors.index.json's weight_map)
+//   io/maxtext_model.cpp  MaxTextModelKeys, maxtext_hf_config (a MaxText
+//                     config's model as a config.json), maxtext_stand_in
 
 #include <shardplan/diag.hpp>
 #include <shardplan/tensor.hpp>
@@ -63,5 +65,52 @@ std::optional<IndexFile> read_index_text(std::string_view json,
                                          std::string_view source,
                                          Diagnostics& diags,
                                          size_t padding = 0);
+
+// The model keys of a MaxText config as merged (base.yml's defaults where
+// nothing sets them; types.py at e591f30c).
+struct MaxTextModelKeys {
+  Sourced<std::string> decoder_block{"llama2", {}};
+  Sourced<int64_t> scale{1, {}};  // global_parameter_scale
+  Sourced<int64_t> emb{2048, {}};
+  Sourced<int64_t> heads{16, {}};
+  Sourced<int64_t> kv_heads{16, {}};
+  Sourced<int64_t> mlp{7168, {}};
+  Sourced<int64_t> layers{16, {}};
+  Sourced<int64_t> head_dim{128, {}};
+  Sourced<int64_t> vocab{32000, {}};
+  Sourced<int64_t> experts{1, {}};
+  Sourced<int64_t> experts_per_token{1, {}};
+  Sourced<int64_t> moe_mlp{-1, {}};  // base_moe_mlp_dim
+  Sourced<int64_t> shared_experts{0, {}};
+  Sourced<int64_t> first_dense{0, {}};  // first_num_dense_layers
+  Sourced<int64_t> q_lora{0, {}};
+  Sourced<int64_t> kv_lora{512, {}};
+  Sourced<int64_t> qk_nope{128, {}};
+  Sourced<int64_t> qk_rope{64, {}};
+  Sourced<int64_t> v_head{128, {}};
+  Sourced<bool> tied{false, {}};  // logits_via_embedding
+  Sourced<bool> attention_bias{false, {}};
+  Sourced<bool> routed_bias{false, {}};
+  Sourced<double> attention_softcap{0, {}};  // attn_logits_soft_cap
+  Sourced<double> final_softcap{0, {}};      // final_logits_soft_cap
+};
+
+// The config.json (Hugging Face) of the tensors `keys` describe; nullopt
+// with `failure` set when shardplan builds no such model.
+// REQUIRES: keys.scale valid_parameter_scale, decoder_block one of
+// maxtext_decoder_blocks().
+std::optional<std::string> maxtext_hf_config(const MaxTextModelKeys& keys,
+                                             std::string& failure);
+
+// The decoder_block values maxtext_hf_config builds.
+std::vector<std::string> maxtext_decoder_blocks();
+
+// Whether global_parameter_scale `scale` is one types.py accepts: a power
+// of two.
+bool valid_parameter_scale(int64_t scale);
+
+// The built-in model (configs/models/) with the tensors of MaxText's model
+// `model_name`; "" for none.
+std::string maxtext_stand_in(std::string_view model_name);
 
 }  // namespace shardplan::io_detail

@@ -4,10 +4,14 @@
 // ici_*/dcn_* parallelism keys (maxtext_utils.create_device_mesh and
 // fill_unspecified_mesh_axes).
 
+#include "embedded.hpp"
+#include "io/internal.hpp"
+
 #include <shardplan/io.hpp>
 #include <shardplan/workload.hpp>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -28,22 +32,64 @@
 
 namespace shardplan {
 
-// base.yml's mesh_axes (AI-Hypercomputer/maxtext at 003b41698f6e, the
+// base.yml's mesh_axes (AI-Hypercomputer/maxtext at e591f30c, the
 // version configs/rules/maxtext.json copies its logical_axis_rules from).
 const std::vector<std::string>& maxtext_mesh_axes() {
-  static const std::vector<std::string> axes = {"data",
+  static const std::vector<std::string> axes = {"diloco",
+                                                "data",
                                                 "stage",
                                                 "fsdp",
                                                 "fsdp_transpose",
-                                                "sequence",
                                                 "context",
+                                                "context_usp_ulysses",
                                                 "context_autoregressive",
                                                 "tensor",
-                                                "tensor_transpose",
                                                 "tensor_sequence",
                                                 "expert",
                                                 "autoregressive"};
   return axes;
+}
+
+namespace {
+
+struct Fields {
+  std::string commit;
+  std::map<std::string, std::string, std::less<>> types;
+};
+
+const Fields& fields() {
+  static const Fields f = [] {
+    Fields out;
+    const std::string_view text = embedded::maxtext_files().front().text;
+    const nlohmann::json doc = nlohmann::json::parse(text);
+    out.commit = doc.at("commit").get<std::string>();
+    for (const auto& [name, type] : doc.at("fields").items()) {
+      out.types.emplace(name, type.get<std::string>());
+    }
+    return out;
+  }();
+  return f;
+}
+
+}  // namespace
+
+const std::map<std::string, std::string, std::less<>>& maxtext_fields() {
+  return fields().types;
+}
+
+std::string_view maxtext_fields_commit() {
+  return fields().commit;
+}
+
+void merge_logical_axis_rules(std::vector<LogicalAxisRule>& rules,
+                              const std::vector<LogicalAxisRule>& updates) {
+  std::erase_if(rules, [&](const LogicalAxisRule& rule) {
+    return std::any_of(
+        updates.begin(), updates.end(), [&](const LogicalAxisRule& u) {
+          return u.name == rule.name;
+        });
+  });
+  rules.insert(rules.end(), updates.begin(), updates.end());
 }
 
 std::string maxtext_key_stem(std::string_view axis) {
@@ -51,63 +97,6 @@ std::string maxtext_key_stem(std::string_view axis) {
 }
 
 namespace {
-
-// The keys read besides the ici_*/dcn_* parallelism keys.
-const std::vector<std::string>& read_keys() {
-  static const std::vector<std::string> keys = {"base_config",
-                                                "mesh_axes",
-                                                "shard_mode",
-                                                "num_slices",
-                                                "allow_split_physical_axes",
-                                                "logical_axis_rules",
-                                                "per_device_batch_size",
-                                                "max_target_length",
-                                                "remat_policy",
-                                                "weight_dtype",
-                                                "opt_type",
-                                                "mu_dtype",
-                                                "optimizer_memory_host_offload",
-                                                "parameter_memory_host_offload",
-                                                "gradient_accumulation_steps",
-                                                "num_pipeline_microbatches",
-                                                "mtp_num_layers",
-                                                "context_parallel_strategy",
-                                                "capacity_factor",
-                                                "sparse_matmul",
-                                                "ragged_buffer_factor",
-                                                "num_vocab_tiling"};
-  static const std::vector<std::string> with_remat = [] {
-    std::vector<std::string> out = keys;
-    const std::vector<std::string>& names = custom_remat_names();
-    out.insert(out.end(), names.begin(), names.end());
-    return out;
-  }();
-  return with_remat;
-}
-
-// The parallelism keys of every mesh axis MaxText has had (diloco and
-// context_usp_ulysses are newer than base.yml's mesh_axes above).
-std::vector<std::string> known_parallelism_keys() {
-  std::vector<std::string> keys;
-  for (const char* stem : {"diloco",
-                           "data",
-                           "pipeline",
-                           "fsdp",
-                           "fsdp_transpose",
-                           "sequence",
-                           "context",
-                           "context_usp_ulysses",
-                           "context_autoregressive",
-                           "tensor",
-                           "tensor_transpose",
-                           "tensor_sequence",
-                           "expert",
-                           "autoregressive"}) {
-    keys.push_back(fmt::format("ici_{}_parallelism", stem));
-    keys.push_back(fmt::format("dcn_{}_parallelism", stem));
-  }
-  return keys;
-}
 
 // "ici_X_parallelism" or "dcn_X_parallelism": X; else empty.
 std::string_view parallelism_stem(std::string_view key) {
@@ -373,15 +362,16 @@ class Reader {
 
   // A file's text, base_config not followed.
   bool load_text(std::string_view text, const std::string& source) {
+    m_from_text = true;
     return load_file(std::string(text), source, nullptr);
   }
 
   std::optional<MaxTextConfig> finish(const std::string& source) {
     m_config.source = source;
-    if (!apply_overrides()) {
+    if (!parse_overrides() || !load_model() || !apply_overrides()) {
       return std::nullopt;
     }
-    if (!read_mesh() || !read_rules() || !read_workload()) {
+    if (!read_mesh() || !read_rules() || !read_workload() || !read_model()) {
       return std::nullopt;
     }
     note_ignored();
@@ -490,6 +480,9 @@ class Reader {
         return false;
       }
       const std::string name = entry.first.Scalar();
+      if (!known_key(name, location(origin, entry.first.Mark()))) {
+        return false;
+      }
       if (!m_settings.contains(name)) {
         m_order.push_back(name);
       }
@@ -533,7 +526,6 @@ class Reader {
   void note_base(const Setting& base,
                  const std::string& name,
                  const std::string& why) {
-    m_base_missing = true;
     Diagnostic d;
     d.severity = Severity::info;
     d.code = "maxtext.base-config";
@@ -559,16 +551,33 @@ class Reader {
     return false;
   }
 
-  bool is_read_key(const std::string& key) const {
-    const std::vector<std::string>& keys = read_keys();
-    static const std::vector<std::string> parallelism =
-        known_parallelism_keys();
-    return std::find(keys.begin(), keys.end(), key) != keys.end()
-           || std::find(parallelism.begin(), parallelism.end(), key)
-                  != parallelism.end();
+  // Whether `key` is a field of MaxText's config; else an error at `where`:
+  // pyconfig refuses it ("'key' not in ...") [maxtext.unknown-key].
+  bool known_key(const std::string& key, Location where) {
+    const auto& known = maxtext_fields();
+    if (known.contains(key)) {
+      return true;
+    }
+    std::vector<std::string> names;
+    names.reserve(known.size());
+    for (const auto& entry : known) {
+      names.push_back(entry.first);
+    }
+    const std::string near = closest_match(key, names);
+    m_diags
+        .error("maxtext.unknown-key",
+               fmt::format("{} is not a key of MaxText's config (types.py at "
+                           "{}), so MaxText's pyconfig refuses it",
+                           quote(key),
+                           maxtext_fields_commit().substr(0, 8)),
+               std::move(where))
+        .hint = near.empty() ? std::string("docs/maxtext.md, \"Unknown keys\"")
+                             : fmt::format("did you mean {}?", quote(near));
+    return false;
   }
 
-  bool apply_overrides() {
+  // Each KEY=VALUE into m_pending.
+  bool parse_overrides() {
     for (const std::string& arg : m_overrides) {
       Origin& origin = m_origins.emplace_back();
       origin.name = "--maxtext-config";
@@ -589,37 +598,384 @@ class Reader {
       if (!value) {
         return false;
       }
-      if (!m_settings.contains(key) && !is_read_key(key)) {
-        if (m_base_missing) {
-          m_order.push_back(key);
-        } else {
-          std::vector<std::string> candidates = m_order;
-          const std::vector<std::string> known = known_parallelism_keys();
-          candidates.insert(candidates.end(), known.begin(), known.end());
-          candidates.insert(
-              candidates.end(), read_keys().begin(), read_keys().end());
-          const std::string near = closest_match(key, candidates);
-          return override_error(
-              origin,
-              0,
-              fmt::format(
-                  "Key {} was passed at the command line but isn't in config",
-                  key),
-              near.empty() ? std::string()
-                           : fmt::format("did you mean {}?", quote(near)));
-        }
-      } else if (!m_settings.contains(key)) {
-        m_order.push_back(key);
-      }
       // The override's own mark: its value's first character.
       YAML::Mark mark;
       mark.pos = 0;
-      m_settings[key] = Setting{*value, mark, &origin};
+      m_pending.emplace_back(key, Setting{*value, mark, &origin});
+    }
+    return true;
+  }
+
+  // The overrides over the files and the model's file: a key the model's
+  // file sets may be overridden to the same value only, unless
+  // override_model_config is true (pyconfig's
+  // validate_no_keys_overridden_twice).
+  bool apply_overrides() {
+    for (const auto& [key, setting] : m_pending) {
+      const Origin& origin = *setting.origin;
+      if (!known_key(key, location_in_text(origin.name, origin.text, 0))) {
+        return false;
+      }
+      if (!m_settings.contains(key)) {
+        m_order.push_back(key);
+      } else if (m_model_keys.contains(key) && !override_model_config()
+                 && !same_value(m_settings.at(key).value, setting.value)) {
+        return override_error(
+            origin,
+            0,
+            fmt::format("Keys ['{}'] are overridden by both model config and "
+                        "CLI/kwargs with different values",
+                        key),
+            fmt::format("{} sets {}; MaxText allows the override with "
+                        "override_model_config=True",
+                        m_config.model ? m_config.model->file : "the model",
+                        key));
+      }
+      if (key == "logical_axis_rules") {
+        m_override_rules = setting;
+        continue;
+      }
+      m_settings[key] = setting;
+    }
+    return true;
+  }
+
+  // Whether two YAML values are the same value as PyYAML reads them.
+  static bool same_value(const YAML::Node& a, const YAML::Node& b) {
+    if (a.IsScalar() && b.IsScalar()) {
+      const Scalar x = classify(a);
+      const Scalar y = classify(b);
+      if (x.kind != y.kind) {
+        return (x.kind == ScalarKind::integer && y.kind == ScalarKind::floating
+                && static_cast<double>(x.integer) == y.floating)
+               || (y.kind == ScalarKind::integer
+                   && x.kind == ScalarKind::floating
+                   && static_cast<double>(y.integer) == x.floating);
+      }
+      switch (x.kind) {
+        case ScalarKind::integer:
+          return x.integer == y.integer;
+        case ScalarKind::floating:
+          return x.floating == y.floating;
+        case ScalarKind::boolean:
+          return x.boolean == y.boolean;
+        default:
+          return x.text == y.text;
+      }
+    }
+    return YAML::Dump(a) == YAML::Dump(b);
+  }
+
+  // The winning setting of `key`: an override's, else the files'.
+  const Setting* pending_or_set(const std::string& key) const {
+    for (auto it = m_pending.rbegin(); it != m_pending.rend(); ++it) {
+      if (it->first == key) {
+        return &it->second;
+      }
+    }
+    auto it = m_settings.find(key);
+    return it == m_settings.end() ? nullptr : &it->second;
+  }
+
+  bool override_model_config() const {
+    const Setting* s = pending_or_set("override_model_config");
+    if (s == nullptr) {
+      return false;
+    }
+    const Scalar v = classify(s->value);
+    return v.kind == ScalarKind::boolean && v.boolean;
+  }
+
+  // ---- the model ------------------------------------------------------------
+
+  // model_name's file, models/<model_name>.yml beside the config or in its
+  // folder's parent's models/ (pyconfig's search, without MaxText's own
+  // package folder), over the files' keys; its logical_axis_rules merge by
+  // name.
+  bool load_model() {
+    const Setting* s = pending_or_set("model_name");
+    if (s == nullptr) {
+      return true;
+    }
+    const Scalar v = classify(s->value);
+    if (v.kind != ScalarKind::string) {
+      return bad_value(*s,
+                       s->value,
+                       fmt::format("model_name must be a model's name, got {}",
+                                   describe(s->value)));
+    }
+    m_used.insert("model_name");
+    std::string name = v.text;
+    // pyconfig: "-Instruct" models have their base model's architecture.
+    if (const size_t at = name.find("-Instruct"); at != std::string::npos) {
+      name.erase(at, std::string_view("-Instruct").size());
+    }
+    if (name == "default") {
+      return true;
+    }
+    MaxTextModel& model = m_config.model.emplace();
+    model.name = name;
+    model.at = at(*s, s->value);
+    if (m_from_text) {
+      return true;
+    }
+    const std::filesystem::path folder =
+        std::filesystem::path(m_config.source).parent_path();
+    for (const std::filesystem::path& path :
+         {folder / "models" / (name + ".yml"),
+          folder.parent_path() / "models" / (name + ".yml")}) {
+      std::error_code error;
+      if (std::filesystem::is_regular_file(path, error)) {
+        model.file = path.lexically_normal().string();
+        return load_model_file(model.file);
+      }
+    }
+    return true;
+  }
+
+  bool load_model_file(const std::string& path) {
+    std::optional<std::string> text =
+        read_file(path, InputKind::maxtext_config, m_diags);
+    if (!text) {
+      return false;
+    }
+    Origin& origin = m_origins.emplace_back();
+    origin.name = path;
+    origin.text = std::move(*text);
+    std::optional<YAML::Node> root = parse(origin, origin.text);
+    if (!root) {
+      return false;
+    }
+    if (!root->IsMap()) {
+      m_diags.error("maxtext.syntax",
+                    fmt::format("expected a mapping of keys (\"key: value\" "
+                                "lines), got {}",
+                                describe(*root)),
+                    Location::of(path));
+      return false;
+    }
+    for (const auto& entry : *root) {
+      if (!entry.first.IsScalar()) {
+        m_diags.error(
+            "maxtext.syntax",
+            fmt::format("expected a key name, got {}", describe(entry.first)),
+            location(origin, entry.first.Mark()));
+        return false;
+      }
+      const std::string key = entry.first.Scalar();
+      if (!known_key(key, location(origin, entry.first.Mark()))) {
+        return false;
+      }
+      const Setting setting{entry.second, entry.first.Mark(), &origin};
+      m_model_keys.insert(key);
+      if (key == "logical_axis_rules") {
+        m_model_rules = setting;
+        continue;
+      }
+      if (!m_settings.contains(key)) {
+        m_order.push_back(key);
+      }
+      m_settings[key] = setting;
+    }
+    return true;
+  }
+
+  // The model keys (base.yml's defaults where unset) and what they build:
+  // m_config.model, when model_name names one or a model key is set.
+  bool read_model() {
+    io_detail::MaxTextModelKeys k;
+    bool any = false;
+    auto count = [&](const auto& value) {
+      if (value.set() && !any) {
+        any = true;
+        if (!m_config.model) {
+          m_config.model.emplace().name = "default";
+          m_config.model->at = Location::of(m_config.source);
+        }
+      }
+    };
+    if (!read_model_keys(k, count)) {
+      return false;
+    }
+    if (!any && !m_config.model) {
+      return true;
+    }
+    MaxTextModel& model = *m_config.model;
+    if (model.name != "default" && model.file.empty()) {
+      return stand_in(model);
+    }
+    const std::vector<std::string> blocks = io_detail::maxtext_decoder_blocks();
+    if (std::find(blocks.begin(), blocks.end(), k.decoder_block.value)
+        == blocks.end()) {
+      model.missing = fmt::format(
+          "decoder_block {} ({}) is not one shardplan builds; it builds {}",
+          quote(k.decoder_block.value),
+          to_string(maxtext_location(k.decoder_block.at)),
+          fmt::join(blocks, ", "));
+      return true;
+    }
+    std::string failure;
+    std::optional<std::string> json = io_detail::maxtext_hf_config(k, failure);
+    if (!json) {
+      model.missing = failure;
+      return true;
+    }
+    const std::string source =
+        model.file.empty() ? m_config.source : model.file;
+    model.config = read_hf_config(*json, source, m_diags);
+    return model.config.has_value();
+  }
+
+  // model_name without its models/ file: the built-in model of the same
+  // tensors, when there is one.
+  bool stand_in(MaxTextModel& model) {
+    model.builtin = io_detail::maxtext_stand_in(model.name);
+    if (model.builtin.empty()) {
+      model.missing = fmt::format(
+          "model_name {} has no models/{}.yml beside {} (or in its folder's "
+          "parent's models/), and no built-in model has its tensors",
+          quote(model.name),
+          model.name,
+          m_config.source);
+      return true;
+    }
+    std::optional<std::string_view> text = builtin_model_config(model.builtin);
+    if (!text) {
+      return true;
+    }
+    model.config = read_hf_config(*text, model.builtin + ".json", m_diags);
+    if (!model.config) {
+      return false;
+    }
+    // MaxText trains its own weights: no FP8 checkpoint scales.
+    model.config->fp8_block.reset();
+    Diagnostic d;
+    d.severity = Severity::info;
+    d.code = "maxtext.model";
+    d.message = fmt::format(
+        "model_name {}: no models/{}.yml beside the config, so shardplan's "
+        "built-in {} (the same tensors) stands in",
+        quote(model.name),
+        model.name,
+        model.builtin);
+    d.location = model.at;
+    d.hint =
+        "put MaxText's configs/models/ beside the config to read the "
+        "model's own file";
+    m_diags.add(std::move(d));
+    return true;
+  }
+
+  template <typename Count>
+  bool read_model_keys(io_detail::MaxTextModelKeys& k, Count count) {
+    struct Int {
+      const char* key;
+      Sourced<int64_t>* out;
+      int64_t min;
+    };
+    const Int ints[] = {{"global_parameter_scale", &k.scale, 1},
+                        {"base_emb_dim", &k.emb, 1},
+                        {"base_num_query_heads", &k.heads, 1},
+                        {"base_num_kv_heads", &k.kv_heads, 1},
+                        {"base_mlp_dim", &k.mlp, 1},
+                        {"base_num_decoder_layers", &k.layers, 1},
+                        {"head_dim", &k.head_dim, 1},
+                        {"vocab_size", &k.vocab, 1},
+                        {"num_experts", &k.experts, 1},
+                        {"num_experts_per_tok", &k.experts_per_token, 1},
+                        {"base_moe_mlp_dim", &k.moe_mlp, -1},
+                        {"shared_experts", &k.shared_experts, 0},
+                        {"first_num_dense_layers", &k.first_dense, 0},
+                        {"q_lora_rank", &k.q_lora, 0},
+                        {"kv_lora_rank", &k.kv_lora, 0},
+                        {"qk_nope_head_dim", &k.qk_nope, 0},
+                        {"qk_rope_head_dim", &k.qk_rope, 0},
+                        {"v_head_dim", &k.v_head, 0}};
+    for (const Int& i : ints) {
+      std::optional<Sourced<int64_t>> v = integer(i.key, i.min, false);
+      if (!v) {
+        return false;
+      }
+      if (v->set()) {
+        *i.out = std::move(*v);
+        count(*i.out);
+      }
+    }
+    if (!io_detail::valid_parameter_scale(k.scale.value)) {
+      m_diags.error("maxtext.bad-value",
+                    fmt::format("global_parameter_scale {}: Global parameter "
+                                "scale should be a power of two",
+                                k.scale.value),
+                    k.scale.at);
+      return false;
+    }
+    if (k.experts_per_token.value > k.experts.value) {
+      m_diags.error("maxtext.bad-value",
+                    fmt::format("num_experts_per_tok {} is more than "
+                                "num_experts {}",
+                                k.experts_per_token.value,
+                                k.experts.value),
+                    k.experts_per_token.at);
+      return false;
+    }
+    std::optional<Sourced<std::string>> block =
+        string("decoder_block", "a decoder block name such as \"llama2\"");
+    if (!block) {
+      return false;
+    }
+    if (block->set()) {
+      k.decoder_block = std::move(*block);
+      count(k.decoder_block);
+    }
+    for (auto [key, out] : {std::pair{"logits_via_embedding", &k.tied},
+                            std::pair{"attention_bias", &k.attention_bias},
+                            std::pair{"routed_bias", &k.routed_bias}}) {
+      std::optional<Sourced<bool>> v = boolean(key);
+      if (!v) {
+        return false;
+      }
+      if (v->set()) {
+        *out = std::move(*v);
+        count(*out);
+      }
+    }
+    for (auto [key, out] :
+         {std::pair{"attn_logits_soft_cap", &k.attention_softcap},
+          std::pair{"final_logits_soft_cap", &k.final_softcap}}) {
+      const Setting* s = find(key);
+      if (s != nullptr && classify(s->value).kind == ScalarKind::null) {
+        continue;  // None: no cap
+      }
+      std::optional<Sourced<double>> v = number(key, 0, 1e9);
+      if (!v) {
+        return false;
+      }
+      if (v->set()) {
+        *out = std::move(*v);
+      }
     }
     return true;
   }
 
   // ---- values ---------------------------------------------------------------
+
+  // true or false at `key`.
+  std::optional<Sourced<bool>> boolean(const std::string& key) {
+    const Setting* s = find(key);
+    if (s == nullptr) {
+      return Sourced<bool>{};
+    }
+    const Scalar v = classify(s->value);
+    if (v.kind != ScalarKind::boolean) {
+      bad_value(
+          *s,
+          s->value,
+          fmt::format(
+              "{} must be true or false, got {}", key, describe(s->value)));
+      return std::nullopt;
+    }
+    return Sourced<bool>{v.boolean, at(*s, s->value)};
+  }
 
   const Setting* find(const std::string& key) {
     auto it = m_settings.find(key);
@@ -870,11 +1226,43 @@ class Reader {
     return true;
   }
 
+  // The files' logical_axis_rules, then the model's and the overrides',
+  // each merged by name (pyconfig's _merge_logical_axis_rules: a rule of
+  // the new list replaces every rule of its name; new names are appended).
   bool read_rules() {
-    const Setting* s = find("logical_axis_rules");
-    if (s == nullptr) {
-      return true;
+    std::optional<std::vector<LogicalAxisRule>> base;
+    if (const Setting* s = find("logical_axis_rules")) {
+      base.emplace();
+      if (!parse_rules(*s, *base)) {
+        return false;
+      }
+      m_config.logical_axis_rules_at = at(*s, s->value);
     }
+    std::vector<LogicalAxisRule> updates;
+    for (const std::optional<Setting>* s :
+         {&m_model_rules, &m_override_rules}) {
+      if (!s->has_value()) {
+        continue;
+      }
+      std::vector<LogicalAxisRule> rules;
+      if (!parse_rules(**s, rules)) {
+        return false;
+      }
+      merge_logical_axis_rules(updates, rules);
+      m_config.logical_axis_rule_updates_at = at(**s, (*s)->value);
+    }
+    if (base) {
+      merge_logical_axis_rules(*base, updates);
+      m_config.logical_axis_rules = std::move(base);
+    } else {
+      m_config.logical_axis_rule_updates = std::move(updates);
+    }
+    return true;
+  }
+
+  bool parse_rules(const Setting& setting,
+                   std::vector<LogicalAxisRule>& rules) {
+    const Setting* s = &setting;
     const YAML::Node& list = s->value;
     if (!list.IsSequence()) {
       return bad_value(*s,
@@ -887,7 +1275,6 @@ class Reader {
     for (const MaxTextAxis& axis : m_config.axes) {
       mesh_names.push_back(axis.name);
     }
-    std::vector<LogicalAxisRule> rules;
     size_t index = 0;
     for (const YAML::Node& entry : list) {
       const std::string pointer = fmt::format("/logical_axis_rules/{}", index);
@@ -942,8 +1329,6 @@ class Reader {
       }
       rules.push_back(std::move(rule));
     }
-    m_config.logical_axis_rules = std::move(rules);
-    m_config.logical_axis_rules_at = at(*s, list);
     return true;
   }
 
@@ -1240,12 +1625,19 @@ class Reader {
   }
 
   const std::vector<std::string>& m_overrides;
+  // The overrides parsed, in order, before the model's file is read.
+  std::vector<std::pair<std::string, Setting>> m_pending;
+  // The keys models/<model_name>.yml sets; its logical_axis_rules and the
+  // overrides', which merge by name into the files' (pyconfig).
+  std::set<std::string> m_model_keys;
+  std::optional<Setting> m_model_rules;
+  std::optional<Setting> m_override_rules;
+  bool m_from_text = false;
   Diagnostics& m_diags;
   std::deque<Origin> m_origins;  // stable addresses for Setting::origin
   std::map<std::string, Setting> m_settings;
   std::vector<std::string> m_order;  // first-seen order of the keys
   std::set<std::string> m_used;
-  bool m_base_missing = false;
   MaxTextConfig m_config;
 };
 

@@ -52,6 +52,114 @@ constexpr std::array<std::string_view, 10> k_maxtext_remat{
     "qkv_proj_offloaded",
     "minimal_offloaded"};
 
+// "'text'", YAML's single-quoted scalar ('' for a quote).
+std::string yaml_str(std::string_view text) {
+  std::string out = "'";
+  for (char c : text) {
+    out += c;
+    if (c == '\'') {
+      out += '\'';
+    }
+  }
+  return out + "'";
+}
+
+// MaxText's name of a dtype (types.py's DType values); "" for one MaxText's
+// weight_dtype and mu_dtype do not take.
+std::string_view maxtext_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return "float32";
+    case DType::bf16:
+      return "bfloat16";
+    case DType::f16:
+      return "float16";
+    default:
+      return "";
+  }
+}
+
+// The dtype the plan holds the weights in: the estimate's, else the
+// manifest's first floating-point tensor's.
+std::optional<DType> weight_dtype(const CheckReport& report) {
+  if (report.memory.param_dtype) {
+    return report.memory.param_dtype;
+  }
+  for (const Tensor& t : report.manifest.tensors()) {
+    if (is_floating(t.dtype)) {
+      return t.dtype;
+    }
+  }
+  return std::nullopt;
+}
+
+// The model, the weights' dtype and the optimizer's state as MaxText's
+// keys (model_name, weight_dtype, opt_type, mu_dtype).
+std::string state_yaml(const CheckReport& report) {
+  std::string out;
+  const Provenance* p = report.provenance;
+  if (p != nullptr && !p->maxtext_model.empty()) {
+    out += fmt::format("model_name: {}\n", yaml_str(p->maxtext_model));
+  }
+  const std::optional<DType> weights = weight_dtype(report);
+  const std::string_view weights_name =
+      weights ? maxtext_dtype(*weights) : std::string_view();
+  if (!weights_name.empty()) {
+    out += fmt::format("weight_dtype: {}\n", yaml_str(weights_name));
+  } else if (weights) {
+    out += fmt::format(
+        "# The weights are {}, which MaxText's weight_dtype does not take.\n",
+        to_string(*weights));
+  }
+  const MemoryEstimate& m = report.memory;
+  if (m.recipe == Recipe::params_only) {
+    out +=
+        "# The plan counts no training state (recipe params-only): "
+        "opt_type is base.yml's.\n";
+    return out;
+  }
+  if (m.optimizer == Optimizer::adamw || m.optimizer == Optimizer::sgd
+      || m.optimizer == Optimizer::muon) {
+    out += fmt::format("opt_type: {}\n", yaml_str(to_string(m.optimizer)));
+  } else {
+    out += fmt::format(
+        "# The optimizer {} is not one of MaxText's opt_type values.\n",
+        to_string(m.optimizer));
+  }
+  // optax keeps nu like the params; mu in mu_dtype, "" for the params'.
+  if (m.optimizer == Optimizer::adamw && m.first_moment_dtype
+      && m.first_moment_dtype != weights
+      && !maxtext_dtype(*m.first_moment_dtype).empty()) {
+    out += fmt::format("mu_dtype: {}\n",
+                       yaml_str(maxtext_dtype(*m.first_moment_dtype)));
+  }
+  if (m.master && weights && *weights != DType::f32) {
+    out +=
+        "# The plan keeps an f32 master copy of the weights, which MaxText "
+        "does not:\n# MaxText trains them in weight_dtype.\n";
+  }
+  return out;
+}
+
+// remat_policy, and a custom policy's placement of each name.
+std::string remat_yaml(const ActivationEstimate& act) {
+  const std::string_view remat = to_string(act.remat);
+  if (act.remat == RematPolicy::custom) {
+    std::string out = "remat_policy: 'custom'\n";
+    for (const std::string& name : custom_remat_names()) {
+      out += fmt::format(
+          "{}: {}\n", name, yaml_str(to_string(act.custom_remat.of(name))));
+    }
+    return out;
+  }
+  if (std::find(k_maxtext_remat.begin(), k_maxtext_remat.end(), remat)
+      != k_maxtext_remat.end()) {
+    return fmt::format("remat_policy: {}\n", yaml_str(remat));
+  }
+  return fmt::format(
+      "# remat {} is not a MaxText remat_policy: left as base.yml's.\n", remat);
+}
+
 // The MaxText axis of a mesh axis name; nullopt for a name MaxText lacks.
 std::optional<std::string_view> maxtext_name(std::string_view axis) {
   for (const std::string& name : maxtext_mesh_axes()) {
@@ -71,18 +179,6 @@ std::optional<std::string_view> maxtext_name(std::string_view axis) {
 // maxtext preset, or a user's logical rules).
 bool logical_rules(const RuleSet* rules) {
   return rules != nullptr && !rules->logical_axis_rules.empty();
-}
-
-// "'text'", YAML's single-quoted scalar ('' for a quote).
-std::string yaml_str(std::string_view text) {
-  std::string out = "'";
-  for (char c : text) {
-    out += c;
-    if (c == '\'') {
-      out += '\'';
-    }
-  }
-  return out + "'";
 }
 
 std::string mesh_yaml(const Mesh& mesh,
@@ -230,18 +326,25 @@ bool maxtext_names_ok(const Mesh& mesh,
     }
   }
   if (logical_rules(rules)) {
+    // One error per axis, at its first rule.
+    std::vector<std::string_view> reported;
     for (const LogicalAxisRule& rule : rules->logical_axis_rules) {
       for (const AxisRef& axis : rule.axes) {
-        if (!maxtext_name(axis.name)) {
-          diags.error(
-              "maxtext.axis-name",
-              fmt::format("logical axis rule {} names mesh axis {}, which "
-                          "has no MaxText name",
-                          quote(rule.name),
-                          quote(axis.name)),
-              Location::at(rules->source, axis.pointer));
-          ok = false;
+        if (maxtext_name(axis.name)
+            || std::find(reported.begin(), reported.end(), axis.name)
+                   != reported.end()) {
+          continue;
         }
+        reported.push_back(axis.name);
+        diags.error(
+            "maxtext.axis-name",
+            fmt::format("logical axis rule {} names mesh axis {}, which "
+                        "has no MaxText name",
+                        quote(rule.name),
+                        quote(axis.name)),
+            rules->name.empty() ? Location::at(rules->source, axis.pointer)
+                                : Location::of("--rules " + rules->name));
+        ok = false;
       }
     }
   }
@@ -306,16 +409,13 @@ std::string plan_maxtext(const CheckReport& report, const Diagnostics& diags) {
                                   : "gradient_accumulation_steps",
                          act->microbatches);
     }
-    const std::string_view remat = to_string(act->remat);
-    if (std::find(k_maxtext_remat.begin(), k_maxtext_remat.end(), remat)
-        != k_maxtext_remat.end()) {
-      out += fmt::format("remat_policy: {}\n", yaml_str(remat));
-    } else {
-      out += fmt::format(
-          "# remat {} is not a MaxText remat_policy: left as base.yml's.\n",
-          remat);
+    out += remat_yaml(*act);
+    if (act->vocab_tiles > 1) {
+      out += fmt::format("num_vocab_tiling: {}\n", act->vocab_tiles);
     }
   }
+  out += "# The model, its weights and the training state.\n";
+  out += state_yaml(report);
   return out;
 }
 

@@ -28,15 +28,42 @@ import yaml
 
 FAILURES = []
 
-# MaxText's mesh axes and their key words (src/report/maxtext.cpp).
+# MaxText's mesh axes (base.yml's mesh_axes at the commit of
+# configs/maxtext/fields.json) and their key words.
 MAXTEXT_KEYS = {
-    "data": "data", "stage": "pipeline", "fsdp": "fsdp",
-    "fsdp_transpose": "fsdp_transpose", "sequence": "sequence",
-    "context": "context", "context_autoregressive": "context_autoregressive",
-    "tensor": "tensor", "tensor_transpose": "tensor_transpose",
-    "tensor_sequence": "tensor_sequence", "expert": "expert",
-    "autoregressive": "autoregressive",
+    "diloco": "diloco", "data": "data", "stage": "pipeline", "fsdp": "fsdp",
+    "fsdp_transpose": "fsdp_transpose", "context": "context",
+    "context_usp_ulysses": "context_usp_ulysses",
+    "context_autoregressive": "context_autoregressive",
+    "tensor": "tensor", "tensor_sequence": "tensor_sequence",
+    "expert": "expert", "autoregressive": "autoregressive",
 }
+
+
+def typed(value, annotation):
+    """Whether a YAML value has the type types.py's annotation gives."""
+    kinds = [a.strip() for a in annotation.split("|")]
+    for kind in kinds:
+        if kind == "Any":
+            return True
+        if kind == "None" and value is None:
+            return True
+        if kind in ("int", "PositiveInt", "NonNegativeInt") \
+                and isinstance(value, int) and not isinstance(value, bool):
+            return True
+        if kind in ("float", "NonNegativeFloat", "PositiveFloat") \
+                and isinstance(value, (int, float)) \
+                and not isinstance(value, bool):
+            return True
+        if kind == "bool" and isinstance(value, bool):
+            return True
+        if kind.startswith("list") and isinstance(value, list):
+            return True
+        # str, the enums (DType, OptimizerType, RematLocation, ModelName,
+        # RematPolicy...) take strings.
+        if kind not in ("int", "float", "bool") and isinstance(value, str):
+            return True
+    return False
 ALIASES = {"dp": "data", "tp": "tensor", "ep": "expert", "sp": "context",
            "cp": "context", "pp": "stage", "pipeline": "stage"}
 
@@ -195,6 +222,20 @@ def check_maxtext(shardplan, source_dir, args, plan):
     text = run(shardplan, args, "maxtext")
     doc = yaml.safe_load(text)
     check_read_back(shardplan, args, plan, text)
+    # Every key is a field of MaxText's config, with its type.
+    with open(os.path.join(source_dir, "configs", "maxtext", "fields.json"),
+              encoding="utf-8") as f:
+        fields = json.load(f)["fields"]
+    for key, value in doc.items():
+        check(key in fields, f"{key} is not a field of MaxText's config")
+        if key in fields:
+            check(typed(value, fields[key]),
+                  f"{key}: {value!r} is not {fields[key]}")
+    mesh_axes_used = doc.get("mesh_axes", list(MAXTEXT_KEYS))
+    for name, axes in doc.get("logical_axis_rules", []):
+        for axis in [axes] if isinstance(axes, str) else axes:
+            check(axis in mesh_axes_used,
+                  f"rule {name} names {axis}, not in mesh_axes")
     axes = plan["mesh"]["axes"]
     slices = plan["mesh"]["slices"]
     devices = plan["mesh"]["devices"]
@@ -290,6 +331,27 @@ def check_read_back(shardplan, args, plan, text):
             check(got.get(key) == workload[key], f"read back: workload {key}")
         if workload["remat"] not in ("none", "selective"):
             check(got.get("remat") == workload["remat"], "read back: remat")
+    # The same weights, and the same training state where MaxText can
+    # hold the plan's (a training recipe, no f32 master, nu like the
+    # weights), when the specs are MaxText's (its rules, its axis names).
+    memory = plan["memory"]
+    # (Not for an FP8 checkpoint: its scales and f32 router biases are not
+    # MaxText's, which holds every weight in weight_dtype.)
+    maxtext_specs = rules and rules.get("name") == "maxtext" and all(
+        a["name"] in MAXTEXT_KEYS for a in plan["mesh"]["axes"]) \
+        and not memory.get("scale_tensors")
+    keys = ["params"] if maxtext_specs else []
+    optimizer = memory.get("optimizer") or {}
+    if maxtext_specs and memory["recipe"] != "params-only" \
+            and not optimizer.get("master") \
+            and optimizer.get("second_moment_dtype") in (
+                None, memory.get("param_dtype")):
+        keys += ["grads", "optimizer"]
+    for key in keys:
+        check(back["memory"]["per_device"][key]
+              == memory["per_device"][key],
+              f"read back: {key} {back['memory']['per_device'][key]}, not "
+              f"{memory['per_device'][key]}")
 
 
 def main():

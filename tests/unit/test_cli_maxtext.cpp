@@ -293,7 +293,7 @@ TEST_CASE(
   const json a = activations(test::args("--maxtext-config {}", config));
   CHECK(a["activation_layout"] == "embed");
   CHECK(a["activation_layout_source"]
-        == "configs/rules/maxtext.json:/logical_axis_rules/21");
+        == "configs/rules/maxtext.json:/logical_axis_rules/45");
   CHECK(a["per_layer_bytes"] == 2'415'919'104);
   CHECK(a["layers_bytes"] == 77'309'411'328);
   // The same mesh with flags and --rules maxtext: the same layout.
