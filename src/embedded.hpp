@@ -19,7 +19,7 @@ std::span<const EmbeddedFile> model_files();
 // configs/rules/*.json (rule presets), in file-name order.
 std::span<const EmbeddedFile> rule_files();
 // configs/maxtext/fields.json: the fields of MaxText's config
-// (tools/maxtext_fields.py).
+// (scripts/maxtext_fields.py).
 std::span<const EmbeddedFile> maxtext_files();
 
 }  // namespace shardplan::embedded

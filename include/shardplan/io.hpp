@@ -347,7 +347,7 @@ std::optional<RuleSet> read_rules_preset(std::string_view name,
 // autoregressive.
 const std::vector<std::string>& maxtext_mesh_axes();
 // The fields of MaxText's config, name -> type as types.py annotates it
-// (configs/maxtext/fields.json, written by tools/maxtext_fields.py from
+// (configs/maxtext/fields.json, written by scripts/maxtext_fields.py from
 // types.py at maxtext_fields_commit()): the keys pyconfig accepts.
 const std::map<std::string, std::string, std::less<>>& maxtext_fields();
 std::string_view maxtext_fields_commit();

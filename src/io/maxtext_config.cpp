@@ -840,7 +840,8 @@ class Reader {
       return true;
     }
     std::optional<std::string_view> text = builtin_model_config(model.builtin);
-    if (!text) {
+    if (!text) {  // the table names a model the catalogue has
+      model.missing = fmt::format("no built-in model {}", model.builtin);
       return true;
     }
     model.config = read_hf_config(*text, model.builtin + ".json", m_diags);

@@ -597,46 +597,45 @@ TEST_CASE("maxtext cli: the measured runs fit, as they ran",
   // The MaxText rows of the calibration set (bench/measured/, the
   // tpu-recipes logs in docs/memory.md, "Measured runs"): every one ran, so
   // each must fit.
+  // Each as its users run it: the config alone (model_name, the keys) on
+  // its topology, no --model, no --recipe.
   const std::vector<std::pair<std::string, std::string>> runs = {
-      {"v6e-a", "--topology v6e-8 --model llama-3-8b"},
-      {"v6e-b", "--topology v6e-32 --model llama-3-8b"},
-      {"v6e-c", "--topology v6e-128 --model llama-3-8b"},
-      {"v6e-d", "--topology v6e-32 --model llama-3-70b"},
-      {"v6e-e", "--topology v6e-128 --model llama-3-70b"},
-      {"7x-a", "--topology tpu7x-512 --model llama-3-70b"},
-      {"7x-b", "--topology tpu7x-512 --model deepseek-v3"},
+      {"v6e-a", "v6e-8"},
+      {"v6e-b", "v6e-32"},
+      {"v6e-c", "v6e-128"},
+      {"v6e-d", "v6e-32"},
+      {"v6e-e", "v6e-128"},
+      {"7x-a", "tpu7x-512"},
+      {"7x-b", "tpu7x-512"},
   };
-  for (const auto& [id, flags] : runs) {
+  for (const auto& [id, topology] : runs) {
     INFO(id);
-    const test::CliResult r = test::run_cli(
-        test::args("memory --recipe adam --format json " + flags
-                       + " --maxtext-config {}/bench/measured/{}.yml",
-                   SHARDPLAN_SOURCE_DIR,
-                   id));
+    const test::CliResult r =
+        test::run_cli(test::args("memory --format json --topology {} "
+                                 "--maxtext-config {}/bench/measured/{}.yml",
+                                 topology,
+                                 SHARDPLAN_SOURCE_DIR,
+                                 id));
     INFO(r.err);
     REQUIRE(r.code == 0);
     const json memory = test::parse_json_from(r.out, "memory")["memory"];
     CHECK(memory["fits"] == true);
+    CHECK(memory["recipe"] == "adam");  // MaxText trains: optax adamw
     // XLA on a TPU: nothing kept free beyond the runtime's own limit.
     CHECK(memory["runtime"] == "xla");
     CHECK(memory["headroom"] == 0.0);
     CHECK(memory["capacity_bytes"] == memory["hbm_bytes"]);
     CHECK(memory["activations"]["cross_entropy"] == "fused");
   }
-  // v5p-a, Llama 2 70B on v5p-1024 (its Hugging Face config beside the
-  // MaxText one), and the 405B check row: they ran, so they fit.
-  for (const auto& [id, flags] :
-       std::vector<std::pair<std::string, std::string>>{
-           {"v5p-a",
-            "--from-hf-config " + std::string(SHARDPLAN_SOURCE_DIR)
-                + "/bench/measured/llama-2-70b.json"},
-           {"v5p-405b", "--model llama-3.1-405b"}}) {
+  // v5p-a, Llama 2 70B on v5p-1024, and the 405B check row: they ran, so
+  // they fit.
+  for (const char* id : {"v5p-a", "v5p-405b"}) {
     INFO(id);
-    const test::CliResult r = test::run_cli(
-        test::args("memory --recipe adam --format json --topology v5p-1024 "
-                       + flags + " --maxtext-config {}/bench/measured/{}.yml",
-                   SHARDPLAN_SOURCE_DIR,
-                   id));
+    const test::CliResult r =
+        test::run_cli(test::args("memory --format json --topology v5p-1024 "
+                                 "--maxtext-config {}/bench/measured/{}.yml",
+                                 SHARDPLAN_SOURCE_DIR,
+                                 id));
     INFO(r.err);
     REQUIRE(r.code == 0);
     CHECK(test::parse_json_from(r.out, "memory")["memory"]["fits"] == true);

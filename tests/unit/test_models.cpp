@@ -109,6 +109,16 @@ TEST_CASE(
   CHECK(t.bytes == 16'060'522'496);
 }
 
+// Llama 2 70B, by hand: the embedding and the head 2 x 32000 x 8192, and 80
+// layers of q and o 8192 x 8192, k and v 1024 x 8192, the MLP 3 x 8192 x
+// 28672 and two norms (855,654,400 each), and the final norm.
+TEST_CASE("models: Llama-2-70B has 68,976,648,192 parameters", "[models]") {
+  Totals t = builtin_totals("llama-2-70b");
+  CHECK(t.elements == 2 * 32'000 * 8192 + 80 * int64_t{855'654'400} + 8192);
+  CHECK(t.elements == 68'976'648'192);
+  CHECK(t.tensors == 723);
+}
+
 TEST_CASE("models: Llama-3-70B has 70,553,706,496 parameters", "[models]") {
   CHECK(builtin_totals("llama-3-70b").elements == 70'553'706'496);
 }
@@ -239,6 +249,7 @@ TEST_CASE("models: the built-in list carries each model's figures",
                                     "gemma-2-2b",
                                     "gemma-7b",
                                     "gpt2",
+                                    "llama-2-70b",
                                     "llama-3-70b",
                                     "llama-3-8b",
                                     "llama-3.1-405b",
@@ -945,7 +956,8 @@ TEST_CASE("models: an unknown built-in model suggests the nearest name",
   REQUIRE(diags.items().size() == 1);
   CHECK(render(diags.items().front())
         == "--model: error: unknown model \"llama-3-8\"; built-in models: "
-           "deepseek-v3, gemma-2-2b, gemma-7b, gpt2, llama-3-70b, llama-3-8b, "
+           "deepseek-v3, gemma-2-2b, gemma-7b, gpt2, llama-2-70b, llama-3-70b, "
+           "llama-3-8b, "
            "llama-3.1-405b, mistral-7b-v0.1, mixtral-8x7b-v0.1, phi-3-mini-4k, "
            "qwen2-57b-a14b, qwen2.5-7b; did you mean \"llama-3-8b\"? [model.unknown-model]");
 }
@@ -1023,6 +1035,7 @@ TEST_CASE("models: every built-in model gives the activation keys",
        0.1,
        0.1,
        0},
+      {"llama-2-70b", MlpKind::gated, NormKind::rms_norm, "silu", 0, 0, 0, 0},
       {"llama-3-70b", MlpKind::gated, NormKind::rms_norm, "silu", 0, 0, 0, 0},
       {"llama-3-8b", MlpKind::gated, NormKind::rms_norm, "silu", 0, 0, 0, 0},
       {"llama-3.1-405b",

@@ -8,7 +8,7 @@ writes only fields with `--format maxtext`, so it carries the list:
 configs/maxtext/fields.json, {"commit", "source", "fields": {name: type}},
 where type is the field's annotation as written.
 
-Usage: tools/maxtext_fields.py TYPES_PY COMMIT > configs/maxtext/fields.json
+Usage: scripts/maxtext_fields.py TYPES_PY COMMIT > configs/maxtext/fields.json
 
 TYPES_PY is src/maxtext/configs/types.py of AI-Hypercomputer/maxtext at
 COMMIT (https://github.com/AI-Hypercomputer/maxtext).
