@@ -461,6 +461,11 @@ struct MaxTextConfig {
   // mtp_num_layers: the multi-token-prediction modules trained (base.yml:
   // 0, none).
   std::optional<Sourced<int64_t>> mtp_num_layers;
+  // dtype, the activations' and the matmuls' (base.yml: bfloat16), when
+  // set.
+  std::optional<Sourced<DType>> dtype;
+  // shard_optimizer_over_data (ZeRO-1 over the data axis), when true.
+  std::optional<Location> shard_optimizer_over_data;
   // Keys shardplan does not read, in file order (noted, never an error).
   std::vector<std::string> ignored_keys;
   // The model, when the config names one (model_name) or sets a model key
@@ -491,6 +496,14 @@ Location maxtext_location(const Location& at);
 //                       isn't in config", MaxText's words), unless a
 //                       base_config could not be read
 //   maxtext.base-config a base_config chain too deep or circular
+//   maxtext.unknown-key a key that is not a field of MaxText's config
+//                       (maxtext_fields), in a file or an override
+// Keys shardplan cannot model but that change memory or time are each a
+// warning saying what they change [maxtext.unmodelled]: quantization,
+// scan_layers false, custom_mesh, custom_mesh_and_rule, megablox false, and
+// the custom remat names it does not place (kv_proj, query_wa_proj,
+// kv_wa_proj, attention_out, indexer_cutoff_threshold) set to device or
+// offload.
 // Unknown keys are one info note [maxtext.ignored-keys]: the count and the
 // first few. Files are read within InputKind::maxtext_config's limit.
 std::optional<MaxTextConfig> read_maxtext_config(

@@ -116,7 +116,9 @@ std::optional<RematPlacement> parse_remat_placement(std::string_view text);
 
 // The checkpoint names a custom policy places: MaxText's base.yml keys, in
 // its order (decoder_layer_input, context, mlpwi, mlpwi_0, mlpwi_1, mlpwo,
-// query_proj, key_proj, value_proj, qkv_proj, out_proj, mla_q, mla_kv).
+// query_proj, key_proj, value_proj, qkv_proj, out_proj, mla_q, mla_kv), and
+// the routed experts' moe_mlpwi_0, moe_mlpwi_1 and moe_mlpwo (layers/moe.py:
+// the gate and down are also named mlpwi_0 and mlpwo).
 const std::vector<std::string>& custom_remat_names();
 
 // A custom policy: the placement of each name given; a name not given is

@@ -351,7 +351,7 @@ class InputReader {
     if (!m_cmd.master.empty()) {
       memory.master = {m_cmd.master == "f32", Location::of("--master-weights")};
     }
-    apply_maxtext_optimizer(m_in.maxtext, memory);
+    apply_maxtext_optimizer(m_in.maxtext, memory, &*m_in.mesh);
   }
 
   // The options of the memory estimator and of the validator.

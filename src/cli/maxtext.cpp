@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -242,6 +243,11 @@ void apply_maxtext_workload(const std::optional<MaxTextConfig>& maxtext,
     flags.vocab_tiles = {config.num_vocab_tiling->value,
                          maxtext_location(config.num_vocab_tiling->at)};
   }
+  // dtype: the activations' (and the matmuls').
+  if (!flags.activation_dtype.value && config.dtype) {
+    flags.activation_dtype = {std::string(to_string(config.dtype->value)),
+                              maxtext_location(config.dtype->at)};
+  }
   if (!flags.mtp_layers.value && config.mtp_num_layers) {
     flags.mtp_layers = {config.mtp_num_layers->value,
                         maxtext_location(config.mtp_num_layers->at)};
@@ -315,7 +321,8 @@ void apply_maxtext_param_dtype(const std::optional<MaxTextConfig>& config,
 }
 
 void apply_maxtext_optimizer(const std::optional<MaxTextConfig>& config,
-                             MemoryOptions& memory) {
+                             MemoryOptions& memory,
+                             const Mesh* mesh) {
   if (!config) {
     return;
   }
@@ -337,6 +344,27 @@ void apply_maxtext_optimizer(const std::optional<MaxTextConfig>& config,
   if (!memory.parameter_host_offload.value && config->parameter_host_offload) {
     memory.parameter_host_offload = {
         true, maxtext_location(*config->parameter_host_offload)};
+  }
+  // shard_optimizer_over_data: ZeRO-1 over the data axis
+  // (train.py shards the optimizer state over it).
+  // On a mesh without a data axis (data parallelism 1) it shards nothing;
+  // without a mesh (search's many) over the data role's axes.
+  const auto has_data = [&] {
+    return std::any_of(mesh->axes.begin(),
+                       mesh->axes.end(),
+                       [](const MeshAxis& a) { return a.name == "data"; });
+  };
+  if (memory.zero.value == 0 && config->shard_optimizer_over_data
+      && (mesh == nullptr || has_data())) {
+    const Location at = maxtext_location(*config->shard_optimizer_over_data);
+    memory.zero = {1, at};
+    if (mesh != nullptr && memory.data_axes.value.empty()) {
+      memory.data_axes = {{"data"}, at};
+    }
+  }
+  // dtype: the matmuls', so what the weights are gathered in.
+  if (config->dtype) {
+    memory.compute_dtype = config->dtype->value;
   }
   if (!memory.moment_dtype.value && config->mu_dtype) {
     memory.moment_dtype = {config->mu_dtype->value,

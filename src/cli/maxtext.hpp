@@ -72,8 +72,11 @@ void apply_maxtext_param_dtype(const std::optional<MaxTextConfig>& config,
 // adamw keeps mu (mu_dtype, default the weights') and nu like the params,
 // and no master copy (docs/memory.md, "Optimizer state"); located at the
 // config; opt_type and mu_dtype at their keys.
+// shard_optimizer_over_data is ZeRO-1 over `mesh`'s data axis (nothing
+// without one; without a mesh, over the data role's axes).
 void apply_maxtext_optimizer(const std::optional<MaxTextConfig>& config,
-                             MemoryOptions& memory);
+                             MemoryOptions& memory,
+                             const Mesh* mesh = nullptr);
 
 // The rules a MaxText config gives: the maxtext preset, its
 // logical_axis_rules replaced by the config's when it has them (the preset's

@@ -1429,7 +1429,92 @@ class Reader {
       return false;
     }
     return read_dtype("weight_dtype", false, m_config.weight_dtype)
-           && read_optimizer() && read_context_strategy() && read_experts();
+           && read_dtype("dtype", false, m_config.dtype) && read_optimizer()
+           && read_context_strategy() && read_experts() && read_unmodelled();
+  }
+
+  void unmodelled(const Sourced<std::string>& value, std::string what) {
+    m_diags.warning("maxtext.unmodelled", std::move(what), value.at).hint =
+        "docs/maxtext.md, \"Keys shardplan does not model\"";
+  }
+
+  // The keys that change memory or time and that shardplan does not
+  // model: each a warning saying what it changes.
+  bool read_unmodelled() {
+    std::optional<Sourced<std::string>> quantization =
+        string("quantization", "a quantization name, or \"\"");
+    std::optional<Sourced<std::string>> mesh =
+        string("custom_mesh", "a custom mesh name, or \"\"");
+    std::optional<Sourced<std::string>> mesh_and_rule =
+        string("custom_mesh_and_rule", "a custom mesh and rule name, or \"\"");
+    std::optional<Sourced<bool>> scan = boolean("scan_layers");
+    std::optional<Sourced<bool>> megablox = boolean("megablox");
+    std::optional<Sourced<bool>> zero1 = boolean("shard_optimizer_over_data");
+    if (!quantization || !mesh || !mesh_and_rule || !scan || !megablox
+        || !zero1) {
+      return false;
+    }
+    if (zero1->set() && zero1->value) {
+      m_config.shard_optimizer_over_data = zero1->at;
+    }
+    if (!quantization->value.empty()) {
+      unmodelled(*quantization,
+                 fmt::format("quantization {} is not modelled: MaxText runs "
+                             "the matmuls in it (shorter steps) and keeps "
+                             "its scales; shardplan estimates them in the "
+                             "weights' and activations' dtypes",
+                             quote(quantization->value)));
+    }
+    if (!mesh->value.empty()) {
+      unmodelled(*mesh,
+                 fmt::format("custom_mesh {} is not modelled: it changes the "
+                             "order MaxText lays the devices out in, and so "
+                             "which links each axis crosses; shardplan lays "
+                             "them out as create_device_mesh does",
+                             quote(mesh->value)));
+    }
+    if (!mesh_and_rule->value.empty()) {
+      unmodelled(*mesh_and_rule,
+                 fmt::format("custom_mesh_and_rule {} is not modelled: it "
+                             "replaces the mesh axes and the logical axis "
+                             "rules with MaxText's configs/mesh_and_rule/"
+                             "file; shardplan plans with the config's own",
+                             quote(mesh_and_rule->value)));
+    }
+    if (scan->set() && !scan->value) {
+      unmodelled(Sourced<std::string>{"false", scan->at},
+                 "scan_layers false is not modelled: unscanned layers let "
+                 "XLA schedule across layer boundaries, which can hold more "
+                 "than one layer's buffers; shardplan estimates a scanned "
+                 "stack");
+    }
+    if (megablox->set() && !megablox->value) {
+      unmodelled(Sourced<std::string>{"false", megablox->at},
+                 "megablox false is not modelled: the experts' grouped "
+                 "matmul runs as jax.lax.ragged_dot, with its own buffers "
+                 "and speed; shardplan estimates the Megablox kernel's");
+    }
+    for (const char* name : {"kv_proj",
+                             "query_wa_proj",
+                             "kv_wa_proj",
+                             "attention_out",
+                             "indexer_cutoff_threshold"}) {
+      std::optional<Sourced<std::string>> place =
+          string(name, "'remat', 'device' or 'offload'");
+      if (!place) {
+        return false;
+      }
+      if (place->set() && place->value != "remat") {
+        unmodelled(*place,
+                   fmt::format("{}: {} is not modelled: shardplan's custom "
+                               "policy does not place {}, and counts it "
+                               "rematerialized",
+                               name,
+                               quote(place->value),
+                               name));
+      }
+    }
+    return true;
   }
 
   // capacity_factor, sparse_matmul and ragged_buffer_factor (base.yml:

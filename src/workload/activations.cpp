@@ -196,7 +196,7 @@ class LayerBuilder {
         "K*h",
         k_moe);
     add("moe_mlpwi_0",
-        Tag::mlpwi_0,
+        Tag::moe_mlpwi_0,
         Scale::routed_inside,
         m_dims.routed,
         "K*ceil(Im/t)",
@@ -213,7 +213,12 @@ class LayerBuilder {
         m_dims.routed,
         "K*ceil(Im/t)",
         k_moe);
-    add("moe_mlpwo", Tag::mlpwo, Scale::routed_outside, m_dims.h, "K*h", k_moe);
+    add("moe_mlpwo",
+        Tag::moe_mlpwo,
+        Scale::routed_outside,
+        m_dims.h,
+        "K*h",
+        k_moe);
     if (s.shared_intermediate > 0) {
       add("shared_mlpwi_0",
           Tag::mlpwi_0,

@@ -59,6 +59,11 @@ enum class Tag {
   mlpwo,
   mla_q,
   mla_kv,
+  // The routed experts' gate and down projections (layers/moe.py): named
+  // mlpwi_0 and moe_mlpwi_0, mlpwo and moe_mlpwo; a custom policy keeps
+  // them where either name says.
+  moe_mlpwi_0,
+  moe_mlpwo,
 };
 
 // Forward matmul FLOPs per token of one decoder layer's parts, and the

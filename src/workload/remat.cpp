@@ -204,6 +204,8 @@ constexpr TagRow k_tags[] = {
     {Tag::mlpwo, "mlpwo", k_mlpwo, true},
     {Tag::mla_q, "mla_q", 0, false},
     {Tag::mla_kv, "mla_kv", 0, false},
+    {Tag::moe_mlpwi_0, "moe_mlpwi_0", k_mlpwi, true},
+    {Tag::moe_mlpwo, "moe_mlpwo", k_mlpwo, true},
 };
 
 // The last Tag: a new one is a -Wswitch error here until it says whether it
@@ -223,8 +225,10 @@ constexpr bool is_last(Tag tag) {
     case Tag::mlpwi:
     case Tag::mlpwo:
     case Tag::mla_q:
-      return false;
     case Tag::mla_kv:
+    case Tag::moe_mlpwi_0:
+      return false;
+    case Tag::moe_mlpwo:
       return true;
   }
   return false;
@@ -346,7 +350,20 @@ Kept kept(RematPolicy policy,
       if (tag == Tag::other) {
         return {false, false};
       }
-      const RematPlacement p = custom.of(row_of(tag).name);
+      RematPlacement p = custom.of(row_of(tag).name);
+      // The experts' gate and down are also mlpwi_0 and mlpwo: kept on
+      // the device if either name says so, else offloaded if either does.
+      const std::string_view inner = tag == Tag::moe_mlpwi_0 ? "mlpwi_0"
+                                     : tag == Tag::moe_mlpwo ? "mlpwo"
+                                                             : "";
+      if (!inner.empty()) {
+        const RematPlacement q = custom.of(inner);
+        if (p == RematPlacement::device || q == RematPlacement::device) {
+          p = RematPlacement::device;
+        } else if (q == RematPlacement::offload) {
+          p = RematPlacement::offload;
+        }
+      }
       return {p == RematPlacement::device, p == RematPlacement::offload};
     }
     case Keeps::every_other_mm:
@@ -502,7 +519,10 @@ const std::vector<std::string>& custom_remat_names() {
                                                  "qkv_proj",
                                                  "out_proj",
                                                  "mla_q",
-                                                 "mla_kv"};
+                                                 "mla_kv",
+                                                 "moe_mlpwi_0",
+                                                 "moe_mlpwi_1",
+                                                 "moe_mlpwo"};
   return names;
 }
 

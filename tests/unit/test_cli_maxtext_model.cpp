@@ -8,11 +8,14 @@
 
 #include "support/test_support.hpp"
 
+#include <shardplan/io.hpp>
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -271,5 +274,116 @@ TEST_CASE("maxtext model: a config trains with its optimizer's state",
                    "--rules fsdp --seq 1024 --batch 4"));
     CHECK(r.code == 0);
     CHECK_THAT(r.err, Catch::Contains("[memory.params-only]"));
+  }
+}
+
+TEST_CASE("maxtext model: keys that change memory, honoured or warned",
+          "[cli][maxtext][maxtext_model]") {
+  const auto run = layout(
+      "keys",
+      "model_name: tiny\nweight_dtype: bfloat16\nper_device_batch_size: 1\n"
+      "max_target_length: 1024\nici_data_parallelism: 2\n");
+  auto memory = [&](const std::string& overrides) {
+    return test::run_cli(
+        test::args("memory --topology v5p-8 --format json --maxtext-config {} "
+                       + overrides,
+                   run));
+  };
+  SECTION("shard_optimizer_over_data: ZeRO-1 over the data axis") {
+    // adamw's mu and nu in bf16, 4 bytes a parameter, over fsdp 2 and then
+    // over data 2 too: 1 byte a parameter.
+    test::CliResult off = memory("");
+    test::CliResult on = memory("shard_optimizer_over_data=true");
+    REQUIRE(off.code == 0);
+    REQUIRE(on.code == 0);
+    CHECK(test::parse_json_from(off.out,
+                                "memory")["memory"]["per_device"]["optimizer"]
+          == k_tiny_params * 4 / 2);
+    CHECK(test::parse_json_from(on.out,
+                                "memory")["memory"]["per_device"]["optimizer"]
+          == k_tiny_params);
+  }
+  SECTION("dtype: the saved activations' dtype") {
+    test::CliResult r = memory("dtype=float32");
+    REQUIRE(r.code == 0);
+    CHECK(test::parse_json_from(
+              r.out, "memory")["memory"]["activations"]["activation_dtype"]
+          == "f32");
+  }
+  SECTION("what shardplan does not model is a warning saying what changes") {
+    for (const char* key : {"quantization=fp8",
+                            "scan_layers=false",
+                            "custom_mesh=hybrid_ring_64x4",
+                            "megablox=false",
+                            "remat_policy=custom kv_proj=offload"}) {
+      INFO(key);
+      test::CliResult r = memory(key);
+      CHECK(r.code == 0);
+      CHECK_THAT(r.err, Catch::Contains("[maxtext.unmodelled]"));
+    }
+    // base.yml's values are no warning.
+    test::CliResult quiet =
+        memory("quantization='' scan_layers=true megablox=true");
+    CHECK_THAT(quiet.err, !Catch::Contains("[maxtext.unmodelled]"));
+  }
+  SECTION("a key MaxText's config does not have is pyconfig's error") {
+    const std::filesystem::path dir = test::temp_dir("unknown_key");
+    write(dir / "run.yml",
+          "model_name: llama3.1-8b\nici_tensor_transpose_"
+          "parallelism: 1\n");
+    test::CliResult r =
+        test::run_cli(test::args("memory --topology v5p-8 --maxtext-config {}",
+                                 (dir / "run.yml").string()));
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err,
+               Catch::Contains("run.yml:2:1: error: "
+                               "\"ici_tensor_transpose_parallelism\" "
+                               "is not a key of MaxText's config"));
+  }
+}
+
+TEST_CASE("maxtext model: every key --format maxtext writes is MaxText's",
+          "[cli][maxtext][maxtext_model]") {
+  // The fields of MaxText's types.py at the commit they were read at
+  // (configs/maxtext/fields.json, scripts/maxtext_fields.py).
+  CHECK(maxtext_fields_commit() == "e591f30cbbf217ed67ef71263ec0538239f9c3b8");
+  CHECK(maxtext_fields().size() == 787);
+  // Plans that write each kind of key: the mesh on two slices with MaxText
+  // and shardplan names, the rules, a workload with accumulation, vocab
+  // tiles and a custom policy, a pipeline, and the training state.
+  const char* plans[] = {
+      "plan --model llama-3-8b --topology 2xv5p-128 --mesh data:2,fsdp:16,"
+      "tensor:4 --dcn data:2 --rules maxtext --seq 4096 --batch 256 "
+      "--microbatches 2 --vocab-tiles 4 --recipe adam --remat "
+      "custom:decoder_layer_input=offload,out_proj=device,moe_mlpwo=offload",
+      "plan --model mixtral-8x7b-v0.1 --topology v5p-128 --mesh "
+      "stage:4,fsdp:4,ep:4 --rules maxtext --seq 4096 --batch 128 "
+      "--microbatches 8 --recipe adam --optimizer sgd",
+      "plan --model llama-3-8b --topology v5p-128 --mesh fsdp:-1,tp:4 "
+      "--rules fsdp-tp",
+  };
+  for (const char* args : plans) {
+    INFO(args);
+    test::CliResult r =
+        test::run_cli(test::args(std::string(args) + " --format maxtext"));
+    REQUIRE(r.code == 0);
+    std::istringstream lines(r.out);
+    int keys = 0;
+    for (std::string line; std::getline(lines, line);) {
+      const size_t colon = line.find(':');
+      if (line.empty() || line[0] == '#' || line[0] == ' ' || line[0] == ']'
+          || colon == std::string::npos) {
+        continue;
+      }
+      const std::string key = line.substr(0, colon);
+      INFO(key);
+      CHECK(maxtext_fields().contains(key));
+      ++keys;
+    }
+    CHECK(keys > 20);
+    // Every axis a rule names is one of base.yml's mesh_axes.
+    for (const char* gone : {"'sequence'", "'tensor_transpose'"}) {
+      CHECK_THAT(r.out, !Catch::Contains(gone));
+    }
   }
 }
