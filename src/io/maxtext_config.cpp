@@ -1799,10 +1799,11 @@ bool fill(std::vector<MaxTextAxis>& axes,
         .hint = listed;
     return false;
   }
-  std::string filled;
   if (unspecified.size() == 1) {
     const size_t i = unspecified[0];
-    if (product > target) {
+    // max_utils.fill_unspecified_mesh_axes: the value must come out a
+    // whole number >= 1.
+    if (product > target || target % product != 0) {
       diags
           .error("maxtext.mesh",
                  fmt::format("Unspecified value unable to be determined with "
@@ -1810,7 +1811,8 @@ bool fill(std::vector<MaxTextAxis>& axes,
                              type),
                  where(i))
           .hint = fmt::format(
-          "the other {} values multiply to {}, more than the {} {}: {}",
+          "the other {} values multiply to {}, which does not divide the {} "
+          "{}: {}",
           type,
           product,
           target,
@@ -1818,16 +1820,7 @@ bool fill(std::vector<MaxTextAxis>& axes,
           listed);
       return false;
     }
-    // MaxText's int(target / product): a fraction is dropped.
     value(i).value = target / product;
-    if (target % product != 0) {
-      filled = fmt::format(
-          "the -1 of {} became {} / {} = {}, truncated as MaxText does; ",
-          key_of(axes[i], dcn),
-          target,
-          product,
-          target / product);
-    }
     product *= value(i).value;
   }
   if (product != target) {
@@ -1850,10 +1843,7 @@ bool fill(std::vector<MaxTextAxis>& axes,
                            type,
                            product),
                culprit < axes.size() ? where(culprit) : Location::of(source))
-        .hint =
-        fmt::format("{}{}",
-                    filled,
-                    terms.empty() ? std::string("every value is 1") : listed);
+        .hint = terms.empty() ? std::string("every value is 1") : listed;
     return false;
   }
   return true;

@@ -281,11 +281,10 @@ bool maxtext_names_ok(const Mesh& mesh,
               "maxtext.axis-name",
               fmt::format("mesh axis {} has no MaxText name", quote(axis.name)),
               Location::of("--format maxtext"))
-          .hint =
-          "name the axes as MaxText does (data, stage, fsdp, "
-          "fsdp_transpose, sequence, context, context_autoregressive, "
-          "tensor, tensor_transpose, tensor_sequence, expert, "
-          "autoregressive) or dp, tp, ep, sp, cp, pp";
+          .hint = fmt::format(
+          "name the axes as base.yml's mesh_axes do ({}) or dp, tp, ep, sp, "
+          "cp, pp",
+          fmt::join(maxtext_mesh_axes(), ", "));
       ok = false;
     } else if (std::find(seen.begin(), seen.end(), *name) != seen.end()) {
       diags.error("maxtext.axis-name",

@@ -629,9 +629,9 @@ TEST_CASE("cli: paste-back formats refuse what MaxText cannot name", "[cli]") {
   CHECK(unnamed.out.empty());
   CHECK(unnamed.err.substr(0, unnamed.err.find('\n'))
         == "--format maxtext: error: mesh axis \"foo\" has no MaxText name; "
-           "name the axes as MaxText does (data, stage, fsdp, "
-           "fsdp_transpose, sequence, context, context_autoregressive, "
-           "tensor, tensor_transpose, tensor_sequence, expert, "
+           "name the axes as base.yml's mesh_axes do (diloco, data, stage, "
+           "fsdp, fsdp_transpose, context, context_usp_ulysses, "
+           "context_autoregressive, tensor, tensor_sequence, expert, "
            "autoregressive) or dp, tp, ep, sp, cp, pp [maxtext.axis-name]");
   const Result twice =
       run_cli(args("mesh --devices 8 --mesh sp:2,cp:4 --format maxtext"));

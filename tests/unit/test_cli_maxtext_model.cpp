@@ -387,3 +387,33 @@ TEST_CASE("maxtext model: every key --format maxtext writes is MaxText's",
     }
   }
 }
+
+TEST_CASE("maxtext model: a base.yml-style config writes back and errs once",
+          "[cli][maxtext][maxtext_model]") {
+  // large.yml has current base.yml's keys, mesh_axes and rules: its own
+  // rules name context_usp_ulysses and diloco-era axes, all MaxText's.
+  test::CliResult r = test::run_cli(
+      test::args("plan --topology v5p-128 --maxtext-config {} --format maxtext",
+                 test::data_path("maxtext/large.yml")));
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("ici_context_usp_ulysses_parallelism: 1"));
+  // A rules file that names an axis MaxText lacks in two rules: one error,
+  // located in that file.
+  const std::filesystem::path dir = test::temp_dir("rules_once");
+  write(dir / "rules.json",
+        R"({"rules": [{"pattern": "weight$", "logical_axes": ["embed"]}],
+            "logical_axis_rules": [["embed", ["foo"]], ["mlp", ["foo"]]]})");
+  test::CliResult once = test::run_cli(test::args(
+      "plan --topology v5p-128 --model llama-3-8b --mesh foo:4,fsdp:16 "
+      "--rules {} --format maxtext",
+      (dir / "rules.json").string()));
+  CHECK(once.code == 2);
+  size_t errors = 0;
+  for (size_t at = once.err.find("names mesh axis \"foo\"");
+       at != std::string::npos;
+       at = once.err.find("names mesh axis \"foo\"", at + 1)) {
+    ++errors;
+  }
+  CHECK(errors == 1);
+}

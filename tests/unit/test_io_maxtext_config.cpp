@@ -200,12 +200,14 @@ TEST_CASE("maxtext: fill errors carry MaxText's words, located",
              "  ici_tensor_parallelism: -1\n"
              "                          ^");
   }
-  SECTION("a fill that does not divide: MaxText truncates, then compares") {
-    // 64 / 3 = 21.33: int() gives 21, and 21 x 3 = 63 != 64.
+  SECTION("a fill that does not divide is MaxText's current error") {
+    // 64 / 3 = 21.33 is not an integer (maxtext@e591f30c
+    // max_utils.fill_unspecified_mesh_axes); at the -1, base.yml's
+    // ici_fsdp_parallelism.
     const std::string e = mesh_error("ici_tensor_parallelism: 3\n", 64);
     CHECK(
-        e.starts_with("cfg.yml: error: Number of devices per slice 64 does "
-                      "not match the product of the ICI parallelism 63"));
+        e.starts_with("cfg.yml: error: Unspecified value unable to be "
+                      "determined with the given ICI parallelism values"));
   }
   SECTION("others larger than the slice") {
     CHECK(mesh_error("ici_tensor_parallelism: 128\n", 64)
