@@ -104,6 +104,7 @@ std::string maxtext_architecture(std::string_view decoder_block) {
 
 std::vector<std::string> maxtext_decoder_blocks() {
   std::vector<std::string> out;
+  out.reserve(k_blocks.size());
   for (const Block& b : k_blocks) {
     out.emplace_back(b.name);
   }
