@@ -417,3 +417,30 @@ TEST_CASE("maxtext model: a base.yml-style config writes back and errs once",
   }
   CHECK(errors == 1);
 }
+
+TEST_CASE("maxtext model: model_name through a base_config chain",
+          "[cli][maxtext][maxtext_model]") {
+  // configs/base.yml sets base.yml's default dims; configs/run.yml chains
+  // to it and names the model, whose file is found beside run.yml (the
+  // config pyconfig was given), and whose dims win over base.yml's.
+  const std::filesystem::path dir = test::temp_dir("chain");
+  write(dir / "configs" / "base.yml",
+        "base_emb_dim: 2048\nbase_num_query_heads: 16\nbase_num_kv_heads: 16\n"
+        "base_mlp_dim: 7168\nbase_num_decoder_layers: 16\nhead_dim: 128\n"
+        "vocab_size: 32000\ndecoder_block: llama2\nweight_dtype: float32\n"
+        "opt_type: adamw\nmu_dtype: ''\n");
+  write(dir / "configs" / "models" / "tiny.yml", k_tiny);
+  write(dir / "configs" / "run.yml",
+        "base_config: base.yml\nmodel_name: tiny\nweight_dtype: bfloat16\n");
+  json doc = plan(test::args("plan --topology v5p-8 --maxtext-config {}",
+                             (dir / "configs" / "run.yml").string()));
+  CHECK(doc["summary"]["parameters"] == k_tiny_params);
+  // Without model_name, base.yml's default model: 16 layers of width 2048,
+  // 16 heads of 128, an MLP of 7168, 32000 tokens, untied: 16 x (4 x 2048
+  // x 2048 + 3 x 2048 x 7168 + 2 x 2048) + 2 x 32000 x 2048 + 2048.
+  json dflt = plan(test::args("plan --topology v5p-8 --maxtext-config {}",
+                              (dir / "configs" / "base.yml").string()));
+  CHECK(dflt["summary"]["parameters"]
+        == 16 * (4 * 2048 * 2048 + 3 * 2048 * 7168 + 2 * 2048)
+               + 2 * 32000 * 2048 + 2048);
+}
