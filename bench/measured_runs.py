@@ -1,24 +1,18 @@
 #!/usr/bin/env python3
 """The calibration set of published, measured training runs through shardplan.
 
-Each run is expressed as its users write it (a MaxText config in
-bench/measured/, or the flags of a PyTorch run) and run through
-`shardplan memory --format json`; the table printed compares shardplan's
-verdict, peak and step with what the run measured. docs/memory.md keeps the
-table ("Measured runs"); rerun this script to regenerate it.
+The rows are bench/measured_runs.json: each run as its users configure it (a
+MaxText config in bench/measured/ alone, or a PyTorch run's flags), what it
+measured and where that was published. Each is run through `shardplan
+memory --format json`; the table printed compares shardplan's verdict,
+peak and step with the measurement. docs/fidelity.md and docs/memory.md
+("Measured runs") keep the table; rerun this script to regenerate it.
 
-Usage: bench/measured_runs.py [SHARDPLAN]   (default build/release/shardplan,
-       else build/dev/shardplan)
-
-Sources of the rows (every run ran, so each must fit):
-  v6e-*  AI-Hypercomputer/tpu-recipes training/trillium/*/README.md logs;
-         configs in AI-Hypercomputer/maxtext benchmarks/
-         maxtext_trillium_model_configs.py
-  7x-*   AI-Hypercomputer/tpu-recipes training/ironwood/README.md
-  v5p-a  AI-Hypercomputer/maxtext docs/reference/models/tiering.md (Gold)
-  v5p-405b  AI-Hypercomputer/tpu-recipes training/v5p/Llama3.1-405B-MaxText/
-         README.md (not in the calibration set: a check, nothing fitted)
-  tt-a   pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md
+Usage: bench/measured_runs.py [--write] [--check] [SHARDPLAN]
+       (default build/release/shardplan, else build/dev/shardplan)
+  --write   put the table into docs/fidelity.md and docs/memory.md
+  --check   exit 1 when a run does not fit, a fitted row's step is off by
+            more than 15%, or a measured peak by more than 5%
 """
 
 import json
@@ -27,33 +21,18 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MEASURED = os.path.join("bench", "measured")
-
-# id, model, shardplan arguments, measured step seconds (or None), measured
-# peak GiB (or None), measured tokens/s/device (or None).
-RUNS = [
-    ("v6e-a", "Llama 3.1 8B", "--topology v6e-8", 3.443, None, None),
-    ("v6e-b", "Llama 3.1 8B", "--topology v6e-32", 3.495, None, None),
-    ("v6e-c", "Llama 3.1 8B", "--topology v6e-128", 4.602, None, None),
-    ("v6e-d", "Llama 3.1 70B", "--topology v6e-32", 17.790, None, None),
-    ("v6e-e", "Llama 3.1 70B", "--topology v6e-128", 34.786, None, None),
-    ("7x-a", "Llama 3.1 70B", "--topology tpu7x-512", 12.27, None, None),
-    ("7x-b", "DeepSeek-V3", "--topology tpu7x-512", 26.79, None, None),
-    ("v5p-405b", "Llama 3.1 405B", "--topology v5p-1024", 131.474, None, None),
-    ("v5p-a", "Llama 2 70B", "--topology v5p-1024", None, None, 692.0),
-    ("tt-a", "Llama 3.1 8B",
-     "--topology h100x8 --hbm 96GiB --model llama-3-8b --mesh fsdp:8 "
-     "--rules fsdp --recipe adam --param-dtype f32 --seq 8192 --batch 16 "
-     "--remat selective_op --cross-entropy eager",
-     None, 82.4, 5762.0),
-]
-
 GIB = float(1 << 30)
 
 
-def binary():
-    if len(sys.argv) > 1:
-        return sys.argv[1]
+def load_runs():
+    with open(os.path.join(ROOT, "bench", "measured_runs.json"),
+              encoding="utf-8") as f:
+        return json.load(f)["runs"]
+
+
+def binary(argv):
+    if len(argv) > 1:
+        return argv[1]
     for build in ("release", "dev"):
         path = os.path.join(ROOT, "build", build, "shardplan")
         if os.path.exists(path):
@@ -61,14 +40,14 @@ def binary():
     sys.exit("measured_runs: build shardplan first (make build)")
 
 
-def run(shardplan, run_id, args):
-    config = os.path.join(MEASURED, run_id + ".yml")
-    # A MaxText row is its config alone (model_name, its keys): the model,
-    # the mesh, the workload and the training state come from it.
-    command = [shardplan, "memory", "--format", "json"]
-    command += args.split()
-    if os.path.exists(os.path.join(ROOT, config)):
-        command += ["--maxtext-config", config]
+def estimate(shardplan, run, extra=()):
+    """shardplan's JSON for `run`, or (None, the error's last line)."""
+    command = [shardplan, "memory", "--format", "json",
+               "--topology", run["topology"]]
+    command += run.get("flags", "").split()
+    if "config" in run:
+        command += ["--maxtext-config", run["config"]]
+    command += list(extra)
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
                           check=False)
     if done.returncode not in (0, 1):
@@ -76,23 +55,39 @@ def run(shardplan, run_id, args):
     return json.loads(done.stdout), None
 
 
-def ratio(estimate, measured):
-    if estimate is None or measured is None:
-        return ""
-    return f"{estimate / measured:.2f}"
+def step_ratio(run, step):
+    """The estimated step over the measured one (tokens/s: measured over
+    estimated, the same ratio); None without a measurement."""
+    if not step:
+        return None
+    if run.get("step_s"):
+        return step["step_seconds"] / run["step_s"]
+    if run.get("tokens_per_s_per_device"):
+        return run["tokens_per_s_per_device"] / step[
+            "tokens_per_second_per_device"]
+    return None
 
 
-def main():
-    shardplan = binary()
-    print("| run | model | fits | peak GiB | HBM GiB | measured peak GiB |"
-          " step s | measured step s | step ratio | tokens/s/dev |"
-          " measured tokens/s/dev |")
-    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-          " ---: |")
-    for run_id, model, args, step_s, peak_gib, tokens in RUNS:
-        doc, error = run(shardplan, run_id, args)
+# The documents that keep the table, between these markers.
+DOCS = ("docs/fidelity.md", "docs/memory.md")
+BEGIN = "<!-- table: bench/measured_runs.py --write -->"
+END = "<!-- end table -->"
+
+
+def table(shardplan, failures):
+    """The table's lines; each row outside the bounds into `failures`."""
+    lines = [
+        "| run | model | fits | peak GiB | HBM GiB | measured peak GiB |"
+        " step s | measured step s | tokens/s/dev | measured tokens/s/dev |"
+        " step ratio | fitted |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+        " ---: | --- |"]
+    for run in load_runs():
+        doc, error = estimate(shardplan, run)
         if doc is None:
-            print(f"| {run_id} | {model} | error: {error} | | | | | | | | |")
+            lines.append(f"| {run['id']} | {run['model']} | error: {error} |"
+                         " | | | | | | | | |")
+            failures.append(f"{run['id']}: {error}")
             continue
         memory = doc["memory"]
         step = doc.get("step") or {}
@@ -100,14 +95,51 @@ def main():
         hbm = (memory["hbm_bytes"] or 0) / GIB
         est_step = step.get("step_seconds")
         est_tokens = step.get("tokens_per_second_per_device")
-        print(f"| {run_id} | {model} | {'yes' if memory['fits'] else 'NO'} |"
+        r = step_ratio(run, step)
+        if not memory["fits"]:
+            failures.append(f"{run['id']}: does not fit, but it ran")
+        if run.get("fit") and (r is None or abs(r - 1) > 0.15):
+            failures.append(f"{run['id']}: step ratio {r}, a fitted row")
+        if run.get("peak_gib") and abs(peak / run["peak_gib"] - 1) > 0.05:
+            failures.append(f"{run['id']}: peak {peak:.1f} GiB, measured "
+                            f"{run['peak_gib']}")
+        lines.append(f"| {run['id']} | {run['model']} |"
+              f" {'yes' if memory['fits'] else 'NO'} |"
               f" {peak:.1f} | {hbm:.2f} |"
-              f" {'' if peak_gib is None else peak_gib} |"
+              f" {run.get('peak_gib', '')} |"
               f" {'' if est_step is None else f'{est_step:.2f}'} |"
-              f" {'' if step_s is None else step_s} |"
-              f" {ratio(est_step, step_s)} |"
+              f" {run.get('step_s', '')} |"
               f" {'' if est_tokens is None else f'{est_tokens:,.0f}'} |"
-              f" {'' if tokens is None else f'{tokens:,.0f}'} |")
+              f" {format(run['tokens_per_s_per_device'], ',.0f') if run.get('tokens_per_s_per_device') else ''} |"
+              f" {'' if r is None else f'{r:.2f}'} |"
+              f" {'yes' if run.get('fit') else 'no'} |")
+    return lines
+
+
+def write(lines):
+    for doc in DOCS:
+        path = os.path.join(ROOT, doc)
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        begin = text.index(BEGIN) + len(BEGIN)
+        end = text.index(END)
+        text = text[:begin] + "\n" + "\n".join(lines) + "\n" + text[end:]
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    shardplan = binary([sys.argv[0]] + args)
+    failures = []
+    lines = table(shardplan, failures)
+    if "--write" in sys.argv:
+        write(lines)
+    print("\n".join(lines))
+    if "--check" in sys.argv and failures:
+        for failure in failures:
+            print(f"FAILED: {failure}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

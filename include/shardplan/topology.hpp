@@ -325,6 +325,13 @@ struct TopologyFigures {
   // A chip's link to its host's memory (PCIe, host DMA), one way: what
   // offloaded activations and hosted states move over.
   Figure host_bytes_per_s_per_chip;
+  // The fractions of bf16_flops_per_s_per_device the step's matmuls reach:
+  // the weights' matmuls, and the attention kernel's (docs/step.md,
+  // "Efficiencies"). Fitted to published runs of the chip
+  // (bench/fit_step.py, docs/fidelity.md) or measured; absent: the
+  // roofline, 1.
+  Figure matmul_efficiency;
+  Figure attention_efficiency;
 };
 
 // Every figure of TopologyFigures with its name (as files and the JSON

@@ -495,11 +495,15 @@ Sourced<ResidualLayout> residual_layout(const Sourced<ResidualLayout>& given,
 // The estimate's settable constants, each named in StepEstimate::
 // assumptions with its value and source.
 struct StepOptions {
-  // The fraction of the bf16 peak a matmul reaches. 1: the roofline (the
-  // scaling book's convention); the references publish no measured figure
-  // for XLA's matmuls, so a user sets it from a profile: where it came from
-  // ("--matmul-efficiency") is then the assumption's source.
+  // The fraction of the bf16 peak the weights' matmuls reach, and the
+  // fraction the attention kernel's score and value matmuls reach (flash:
+  // causal blocks, softmax between). 1: the roofline (the scaling book's
+  // convention). The topology's figures when it has them (fitted to
+  // published runs by bench/fit_step.py, docs/fidelity.md), else 1; a
+  // flag (--matmul-efficiency, --attention-efficiency) wins. The source is
+  // the assumption's.
   Sourced<double> matmul_efficiency{1.0, {}};
+  Sourced<double> attention_efficiency{1.0, {}};
   // Overlap rules (docs/step.md, "Overlap"): FSDP gathers prefetched
   // behind the previous layer's compute, gradient reduction behind the
   // backward (both but the first and last layer); tensor-parallel and
@@ -579,7 +583,10 @@ struct StepEstimate {
   // What one device computes: model FLOPs' share plus the remat policy's
   // recomputation, on the most loaded stage.
   double flops_per_device = 0;
-  double matmul_seconds = 0;   // flops_per_device / (peak x efficiency)
+  // flops_per_device / (peak x efficiency), the attention kernel's part at
+  // its own efficiency.
+  double matmul_seconds = 0;
+  double attention_flops_per_device = 0;  // of flops_per_device
   double memory_seconds = 0;   // elementwise work and the optimizer update
   double compute_seconds = 0;  // matmul + memory
   std::vector<StepCollective> collectives;

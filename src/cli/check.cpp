@@ -355,11 +355,18 @@ void add_estimate_options(CLI::App& app, CheckCommand& cmd) {
 void add_step_options(CLI::App& app, CheckCommand& cmd) {
   app.add_option("--matmul-efficiency",
                  cmd.matmul_efficiency,
-                 "the fraction of the bf16 peak a matmul reaches, for the "
-                 "step time (default 1: the roofline; docs/step.md)")
+                 "the fraction of the bf16 peak the weights' matmuls reach, "
+                 "for the step time (default: the topology's figure, fitted "
+                 "to published runs, else 1; docs/step.md)")
       ->check(CLI::Range(0.01, 1.0))
       ->type_name("F")
-      ->default_str("1")
+      ->group("Workload (activations; docs/memory.md)");
+  app.add_option("--attention-efficiency",
+                 cmd.attention_efficiency,
+                 "the fraction of the bf16 peak the attention kernel's "
+                 "matmuls reach (default: the topology's figure, else 1)")
+      ->check(CLI::Range(0.01, 1.0))
+      ->type_name("F")
       ->group("Workload (activations; docs/memory.md)");
   app.add_option("--overlap",
                  cmd.overlap,

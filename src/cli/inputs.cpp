@@ -471,8 +471,10 @@ class InputReader {
 
   void set_step_options() {
     StepOptions& step = m_in.step_options;
-    step.matmul_efficiency = {m_cmd.matmul_efficiency,
-                              Location::of("--matmul-efficiency")};
+    apply_efficiencies(m_cmd.matmul_efficiency,
+                       m_cmd.attention_efficiency,
+                       m_in.topology ? &*m_in.topology : nullptr,
+                       step);
     auto overlaps = [&](std::string_view kind) {
       return std::find(m_cmd.overlap.begin(), m_cmd.overlap.end(), kind)
              != m_cmd.overlap.end();
@@ -594,6 +596,31 @@ void apply_host_offload(const std::vector<std::string>& states,
     offload.value = true;
     offload.at = Location::of("--host-offload");
   }
+}
+
+void apply_efficiencies(std::optional<double> matmul,
+                        std::optional<double> attention,
+                        const Topology* topology,
+                        StepOptions& step) {
+  const auto one = [&](std::optional<double> flag,
+                       const char* name,
+                       const Figure TopologyFigures::*figure,
+                       Sourced<double>& out) {
+    if (flag) {
+      out = {*flag, Location::of(name)};
+    } else if (topology != nullptr && (topology->figures.*figure).value > 0) {
+      const Figure& f = topology->figures.*figure;
+      out = {f.value, Location::of(f.source)};
+    }
+  };
+  one(matmul,
+      "--matmul-efficiency",
+      &TopologyFigures::matmul_efficiency,
+      step.matmul_efficiency);
+  one(attention,
+      "--attention-efficiency",
+      &TopologyFigures::attention_efficiency,
+      step.attention_efficiency);
 }
 
 void apply_host_memory(const Topology* topology, MemoryOptions& memory) {

@@ -126,7 +126,9 @@ struct CheckCommand {
   bool allow_split_physical_axes = false;
   std::string rules;  // `memory --rules`: specs from rules instead of a file
   WorkloadFlags workload;
-  double matmul_efficiency = 1.0;
+  // --matmul-efficiency, --attention-efficiency; nullopt: the topology's.
+  std::optional<double> matmul_efficiency;
+  std::optional<double> attention_efficiency;
   std::vector<std::string> overlap = {"fsdp", "grads"};
   std::vector<std::string> maxtext;  // --maxtext-config FILE [KEY=VALUE ...]
 };
@@ -195,7 +197,9 @@ struct SearchCommand {
   // it search sets) and --host-offload, as plan's.
   WorkloadFlags exchange;
   std::vector<std::string> host_offload;
-  double matmul_efficiency = 1.0;
+  // --matmul-efficiency, --attention-efficiency; nullopt: the topology's.
+  std::optional<double> matmul_efficiency;
+  std::optional<double> attention_efficiency;
   size_t top = 10;
   std::string objective = "tokens";
   bool allow_split_physical_axes = false;
@@ -237,6 +241,13 @@ void apply_host_offload(const std::vector<std::string>& states,
 // (docs/memory.md, "Host memory"): nothing when the topology has no
 // host_memory_bytes_per_chip.
 void apply_host_memory(const Topology* topology, MemoryOptions& memory);
+
+// The step's efficiencies: a flag's (at the flag), else `topology`'s
+// figure (its source as the location), else the roofline's 1.
+void apply_efficiencies(std::optional<double> matmul,
+                        std::optional<double> attention,
+                        const Topology* topology,
+                        StepOptions& step);
 
 // Reads what `search` reads (--devices' slices reported at `sources`);
 // false after an input error (reported).

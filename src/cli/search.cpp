@@ -126,7 +126,14 @@ void add_search_options(CLI::App& sub,
       ->type_name("STATES");
   sub.add_option("--matmul-efficiency",
                  cmd.matmul_efficiency,
-                 "fraction of the bf16 peak a matmul reaches (default 1)")
+                 "fraction of the bf16 peak the weights' matmuls reach "
+                 "(default: the topology's fitted figure, else 1)")
+      ->check(CLI::Range(0.01, 1.0))
+      ->type_name("F");
+  sub.add_option("--attention-efficiency",
+                 cmd.attention_efficiency,
+                 "fraction of the bf16 peak the attention kernel reaches "
+                 "(default: the topology's fitted figure, else 1)")
       ->check(CLI::Range(0.01, 1.0))
       ->type_name("F");
   sub.add_option("--top", cmd.top, "candidates shown (default 10)")
@@ -236,8 +243,10 @@ bool search_options(const SearchCommand& cmd,
   apply_host_offload(cmd.host_offload, options.memory);
   apply_maxtext_param_dtype(maxtext, options.memory.param_dtype);
   apply_maxtext_optimizer(maxtext, options.memory);
-  options.step.matmul_efficiency = {cmd.matmul_efficiency,
-                                    Location::of("--matmul-efficiency")};
+  apply_efficiencies(cmd.matmul_efficiency,
+                     cmd.attention_efficiency,
+                     &*in.topology,
+                     options.step);
   options.allow_split_physical_axes =
       cmd.allow_split_physical_axes
       || (maxtext && maxtext->allow_split_physical_axes.value);

@@ -156,6 +156,7 @@ ordered_json step_object(const StepEstimate* step) {
   return {{"tokens", e.tokens},
           {"model_flops", e.model_flops},
           {"flops_per_device", e.flops_per_device},
+          {"attention_flops_per_device", e.attention_flops_per_device},
           {"matmul_seconds", e.matmul_seconds},
           {"memory_seconds", e.memory_seconds},
           {"compute_seconds", e.compute_seconds},

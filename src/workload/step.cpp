@@ -213,8 +213,23 @@ class StepEstimator {
         (3 * (layers_forward / m_stages + head) + recompute / m_stages
          + mtp * recomputed(m_act.remat, custom, mtp_layer) + routed_extra)
         * device_tokens;
+    // The attention kernel's share: its forward and backward, and its
+    // recompute where the policy drops the context.
+    const auto attention = [&](const LayerFlops& f) {
+      LayerFlops a;
+      a.attention = f.attention;
+      return 3 * f.attention + recomputed(m_act.remat, custom, a);
+    };
+    m_out.attention_flops_per_device =
+        ((m_dense_layers * attention(m_dense) + m_moe_layers * attention(m_moe))
+             / m_stages
+         + mtp * attention(mtp_layer))
+        * device_tokens;
     m_out.matmul_seconds =
-        m_out.flops_per_device / (m_peak * m_options.matmul_efficiency.value);
+        (m_out.flops_per_device - m_out.attention_flops_per_device)
+            / (m_peak * m_options.matmul_efficiency.value)
+        + m_out.attention_flops_per_device
+              / (m_peak * m_options.attention_efficiency.value);
   }
 
   // Memory-bound work over HBM bandwidth: per layer and token, the
@@ -528,6 +543,18 @@ class StepEstimator {
     return std::nullopt;
   }
 
+  // An efficiency's assumption: the roofline, a flag, or a topology's
+  // figure (fitted, with its source).
+  static StepEstimate::Assumption efficiency(const char* name,
+                                             const Sourced<double>& value) {
+    return {name,
+            fmt::format("{:g}", value.value),
+            value.set() ? to_string(value.at)
+                        : std::string("the roofline (jax-ml/scaling-book): "
+                                      "no measured or fitted figure for "
+                                      "this chip; set it from a profile")};
+  }
+
   // Every constant the estimate assumed, with its value and source.
   void list_assumptions() {
     const StepOptions& o = m_options;
@@ -538,12 +565,8 @@ class StepEstimator {
         {"hbm_bytes_per_s",
          fmt::format("{:g}", m_hbm),
          m_topology->figures.hbm_bytes_per_s_per_device.source},
-        {"matmul_efficiency",
-         fmt::format("{:g}", o.matmul_efficiency.value),
-         o.matmul_efficiency.value == 1.0
-             ? "the roofline (jax-ml/scaling-book); the references give no "
-               "measured figure for XLA's matmuls: set it from a profile"
-             : to_string(o.matmul_efficiency.at)},
+        efficiency("matmul_efficiency", o.matmul_efficiency),
+        efficiency("attention_efficiency", o.attention_efficiency),
         {"expert_load",
          fmt::format("{:g}", m_act.expert_load),
          m_act.expert_load_source.empty() ? std::string("no routed experts")

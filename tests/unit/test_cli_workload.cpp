@@ -646,3 +646,49 @@ TEST_CASE("cli workload: vocab tiles split the loss's logits",
            "per_device_batch_size x max_target_length must divide by "
            "num_vocab_tiling [workload.vocab-tiles]");
 }
+
+TEST_CASE("step: the topology's fitted efficiencies, attention apart",
+          "[cli][step]") {
+  // tests/data/maxtext/model-run.yml: 4 layers of 8 heads of 128, at seq
+  // 1024 and 1 sequence per device on v6e-8 (remat full). The attention
+  // kernel's FLOPs a token and layer, causal: 2 x 1024 x 8 x (128 + 128) /
+  // 2 = 2,097,152; forward, backward and full remat's recompute: x 4; x 4
+  // layers x 1024 tokens = 34,359,738,368.
+  auto step = [](const std::string& extra) {
+    const CliResult r = run_cli(
+        args("memory --topology v6e-8 --format json --maxtext-config {} "
+             "max_target_length=1024 per_device_batch_size=1 "
+                 + extra,
+             shardplan::test::data_path("maxtext/model-run.yml")));
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    return shardplan::test::parse_json_from(r.out, "step")["step"];
+  };
+  const json s = step("");
+  const double attention = s["attention_flops_per_device"].get<double>();
+  const double flops = s["flops_per_device"].get<double>();
+  CHECK(attention == 34'359'738'368.0);
+  // v6e's fitted figures (configs/topologies/v6e.json): the weights'
+  // matmuls at 0.762 of 9.18e14, the attention kernel at 0.187.
+  CHECK(s["matmul_seconds"].get<double>()
+        == Approx((flops - attention) / (9.18e14 * 0.762)
+                  + attention / (9.18e14 * 0.187)));
+  CHECK(s["assumptions"]["matmul_efficiency"]["value"] == "0.762");
+  CHECK_THAT(
+      s["assumptions"]["attention_efficiency"]["source"].get<std::string>(),
+      Catch::StartsWith("fitted to 5 published runs (v6e-a"));
+  // Flags win: the roofline.
+  const json roofline = step("--matmul-efficiency 1 --attention-efficiency 1");
+  CHECK(roofline["matmul_seconds"].get<double>() == Approx(flops / 9.18e14));
+  CHECK(roofline["assumptions"]["matmul_efficiency"]["source"]
+        == "--matmul-efficiency");
+  // A chip with no fitted figure keeps the roofline, and says so.
+  const CliResult h100 =
+      run_cli(args("memory --topology h100x8 --mesh fsdp:8 --model llama-3-8b "
+                   "--rules fsdp --seq 1024 --batch 8 --format json"));
+  REQUIRE(h100.code == 0);
+  const json g = shardplan::test::parse_json_from(h100.out, "step")["step"];
+  CHECK(g["assumptions"]["matmul_efficiency"]["value"] == "1");
+  CHECK_THAT(g["assumptions"]["matmul_efficiency"]["source"].get<std::string>(),
+             Catch::StartsWith("the roofline"));
+}

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Fits the step's per-chip efficiencies to the calibration set.
+
+For each chip family with rows marked "fit" in bench/measured_runs.json, it
+finds the fraction of the bf16 peak the weights' matmuls reach
+(matmul_efficiency) and, with three or more rows, the fraction the
+attention kernel reaches (attention_efficiency), minimising the squared
+log error of the step time (or tokens/s) over those rows, with each run as
+its users configure it. With fewer rows one constant is fitted, and the
+attention kernel takes the same efficiency. These are shardplan's fitted
+constants: at most two per chip family, each named in the step's
+assumptions with its source (docs/fidelity.md).
+
+Usage: bench/fit_step.py [--write] [SHARDPLAN]
+  --write   put the fitted figures into configs/topologies/<family>.json
+"""
+
+import json
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import measured_runs  # noqa: E402
+
+ROOT = measured_runs.ROOT
+GOLDEN = (math.sqrt(5) - 1) / 2
+
+
+def loss(shardplan, rows, matmul, attention):
+    total = 0.0
+    for run in rows:
+        doc, error = measured_runs.estimate(
+            shardplan, run, ["--matmul-efficiency", f"{matmul:.4f}",
+                             "--attention-efficiency", f"{attention:.4f}"])
+        if doc is None:
+            sys.exit(f"fit_step: {run['id']}: {error}")
+        r = measured_runs.step_ratio(run, doc.get("step"))
+        total += math.log(r) ** 2
+    return total
+
+
+def golden(f, lo, hi, steps=14):
+    """The minimum of a unimodal f on [lo, hi]."""
+    a, b = lo, hi
+    c, d = b - GOLDEN * (b - a), a + GOLDEN * (b - a)
+    fc, fd = f(c), f(d)
+    for _ in range(steps):
+        if fc < fd:
+            b, d, fd = d, c, fc
+            c = b - GOLDEN * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + GOLDEN * (b - a)
+            fd = f(d)
+    return (a + b) / 2
+
+
+def nelder_mead(f, start, step=0.1, iterations=60):
+    """The minimum of f near `start` (Nelder and Mead 1965), in 2 dims."""
+    points = [list(start), [start[0] + step, start[1]],
+              [start[0], start[1] + step]]
+    values = [f(p) for p in points]
+    for _ in range(iterations):
+        order = sorted(range(3), key=lambda i: values[i])
+        points = [points[i] for i in order]
+        values = [values[i] for i in order]
+        centre = [(points[0][k] + points[1][k]) / 2 for k in range(2)]
+        worst = points[2]
+        reflect = [centre[k] + (centre[k] - worst[k]) for k in range(2)]
+        fr = f(reflect)
+        if fr < values[0]:
+            expand = [centre[k] + 2 * (centre[k] - worst[k]) for k in range(2)]
+            fe = f(expand)
+            points[2], values[2] = (expand, fe) if fe < fr else (reflect, fr)
+        elif fr < values[1]:
+            points[2], values[2] = reflect, fr
+        else:
+            inner = [centre[k] + (worst[k] - centre[k]) / 2 for k in range(2)]
+            fi = f(inner)
+            if fi < values[2]:
+                points[2], values[2] = inner, fi
+            else:
+                for i in (1, 2):
+                    points[i] = [(points[0][k] + points[i][k]) / 2
+                                 for k in range(2)]
+                    values[i] = f(points[i])
+    return points[min(range(3), key=lambda i: values[i])]
+
+
+def fit(shardplan, rows):
+    if len(rows) < 3:
+        m = golden(lambda x: loss(shardplan, rows, x, x), 0.2, 1.0)
+        return m, m
+
+    def bounded(p):
+        m, a = p
+        if not (0.05 <= m <= 1.0 and 0.05 <= a <= 1.0):
+            return float("inf")
+        return loss(shardplan, rows, m, a)
+
+    m, a = nelder_mead(bounded, [0.6, 0.5])
+    return m, a
+
+
+def write(family, ids, matmul, attention):
+    path = os.path.join(ROOT, "configs", "topologies", f"{family}.json")
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    runs = ", ".join(ids)
+    shared = matmul == attention
+    doc["figures"]["matmul_efficiency"] = {
+        "value": round(matmul, 3),
+        "source": f"fitted to {len(ids)} published run"
+                  f"{'s' if len(ids) > 1 else ''} ({runs}) by "
+                  "bench/fit_step.py (docs/fidelity.md)"}
+    doc["figures"]["attention_efficiency"] = {
+        "value": round(attention, 3),
+        "source": ("the same fitted constant as matmul_efficiency: too few "
+                   "runs to fit the attention kernel's apart "
+                   "(bench/fit_step.py, docs/fidelity.md)") if shared else
+                  f"fitted to {len(ids)} published runs ({runs}) by "
+                  "bench/fit_step.py (docs/fidelity.md)"}
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=2)
+        f.write("\n")
+
+
+def main():
+    args = [a for a in sys.argv[1:] if a != "--write"]
+    shardplan = measured_runs.binary([sys.argv[0]] + args)
+    families = {}
+    for run in measured_runs.load_runs():
+        if run.get("fit"):
+            families.setdefault(run["family"], []).append(run)
+    for family, rows in sorted(families.items()):
+        matmul, attention = fit(shardplan, rows)
+        print(f"{family}: matmul_efficiency {matmul:.3f}, "
+              f"attention_efficiency {attention:.3f} "
+              f"({len(rows)} runs: {', '.join(r['id'] for r in rows)})")
+        for run in rows:
+            doc, _ = measured_runs.estimate(
+                shardplan, run, ["--matmul-efficiency", f"{matmul:.4f}",
+                                 "--attention-efficiency", f"{attention:.4f}"])
+            r = measured_runs.step_ratio(run, doc.get("step"))
+            print(f"  {run['id']}: step ratio {r:.3f}")
+        if "--write" in sys.argv:
+            write(family, [r["id"] for r in rows], matmul, attention)
+
+
+if __name__ == "__main__":
+    main()
