@@ -39,7 +39,31 @@ struct Level {
   bool all_wrap = true;         // torus: every axis a closed ring
   double hops = 0;
   double latency_s = 0;
+  // The fraction of the group's bytes that crosses this level: 1, but a
+  // hierarchical axis's outer part carries each inner group's share.
+  double share = 1;
 };
+
+// Adds an axis part of `n` devices at `bytes_per_s` to `level`.
+void add_part(Level& level,
+              LinkClass link,
+              double n,
+              double bytes_per_s,
+              bool wraparound,
+              double latency_s) {
+  level.link = link;
+  level.torus = link == LinkClass::ici;
+  level.devices *= n;
+  level.min_bytes_per_s = level.min_bytes_per_s == 0
+                              ? bytes_per_s
+                              : std::min(level.min_bytes_per_s, bytes_per_s);
+  // A line of n devices moves (n-1)/n of the array at one-way bandwidth.
+  level.ring_bytes_per_s +=
+      wraparound ? bytes_per_s : bytes_per_s * n / (n - 1);
+  level.all_wrap = level.all_wrap && wraparound;
+  level.hops += level.torus ? (wraparound ? n / 2 : n - 1) : 0;
+  level.latency_s = std::max(level.latency_s, latency_s);
+}
 
 // The all_gather time of `v` bytes on one level, bandwidth term only.
 double gather_seconds(const Level& level, double v) {
@@ -84,21 +108,36 @@ CollectiveCost collective_cost(Collective op,
     }
     cost.link = !any || cost.link == axis->link ? axis->link : LinkClass::mixed;
     any = true;
-    Level& level = levels[k];
     const double n = static_cast<double>(axis->ring_size);
-    level.link = axis->link;
-    level.torus = axis->link == LinkClass::ici;
-    level.devices *= n;
-    level.min_bytes_per_s =
-        level.min_bytes_per_s == 0
-            ? axis->bytes_per_s
-            : std::min(level.min_bytes_per_s, axis->bytes_per_s);
-    // A line of n devices moves (n-1)/n of the array at one-way bandwidth.
-    level.ring_bytes_per_s +=
-        axis->wraparound ? axis->bytes_per_s : axis->bytes_per_s * n / (n - 1);
-    level.all_wrap = level.all_wrap && axis->wraparound;
-    level.hops += level.torus ? (axis->wraparound ? n / 2 : n - 1) : 0;
-    level.latency_s = std::max(level.latency_s, axis->latency_s);
+    if (axis->link == LinkClass::mixed && axis->inner_size > 1
+        && axis->inner_bytes_per_s > 0) {
+      // Hierarchical: the inner part on the ICI level with the whole
+      // array; the outer part (n / inner devices) carries each inner
+      // group's share.
+      const auto inner = static_cast<double>(axis->inner_size);
+      add_part(levels[0],
+               LinkClass::ici,
+               inner,
+               axis->inner_bytes_per_s,
+               axis->inner_wraparound,
+               axis->latency_s);
+      Level& outer = levels[k];
+      add_part(outer,
+               LinkClass::mixed,
+               n / inner,
+               axis->bytes_per_s,
+               true,
+               axis->latency_s);
+      outer.torus = false;
+      outer.share /= inner;
+      continue;
+    }
+    add_part(levels[k],
+             axis->link,
+             n,
+             axis->bytes_per_s,
+             axis->wraparound,
+             axis->latency_s);
   }
   if (!any) {
     return cost;
@@ -114,22 +153,23 @@ CollectiveCost collective_cost(Collective op,
     }
     double t = 0;
     double hops = level.hops;
+    const double v = group_bytes * level.share;
     switch (op) {
       case Collective::all_gather:
       case Collective::reduce_scatter:
-        t = gather_seconds(level, group_bytes);
+        t = gather_seconds(level, v);
         break;
       case Collective::all_reduce:
-        t = 2 * gather_seconds(level, group_bytes);
+        t = 2 * gather_seconds(level, v);
         hops *= 2;
         break;
       case Collective::all_to_all:
-        t = all_to_all_seconds(level, group_bytes);
+        t = all_to_all_seconds(level, v);
         break;
       case Collective::collective_permute:
       case Collective::send_recv:
       case Collective::host_copy:
-        t = group_bytes / level.min_bytes_per_s;
+        t = v / level.min_bytes_per_s;
         hops = 1;
         break;
     }

@@ -441,6 +441,14 @@ struct AxisLink {
   std::vector<std::string> physical_axes;  // TPU ICI: "x", "y", "z", "core"
   double bytes_per_s = 0;  // what one device sends per second along the axis
   double latency_s = 0;    // per hop
+  // A TPU axis across slices (`mixed`): its part inside a slice,
+  // `inner_size` devices of each group on ICI at `inner_bytes_per_s` (a
+  // closed ring when `inner_wraparound`); `bytes_per_s` is then the DCN
+  // share of a device. XLA runs such a collective hierarchically: only a
+  // device's share crosses DCN (collective_cost, docs/step.md). 1: none.
+  int64_t inner_size = 1;
+  double inner_bytes_per_s = 0;
+  bool inner_wraparound = false;
 };
 
 struct HostLayout {

@@ -197,8 +197,13 @@ std::vector<AxisLink> tpu_links(const Topology& t,
           const double dcn_bw = f.dcn_bytes_per_s_per_chip.value
                                 / static_cast<double>(t.tpu.cores_per_chip);
           if (axis.ici > 1) {
+            // Inside a slice over ICI, across slices each device's share
+            // over DCN (hierarchical, as XLA runs it).
             link.link = LinkClass::mixed;
-            link.bytes_per_s = std::min(ici_bw, dcn_bw);
+            link.inner_size = axis.ici;
+            link.inner_bytes_per_s = ici_bw;
+            link.inner_wraparound = link.wraparound;
+            link.bytes_per_s = dcn_bw;
           } else {
             link.link = LinkClass::dcn;
             link.bytes_per_s = dcn_bw;

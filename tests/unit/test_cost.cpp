@@ -227,3 +227,31 @@ TEST_CASE("reshard: transfer_cost follows the links between two devices",
     CHECK(transfer_cost(core, {&v2, &v2, true}).seconds == 0);
   }
 }
+
+TEST_CASE("cost: an axis across slices gathers hierarchically", "[cost]") {
+  // One axis of 8 devices: 4 in each of 2 slices, ICI a closed ring at
+  // 1e11 B/s inside, DCN 1e10 B/s per device across. XLA gathers inside
+  // the slice (the whole 8e9 bytes over the ring: 8e9 / 1e11 = 0.08 s)
+  // while each device's share crosses DCN (the 4 devices of a slice split
+  // the other slice's half: 8e9 / 4 x 1/2 / 1e10 = 0.1 s): 0.1 s, not the
+  // 8e9 x 7/8 / 1e10 = 0.7 s of all the bytes at the DCN rate.
+  AxisLink mixed;
+  mixed.link = LinkClass::mixed;
+  mixed.ring_size = 8;
+  mixed.wraparound = true;
+  mixed.bytes_per_s = 1e10;
+  mixed.inner_size = 4;
+  mixed.inner_bytes_per_s = 1e11;
+  mixed.inner_wraparound = true;
+  const AxisLink* axes[] = {&mixed};
+  const CollectiveCost gather =
+      collective_cost(Collective::all_gather, 8e9, axes);
+  CHECK(gather.seconds == Approx(0.1));
+  CHECK(gather.link == LinkClass::mixed);
+  CHECK(collective_cost(Collective::all_reduce, 8e9, axes).seconds
+        == Approx(0.2));
+  // A slow ICI ring makes the inner level the longer: 8e9 / 4e10 = 0.2 s.
+  mixed.inner_bytes_per_s = 4e10;
+  CHECK(collective_cost(Collective::all_gather, 8e9, axes).seconds
+        == Approx(0.2));
+}
