@@ -93,6 +93,9 @@ struct MaxTextModelKeys {
   Sourced<bool> routed_bias{false, {}};
   Sourced<double> attention_softcap{0, {}};  // attn_logits_soft_cap
   Sourced<double> final_softcap{0, {}};      // final_logits_soft_cap
+  // mlp_activations: how many (base.yml: ["silu", "linear"], a gated
+  // MLP); one is a plain MLP, which the decoder blocks built here lack.
+  Sourced<int64_t> mlp_activations{2, {}};
 };
 
 // The config.json (Hugging Face) of the tensors `keys` describe; nullopt

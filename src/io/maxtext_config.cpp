@@ -940,6 +940,18 @@ class Reader {
         count(*out);
       }
     }
+    if (const Setting* s = find("mlp_activations")) {
+      if (!s->value.IsSequence() || s->value.size() == 0) {
+        return bad_value(*s,
+                         s->value,
+                         fmt::format("mlp_activations must be a list of "
+                                     "activation names, got {}",
+                                     describe(s->value)));
+      }
+      k.mlp_activations = {static_cast<int64_t>(s->value.size()),
+                           at(*s, s->value)};
+      count(k.mlp_activations);
+    }
     for (auto [key, out] :
          {std::pair{"attn_logits_soft_cap", &k.attention_softcap},
           std::pair{"final_logits_soft_cap", &k.final_softcap}}) {

@@ -118,6 +118,17 @@ bool valid_parameter_scale(int64_t scale) {
 std::optional<std::string> maxtext_hf_config(const MaxTextModelKeys& k,
                                              std::string& failure) {
   const std::string arch = maxtext_architecture(k.decoder_block.value);
+  if (k.mlp_activations.value != 2) {
+    failure = fmt::format(
+        "mlp_activations with {} entr{} is {} MLP; shardplan builds "
+        "decoder_block {} with a gated one (two entries, base.yml's "
+        "[\"silu\", \"linear\"])",
+        k.mlp_activations.value,
+        k.mlp_activations.value == 1 ? "y" : "ies",
+        k.mlp_activations.value == 1 ? "a plain" : "not a gated",
+        k.decoder_block.value);
+    return std::nullopt;
+  }
   const Scales s = individual_scales(k.scale.value);
   const std::optional<int64_t> emb = scaled(k.emb.value, s.emb);
   const std::optional<int64_t> heads = scaled(k.heads.value, s.width);

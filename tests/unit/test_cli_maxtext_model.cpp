@@ -240,6 +240,18 @@ TEST_CASE("maxtext model: a name with no file, a block shardplan lacks",
               .code
           == 0);
   }
+  SECTION("a plain MLP (one activation) is not a block shardplan builds") {
+    write(dir / "models" / "plain.yml",
+          "decoder_block: llama2\nmlp_activations: [\"gelu\"]\n");
+    write(dir / "run.yml", "model_name: plain\n");
+    test::CliResult r =
+        test::run_cli(test::args("plan --topology v5p-8 --maxtext-config {}",
+                                 (dir / "run.yml").string()));
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err,
+               Catch::Contains("mlp_activations with 1 entry is a "
+                               "plain MLP"));
+  }
   SECTION("a decoder_block shardplan does not build") {
     write(dir / "models" / "q.yml", "decoder_block: qwen3\n");
     write(dir / "run.yml", "model_name: q\n");

@@ -110,19 +110,20 @@ TEST_CASE("maxtext: unknown keys are one short info note",
       read_maxtext_config(data("large.yml"), {}, diags);
   INFO(test::first_error(diags));
   REQUIRE(c);
-  // 74 keys, of which 52 are read: 26 ici/dcn keys, mesh_axes, shard_mode,
+  // 74 keys, of which 53 are read: 26 ici/dcn keys, mesh_axes, shard_mode,
   // num_slices, allow_split_physical_axes, logical_axis_rules, the four
   // workload keys, decoder_layer_input (the custom remat policy's),
   // capacity_factor, dtype, quantization and scan_layers, and the model's
-  // 12 (model_name, decoder_block, global_parameter_scale, the five base_*
-  // dims, head_dim, num_experts, num_experts_per_tok, vocab_size).
-  CHECK(c->ignored_keys.size() == 22);
+  // 13 (model_name, decoder_block, global_parameter_scale, the five base_*
+  // dims, head_dim, mlp_activations, num_experts, num_experts_per_tok,
+  // vocab_size).
+  CHECK(c->ignored_keys.size() == 21);
   REQUIRE(diags.items().size() == 1);
   const Diagnostic& d = diags.items()[0];
   CHECK(d.severity == Severity::info);
   CHECK(d.code == "maxtext.ignored-keys");
   CHECK(d.message.starts_with(
-      "22 keys shardplan does not read were ignored: run_name, "
+      "21 keys shardplan does not read were ignored: run_name, "
       "override_model_config, override_logical_axis_rules, "
       "normalization_layer_epsilon, "));
   CHECK(d.location.source == data("large.yml"));
