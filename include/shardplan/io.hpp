@@ -491,10 +491,11 @@ Location maxtext_location(const Location& at);
 //   maxtext.bad-value   a value of the wrong kind or out of range, e.g.
 //                       "ici_fsdp_parallelism must be an integer >= 1 or -1,
 //                       got \"x\""
-//   maxtext.override    an override that is not KEY=VALUE, or whose key no
-//                       file has ("Key K was passed at the command line but
-//                       isn't in config", MaxText's words), unless a
-//                       base_config could not be read
+//   maxtext.override    an override that is not KEY=VALUE, or one of a key
+//                       models/<model_name>.yml sets, to another value
+//                       (pyconfig's "Keys [...] are overridden by both model
+//                       config and CLI/kwargs with different values"),
+//                       unless override_model_config is true
 //   maxtext.base-config a base_config chain too deep or circular
 //   maxtext.unknown-key a key that is not a field of MaxText's config
 //                       (maxtext_fields), in a file or an override
@@ -538,9 +539,9 @@ struct MaxTextMesh {
 //   "Found unspecified values (-1) for more than one ICI parallelism axis.
 //    At most one axis can be unspecified"
 //   "Unspecified value unable to be determined with the given ICI
-//    parallelism values"
+//    parallelism values" (the others do not divide the devices)
 //   "Number of devices per slice 64 does not match the product of the ICI
-//    parallelism 63"
+//    parallelism 32" (no -1)
 // (DCN: "slices"). On one slice a DCN value above 1 is "DCN parallelism
 // requested but only one slice available" [maxtext.dcn]; a num_slices other
 // than the topology's, or one that does not divide the devices, is

@@ -39,7 +39,8 @@ std::optional<MaxTextConfig> load_maxtext_config(
 
 namespace {
 
-// "model_name 'llama3.1-8b' (cfg.yml:2:13)" or "the config's model".
+// "model_name \"llama3.1-8b\" (cfg.yml:2:13)", or for a config's dims
+// without model_name "the model of cfg.yml".
 std::string model_words(const MaxTextModel& model) {
   if (model.name == "default") {
     return fmt::format("the model of {}", to_string(model.at));
@@ -92,15 +93,15 @@ bool agrees(const ManifestSource& source,
   if (!model.config) {
     return true;
   }
-  std::optional<ModelConfig> flag;
-  std::string flag_text;
   bool failed = false;
-  flag = read_architecture("", source, diags, failed);
+  const std::optional<ModelConfig> flag =
+      read_architecture("", source, diags, failed);
   if (failed || !flag) {
     return !failed;
   }
-  flag_text = source.model.empty() ? "--from-hf-config " + source.hf_config
-                                   : "--model " + source.model;
+  const std::string flag_text = source.model.empty()
+                                    ? "--from-hf-config " + source.hf_config
+                                    : "--model " + source.model;
   const std::string difference = first_difference(*flag, *model.config);
   if (difference.empty()) {
     return true;
