@@ -104,7 +104,7 @@ def fit(shardplan, rows):
     return m, a
 
 
-def write(family, ids, matmul, attention):
+def write(family, ids, matmul, attention, spread):
     path = os.path.join(ROOT, "configs", "topologies", f"{family}.json")
     with open(path, encoding="utf-8") as f:
         doc = json.load(f)
@@ -122,6 +122,14 @@ def write(family, ids, matmul, attention):
                    "(bench/fit_step.py, docs/fidelity.md)") if shared else
                   f"fitted to {len(ids)} published runs ({runs}) by "
                   "bench/fit_step.py (docs/fidelity.md)"}
+    doc["figures"]["efficiency_spread"] = {
+        "value": round(spread, 3),
+        "source": f"the fit's largest step error on its {len(ids)} runs, "
+                  "at least 0.05 (bench/fit_step.py, docs/fidelity.md)"
+                  if len(ids) >= 3 else
+                  f"{len(ids)} run{'s' if len(ids) > 1 else ''} cannot say "
+                  "how far another run is off: 0.25 (bench/fit_step.py, "
+                  "docs/fidelity.md)"}
     with open(path, "w", encoding="utf-8") as f:
         json.dump(doc, f, indent=2)
         f.write("\n")
@@ -139,14 +147,20 @@ def main():
         print(f"{family}: matmul_efficiency {matmul:.3f}, "
               f"attention_efficiency {attention:.3f} "
               f"({len(rows)} runs: {', '.join(r['id'] for r in rows)})")
+        worst = 0.0
         for run in rows:
             doc, _ = measured_runs.estimate(
                 shardplan, run, ["--matmul-efficiency", f"{matmul:.4f}",
                                  "--attention-efficiency", f"{attention:.4f}"])
             r = measured_runs.step_ratio(run, doc.get("step"))
+            worst = max(worst, abs(r - 1))
             print(f"  {run['id']}: step ratio {r:.3f}")
+        # The band: the fit's largest error, at least 5%; a fit to fewer
+        # than three runs says nothing of another run's error: 25%.
+        spread = max(worst, 0.05) if len(rows) >= 3 else 0.25
+        print(f"  efficiency_spread {spread:.3f}")
         if "--write" in sys.argv:
-            write(family, [r["id"] for r in rows], matmul, attention)
+            write(family, [r["id"] for r in rows], matmul, attention, spread)
 
 
 if __name__ == "__main__":

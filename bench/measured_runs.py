@@ -12,7 +12,8 @@ Usage: bench/measured_runs.py [--write] [--check] [SHARDPLAN]
        (default build/release/shardplan, else build/dev/shardplan)
   --write   put the table into docs/fidelity.md and docs/memory.md
   --check   exit 1 when a run does not fit, a fitted row's step is off by
-            more than 15%, or a measured peak by more than 5%
+            more than 15%, a measured peak by more than 5%, or the measured
+            step lies inside the band on under 90% of the rows
 """
 
 import json
@@ -78,15 +79,16 @@ def table(shardplan, failures):
     """The table's lines; each row outside the bounds into `failures`."""
     lines = [
         "| run | model | fits | peak GiB | HBM GiB | measured peak GiB |"
-        " step s | measured step s | tokens/s/dev | measured tokens/s/dev |"
-        " step ratio | fitted |",
+        " step s | band s | measured step s | tokens/s/dev |"
+        " measured tokens/s/dev | step ratio | in band | fitted |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-        " ---: | --- |"]
+        " ---: | ---: | --- | --- |"]
+    inside = []
     for run in load_runs():
         doc, error = estimate(shardplan, run)
         if doc is None:
             lines.append(f"| {run['id']} | {run['model']} | error: {error} |"
-                         " | | | | | | | | |")
+                         " | | | | | | | | | | |")
             failures.append(f"{run['id']}: {error}")
             continue
         memory = doc["memory"]
@@ -96,6 +98,17 @@ def table(shardplan, failures):
         est_step = step.get("step_seconds")
         est_tokens = step.get("tokens_per_second_per_device")
         r = step_ratio(run, step)
+        # The measured step inside the band: the ratio within the band's
+        # ratios to the point estimate.
+        band = ""
+        within = None
+        if r is not None and step:
+            low = step["step_seconds_low"] / step["step_seconds"]
+            high = step["step_seconds_high"] / step["step_seconds"]
+            band = (f"{step['step_seconds_low']:.2f}-"
+                    f"{step['step_seconds_high']:.2f}")
+            within = low <= 1 / r <= high
+            inside.append(within)
         if not memory["fits"]:
             failures.append(f"{run['id']}: does not fit, but it ran")
         if run.get("fit") and (r is None or abs(r - 1) > 0.15):
@@ -108,11 +121,19 @@ def table(shardplan, failures):
               f" {peak:.1f} | {hbm:.2f} |"
               f" {run.get('peak_gib', '')} |"
               f" {'' if est_step is None else f'{est_step:.2f}'} |"
+              f" {band} |"
               f" {run.get('step_s', '')} |"
               f" {'' if est_tokens is None else f'{est_tokens:,.0f}'} |"
               f" {format(run['tokens_per_s_per_device'], ',.0f') if run.get('tokens_per_s_per_device') else ''} |"
               f" {'' if r is None else f'{r:.2f}'} |"
+              f" {'' if within is None else ('yes' if within else 'NO')} |"
               f" {'yes' if run.get('fit') else 'no'} |")
+    if inside and sum(inside) < 0.9 * len(inside):
+        failures.append(f"the measured step is inside the band on "
+                        f"{sum(inside)} of {len(inside)} rows, under 90%")
+    lines.append("")
+    lines.append(f"The measured step lies inside the band on {sum(inside)} "
+                 f"of {len(inside)} rows.")
     return lines
 
 

@@ -332,6 +332,9 @@ struct TopologyFigures {
   // roofline, 1.
   Figure matmul_efficiency;
   Figure attention_efficiency;
+  // How far those may be off, a fraction (the step's band): the fit's
+  // largest error on its runs, at least 0.05; 0.25 from fewer than three.
+  Figure efficiency_spread;
 };
 
 // Every figure of TopologyFigures with its name (as files and the JSON

@@ -504,6 +504,13 @@ struct StepOptions {
   // the assumption's.
   Sourced<double> matmul_efficiency{1.0, {}};
   Sourced<double> attention_efficiency{1.0, {}};
+  // How far the efficiencies may be off, as a fraction: the band
+  // (StepEstimate::step_seconds_low/high) is the step with both at
+  // efficiency x (1 + spread), capped at 1, and x (1 - spread). The
+  // topology's efficiency_spread for fitted figures (the fit's largest
+  // error, at least 5%; 25% from fewer than three runs), 0.7 for the
+  // roofline (a matmul at 0.3 of the peak to 1), 0 for a flag's.
+  Sourced<double> efficiency_spread{0.0, {}};
   // Overlap rules (docs/step.md, "Overlap"): FSDP gathers prefetched
   // behind the previous layer's compute, gradient reduction behind the
   // backward (both but the first and last layer); tensor-parallel and
@@ -596,6 +603,11 @@ struct StepEstimate {
   double step_seconds = 0;
   double tokens_per_second_per_device = 0;
   double mfu = 0;
+  // The band from StepOptions::efficiency_spread: the step at the faster
+  // and the slower end, and the tokens/s and MFU that follow (low step:
+  // high tokens/s). Equal to the point estimate without a spread.
+  double step_seconds_low = 0;
+  double step_seconds_high = 0;
   // The largest part of the step; the reports word it ("compute-bound:
   // compute 10.9 s of the 13.8 s step").
   StepBottleneck bottleneck;

@@ -621,6 +621,20 @@ void apply_efficiencies(std::optional<double> matmul,
       "--attention-efficiency",
       &TopologyFigures::attention_efficiency,
       step.attention_efficiency);
+  // The band: none when a flag gives an efficiency; the fit's spread; the
+  // roofline's, a matmul anywhere from 0.3 of the peak to all of it.
+  if (matmul || attention) {
+    step.efficiency_spread = {0, Location::of("the efficiencies are given")};
+  } else if (topology != nullptr
+             && topology->figures.efficiency_spread.value > 0) {
+    const Figure& f = topology->figures.efficiency_spread;
+    step.efficiency_spread = {f.value, Location::of(f.source)};
+  } else {
+    step.efficiency_spread = {
+        0.7,
+        Location::of("no fitted efficiency for this chip: a matmul anywhere "
+                     "from 0.3 of the peak to the roofline")};
+  }
 }
 
 void apply_host_memory(const Topology* topology, MemoryOptions& memory) {

@@ -165,6 +165,8 @@ ordered_json step_object(const StepEstimate* step) {
           {"exposed_comm_seconds", e.exposed_comm_seconds},
           {"bubble_seconds", e.bubble_seconds},
           {"step_seconds", e.step_seconds},
+          {"step_seconds_low", e.step_seconds_low},
+          {"step_seconds_high", e.step_seconds_high},
           {"tokens_per_second_per_device", e.tokens_per_second_per_device},
           {"mfu", e.mfu},
           {"bottleneck", bottleneck_text(e)},

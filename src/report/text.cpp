@@ -464,8 +464,16 @@ std::string step_line(const StepEstimate& step) {
 }
 
 std::string step_summary(const StepEstimate& step) {
-  return fmt::format("{}: {} tokens/s per device, MFU {:.1f}%; {}",
+  // The band when there is one: "3.47 s (3.31-3.65 s)".
+  const std::string band =
+      step.step_seconds_high > step.step_seconds_low
+          ? fmt::format(" ({}-{})",
+                        seconds_text(step.step_seconds_low),
+                        seconds_text(step.step_seconds_high))
+          : std::string();
+  return fmt::format("{}{}: {} tokens/s per device, MFU {:.1f}%; {}",
                      seconds_text(step.step_seconds),
+                     band,
                      with_commas(static_cast<int64_t>(
                          std::llround(step.tokens_per_second_per_device))),
                      step.mfu * 100,

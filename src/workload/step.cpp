@@ -567,6 +567,11 @@ class StepEstimator {
          m_topology->figures.hbm_bytes_per_s_per_device.source},
         efficiency("matmul_efficiency", o.matmul_efficiency),
         efficiency("attention_efficiency", o.attention_efficiency),
+        {"efficiency_spread",
+         fmt::format("{:g}", o.efficiency_spread.value),
+         o.efficiency_spread.set()
+             ? to_string(o.efficiency_spread.at)
+             : std::string("0: the efficiencies are given")},
         {"expert_load",
          fmt::format("{:g}", m_act.expert_load),
          m_act.expert_load_source.empty() ? std::string("no routed experts")
@@ -664,7 +669,34 @@ std::optional<StepEstimate> estimate_step(const ModelConfig& model,
                                           const StepInputs& in,
                                           const StepOptions& options,
                                           Diagnostics& diags) {
-  return StepEstimator(model, mesh, roles, act, in, options, diags).run();
+  std::optional<StepEstimate> out =
+      StepEstimator(model, mesh, roles, act, in, options, diags).run();
+  if (!out) {
+    return out;
+  }
+  out->step_seconds_low = out->step_seconds;
+  out->step_seconds_high = out->step_seconds;
+  const double spread = options.efficiency_spread.value;
+  if (spread <= 0) {
+    return out;
+  }
+  // The band: the same step with both efficiencies at the ends of their
+  // spread (the reruns' diagnostics are the point estimate's).
+  const auto at = [&](double factor) {
+    StepOptions o = options;
+    o.efficiency_spread.value = 0;
+    o.matmul_efficiency.value =
+        std::clamp(options.matmul_efficiency.value * factor, 0.01, 1.0);
+    o.attention_efficiency.value =
+        std::clamp(options.attention_efficiency.value * factor, 0.01, 1.0);
+    Diagnostics quiet;
+    const std::optional<StepEstimate> e =
+        StepEstimator(model, mesh, roles, act, in, o, quiet).run();
+    return e ? e->step_seconds : out->step_seconds;
+  };
+  out->step_seconds_low = std::min(at(1 + spread), out->step_seconds);
+  out->step_seconds_high = std::max(at(1 - spread), out->step_seconds);
+  return out;
 }
 
 }  // namespace shardplan

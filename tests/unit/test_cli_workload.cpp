@@ -692,3 +692,36 @@ TEST_CASE("step: the topology's fitted efficiencies, attention apart",
   CHECK_THAT(g["assumptions"]["matmul_efficiency"]["source"].get<std::string>(),
              Catch::StartsWith("the roofline"));
 }
+
+TEST_CASE("step: the band is the step at the efficiencies' spread",
+          "[cli][step]") {
+  auto step = [](const std::string& extra) {
+    const CliResult r = run_cli(
+        args("memory --topology v6e-8 --format json --maxtext-config {} "
+             "max_target_length=1024 per_device_batch_size=1 "
+                 + extra,
+             shardplan::test::data_path("maxtext/model-run.yml")));
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    return shardplan::test::parse_json_from(r.out, "step")["step"];
+  };
+  // v6e's efficiency_spread is 0.05: the band's ends are the step with
+  // 0.762 and 0.187 each x 1.05 and x 0.95, given as flags.
+  const json s = step("");
+  CHECK(s["assumptions"]["efficiency_spread"]["value"] == "0.05");
+  const json fast = step(
+      "--matmul-efficiency 0.8001 "
+      "--attention-efficiency 0.19635");
+  const json slow = step(
+      "--matmul-efficiency 0.7239 "
+      "--attention-efficiency 0.17765");
+  CHECK(s["step_seconds_low"].get<double>()
+        == Approx(fast["step_seconds"].get<double>()));
+  CHECK(s["step_seconds_high"].get<double>()
+        == Approx(slow["step_seconds"].get<double>()));
+  CHECK(s["step_seconds_low"] < s["step_seconds"]);
+  // Flags give the efficiencies: no band.
+  CHECK(fast["step_seconds_low"] == fast["step_seconds"]);
+  CHECK(fast["step_seconds_high"] == fast["step_seconds"]);
+  CHECK(fast["assumptions"]["efficiency_spread"]["value"] == "0");
+}
