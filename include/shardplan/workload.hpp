@@ -34,7 +34,8 @@
 //                              the step's collectives as typed rows
 //   workload/step.cpp
 //     StepOptions, StepInputs, step_inputs_for   what the step needs
-//     StepEstimate, StepBottleneck, BottleneckKind, estimate_step
+//     StepEstimate, StepBottleneck, BottleneckKind, estimate_step,
+//     estimate_step_band
 //                              FLOPs, compute, bubble, MFU, bottleneck
 
 #include <shardplan/cost.hpp>
@@ -690,6 +691,19 @@ std::optional<StepEstimate> estimate_step(const ModelConfig& model,
                                           const StepInputs& inputs,
                                           const StepOptions& options,
                                           Diagnostics& diags);
+
+// The band around `step` (estimate_step's, on the same inputs): its
+// step_seconds_low and _high, the step with both efficiencies x (1 +
+// options.efficiency_spread), capped at 1, and x (1 - spread). Two more
+// estimates, so only where a report shows the band (plan, memory; not
+// search's candidates). Nothing without a spread.
+void estimate_step_band(const ModelConfig& model,
+                        const Mesh& mesh,
+                        const AxisRoles& roles,
+                        const ActivationEstimate& activations,
+                        const StepInputs& inputs,
+                        const StepOptions& options,
+                        StepEstimate& step);
 
 // The terms of one stage's activations for a table: the layer terms; the
 // embedding's on the first stage and the head's on the last; then the

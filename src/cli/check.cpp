@@ -64,6 +64,13 @@ int finish_check(View view,
     if (!step) {
       return session.fail_input();
     }
+    estimate_step_band(model,
+                       *in.mesh,
+                       in.training.roles,
+                       *in.training.activations,
+                       step_in,
+                       options,
+                       *step);
     watch.lap("estimate the step");
   }
   const Provenance provenance{session.command_line(),

@@ -440,15 +440,18 @@ class Reader {
     return std::nullopt;
   }
 
-  bool load_file(std::string text,
-                 const std::string& source,
-                 std::vector<std::string>* chain) {
+  // A file's text as a mapping of keys, kept as `origin`; nullopt after
+  // a maxtext.syntax error.
+  std::optional<YAML::Node> parse_mapping(std::string text,
+                                          const std::string& source,
+                                          const Origin*& origin_out) {
     Origin& origin = m_origins.emplace_back();
     origin.name = source;
     origin.text = std::move(text);
+    origin_out = &origin;
     std::optional<YAML::Node> root = parse(origin, origin.text);
     if (!root) {
-      return false;
+      return std::nullopt;
     }
     if (!root->IsMap()) {
       m_diags.error(
@@ -459,8 +462,38 @@ class Reader {
                                      : describe(*root)),
           root->IsNull() ? Location::of(source)
                          : location(origin, root->Mark()));
+      return std::nullopt;
+    }
+    return root;
+  }
+
+  // An entry's key: a scalar that is a field of MaxText's config; nullopt
+  // after an error at it.
+  std::optional<std::string> key_of_entry(const YAML::Node& key,
+                                          const Origin& origin) {
+    if (!key.IsScalar()) {
+      m_diags.error("maxtext.syntax",
+                    fmt::format("expected a key name, got {}", describe(key)),
+                    location(origin, key.Mark()));
+      return std::nullopt;
+    }
+    std::string name = key.Scalar();
+    if (!known_key(name, location(origin, key.Mark()))) {
+      return std::nullopt;
+    }
+    return name;
+  }
+
+  bool load_file(std::string text,
+                 const std::string& source,
+                 std::vector<std::string>* chain) {
+    const Origin* parsed = nullptr;
+    std::optional<YAML::Node> root =
+        parse_mapping(std::move(text), source, parsed);
+    if (!root) {
       return false;
     }
+    const Origin& origin = *parsed;
     // base_config first: this file's keys win over its base's.
     for (const auto& entry : *root) {
       const Scalar key = classify(entry.first);
@@ -472,17 +505,11 @@ class Reader {
       }
     }
     for (const auto& entry : *root) {
-      if (!entry.first.IsScalar()) {
-        m_diags.error(
-            "maxtext.syntax",
-            fmt::format("expected a key name, got {}", describe(entry.first)),
-            location(origin, entry.first.Mark()));
+      const std::optional<std::string> key = key_of_entry(entry.first, origin);
+      if (!key) {
         return false;
       }
-      const std::string name = entry.first.Scalar();
-      if (!known_key(name, location(origin, entry.first.Mark()))) {
-        return false;
-      }
+      const std::string& name = *key;
       if (!m_settings.contains(name)) {
         m_order.push_back(name);
       }
@@ -739,34 +766,20 @@ class Reader {
     if (!text) {
       return false;
     }
-    Origin& origin = m_origins.emplace_back();
-    origin.name = path;
-    origin.text = std::move(*text);
-    std::optional<YAML::Node> root = parse(origin, origin.text);
+    const Origin* origin = nullptr;
+    std::optional<YAML::Node> root =
+        parse_mapping(std::move(*text), path, origin);
     if (!root) {
       return false;
     }
-    if (!root->IsMap()) {
-      m_diags.error("maxtext.syntax",
-                    fmt::format("expected a mapping of keys (\"key: value\" "
-                                "lines), got {}",
-                                describe(*root)),
-                    Location::of(path));
-      return false;
-    }
     for (const auto& entry : *root) {
-      if (!entry.first.IsScalar()) {
-        m_diags.error(
-            "maxtext.syntax",
-            fmt::format("expected a key name, got {}", describe(entry.first)),
-            location(origin, entry.first.Mark()));
+      const std::optional<std::string> name =
+          key_of_entry(entry.first, *origin);
+      if (!name) {
         return false;
       }
-      const std::string key = entry.first.Scalar();
-      if (!known_key(key, location(origin, entry.first.Mark()))) {
-        return false;
-      }
-      const Setting setting{entry.second, entry.first.Mark(), &origin};
+      const std::string& key = *name;
+      const Setting setting{entry.second, entry.first.Mark(), origin};
       m_model_keys.insert(key);
       if (key == "logical_axis_rules") {
         m_model_rules = setting;

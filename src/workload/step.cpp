@@ -671,17 +671,26 @@ std::optional<StepEstimate> estimate_step(const ModelConfig& model,
                                           Diagnostics& diags) {
   std::optional<StepEstimate> out =
       StepEstimator(model, mesh, roles, act, in, options, diags).run();
-  if (!out) {
-    return out;
+  if (out) {
+    out->step_seconds_low = out->step_seconds;
+    out->step_seconds_high = out->step_seconds;
   }
-  out->step_seconds_low = out->step_seconds;
-  out->step_seconds_high = out->step_seconds;
+  return out;
+}
+
+void estimate_step_band(const ModelConfig& model,
+                        const Mesh& mesh,
+                        const AxisRoles& roles,
+                        const ActivationEstimate& act,
+                        const StepInputs& in,
+                        const StepOptions& options,
+                        StepEstimate& step) {
   const double spread = options.efficiency_spread.value;
   if (spread <= 0) {
-    return out;
+    return;
   }
-  // The band: the same step with both efficiencies at the ends of their
-  // spread (the reruns' diagnostics are the point estimate's).
+  // The same step with both efficiencies at the ends of their spread (the
+  // reruns' diagnostics are the point estimate's).
   const auto at = [&](double factor) {
     StepOptions o = options;
     o.efficiency_spread.value = 0;
@@ -692,11 +701,10 @@ std::optional<StepEstimate> estimate_step(const ModelConfig& model,
     Diagnostics quiet;
     const std::optional<StepEstimate> e =
         StepEstimator(model, mesh, roles, act, in, o, quiet).run();
-    return e ? e->step_seconds : out->step_seconds;
+    return e ? e->step_seconds : step.step_seconds;
   };
-  out->step_seconds_low = std::min(at(1 + spread), out->step_seconds);
-  out->step_seconds_high = std::max(at(1 - spread), out->step_seconds);
-  return out;
+  step.step_seconds_low = std::min(at(1 + spread), step.step_seconds);
+  step.step_seconds_high = std::max(at(1 - spread), step.step_seconds);
 }
 
 }  // namespace shardplan

@@ -647,6 +647,23 @@ TEST_CASE("cli workload: vocab tiles split the loss's logits",
            "num_vocab_tiling [workload.vocab-tiles]");
 }
 
+namespace {
+
+// The step of tests/data/maxtext/model-run.yml at seq 1024 and 1 sequence
+// a device on v6e-8, with `extra` flags.
+json model_run_step(const std::string& extra) {
+  const CliResult r =
+      run_cli(args("memory --topology v6e-8 --format json --maxtext-config {} "
+                   "max_target_length=1024 per_device_batch_size=1 "
+                       + extra,
+                   shardplan::test::data_path("maxtext/model-run.yml")));
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  return shardplan::test::parse_json_from(r.out, "step")["step"];
+}
+
+}  // namespace
+
 TEST_CASE("step: the topology's fitted efficiencies, attention apart",
           "[cli][step]") {
   // tests/data/maxtext/model-run.yml: 4 layers of 8 heads of 128, at seq
@@ -654,17 +671,7 @@ TEST_CASE("step: the topology's fitted efficiencies, attention apart",
   // kernel's FLOPs a token and layer, causal: 2 x 1024 x 8 x (128 + 128) /
   // 2 = 2,097,152; forward, backward and full remat's recompute: x 4; x 4
   // layers x 1024 tokens = 34,359,738,368.
-  auto step = [](const std::string& extra) {
-    const CliResult r = run_cli(
-        args("memory --topology v6e-8 --format json --maxtext-config {} "
-             "max_target_length=1024 per_device_batch_size=1 "
-                 + extra,
-             shardplan::test::data_path("maxtext/model-run.yml")));
-    INFO(r.err);
-    REQUIRE(r.code == 0);
-    return shardplan::test::parse_json_from(r.out, "step")["step"];
-  };
-  const json s = step("");
+  const json s = model_run_step("");
   const double attention = s["attention_flops_per_device"].get<double>();
   const double flops = s["flops_per_device"].get<double>();
   CHECK(attention == 34'359'738'368.0);
@@ -678,7 +685,8 @@ TEST_CASE("step: the topology's fitted efficiencies, attention apart",
       s["assumptions"]["attention_efficiency"]["source"].get<std::string>(),
       Catch::StartsWith("fitted to 5 published runs (v6e-a"));
   // Flags win: the roofline.
-  const json roofline = step("--matmul-efficiency 1 --attention-efficiency 1");
+  const json roofline =
+      model_run_step("--matmul-efficiency 1 --attention-efficiency 1");
   CHECK(roofline["matmul_seconds"].get<double>() == Approx(flops / 9.18e14));
   CHECK(roofline["assumptions"]["matmul_efficiency"]["source"]
         == "--matmul-efficiency");
@@ -695,24 +703,14 @@ TEST_CASE("step: the topology's fitted efficiencies, attention apart",
 
 TEST_CASE("step: the band is the step at the efficiencies' spread",
           "[cli][step]") {
-  auto step = [](const std::string& extra) {
-    const CliResult r = run_cli(
-        args("memory --topology v6e-8 --format json --maxtext-config {} "
-             "max_target_length=1024 per_device_batch_size=1 "
-                 + extra,
-             shardplan::test::data_path("maxtext/model-run.yml")));
-    INFO(r.err);
-    REQUIRE(r.code == 0);
-    return shardplan::test::parse_json_from(r.out, "step")["step"];
-  };
   // v6e's efficiency_spread is 0.05: the band's ends are the step with
   // 0.762 and 0.187 each x 1.05 and x 0.95, given as flags.
-  const json s = step("");
+  const json s = model_run_step("");
   CHECK(s["assumptions"]["efficiency_spread"]["value"] == "0.05");
-  const json fast = step(
+  const json fast = model_run_step(
       "--matmul-efficiency 0.8001 "
       "--attention-efficiency 0.19635");
-  const json slow = step(
+  const json slow = model_run_step(
       "--matmul-efficiency 0.7239 "
       "--attention-efficiency 0.17765");
   CHECK(s["step_seconds_low"].get<double>()
