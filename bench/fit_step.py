@@ -6,8 +6,9 @@ finds the fraction of the bf16 peak the weights' matmuls reach
 (matmul_efficiency) and, with three or more rows, the fraction the
 attention kernel reaches (attention_efficiency), minimising the squared
 log error of the step time (or tokens/s) over those rows, with each run as
-its users configure it. With fewer rows one constant is fitted, and the
-attention kernel takes the same efficiency. These are shardplan's fitted
+its users configure it. With fewer rows, or where measured_runs.json's
+"one_constant" names the family (with its reason), one constant is fitted,
+and the attention kernel takes the same efficiency. These are shardplan's fitted
 constants: at most two per chip family, each named in the step's
 assumptions with its source (docs/fidelity.md).
 
@@ -89,8 +90,8 @@ def nelder_mead(f, start, step=0.1, iterations=60):
     return points[min(range(3), key=lambda i: values[i])]
 
 
-def fit(shardplan, rows):
-    if len(rows) < 3:
+def fit(shardplan, rows, one_constant):
+    if len(rows) < 3 or one_constant:
         m = golden(lambda x: loss(shardplan, rows, x, x), 0.2, 1.0)
         return m, m
 
@@ -104,7 +105,7 @@ def fit(shardplan, rows):
     return m, a
 
 
-def write(family, ids, matmul, attention, spread):
+def write(family, ids, matmul, attention, spread, one_constant=None):
     path = os.path.join(ROOT, "configs", "topologies", f"{family}.json")
     with open(path, encoding="utf-8") as f:
         doc = json.load(f)
@@ -117,9 +118,10 @@ def write(family, ids, matmul, attention, spread):
                   "bench/fit_step.py (docs/fidelity.md)"}
     doc["figures"]["attention_efficiency"] = {
         "value": round(attention, 3),
-        "source": ("the same fitted constant as matmul_efficiency: too few "
-                   "runs to fit the attention kernel's apart "
-                   "(bench/fit_step.py, docs/fidelity.md)") if shared else
+        "source": ("the same fitted constant as matmul_efficiency: "
+                   + (f"{one_constant} " if one_constant else
+                      "too few runs to fit the attention kernel's apart ")
+                   + "(bench/fit_step.py, docs/fidelity.md)") if shared else
                   f"fitted to {len(ids)} published runs ({runs}) by "
                   "bench/fit_step.py (docs/fidelity.md)"}
     doc["figures"]["efficiency_spread"] = {
@@ -139,11 +141,16 @@ def main():
     args = [a for a in sys.argv[1:] if a != "--write"]
     shardplan = measured_runs.binary([sys.argv[0]] + args)
     families = {}
+    with open(os.path.join(ROOT, "bench", "measured_runs.json"),
+              encoding="utf-8") as f:
+        one_constant = json.load(f).get("one_constant", {})
     for run in measured_runs.load_runs():
         if run.get("fit"):
             families.setdefault(run["family"], []).append(run)
+    fitted = {}
     for family, rows in sorted(families.items()):
-        matmul, attention = fit(shardplan, rows)
+        matmul, attention = fit(shardplan, rows, family in one_constant)
+        fitted[family] = matmul
         print(f"{family}: matmul_efficiency {matmul:.3f}, "
               f"attention_efficiency {attention:.3f} "
               f"({len(rows)} runs: {', '.join(r['id'] for r in rows)})")
@@ -160,7 +167,42 @@ def main():
         spread = max(worst, 0.05) if len(rows) >= 3 else 0.25
         print(f"  efficiency_spread {spread:.3f}")
         if "--write" in sys.argv:
-            write(family, [r["id"] for r in rows], matmul, attention, spread)
+            write(family, [r["id"] for r in rows], matmul, attention, spread,
+                  one_constant.get(family))
+    write_measured_spread(fitted)
+
+
+# Chips with no calibration run whose efficiency is the measured maximum
+# achievable matmul rate (docs/sources.md#mamf), and the GPU family whose
+# fit says how far below that maximum training runs reach: the band's
+# spread is 1 - fitted / maximum of that family (the H100 MAMF: 792.1 of
+# 989 TFLOP/s, the same source).
+MEASURED_ONLY = {"a100": ("h100", 792.1 / 989)}
+
+
+def write_measured_spread(fitted):
+    for family, (donor, maximum) in MEASURED_ONLY.items():
+        if donor not in fitted:
+            continue
+        spread = 1 - fitted[donor] / maximum
+        print(f"{family}: efficiency_spread {spread:.3f} (1 - {donor}'s "
+              f"fitted {fitted[donor]:.3f} / its measured maximum "
+              f"{maximum:.3f})")
+        if "--write" not in sys.argv:
+            continue
+        path = os.path.join(ROOT, "configs", "topologies", f"{family}.json")
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+        doc["figures"]["efficiency_spread"] = {
+            "value": round(spread, 3),
+            "source": f"no calibration run on this chip: training on the "
+                      f"{donor.upper()} reaches {fitted[donor]:.3f} of the "
+                      f"peak where its measured maximum is {maximum:.3f}, "
+                      f"so the band reaches {spread:.3f} below the measured "
+                      "maximum (bench/fit_step.py, docs/fidelity.md)"}
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=2)
+            f.write("\n")
 
 
 if __name__ == "__main__":

@@ -85,11 +85,17 @@ def table(shardplan, failures):
         " ---: | ---: | --- | --- |"]
     inside = []
     for run in load_runs():
+        # A known miss (the row's "known_miss", with its reason) is shown
+        # and printed, not failed.
+        missed = []
+        checked = failures
+        if run.get("known_miss"):
+            checked = missed
         doc, error = estimate(shardplan, run)
         if doc is None:
             lines.append(f"| {run['id']} | {run['model']} | error: {error} |"
                          " | | | | | | | | | | |")
-            failures.append(f"{run['id']}: {error}")
+            checked.append(f"{run['id']}: {error}")
             continue
         memory = doc["memory"]
         step = doc.get("step") or {}
@@ -110,12 +116,15 @@ def table(shardplan, failures):
             within = low <= 1 / r <= high
             inside.append(within)
         if not memory["fits"]:
-            failures.append(f"{run['id']}: does not fit, but it ran")
+            checked.append(f"{run['id']}: does not fit, but it ran")
         if run.get("fit") and (r is None or abs(r - 1) > 0.15):
-            failures.append(f"{run['id']}: step ratio {r}, a fitted row")
+            checked.append(f"{run['id']}: step ratio {r:.3f}, a fitted row")
         if run.get("peak_gib") and abs(peak / run["peak_gib"] - 1) > 0.05:
-            failures.append(f"{run['id']}: peak {peak:.1f} GiB, measured "
+            checked.append(f"{run['id']}: peak {peak:.1f} GiB, measured "
                             f"{run['peak_gib']}")
+        for miss in missed:
+            print(f"known miss: {miss} ({run['known_miss']})",
+                  file=sys.stderr)
         lines.append(f"| {run['id']} | {run['model']} |"
               f" {'yes' if memory['fits'] else 'NO'} |"
               f" {peak:.1f} | {hbm:.2f} |"

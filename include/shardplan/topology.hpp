@@ -311,6 +311,11 @@ struct TopologyFigures {
   Figure dcn_latency_s;
   Figure nvlink_bytes_per_s_per_gpu;
   Figure nvlink_latency_s;
+  // The bus bandwidth NCCL's collectives reach over NVLink on large
+  // messages (nccl-tests' busbw), measured: what the step prices NVLink
+  // collectives at (docs/step.md, "Links"); absent: the datasheet's
+  // nvlink_bytes_per_s_per_gpu.
+  Figure nvlink_collective_bytes_per_s_per_gpu;
   Figure network_bytes_per_s_per_gpu;
   Figure network_latency_s;
   // Compute (the training step's estimate, docs/step.md): dense

@@ -655,6 +655,19 @@ struct StepInputs {
   // hosted_optimizer), moved in and out around the optimizer step.
   double host_bytes_per_s = 0;
   int64_t hosted_state_bytes = 0;
+  // PyTorch's tensor parallelism (Megatron, MemoryEstimate::runtime
+  // pytorch): with sequence parallelism the backward all-gathers the QKV
+  // and FC1 inputs again for their weight gradients (Megatron's
+  // LinearWithGradAccumulationAndAsyncCommunication keeps the scattered
+  // input), and a pipeline send moves 1/t of the activation, gathered on
+  // the receiver over the tensor group (--scatter-gather-tensors-in-
+  // pipeline; inherent with sequence parallelism).
+  bool pytorch_tensor_parallel = false;
+  // The optimizer state is sharded over the data axes (ZeRO 1 or 2,
+  // Megatron's distributed optimizer): pure data parallelism
+  // reduce-scatters the gradients and all-gathers the updated weights
+  // instead of all-reducing the gradients.
+  bool sharded_optimizer = false;
   // Where the mesh came from ("--mesh"), for the roofline warnings.
   Location mesh_at;
   // Where the topology comes from ("--topology"), named by step.no-figure

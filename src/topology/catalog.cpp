@@ -673,7 +673,7 @@ std::span<const FigureField> figure_fields() {
   // each about 1000x any device made, and all exact in int64 and double.
   constexpr double pb = 1e15;
   constexpr double pb_per_s = 1e15;
-  static const std::array<FigureField, 17> fields = {{
+  static const std::array<FigureField, 18> fields = {{
       {"hbm_bytes_per_device", &F::hbm_bytes_per_device, std::nullopt, pb, 1},
       {"ici_bytes_per_s_per_link", &F::ici_bytes_per_s_per_link, tpu, pb_per_s},
       {"ici_links_per_chip", &F::ici_links_per_chip, tpu, 1024, 1},
@@ -685,6 +685,10 @@ std::span<const FigureField> figure_fields() {
        gpu,
        pb_per_s},
       {"nvlink_latency_s", &F::nvlink_latency_s, gpu, 1},
+      {"nvlink_collective_bytes_per_s_per_gpu",
+       &F::nvlink_collective_bytes_per_s_per_gpu,
+       gpu,
+       pb_per_s},
       {"network_bytes_per_s_per_gpu",
        &F::network_bytes_per_s_per_gpu,
        gpu,

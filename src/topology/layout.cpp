@@ -233,7 +233,11 @@ std::vector<AxisLink> gpu_links(const Topology& t,
         true;  // NVSwitch and a fat tree are switched: rings close
     if (all_inside) {
       link.link = LinkClass::nvlink;
-      link.bytes_per_s = f.nvlink_bytes_per_s_per_gpu.value;
+      // Collectives at NCCL's measured bus bandwidth where the catalogue
+      // has it (docs/step.md, "Links").
+      link.bytes_per_s = f.nvlink_collective_bytes_per_s_per_gpu.value > 0
+                             ? f.nvlink_collective_bytes_per_s_per_gpu.value
+                             : f.nvlink_bytes_per_s_per_gpu.value;
       link.latency_s = f.nvlink_latency_s.value;
     } else {
       link.link = all_distinct ? LinkClass::network : LinkClass::mixed;

@@ -189,15 +189,38 @@ std::vector<CollectiveRow> data_collectives(const CollectiveInputs& c) {
   for (const std::string& axis : gather) {
     stage_weights /= static_cast<double>(c.mesh.find(axis)->size);
   }
-  return {
-      {Parallelism::data,
-       Collective::all_reduce,
-       StepPhase::gradients,
-       std::move(pure_data),
-       stage_weights / tensor_shards(c) * static_cast<double>(c.in.grad_bytes),
-       1,
-       c.options.overlap_grad_reduce,
-       1 / std::max(c.layers_per_stage, 1.0)}};
+  const double elements = stage_weights / tensor_shards(c);
+  const double last_layer = 1 / std::max(c.layers_per_stage, 1.0);
+  if (!c.in.sharded_optimizer) {
+    return {{Parallelism::data,
+             Collective::all_reduce,
+             StepPhase::gradients,
+             std::move(pure_data),
+             elements * static_cast<double>(c.in.grad_bytes),
+             1,
+             c.options.overlap_grad_reduce,
+             last_layer}};
+  }
+  // A sharded optimizer: the gradients reduce-scattered behind the
+  // backward, the updated weights gathered in the weights' dtype behind the
+  // next forward (Megatron's --overlap-param-gather, with the FSDP
+  // prefetch's overlap), the first layer's exposed.
+  return {{Parallelism::data,
+           Collective::reduce_scatter,
+           StepPhase::gradients,
+           pure_data,
+           elements * static_cast<double>(c.in.grad_bytes),
+           1,
+           c.options.overlap_grad_reduce,
+           last_layer},
+          {Parallelism::data,
+           Collective::all_gather,
+           StepPhase::forward,
+           pure_data,
+           elements * static_cast<double>(c.in.weight_bytes),
+           1,
+           c.options.overlap_fsdp,
+           last_layer}};
 }
 
 // Tensor parallelism: the attention and MLP outputs summed over the tensor
@@ -219,6 +242,9 @@ std::vector<CollectiveRow> tensor_collectives(const CollectiveInputs& c) {
              overlap,
              0}};
   }
+  // Megatron's backward gathers the QKV and FC1 inputs again: two more
+  // all-gathers a layer.
+  const double regathers = c.in.pytorch_tensor_parallel ? 2 : 0;
   return {
       {Parallelism::tensor,
        Collective::reduce_scatter,
@@ -234,6 +260,14 @@ std::vector<CollectiveRow> tensor_collectives(const CollectiveInputs& c) {
        axes,
        bytes,
        calls,
+       overlap,
+       0},
+      {Parallelism::tensor,
+       Collective::all_gather,
+       StepPhase::backward,
+       axes,
+       bytes,
+       regathers * c.layers_per_stage * c.microbatches,
        overlap,
        0},
   };
@@ -329,14 +363,19 @@ std::vector<CollectiveRow> expert_collectives(const CollectiveInputs& c) {
 }
 
 // Pipeline: a microbatch's activations to the next stage, and their
-// gradient back; on the critical path.
+// gradient back, once per virtual stage (interleaved 1F1B crosses each
+// device's boundary V times each way); on the critical path. The
+// activation is split over the tensor axes when the residual stream is,
+// and by Megatron's scatter-gather sends in any case.
 std::vector<CollectiveRow> pipeline_collectives(const CollectiveInputs& c) {
+  const bool scattered = c.act.residual != ResidualLayout::replicated
+                         || c.in.pytorch_tensor_parallel;
   return {{Parallelism::pipeline,
            Collective::send_recv,
            StepPhase::every_pass,
            present(c.mesh, c.roles.stage),
-           micro_bytes(c),
-           2 * c.microbatches,
+           micro_bytes(c) / (scattered ? tensor_shards(c) : 1),
+           2 * c.microbatches * static_cast<double>(c.act.stage_interleave),
            false,
            0}};
 }

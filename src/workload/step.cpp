@@ -25,6 +25,7 @@ using workload_detail::LayerFlops;
 using workload_detail::present;
 using workload_detail::price_collectives;
 using workload_detail::recomputed;
+using workload_detail::reruns_forward;
 
 LayerFlops layer_flops(const ModelConfig& m,
                        const LayerStructure& s,
@@ -225,6 +226,14 @@ class StepEstimator {
              / m_stages
          + mtp * attention(mtp_layer))
         * device_tokens;
+    // Plain attention computes every score, the causal mask's half too
+    // (Korthikanti et al. 2022's FLOPs count the full seq x seq products);
+    // a flash kernel skips the masked blocks. The model's FLOPs stay
+    // causal.
+    if (m_act.attention == AttentionKind::plain) {
+      m_out.flops_per_device += m_out.attention_flops_per_device;
+      m_out.attention_flops_per_device *= 2;
+    }
     m_out.matmul_seconds =
         (m_out.flops_per_device - m_out.attention_flops_per_device)
             / (m_peak * m_options.matmul_efficiency.value)
@@ -232,29 +241,87 @@ class StepEstimator {
               / (m_peak * m_options.attention_efficiency.value);
   }
 
-  // Memory-bound work over HBM bandwidth: per layer and token, the
-  // elementwise passes (two norms, two residual adds, the MLP's
-  // activation) read and write their tensors in the activation dtype,
-  // three times (forward, backward's two); then the optimizer reads and
-  // writes the state once.
+  // Memory-bound work over HBM bandwidth (docs/step.md, "Memory-bound
+  // work"): per layer, the elementwise passes of the residual stream, the
+  // MLP's activation and, with plain attention, the scores' softmax and
+  // dropout; the loss over the vocabulary; the optimizer's update.
   void time_memory_bound() {
     const int64_t elem_bytes = dtype_bits(m_act.activation_dtype) / 8;
     m_act_bytes = static_cast<double>(elem_bytes);
-    auto elementwise = [&](int64_t width) {
-      const auto w = static_cast<double>(width);
-      const double gated = m_model.mlp == MlpKind::gated ? 3 : 2;
-      return (2 * 2 * m_h + 2 * 3 * m_h + gated * w) * m_act_bytes;
-    };
+    // A device's share of the step's tokens (split over every axis with a
+    // role) and of one stage's layers.
+    const double device_tokens = m_tokens / m_split;
+    const double layer_tokens = device_tokens / m_stages;
     const double per_token_bytes =
-        m_dense_layers * elementwise(m_s.dense_intermediate)
+        m_dense_layers * layer_pass_bytes(m_s.dense_intermediate, 1)
         + m_moe_layers
-              * elementwise(m_s.routed_intermediate
-                            * std::max<int64_t>(m_s.experts_per_token, 1));
+              * layer_pass_bytes(m_s.routed_intermediate,
+                                 std::max<int64_t>(m_s.experts_per_token, 1));
     m_out.memory_seconds =
-        (3 * per_token_bytes * m_tokens / (m_split * m_stages)
+        (per_token_bytes * layer_tokens + loss_bytes() * device_tokens
          + 2 * static_cast<double>(m_in.optimizer_state_bytes))
         / m_hbm;
     m_out.compute_seconds = m_out.matmul_seconds + m_out.memory_seconds;
+  }
+
+  // One layer's memory-bound bytes per token of a device's share: each
+  // pass reads and writes its tensors in the activation dtype, three times
+  // (the forward and the backward's two), and once more where the policy
+  // reruns the forward. The residual stream's passes (two norms read and
+  // write h; two residual adds read 2h and write h, with residual dropout
+  // a 1-byte mask each) split over the tensor axes only when the residual
+  // stream does (sequence parallelism): replicated, every tensor rank
+  // repeats them (Korthikanti et al. 2022, section 4.2.2). The MLP's
+  // activation (gated: reads 2w, writes w; else reads and writes w) is
+  // split with its width.
+  double layer_pass_bytes(int64_t width, int64_t copies) const {
+    const double e = m_act_bytes;
+    const double t = static_cast<double>(m_act.tensor_shards);
+    const double replicated =
+        m_act.residual == ResidualLayout::replicated ? t : 1;
+    const double mask = m_model.residual_dropout > 0 ? 1 : 0;
+    const double residual = (2 * 2 * e + 2 * (3 * e + mask)) * m_h;
+    const double w = static_cast<double>(width) * static_cast<double>(copies);
+    const double activation = (m_model.mlp == MlpKind::gated ? 3 : 2) * e * w;
+    const double passes = reruns_forward(m_act.remat) ? 4 : 3;
+    return passes * (residual * replicated + activation) + score_bytes();
+  }
+
+  // Plain attention's passes over the seq x seq scores of a token's row
+  // (every head: a token's heads split over the tensor axes as its rows
+  // do not): the fused scale, mask and softmax read and write them (2e),
+  // attention dropout reads them and writes its output and a 1-byte mask
+  // (2e + 1); the backward's dropout reads the gradient and the mask and
+  // writes (2e + 1), the softmax's reads the gradient and the
+  // probabilities and writes (3e); a policy that recomputes the attention
+  // core reruns the forward's. Megatron's fused softmax
+  // (megatron/core/fusions/fused_softmax.py) and dropout; flash attention
+  // keeps the scores on chip.
+  double score_bytes() const {
+    if (m_act.attention != AttentionKind::plain) {
+      return 0;
+    }
+    const double e = m_act_bytes;
+    const double dropout = m_model.attention_dropout > 0 ? 2 * e + 1 : 0;
+    const double forward = 2 * e + dropout;
+    const double backward = 3 * e + dropout;
+    LayerFlops core;
+    core.attention = 1;
+    const bool rerun = recomputed(m_act.remat, m_act.custom_remat, core) > 0;
+    const double row =
+        static_cast<double>(m_model.heads) * static_cast<double>(m_act.seq);
+    return row * (forward * (rerun ? 2 : 1) + backward);
+  }
+
+  // The loss over the vocabulary, per token of a device's share: the
+  // logits (a token's row split over the tensor axes as the tokens are
+  // not) read in the activation dtype and upcast to f32, read twice (the
+  // max, the sum of exponentials), the backward's read and write of the
+  // gradient: 2e + 16 bytes an element (Megatron's
+  // vocab_parallel_cross_entropy, MaxText's cross_entropy_with_logits
+  // compute it in f32). Tiles (num_vocab_tiling) move the same bytes.
+  double loss_bytes() const {
+    return (2 * m_act_bytes + 4 * 4) * static_cast<double>(m_model.vocab);
   }
 
   // Collectives, per device and step (collectives.cpp), what the compute
@@ -658,6 +725,8 @@ StepInputs step_inputs_for(const ModelConfig& model,
   in.host_bytes_per_s = topology.figures.host_bytes_per_s_per_chip.value
                         / static_cast<double>(per_chip);
   in.hosted_state_bytes = memory.hosted_params + memory.hosted_optimizer;
+  in.pytorch_tensor_parallel = memory.runtime == Runtime::pytorch;
+  in.sharded_optimizer = memory.zero >= 1 && memory.zero_shards > 1;
   in.mesh_at = std::move(mesh_at);
   return in;
 }

@@ -6,6 +6,7 @@
 #include "support/test_support.hpp"
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -347,13 +348,14 @@ TEST_CASE("cli workload: the step's roofline warnings", "[cli][workload]") {
           .find("tensor parallelism 16-way exceeds what its links keep "
                 "compute-bound for an MLP width of 14336: 11.2")
       != std::string::npos);
-  // H100 (docs/sources.md#rooflines): in a node 9.89e14 / 4.5e11 = 2198 (the
-  // book's ~2200 with 990e12); across nodes the node's 8 x 50e9 B/s serve its
-  // GPUs, 9.89e14 / 4e11 = 2472 (the book's 2475).
+  // H100 (docs/sources.md#rooflines): in a node at NCCL's measured 3.7e11
+  // B/s (docs/sources.md#nccl-measured) 9.89e14 / 3.7e11 = 2673 (the book's
+  // ~2200 is at the datasheet's 4.5e11); across nodes the node's 8 x 50e9
+  // B/s serve its GPUs, 9.89e14 / 4e11 = 2472 (the book's 2475).
   CHECK(warnings(
             with(args("--topology h100x8 --mesh fsdp:8 --seq 2048 --batch 8")))
-            .find("critical batch of FSDP axis fsdp: 2198 = 9.89e+14 FLOP/s "
-                  "/ 4.5e+11 B/s")
+            .find("critical batch of FSDP axis fsdp: 2673 = 9.89e+14 FLOP/s "
+                  "/ 3.7e+11 B/s")
         != std::string::npos);
   const std::string nodes = warnings(
       with(args("--topology h100x64 --mesh fsdp:64 --seq 2048 --batch 64")));
@@ -664,6 +666,15 @@ json model_run_step(const std::string& extra) {
 
 }  // namespace
 
+// A figure of a catalogue family's file (configs/topologies/<family>.json):
+// the fitted constants bench/fit_step.py writes there.
+double catalogue_figure(const std::string& family, const std::string& name) {
+  const json file = json::parse(
+      shardplan::test::slurp(std::string(SHARDPLAN_SOURCE_DIR)
+                             + "/configs/topologies/" + family + ".json"));
+  return file["figures"][name]["value"].get<double>();
+}
+
 TEST_CASE("step: the topology's fitted efficiencies, attention apart",
           "[cli][step]") {
   // tests/data/maxtext/model-run.yml: 4 layers of 8 heads of 128, at seq
@@ -676,11 +687,16 @@ TEST_CASE("step: the topology's fitted efficiencies, attention apart",
   const double flops = s["flops_per_device"].get<double>();
   CHECK(attention == 34'359'738'368.0);
   // v6e's fitted figures (configs/topologies/v6e.json): the weights'
-  // matmuls at 0.762 of 9.18e14, the attention kernel at 0.187.
+  // matmuls at matmul_efficiency of 9.18e14, the attention kernel at
+  // attention_efficiency, each fitted apart.
+  const double matmul = catalogue_figure("v6e", "matmul_efficiency");
+  const double kernel = catalogue_figure("v6e", "attention_efficiency");
+  CHECK(matmul != kernel);
   CHECK(s["matmul_seconds"].get<double>()
-        == Approx((flops - attention) / (9.18e14 * 0.762)
-                  + attention / (9.18e14 * 0.187)));
-  CHECK(s["assumptions"]["matmul_efficiency"]["value"] == "0.762");
+        == Approx((flops - attention) / (9.18e14 * matmul)
+                  + attention / (9.18e14 * kernel)));
+  CHECK(s["assumptions"]["matmul_efficiency"]["value"]
+        == fmt::format("{:g}", matmul));
   CHECK_THAT(
       s["assumptions"]["attention_efficiency"]["source"].get<std::string>(),
       Catch::StartsWith("fitted to 5 published runs (v6e-a"));
@@ -690,29 +706,46 @@ TEST_CASE("step: the topology's fitted efficiencies, attention apart",
   CHECK(roofline["matmul_seconds"].get<double>() == Approx(flops / 9.18e14));
   CHECK(roofline["assumptions"]["matmul_efficiency"]["source"]
         == "--matmul-efficiency");
-  // A chip with no fitted figure keeps the roofline, and says so.
-  const CliResult h100 =
-      run_cli(args("memory --topology h100x8 --mesh fsdp:8 --model llama-3-8b "
+  // A chip with no fitted or measured figure keeps the roofline, and says
+  // so.
+  const CliResult b200 =
+      run_cli(args("memory --topology b200x8 --mesh fsdp:8 --model llama-3-8b "
                    "--rules fsdp --seq 1024 --batch 8 --format json"));
-  REQUIRE(h100.code == 0);
-  const json g = shardplan::test::parse_json_from(h100.out, "step")["step"];
+  REQUIRE(b200.code == 0);
+  const json g = shardplan::test::parse_json_from(b200.out, "step")["step"];
   CHECK(g["assumptions"]["matmul_efficiency"]["value"] == "1");
   CHECK_THAT(g["assumptions"]["matmul_efficiency"]["source"].get<std::string>(),
              Catch::StartsWith("the roofline"));
+  // The A100's is measured, not fitted: the maximum achievable matmul rate,
+  // 267.9 of 312 TFLOP/s (docs/sources.md#mamf).
+  const CliResult a100 =
+      run_cli(args("memory --topology a100x8 --mesh fsdp:8 --model llama-3-8b "
+                   "--rules fsdp --seq 1024 --batch 8 --format json"));
+  REQUIRE(a100.code == 0);
+  const json m = shardplan::test::parse_json_from(a100.out, "step")["step"];
+  CHECK(m["assumptions"]["matmul_efficiency"]["value"] == "0.859");
+  CHECK_THAT(m["assumptions"]["matmul_efficiency"]["source"].get<std::string>(),
+             Catch::Contains("267.9 TFLOP/s of 312"));
 }
 
 TEST_CASE("step: the band is the step at the efficiencies' spread",
           "[cli][step]") {
-  // v6e's efficiency_spread is 0.05: the band's ends are the step with
-  // 0.762 and 0.187 each x 1.05 and x 0.95, given as flags.
+  // The band's ends are the step with v6e's two efficiencies each x (1 +
+  // efficiency_spread) and x (1 - efficiency_spread), given as flags.
   const json s = model_run_step("");
-  CHECK(s["assumptions"]["efficiency_spread"]["value"] == "0.05");
-  const json fast = model_run_step(
-      "--matmul-efficiency 0.8001 "
-      "--attention-efficiency 0.19635");
-  const json slow = model_run_step(
-      "--matmul-efficiency 0.7239 "
-      "--attention-efficiency 0.17765");
+  const double matmul = catalogue_figure("v6e", "matmul_efficiency");
+  const double kernel = catalogue_figure("v6e", "attention_efficiency");
+  const double spread = catalogue_figure("v6e", "efficiency_spread");
+  CHECK(s["assumptions"]["efficiency_spread"]["value"]
+        == fmt::format("{:g}", spread));
+  const auto at = [&](double factor) {
+    return model_run_step(
+        fmt::format("--matmul-efficiency {} --attention-efficiency {}",
+                    matmul * factor,
+                    kernel * factor));
+  };
+  const json fast = at(1 + spread);
+  const json slow = at(1 - spread);
   CHECK(s["step_seconds_low"].get<double>()
         == Approx(fast["step_seconds"].get<double>()));
   CHECK(s["step_seconds_high"].get<double>()

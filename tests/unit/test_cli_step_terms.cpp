@@ -1,0 +1,171 @@
+// The step's terms that frameworks pay beyond the matmuls (docs/step.md):
+// plain attention's full products and score passes, the residual stream's
+// passes with and without sequence parallelism, Megatron's re-gathers and
+// pipeline sends, the distributed optimizer's collectives. Every figure is
+// worked by hand from GPT-2 (configs/models/gpt2.json: 12 layers, h 768, 12
+// heads of 64, MLP 3072, vocab 50257, dropout 0.1 on the attention
+// probabilities and the residual stream).
+
+#include "support/test_support.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+using nlohmann::json;
+using shardplan::test::args;
+using shardplan::test::CliResult;
+using shardplan::test::run_cli;
+
+namespace {
+
+// The step of GPT-2 at seq 1024 on an A100 x 8 (HBM 2.039e12 B/s), `more`
+// appended.
+json gpt2_step(const std::string& more) {
+  const CliResult r = run_cli(
+      args("memory --topology a100x8 --model gpt2 --rules fsdp-tp --seq 1024 "
+           "--batch 8 --format json "
+           + more));
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  return json::parse(r.out)["step"];
+}
+
+double seconds(const json& step, const char* key) {
+  return step[key].get<double>();
+}
+
+// The collectives whose label starts with `prefix`: label, count, bytes.
+std::vector<std::tuple<std::string, int64_t, int64_t>> rows(
+    const json& step, const std::string& prefix) {
+  std::vector<std::tuple<std::string, int64_t, int64_t>> out;
+  for (const json& row : step["collectives"]) {
+    const std::string what = row["what"];
+    if (what.starts_with(prefix)) {
+      out.emplace_back(what, row["count"], row["bytes_per_device"]);
+    }
+  }
+  return out;
+}
+
+constexpr double k_hbm = 2.039e12;
+
+}  // namespace
+
+TEST_CASE("step terms: plain attention computes every score", "[cli][step]") {
+  // One sequence of 1024 tokens a device (dp:8), remat none. Causal (flash)
+  // forward FLOPs a token and layer: 4 x 12 heads x 64 x 1024 / 2 =
+  // 1,572,864; plain computes the masked half too: 3,145,728. Forward and
+  // backward (x 3), 12 layers, 1024 tokens: 57,982,058,496 flash,
+  // 115,964,116,992 plain. The model's FLOPs stay causal.
+  const json flash = gpt2_step("--mesh dp:8 --remat none --attention flash");
+  const json plain = gpt2_step("--mesh dp:8 --remat none --attention plain");
+  CHECK(seconds(flash, "attention_flops_per_device") == 57'982'058'496.0);
+  CHECK(seconds(plain, "attention_flops_per_device") == 115'964'116'992.0);
+  CHECK(seconds(plain, "flops_per_device") - seconds(flash, "flops_per_device")
+        == 57'982'058'496.0);
+  CHECK(plain["model_flops"] == flash["model_flops"]);
+}
+
+TEST_CASE("step terms: plain attention's passes over the scores",
+          "[cli][step]") {
+  // A token's row of scores: 12 heads x 1024 keys = 12,288 elements, 2
+  // bytes each. Forward: the fused softmax reads and writes (4), dropout
+  // reads, writes and writes a 1-byte mask (5); backward: dropout's (5),
+  // the softmax's reads two and writes one (6): 20 bytes an element,
+  // 245,760 a token and layer; x 12 layers x 1024 tokens = 3,019,898,880
+  // bytes over 2.039e12 B/s. Remat full recomputes the core: its forward
+  // (9 bytes) again, 29 an element.
+  const json flash = gpt2_step("--mesh dp:8 --remat none --attention flash");
+  const json plain = gpt2_step("--mesh dp:8 --remat none --attention plain");
+  CHECK(seconds(plain, "memory_seconds") - seconds(flash, "memory_seconds")
+        == Approx(3'019'898'880.0 / k_hbm));
+  const json flash_full = gpt2_step("--mesh dp:8 --remat full");
+  const json plain_full =
+      gpt2_step("--mesh dp:8 --remat full --attention plain");
+  CHECK(seconds(plain_full, "memory_seconds")
+            - seconds(flash_full, "memory_seconds")
+        == Approx(12'288.0 * 29 * 12 * 1024 / k_hbm));
+}
+
+TEST_CASE(
+    "step terms: the residual stream's passes without sequence "
+    "parallelism",
+    "[cli][step]") {
+  // dp:2,tp:4, 4 sequences a data shard: 1,024 of a device's 4,096 tokens
+  // are its share. The residual stream's passes a token and layer: two
+  // norms 2 x 2 x 2 x 768, two residual adds 2 x (3 x 2 + 1 mask byte) x
+  // 768: 16,896 bytes, three times (remat none). Replicated over tp:4,
+  // every tensor rank passes all 4,096 tokens: 3 more shares, 3 x 16,896 x
+  // 3 x 12 layers x 1,024 = 1,868,562,432 bytes.
+  const json replicated = gpt2_step("--mesh dp:2,tp:4 --remat none");
+  const json sequence =
+      gpt2_step("--mesh dp:2,tp:4 --remat none --sequence-parallel");
+  CHECK(seconds(replicated, "memory_seconds")
+            - seconds(sequence, "memory_seconds")
+        == Approx(1'868'562'432.0 / k_hbm));
+}
+
+TEST_CASE("step terms: Megatron's sequence-parallel re-gathers",
+          "[cli][step]") {
+  // dp:2,tp:4 with sequence parallelism: a microbatch's 4 x 1024 tokens x
+  // 768 x 2 bytes = 6,291,456 a collective. PyTorch (Megatron) gathers the
+  // QKV and FC1 inputs again in the backward: 2 x 12 layers = 24 more
+  // all-gathers; XLA keeps what its policy saves.
+  const std::string mesh = "--mesh dp:2,tp:4 --remat none --sequence-parallel";
+  const json megatron = gpt2_step(mesh + " --runtime pytorch");
+  const json xla = gpt2_step(mesh + " --runtime xla");
+  using Row = std::tuple<std::string, int64_t, int64_t>;
+  CHECK(rows(megatron, "tp all-gather (backward)")
+        == std::vector<Row>{{"tp all-gather (backward)", 24, 6'291'456}});
+  CHECK(rows(xla, "tp all-gather (backward)").empty());
+  // The forward's and backward's reduce-scatters and gathers: 4 a layer.
+  CHECK(rows(megatron, "tp reduce-scatter")
+        == std::vector<Row>{{"tp reduce-scatter", 48, 6'291'456}});
+}
+
+TEST_CASE("step terms: pipeline sends, scattered and per virtual stage",
+          "[cli][step]") {
+  // pp:2,tp:4 on 8 devices, 8 sequences in 4 microbatches of 2: a
+  // microbatch's activation is 2 x 1024 x 768 x 2 = 3,145,728 bytes; with
+  // sequence parallelism a device sends its quarter, 786,432. Interleaved
+  // over 3 virtual stages each microbatch crosses a device's boundary 3
+  // times each way: 2 x 4 x 3 = 24 sends. A GPU topology runs PyTorch by
+  // default, whose sends are scattered in any case; replicated under XLA,
+  // the whole
+  // activation, 2 x 4 = 8 times.
+  using Row = std::tuple<std::string, int64_t, int64_t>;
+  const json sp = gpt2_step(
+      "--mesh pp:2,tp:4 --microbatches 4 --stage-interleave 3 "
+      "--sequence-parallel --runtime pytorch");
+  CHECK(rows(sp, "pipeline send")
+        == std::vector<Row>{{"pipeline send", 24, 786'432}});
+  const json whole =
+      gpt2_step("--mesh pp:2,tp:4 --microbatches 4 --runtime xla");
+  CHECK(rows(whole, "pipeline send")
+        == std::vector<Row>{{"pipeline send", 8, 3'145'728}});
+}
+
+TEST_CASE("step terms: the distributed optimizer's collectives",
+          "[cli][step]") {
+  // dp:8 with the optimizer sharded over it (ZeRO 1, Megatron's
+  // distributed optimizer): the layers' weights (12 x 12 x 768^2 =
+  // 84,934,656 elements) have their f32 gradients reduce-scattered
+  // (339,738,624 bytes) and their bf16 weights gathered after the update
+  // (169,869,312), instead of one all-reduce of the gradients.
+  using Row = std::tuple<std::string, int64_t, int64_t>;
+  const std::string base =
+      "--mesh dp:8 --recipe megatron --param-dtype bf16 --remat none";
+  const json sharded = gpt2_step(base + " --zero 1");
+  CHECK(rows(sharded, "data")
+        == std::vector<Row>{{"data reduce-scatter (gradients)", 1, 339'738'624},
+                            {"data all-gather (forward)", 1, 169'869'312}});
+  const json replicated = gpt2_step(base);
+  CHECK(rows(replicated, "data")
+        == std::vector<Row>{{"data all-reduce (gradients)", 1, 339'738'624}});
+}
