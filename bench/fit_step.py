@@ -12,8 +12,11 @@ and the attention kernel takes the same efficiency. These are shardplan's fitted
 constants: at most two per chip family, each named in the step's
 assumptions with its source (docs/fidelity.md).
 
-Usage: bench/fit_step.py [--write] [SHARDPLAN]
-  --write   put the fitted figures into configs/topologies/<family>.json
+Usage: bench/fit_step.py [--write] [--leave-one-out] [SHARDPLAN]
+  --write          put the fitted figures into configs/topologies/<family>.json
+  --leave-one-out  for each family of three or more rows, fit without each
+                   row in turn and print that row's error: the held-out
+                   figure (docs/fidelity.md keeps it; with --write, there)
 """
 
 import json
@@ -138,7 +141,7 @@ def write(family, ids, matmul, attention, spread, one_constant=None):
 
 
 def main():
-    args = [a for a in sys.argv[1:] if a != "--write"]
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
     shardplan = measured_runs.binary([sys.argv[0]] + args)
     families = {}
     with open(os.path.join(ROOT, "bench", "measured_runs.json"),
@@ -170,6 +173,53 @@ def main():
             write(family, [r["id"] for r in rows], matmul, attention, spread,
                   one_constant.get(family))
     write_measured_spread(fitted)
+    if "--leave-one-out" in sys.argv:
+        lines = leave_one_out(shardplan, families, one_constant)
+        print("\n".join(lines))
+        if "--write" in sys.argv:
+            write_leave_one_out(lines)
+
+
+def leave_one_out(shardplan, families, one_constant):
+    """Each row's step ratio from a fit to its family's other rows."""
+    lines = ["| run | family | step ratio, fitted without it |",
+             "| --- | --- | ---: |"]
+    errors = []
+    for family, rows in sorted(families.items()):
+        if len(rows) < 3:
+            continue
+        for held in rows:
+            others = [r for r in rows if r is not held]
+            matmul, attention = fit(shardplan, others,
+                                    family in one_constant)
+            doc, _ = measured_runs.estimate(
+                shardplan, held, ["--matmul-efficiency", f"{matmul:.4f}",
+                                  "--attention-efficiency",
+                                  f"{attention:.4f}"])
+            r = measured_runs.step_ratio(held, doc.get("step"))
+            errors.append(abs(r - 1))
+            lines.append(f"| {held['id']} | {family} | {r:.2f} |")
+    if errors:
+        lines.append("")
+        lines.append(f"Held out this way, the mean error is "
+                     f"{100 * sum(errors) / len(errors):.1f}% and the "
+                     f"largest {100 * max(errors):.1f}% over "
+                     f"{len(errors)} rows.")
+    return lines
+
+
+LOO_BEGIN = "<!-- table: bench/fit_step.py --leave-one-out --write -->"
+
+
+def write_leave_one_out(lines):
+    path = os.path.join(ROOT, "docs", "fidelity.md")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    begin = text.index(LOO_BEGIN) + len(LOO_BEGIN)
+    end = text.index(measured_runs.END, begin)
+    text = text[:begin] + "\n" + "\n".join(lines) + "\n" + text[end:]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 # Chips with no calibration run whose efficiency is the measured maximum

@@ -298,6 +298,26 @@ struct Figure {
   std::string source;
 };
 
+// A chip's measured GEMM rates by shape (one batch): rates[m][n][k] in
+// FLOP/s over `dims` (ascending powers of two) for each of m, n, k. The step
+// scales its matmul efficiency by rate(m, n, k) / best() for each matmul's
+// shape (docs/step.md, "Matmul shapes"). Empty: no curve, every shape at
+// the efficiency.
+struct MatmulCurve {
+  std::vector<double> dims;
+  std::vector<double> rates;  // dims^3, m-major, then n, then k
+  std::string source;
+
+  bool empty() const { return dims.empty(); }
+  // The largest rate of the table.
+  double best() const;
+  // The rate at (m, n, k), interpolated in log2 of each dimension between
+  // the table's points; beyond its largest dimension, the edge's rate; below
+  // its smallest, the edge's rate scaled by dim / smallest (a smaller matmul
+  // takes about as long as the smallest measured).
+  double rate(double m, double n, double k) const;
+};
+
 // The figures of a topology, in one unit each: bytes, bytes per second,
 // seconds. Link bandwidths are one way: ICI per link, DCN per chip, NVLink
 // per GPU, scale-out ("network") per GPU. Absent figures have an empty
@@ -337,6 +357,8 @@ struct TopologyFigures {
   // roofline, 1.
   Figure matmul_efficiency;
   Figure attention_efficiency;
+  // The catalogue's measured GEMM rates by shape, where it has them.
+  MatmulCurve matmul_curve;
   // How far those may be off, a fraction (the step's band): the fit's
   // largest error on its runs, at least 0.05; 0.25 from fewer than three.
   Figure efficiency_spread;

@@ -520,6 +520,12 @@ struct StepOptions {
   bool overlap_grad_reduce = true;
   bool overlap_tensor = false;
   bool overlap_expert = false;
+  // PyTorch in eager mode (torchtitan without torch.compile): the norms,
+  // the rotary embedding, the gated MLP's product and dropout run as
+  // separate kernels, each reading and writing HBM, some in f32
+  // (docs/step.md, "Memory-bound work"). false: fused kernels (XLA,
+  // torch.compile, Megatron's Transformer Engine and apex kernels).
+  bool eager_kernels = false;
 };
 
 // The kind of parallelism a collective of the step serves: FSDP's gathers

@@ -375,6 +375,8 @@ void add_step_options(CLI::App& app, CheckCommand& cmd) {
       ->check(CLI::Range(0.01, 1.0))
       ->type_name("F")
       ->group("Workload (activations; docs/memory.md)");
+  add_kernels_option(app, cmd.kernels)
+      ->group("Workload (activations; docs/memory.md)");
   app.add_option("--overlap",
                  cmd.overlap,
                  "the collectives that overlap compute: fsdp (gathers "

@@ -483,6 +483,7 @@ class InputReader {
     step.overlap_grad_reduce = overlaps("grads");
     step.overlap_tensor = overlaps("tensor");
     step.overlap_expert = overlaps("expert");
+    step.eager_kernels = m_cmd.kernels == "eager";
   }
 
   const CheckCommand& m_cmd;
@@ -596,6 +597,17 @@ void apply_host_offload(const std::vector<std::string>& states,
     offload.value = true;
     offload.at = Location::of("--host-offload");
   }
+}
+
+CLI::Option* add_kernels_option(CLI::App& app, std::string& kernels) {
+  return app
+      .add_option("--kernels",
+                  kernels,
+                  "fused (XLA, torch.compile, Transformer Engine; the "
+                  "default) or eager (PyTorch without torch.compile: each "
+                  "elementwise op its own kernel; docs/step.md)")
+      ->check(CLI::IsMember({"fused", "eager"}))
+      ->type_name("MODE");
 }
 
 void apply_efficiencies(std::optional<double> matmul,

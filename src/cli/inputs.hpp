@@ -130,6 +130,7 @@ struct CheckCommand {
   std::optional<double> matmul_efficiency;
   std::optional<double> attention_efficiency;
   std::vector<std::string> overlap = {"fsdp", "grads"};
+  std::string kernels = "fused";     // --kernels: fused or eager
   std::vector<std::string> maxtext;  // --maxtext-config FILE [KEY=VALUE ...]
 };
 
@@ -200,6 +201,7 @@ struct SearchCommand {
   // --matmul-efficiency, --attention-efficiency; nullopt: the topology's.
   std::optional<double> matmul_efficiency;
   std::optional<double> attention_efficiency;
+  std::string kernels = "fused";  // --kernels: fused or eager
   size_t top = 10;
   std::string objective = "tokens";
   bool allow_split_physical_axes = false;
@@ -244,6 +246,10 @@ void apply_host_memory(const Topology* topology, MemoryOptions& memory);
 
 // The step's efficiencies: a flag's (at the flag), else `topology`'s
 // figure (its source as the location), else the roofline's 1.
+// --kernels fused|eager, for plan, check, memory and search: whether
+// PyTorch runs eager (docs/step.md, "Memory-bound work").
+CLI::Option* add_kernels_option(CLI::App& app, std::string& kernels);
+
 void apply_efficiencies(std::optional<double> matmul,
                         std::optional<double> attention,
                         const Topology* topology,

@@ -136,6 +136,7 @@ void add_search_options(CLI::App& sub,
                  "(default: the topology's fitted figure, else 1)")
       ->check(CLI::Range(0.01, 1.0))
       ->type_name("F");
+  add_kernels_option(sub, cmd.kernels);
   sub.add_option("--top", cmd.top, "candidates shown (default 10)")
       ->check(CLI::Range(1, 1000000))
       ->type_name("N");
@@ -247,6 +248,7 @@ bool search_options(const SearchCommand& cmd,
                      cmd.attention_efficiency,
                      &*in.topology,
                      options.step);
+  options.step.eager_kernels = cmd.kernels == "eager";
   options.allow_split_physical_axes =
       cmd.allow_split_physical_axes
       || (maxtext && maxtext->allow_split_physical_axes.value);

@@ -471,12 +471,20 @@ std::string step_summary(const StepEstimate& step) {
                         seconds_text(step.step_seconds_low),
                         seconds_text(step.step_seconds_high))
           : std::string();
-  return fmt::format("{}{}: {} tokens/s per device, MFU {:.1f}%; {}",
+  // MFU's band follows the step's (a slower step, a lower MFU).
+  const std::string mfu_band =
+      step.step_seconds_high > step.step_seconds_low ? fmt::format(
+          " ({:.1f}-{:.1f}%)",
+          step.mfu * step.step_seconds / step.step_seconds_high * 100,
+          step.mfu * step.step_seconds / step.step_seconds_low * 100)
+                                                     : std::string();
+  return fmt::format("{}{}: {} tokens/s per device, MFU {:.1f}%{}; {}",
                      seconds_text(step.step_seconds),
                      band,
                      with_commas(static_cast<int64_t>(
                          std::llround(step.tokens_per_second_per_device))),
                      step.mfu * 100,
+                     mfu_band,
                      bottleneck_text(step));
 }
 

@@ -180,6 +180,22 @@ void parse_tpu(const std::string& file, const Json& j, Family& f) {
   }
 }
 
+// A family's measured GEMM rates: {"source", "dims": [...], "rates":
+// [dims^3 FLOP/s, m-major]}.
+MatmulCurve read_curve(const std::string& file, const Json& j) {
+  MatmulCurve c;
+  c.source = j.at("source").get<std::string>();
+  c.dims = j.at("dims").get<std::vector<double>>();
+  c.rates = j.at("rates").get<std::vector<double>>();
+  const size_t d = c.dims.size();
+  if (d < 2 || c.rates.size() != d * d * d
+      || !std::is_sorted(c.dims.begin(), c.dims.end())
+      || std::ranges::any_of(c.rates, [](double r) { return !(r > 0); })) {
+    bad_catalogue(file, "bad matmul_curve: dims ascending, dims^3 rates > 0");
+  }
+  return c;
+}
+
 Family parse_family(const embedded::EmbeddedFile& file) {
   const std::string name(file.name);
   Family f;
@@ -188,6 +204,9 @@ Family parse_family(const embedded::EmbeddedFile& file) {
     f.name = j.at("family").get<std::string>();
     f.device_kind = j.at("device_kind").get<std::string>();
     f.figures = read_figures(j.at("figures"));
+    if (j.contains("matmul_curve")) {
+      f.figures.matmul_curve = read_curve(name, j.at("matmul_curve"));
+    }
     if (j.contains("aliases")) {
       f.aliases = j.at("aliases").get<std::vector<std::string>>();
     }

@@ -1,9 +1,63 @@
 #include <shardplan/topology.hpp>
 
+#include <algorithm>
+#include <array>
 #include <cassert>
+#include <cmath>
+#include <cstddef>
 #include <numeric>
 
 namespace shardplan {
+
+double MatmulCurve::best() const {
+  return rates.empty() ? 0 : *std::max_element(rates.begin(), rates.end());
+}
+
+double MatmulCurve::rate(double m, double n, double k) const {
+  const size_t d = dims.size();
+  if (d == 0 || rates.size() != d * d * d) {
+    return 0;
+  }
+  // Each dimension's two neighbouring points and the weight of the upper,
+  // in log2; below the table, the edge and the factor dim / smallest.
+  double scale = 1;
+  const auto place = [&](double x) {
+    if (x <= dims.front()) {
+      scale *= std::max(x, 1.0) / dims.front();
+      return std::array<double, 3>{0, 0, 0};
+    }
+    if (x >= dims.back()) {
+      const auto last = static_cast<double>(d - 1);
+      return std::array<double, 3>{last, last, 0};
+    }
+    size_t i = 0;
+    while (i + 2 < d && dims[i + 1] <= x) {
+      ++i;
+    }
+    const double w = (std::log2(x) - std::log2(dims[i]))
+                     / (std::log2(dims[i + 1]) - std::log2(dims[i]));
+    return std::array<double, 3>{
+        static_cast<double>(i), static_cast<double>(i + 1), w};
+  };
+  const std::array<std::array<double, 3>, 3> at = {
+      place(m), place(n), place(k)};
+  double out = 0;
+  for (int corner = 0; corner < 8; ++corner) {
+    double weight = 1;
+    size_t index = 0;
+    for (size_t axis = 0; axis < 3; ++axis) {
+      const bool upper = ((corner >> axis) & 1) != 0;
+      const double w = at[axis][2];
+      weight *= upper ? w : 1 - w;
+      index =
+          index * d + static_cast<size_t>(upper ? at[axis][1] : at[axis][0]);
+    }
+    if (weight > 0) {
+      out += weight * rates[index];
+    }
+  }
+  return out * scale;
+}
 
 int64_t DeviceGrid::at(const std::vector<int64_t>& coords) const {
   assert(coords.size() == shape.size());

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -234,11 +235,75 @@ class StepEstimator {
       m_out.flops_per_device += m_out.attention_flops_per_device;
       m_out.attention_flops_per_device *= 2;
     }
+    m_shape_factor = shape_factor();
     m_out.matmul_seconds =
         (m_out.flops_per_device - m_out.attention_flops_per_device)
-            / (m_peak * m_options.matmul_efficiency.value)
+            / (m_peak * m_options.matmul_efficiency.value * m_shape_factor)
         + m_out.attention_flops_per_device
               / (m_peak * m_options.attention_efficiency.value);
+  }
+
+  // The weights' matmuls on the chip's measured curve (docs/step.md,
+  // "Matmul shapes"): the FLOP-weighted harmonic mean, over a stage's
+  // layers and the head, of each matmul's rate over the curve's best; 1
+  // without a curve.
+  double shape_factor() const {
+    const MatmulCurve& curve = m_topology->figures.matmul_curve;
+    if (curve.empty() || !(curve.best() > 0)) {
+      return 1;
+    }
+    double flops = 0;
+    double weighted = 0;  // sum of flops / factor
+    const auto add = [&](double f, double tokens, double k, double n) {
+      if (!(f > 0)) {
+        return;
+      }
+      // The forward (tokens x k by k x n) and the backward's two: the
+      // input's gradient (tokens x n by n x k) and the weight's (k x
+      // tokens by tokens x n); each a third of the FLOPs.
+      const double best = curve.best();
+      double inverse = 0;
+      for (const auto& [a, b, c] : {std::array<double, 3>{tokens, n, k},
+                                    std::array<double, 3>{tokens, k, n},
+                                    std::array<double, 3>{k, n, tokens}}) {
+        inverse += best / std::max(curve.rate(a, b, c), 1.0) / 3;
+      }
+      flops += f;
+      weighted += f * inverse;
+    };
+    const double t = static_cast<double>(m_act.tensor_shards);
+    const auto tokens = static_cast<double>(m_act.tokens);
+    const auto layer = [&](const LayerFlops& f, double count, bool moe) {
+      const double qkv_width = f.qkv / (2 * m_h);
+      const double out_width = f.out / (2 * m_h);
+      add(count * f.qkv, tokens, m_h, qkv_width / t);
+      add(count * f.out, tokens, out_width / t, m_h);
+      const double routed = moe ? f.routed : 0;
+      const double dense_mlp = f.mlp_in + f.mlp_out - routed;
+      const auto width = static_cast<double>(moe ? m_s.shared_intermediate
+                                                 : m_s.dense_intermediate);
+      add(count * dense_mlp, tokens, m_h, width / t);
+      if (routed > 0 && m_s.routed_experts > 0) {
+        // A routed expert sees tokens x top-k x expert shards / experts
+        // rows (its share of every expert rank's tokens).
+        const double ep =
+            static_cast<double>(m_roles.size(m_mesh, AxisRole::expert));
+        const double rows = tokens * static_cast<double>(m_s.experts_per_token)
+                            * ep / static_cast<double>(m_s.routed_experts);
+        add(count * routed,
+            rows,
+            m_h,
+            static_cast<double>(m_s.routed_intermediate) / t);
+      }
+      add(count * f.router, tokens, m_h, f.router / (2 * m_h));
+    };
+    layer(m_dense, m_dense_layers / m_stages, false);
+    layer(m_moe, m_moe_layers / m_stages, true);
+    add(2 * m_h * static_cast<double>(m_model.vocab),
+        tokens,
+        m_h,
+        static_cast<double>(m_model.vocab) / t);
+    return weighted > 0 ? flops / weighted : 1;
   }
 
   // Memory-bound work over HBM bandwidth (docs/step.md, "Memory-bound
@@ -284,7 +349,38 @@ class StepEstimator {
     const double w = static_cast<double>(width) * static_cast<double>(copies);
     const double activation = (m_model.mlp == MlpKind::gated ? 3 : 2) * e * w;
     const double passes = reruns_forward(m_act.remat) ? 4 : 3;
-    return passes * (residual * replicated + activation) + score_bytes();
+    const auto [eager_stream, eager_heads] = eager_bytes(width, copies);
+    return passes
+               * ((residual + eager_stream) * replicated + activation
+                  + eager_heads)
+           + score_bytes();
+  }
+
+  // What eager PyTorch adds to a layer's pass, per token (the residual
+  // stream's part, and the part split with the heads and the MLP's
+  // width): each op its own kernel. An RMSNorm (torchtitan's
+  // models/norms.py) upcasts to f32, squares, takes the mean, scales,
+  // casts back and multiplies by its weight: 4e + 24 bytes an element where
+  // a fused norm reads and writes (2e); the rotary embedding
+  // (apply_rotary_emb) upcasts q and k, multiplies by the complex
+  // frequencies and casts back, 2e + 16 bytes an element (fused into its
+  // neighbours otherwise); the gated MLP's silu and product, 5e against
+  // 3e; residual dropout apart from its add, 2e more.
+  std::pair<double, double> eager_bytes(int64_t width, int64_t copies) const {
+    if (!m_options.eager_kernels) {
+      return {0, 0};
+    }
+    const double e = m_act_bytes;
+    const double dropout = m_model.residual_dropout > 0 ? 2 * 2 * e : 0;
+    const double stream = (2 * (2 * e + 24) + dropout) * m_h;
+    const double qk = static_cast<double>(m_model.heads + m_model.kv_heads)
+                      * static_cast<double>(m_model.head_dim);
+    const double rotary = m_model.positions == 0 ? (2 * e + 16) * qk : 0;
+    const double gated =
+        m_model.mlp == MlpKind::gated
+            ? 2 * e * static_cast<double>(width) * static_cast<double>(copies)
+            : 0;
+    return {stream, rotary + gated};
   }
 
   // Plain attention's passes over the seq x seq scores of a token's row
@@ -639,6 +735,14 @@ class StepEstimator {
          o.efficiency_spread.set()
              ? to_string(o.efficiency_spread.at)
              : std::string("0: the efficiencies are given")},
+        {"kernels",
+         o.eager_kernels ? "eager" : "fused",
+         o.eager_kernels
+             ? "--kernels eager: PyTorch without torch.compile, each "
+               "elementwise op its own kernel (docs/step.md, \"Memory-bound "
+               "work\")"
+             : "fused elementwise kernels: XLA's fusions, torch.compile, "
+               "Transformer Engine (docs/step.md, \"Memory-bound work\")"},
         {"expert_load",
          fmt::format("{:g}", m_act.expert_load),
          m_act.expert_load_source.empty() ? std::string("no routed experts")
@@ -657,6 +761,15 @@ class StepEstimator {
          "docs/step.md, \"Overlap\": XLA's async collectives (MaxText's "
          "defaults)"},
     };
+    // The matmuls' shapes, when the chip has a measured curve.
+    if (!m_topology->figures.matmul_curve.empty()) {
+      m_out.assumptions.push_back(
+          {"matmul_shape_factor",
+           fmt::format("{:.3g}", m_shape_factor),
+           "the weights' matmuls at their shapes' measured rates over the "
+           "best (docs/step.md, \"Matmul shapes\"): "
+               + m_topology->figures.matmul_curve.source});
+    }
     // The host link, when something crosses it.
     if (m_act.host_offload_bytes > 0 || m_in.hosted_state_bytes > 0) {
       const bool known = m_in.host_bytes_per_s > 0;
@@ -691,8 +804,9 @@ class StepEstimator {
   double m_microbatches = 1;
   double m_dense_layers = 0;
   double m_moe_layers = 0;
-  double m_split = 1;      // the tokens' shards: data, tensor, seq, expert
-  double m_act_bytes = 0;  // of an activation element
+  double m_split = 1;         // the tokens' shards: data, tensor, seq, expert
+  double m_shape_factor = 1;  // shape_factor()
+  double m_act_bytes = 0;     // of an activation element
 };
 
 }  // namespace

@@ -24,16 +24,21 @@ using shardplan::test::run_cli;
 
 namespace {
 
-// The step of GPT-2 at seq 1024 on an A100 x 8 (HBM 2.039e12 B/s), `more`
-// appended.
-json gpt2_step(const std::string& more) {
-  const CliResult r = run_cli(
-      args("memory --topology a100x8 --model gpt2 --rules fsdp-tp --seq 1024 "
-           "--batch 8 --format json "
-           + more));
+// The step of a `memory` command line that exits 0.
+json step_of(const std::string& command) {
+  const CliResult r = run_cli(args(command + " --format json"));
   INFO(r.err);
   REQUIRE(r.code == 0);
   return json::parse(r.out)["step"];
+}
+
+// The step of GPT-2 at seq 1024 on an A100 x 8 (HBM 2.039e12 B/s), `more`
+// appended.
+json gpt2_step(const std::string& more) {
+  return step_of(
+      "memory --topology a100x8 --model gpt2 --rules fsdp-tp --seq 1024 "
+      "--batch 8 "
+      + more);
 }
 
 double seconds(const json& step, const char* key) {
@@ -168,4 +173,59 @@ TEST_CASE("step terms: the distributed optimizer's collectives",
   const json replicated = gpt2_step(base);
   CHECK(rows(replicated, "data")
         == std::vector<Row>{{"data all-reduce (gradients)", 1, 339'738'624}});
+}
+
+TEST_CASE("step terms: eager PyTorch's elementwise kernels", "[cli][step]") {
+  // Llama 3 8B (h 4096, 32 heads and 8 KV heads of 128, MLP 14336, RoPE,
+  // no dropout) on h100x8 as fsdp:8, one sequence of 1024 tokens a device,
+  // remat none (three passes). Eager adds a token and layer: two RMSNorms
+  // at 4e + 24 = 32 bytes an element where fused reads and writes 4, 2 x 28
+  // x 4096 = 229,376; the rotary embedding's 2e + 16 = 20 bytes over q and
+  // k, 20 x 40 x 128 = 102,400; SwiGLU's silu and product apart, 2e x
+  // 14336 = 57,344: 389,120 bytes, x 3 x 32 layers x 1024 tokens =
+  // 38,252,052,480 over 3.35e12 B/s.
+  const auto step = [](const std::string& kernels) {
+    return step_of(
+        "memory --topology h100x8 --model llama-3-8b --rules fsdp --mesh "
+        "fsdp:8 --seq 1024 --batch 8 --remat none --kernels "
+        + kernels);
+  };
+
+  const json fused = step("fused");
+  const json eager = step("eager");
+  CHECK(seconds(eager, "memory_seconds") - seconds(fused, "memory_seconds")
+        == Approx(38'252'052'480.0 / 3.35e12));
+  CHECK(eager["assumptions"]["kernels"]["value"] == "eager");
+  CHECK(fused["assumptions"]["kernels"]["value"] == "fused");
+  // A bad mode is refused at the flag.
+  const CliResult bad = run_cli(
+      args("memory --topology h100x8 --model llama-3-8b --rules fsdp --mesh "
+           "fsdp:8 --seq 1024 --batch 8 --kernels compiled"));
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("--kernels"));
+}
+
+TEST_CASE("step terms: the matmuls' shapes on the H100's curve",
+          "[cli][step]") {
+  // GPT-2's matmuls are 768 wide: on XLA's sm_90 table a 1024 x 768 x 768
+  // GEMM runs at about a third of the 4096-cube's rate, so the shape
+  // factor is well under 1, and the weights' matmul time is their FLOPs
+  // over peak x efficiency x factor (the attention kernel's apart).
+  const json step = step_of(
+      "memory --topology h100x8 --model gpt2 --rules fsdp-tp --mesh "
+      "dp:8 --seq 1024 --batch 8 --remat none "
+      "--matmul-efficiency 0.5 --attention-efficiency 0.5");
+  const double factor = std::stod(
+      step["assumptions"]["matmul_shape_factor"]["value"].get<std::string>());
+  CHECK(factor > 0.2);
+  CHECK(factor < 0.6);
+  const double attention = seconds(step, "attention_flops_per_device");
+  const double flops = seconds(step, "flops_per_device");
+  CHECK(seconds(step, "matmul_seconds")
+        == Approx((flops - attention) / (9.89e14 * 0.5 * factor)
+                  + attention / (9.89e14 * 0.5))
+               .epsilon(0.002));
+  // The A100 has no curve: no factor.
+  const json a100 = gpt2_step("--mesh dp:8 --remat none");
+  CHECK_FALSE(a100["assumptions"].contains("matmul_shape_factor"));
 }

@@ -751,6 +751,16 @@ TEST_CASE("step: the band is the step at the efficiencies' spread",
   CHECK(s["step_seconds_high"].get<double>()
         == Approx(slow["step_seconds"].get<double>()));
   CHECK(s["step_seconds_low"] < s["step_seconds"]);
+  // Tokens/s and MFU at the band's ends: the point's x step / end.
+  const double step = s["step_seconds"].get<double>();
+  CHECK(s["tokens_per_second_per_device_high"].get<double>()
+        == Approx(s["tokens_per_second_per_device"].get<double>() * step
+                  / fast["step_seconds"].get<double>()));
+  CHECK(s["mfu_low"].get<double>()
+        == Approx(s["mfu"].get<double>() * step
+                  / slow["step_seconds"].get<double>()));
+  CHECK(s["mfu_low"] < s["mfu"]);
+  CHECK(s["mfu"] < s["mfu_high"]);
   // Flags give the efficiencies: no band.
   CHECK(fast["step_seconds_low"] == fast["step_seconds"]);
   CHECK(fast["step_seconds_high"] == fast["step_seconds"]);

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
+#include <vector>
 
 using namespace shardplan;
 
@@ -57,4 +59,43 @@ TEST_CASE("topology: every device id appears exactly once",
     std::iota(expected.begin(), expected.end(), 0);
     CHECK(sorted == expected);
   }
+}
+
+TEST_CASE("topology: a matmul curve interpolates in log2 and clamps",
+          "[topology]") {
+  // Two points a dimension, 256 and 1024: rates[m][n][k], m-major. Every
+  // rate 100 but (1024, 1024, 1024) at 900.
+  MatmulCurve c;
+  c.dims = {256, 1024};
+  c.rates = {100, 100, 100, 100, 100, 100, 100, 900};
+  CHECK(c.best() == 900);
+  CHECK(c.rate(256, 256, 256) == 100);
+  CHECK(c.rate(1024, 1024, 1024) == 900);
+  // 512 is halfway in log2: each weight 1/2, the corner's share 1/8.
+  CHECK(c.rate(512, 512, 512) == Approx(100 + 800.0 / 8));
+  // Beyond the table, its edge.
+  CHECK(c.rate(8192, 4096, 2048) == 900);
+  // Below it, the edge scaled: 128 rows take about as long as 256.
+  CHECK(c.rate(128, 1024, 1024) == Approx(50));
+  CHECK(MatmulCurve{}.rate(1, 1, 1) == 0);
+}
+
+TEST_CASE("topology: the H100's measured GEMM curve", "[topology]") {
+  // XLA's sm_90 table (configs/topologies/h100.json): best 783.3 TFLOP/s at
+  // 4096 cubed; 2048 cubed 632.0, 256 cubed 6.45 (docs/sources.md#mamf).
+  Diagnostics diags;
+  const std::optional<Topology> h100 =
+      resolve_topology("h100x8", Location::of("--topology"), diags);
+  const std::optional<Topology> a100 =
+      resolve_topology("a100x8", Location::of("--topology"), diags);
+  REQUIRE(h100);
+  REQUIRE(a100);
+  const MatmulCurve& c = h100->figures.matmul_curve;
+  REQUIRE(c.dims == std::vector<double>{256, 512, 1024, 2048, 4096});
+  CHECK(c.best() == 783'328'793'548'203.0);
+  CHECK(c.rate(2048, 2048, 2048) == 631'984'593'290'170.0);
+  CHECK(c.rate(256, 256, 256) == 6'452'775'384'615.0);
+  CHECK_THAT(c.source, Catch::Contains("tensorflow/tensorflow@372d578b"));
+  // The A100 has none: its matmuls take the efficiency alone.
+  CHECK(a100->figures.matmul_curve.empty());
 }
