@@ -22,6 +22,7 @@ Usage: bench/fit_step.py [--write] [--leave-one-out] [SHARDPLAN]
 import json
 import math
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -108,6 +109,27 @@ def fit(shardplan, rows, one_constant):
     return m, a
 
 
+def dump_family(path, doc):
+    """Writes a catalogue family file, its matmul_curve's numbers on a few
+    lines (five rates a line) as the catalogue keeps them."""
+    text = json.dumps(doc, indent=2)
+    curve = doc.get("matmul_curve")
+    if curve:
+        rates = curve["rates"]
+        rows = ["      " + ", ".join(str(x) for x in rates[i:i + 5])
+                for i in range(0, len(rates), 5)]
+        text = re.sub(r'"rates": \[\n.*?\n\s*\]',
+                      lambda _: '"rates": [\n' + ",\n".join(rows)
+                      + "\n    ]", text, count=1, flags=re.S)
+        text = re.sub(r'"dims": \[\n.*?\n\s*\]',
+                      lambda _: '"dims": ['
+                      + ", ".join(str(x) for x in curve["dims"]) + "]",
+                      text, count=1, flags=re.S)
+    assert json.loads(text) == doc
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text + "\n")
+
+
 def write(family, ids, matmul, attention, spread, one_constant=None):
     path = os.path.join(ROOT, "configs", "topologies", f"{family}.json")
     with open(path, encoding="utf-8") as f:
@@ -135,9 +157,7 @@ def write(family, ids, matmul, attention, spread, one_constant=None):
                   f"{len(ids)} run{'s' if len(ids) > 1 else ''} cannot say "
                   "how far another run is off: 0.25 (bench/fit_step.py, "
                   "docs/fidelity.md)"}
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=2)
-        f.write("\n")
+    dump_family(path, doc)
 
 
 def main():
@@ -250,9 +270,7 @@ def write_measured_spread(fitted):
                       f"peak where its measured maximum is {maximum:.3f}, "
                       f"so the band reaches {spread:.3f} below the measured "
                       "maximum (bench/fit_step.py, docs/fidelity.md)"}
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=2)
-            f.write("\n")
+        dump_family(path, doc)
 
 
 if __name__ == "__main__":

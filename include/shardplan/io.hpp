@@ -466,6 +466,10 @@ struct MaxTextConfig {
   std::optional<Sourced<DType>> dtype;
   // shard_optimizer_over_data (ZeRO-1 over the data axis), when true.
   std::optional<Location> shard_optimizer_over_data;
+  // quantization, when it runs the matmuls in FP8 (fp8, fp8_full, fp8_gpu,
+  // fp8_e4m3, fp8_e5m2, nanoo_fp8, fp8_nanoo, te_fp8_*, te_mxfp8): where it
+  // is set.
+  std::optional<Location> fp8_quantization;
   // Keys shardplan does not read, in file order (noted, never an error).
   std::vector<std::string> ignored_keys;
   // The model, when the config names one (model_name) or sets a model key

@@ -343,6 +343,11 @@ struct TopologyFigures {
   // devices: v2, v3 and TPU7x have two).
   Figure bf16_flops_per_s_per_device;
   Figure hbm_bytes_per_s_per_device;
+  // Dense FP8 matmul peak of a device, where the chip computes in FP8
+  // (H100 and later, TPU7x): the step's weights' matmuls with
+  // `--matmul-dtype fp8` or MaxText's fp8 quantization (docs/step.md,
+  // "FP8"). Absent: no FP8 units.
+  Figure fp8_flops_per_s_per_device;
   // The host's RAM per chip (a GPU is a chip): the VM's or the server's
   // memory over the chips it serves, which a host's share of offloaded
   // activations and model states must fit (docs/memory.md, "Host memory").

@@ -526,6 +526,11 @@ struct StepOptions {
   // (docs/step.md, "Memory-bound work"). false: fused kernels (XLA,
   // torch.compile, Megatron's Transformer Engine and apex kernels).
   bool eager_kernels = false;
+  // The weights' matmuls in FP8 (--matmul-dtype fp8, MaxText's fp8
+  // quantization): at the chip's FP8 peak, with their inputs and output
+  // gradients cast to FP8 (docs/step.md, "FP8"); the attention kernel stays
+  // in bf16. The source says who chose it.
+  Sourced<bool> fp8_matmuls{false, {}};
 };
 
 // The kind of parallelism a collective of the step serves: FSDP's gathers

@@ -377,6 +377,8 @@ void add_step_options(CLI::App& app, CheckCommand& cmd) {
       ->group("Workload (activations; docs/memory.md)");
   add_kernels_option(app, cmd.kernels)
       ->group("Workload (activations; docs/memory.md)");
+  add_matmul_dtype_option(app, cmd.matmul_dtype)
+      ->group("Workload (activations; docs/memory.md)");
   app.add_option("--overlap",
                  cmd.overlap,
                  "the collectives that overlap compute: fsdp (gathers "

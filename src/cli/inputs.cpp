@@ -484,6 +484,7 @@ class InputReader {
     step.overlap_tensor = overlaps("tensor");
     step.overlap_expert = overlaps("expert");
     step.eager_kernels = m_cmd.kernels == "eager";
+    apply_matmul_dtype(m_cmd.matmul_dtype, m_in.maxtext, step);
   }
 
   const CheckCommand& m_cmd;
@@ -608,6 +609,26 @@ CLI::Option* add_kernels_option(CLI::App& app, std::string& kernels) {
                   "elementwise op its own kernel; docs/step.md)")
       ->check(CLI::IsMember({"fused", "eager"}))
       ->type_name("MODE");
+}
+
+CLI::Option* add_matmul_dtype_option(CLI::App& app, std::string& dtype) {
+  return app
+      .add_option("--matmul-dtype",
+                  dtype,
+                  "the weights' matmuls' dtype: bf16 (the default) or fp8 "
+                  "(at the chip's FP8 peak; MaxText's fp8 quantization sets "
+                  "it; docs/step.md)")
+      ->check(CLI::IsMember({"bf16", "fp8"}))
+      ->type_name("DTYPE");
+}
+
+void apply_matmul_dtype(const std::string& flag,
+                        const std::optional<MaxTextConfig>& maxtext,
+                        StepOptions& step) {
+  if (!flag.empty()) {
+    step.fp8_matmuls = {flag == "fp8", Location::of("--matmul-dtype")};
+  }
+  apply_maxtext_matmul_dtype(maxtext, !flag.empty(), step);
 }
 
 void apply_efficiencies(std::optional<double> matmul,

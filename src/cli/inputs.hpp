@@ -131,6 +131,7 @@ struct CheckCommand {
   std::optional<double> attention_efficiency;
   std::vector<std::string> overlap = {"fsdp", "grads"};
   std::string kernels = "fused";     // --kernels: fused or eager
+  std::string matmul_dtype;          // --matmul-dtype: "", bf16 or fp8
   std::vector<std::string> maxtext;  // --maxtext-config FILE [KEY=VALUE ...]
 };
 
@@ -202,6 +203,7 @@ struct SearchCommand {
   std::optional<double> matmul_efficiency;
   std::optional<double> attention_efficiency;
   std::string kernels = "fused";  // --kernels: fused or eager
+  std::string matmul_dtype;       // --matmul-dtype: "", bf16 or fp8
   size_t top = 10;
   std::string objective = "tokens";
   bool allow_split_physical_axes = false;
@@ -249,6 +251,13 @@ void apply_host_memory(const Topology* topology, MemoryOptions& memory);
 // --kernels fused|eager, for plan, check, memory and search: whether
 // PyTorch runs eager (docs/step.md, "Memory-bound work").
 CLI::Option* add_kernels_option(CLI::App& app, std::string& kernels);
+
+// --matmul-dtype bf16|fp8: the weights' matmuls' dtype (docs/step.md,
+// "FP8"); and the step's options from it and MaxText's quantization.
+CLI::Option* add_matmul_dtype_option(CLI::App& app, std::string& dtype);
+void apply_matmul_dtype(const std::string& flag,
+                        const std::optional<MaxTextConfig>& maxtext,
+                        StepOptions& step);
 
 void apply_efficiencies(std::optional<double> matmul,
                         std::optional<double> attention,

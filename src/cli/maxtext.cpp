@@ -321,6 +321,14 @@ void apply_maxtext_param_dtype(const std::optional<MaxTextConfig>& config,
   }
 }
 
+void apply_maxtext_matmul_dtype(const std::optional<MaxTextConfig>& config,
+                                bool given,
+                                StepOptions& step) {
+  if (!given && config && config->fp8_quantization) {
+    step.fp8_matmuls = {true, maxtext_location(*config->fp8_quantization)};
+  }
+}
+
 void apply_maxtext_optimizer(const std::optional<MaxTextConfig>& config,
                              MemoryOptions& memory,
                              const Mesh* mesh) {

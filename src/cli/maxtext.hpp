@@ -74,6 +74,12 @@ void apply_maxtext_param_dtype(const std::optional<MaxTextConfig>& config,
 // config; opt_type and mu_dtype at their keys.
 // shard_optimizer_over_data is ZeRO-1 over `mesh`'s data axis (nothing
 // without one; without a mesh, over the data role's axes).
+// MaxText's fp8 quantization: the step's matmuls in FP8, unless a flag
+// said otherwise (`given`).
+void apply_maxtext_matmul_dtype(const std::optional<MaxTextConfig>& config,
+                                bool given,
+                                StepOptions& step);
+
 void apply_maxtext_optimizer(const std::optional<MaxTextConfig>& config,
                              MemoryOptions& memory,
                              const Mesh* mesh = nullptr);

@@ -137,6 +137,7 @@ void add_search_options(CLI::App& sub,
       ->check(CLI::Range(0.01, 1.0))
       ->type_name("F");
   add_kernels_option(sub, cmd.kernels);
+  add_matmul_dtype_option(sub, cmd.matmul_dtype);
   sub.add_option("--top", cmd.top, "candidates shown (default 10)")
       ->check(CLI::Range(1, 1000000))
       ->type_name("N");
@@ -249,6 +250,7 @@ bool search_options(const SearchCommand& cmd,
                      &*in.topology,
                      options.step);
   options.step.eager_kernels = cmd.kernels == "eager";
+  apply_matmul_dtype(cmd.matmul_dtype, maxtext, options.step);
   options.allow_split_physical_axes =
       cmd.allow_split_physical_axes
       || (maxtext && maxtext->allow_split_physical_axes.value);

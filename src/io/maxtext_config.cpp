@@ -1482,7 +1482,11 @@ class Reader {
     if (zero1->set() && zero1->value) {
       m_config.shard_optimizer_over_data = zero1->at;
     }
-    if (!quantization->value.empty()) {
+    const std::string& q = quantization->value;
+    if (q.starts_with("fp8") || q.starts_with("te_fp8") || q == "te_mxfp8"
+        || q == "nanoo_fp8") {
+      m_config.fp8_quantization = quantization->at;
+    } else if (!q.empty()) {
       unmodelled(*quantization,
                  fmt::format("quantization {} is not modelled: MaxText runs "
                              "the matmuls in it (shorter steps) and keeps "

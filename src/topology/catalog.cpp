@@ -692,7 +692,7 @@ std::span<const FigureField> figure_fields() {
   // each about 1000x any device made, and all exact in int64 and double.
   constexpr double pb = 1e15;
   constexpr double pb_per_s = 1e15;
-  static const std::array<FigureField, 18> fields = {{
+  static const std::array<FigureField, 19> fields = {{
       {"hbm_bytes_per_device", &F::hbm_bytes_per_device, std::nullopt, pb, 1},
       {"ici_bytes_per_s_per_link", &F::ici_bytes_per_s_per_link, tpu, pb_per_s},
       {"ici_links_per_chip", &F::ici_links_per_chip, tpu, 1024, 1},
@@ -722,6 +722,10 @@ std::span<const FigureField> figure_fields() {
        &F::hbm_bytes_per_s_per_device,
        std::nullopt,
        pb_per_s},
+      {"fp8_flops_per_s_per_device",
+       &F::fp8_flops_per_s_per_device,
+       std::nullopt,
+       1e18},
       {"host_memory_bytes_per_chip",
        &F::host_memory_bytes_per_chip,
        std::nullopt,

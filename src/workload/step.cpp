@@ -238,9 +238,35 @@ class StepEstimator {
     m_shape_factor = shape_factor();
     m_out.matmul_seconds =
         (m_out.flops_per_device - m_out.attention_flops_per_device)
-            / (m_peak * m_options.matmul_efficiency.value * m_shape_factor)
+            / (matmul_peak() * m_options.matmul_efficiency.value
+               * m_shape_factor)
         + m_out.attention_flops_per_device
               / (m_peak * m_options.attention_efficiency.value);
+  }
+
+  // The weights' matmuls' peak: the bf16 peak, or the FP8 peak when they
+  // run in FP8 and the chip has one (else step.no-fp8 warns once and they
+  // stay at the bf16 peak).
+  double matmul_peak() {
+    if (!m_options.fp8_matmuls.value) {
+      return m_peak;
+    }
+    const double fp8 = m_topology->figures.fp8_flops_per_s_per_device.value;
+    if (fp8 > 0) {
+      return fp8;
+    }
+    if (!m_warned_fp8) {
+      m_warned_fp8 = true;
+      m_diags
+          .warning("step.no-fp8",
+                   fmt::format("{} has no FP8 matmul units: the matmuls are "
+                               "estimated at the bf16 peak",
+                               m_topology->name),
+                   m_options.fp8_matmuls.at)
+          .hint =
+          "FP8 needs an H100 or later, or a TPU7x (docs/sources.md#fp8)";
+    }
+    return m_peak;
   }
 
   // The weights' matmuls on the chip's measured curve (docs/step.md,
@@ -353,7 +379,23 @@ class StepEstimator {
     return passes
                * ((residual + eager_stream) * replicated + activation
                   + eager_heads)
-           + score_bytes();
+           + score_bytes() + fp8_cast_bytes(w);
+  }
+
+  // FP8 matmuls cast their inputs in the forward and their output
+  // gradients in the backward: read e, write 1 byte an element, over the
+  // QKV and FC1 inputs (h each), the attention output (a x d) and the MLP's
+  // activation (w); twice (Transformer Engine's and MaxText's fp8 recipes
+  // quantize both).
+  double fp8_cast_bytes(double w) const {
+    if (!m_options.fp8_matmuls.value) {
+      return 0;
+    }
+    const double inputs = 2 * m_h
+                          + static_cast<double>(m_model.heads)
+                                * static_cast<double>(m_model.head_dim)
+                          + w;
+    return 2 * (m_act_bytes + 1) * inputs;
   }
 
   // What eager PyTorch adds to a layer's pass, per token (the residual
@@ -735,6 +777,16 @@ class StepEstimator {
          o.efficiency_spread.set()
              ? to_string(o.efficiency_spread.at)
              : std::string("0: the efficiencies are given")},
+        {"matmul_dtype",
+         o.fp8_matmuls.value ? "fp8" : "bf16",
+         o.fp8_matmuls.value
+             ? fmt::format(
+                 "{}: the weights' matmuls at the FP8 peak, {:g} "
+                 "FLOP/s ({})",
+                 to_string(o.fp8_matmuls.at),
+                 m_topology->figures.fp8_flops_per_s_per_device.value,
+                 m_topology->figures.fp8_flops_per_s_per_device.source)
+             : std::string("the weights' matmuls at the bf16 peak")},
         {"kernels",
          o.eager_kernels ? "eager" : "fused",
          o.eager_kernels
@@ -806,7 +858,8 @@ class StepEstimator {
   double m_moe_layers = 0;
   double m_split = 1;         // the tokens' shards: data, tensor, seq, expert
   double m_shape_factor = 1;  // shape_factor()
-  double m_act_bytes = 0;     // of an activation element
+  bool m_warned_fp8 = false;
+  double m_act_bytes = 0;  // of an activation element
 };
 
 }  // namespace

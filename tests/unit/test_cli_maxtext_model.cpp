@@ -323,7 +323,7 @@ TEST_CASE("maxtext model: keys that change memory, honoured or warned",
           == "f32");
   }
   SECTION("what shardplan does not model is a warning saying what changes") {
-    for (const char* key : {"quantization=fp8",
+    for (const char* key : {"quantization=int8",
                             "scan_layers=false",
                             "custom_mesh=hybrid_ring_64x4",
                             "megablox=false",

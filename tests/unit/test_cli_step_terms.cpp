@@ -229,3 +229,62 @@ TEST_CASE("step terms: the matmuls' shapes on the H100's curve",
   const json a100 = gpt2_step("--mesh dp:8 --remat none");
   CHECK_FALSE(a100["assumptions"].contains("matmul_shape_factor"));
 }
+
+TEST_CASE("step terms: FP8 matmuls at the chip's FP8 peak", "[cli][step]") {
+  // Llama 3 8B on b200x8 as fsdp:8 (no measured curve): the weights'
+  // matmuls at the FP8 peak, 4.5e15 (docs/sources.md#fp8), the attention
+  // kernel at the bf16 peak, 2.25e15, both at efficiency 0.5. Their inputs
+  // and output gradients cast to FP8, (2 + 1) bytes an element twice, over
+  // 2 x 4096 + 32 x 128 + 14336 = 26,624 elements a token and layer: x 32
+  // layers x 1024 tokens = 5,234,491,392 bytes over 8e12 B/s.
+  const std::string base =
+      "memory --topology b200x8 --model llama-3-8b --rules fsdp --mesh "
+      "fsdp:8 --seq 1024 --batch 8 --remat none --matmul-efficiency 0.5 "
+      "--attention-efficiency 0.5 ";
+  const json bf16 = step_of(base + "--matmul-dtype bf16");
+  const json fp8 = step_of(base + "--matmul-dtype fp8");
+  const double attention = seconds(fp8, "attention_flops_per_device");
+  const double flops = seconds(fp8, "flops_per_device");
+  CHECK(seconds(fp8, "matmul_seconds")
+        == Approx((flops - attention) / (4.5e15 * 0.5)
+                  + attention / (2.25e15 * 0.5)));
+  CHECK(seconds(bf16, "matmul_seconds") == Approx(flops / (2.25e15 * 0.5)));
+  CHECK(seconds(fp8, "memory_seconds") - seconds(bf16, "memory_seconds")
+        == Approx(5'234'491'392.0 / 8e12));
+  CHECK(fp8["assumptions"]["matmul_dtype"]["value"] == "fp8");
+  // MFU stays against the bf16 peak (MaxText's and Megatron's convention).
+  CHECK(fp8["mfu"].get<double>()
+        == Approx(bf16["mfu"].get<double>() * seconds(bf16, "step_seconds")
+                  / seconds(fp8, "step_seconds")));
+}
+
+TEST_CASE("step terms: FP8 on a chip without FP8 units, and MaxText's",
+          "[cli][step]") {
+  // The A100 has no FP8: a warning at the flag, the bf16 peak.
+  const CliResult a100 = run_cli(
+      args("memory --topology a100x8 --model gpt2 --rules fsdp-tp --mesh dp:8 "
+           "--seq 1024 --batch 8 --matmul-dtype fp8"));
+  CHECK(a100.code == 0);
+  CHECK_THAT(a100.err, Catch::Contains("step.no-fp8"));
+  CHECK_THAT(a100.err, Catch::Contains("--matmul-dtype"));
+  // MaxText's quantization: fp8 runs the matmuls in FP8 (its source the
+  // key); int8 is not modelled (a warning, the bf16 peak).
+  const auto maxtext = [](const std::string& quantization) {
+    return run_cli(
+        args("memory --topology tpu7x-16 --format json --maxtext-config {} "
+             "max_target_length=1024 per_device_batch_size=1 quantization="
+                 + quantization,
+             shardplan::test::data_path("maxtext/model-run.yml")));
+  };
+  const CliResult fp8 = maxtext("fp8_full");
+  REQUIRE(fp8.code == 0);
+  const json step = json::parse(fp8.out)["step"];
+  CHECK(step["assumptions"]["matmul_dtype"]["value"] == "fp8");
+  CHECK_THAT(step["assumptions"]["matmul_dtype"]["source"].get<std::string>(),
+             Catch::Contains("quantization") && Catch::Contains("2.307e+15"));
+  const CliResult int8 = maxtext("int8");
+  REQUIRE(int8.code == 0);
+  CHECK_THAT(int8.err, Catch::Contains("maxtext.unmodelled"));
+  CHECK(json::parse(int8.out)["step"]["assumptions"]["matmul_dtype"]["value"]
+        == "bf16");
+}
