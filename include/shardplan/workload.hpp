@@ -656,6 +656,9 @@ struct StepInputs {
   // Bytes of the model state a device updates in the optimizer step (its
   // params + grads + optimizer state), read and written once.
   int64_t optimizer_state_bytes = 0;
+  // Of those, the gradients' (MemoryEstimate::per_device.grads): each
+  // microbatch's weight gradients are added into them.
+  int64_t grad_state_bytes = 0;
   // The backward prefetches the next layer's weights (false when the
   // memory fits only without: MemoryEstimate::prefetch_dropped; its
   // all-gathers are then exposed).

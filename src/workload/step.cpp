@@ -350,9 +350,21 @@ class StepEstimator {
                                  std::max<int64_t>(m_s.experts_per_token, 1));
     m_out.memory_seconds =
         (per_token_bytes * layer_tokens + loss_bytes() * device_tokens
-         + 2 * static_cast<double>(m_in.optimizer_state_bytes))
+         + 2 * static_cast<double>(m_in.optimizer_state_bytes)
+         + accumulation_bytes())
         / m_hbm;
     m_out.compute_seconds = m_out.matmul_seconds + m_out.memory_seconds;
+  }
+
+  // Gradient accumulation: each microbatch's weight gradients are added
+  // into the gradient buffer (Megatron's gradient_accumulation_fusion
+  // accumulates into main_grad in the weight-gradient GEMM; MaxText's
+  // gradient accumulation adds each microbatch's): the buffer read and
+  // written once a microbatch after the first, which writes it (the
+  // optimizer's pass reads it once more).
+  double accumulation_bytes() const {
+    return 2 * (m_microbatches - 1)
+           * static_cast<double>(m_in.grad_state_bytes);
   }
 
   // One layer's memory-bound bytes per token of a device's share: each
@@ -884,6 +896,7 @@ StepInputs step_inputs_for(const ModelConfig& model,
   in.weight_bytes = dtype_bits(moved) / 8;
   in.grad_bytes = dtype_bits(memory.grad_dtype.value_or(moved)) / 8;
   in.optimizer_state_bytes = memory.per_device.model_states();
+  in.grad_state_bytes = memory.per_device.grads;
   in.backward_prefetch = memory.prefetch_dropped == 0;
   const int64_t per_chip =
       topology.kind == TopologyKind::tpu

@@ -288,3 +288,22 @@ TEST_CASE("step terms: FP8 on a chip without FP8 units, and MaxText's",
   CHECK(json::parse(int8.out)["step"]["assumptions"]["matmul_dtype"]["value"]
         == "bf16");
 }
+
+TEST_CASE("step terms: gradient accumulation over microbatches",
+          "[cli][step]") {
+  // GPT-2's 124,439,808 parameters with Megatron's f32 gradients on dp:8:
+  // 497,759,232 bytes of gradients a device. Four microbatches add three
+  // into the buffer after the first writes it: 3 x 2 x 497,759,232 =
+  // 2,986,555,392 bytes more than one microbatch of the same tokens.
+  const std::string base =
+      "--mesh dp:8 --recipe megatron --param-dtype bf16 --remat none "
+      "--batch 32 --microbatches ";
+  const json one = step_of(
+      "memory --topology a100x8 --model gpt2 --rules fsdp-tp --seq 1024 " + base
+      + "1");
+  const json four = step_of(
+      "memory --topology a100x8 --model gpt2 --rules fsdp-tp --seq 1024 " + base
+      + "4");
+  CHECK(seconds(four, "memory_seconds") - seconds(one, "memory_seconds")
+        == Approx(2'986'555'392.0 / k_hbm));
+}
