@@ -620,6 +620,15 @@ struct StepEstimate {
   // high tokens/s). Equal to the point estimate without a spread.
   double step_seconds_low = 0;
   double step_seconds_high = 0;
+  // The tokens/s and MFU of a step of `seconds` (a band's end): they scale
+  // as one over the step.
+  double tokens_per_second_at(double seconds) const {
+    return seconds > 0 ? tokens_per_second_per_device * step_seconds / seconds
+                       : tokens_per_second_per_device;
+  }
+  double mfu_at(double seconds) const {
+    return seconds > 0 ? mfu * step_seconds / seconds : mfu;
+  }
   // The largest part of the step; the reports word it ("compute-bound:
   // compute 10.9 s of the 13.8 s step").
   StepBottleneck bottleneck;

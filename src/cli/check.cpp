@@ -375,10 +375,10 @@ void add_step_options(CLI::App& app, CheckCommand& cmd) {
       ->check(CLI::Range(0.01, 1.0))
       ->type_name("F")
       ->group("Workload (activations; docs/memory.md)");
-  add_kernels_option(app, cmd.kernels)
-      ->group("Workload (activations; docs/memory.md)");
-  add_matmul_dtype_option(app, cmd.matmul_dtype)
-      ->group("Workload (activations; docs/memory.md)");
+  for (CLI::Option* option :
+       add_kernel_options(app, cmd.kernels, cmd.matmul_dtype)) {
+    option->group("Workload (activations; docs/memory.md)");
+  }
   app.add_option("--overlap",
                  cmd.overlap,
                  "the collectives that overlap compute: fsdp (gathers "

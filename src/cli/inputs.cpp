@@ -600,26 +600,32 @@ void apply_host_offload(const std::vector<std::string>& states,
   }
 }
 
-CLI::Option* add_kernels_option(CLI::App& app, std::string& kernels) {
-  return app
-      .add_option("--kernels",
-                  kernels,
-                  "fused (XLA, torch.compile, Transformer Engine; the "
-                  "default) or eager (PyTorch without torch.compile: each "
-                  "elementwise op its own kernel; docs/step.md)")
-      ->check(CLI::IsMember({"fused", "eager"}))
-      ->type_name("MODE");
-}
-
-CLI::Option* add_matmul_dtype_option(CLI::App& app, std::string& dtype) {
-  return app
-      .add_option("--matmul-dtype",
-                  dtype,
-                  "the weights' matmuls' dtype: bf16 (the default) or fp8 "
-                  "(at the chip's FP8 peak; MaxText's fp8 quantization sets "
-                  "it; docs/step.md)")
-      ->check(CLI::IsMember({"bf16", "fp8"}))
-      ->type_name("DTYPE");
+std::vector<CLI::Option*> add_kernel_options(CLI::App& app,
+                                             std::string& kernels,
+                                             std::string& matmul_dtype) {
+  const auto choice = [&](const char* name,
+                          std::string& value,
+                          const char* help,
+                          std::vector<std::string> choices,
+                          const char* type) {
+    return app.add_option(name, value, help)
+        ->check(CLI::IsMember(std::move(choices)))
+        ->type_name(type);
+  };
+  return {choice("--kernels",
+                 kernels,
+                 "fused (XLA, torch.compile, Transformer Engine; the "
+                 "default) or eager (PyTorch without torch.compile: each "
+                 "elementwise op its own kernel; docs/step.md)",
+                 {"fused", "eager"},
+                 "MODE"),
+          choice("--matmul-dtype",
+                 matmul_dtype,
+                 "the weights' matmuls' dtype: bf16 (the default) or fp8 "
+                 "(at the chip's FP8 peak; MaxText's fp8 quantization sets "
+                 "it; docs/step.md)",
+                 {"bf16", "fp8"},
+                 "DTYPE")};
 }
 
 void apply_matmul_dtype(const std::string& flag,

@@ -246,19 +246,19 @@ void apply_host_offload(const std::vector<std::string>& states,
 // host_memory_bytes_per_chip.
 void apply_host_memory(const Topology* topology, MemoryOptions& memory);
 
-// The step's efficiencies: a flag's (at the flag), else `topology`'s
-// figure (its source as the location), else the roofline's 1.
-// --kernels fused|eager, for plan, check, memory and search: whether
-// PyTorch runs eager (docs/step.md, "Memory-bound work").
-CLI::Option* add_kernels_option(CLI::App& app, std::string& kernels);
-
-// --matmul-dtype bf16|fp8: the weights' matmuls' dtype (docs/step.md,
-// "FP8"); and the step's options from it and MaxText's quantization.
-CLI::Option* add_matmul_dtype_option(CLI::App& app, std::string& dtype);
+// --kernels fused|eager (whether PyTorch runs eager) and --matmul-dtype
+// bf16|fp8 (the weights' matmuls' dtype), for plan, check, memory and
+// search (docs/step.md); and the step's options from the latter and
+// MaxText's quantization.
+std::vector<CLI::Option*> add_kernel_options(CLI::App& app,
+                                             std::string& kernels,
+                                             std::string& matmul_dtype);
 void apply_matmul_dtype(const std::string& flag,
                         const std::optional<MaxTextConfig>& maxtext,
                         StepOptions& step);
 
+// The step's efficiencies: a flag's (at the flag), else `topology`'s
+// figure (its source as the location), else the roofline's 1.
 void apply_efficiencies(std::optional<double> matmul,
                         std::optional<double> attention,
                         const Topology* topology,

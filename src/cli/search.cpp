@@ -136,8 +136,7 @@ void add_search_options(CLI::App& sub,
                  "(default: the topology's fitted figure, else 1)")
       ->check(CLI::Range(0.01, 1.0))
       ->type_name("F");
-  add_kernels_option(sub, cmd.kernels);
-  add_matmul_dtype_option(sub, cmd.matmul_dtype);
+  add_kernel_options(sub, cmd.kernels, cmd.matmul_dtype);
   sub.add_option("--top", cmd.top, "candidates shown (default 10)")
       ->check(CLI::Range(1, 1000000))
       ->type_name("N");

@@ -954,12 +954,8 @@ class Reader {
       }
     }
     if (const Setting* s = find("mlp_activations")) {
-      if (!s->value.IsSequence() || s->value.size() == 0) {
-        return bad_value(*s,
-                         s->value,
-                         fmt::format("mlp_activations must be a list of "
-                                     "activation names, got {}",
-                                     describe(s->value)));
+      if (!non_empty_list(*s, "mlp_activations", "activation names")) {
+        return false;
       }
       k.mlp_activations = {static_cast<int64_t>(s->value.size()),
                            at(*s, s->value)};
@@ -1017,6 +1013,21 @@ class Reader {
                  std::string message) {
     m_diags.error("maxtext.bad-value", std::move(message), at(s, node));
     return false;
+  }
+
+  // `s` holds a list of at least one entry, else maxtext.bad-value: "KEY
+  // must be a list of WHAT, got ...".
+  bool non_empty_list(const Setting& s,
+                      std::string_view key,
+                      std::string_view what) {
+    if (s.value.IsSequence() && s.value.size() > 0) {
+      return true;
+    }
+    return bad_value(
+        s,
+        s.value,
+        fmt::format(
+            "{} must be a list of {}, got {}", key, what, describe(s.value)));
   }
 
   // An integer >= `min` (or -1 when `fill`) at `key`.
@@ -1141,12 +1152,8 @@ class Reader {
     if (const Setting* s = find("mesh_axes")) {
       names.clear();
       std::vector<Location> where;
-      if (!s->value.IsSequence() || s->value.size() == 0) {
-        return bad_value(*s,
-                         s->value,
-                         fmt::format("mesh_axes must be a list of axis "
-                                     "names, got {}",
-                                     describe(s->value)));
+      if (!non_empty_list(*s, "mesh_axes", "axis names")) {
+        return false;
       }
       if (!axis_list(*s, s->value, "mesh_axes", names, where)) {
         return false;

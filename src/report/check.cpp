@@ -132,12 +132,6 @@ ordered_json activations_object(const ActivationEstimate& a,
 }
 
 // The training step's estimate (docs/step.md), null without one.
-// The band's tokens/s and MFU scale as one over the step: the point's
-// figure x step / the band's end (a slower end, fewer tokens/s).
-double banded(const StepEstimate& e, double end_seconds) {
-  return end_seconds > 0 ? e.step_seconds / end_seconds : 1;
-}
-
 ordered_json step_object(const StepEstimate* step) {
   if (step == nullptr) {
     return nullptr;
@@ -175,12 +169,12 @@ ordered_json step_object(const StepEstimate* step) {
           {"step_seconds_high", e.step_seconds_high},
           {"tokens_per_second_per_device", e.tokens_per_second_per_device},
           {"tokens_per_second_per_device_low",
-           e.tokens_per_second_per_device * banded(e, e.step_seconds_high)},
+           e.tokens_per_second_at(e.step_seconds_high)},
           {"tokens_per_second_per_device_high",
-           e.tokens_per_second_per_device * banded(e, e.step_seconds_low)},
+           e.tokens_per_second_at(e.step_seconds_low)},
           {"mfu", e.mfu},
-          {"mfu_low", e.mfu * banded(e, e.step_seconds_high)},
-          {"mfu_high", e.mfu * banded(e, e.step_seconds_low)},
+          {"mfu_low", e.mfu_at(e.step_seconds_high)},
+          {"mfu_high", e.mfu_at(e.step_seconds_low)},
           {"bottleneck", bottleneck_text(e)},
           {"assumptions", std::move(assumptions)}};
 }

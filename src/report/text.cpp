@@ -473,11 +473,11 @@ std::string step_summary(const StepEstimate& step) {
           : std::string();
   // MFU's band follows the step's (a slower step, a lower MFU).
   const std::string mfu_band =
-      step.step_seconds_high > step.step_seconds_low ? fmt::format(
-          " ({:.1f}-{:.1f}%)",
-          step.mfu * step.step_seconds / step.step_seconds_high * 100,
-          step.mfu * step.step_seconds / step.step_seconds_low * 100)
-                                                     : std::string();
+      step.step_seconds_high > step.step_seconds_low
+          ? fmt::format(" ({:.1f}-{:.1f}%)",
+                        step.mfu_at(step.step_seconds_high) * 100,
+                        step.mfu_at(step.step_seconds_low) * 100)
+          : std::string();
   return fmt::format("{}{}: {} tokens/s per device, MFU {:.1f}%{}; {}",
                      seconds_text(step.step_seconds),
                      band,

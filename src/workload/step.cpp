@@ -275,9 +275,10 @@ class StepEstimator {
   // without a curve.
   double shape_factor() const {
     const MatmulCurve& curve = m_topology->figures.matmul_curve;
-    if (curve.empty() || !(curve.best() > 0)) {
-      return 1;
+    if (curve.empty()) {
+      return 1;  // the catalogue's curves have rates > 0 (read_curve)
     }
+    const double best = curve.best();
     double flops = 0;
     double weighted = 0;  // sum of flops / factor
     const auto add = [&](double f, double tokens, double k, double n) {
@@ -287,7 +288,6 @@ class StepEstimator {
       // The forward (tokens x k by k x n) and the backward's two: the
       // input's gradient (tokens x n by n x k) and the weight's (k x
       // tokens by tokens x n); each a third of the FLOPs.
-      const double best = curve.best();
       double inverse = 0;
       for (const auto& [a, b, c] : {std::array<double, 3>{tokens, n, k},
                                     std::array<double, 3>{tokens, k, n},

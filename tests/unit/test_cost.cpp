@@ -19,14 +19,20 @@ using namespace shardplan;
 
 namespace {
 
-AxisLink ici(int64_t n, bool wrap, double bytes_per_s, double latency = 1e-6) {
+// An axis of `n` devices on a link of `kind`.
+AxisLink link_of(
+    LinkClass kind, int64_t n, bool wrap, double bytes_per_s, double latency) {
   AxisLink link;
-  link.link = LinkClass::ici;
+  link.link = kind;
   link.ring_size = n;
   link.wraparound = wrap;
   link.bytes_per_s = bytes_per_s;
   link.latency_s = latency;
   return link;
+}
+
+AxisLink ici(int64_t n, bool wrap, double bytes_per_s, double latency = 1e-6) {
+  return link_of(LinkClass::ici, n, wrap, bytes_per_s, latency);
 }
 
 double cost(Collective op, double bytes, const std::vector<AxisLink>& links) {
@@ -101,12 +107,7 @@ TEST_CASE(
 
 TEST_CASE("cost: all_gather on 8xH100 over NVLink (book: 1.04 ms and 65 us)",
           "[cost]") {
-  AxisLink nvlink;
-  nvlink.link = LinkClass::nvlink;
-  nvlink.ring_size = 8;
-  nvlink.wraparound = true;
-  nvlink.bytes_per_s = 450e9;
-  nvlink.latency_s = 1e-6;
+  const AxisLink nvlink = link_of(LinkClass::nvlink, 8, true, 450e9, 1e-6);
   // bf16[4096, 65536]: B (N-1) / (N W) = 536,870,912 x 7 / 3.6e12.
   const double big = 4096.0 * 65536 * 2;
   CHECK(cost(Collective::all_gather, big, {nvlink})
@@ -150,12 +151,7 @@ TEST_CASE("cost: axes without links or of size 1 cost nothing", "[cost]") {
 }
 
 TEST_CASE("cost: ICI and DCN axes together take the slower level", "[cost]") {
-  AxisLink dcn;
-  dcn.link = LinkClass::dcn;
-  dcn.ring_size = 2;
-  dcn.wraparound = true;
-  dcn.bytes_per_s = 6.25e9;
-  dcn.latency_s = 10e-6;
+  const AxisLink dcn = link_of(LinkClass::dcn, 2, true, 6.25e9, 10e-6);
   const AxisLink fast = ici(4, true, 1.8e11);
   const AxisLink* both[] = {&fast, &dcn};
   const double v = 1e9;
@@ -235,11 +231,7 @@ TEST_CASE("cost: an axis across slices gathers hierarchically", "[cost]") {
   // while each device's share crosses DCN (the 4 devices of a slice split
   // the other slice's half: 8e9 / 4 x 1/2 / 1e10 = 0.1 s): 0.1 s, not the
   // 8e9 x 7/8 / 1e10 = 0.7 s of all the bytes at the DCN rate.
-  AxisLink mixed;
-  mixed.link = LinkClass::mixed;
-  mixed.ring_size = 8;
-  mixed.wraparound = true;
-  mixed.bytes_per_s = 1e10;
+  AxisLink mixed = link_of(LinkClass::mixed, 8, true, 1e10, 0);
   mixed.inner_size = 4;
   mixed.inner_bytes_per_s = 1e11;
   mixed.inner_wraparound = true;
