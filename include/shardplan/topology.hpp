@@ -362,6 +362,12 @@ struct TopologyFigures {
   // roofline, 1.
   Figure matmul_efficiency;
   Figure attention_efficiency;
+  // The fractions of hbm_bytes_per_s_per_device the step's memory-bound
+  // work reaches: fused kernels (a device-to-device copy), and eager
+  // PyTorch's elementwise kernels (`--kernels eager`; absent: the fused
+  // figure). Measured (docs/step.md, "Memory-bound work"); absent: 1.
+  Figure memory_efficiency;
+  Figure eager_memory_efficiency;
   // The catalogue's measured GEMM rates by shape, where it has them.
   MatmulCurve matmul_curve;
   // How far those may be off, a fraction (the step's band): the fit's

@@ -125,6 +125,15 @@ class StepEstimator {
     const Topology* topology = m_in.topology;
     m_peak = topology ? topology->figures.bf16_flops_per_s_per_device.value : 0;
     m_hbm = topology ? topology->figures.hbm_bytes_per_s_per_device.value : 0;
+    if (topology != nullptr) {
+      // Memory-bound work at the measured fraction of the datasheet:
+      // eager PyTorch's elementwise kernels, or fused kernels.
+      const TopologyFigures& f = topology->figures;
+      const bool eager =
+          m_options.eager_kernels && f.eager_memory_efficiency.value > 0;
+      m_memory_figure =
+          eager ? &f.eager_memory_efficiency : &f.memory_efficiency;
+    }
     if (topology == nullptr || !(m_peak > 0) || !(m_hbm > 0)) {
       m_diags
           .error("step.no-figure",
@@ -332,6 +341,15 @@ class StepEstimator {
     return weighted > 0 ? flops / weighted : 1;
   }
 
+  // The memory-bound work's bandwidth: the datasheet's, times the
+  // measured fraction where the chip has one.
+  double memory_efficiency() const {
+    return m_memory_figure != nullptr && m_memory_figure->value > 0
+               ? m_memory_figure->value
+               : 1.0;
+  }
+  double memory_rate() const { return m_hbm * memory_efficiency(); }
+
   // Memory-bound work over HBM bandwidth (docs/step.md, "Memory-bound
   // work"): per layer, the elementwise passes of the residual stream, the
   // MLP's activation and, with plain attention, the scores' softmax and
@@ -352,7 +370,7 @@ class StepEstimator {
         (per_token_bytes * layer_tokens + loss_bytes() * device_tokens
          + 2 * static_cast<double>(m_in.optimizer_state_bytes)
          + accumulation_bytes())
-        / m_hbm;
+        / memory_rate();
     m_out.compute_seconds = m_out.matmul_seconds + m_out.memory_seconds;
   }
 
@@ -418,8 +436,9 @@ class StepEstimator {
   // a fused norm reads and writes (2e); the rotary embedding
   // (apply_rotary_emb) upcasts q and k, multiplies by the complex
   // frequencies and casts back, 2e + 16 bytes an element (fused into its
-  // neighbours otherwise); the gated MLP's silu and product, 5e against
-  // 3e; residual dropout apart from its add, 2e more.
+  // neighbours otherwise); the attention output's transposing copy
+  // (`.transpose(1, 2).contiguous()`), 2e; the gated MLP's silu and
+  // product, 5e against 3e; residual dropout apart from its add, 2e more.
   std::pair<double, double> eager_bytes(int64_t width, int64_t copies) const {
     if (!m_options.eager_kernels) {
       return {0, 0};
@@ -430,11 +449,15 @@ class StepEstimator {
     const double qk = static_cast<double>(m_model.heads + m_model.kv_heads)
                       * static_cast<double>(m_model.head_dim);
     const double rotary = m_model.positions == 0 ? (2 * e + 16) * qk : 0;
+    // The attention output transposed back to (tokens, heads x head
+    // dim) for the output projection: a copy, read and written.
+    const double transpose = 2 * e * static_cast<double>(m_model.heads)
+                             * static_cast<double>(m_model.head_dim);
     const double gated =
         m_model.mlp == MlpKind::gated
             ? 2 * e * static_cast<double>(width) * static_cast<double>(copies)
             : 0;
-    return {stream, rotary + gated};
+    return {stream, rotary + transpose + gated};
   }
 
   // Plain attention's passes over the seq x seq scores of a token's row
@@ -784,6 +807,12 @@ class StepEstimator {
          m_topology->figures.hbm_bytes_per_s_per_device.source},
         efficiency("matmul_efficiency", o.matmul_efficiency),
         efficiency("attention_efficiency", o.attention_efficiency),
+        {"memory_efficiency",
+         fmt::format("{:g}", memory_efficiency()),
+         memory_efficiency() < 1
+             ? m_memory_figure->source
+             : std::string("the datasheet's bandwidth: no measured figure "
+                           "for this chip")},
         {"efficiency_spread",
          fmt::format("{:g}", o.efficiency_spread.value),
          o.efficiency_spread.set()
@@ -861,6 +890,9 @@ class StepEstimator {
   LayerFlops m_moe;
   double m_peak = 0;  // bf16 FLOP/s of a device
   double m_hbm = 0;   // its HBM bytes/s
+  // The measured fraction of it the memory-bound work reaches (null or
+  // 0: none measured, the datasheet's).
+  const Figure* m_memory_figure = nullptr;
   double m_tokens = 0;
   double m_devices = 0;
   double m_h = 0;

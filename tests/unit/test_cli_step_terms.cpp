@@ -182,8 +182,10 @@ TEST_CASE("step terms: eager PyTorch's elementwise kernels", "[cli][step]") {
   // at 4e + 24 = 32 bytes an element where fused reads and writes 4, 2 x 28
   // x 4096 = 229,376; the rotary embedding's 2e + 16 = 20 bytes over q and
   // k, 20 x 40 x 128 = 102,400; SwiGLU's silu and product apart, 2e x
-  // 14336 = 57,344: 389,120 bytes, x 3 x 32 layers x 1024 tokens =
-  // 38,252,052,480 over 3.35e12 B/s.
+  // 14336 = 57,344; the attention output's transposing copy, 2e x 32 x
+  // 128 = 16,384: 405,504 bytes, x 3 x 32 layers x 1024 tokens =
+  // 39,862,665,216 over 3.35e12 B/s (the H100 has no measured memory
+  // efficiency: the datasheet's).
   const auto step = [](const std::string& kernels) {
     return step_of(
         "memory --topology h100x8 --model llama-3-8b --rules fsdp --mesh "
@@ -194,7 +196,7 @@ TEST_CASE("step terms: eager PyTorch's elementwise kernels", "[cli][step]") {
   const json fused = step("fused");
   const json eager = step("eager");
   CHECK(seconds(eager, "memory_seconds") - seconds(fused, "memory_seconds")
-        == Approx(38'252'052'480.0 / 3.35e12));
+        == Approx(39'862'665'216.0 / 3.35e12));
   CHECK(eager["assumptions"]["kernels"]["value"] == "eager");
   CHECK(fused["assumptions"]["kernels"]["value"] == "fused");
   // A bad mode is refused at the flag.
@@ -203,6 +205,37 @@ TEST_CASE("step terms: eager PyTorch's elementwise kernels", "[cli][step]") {
            "fsdp:8 --seq 1024 --batch 8 --kernels compiled"));
   CHECK(bad.code == 2);
   CHECK_THAT(bad.err, Catch::Contains("--kernels"));
+}
+
+TEST_CASE("step terms: the H200's measured memory-bound rates", "[cli][step]") {
+  // The same run on h200x8: the memory-bound work at the measured
+  // fractions of the 4.8e12 B/s datasheet (bench/gpu/derive.py): a
+  // device-to-device copy's 0.886 fused, eager PyTorch's elementwise
+  // kernels' 0.658 eager; eager moves the 39,862,665,216 bytes above more.
+  const auto step = [](const std::string& kernels) {
+    return step_of(
+        "memory --topology h200x8 --model llama-3-8b --rules fsdp --mesh "
+        "fsdp:8 --seq 1024 --batch 8 --remat none --kernels "
+        + kernels);
+  };
+  const json fused = step("fused");
+  const json eager = step("eager");
+  CHECK(fused["assumptions"]["memory_efficiency"]["value"] == "0.886");
+  CHECK(eager["assumptions"]["memory_efficiency"]["value"] == "0.658");
+  CHECK_THAT(
+      eager["assumptions"]["memory_efficiency"]["source"].get<std::string>(),
+      Catch::Contains("bench/gpu/measure.py"));
+  const double fused_bytes = seconds(fused, "memory_seconds") * 4.8e12 * 0.886;
+  const double eager_bytes = seconds(eager, "memory_seconds") * 4.8e12 * 0.658;
+  CHECK(eager_bytes - fused_bytes == Approx(39'862'665'216.0));
+  // No measured figure: the datasheet's, said so.
+  const json h100 = step_of(
+      "memory --topology h100x8 --model llama-3-8b --rules fsdp --mesh "
+      "fsdp:8 --seq 1024 --batch 8 --remat none");
+  CHECK(h100["assumptions"]["memory_efficiency"]["value"] == "1");
+  CHECK_THAT(
+      h100["assumptions"]["memory_efficiency"]["source"].get<std::string>(),
+      Catch::Contains("datasheet"));
 }
 
 TEST_CASE("step terms: the matmuls' shapes on the H100's curve",

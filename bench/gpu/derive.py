@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""The H200's measured constants, from bench/gpu/measure.py's data.
+
+Reads bench/gpu/h200-2026-11-28/ (three runs of measure.py on one NVIDIA
+H200 SXM, driver 580.159.04, PyTorch 2.11, JAX 0.11.2: README.md beside
+this) and prints the catalogue figures they give; --write puts them into
+configs/topologies/h200.json. Nothing here is fitted: each figure is one
+measurement over the datasheet figure it qualifies.
+
+  matmul_curve             the bf16 GEMM sweep, m, n, k over 256-8192
+  matmul_efficiency        the sweep's best rate over the bf16 peak
+  attention_efficiency     PyTorch SDPA (cuDNN flash), causal, forward +
+                           backward, at the small Llama's shape, counted as
+                           the step counts attention (3x the forward's
+                           FLOPs), over the bf16 peak
+  memory_efficiency        a device-to-device copy (bytes read + written)
+                           over the HBM datasheet rate (both runs' mean)
+  eager_memory_efficiency  eager PyTorch's elementwise kernels at the small
+                           Llama's shapes (12 ops: bytes over time, summed)
+                           over the HBM datasheet rate
+  host_bytes_per_s_per_chip  pinned host copies, the slower direction
+
+Usage: bench/gpu/derive.py [--write | --check]
+  --write  put the figures into configs/topologies/h200.json
+  --check  exit 1 when the catalogue's H200 figures differ from the data's
+"""
+
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+DATA = os.path.join(HERE, "h200-2026-11-28")
+FAMILY = os.path.join(ROOT, "configs", "topologies", "h200.json")
+WHERE = ("measured on one NVIDIA H200 SXM (141 GB, driver 580.159.04, "
+         "PyTorch 2.11, 2026-11-28) by bench/gpu/measure.py, derived by "
+         "bench/gpu/derive.py (docs/sources.md#h200-measured)")
+
+
+def load(run, part):
+    with open(os.path.join(DATA, str(run), part + ".json"),
+              encoding="utf-8") as f:
+        return json.load(f)
+
+
+def figures(doc):
+    peak = doc["figures"]["bf16_flops_per_s_per_device"]["value"]
+    hbm = doc["figures"]["hbm_bytes_per_s_per_device"]["value"]
+    gemm = load(1, "gemm")
+    best = max(gemm["bf16"])
+    attention = load(2, "attention")
+    sdpa = attention["torch_sdpa"]
+    attention_rate = 3 * attention["forward_flops"] / sdpa[
+        "forward_backward_s"]
+    copies = [load(run, "ceilings") for run in (1, 3)]
+    copy = sum(c["copy_bytes_per_s"] for c in copies) / len(copies)
+    host = min(min(c["h2d_bytes_per_s"], c["d2h_bytes_per_s"])
+               for c in copies)
+    eager = load(3, "elementwise")["all_bytes_per_s"]
+    b, h, s, d = attention["shape"]
+    return {
+        "matmul_curve": {
+            "source": "bf16 x bf16 -> bf16 GEMMs (torch.matmul, cuBLAS), "
+                      "random operands, each the median of "
+                      "triton.testing.do_bench with L2 flushed, m, n, k "
+                      f"over 256-8192: {WHERE}",
+            "dims": gemm["dims"],
+            "rates": [int(round(r)) for r in gemm["bf16"]],
+        },
+        "matmul_efficiency": {
+            "value": round(best / peak, 3),
+            "source": f"the bf16 GEMM sweep's best, {best / 1e12:.0f} "
+                      f"TFLOP/s, over the {peak / 1e12:.0f} TFLOP/s "
+                      f"peak: {WHERE}"},
+        "attention_efficiency": {
+            "value": round(attention_rate / peak, 3),
+            "source": "PyTorch SDPA (cuDNN flash attention), causal, "
+                      f"batch {b}, {h} heads, seq {s}, head dim {d}: "
+                      "forward + backward in "
+                      f"{sdpa['forward_backward_s'] * 1e3:.3f} ms, counted "
+                      "as 3x the forward's FLOPs as the step counts "
+                      f"attention, over the peak: {WHERE}"},
+        "memory_efficiency": {
+            "value": round(copy / hbm, 3),
+            "source": "a 1 GiB device-to-device copy, "
+                      f"{copy / 1e12:.2f} TB/s counting bytes read and "
+                      f"written, over the {hbm / 1e12:.1f} TB/s "
+                      f"datasheet: {WHERE}"},
+        "eager_memory_efficiency": {
+            "value": round(eager / hbm, 3),
+            "source": "eager PyTorch's elementwise kernels at a Llama "
+                      "layer's shapes (casts, adds, products, RMSNorm's "
+                      "reduction, the rotary product, repeat_interleave, a "
+                      "transposing copy, SiLU): their bytes over their "
+                      f"time, {eager / 1e12:.2f} TB/s, over the "
+                      f"datasheet: {WHERE}"},
+        "host_bytes_per_s_per_chip": {
+            "value": float(round(host, -8)),
+            "source": "pinned host-to-device and device-to-host copies of "
+                      f"1 GiB, the slower {host / 1e9:.1f} GB/s (PCIe Gen5 "
+                      f"x16, 64 GB/s a direction by the datasheet): {WHERE}"},
+    }
+
+
+def main():
+    with open(FAMILY, encoding="utf-8") as f:
+        doc = json.load(f)
+    new = figures(doc)
+    for name, figure in new.items():
+        if name == "matmul_curve":
+            print(f"matmul_curve: {len(figure['dims'])}^3 rates, best "
+                  f"{max(figure['rates']) / 1e12:.0f} TFLOP/s")
+        else:
+            print(f"{name}: {figure['value']:g}")
+    if "--check" in sys.argv:
+        stale = [name for name, figure in new.items()
+                 if (doc.get(name) if name == "matmul_curve"
+                     else doc["figures"].get(name)) != figure]
+        for name in stale:
+            print(f"FAILED: {name} in {os.path.relpath(FAMILY, ROOT)} is "
+                  "not what the data give: run bench/gpu/derive.py --write")
+        sys.exit(1 if stale else 0)
+    if "--write" not in sys.argv:
+        return
+    doc["matmul_curve"] = new.pop("matmul_curve")
+    doc["figures"].update(new)
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import fit_step  # the catalogue's own layout
+    fit_step.dump_family(FAMILY, doc)
+    print(f"wrote {os.path.relpath(FAMILY, ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
