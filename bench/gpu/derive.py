@@ -18,6 +18,8 @@ measurement over the datasheet figure it qualifies.
   eager_memory_efficiency  eager PyTorch's elementwise kernels at the small
                            Llama's shapes (12 ops: bytes over time, summed)
                            over the HBM datasheet rate
+  fp8_efficiency_ratio     the best FP8 GEMMs' fraction of the FP8 peak
+                           over the best bf16 GEMM's of the bf16 peak
   host_bytes_per_s_per_chip  pinned host copies, the slower direction
 
 Usage: bench/gpu/derive.py [--write | --check]
@@ -58,6 +60,9 @@ def figures(doc):
     host = min(min(c["h2d_bytes_per_s"], c["d2h_bytes_per_s"])
                for c in copies)
     eager = load(3, "elementwise")["all_bytes_per_s"]
+    fp8_peak = doc["figures"]["fp8_flops_per_s_per_device"]["value"]
+    fp8_rate = 1 / (1 / 3 / max(gemm["fp8_fast_accum"])
+                    + 2 / 3 / max(gemm["fp8"]))
     b, h, s, d = attention["shape"]
     return {
         "matmul_curve": {
@@ -95,6 +100,15 @@ def figures(doc):
                       "transposing copy, SiLU): their bytes over their "
                       f"time, {eager / 1e12:.2f} TB/s, over the "
                       f"datasheet: {WHERE}"},
+        "fp8_efficiency_ratio": {
+            "value": round(fp8_rate / fp8_peak / (best / peak), 3),
+            "source": "the best FP8 GEMMs (e4m3, torch._scaled_mm) of the "
+                      "sweep, a third at fast accumulation (the forward's, "
+                      "as Transformer Engine and torchao run it) and two "
+                      "thirds split (the backward's): "
+                      f"{fp8_rate / 1e12:.0f} of {fp8_peak / 1e12:.0f} "
+                      f"TFLOP/s, {fp8_rate / fp8_peak:.3f} of the FP8 "
+                      f"peak against bf16's {best / peak:.3f}: {WHERE}"},
         "host_bytes_per_s_per_chip": {
             "value": float(round(host, -8)),
             "source": "pinned host-to-device and device-to-host copies of "

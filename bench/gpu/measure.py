@@ -41,10 +41,10 @@ import time
 import traceback
 
 PARTS = ("ceilings", "gemm", "torch", "jax", "attention", "profile",
-         "compiled", "elementwise")
+         "compiled", "elementwise", "saved")
 TIMEOUT_S = {"ceilings": 45, "gemm": 120, "torch": 140, "jax": 160,
              "attention": 60, "profile": 90, "compiled": 150,
-             "elementwise": 60}
+             "elementwise": 60, "saved": 90}
 
 # The models: Llama 3 layout (RMSNorm, RoPE, GQA, SwiGLU), untied head.
 MODELS = {
@@ -484,6 +484,95 @@ def is_kernel(name):
     cpu = ("aten::", "Optimizer.", "autograd::", "cuda", "ProfilerStep",
            "Command Buffer Full")
     return not name.startswith(cpu)
+
+
+def saved_per_layer(torch, dev, dry, weights):
+    """The bytes a layer's autograd graph saves per token: the saved
+    tensors of a 2-layer model less a 1-layer model's (weights and their
+    bf16 copies left out), by dtype and shape."""
+    cfg = dict(DRY_MODEL if dry else MODELS["llama-1b"])
+    seq = 32 if dry else 4096
+    cast = torch.bfloat16 if weights == "bf16-copies" else None
+
+    def saved(layers):
+        cfg["layers"] = layers
+        model = build_torch_model(torch, cfg, seq, dev, "none", cast)
+        shapes = {tuple(p.shape) for p in model.parameters()}
+        shapes |= {tuple(reversed(p.shape)) for p in model.parameters()}
+        loss_fn = torch_step_fn(torch, model, weights)
+        tokens = torch.randint(0, cfg["vocab"], (1, seq), device=dev)
+        seen = {}
+
+        def pack(t):
+            if tuple(t.shape) not in shapes:
+                key = (t.untyped_storage().data_ptr() if hasattr(
+                    t, "untyped_storage") else t.data_ptr())
+                name = f"{str(t.dtype).replace('torch.', '')} " \
+                       f"{list(t.shape)}"
+                seen[key] = (name, t.untyped_storage().nbytes() if hasattr(
+                    t, "untyped_storage") else t.numel() * t.element_size())
+            return t
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            loss = loss_fn(tokens, tokens)
+        del loss, model
+        out = {}
+        for name, nbytes in seen.values():
+            out[name] = out.get(name, 0) + nbytes
+        return out
+    one, two = saved(1), saved(2)
+    layer = {k: (two.get(k, 0) - one.get(k, 0)) / seq
+             for k in set(one) | set(two) if two.get(k, 0) != one.get(k, 0)}
+    return {"hidden": cfg["hidden"], "seq": seq,
+            "bytes_per_token": sum(layer.values()),
+            "by_tensor_bytes_per_token": layer}
+
+
+def part_saved(outdir, dry):
+    """What eager PyTorch's autograd keeps: a layer's saved tensors, and
+    the first torch run's memory at the step's phases."""
+    import torch
+    dev = "cpu" if dry else "cuda"
+    out = {"per_layer": {w: saved_per_layer(torch, dev, dry, w)
+                         for w in ("bf16-copies", "autocast")}}
+    write(outdir, "saved", out)
+    if dry:
+        return
+    name, weights, remat, seq, batch = TORCH_RUNS[0]
+    cfg = MODELS[name]
+    torch.cuda.empty_cache()
+    cast = torch.bfloat16 if weights == "bf16-copies" else None
+    model = build_torch_model(torch, cfg, seq, dev, remat, cast)
+    opt = adamw(torch, model, dry)
+    loss_fn = torch_step_fn(torch, model, weights)
+    tokens = torch.randint(0, cfg["vocab"], (batch, seq), device=dev)
+    phases = {}
+    for step in range(2):
+        torch.cuda.synchronize()
+        start = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        loss = loss_fn(tokens, tokens)
+        torch.cuda.synchronize()
+        after_forward = torch.cuda.memory_allocated()
+        forward_peak = torch.cuda.max_memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        loss.backward()
+        torch.cuda.synchronize()
+        backward_peak = torch.cuda.max_memory_allocated()
+        after_backward = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        phases = {"step": step, "start": start,
+                  "after_forward": after_forward,
+                  "forward_peak": forward_peak,
+                  "backward_peak": backward_peak,
+                  "after_backward": after_backward,
+                  "optimizer_peak": torch.cuda.max_memory_allocated(),
+                  "end": torch.cuda.memory_allocated()}
+        del loss
+    out["phases_first_run"] = phases
+    write(outdir, "saved", out)
 
 
 def kernel_class(name):
@@ -929,6 +1018,17 @@ def summary(outdir):
         for op, o in e["ops"].items():
             print(f"elementwise {op}: {o['bytes_per_s'] / 1e12:.2f} TB/s")
         print(f"elementwise all: {e['all_bytes_per_s'] / 1e12:.2f} TB/s")
+    sv = load("saved")
+    if sv:
+        for w, layer in sv["per_layer"].items():
+            print(f"saved per layer, {w}: "
+                  f"{layer['bytes_per_token'] / layer['hidden']:.2f} x h "
+                  "bytes a token")
+            for k, v in sorted(layer["by_tensor_bytes_per_token"].items()):
+                print(f"  {k}: {v / layer['hidden']:.2f} x h")
+        if "phases_first_run" in sv:
+            print("phases (GiB):", {k: round(v / 2**30, 2) for k, v in
+                                    sv["phases_first_run"].items()})
     c = load("compiled")
     if c:
         print(f"compiled: step {c['step_s'] * 1e3:.1f} ms, first "
@@ -970,7 +1070,7 @@ def main(argv):
         {"ceilings": part_ceilings, "gemm": part_gemm, "torch": part_torch,
          "jax": part_jax, "attention": part_attention,
          "profile": part_profile, "compiled": part_compiled,
-         "elementwise": part_elementwise}[part](outdir,
+         "elementwise": part_elementwise, "saved": part_saved}[part](outdir,
                                                                   dry)
         return 0
     write(outdir, "environment", environment(dry))

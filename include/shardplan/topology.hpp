@@ -368,6 +368,10 @@ struct TopologyFigures {
   // figure). Measured (docs/step.md, "Memory-bound work"); absent: 1.
   Figure memory_efficiency;
   Figure eager_memory_efficiency;
+  // The best FP8 GEMM's fraction of the FP8 peak over the best bf16 GEMM's
+  // of the bf16 peak (measured): the FP8 matmuls' peak is scaled by it
+  // (docs/step.md, "FP8"); absent: 1.
+  Figure fp8_efficiency_ratio;
   // The catalogue's measured GEMM rates by shape, where it has them.
   MatmulCurve matmul_curve;
   // How far those may be off, a fraction (the step's band): the fit's

@@ -253,6 +253,13 @@ class StepEstimator {
               / (m_peak * m_options.attention_efficiency.value);
   }
 
+  // How much less of its peak an FP8 GEMM reaches than a bf16 one, where
+  // the chip's is measured (1: as much).
+  double fp8_efficiency_ratio() const {
+    const double r = m_topology->figures.fp8_efficiency_ratio.value;
+    return r > 0 ? r : 1.0;
+  }
+
   // The weights' matmuls' peak: the bf16 peak, or the FP8 peak when they
   // run in FP8 and the chip has one (else step.no-fp8 warns once and they
   // stay at the bf16 peak).
@@ -262,7 +269,7 @@ class StepEstimator {
     }
     const double fp8 = m_topology->figures.fp8_flops_per_s_per_device.value;
     if (fp8 > 0) {
-      return fp8;
+      return fp8 * fp8_efficiency_ratio();
     }
     if (!m_warned_fp8) {
       m_warned_fp8 = true;
@@ -436,9 +443,10 @@ class StepEstimator {
   // a fused norm reads and writes (2e); the rotary embedding
   // (apply_rotary_emb) upcasts q and k, multiplies by the complex
   // frequencies and casts back, 2e + 16 bytes an element (fused into its
-  // neighbours otherwise); the attention output's transposing copy
-  // (`.transpose(1, 2).contiguous()`), 2e; the gated MLP's silu and
-  // product, 5e against 3e; residual dropout apart from its add, 2e more.
+  // neighbours otherwise); the gated MLP's silu and product, 5e against
+  // 3e; residual dropout apart from its add, 2e more. SDPA's output comes
+  // back laid out as the output projection reads it, no copy (the saved
+  // tensors measured in bench/gpu share its storage).
   std::pair<double, double> eager_bytes(int64_t width, int64_t copies) const {
     if (!m_options.eager_kernels) {
       return {0, 0};
@@ -449,15 +457,11 @@ class StepEstimator {
     const double qk = static_cast<double>(m_model.heads + m_model.kv_heads)
                       * static_cast<double>(m_model.head_dim);
     const double rotary = m_model.positions == 0 ? (2 * e + 16) * qk : 0;
-    // The attention output transposed back to (tokens, heads x head
-    // dim) for the output projection: a copy, read and written.
-    const double transpose = 2 * e * static_cast<double>(m_model.heads)
-                             * static_cast<double>(m_model.head_dim);
     const double gated =
         m_model.mlp == MlpKind::gated
             ? 2 * e * static_cast<double>(width) * static_cast<double>(copies)
             : 0;
-    return {stream, rotary + transpose + gated};
+    return {stream, rotary + gated};
   }
 
   // Plain attention's passes over the seq x seq scores of a token's row
@@ -823,10 +827,15 @@ class StepEstimator {
          o.fp8_matmuls.value
              ? fmt::format(
                  "{}: the weights' matmuls at the FP8 peak, {:g} "
-                 "FLOP/s ({})",
+                 "FLOP/s ({}){}",
                  to_string(o.fp8_matmuls.at),
                  m_topology->figures.fp8_flops_per_s_per_device.value,
-                 m_topology->figures.fp8_flops_per_s_per_device.source)
+                 m_topology->figures.fp8_flops_per_s_per_device.source,
+                 fp8_efficiency_ratio() < 1 ? fmt::format(
+                     ", x {:g}: FP8 GEMMs reach less of their peak ({})",
+                     fp8_efficiency_ratio(),
+                     m_topology->figures.fp8_efficiency_ratio.source)
+                                            : std::string())
              : std::string("the weights' matmuls at the bf16 peak")},
         {"kernels",
          o.eager_kernels ? "eager" : "fused",

@@ -382,3 +382,16 @@ TEST_CASE("topology catalogue: the slices like a topology",
   lab.chip = "";
   CHECK(catalogue_slices_like(lab).empty());
 }
+
+TEST_CASE("catalogue: every figure field names a figure", "[topology]") {
+  // A field list longer than its entries (a size bumped, an entry not
+  // added) leaves a null member that crashes every report of figures.
+  std::set<std::string_view> names;
+  for (const FigureField& field : figure_fields()) {
+    CHECK_FALSE(field.name.empty());
+    CHECK(field.member != nullptr);
+    CHECK(names.insert(field.name).second);
+  }
+  CHECK(names.count("fp8_efficiency_ratio") == 1);
+  CHECK(names.count("memory_efficiency") == 1);
+}
