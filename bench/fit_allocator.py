@@ -23,32 +23,33 @@ import re
 import subprocess
 import sys
 
-from measured_runs import binary  # the same SHARDPLAN argument and default
+from measured_runs import binary, load_runs  # the same rows and binary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GIB = float(1 << 30)
 
-# measured-runs tt-a: Llama 3.1 8B, FSDP 8 on H100 96 GB, local batch 2,
-# seq 8192, op-level selective AC, fp32 master weights in FSDP2, AdamW.
-TT_A = ("memory --recipe adam --topology h100x8 --hbm 96GiB --model "
-        "llama-3-8b --mesh fsdp:8 --rules fsdp --param-dtype f32 --seq 8192 "
-        "--batch 16 --remat selective_op --cross-entropy eager "
-        "--runtime pytorch --format json")
-MEASURED_RESERVED_GIB = 82.4
+# measured-runs tt-a (bench/measured_runs.json): Llama 3.1 8B, FSDP 8 on
+# H100 96 GB, local batch 2, seq 8192, op-level selective AC, fp32 master
+# weights in FSDP2, AdamW, eager kernels; torchtitan logs 82.4 GiB reserved.
+RUN = "tt-a"
 
 
 def main():
-    done = subprocess.run([binary()] + TT_A.split(), cwd=ROOT,
-                          capture_output=True, text=True, check=False)
+    run = next(r for r in load_runs() if r["id"] == RUN)
+    command = [binary(sys.argv), "memory", "--format", "json", "--topology",
+               run["topology"], "--runtime", "pytorch"] + run["flags"].split()
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
+                          check=False)
     if done.returncode not in (0, 1):
         sys.exit("fit_allocator: " + done.stderr.strip())
     memory = json.loads(done.stdout)["memory"]
     allocated = memory["max_device_total"]
-    reserve = MEASURED_RESERVED_GIB * GIB / allocated - 1
+    measured = run["peak_gib"]
+    reserve = measured * GIB / allocated - 1
     source = open(os.path.join(ROOT, "src", "cli", "inputs.cpp")).read()
     current = re.search(r"k_pytorch_reserve = ([0-9.]+);", source)
     print(f"allocated peak {allocated / GIB:.2f} GiB, measured reserved "
-          f"{MEASURED_RESERVED_GIB} GiB: reserve {reserve:.3f}")
+          f"{measured} GiB: reserve {reserve:.3f}")
     if current:
         print(f"k_pytorch_reserve in src/cli/inputs.cpp: {current.group(1)}")
         if abs(float(current.group(1)) - round(reserve, 3)) > 0.0005:

@@ -274,6 +274,11 @@ struct Workload {
   // output, keeps nothing); false: every tensor a policy names is kept
   // (PyTorch's selective checkpointing caches each saved op's output).
   bool residuals_only = false;
+  // PyTorch without torch.compile (`--kernels eager`): each op saves its
+  // own inputs, so an RMSNorm keeps its f32 upcast and its output before
+  // the weight, and the gated MLP its product (docs/memory.md, "Eager
+  // PyTorch"); false: fused kernels (XLA, torch.compile, Megatron's).
+  bool eager_kernels = false;
   // Where the mesh came from ("--mesh"), for errors about its axes: a stage
   // axis that does not divide the layers, an expert axis larger than the
   // expert count.

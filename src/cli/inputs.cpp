@@ -424,6 +424,7 @@ class InputReader {
         || maxtext_model_config(m_in.maxtext) != nullptr;
     apply_maxtext_workload(m_in.maxtext, has_architecture, workload, m_diags);
     workload.residuals_only = m_in.memory.runtime == Runtime::xla;
+    workload.eager_kernels = m_cmd.kernels == "eager";
     if (!load_training(workload,
                        m_cmd.source,
                        m_cmd.data_axes,

@@ -241,6 +241,7 @@ bool search_options(const SearchCommand& cmd,
                                         : &in.slices.front(),
                     options.memory);
   options.workload.residuals_only = options.memory.runtime == Runtime::xla;
+  options.workload.eager_kernels = cmd.kernels == "eager";
   apply_host_offload(cmd.host_offload, options.memory);
   apply_maxtext_param_dtype(maxtext, options.memory.param_dtype);
   apply_maxtext_optimizer(maxtext, options.memory);

@@ -298,6 +298,7 @@ Workload workload_of(const WorkloadFlags& flags) {
   }
   w.ragged_buffer = flags.ragged_buffer;
   w.residuals_only = flags.residuals_only;
+  w.eager_kernels = flags.eager_kernels;
   w.mesh_at = Location::of("--mesh");
   return w;
 }

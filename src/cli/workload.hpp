@@ -63,6 +63,8 @@ struct WorkloadFlags {
   Sourced<std::optional<int64_t>> mtp_layers{{}, Location::of("--mtp-layers")};
   // Workload::residuals_only: the runtime's (XLA: JAX), set by the caller.
   bool residuals_only = false;
+  // Workload::eager_kernels: --kernels eager, set by the caller.
+  bool eager_kernels = false;
   std::vector<std::string> tensor_axes;
   std::vector<std::string> sequence_axes;
   std::vector<std::string> expert_axes;

@@ -87,6 +87,8 @@ constexpr std::string_view k_megatron_loss =
     "fp32 logits, softmax and gradient in place";
 constexpr std::string_view k_softcap =
     "Gemma2 final_logit_softcapping: tanh output";
+constexpr std::string_view k_eager_norm =
+    "eager PyTorch: each op saves its inputs (measured, bench/gpu/README.md)";
 constexpr std::string_view k_eager_saved =
     "F.cross_entropy on logits.float(): log_softmax's fp32 output, saved "
     "(docs/sources.md#loss-kernels)";
@@ -124,11 +126,13 @@ class LayerBuilder {
   LayerBuilder(const ModelConfig& model,
                const Dims& dims,
                AttentionKind attention,
-               int64_t act_bytes)
+               int64_t act_bytes,
+               bool eager)
       : m_model(model),
         m_dims(dims),
         m_attention(attention),
-        m_act(act_bytes) {}
+        m_act(act_bytes),
+        m_eager(eager && model.norm == NormKind::rms_norm) {}
 
   std::vector<Candidate> dense(int64_t mlp_width) {
     m_out.clear();
@@ -168,6 +172,16 @@ class LayerBuilder {
           mlp_width,
           "ceil(I/t)",
           k_gated);
+      if (m_eager) {
+        // Eager: act(gate) and up are saved by their product, which the
+        // down projection saves apart.
+        add("mlp_product",
+            Tag::other,
+            Scale::inside,
+            mlp_width,
+            "ceil(I/t)",
+            k_eager_norm);
+      }
     }
     mlpwo(m_model.post_norms);
     mlp_dropout();
@@ -293,7 +307,9 @@ class LayerBuilder {
         Scale::outside,
         d.h,
         "h",
-        k_korthikanti);
+        k_korthikanti)
+        .needed = !m_eager;
+    eager_norm("attention_norm");
     // The first norm's output: the q/k/v projections' input.
     add("attention_norm_output",
         Tag::other,
@@ -410,13 +426,39 @@ class LayerBuilder {
         Scale::outside,
         m_dims.h,
         "h",
-        k_korthikanti);
+        k_korthikanti)
+        .needed = !m_eager;
+    eager_norm("mlp_norm");
     add("mlp_norm_output",
         Tag::other,
         Scale::outside,
         m_dims.h,
         "h",
         k_korthikanti);
+  }
+
+  // Eager PyTorch's RMSNorm (torchtitan's, op by op) saves its input
+  // upcast to f32 (for the square and the product) and its normalised
+  // output before the weight (for the weight's gradient); its bf16 input
+  // then is not saved (measured: bench/gpu/README.md, "What autograd
+  // keeps").
+  void eager_norm(const std::string& norm) {
+    if (!m_eager) {
+      return;
+    }
+    add_bytes(norm + "_upcast",
+              Tag::other,
+              Scale::outside,
+              m_dims.h,
+              4,
+              "h",
+              k_eager_norm);
+    add(norm + "_normalized",
+        Tag::other,
+        Scale::outside,
+        m_dims.h,
+        "h",
+        k_eager_norm);
   }
 
   void mlpwo(bool needed) {
@@ -442,6 +484,7 @@ class LayerBuilder {
   const Dims& m_dims;
   AttentionKind m_attention;
   int64_t m_act;
+  bool m_eager;  // PyTorch eager with an RMSNorm: eager_norm, mlp_product
   std::vector<Candidate> m_out;
 };
 
@@ -1048,7 +1091,8 @@ class Estimator {
   }
 
   void price_layers() {
-    LayerBuilder builder(m_model, m_dims, m_e.attention, m_act);
+    LayerBuilder builder(
+        m_model, m_dims, m_e.attention, m_act, m_w.eager_kernels);
     const bool any_moe = m_s.moe_layers > 0 || m_s.mtp_moe;
     const bool any_dense = m_s.dense_layers > 0
                            || (m_s.mtp_layers > 0 && !m_s.mtp_moe) || !any_moe;

@@ -346,6 +346,38 @@ TEST_CASE("workload: the loss's kernel sets what the head holds",
   CHECK(!has_term(torch, "logits"));
 }
 
+TEST_CASE("workload: eager PyTorch's norms and SwiGLU save more",
+          "[workload][activations]") {
+  // Llama-3-8B on fsdp:8, seq 1024, batch 8: T = 1024 tokens a device, h
+  // 4096, I 14336. Eager (torchtitan's RMSNorm op by op) each norm saves
+  // its f32 upcast (4 h) and its output before the weight (2 h) in place
+  // of its bf16 input (2 h), and SwiGLU's product is the down projection's
+  // input (2 I): 2 x 4 h + 2 I = 61,440 bytes a token, as measured on an
+  // H200 (bench/gpu/README.md, "What autograd keeps": 56 h there, with
+  // torchtitan's repeated K and V). x 1024 tokens: 62,914,560 a layer.
+  const ModelConfig m = test::model_config("llama-3-8b");
+  Workload w = workload(1024, 8, "none");
+  const ActivationEstimate fused = estimate(m, "fsdp:8", w);
+  w.eager_kernels = true;
+  const ActivationEstimate eager = estimate(m, "fsdp:8", w);
+  REQUIRE(fused.dense);
+  REQUIRE(eager.dense);
+  CHECK(eager.dense->bytes - fused.dense->bytes == 62'914'560);
+  CHECK(saved(*eager.dense, "attention_norm_upcast").bytes_per_layer
+        == 4 * 1024 * 4096);
+  CHECK(saved(*eager.dense, "mlp_norm_normalized").bytes_per_layer
+        == 2 * 1024 * 4096);
+  CHECK(saved(*eager.dense, "mlp_product").bytes_per_layer == 2 * 1024 * 14336);
+  const std::vector<std::string> names = names_of(*eager.dense);
+  CHECK(std::find(names.begin(), names.end(), "decoder_layer_input")
+        == names.end());
+  // Full remat keeps the layer's input alone, eager or not.
+  w.remat.value = "full";
+  const ActivationEstimate full = estimate(m, "fsdp:8", w);
+  CHECK(names_of(*full.dense)
+        == std::vector<std::string>{"decoder_layer_input"});
+}
+
 TEST_CASE(
     "workload: torchtitan's op-level checkpointing keeps every other matmul",
     "[workload][activations]") {
