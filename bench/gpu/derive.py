@@ -13,6 +13,8 @@ measurement over the datasheet figure it qualifies.
                            backward, at the small Llama's shape, counted as
                            the step counts attention (3x the forward's
                            FLOPs), over the bf16 peak
+  xla_attention_efficiency the same, JAX's cuDNN flash attention (the
+                           step's under runtime xla)
   memory_efficiency        a device-to-device copy (bytes read + written)
                            over the HBM datasheet rate (both runs' mean)
   eager_memory_efficiency  eager PyTorch's elementwise kernels at the small
@@ -55,6 +57,8 @@ def figures(doc):
     sdpa = attention["torch_sdpa"]
     attention_rate = 3 * attention["forward_flops"] / sdpa[
         "forward_backward_s"]
+    jax_rate = 3 * attention["forward_flops"] / attention["jax_cudnn"][
+        "forward_backward_s"]
     copies = [load(run, "ceilings") for run in (1, 3)]
     copy = sum(c["copy_bytes_per_s"] for c in copies) / len(copies)
     host = min(min(c["h2d_bytes_per_s"], c["d2h_bytes_per_s"])
@@ -86,6 +90,12 @@ def figures(doc):
                       f"{sdpa['forward_backward_s'] * 1e3:.3f} ms, counted "
                       "as 3x the forward's FLOPs as the step counts "
                       f"attention, over the peak: {WHERE}"},
+        "xla_attention_efficiency": {
+            "value": round(jax_rate / peak, 3),
+            "source": "JAX's jax.nn.dot_product_attention (cuDNN flash "
+                      "attention, JAX 0.11.2), at the same shape and count: "
+                      f"{attention['jax_cudnn']['forward_backward_s'] * 1e3:.3f}"
+                      f" ms, over the peak: {WHERE}"},
         "memory_efficiency": {
             "value": round(copy / hbm, 3),
             "source": "a 1 GiB device-to-device copy, "

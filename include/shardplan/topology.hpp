@@ -362,6 +362,9 @@ struct TopologyFigures {
   // roofline, 1.
   Figure matmul_efficiency;
   Figure attention_efficiency;
+  // The attention kernel's as JAX calls it (jax.nn.dot_product_attention,
+  // cuDNN), where measured apart: the step's under runtime xla.
+  Figure xla_attention_efficiency;
   // The fractions of hbm_bytes_per_s_per_device the step's memory-bound
   // work reaches: fused kernels (a device-to-device copy), and eager
   // PyTorch's elementwise kernels (`--kernels eager`; absent: the fused

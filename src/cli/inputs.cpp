@@ -475,6 +475,7 @@ class InputReader {
     apply_efficiencies(m_cmd.matmul_efficiency,
                        m_cmd.attention_efficiency,
                        m_in.topology ? &*m_in.topology : nullptr,
+                       m_in.memory.runtime,
                        step);
     auto overlaps = [&](std::string_view kind) {
       return std::find(m_cmd.overlap.begin(), m_cmd.overlap.end(), kind)
@@ -641,6 +642,7 @@ void apply_matmul_dtype(const std::string& flag,
 void apply_efficiencies(std::optional<double> matmul,
                         std::optional<double> attention,
                         const Topology* topology,
+                        Runtime runtime,
                         StepOptions& step) {
   const auto one = [&](std::optional<double> flag,
                        const char* name,
@@ -657,9 +659,12 @@ void apply_efficiencies(std::optional<double> matmul,
       "--matmul-efficiency",
       &TopologyFigures::matmul_efficiency,
       step.matmul_efficiency);
+  const bool jax = runtime == Runtime::xla && topology != nullptr
+                   && topology->figures.xla_attention_efficiency.value > 0;
   one(attention,
       "--attention-efficiency",
-      &TopologyFigures::attention_efficiency,
+      jax ? &TopologyFigures::xla_attention_efficiency
+          : &TopologyFigures::attention_efficiency,
       step.attention_efficiency);
   // The band: none when a flag gives an efficiency; the fit's spread; the
   // roofline's, a matmul anywhere from 0.3 of the peak to all of it.

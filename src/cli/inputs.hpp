@@ -258,10 +258,13 @@ void apply_matmul_dtype(const std::string& flag,
                         StepOptions& step);
 
 // The step's efficiencies: a flag's (at the flag), else `topology`'s
-// figure (its source as the location), else the roofline's 1.
+// figure (its source as the location; under `runtime` xla the attention
+// kernel's as JAX calls it, where the chip has one measured), else the
+// roofline's 1.
 void apply_efficiencies(std::optional<double> matmul,
                         std::optional<double> attention,
                         const Topology* topology,
+                        Runtime runtime,
                         StepOptions& step);
 
 // Reads what `search` reads (--devices' slices reported at `sources`);

@@ -248,6 +248,7 @@ bool search_options(const SearchCommand& cmd,
   apply_efficiencies(cmd.matmul_efficiency,
                      cmd.attention_efficiency,
                      &*in.topology,
+                     options.memory.runtime,
                      options.step);
   options.step.eager_kernels = cmd.kernels == "eager";
   apply_matmul_dtype(cmd.matmul_dtype, maxtext, options.step);

@@ -692,7 +692,7 @@ std::span<const FigureField> figure_fields() {
   // each about 1000x any device made, and all exact in int64 and double.
   constexpr double pb = 1e15;
   constexpr double pb_per_s = 1e15;
-  static const std::array<FigureField, 22> fields = {{
+  static const std::array<FigureField, 23> fields = {{
       {"hbm_bytes_per_device", &F::hbm_bytes_per_device, std::nullopt, pb, 1},
       {"ici_bytes_per_s_per_link", &F::ici_bytes_per_s_per_link, tpu, pb_per_s},
       {"ici_links_per_chip", &F::ici_links_per_chip, tpu, 1024, 1},
@@ -738,6 +738,10 @@ std::span<const FigureField> figure_fields() {
       // Fractions of the peak.
       {"matmul_efficiency", &F::matmul_efficiency, std::nullopt, 1},
       {"attention_efficiency", &F::attention_efficiency, std::nullopt, 1},
+      {"xla_attention_efficiency",
+       &F::xla_attention_efficiency,
+       std::nullopt,
+       1},
       {"memory_efficiency", &F::memory_efficiency, std::nullopt, 1},
       {"eager_memory_efficiency", &F::eager_memory_efficiency, std::nullopt, 1},
       {"fp8_efficiency_ratio", &F::fp8_efficiency_ratio, std::nullopt, 1},

@@ -237,6 +237,34 @@ TEST_CASE("step terms: the H200's measured memory-bound rates", "[cli][step]") {
       Catch::Contains("datasheet"));
 }
 
+TEST_CASE("step terms: JAX's attention kernel on the H200", "[cli][step]") {
+  // Measured on an H200 (bench/gpu/derive.py): PyTorch's SDPA runs the
+  // causal flash forward and backward at the small Llama's shape in 1.908
+  // ms, JAX's jax.nn.dot_product_attention (cuDNN) in 2.368: 0.437 and
+  // 0.352 of the peak by the step's count. Runtime xla takes JAX's; a flag
+  // wins over both.
+  const std::string base =
+      "memory --topology h200x8 --model llama-3-8b --rules fsdp --mesh "
+      "fsdp:8 --seq 1024 --batch 8 --remat none ";
+  const auto attention = [&](const std::string& more) {
+    return step_of(base + more)["assumptions"]["attention_efficiency"];
+  };
+  CHECK(attention("--runtime pytorch")["value"] == "0.437");
+  const json jax = attention("--runtime xla");
+  CHECK(jax["value"] == "0.352");
+  CHECK_THAT(jax["source"].get<std::string>(),
+             Catch::Contains("jax.nn.dot_product_attention"));
+  CHECK(attention("--runtime xla --attention-efficiency 0.5")["value"]
+        == "0.5");
+  // The H100 has no JAX figure: its fitted one under either runtime.
+  CHECK(step_of("memory --topology h100x8 --model llama-3-8b --rules fsdp "
+                "--mesh fsdp:8 --seq 1024 --batch 8 --runtime xla")
+            ["assumptions"]["attention_efficiency"]["value"]
+        == step_of("memory --topology h100x8 --model llama-3-8b --rules "
+                   "fsdp --mesh fsdp:8 --seq 1024 --batch 8")
+            ["assumptions"]["attention_efficiency"]["value"]);
+}
+
 TEST_CASE("step terms: the matmuls' shapes on the H100's curve",
           "[cli][step]") {
   // GPT-2's matmuls are 768 wide: on XLA's sm_90 table a 1024 x 768 x 768
