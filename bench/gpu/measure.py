@@ -41,10 +41,10 @@ import time
 import traceback
 
 PARTS = ("ceilings", "gemm", "torch", "jax", "attention", "profile",
-         "compiled", "elementwise", "saved")
+         "compiled", "elementwise", "saved", "fsdp")
 TIMEOUT_S = {"ceilings": 45, "gemm": 120, "torch": 140, "jax": 160,
              "attention": 60, "profile": 90, "compiled": 150,
-             "elementwise": 60, "saved": 90}
+             "elementwise": 60, "saved": 90, "fsdp": 120}
 
 # The models: Llama 3 layout (RMSNorm, RoPE, GQA, SwiGLU), untied head.
 MODELS = {
@@ -575,6 +575,73 @@ def part_saved(outdir, dry):
     write(outdir, "saved", out)
 
 
+def part_fsdp(outdir, dry):
+    """The first two torch runs under FSDP2 on one rank, as torchtitan
+    wraps them (fully_shard per layer and the root, bf16 params, f32
+    reduce): its per-layer gather and free cycle on the caching allocator
+    (reserved over allocated), and the memory at the step's phases."""
+    import torch
+    import torch.distributed as dist
+    try:
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    except Exception as e:  # old torch: no FSDP2, or a broken import
+        write(outdir, "fsdp", {"error": f"no FSDP2: {e}"})
+        return
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29512")
+    dev = "cpu" if dry else "cuda"
+    dist.init_process_group("gloo" if dry else "nccl", rank=0, world_size=1)
+    out = {"runs": []}
+    for name, _, remat, seq, batch in TORCH_RUNS[:2]:
+        cfg = DRY_MODEL if dry else MODELS[name]
+        if dry:
+            seq, batch = 32, 2
+        row = {"model": name, "remat": remat, "seq": seq, "batch": batch}
+        try:
+            if not dry:
+                torch.cuda.empty_cache()
+            model = build_torch_model(torch, cfg, seq, dev, remat, None)
+            policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16,
+                                          reduce_dtype=torch.float32)
+            for layer in model.layers:
+                fully_shard(layer, mp_policy=policy)
+            fully_shard(model, mp_policy=policy)
+            opt = adamw(torch, model, dry)
+            loss_fn = torch_step_fn(torch, model, "fsdp2")
+            tokens = torch.randint(0, cfg["vocab"], (batch, seq), device=dev)
+            times = []
+            for step in range(6 if not dry else 2):
+                if not dry:
+                    torch.cuda.synchronize()
+                    start = torch.cuda.memory_allocated()
+                    torch.cuda.reset_peak_memory_stats()
+                t = time.perf_counter()
+                loss = loss_fn(tokens, tokens)
+                if not dry:
+                    torch.cuda.synchronize()
+                    after_forward = torch.cuda.memory_allocated()
+                loss.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                if not dry:
+                    torch.cuda.synchronize()
+                times.append(time.perf_counter() - t)
+                del loss
+            row["step_s_all"] = times
+            row["step_s"] = sorted(times[2:])[len(times[2:]) // 2]
+            if not dry:
+                row.update({
+                    "start": start, "after_forward": after_forward,
+                    "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
+                    "peak_reserved_bytes": torch.cuda.max_memory_reserved()})
+            del model, opt
+        except Exception:
+            row["error"] = traceback.format_exc()[-1500:]
+        out["runs"].append(row)
+        write(outdir, "fsdp", out)
+    dist.destroy_process_group()
+
+
 def kernel_class(name):
     """A CUDA kernel's part of the step, by its name."""
     n = name.lower()
@@ -1029,6 +1096,20 @@ def summary(outdir):
         if "phases_first_run" in sv:
             print("phases (GiB):", {k: round(v / 2**30, 2) for k, v in
                                     sv["phases_first_run"].items()})
+    fs = load("fsdp")
+    if fs:
+        for r in fs.get("runs", []):
+            if "error" in r:
+                print(f"fsdp {r['model']} remat {r['remat']} ERROR",
+                      r["error"].splitlines()[-1])
+                continue
+            print(f"fsdp {r['model']} remat {r['remat']} b{r['batch']}: "
+                  f"step {r['step_s'] * 1e3:.1f} ms", {
+                      k: round(r[k] / 2**30, 2) for k in (
+                          "start", "after_forward", "peak_allocated_bytes",
+                          "peak_reserved_bytes") if k in r})
+        if "error" in fs:
+            print("fsdp:", fs["error"])
     c = load("compiled")
     if c:
         print(f"compiled: step {c['step_s'] * 1e3:.1f} ms, first "
@@ -1070,7 +1151,8 @@ def main(argv):
         {"ceilings": part_ceilings, "gemm": part_gemm, "torch": part_torch,
          "jax": part_jax, "attention": part_attention,
          "profile": part_profile, "compiled": part_compiled,
-         "elementwise": part_elementwise, "saved": part_saved}[part](outdir,
+         "elementwise": part_elementwise, "saved": part_saved,
+         "fsdp": part_fsdp}[part](outdir,
                                                                   dry)
         return 0
     write(outdir, "environment", environment(dry))
