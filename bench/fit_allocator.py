@@ -17,13 +17,11 @@ Usage: bench/fit_allocator.py [SHARDPLAN]   (default build/release/shardplan,
        else build/dev/shardplan)
 """
 
-import json
 import os
 import re
-import subprocess
 import sys
 
-from measured_runs import binary, load_runs  # the same rows and binary
+from measured_runs import binary, estimate, load_runs  # the same rows
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GIB = float(1 << 30)
@@ -36,13 +34,10 @@ RUN = "tt-a"
 
 def main():
     run = next(r for r in load_runs() if r["id"] == RUN)
-    command = [binary(sys.argv), "memory", "--format", "json", "--topology",
-               run["topology"], "--runtime", "pytorch"] + run["flags"].split()
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
-                          check=False)
-    if done.returncode not in (0, 1):
-        sys.exit("fit_allocator: " + done.stderr.strip())
-    memory = json.loads(done.stdout)["memory"]
+    doc, error = estimate(binary(sys.argv), run)  # a GPU: runtime pytorch
+    if doc is None:
+        sys.exit("fit_allocator: " + error)
+    memory = doc["memory"]
     allocated = memory["max_device_total"]
     measured = run["peak_gib"]
     reserve = measured * GIB / allocated - 1

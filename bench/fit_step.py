@@ -247,7 +247,8 @@ def write_leave_one_out(lines):
 # fit says how far below that maximum training runs reach: the band's
 # spread is 1 - fitted / maximum of that family (the H100 MAMF: 792.1 of
 # 989 TFLOP/s, the same source).
-MEASURED_ONLY = {"a100": ("h100", 792.1 / 989), "h200": ("h100", 792.1 / 989)}
+MEASURED_ONLY = {"a100": ("h100", 792.1 / 989),
+                 "h200": ("h100", 792.1 / 989)}
 
 
 def write_measured_spread(fitted):

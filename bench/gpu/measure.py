@@ -31,6 +31,7 @@ Writes OUTDIR/<part>.json and prints a summary; bench/gpu/README.md says
 what was measured where and how the numbers enter the catalogue.
 """
 
+import collections
 import json
 import math
 import os
@@ -346,19 +347,41 @@ def adamw(torch, model, dry):
     return torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
 
 
-def torch_run(torch, dev, dry, name, weights, remat, seq, batch):
-    cfg = DRY_MODEL if dry else MODELS[name]
+def shape_of(dry, name, seq, batch):
+    """A run's model config, seq and batch: the dry run's tiny ones on a
+    CPU."""
     if dry:
-        seq, batch = 32, 2
+        return DRY_MODEL, 32, 2
+    return MODELS[name], seq, batch
+
+
+TorchSetup = collections.namedtuple(
+    "TorchSetup", "cfg seq batch model opt loss_fn tokens")
+
+
+def torch_setup(torch, dev, dry, run, wrap=None):
+    """A torch run (name, weights, remat, seq, batch) built: its model
+    (`wrap` applied before the optimizer sees it: compile, fully_shard),
+    AdamW, the forward and loss, and random tokens."""
+    name, weights, remat, seq, batch = run
+    cfg, seq, batch = shape_of(dry, name, seq, batch)
+    cast = torch.bfloat16 if weights == "bf16-copies" else None
+    model = build_torch_model(torch, cfg, seq, dev, remat, cast)
+    if wrap is not None:
+        wrap(model)
+    tokens = torch.randint(0, cfg["vocab"], (batch, seq), device=dev)
+    return TorchSetup(cfg, seq, batch, model, adamw(torch, model, dry),
+                      torch_step_fn(torch, model, weights), tokens)
+
+
+def torch_run(torch, dev, dry, name, weights, remat, seq, batch):
     torch.manual_seed(0)
     if not dry:
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
-    cast = torch.bfloat16 if weights == "bf16-copies" else None
-    model = build_torch_model(torch, cfg, seq, dev, remat, cast)
-    opt = adamw(torch, model, dry)
-    loss_fn = torch_step_fn(torch, model, weights)
-    tokens = torch.randint(0, cfg["vocab"], (batch, seq), device=dev)
+    run = torch_setup(torch, dev, dry, (name, weights, remat, seq, batch))
+    cfg, seq, batch = run.cfg, run.seq, run.batch
+    model, opt, loss_fn, tokens = run.model, run.opt, run.loss_fn, run.tokens
     labels = torch.randint(0, cfg["vocab"], (batch, seq), device=dev)
     steps, warmup = (2, 1) if dry else (8, 3)
     times = {"forward": [], "backward": [], "optimizer": [], "step": []}
@@ -429,9 +452,7 @@ def part_elementwise(outdir, dry):
     dev = "cpu" if dry else "cuda"
     bench = timer(torch, dry)
     name, _, _, seq, batch = TORCH_RUNS[0]
-    cfg = DRY_MODEL if dry else MODELS[name]
-    if dry:
-        seq, batch = 32, 2
+    cfg, seq, batch = shape_of(dry, name, seq, batch)
     t, h, w = seq * batch, cfg["hidden"], cfg["ffn"]
     nh, nkv, d = cfg["heads"], cfg["kv_heads"], cfg["head_dim"]
     bf, f32 = torch.bfloat16, torch.float32
@@ -537,14 +558,9 @@ def part_saved(outdir, dry):
     write(outdir, "saved", out)
     if dry:
         return
-    name, weights, remat, seq, batch = TORCH_RUNS[0]
-    cfg = MODELS[name]
     torch.cuda.empty_cache()
-    cast = torch.bfloat16 if weights == "bf16-copies" else None
-    model = build_torch_model(torch, cfg, seq, dev, remat, cast)
-    opt = adamw(torch, model, dry)
-    loss_fn = torch_step_fn(torch, model, weights)
-    tokens = torch.randint(0, cfg["vocab"], (batch, seq), device=dev)
+    run = torch_setup(torch, dev, dry, TORCH_RUNS[0])
+    opt, loss_fn, tokens = run.opt, run.loss_fn, run.tokens
     phases = {}
     for step in range(2):
         torch.cuda.synchronize()
@@ -592,23 +608,23 @@ def part_fsdp(outdir, dry):
     dev = "cpu" if dry else "cuda"
     dist.init_process_group("gloo" if dry else "nccl", rank=0, world_size=1)
     out = {"runs": []}
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16,
+                                  reduce_dtype=torch.float32)
+
+    def shard(model):
+        for layer in model.layers:
+            fully_shard(layer, mp_policy=policy)
+        fully_shard(model, mp_policy=policy)
     for name, _, remat, seq, batch in TORCH_RUNS[:2]:
-        cfg = DRY_MODEL if dry else MODELS[name]
-        if dry:
-            seq, batch = 32, 2
+        _, seq, batch = shape_of(dry, name, seq, batch)
         row = {"model": name, "remat": remat, "seq": seq, "batch": batch}
         try:
             if not dry:
                 torch.cuda.empty_cache()
-            model = build_torch_model(torch, cfg, seq, dev, remat, None)
-            policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16,
-                                          reduce_dtype=torch.float32)
-            for layer in model.layers:
-                fully_shard(layer, mp_policy=policy)
-            fully_shard(model, mp_policy=policy)
-            opt = adamw(torch, model, dry)
-            loss_fn = torch_step_fn(torch, model, "fsdp2")
-            tokens = torch.randint(0, cfg["vocab"], (batch, seq), device=dev)
+            run = torch_setup(torch, dev, dry,
+                              (name, "fsdp2", remat, seq, batch), shard)
+            model, opt, loss_fn, tokens = (run.model, run.opt, run.loss_fn,
+                                           run.tokens)
             times = []
             for step in range(6 if not dry else 2):
                 if not dry:
@@ -662,15 +678,8 @@ def part_profile(outdir, dry):
     import torch
     from torch.profiler import ProfilerActivity, profile
     dev = "cpu" if dry else "cuda"
-    name, weights, remat, seq, batch = TORCH_RUNS[0]
-    cfg = DRY_MODEL if dry else MODELS[name]
-    if dry:
-        seq, batch = 32, 2
-    cast = torch.bfloat16 if weights == "bf16-copies" else None
-    model = build_torch_model(torch, cfg, seq, dev, remat, cast)
-    opt = adamw(torch, model, dry)
-    loss_fn = torch_step_fn(torch, model, weights)
-    tokens = torch.randint(0, cfg["vocab"], (batch, seq), device=dev)
+    run = torch_setup(torch, dev, dry, TORCH_RUNS[0])
+    opt, loss_fn, tokens = run.opt, run.loss_fn, run.tokens
 
     def step():
         loss_fn(tokens, tokens).backward()
@@ -717,9 +726,7 @@ def part_attention(outdir, dry):
     dev = "cpu" if dry else "cuda"
     bench = timer(torch, dry)
     name, _, _, seq, batch = TORCH_RUNS[0]
-    cfg = DRY_MODEL if dry else MODELS[name]
-    if dry:
-        seq, batch = 32, 2
+    cfg, seq, batch = shape_of(dry, name, seq, batch)
     b, h, s, d = batch, cfg["heads"], seq, cfg["head_dim"]
     # FLOPs: the two matmuls, causal half: 2 * 2 * b h s^2 d / 2; the
     # backward's five matmuls 2.5 times that (FlashAttention-2's count).
@@ -794,18 +801,14 @@ def part_compiled(outdir, dry):
     elementwise kernels, as torchtitan's --compile.enable)."""
     import torch
     dev = "cpu" if dry else "cuda"
-    name, weights, remat, seq, batch = TORCH_RUNS[0]
-    cfg = DRY_MODEL if dry else MODELS[name]
-    if dry:
-        seq, batch = 32, 2
-    cast = torch.bfloat16 if weights == "bf16-copies" else None
-    model = build_torch_model(torch, cfg, seq, dev, remat, cast)
-    for layer in model.layers:
-        if hasattr(layer, "compile"):  # not in the dry run's old torch
-            layer.compile()
-    opt = adamw(torch, model, dry)
-    loss_fn = torch_step_fn(torch, model, weights)
-    tokens = torch.randint(0, cfg["vocab"], (batch, seq), device=dev)
+
+    def compile_layers(model):
+        for layer in model.layers:
+            if hasattr(layer, "compile"):  # not in the dry run's old torch
+                layer.compile()
+    run = torch_setup(torch, dev, dry, TORCH_RUNS[0], compile_layers)
+    cfg, seq, batch = run.cfg, run.seq, run.batch
+    opt, loss_fn, tokens = run.opt, run.loss_fn, run.tokens
     sync = (lambda: None) if dry else torch.cuda.synchronize
     if not dry:
         torch.cuda.reset_peak_memory_stats()
@@ -905,9 +908,7 @@ def jax_init(jax, jnp, cfg):
 
 
 def jax_run(jax, jnp, optax, dry, name, remat, seq, batch):
-    cfg = DRY_MODEL if dry else MODELS[name]
-    if dry:
-        seq, batch = 32, 2
+    cfg, seq, batch = shape_of(dry, name, seq, batch)
     bf16 = jnp.bfloat16
     nh, nkv, d = cfg["heads"], cfg["kv_heads"], cfg["head_dim"]
     freqs = 1.0 / (500000.0 ** (jnp.arange(0, d, 2) / d))

@@ -485,8 +485,7 @@ class InputReader {
     step.overlap_grad_reduce = overlaps("grads");
     step.overlap_tensor = overlaps("tensor");
     step.overlap_expert = overlaps("expert");
-    step.eager_kernels = m_cmd.kernels == "eager";
-    apply_matmul_dtype(m_cmd.matmul_dtype, m_in.maxtext, step);
+    apply_kernel_options(m_cmd.kernels, m_cmd.matmul_dtype, m_in.maxtext, step);
   }
 
   const CheckCommand& m_cmd;
@@ -630,13 +629,15 @@ std::vector<CLI::Option*> add_kernel_options(CLI::App& app,
                  "DTYPE")};
 }
 
-void apply_matmul_dtype(const std::string& flag,
-                        const std::optional<MaxTextConfig>& maxtext,
-                        StepOptions& step) {
-  if (!flag.empty()) {
-    step.fp8_matmuls = {flag == "fp8", Location::of("--matmul-dtype")};
+void apply_kernel_options(const std::string& kernels,
+                          const std::string& matmul_dtype,
+                          const std::optional<MaxTextConfig>& maxtext,
+                          StepOptions& step) {
+  step.eager_kernels = kernels == "eager";
+  if (!matmul_dtype.empty()) {
+    step.fp8_matmuls = {matmul_dtype == "fp8", Location::of("--matmul-dtype")};
   }
-  apply_maxtext_matmul_dtype(maxtext, !flag.empty(), step);
+  apply_maxtext_matmul_dtype(maxtext, !matmul_dtype.empty(), step);
 }
 
 void apply_efficiencies(std::optional<double> matmul,

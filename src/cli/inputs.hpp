@@ -248,14 +248,15 @@ void apply_host_memory(const Topology* topology, MemoryOptions& memory);
 
 // --kernels fused|eager (whether PyTorch runs eager) and --matmul-dtype
 // bf16|fp8 (the weights' matmuls' dtype), for plan, check, memory and
-// search (docs/step.md); and the step's options from the latter and
-// MaxText's quantization.
+// search (docs/step.md); and the step's options from them and MaxText's
+// quantization.
 std::vector<CLI::Option*> add_kernel_options(CLI::App& app,
                                              std::string& kernels,
                                              std::string& matmul_dtype);
-void apply_matmul_dtype(const std::string& flag,
-                        const std::optional<MaxTextConfig>& maxtext,
-                        StepOptions& step);
+void apply_kernel_options(const std::string& kernels,
+                          const std::string& matmul_dtype,
+                          const std::optional<MaxTextConfig>& maxtext,
+                          StepOptions& step);
 
 // The step's efficiencies: a flag's (at the flag), else `topology`'s
 // figure (its source as the location; under `runtime` xla the attention

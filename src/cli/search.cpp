@@ -250,8 +250,7 @@ bool search_options(const SearchCommand& cmd,
                      &*in.topology,
                      options.memory.runtime,
                      options.step);
-  options.step.eager_kernels = cmd.kernels == "eager";
-  apply_matmul_dtype(cmd.matmul_dtype, maxtext, options.step);
+  apply_kernel_options(cmd.kernels, cmd.matmul_dtype, maxtext, options.step);
   options.allow_split_physical_axes =
       cmd.allow_split_physical_axes
       || (maxtext && maxtext->allow_split_physical_axes.value);

@@ -125,15 +125,6 @@ class StepEstimator {
     const Topology* topology = m_in.topology;
     m_peak = topology ? topology->figures.bf16_flops_per_s_per_device.value : 0;
     m_hbm = topology ? topology->figures.hbm_bytes_per_s_per_device.value : 0;
-    if (topology != nullptr) {
-      // Memory-bound work at the measured fraction of the datasheet:
-      // eager PyTorch's elementwise kernels, or fused kernels.
-      const TopologyFigures& f = topology->figures;
-      const bool eager =
-          m_options.eager_kernels && f.eager_memory_efficiency.value > 0;
-      m_memory_figure =
-          eager ? &f.eager_memory_efficiency : &f.memory_efficiency;
-    }
     if (topology == nullptr || !(m_peak > 0) || !(m_hbm > 0)) {
       m_diags
           .error("step.no-figure",
@@ -253,11 +244,14 @@ class StepEstimator {
               / (m_peak * m_options.attention_efficiency.value);
   }
 
-  // How much less of its peak an FP8 GEMM reaches than a bf16 one, where
-  // the chip's is measured (1: as much).
+  // A measured fraction of a datasheet figure, 1 where none is measured.
+  static double fraction(const Figure& measured) {
+    return measured.value > 0 ? measured.value : 1.0;
+  }
+
+  // How much less of its peak an FP8 GEMM reaches than a bf16 one.
   double fp8_efficiency_ratio() const {
-    const double r = m_topology->figures.fp8_efficiency_ratio.value;
-    return r > 0 ? r : 1.0;
+    return fraction(m_topology->figures.fp8_efficiency_ratio);
   }
 
   // The weights' matmuls' peak: the bf16 peak, or the FP8 peak when they
@@ -349,12 +343,15 @@ class StepEstimator {
   }
 
   // The memory-bound work's bandwidth: the datasheet's, times the
-  // measured fraction where the chip has one.
-  double memory_efficiency() const {
-    return m_memory_figure != nullptr && m_memory_figure->value > 0
-               ? m_memory_figure->value
-               : 1.0;
+  // measured fraction eager PyTorch's elementwise kernels or fused kernels
+  // reach, where the chip has one.
+  const Figure& memory_figure() const {
+    const TopologyFigures& f = m_topology->figures;
+    return m_options.eager_kernels && f.eager_memory_efficiency.value > 0
+               ? f.eager_memory_efficiency
+               : f.memory_efficiency;
   }
+  double memory_efficiency() const { return fraction(memory_figure()); }
   double memory_rate() const { return m_hbm * memory_efficiency(); }
 
   // Memory-bound work over HBM bandwidth (docs/step.md, "Memory-bound
@@ -814,7 +811,7 @@ class StepEstimator {
         {"memory_efficiency",
          fmt::format("{:g}", memory_efficiency()),
          memory_efficiency() < 1
-             ? m_memory_figure->source
+             ? memory_figure().source
              : std::string("the datasheet's bandwidth: no measured figure "
                            "for this chip")},
         {"efficiency_spread",
@@ -899,9 +896,6 @@ class StepEstimator {
   LayerFlops m_moe;
   double m_peak = 0;  // bf16 FLOP/s of a device
   double m_hbm = 0;   // its HBM bytes/s
-  // The measured fraction of it the memory-bound work reaches (null or
-  // 0: none measured, the datasheet's).
-  const Figure* m_memory_figure = nullptr;
   double m_tokens = 0;
   double m_devices = 0;
   double m_h = 0;

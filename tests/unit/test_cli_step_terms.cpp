@@ -41,6 +41,15 @@ json gpt2_step(const std::string& more) {
       + more);
 }
 
+// The step of Llama 3 8B on `topology` (eight GPUs) as fsdp:8, one
+// sequence of 1024 tokens a device, `more` appended.
+json llama_step(const std::string& topology, const std::string& more) {
+  return step_of("memory --topology " + topology
+                 + " --model llama-3-8b --rules fsdp --mesh fsdp:8 --seq "
+                   "1024 --batch 8 "
+                 + more);
+}
+
 double seconds(const json& step, const char* key) {
   return step[key].get<double>();
 }
@@ -185,15 +194,8 @@ TEST_CASE("step terms: eager PyTorch's elementwise kernels", "[cli][step]") {
   // 14336 = 57,344: 389,120 bytes, x 3 x 32 layers x 1024 tokens =
   // 38,252,052,480 over 3.35e12 B/s (the H100 has no measured memory
   // efficiency: the datasheet's).
-  const auto step = [](const std::string& kernels) {
-    return step_of(
-        "memory --topology h100x8 --model llama-3-8b --rules fsdp --mesh "
-        "fsdp:8 --seq 1024 --batch 8 --remat none --kernels "
-        + kernels);
-  };
-
-  const json fused = step("fused");
-  const json eager = step("eager");
+  const json fused = llama_step("h100x8", "--remat none --kernels fused");
+  const json eager = llama_step("h100x8", "--remat none --kernels eager");
   CHECK(seconds(eager, "memory_seconds") - seconds(fused, "memory_seconds")
         == Approx(38'252'052'480.0 / 3.35e12));
   CHECK(eager["assumptions"]["kernels"]["value"] == "eager");
@@ -211,14 +213,8 @@ TEST_CASE("step terms: the H200's measured memory-bound rates", "[cli][step]") {
   // fractions of the 4.8e12 B/s datasheet (bench/gpu/derive.py): a
   // device-to-device copy's 0.886 fused, eager PyTorch's elementwise
   // kernels' 0.658 eager; eager moves the 38,252,052,480 bytes above more.
-  const auto step = [](const std::string& kernels) {
-    return step_of(
-        "memory --topology h200x8 --model llama-3-8b --rules fsdp --mesh "
-        "fsdp:8 --seq 1024 --batch 8 --remat none --kernels "
-        + kernels);
-  };
-  const json fused = step("fused");
-  const json eager = step("eager");
+  const json fused = llama_step("h200x8", "--remat none --kernels fused");
+  const json eager = llama_step("h200x8", "--remat none --kernels eager");
   CHECK(fused["assumptions"]["memory_efficiency"]["value"] == "0.886");
   CHECK(eager["assumptions"]["memory_efficiency"]["value"] == "0.658");
   CHECK_THAT(
@@ -228,9 +224,7 @@ TEST_CASE("step terms: the H200's measured memory-bound rates", "[cli][step]") {
   const double eager_bytes = seconds(eager, "memory_seconds") * 4.8e12 * 0.658;
   CHECK(eager_bytes - fused_bytes == Approx(38'252'052'480.0));
   // No measured figure: the datasheet's, said so.
-  const json h100 = step_of(
-      "memory --topology h100x8 --model llama-3-8b --rules fsdp --mesh "
-      "fsdp:8 --seq 1024 --batch 8 --remat none");
+  const json h100 = llama_step("h100x8", "--remat none");
   CHECK(h100["assumptions"]["memory_efficiency"]["value"] == "1");
   CHECK_THAT(
       h100["assumptions"]["memory_efficiency"]["source"].get<std::string>(),
@@ -243,26 +237,22 @@ TEST_CASE("step terms: JAX's attention kernel on the H200", "[cli][step]") {
   // ms, JAX's jax.nn.dot_product_attention (cuDNN) in 2.368: 0.437 and
   // 0.352 of the peak by the step's count. Runtime xla takes JAX's; a flag
   // wins over both.
-  const std::string base =
-      "memory --topology h200x8 --model llama-3-8b --rules fsdp --mesh "
-      "fsdp:8 --seq 1024 --batch 8 --remat none ";
-  const auto attention = [&](const std::string& more) {
-    return step_of(base + more)["assumptions"]["attention_efficiency"];
+  const auto attention = [](const std::string& topology,
+                            const std::string& more) {
+    return llama_step(
+        topology,
+        "--remat none " + more)["assumptions"]["attention_efficiency"];
   };
-  CHECK(attention("--runtime pytorch")["value"] == "0.437");
-  const json jax = attention("--runtime xla");
+  CHECK(attention("h200x8", "--runtime pytorch")["value"] == "0.437");
+  const json jax = attention("h200x8", "--runtime xla");
   CHECK(jax["value"] == "0.352");
   CHECK_THAT(jax["source"].get<std::string>(),
              Catch::Contains("jax.nn.dot_product_attention"));
-  CHECK(attention("--runtime xla --attention-efficiency 0.5")["value"]
+  CHECK(attention("h200x8", "--runtime xla --attention-efficiency 0.5")["value"]
         == "0.5");
   // The H100 has no JAX figure: its fitted one under either runtime.
-  CHECK(step_of("memory --topology h100x8 --model llama-3-8b --rules fsdp "
-                "--mesh fsdp:8 --seq 1024 --batch 8 --runtime xla")
-            ["assumptions"]["attention_efficiency"]["value"]
-        == step_of("memory --topology h100x8 --model llama-3-8b --rules "
-                   "fsdp --mesh fsdp:8 --seq 1024 --batch 8")
-            ["assumptions"]["attention_efficiency"]["value"]);
+  CHECK(attention("h100x8", "--runtime xla")["value"]
+        == attention("h100x8", "--runtime pytorch")["value"]);
 }
 
 TEST_CASE("step terms: the matmuls' shapes on the H100's curve",
@@ -298,11 +288,9 @@ TEST_CASE("step terms: FP8 matmuls at the chip's FP8 peak", "[cli][step]") {
   // 2 x 4096 + 32 x 128 + 14336 = 26,624 elements a token and layer: x 32
   // layers x 1024 tokens = 5,234,491,392 bytes over 8e12 B/s.
   const std::string base =
-      "memory --topology b200x8 --model llama-3-8b --rules fsdp --mesh "
-      "fsdp:8 --seq 1024 --batch 8 --remat none --matmul-efficiency 0.5 "
-      "--attention-efficiency 0.5 ";
-  const json bf16 = step_of(base + "--matmul-dtype bf16");
-  const json fp8 = step_of(base + "--matmul-dtype fp8");
+      "--remat none --matmul-efficiency 0.5 --attention-efficiency 0.5 ";
+  const json bf16 = llama_step("b200x8", base + "--matmul-dtype bf16");
+  const json fp8 = llama_step("b200x8", base + "--matmul-dtype fp8");
   const double attention = seconds(fp8, "attention_flops_per_device");
   const double flops = seconds(fp8, "flops_per_device");
   CHECK(seconds(fp8, "matmul_seconds")
@@ -325,11 +313,9 @@ TEST_CASE("step terms: FP8 GEMMs reach less of their peak on the H200",
   // FP8 matmuls run at 1.979e15 x 0.86, at the same efficiency and shape
   // factor as bf16's; the attention kernel stays at the bf16 peak.
   const std::string base =
-      "memory --topology h200x8 --model llama-3-8b --rules fsdp --mesh "
-      "fsdp:8 --seq 1024 --batch 8 --remat none --matmul-efficiency 0.5 "
-      "--attention-efficiency 0.5 ";
-  const json bf16 = step_of(base + "--matmul-dtype bf16");
-  const json fp8 = step_of(base + "--matmul-dtype fp8");
+      "--remat none --matmul-efficiency 0.5 --attention-efficiency 0.5 ";
+  const json bf16 = llama_step("h200x8", base + "--matmul-dtype bf16");
+  const json fp8 = llama_step("h200x8", base + "--matmul-dtype fp8");
   const double attention = seconds(fp8, "attention_flops_per_device");
   const double weights_bf16 =
       seconds(bf16, "matmul_seconds") - attention / (9.89e14 * 0.5);
