@@ -42,10 +42,24 @@ import time
 import traceback
 
 PARTS = ("ceilings", "gemm", "torch", "jax", "attention", "profile",
-         "compiled", "elementwise", "saved", "fsdp")
+         "compiled", "elementwise", "saved", "fsdp", "grouped",
+         "grouped_jax")
 TIMEOUT_S = {"ceilings": 45, "gemm": 120, "torch": 140, "jax": 160,
              "attention": 60, "profile": 90, "compiled": 150,
-             "elementwise": 60, "saved": 90, "fsdp": 120}
+             "elementwise": 60, "saved": 90, "fsdp": 120, "grouped": 150,
+             "grouped_jax": 120}
+
+# Routed experts' grouped matmuls: (name, local experts, k, n) at each
+# tokens-per-expert count. DeepSeek-V3's experts with 8-way expert
+# parallelism (32 of 256 a GPU), its down projection, Mixtral 8x7B's
+# (8 experts, no EP), Qwen3-30B-A3B's (128 experts, no EP).
+GROUPED_SHAPES = [
+    ("deepseek-v3-up", 32, 7168, 2048),
+    ("deepseek-v3-down", 32, 2048, 7168),
+    ("mixtral-up", 8, 4096, 14336),
+    ("qwen3-30b-a3b-up", 128, 2048, 768),
+]
+GROUPED_TOKENS = [128, 256, 512, 1024, 2048, 4096]
 
 # The models: Llama 3 layout (RMSNorm, RoPE, GQA, SwiGLU), untied head.
 MODELS = {
@@ -658,6 +672,130 @@ def part_fsdp(outdir, dry):
     dist.destroy_process_group()
 
 
+def group_sizes(rng, groups, tokens, routing, align):
+    """`groups` sizes summing to groups x tokens: equal, or a random
+    routing's multinomial counts; each a multiple of `align` (the
+    kernel's row alignment, as torchtitan pads them)."""
+    total = groups * tokens
+    if routing == "balanced":
+        return [tokens] * groups
+    counts = [0] * groups
+    for _ in range(total // align):
+        counts[rng.randrange(groups)] += align
+    return counts
+
+
+def part_grouped(outdir, dry):
+    """Routed experts' grouped matmuls in PyTorch: torch._grouped_mm (the
+    grouped GEMM torchtitan calls), a loop of one matmul per expert (the
+    fallback without it), and one dense matmul of the same rows (the
+    ceiling), at each tokens-per-expert count, with equal and random
+    routing; _grouped_mm's forward and backward too."""
+    import random
+    import torch
+    dev = "cpu" if dry else "cuda"
+    bench = timer(torch, dry)
+    rng = random.Random(0)
+    shapes = [("dry", 4, 64, 32)] if dry else GROUPED_SHAPES
+    counts = [16, 32] if dry else GROUPED_TOKENS
+    grouped = getattr(torch, "_grouped_mm", None)
+    out = {"align": 16, "runs": [],
+           "grouped_mm": grouped is not None}
+    for name, groups, k, n in shapes:
+        w = torch.randn(groups, n, k, device=dev, dtype=torch.bfloat16)
+        wt = w.transpose(-2, -1)  # (groups, k, n), column-major
+        for tokens in counts:
+            for routing in ("balanced", "random"):
+                sizes = group_sizes(rng, groups, tokens, routing, 16)
+                m = sum(sizes)
+                x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+                flops = 2.0 * m * k * n
+                row = {"shape": name, "groups": groups, "k": k, "n": n,
+                       "tokens_per_expert": tokens, "routing": routing,
+                       "largest_group": max(sizes)}
+                dense = wt[0]
+                row["dense_flops_per_s"] = flops / bench(lambda: x @ dense)
+                ends = []
+                for size in sizes:
+                    ends.append((ends[-1] if ends else 0) + size)
+
+                def loop():
+                    start = 0
+                    for g, size in enumerate(sizes):
+                        x[start:start + size] @ wt[g]
+                        start += size
+                row["loop_flops_per_s"] = flops / bench(loop)
+                if grouped is not None:
+                    offs = torch.tensor(ends, device=dev, dtype=torch.int32)
+                    try:
+                        row["grouped_mm_flops_per_s"] = flops / bench(
+                            lambda: grouped(x, wt, offs=offs))
+                        xg = x.detach().requires_grad_()
+                        wg = w.detach().requires_grad_()
+                        dy = torch.randn(m, n, device=dev,
+                                         dtype=torch.bfloat16)
+
+                        def step():
+                            y = grouped(xg, wg.transpose(-2, -1), offs=offs)
+                            y.backward(dy)
+                        row["grouped_mm_fwd_bwd_flops_per_s"] = (
+                            3 * flops / bench(step))
+                    except RuntimeError as e:
+                        row["grouped_mm_error"] = str(e)[:300]
+                out["runs"].append(row)
+        log(f"grouped: {name} done")
+        write(outdir, "grouped", out)
+    write(outdir, "grouped", out)
+
+
+def part_grouped_jax(outdir, dry):
+    """The same grouped matmuls through jax.lax.ragged_dot (what MaxText's
+    sparse_matmul calls on a GPU, megablox being TPU-only)."""
+    if dry:
+        os.environ["JAX_PLATFORMS"] = "cpu"
+    import random
+    import jax
+    import jax.numpy as jnp
+    rng = random.Random(0)
+    shapes = [("dry", 4, 64, 32)] if dry else GROUPED_SHAPES
+    counts = [16, 32] if dry else GROUPED_TOKENS
+    out = {"jax": jax.__version__, "runs": []}
+
+    def median_s(fn, *args):
+        fn(*args).block_until_ready()
+        times = []
+        for _ in range(3 if dry else 10):
+            t = time.perf_counter()
+            fn(*args).block_until_ready()
+            times.append(time.perf_counter() - t)
+        return sorted(times)[len(times) // 2]
+    for name, groups, k, n in shapes:
+        key = jax.random.PRNGKey(0)
+        w = jax.random.normal(key, (groups, k, n), jnp.bfloat16)
+        for tokens in counts:
+            for routing in ("balanced", "random"):
+                sizes = group_sizes(rng, groups, tokens, routing, 16)
+                m = sum(sizes)
+                x = jax.random.normal(key, (m, k), jnp.bfloat16)
+                gs = jnp.array(sizes, jnp.int32)
+                flops = 2.0 * m * k * n
+                row = {"shape": name, "groups": groups, "k": k, "n": n,
+                       "tokens_per_expert": tokens, "routing": routing}
+                try:
+                    f = jax.jit(jax.lax.ragged_dot)
+                    row["ragged_dot_flops_per_s"] = flops / median_s(
+                        f, x, w, gs)
+                    dense = jax.jit(lambda a, b: a @ b)
+                    row["dense_flops_per_s"] = flops / median_s(
+                        dense, x, w[0])
+                except Exception as e:  # a lowering the backend lacks
+                    row["error"] = str(e)[:300]
+                out["runs"].append(row)
+        log(f"grouped_jax: {name} done")
+        write(outdir, "grouped_jax", out)
+    write(outdir, "grouped_jax", out)
+
+
 def kernel_class(name):
     """A CUDA kernel's part of the step, by its name."""
     n = name.lower()
@@ -1111,6 +1249,15 @@ def summary(outdir):
                           "peak_reserved_bytes") if k in r})
         if "error" in fs:
             print("fsdp:", fs["error"])
+    for part, keys in (("grouped", ("grouped_mm", "grouped_mm_fwd_bwd",
+                                    "loop", "dense")),
+                       ("grouped_jax", ("ragged_dot", "dense"))):
+        for r in (load(part) or {"runs": []})["runs"]:
+            rates = {key: round(r[key + "_flops_per_s"] / 1e12) for key in
+                     keys if key + "_flops_per_s" in r}
+            print(f"{part} {r['shape']} {r['tokens_per_expert']}/expert "
+                  f"{r['routing']}: TFLOP/s", rates,
+                  r.get("error") or r.get("grouped_mm_error") or "")
     c = load("compiled")
     if c:
         print(f"compiled: step {c['step_s'] * 1e3:.1f} ms, first "
@@ -1153,8 +1300,8 @@ def main(argv):
          "jax": part_jax, "attention": part_attention,
          "profile": part_profile, "compiled": part_compiled,
          "elementwise": part_elementwise, "saved": part_saved,
-         "fsdp": part_fsdp}[part](outdir,
-                                                                  dry)
+         "fsdp": part_fsdp, "grouped": part_grouped,
+         "grouped_jax": part_grouped_jax}[part](outdir, dry)
         return 0
     write(outdir, "environment", environment(dry))
     only = PARTS
