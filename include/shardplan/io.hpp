@@ -47,6 +47,7 @@
 #include <shardplan/tensor.hpp>
 #include <shardplan/topology.hpp>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -448,6 +449,20 @@ struct MaxTextConfig {
   std::optional<Sourced<double>> capacity_factor;
   std::optional<Sourced<bool>> sparse_matmul;
   std::optional<Sourced<double>> ragged_buffer_factor;
+  // The kernels' tiles (docs/step.md, "Kernel tiles"), base.yml's values
+  // unless set: splash attention's sa_block_q, sa_block_kv, sa_block_q_dkv,
+  // sa_block_kv_dkv, sa_block_q_dq, sa_block_kv_dq (512 each) and
+  // sa_use_fused_bwd_kernel (false); the grouped matmul's
+  // use_tokamax_gmm and use_gmm_v2 (false) and its row tiles,
+  // wi_tile_{fwd,dlhs,drhs}_batch_seq then wo_tile_..._batch_seq (512
+  // each). `splash_at`, `gmm_at`: the first of each's keys set.
+  std::array<int64_t, 6> splash_blocks{512, 512, 512, 512, 512, 512};
+  bool splash_fused_backward = false;
+  bool tokamax_gmm = false;
+  bool gmm_v2 = false;
+  std::array<int64_t, 6> gmm_tile_rows{512, 512, 512, 512, 512, 512};
+  std::optional<Location> splash_at;
+  std::optional<Location> gmm_at;
   // optimizer_memory_host_offload and parameter_memory_host_offload
   // (base.yml: false), when set true.
   std::optional<Location> optimizer_host_offload;

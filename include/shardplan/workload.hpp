@@ -47,6 +47,7 @@
 #include <shardplan/tensor.hpp>
 #include <shardplan/topology.hpp>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -500,6 +501,38 @@ Sourced<ResidualLayout> residual_layout(const Sourced<ResidualLayout>& given,
 
 // The estimate's settable constants, each named in StepEstimate::
 // assumptions with its value and source.
+// A flash attention kernel's blocks (MaxText's splash attention on a TPU:
+// sa_block_q, sa_block_kv, ..., base.yml's 512 each): the kernel skips a
+// block the causal mask hides and computes one it crosses whole, so a
+// sequence of n blocks computes n (n + 1) / 2 of n^2 blocks where the
+// model's FLOPs count half (docs/step.md, "Kernel tiles"). The backward's
+// dK and dV kernel runs on its own blocks, and computes dQ too when fused
+// (sa_use_fused_bwd_kernel); otherwise a dQ kernel on its own. 0: a block
+// too small to matter.
+struct FlashBlocks {
+  int64_t q = 0;
+  int64_t kv = 0;
+  int64_t q_dkv = 0;
+  int64_t kv_dkv = 0;
+  int64_t q_dq = 0;
+  int64_t kv_dq = 0;
+  bool fused_backward = false;
+  Location at;  // who set them: a config's key, or its defaults
+};
+
+// The routed experts' grouped matmul kernel on a TPU (MaxText's sparse_matmul
+// path): megablox (and tokamax's v2 kernel) visit ceil(m / tm) row tiles plus
+// one more for each group that starts inside a tile, computing each whole
+// (megablox's make_group_metadata); `rows` are the tiles' rows, for the
+// gate and up projections (wi) and the down projection (wo), in the
+// forward, the input's gradient (dlhs) and the weights' (drhs); 0: tokamax's
+// own choice for the shape (its tuned table, else 128 rows).
+struct GroupedTiles {
+  std::array<std::array<int64_t, 3>, 2> rows{};  // [wi, wo][fwd, dlhs, drhs]
+  std::string kernel;                            // "megablox" or "tokamax"
+  Location at;
+};
+
 struct StepOptions {
   // The fraction of the bf16 peak the weights' matmuls reach, and the
   // fraction the attention kernel's score and value matmuls reach (flash:
@@ -536,6 +569,10 @@ struct StepOptions {
   // gradients cast to FP8 (docs/step.md, "FP8"); the attention kernel stays
   // in bf16. The source says who chose it.
   Sourced<bool> fp8_matmuls{false, {}};
+  // The kernels' tiles where they cost time on a TPU (MaxText's config
+  // sets them; nullopt: none priced).
+  std::optional<FlashBlocks> flash_blocks;
+  std::optional<GroupedTiles> grouped_tiles;
 };
 
 // The kind of parallelism a collective of the step serves: FSDP's gathers

@@ -638,6 +638,7 @@ void apply_kernel_options(const std::string& kernels,
     step.fp8_matmuls = {matmul_dtype == "fp8", Location::of("--matmul-dtype")};
   }
   apply_maxtext_matmul_dtype(maxtext, !matmul_dtype.empty(), step);
+  apply_maxtext_kernels(maxtext, step);
 }
 
 void apply_efficiencies(std::optional<double> matmul,

@@ -321,6 +321,39 @@ void apply_maxtext_param_dtype(const std::optional<MaxTextConfig>& config,
   }
 }
 
+void apply_maxtext_kernels(const std::optional<MaxTextConfig>& config,
+                           StepOptions& step) {
+  if (!config) {
+    return;
+  }
+  const MaxTextConfig& c = *config;
+  const auto where = [](const std::optional<Location>& at) {
+    return at ? maxtext_location(*at)
+              : Location::of("--maxtext-config (base.yml's defaults)");
+  };
+  const auto& b = c.splash_blocks;
+  step.flash_blocks = FlashBlocks{b[0],
+                                  b[1],
+                                  b[2],
+                                  b[3],
+                                  b[4],
+                                  b[5],
+                                  c.splash_fused_backward,
+                                  where(c.splash_at)};
+  if (c.sparse_matmul && !c.sparse_matmul->value) {
+    return;  // the dense path: einsums, no grouped matmul
+  }
+  GroupedTiles tiles;
+  tiles.kernel = c.tokamax_gmm ? "tokamax" : "megablox";
+  tiles.at = where(c.gmm_at);
+  if (!c.tokamax_gmm || c.gmm_v2 || c.fp8_quantization) {
+    for (size_t i = 0; i < c.gmm_tile_rows.size(); ++i) {
+      tiles.rows[i / 3][i % 3] = c.gmm_tile_rows[i];
+    }
+  }
+  step.grouped_tiles = tiles;
+}
+
 void apply_maxtext_matmul_dtype(const std::optional<MaxTextConfig>& config,
                                 bool given,
                                 StepOptions& step) {

@@ -80,6 +80,12 @@ void apply_maxtext_matmul_dtype(const std::optional<MaxTextConfig>& config,
                                 bool given,
                                 StepOptions& step);
 
+// A MaxText config's kernels: splash attention's blocks, and the sparse
+// path's grouped matmul (megablox's row tiles; tokamax's v1 kernel,
+// unquantized, picks its own) (docs/step.md, "Kernel tiles").
+void apply_maxtext_kernels(const std::optional<MaxTextConfig>& config,
+                           StepOptions& step);
+
 void apply_maxtext_optimizer(const std::optional<MaxTextConfig>& config,
                              MemoryOptions& memory,
                              const Mesh* mesh = nullptr);

@@ -1462,7 +1462,8 @@ class Reader {
     }
     return read_dtype("weight_dtype", false, m_config.weight_dtype)
            && read_dtype("dtype", false, m_config.dtype) && read_optimizer()
-           && read_context_strategy() && read_experts() && read_unmodelled();
+           && read_context_strategy() && read_experts() && read_kernels()
+           && read_unmodelled();
   }
 
   void unmodelled(const Sourced<std::string>& value, std::string what) {
@@ -1580,6 +1581,61 @@ class Reader {
       m_config.ragged_buffer_factor = std::move(*ragged);
     }
     return true;
+  }
+
+  // The kernels' tiles: splash attention's blocks and the grouped
+  // matmul's row tiles (MaxTextConfig::splash_blocks, gmm_tile_rows).
+  bool read_kernels() {
+    const auto note = [](std::optional<Location>& first, const Location& at) {
+      if (!first) {
+        first = at;
+      }
+    };
+    const auto sizes = [&](const std::array<const char*, 6>& keys,
+                           std::array<int64_t, 6>& out,
+                           std::optional<Location>& first) {
+      for (size_t i = 0; i < keys.size(); ++i) {
+        std::optional<Sourced<int64_t>> v = integer(keys[i], 1, false);
+        if (!v) {
+          return false;
+        }
+        if (v->set()) {
+          out[i] = v->value;
+          note(first, v->at);
+        }
+      }
+      return true;
+    };
+    const auto flag =
+        [&](const char* key, bool& out, std::optional<Location>& first) {
+          std::optional<Sourced<bool>> v = boolean(key);
+          if (v && v->set()) {
+            out = v->value;
+            note(first, v->at);
+          }
+          return v.has_value();
+        };
+    MaxTextConfig& c = m_config;
+    return sizes({"sa_block_q",
+                  "sa_block_kv",
+                  "sa_block_q_dkv",
+                  "sa_block_kv_dkv",
+                  "sa_block_q_dq",
+                  "sa_block_kv_dq"},
+                 c.splash_blocks,
+                 c.splash_at)
+           && flag(
+               "sa_use_fused_bwd_kernel", c.splash_fused_backward, c.splash_at)
+           && flag("use_tokamax_gmm", c.tokamax_gmm, c.gmm_at)
+           && flag("use_gmm_v2", c.gmm_v2, c.gmm_at)
+           && sizes({"wi_tile_fwd_batch_seq",
+                     "wi_tile_dlhs_batch_seq",
+                     "wi_tile_drhs_batch_seq",
+                     "wo_tile_fwd_batch_seq",
+                     "wo_tile_dlhs_batch_seq",
+                     "wo_tile_drhs_batch_seq"},
+                    c.gmm_tile_rows,
+                    c.gmm_at);
   }
 
   // context_parallel_strategy: all_gather, ring or ulysses (MaxText's

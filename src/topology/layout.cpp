@@ -188,6 +188,17 @@ std::vector<AxisLink> tpu_links(const Topology& t,
           ici_bw = f.ici_bytes_per_s_per_link.value
                    * (ici.wraparound ? 2.0 : 1.0)
                    * static_cast<double>(std::max<int64_t>(ici.rings, 1));
+          // A chip's links are its devices': groups that leave the chip's
+          // other devices to other groups (an axis over chips but not
+          // cores, on a TPU7x or a v3) run their rings over the same links
+          // at once, each at its share (docs/step.md, "Links").
+          const bool spans_cores =
+              std::find(
+                  link.physical_axes.begin(), link.physical_axes.end(), "core")
+              != link.physical_axes.end();
+          if (t.tpu.cores_per_chip > 1 && ici.rings > 0 && !spans_cores) {
+            ici_bw /= static_cast<double>(t.tpu.cores_per_chip);
+          }
           link.link = LinkClass::ici;
           link.bytes_per_s = ici_bw;
           link.latency_s = f.ici_latency_s.value;

@@ -18,6 +18,10 @@
 //                             pipeline_collectives); priced on their axes'
 //                             links (price_collectives), hidden behind the
 //                             compute (hide_behind_compute); their labels
+//   workload/kernels.cpp      what a kernel's tiles compute beyond the model's
+//                             FLOPs: flash attention's causal blocks, the
+//                             grouped matmul's row tiles (docs/step.md,
+//                             "Kernel tiles")
 //   workload/step.cpp         estimate_step: FLOPs, compute, the collectives,
 //                             the bubble, the roofline warnings, the
 //                             bottleneck
@@ -178,5 +182,27 @@ std::vector<StepCollective> price_collectives(const CollectiveInputs& c,
 // proportion to their time.
 void hide_behind_compute(std::vector<StepCollective>& collectives,
                          double compute_seconds);
+
+// ---------------------------------------------------------------------------
+// Kernel tiles (kernels.cpp).
+
+// What a causal flash kernel on blocks of `block_q` x `block_kv` computes
+// of a `seq` x `seq` score matrix, over the half the model's FLOPs count
+// (seq^2 / 2): every block the mask does not hide whole, each whole. A
+// block is min(block, seq) (MaxText's attention_op); 1 with a block of 0.
+double causal_block_ratio(int64_t seq, int64_t block_q, int64_t block_kv);
+
+// The row tiles a grouped matmul of `rows` rows in `groups` groups visits
+// over the ceil(rows / tile) its rows fill: megablox's make_group_metadata
+// adds a tile for each group that starts inside one, which a routing
+// whose counts vary does for all but the first. 1 with a tile of 0.
+double grouped_tile_ratio(int64_t rows, int64_t groups, int64_t tile);
+
+// The rows of tokamax's TPU ragged_dot tile for a grouped matmul of `rows`
+// x `k` by `groups` x `k` x `n`, pass 0 (forward), 1 (the input's
+// gradient) or 2 (the weights'): its tuned table's entry for the shape,
+// else its default, 128 (tokamax 0.0.10, ops/ragged_dot/pallas_mosaic_tpu.py).
+int64_t tokamax_tile_rows(
+    int pass, int64_t rows, int64_t k, int64_t n, int64_t groups);
 
 }  // namespace shardplan::workload_detail

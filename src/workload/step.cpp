@@ -20,13 +20,16 @@ namespace shardplan {
 
 namespace {
 
+using workload_detail::causal_block_ratio;
 using workload_detail::CollectiveInputs;
+using workload_detail::grouped_tile_ratio;
 using workload_detail::hide_behind_compute;
 using workload_detail::LayerFlops;
 using workload_detail::present;
 using workload_detail::price_collectives;
 using workload_detail::recomputed;
 using workload_detail::reruns_forward;
+using workload_detail::tokamax_tile_rows;
 
 LayerFlops layer_flops(const ModelConfig& m,
                        const LayerStructure& s,
@@ -215,26 +218,35 @@ class StepEstimator {
         (3 * (layers_forward / m_stages + head) + recompute / m_stages
          + mtp * recomputed(m_act.remat, custom, mtp_layer) + routed_extra)
         * device_tokens;
-    // The attention kernel's share: its forward and backward, and its
-    // recompute where the policy drops the context.
-    const auto attention = [&](const LayerFlops& f) {
+    // The attention kernel's share: its forward and its recompute where
+    // the policy drops the context, and its backward.
+    double attention_forward = 0;
+    double attention_backward = 0;
+    for (const auto& [f, count] :
+         {std::pair{m_dense, m_dense_layers / m_stages},
+          std::pair{m_moe, m_moe_layers / m_stages},
+          std::pair{mtp_layer, mtp}}) {
       LayerFlops a;
       a.attention = f.attention;
-      return 3 * f.attention + recomputed(m_act.remat, custom, a);
-    };
+      attention_forward +=
+          count * (f.attention + recomputed(m_act.remat, custom, a));
+      attention_backward += count * 2 * f.attention;
+    }
     m_out.attention_flops_per_device =
-        ((m_dense_layers * attention(m_dense) + m_moe_layers * attention(m_moe))
-             / m_stages
-         + mtp * attention(mtp_layer))
-        * device_tokens;
+        (attention_forward + attention_backward) * device_tokens;
     // Plain attention computes every score, the causal mask's half too
     // (Korthikanti et al. 2022's FLOPs count the full seq x seq products);
-    // a flash kernel skips the masked blocks. The model's FLOPs stay
-    // causal.
-    if (m_act.attention == AttentionKind::plain) {
-      m_out.flops_per_device += m_out.attention_flops_per_device;
-      m_out.attention_flops_per_device *= 2;
-    }
+    // a flash kernel skips the masked blocks, but computes the blocks the
+    // mask crosses whole. The model's FLOPs stay causal.
+    const double executed =
+        m_act.attention == AttentionKind::plain
+            ? 2 * m_out.attention_flops_per_device
+            : (attention_forward * flash_block_ratio(false)
+               + attention_backward * flash_block_ratio(true))
+                  * device_tokens;
+    m_out.flops_per_device += executed - m_out.attention_flops_per_device;
+    m_out.attention_flops_per_device = executed;
+    m_out.flops_per_device += grouped_tile_flops() * device_tokens;
     m_shape_factor = shape_factor();
     m_out.matmul_seconds =
         (m_out.flops_per_device - m_out.attention_flops_per_device)
@@ -242,6 +254,69 @@ class StepEstimator {
                * m_shape_factor)
         + m_out.attention_flops_per_device
               / (m_peak * m_options.attention_efficiency.value);
+  }
+
+  // What a causal flash kernel's blocks compute over the model's causal
+  // half (docs/step.md, "Kernel tiles"): MaxText's splash attention on a
+  // TPU; 1 elsewhere (a GPU's flash kernels' 128-row blocks are in their
+  // measured efficiency) and with context parallelism (its own masks).
+  double flash_block_ratio(bool backward) const {
+    if (!m_options.flash_blocks || m_topology->kind != TopologyKind::tpu
+        || m_act.sequence_shards > 1) {
+      return 1;
+    }
+    const FlashBlocks& b = *m_options.flash_blocks;
+    if (!backward) {
+      return causal_block_ratio(m_act.seq, b.q, b.kv);
+    }
+    const double dkv = causal_block_ratio(m_act.seq, b.q_dkv, b.kv_dkv);
+    return b.fused_backward
+               ? dkv
+               : (dkv + causal_block_ratio(m_act.seq, b.q_dq, b.kv_dq)) / 2;
+  }
+
+  // The routed experts' FLOPs per token of a device's share that a TPU
+  // grouped matmul's row tiles add (docs/step.md, "Kernel tiles"): each
+  // matrix (gate and up: k = h; down: k = the expert's width) in each pass
+  // (the forward, with its recompute; the input's gradient; the weights')
+  // at its tiles' ratio over the rows a device's experts receive.
+  double grouped_tile_flops() {
+    if (!m_options.grouped_tiles || m_topology->kind != TopologyKind::tpu
+        || m_s.routed_experts <= 0 || m_moe_layers <= 0) {
+      return 0;
+    }
+    const GroupedTiles& tiles = *m_options.grouped_tiles;
+    const int64_t ep =
+        std::max<int64_t>(m_roles.size(m_mesh, AxisRole::expert), 1);
+    const int64_t groups = std::max<int64_t>(m_s.routed_experts / ep, 1);
+    const int64_t rows = m_act.tokens * m_s.experts_per_token;
+    const int64_t width =
+        m_s.routed_intermediate / std::max<int64_t>(m_act.tensor_shards, 1);
+    const double in_share = m_moe.gated ? 2.0 / 3 : 0.5;
+    double extra = 0;
+    double routed = 0;
+    for (size_t matrix : {size_t{0}, size_t{1}}) {
+      LayerFlops r;
+      r.gated = m_moe.gated;
+      (matrix == 0 ? r.mlp_in : r.mlp_out) =
+          m_moe.routed * (matrix == 0 ? in_share : 1 - in_share);
+      const double pass = r.mlp_in + r.mlp_out;
+      const double rerun = recomputed(m_act.remat, m_act.custom_remat, r);
+      const int64_t k = matrix == 0 ? m_model.hidden : width;
+      const int64_t n = matrix == 0 ? width : m_model.hidden;
+      for (int p = 0; p < 3; ++p) {
+        int64_t tile = tiles.rows[matrix][static_cast<size_t>(p)];
+        if (tile == 0) {
+          tile = tokamax_tile_rows(p, rows, k, n, groups);
+        }
+        const double ratio = grouped_tile_ratio(rows, groups, tile);
+        const double flops = p == 0 ? pass + rerun : pass;
+        extra += (ratio - 1) * flops;
+        routed += flops;
+      }
+    }
+    m_grouped_ratio = routed > 0 ? (routed + extra) / routed : 1;
+    return extra * m_moe_layers / m_stages;
   }
 
   // A measured fraction of a datasheet figure, 1 where none is measured.
@@ -368,8 +443,9 @@ class StepEstimator {
     const double per_token_bytes =
         m_dense_layers * layer_pass_bytes(m_s.dense_intermediate, 1)
         + m_moe_layers
-              * layer_pass_bytes(m_s.routed_intermediate,
-                                 std::max<int64_t>(m_s.experts_per_token, 1));
+              * (layer_pass_bytes(m_s.routed_intermediate,
+                                  std::max<int64_t>(m_s.experts_per_token, 1))
+                 + dispatch_bytes());
     m_out.memory_seconds =
         (per_token_bytes * layer_tokens + loss_bytes() * device_tokens
          + 2 * static_cast<double>(m_in.optimizer_state_bytes)
@@ -414,6 +490,26 @@ class StepEstimator {
                * ((residual + eager_stream) * replicated + activation
                   + eager_heads)
            + score_bytes() + fp8_cast_bytes(w);
+  }
+
+  // Routed experts' dispatch, per token of a device's share of an MoE
+  // layer: the tokens permuted into their experts' order (each row read
+  // and written once per expert it goes to: 2K h), the experts' outputs
+  // permuted back (2K h) and summed with the router's weights (reads K h,
+  // writes h): (5K + 1) h in the activation dtype, in the forward, the
+  // backward and a rerun forward (MaxText's permute and unpermute in
+  // layers/moe.py, Megatron's token dispatcher, torchtitan's token
+  // reorderer). Over the tensor axes as the residual stream.
+  double dispatch_bytes() const {
+    if (m_s.routed_experts <= 0 || m_s.experts_per_token <= 0) {
+      return 0;
+    }
+    const auto K = static_cast<double>(m_s.experts_per_token);
+    const double replicated = m_act.residual == ResidualLayout::replicated
+                                  ? static_cast<double>(m_act.tensor_shards)
+                                  : 1;
+    const double passes = reruns_forward(m_act.remat) ? 3 : 2;
+    return passes * (5 * K + 1) * m_h * m_act_bytes * replicated;
   }
 
   // FP8 matmuls cast their inputs in the forward and their output
@@ -869,6 +965,38 @@ class StepEstimator {
            "best (docs/step.md, \"Matmul shapes\"): "
                + m_topology->figures.matmul_curve.source});
     }
+    // The kernels' tiles, where they compute more than the model counts.
+    const double forward = flash_block_ratio(false);
+    const double backward = flash_block_ratio(true);
+    if (m_act.attention == AttentionKind::flash
+        && (forward != 1 || backward != 1)) {
+      const FlashBlocks& b = *o.flash_blocks;
+      m_out.assumptions.push_back(
+          {"attention_blocks",
+           fmt::format("{:.4g} forward, {:.4g} backward", forward, backward),
+           fmt::format("{}: splash attention's {}x{} blocks (backward "
+                       "{}x{}{}) compute each block the causal mask crosses "
+                       "whole, over the half the model counts (docs/step.md, "
+                       "\"Kernel tiles\")",
+                       to_string(b.at),
+                       b.q,
+                       b.kv,
+                       b.q_dkv,
+                       b.kv_dkv,
+                       b.fused_backward ? ", fused" : "")});
+    }
+    if (m_grouped_ratio != 1) {
+      const GroupedTiles& g = *o.grouped_tiles;
+      m_out.assumptions.push_back(
+          {"grouped_tiles",
+           fmt::format("{:.4g}", m_grouped_ratio),
+           fmt::format("{}: {}'s grouped matmul visits a row tile more for "
+                       "each expert whose rows start inside one; the routed "
+                       "experts' FLOPs x this (docs/step.md, \"Kernel "
+                       "tiles\")",
+                       to_string(g.at),
+                       g.kernel)});
+    }
     // The host link, when something crosses it.
     if (m_act.host_offload_bytes > 0 || m_in.hosted_state_bytes > 0) {
       const bool known = m_in.host_bytes_per_s > 0;
@@ -903,8 +1031,9 @@ class StepEstimator {
   double m_microbatches = 1;
   double m_dense_layers = 0;
   double m_moe_layers = 0;
-  double m_split = 1;         // the tokens' shards: data, tensor, seq, expert
-  double m_shape_factor = 1;  // shape_factor()
+  double m_split = 1;          // the tokens' shards: data, tensor, seq, expert
+  double m_shape_factor = 1;   // shape_factor()
+  double m_grouped_ratio = 1;  // grouped_tile_flops(): executed / routed
   bool m_warned_fp8 = false;
   double m_act_bytes = 0;  // of an activation element
 };

@@ -1,10 +1,11 @@
 // The step's terms that frameworks pay beyond the matmuls (docs/step.md):
 // plain attention's full products and score passes, the residual stream's
 // passes with and without sequence parallelism, Megatron's re-gathers and
-// pipeline sends, the distributed optimizer's collectives. Every figure is
-// worked by hand from GPT-2 (configs/models/gpt2.json: 12 layers, h 768, 12
-// heads of 64, MLP 3072, vocab 50257, dropout 0.1 on the attention
-// probabilities and the residual stream).
+// pipeline sends, the distributed optimizer's collectives, the routed
+// experts' dispatch. Every figure is worked by hand, most from GPT-2
+// (configs/models/gpt2.json: 12 layers, h 768, 12 heads of 64, MLP 3072,
+// vocab 50257, dropout 0.1 on the attention probabilities and the residual
+// stream).
 
 #include "support/test_support.hpp"
 
@@ -373,4 +374,24 @@ TEST_CASE("step terms: gradient accumulation over microbatches",
       + "4");
   CHECK(seconds(four, "memory_seconds") - seconds(one, "memory_seconds")
         == Approx(2'986'555'392.0 / k_hbm));
+}
+
+TEST_CASE("step terms: routed experts' dispatch", "[cli][step]") {
+  // Mixtral 8x7B (h 4096, experts of 14336, top-2, no dropout) as fsdp:8,
+  // 1,024 tokens a device. A rerun forward (full remat) adds one pass of
+  // every layer's memory-bound work a token: the residual stream's norms
+  // and adds (2 x 2 x 2 + 2 x 3 x 2) x 4096 = 81,920 bytes, the two
+  // experts' gated activations 3 x 2 x 14336 x 2 = 172,032, and the
+  // dispatch, the tokens permuted to and from their experts and summed,
+  // (5 x 2 + 1) x 4096 x 2 = 90,112: 344,064 bytes x 32 layers x 1,024
+  // tokens.
+  const auto mixtral = [](const std::string& remat) {
+    return step_of(
+        "memory --topology a100x8 --model mixtral-8x7b-v0.1 --rules fsdp "
+        "--mesh fsdp:8 --seq 1024 --batch 8 --remat "
+        + remat);
+  };
+  CHECK(seconds(mixtral("full"), "memory_seconds")
+            - seconds(mixtral("none"), "memory_seconds")
+        == Approx(344'064.0 * 32 * 1024 / k_hbm));
 }

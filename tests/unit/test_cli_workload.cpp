@@ -681,11 +681,19 @@ TEST_CASE("step: the topology's fitted efficiencies, attention apart",
   // 1024 and 1 sequence per device on v6e-8 (remat full). The attention
   // kernel's FLOPs a token and layer, causal: 2 x 1024 x 8 x (128 + 128) /
   // 2 = 2,097,152; forward, backward and full remat's recompute: x 4; x 4
-  // layers x 1024 tokens = 34,359,738,368.
+  // layers x 1024 tokens = 34,359,738,368. Splash attention's blocks
+  // (base.yml: 512) split the 1024 x 1024 scores into 2 x 2 blocks, of
+  // which the causal mask hides one: 3/4 of the square computed, 1.5 x the
+  // causal half: 51,539,607,552.
   const json s = model_run_step("");
   const double attention = s["attention_flops_per_device"].get<double>();
   const double flops = s["flops_per_device"].get<double>();
-  CHECK(attention == 34'359'738'368.0);
+  CHECK(attention == 51'539'607'552.0);
+  // Blocks of the whole sequence compute it all: 2 x the causal half.
+  CHECK(model_run_step("sa_block_q=1024 sa_block_kv=1024 sa_block_q_dkv=1024 "
+                       "sa_block_kv_dkv=1024 sa_block_q_dq=1024 "
+                       "sa_block_kv_dq=1024")["attention_flops_per_device"]
+        == 2 * 34'359'738'368.0);
   // v6e's fitted figures (configs/topologies/v6e.json): the weights'
   // matmuls at matmul_efficiency of 9.18e14, the attention kernel at
   // attention_efficiency, each fitted apart.

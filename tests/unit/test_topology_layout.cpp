@@ -129,6 +129,23 @@ TEST_CASE("mesh on topology: JAX's ring orders close a ring",
   CHECK(b.physical_axes == std::vector<std::string>{"x", "y", "core"});
 }
 
+TEST_CASE("mesh on topology: a chip's devices share its links",
+          "[topology][layout]") {
+  // TPU7x 2x2x2, two devices a chip: a:8 takes one device of each chip
+  // over x, y and z (three closed rings of 2, 2 x 1e11 each: 6e11 a chip),
+  // and b:2 the chip's two cores. Each chip's two a-groups run their
+  // rings over the same links at once: 3e11 each.
+  MeshLayout layout = laid("tpu7x-16", "a:8,b:2");
+  const AxisLink& a = link_of(layout, "a");
+  CHECK(a.physical_axes == std::vector<std::string>{"x", "y", "z"});
+  CHECK(a.bytes_per_s == 3 * 2 * 1e11 / 2);
+  CHECK(link_of(layout, "b").physical_axes == std::vector<std::string>{"core"});
+  // An axis over a chip's cores too keeps the chip's links to itself.
+  const AxisLink whole = link_of(laid("tpu7x-16", "a:16"), "a");
+  CHECK(whole.physical_axes == std::vector<std::string>{"x", "y", "z", "core"});
+  CHECK(whole.bytes_per_s == 3 * 2 * 1e11);
+}
+
 TEST_CASE("mesh on topology: DCN and mixed axes", "[topology][layout]") {
   MeshLayout layout = laid("2xv5p-256", "dp:2,fsdp:-1,tp:4");
   const AxisLink& dp = link_of(layout, "dp");

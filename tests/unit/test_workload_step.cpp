@@ -5,6 +5,7 @@
 // properties.
 
 #include "support/test_support.hpp"
+#include "workload/internal.hpp"
 
 #include <shardplan/cost.hpp>
 #include <shardplan/io.hpp>
@@ -154,6 +155,96 @@ TEST_CASE("step: an MoE layer's FLOPs count the top-k experts",
     }
   }
   CHECK(found);
+}
+
+TEST_CASE("step: kernel tiles, worked by hand", "[workload][step]") {
+  using workload_detail::causal_block_ratio;
+  using workload_detail::grouped_tile_ratio;
+  using workload_detail::tokamax_tile_rows;
+  // 4096 tokens in blocks of 2048: 3 of 4 blocks computed, 1.5 x the
+  // causal half; of 8192: 10 of 16, 1.25 x; 512 blocks of 8192: 136 of
+  // 256, 1.0625 x.
+  CHECK(causal_block_ratio(4096, 2048, 2048) == 1.5);
+  CHECK(causal_block_ratio(8192, 2048, 2048) == 1.25);
+  CHECK(causal_block_ratio(8192, 512, 512) == 1.0625);
+  // q blocks of 1024 by kv blocks of 2048: the four q blocks reach 1, 1,
+  // 2 and 2 kv blocks: 1024 x 12,288 of 4096^2 / 2, 1.5 x.
+  CHECK(causal_block_ratio(4096, 1024, 2048) == 1.5);
+  // A block wider than the sequence is the sequence (MaxText's min): one
+  // block, the whole square.
+  CHECK(causal_block_ratio(1000, 2048, 2048) == 2);
+  CHECK(causal_block_ratio(4096, 0, 0) == 1);
+  // DeepSeek-V3 on a device of 7x-b: 32,768 tokens x top-8 = 262,144 rows
+  // in 256 groups. 512-row tiles: 512 filled, 255 more: 767 / 512.
+  CHECK(grouped_tile_ratio(262144, 256, 512) == 767.0 / 512);
+  CHECK(grouped_tile_ratio(262144, 256, 256) == 1279.0 / 1024);
+  // A partial last tile computes whole: 1000 rows in two 512-row tiles.
+  CHECK(grouped_tile_ratio(1000, 1, 512) == 1024.0 / 1000);
+  CHECK(grouped_tile_ratio(1000, 8, 0) == 1);
+  // tokamax 0.0.10's tuned tiles for that shape (gate and up: k 7168, n
+  // 2048): 256, 256, 512; the down projection's (k 2048, n 7168): 128,
+  // 256, 256; its default elsewhere, 128.
+  CHECK(tokamax_tile_rows(0, 262144, 7168, 2048, 256) == 256);
+  CHECK(tokamax_tile_rows(2, 262144, 7168, 2048, 256) == 512);
+  CHECK(tokamax_tile_rows(0, 262144, 2048, 7168, 256) == 128);
+  CHECK(tokamax_tile_rows(1, 262144, 2048, 7168, 256) == 256);
+  CHECK(tokamax_tile_rows(0, 8192, 4096, 14336, 2) == 128);
+}
+
+TEST_CASE("step: a TPU grouped matmul computes the row tiles it visits",
+          "[workload][step]") {
+  // Mixtral-8x7B as above: a device's 4096 tokens x top-2 = 8192 rows
+  // into its 2 of 8 experts (ep:4). Megablox's 512-row tiles: 16 filled,
+  // one more where the second expert's rows start inside a tile: 17 / 16.
+  // Every pass of the experts' matmuls (forward, the input's gradient,
+  // the weights'; remat none, no rerun) computes 1/16 more of the routed
+  // FLOPs, 2 x 3 x 4096 x 14336 x 2 = 704,643,072 a token and layer.
+  Run run{"mixtral-8x7b-v0.1", "v5p-128", "fsdp:16,ep:4", 4096, 64};
+  run.remat = "none";
+  const StepEstimate plain = estimate(run);
+  GroupedTiles tiles;
+  tiles.kernel = "megablox";
+  for (auto& matrix : tiles.rows) {
+    matrix = {512, 512, 512};
+  }
+  run.options.grouped_tiles = tiles;
+  const double routed = 704'643'072.0 * 32 * 4096;
+  CHECK(estimate(run).flops_per_device - plain.flops_per_device
+        == Approx(3 * routed / 16));
+  // tokamax's kernel picks 128 rows for a shape its table lacks: 64 tiles
+  // and one more, 1/64.
+  for (auto& matrix : run.options.grouped_tiles->rows) {
+    matrix = {0, 0, 0};
+  }
+  CHECK(estimate(run).flops_per_device - plain.flops_per_device
+        == Approx(3 * routed / 64));
+  // A GPU's grouped GEMM is priced by its measured rates instead.
+  Run gpu{"mixtral-8x7b-v0.1", "h100x64", "fsdp:16,ep:4", 4096, 64};
+  gpu.remat = "none";
+  const double before = estimate(gpu).flops_per_device;
+  gpu.options.grouped_tiles = tiles;
+  CHECK(estimate(gpu).flops_per_device == before);
+}
+
+TEST_CASE("step: a TPU flash kernel computes the blocks the mask crosses",
+          "[workload][step]") {
+  // Llama-3-8B at seq 8192 under full remat: the causal attention a token
+  // and layer, 4 x 32 x 128 x 8192 / 2 = 67,108,864, four times (the
+  // forward, its recompute, the backward's two): x 32 layers x 32,768
+  // tokens a device. Blocks of 2048: 4 x 4 of which 10 computed where the
+  // causal half counts 8: 1.25 x.
+  Run run{"llama-3-8b", "v5p-128", "fsdp:64", 8192, 256};
+  const double causal = 4 * 67'108'864.0 * 32 * 32768;
+  REQUIRE(estimate(run).attention_flops_per_device == Approx(causal));
+  run.options.flash_blocks =
+      FlashBlocks{2048, 2048, 2048, 2048, 512, 512, true, {}};
+  const StepEstimate blocks = estimate(run);
+  CHECK(blocks.attention_flops_per_device == Approx(1.25 * causal));
+  // Unfused, the backward's half on the dQ kernel's 512 blocks: 16 x 16,
+  // 136 computed of 128: 1.0625; the backward at (1.25 + 1.0625) / 2.
+  run.options.flash_blocks->fused_backward = false;
+  CHECK(estimate(run).attention_flops_per_device
+        == Approx(causal / 2 * 1.25 + causal / 2 * (1.25 + 1.0625) / 2));
 }
 
 TEST_CASE("step: the 1F1B bubble is (S - 1) / (M V) of the busy time",
