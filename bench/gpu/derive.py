@@ -23,10 +23,16 @@ measurement over the datasheet figure it qualifies.
   fp8_efficiency_ratio     the best FP8 GEMMs' fraction of the FP8 peak
                            over the best bf16 GEMM's of the bf16 peak
   host_bytes_per_s_per_chip  pinned host copies, the slower direction
+  grouped_matmul_curve     torch._grouped_mm's forward and backward by
+                           tokens an expert (random routing), the mean over
+                           the four expert shapes, over the sweep's best;
+                           written to the H100's file too (the same GH100
+                           die: SMs, clocks and tensor cores)
 
 Usage: bench/gpu/derive.py [--write | --check]
-  --write  put the figures into configs/topologies/h200.json
-  --check  exit 1 when the catalogue's H200 figures differ from the data's
+  --write  put the figures into configs/topologies/h200.json (and the
+           grouped curve into h100.json)
+  --check  exit 1 when the catalogue's figures differ from the data's
 """
 
 import json
@@ -37,6 +43,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 DATA = os.path.join(HERE, "h200-2026-11-28")
 FAMILY = os.path.join(ROOT, "configs", "topologies", "h200.json")
+SAME_DIE = os.path.join(ROOT, "configs", "topologies", "h100.json")
+CURVES = ("matmul_curve", "grouped_matmul_curve")
 WHERE = ("measured on one NVIDIA H200 SXM (141 GB, driver 580.159.04, "
          "PyTorch 2.11, 2026-11-28) by bench/gpu/measure.py, derived by "
          "bench/gpu/derive.py (docs/sources.md#h200-measured)")
@@ -68,7 +76,25 @@ def figures(doc):
     fp8_rate = 1 / (1 / 3 / max(gemm["fp8_fast_accum"])
                     + 2 / 3 / max(gemm["fp8"]))
     b, h, s, d = attention["shape"]
+    grouped = [r for r in load(5, "grouped")["runs"]
+               if r["routing"] == "random"]
+    tokens = sorted({r["tokens_per_expert"] for r in grouped})
+    shapes = sorted({r["shape"] for r in grouped})
+    fractions = []
+    for t in tokens:
+        rates = [r["grouped_mm_fwd_bwd_flops_per_s"] for r in grouped
+                 if r["tokens_per_expert"] == t]
+        fractions.append(round(sum(rates) / len(rates) / best, 3))
     return {
+        "grouped_matmul_curve": {
+            "source": "torch._grouped_mm (the grouped GEMM torchtitan "
+                      "calls; Megatron's grouped GEMM alike), forward and "
+                      "backward, bf16, random routing, the mean over "
+                      f"{', '.join(shapes)}, over the bf16 sweep's best "
+                      f"({best / 1e12:.0f} TFLOP/s): {WHERE}",
+            "tokens_per_expert": tokens,
+            "fractions": fractions,
+        },
         "matmul_curve": {
             "source": "bf16 x bf16 -> bf16 GEMMs (torch.matmul, cuBLAS), "
                       "random operands, each the median of "
@@ -131,28 +157,42 @@ def main():
     with open(FAMILY, encoding="utf-8") as f:
         doc = json.load(f)
     new = figures(doc)
+    with open(SAME_DIE, encoding="utf-8") as f:
+        same_die = json.load(f)
+    grouped = new["grouped_matmul_curve"]
+    die = dict(grouped, source="measured on the H200, the same GH100 die "
+               "(132 SMs at the same clocks): " + grouped["source"])
     for name, figure in new.items():
         if name == "matmul_curve":
             print(f"matmul_curve: {len(figure['dims'])}^3 rates, best "
                   f"{max(figure['rates']) / 1e12:.0f} TFLOP/s")
+        elif name == "grouped_matmul_curve":
+            print("grouped_matmul_curve:", dict(zip(
+                figure["tokens_per_expert"], figure["fractions"])))
         else:
             print(f"{name}: {figure['value']:g}")
     if "--check" in sys.argv:
         stale = [name for name, figure in new.items()
-                 if (doc.get(name) if name == "matmul_curve"
+                 if (doc.get(name) if name in CURVES
                      else doc["figures"].get(name)) != figure]
+        if same_die.get("grouped_matmul_curve") != die:
+            stale.append("the H100's grouped_matmul_curve")
         for name in stale:
-            print(f"FAILED: {name} in {os.path.relpath(FAMILY, ROOT)} is "
-                  "not what the data give: run bench/gpu/derive.py --write")
+            print(f"FAILED: {name} in configs/topologies/ is not what the "
+                  "data give: run bench/gpu/derive.py --write")
         sys.exit(1 if stale else 0)
     if "--write" not in sys.argv:
         return
-    doc["matmul_curve"] = new.pop("matmul_curve")
+    for name in CURVES:
+        doc[name] = new.pop(name)
     doc["figures"].update(new)
+    same_die["grouped_matmul_curve"] = die
     sys.path.insert(0, os.path.join(ROOT, "bench"))
     import fit_step  # the catalogue's own layout
     fit_step.dump_family(FAMILY, doc)
-    print(f"wrote {os.path.relpath(FAMILY, ROOT)}")
+    fit_step.dump_family(SAME_DIE, same_die)
+    print(f"wrote {os.path.relpath(FAMILY, ROOT)}, "
+          f"{os.path.relpath(SAME_DIE, ROOT)}")
 
 
 if __name__ == "__main__":

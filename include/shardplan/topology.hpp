@@ -318,6 +318,22 @@ struct MatmulCurve {
   double rate(double m, double n, double k) const;
 };
 
+// A grouped GEMM's rate (routed experts' grouped matmuls, the forward and
+// the backward's two) by the tokens an expert receives, as a fraction of
+// the matmul curve's best (docs/step.md, "Matmul shapes"). Empty: each
+// expert priced as a dense GEMM of its rows on the matmul curve.
+struct GroupedCurve {
+  std::vector<double> tokens;     // tokens an expert, ascending
+  std::vector<double> fractions;  // of MatmulCurve::best(), one a point
+  std::string source;
+
+  bool empty() const { return tokens.empty(); }
+  // The fraction at `tokens_per_expert`, interpolated in log2 between the
+  // points; beyond the last, the last; below the first, the first scaled
+  // by tokens / first (a smaller expert batch takes about as long).
+  double fraction(double tokens_per_expert) const;
+};
+
 // The figures of a topology, in one unit each: bytes, bytes per second,
 // seconds. Link bandwidths are one way: ICI per link, DCN per chip, NVLink
 // per GPU, scale-out ("network") per GPU. Absent figures have an empty
@@ -377,6 +393,7 @@ struct TopologyFigures {
   Figure fp8_efficiency_ratio;
   // The catalogue's measured GEMM rates by shape, where it has them.
   MatmulCurve matmul_curve;
+  GroupedCurve grouped_curve;
   // How far those may be off, a fraction (the step's band): the fit's
   // largest error on its runs, at least 0.05; 0.25 from fewer than three.
   Figure efficiency_spread;

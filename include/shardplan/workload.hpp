@@ -569,6 +569,11 @@ struct StepOptions {
   // gradients cast to FP8 (docs/step.md, "FP8"); the attention kernel stays
   // in bf16. The source says who chose it.
   Sourced<bool> fp8_matmuls{false, {}};
+  // The routed experts as one grouped GEMM (torch._grouped_mm, as
+  // torchtitan calls it): at the chip's measured grouped_curve where it has
+  // one; false: a GEMM an expert, each at its rows on the matmul curve
+  // (Transformer Engine's GroupedLinear) (docs/step.md, "Matmul shapes").
+  bool grouped_gemm = false;
   // The kernels' tiles where they cost time on a TPU (MaxText's config
   // sets them; nullopt: none priced).
   std::optional<FlashBlocks> flash_blocks;

@@ -375,8 +375,7 @@ void add_step_options(CLI::App& app, CheckCommand& cmd) {
       ->check(CLI::Range(0.01, 1.0))
       ->type_name("F")
       ->group("Workload (activations; docs/memory.md)");
-  for (CLI::Option* option :
-       add_kernel_options(app, cmd.kernels, cmd.matmul_dtype)) {
+  for (CLI::Option* option : add_kernel_options(app, cmd.kernel)) {
     option->group("Workload (activations; docs/memory.md)");
   }
   app.add_option("--overlap",

@@ -424,7 +424,7 @@ class InputReader {
         || maxtext_model_config(m_in.maxtext) != nullptr;
     apply_maxtext_workload(m_in.maxtext, has_architecture, workload, m_diags);
     workload.residuals_only = m_in.memory.runtime == Runtime::xla;
-    workload.eager_kernels = m_cmd.kernels == "eager";
+    workload.eager_kernels = m_cmd.kernel.kernels == "eager";
     if (!load_training(workload,
                        m_cmd.source,
                        m_cmd.data_axes,
@@ -485,7 +485,7 @@ class InputReader {
     step.overlap_grad_reduce = overlaps("grads");
     step.overlap_tensor = overlaps("tensor");
     step.overlap_expert = overlaps("expert");
-    apply_kernel_options(m_cmd.kernels, m_cmd.matmul_dtype, m_in.maxtext, step);
+    apply_kernel_options(m_cmd.kernel, m_in.maxtext, step);
   }
 
   const CheckCommand& m_cmd;
@@ -602,8 +602,7 @@ void apply_host_offload(const std::vector<std::string>& states,
 }
 
 std::vector<CLI::Option*> add_kernel_options(CLI::App& app,
-                                             std::string& kernels,
-                                             std::string& matmul_dtype) {
+                                             KernelFlags& flags) {
   const auto choice = [&](const char* name,
                           std::string& value,
                           const char* help,
@@ -614,30 +613,40 @@ std::vector<CLI::Option*> add_kernel_options(CLI::App& app,
         ->type_name(type);
   };
   return {choice("--kernels",
-                 kernels,
+                 flags.kernels,
                  "fused (XLA, torch.compile, Transformer Engine; the "
                  "default) or eager (PyTorch without torch.compile: each "
                  "elementwise op its own kernel; docs/step.md)",
                  {"fused", "eager"},
                  "MODE"),
           choice("--matmul-dtype",
-                 matmul_dtype,
+                 flags.matmul_dtype,
                  "the weights' matmuls' dtype: bf16 (the default) or fp8 "
                  "(at the chip's FP8 peak; MaxText's fp8 quantization sets "
                  "it; docs/step.md)",
                  {"bf16", "fp8"},
-                 "DTYPE")};
+                 "DTYPE"),
+          choice("--grouped-gemm",
+                 flags.grouped_gemm,
+                 "the routed experts' GEMMs on a GPU: per-expert (a GEMM an "
+                 "expert, as Transformer Engine's GroupedLinear runs them; "
+                 "the default) or grouped (one grouped GEMM, "
+                 "torch._grouped_mm as torchtitan calls it, at the chip's "
+                 "measured grouped rate; docs/step.md)",
+                 {"per-expert", "grouped"},
+                 "KERNEL")};
 }
 
-void apply_kernel_options(const std::string& kernels,
-                          const std::string& matmul_dtype,
+void apply_kernel_options(const KernelFlags& flags,
                           const std::optional<MaxTextConfig>& maxtext,
                           StepOptions& step) {
-  step.eager_kernels = kernels == "eager";
-  if (!matmul_dtype.empty()) {
-    step.fp8_matmuls = {matmul_dtype == "fp8", Location::of("--matmul-dtype")};
+  step.eager_kernels = flags.kernels == "eager";
+  step.grouped_gemm = flags.grouped_gemm == "grouped";
+  if (!flags.matmul_dtype.empty()) {
+    step.fp8_matmuls = {flags.matmul_dtype == "fp8",
+                        Location::of("--matmul-dtype")};
   }
-  apply_maxtext_matmul_dtype(maxtext, !matmul_dtype.empty(), step);
+  apply_maxtext_matmul_dtype(maxtext, !flags.matmul_dtype.empty(), step);
   apply_maxtext_kernels(maxtext, step);
 }
 

@@ -98,6 +98,16 @@ std::optional<RuleSet> load_plan_rules(
     const std::optional<MaxTextConfig>& maxtext,
     Diagnostics& diags);
 
+// The kernels the step prices (add_kernel_options): --kernels, fused (the
+// default) or eager; --matmul-dtype, "" (bf16 unless a MaxText config's
+// quantization says fp8), bf16 or fp8; --grouped-gemm, per-expert (the
+// default) or grouped.
+struct KernelFlags {
+  std::string kernels = "fused";
+  std::string matmul_dtype;
+  std::string grouped_gemm = "per-expert";
+};
+
 // `check` and `memory`: specs for a manifest on a mesh.
 struct CheckCommand {
   std::string mesh;
@@ -130,8 +140,7 @@ struct CheckCommand {
   std::optional<double> matmul_efficiency;
   std::optional<double> attention_efficiency;
   std::vector<std::string> overlap = {"fsdp", "grads"};
-  std::string kernels = "fused";     // --kernels: fused or eager
-  std::string matmul_dtype;          // --matmul-dtype: "", bf16 or fp8
+  KernelFlags kernel;                // --kernels, --matmul-dtype, ...
   std::vector<std::string> maxtext;  // --maxtext-config FILE [KEY=VALUE ...]
 };
 
@@ -202,8 +211,7 @@ struct SearchCommand {
   // --matmul-efficiency, --attention-efficiency; nullopt: the topology's.
   std::optional<double> matmul_efficiency;
   std::optional<double> attention_efficiency;
-  std::string kernels = "fused";  // --kernels: fused or eager
-  std::string matmul_dtype;       // --matmul-dtype: "", bf16 or fp8
+  KernelFlags kernel;  // --kernels, --matmul-dtype, --grouped-gemm
   size_t top = 10;
   std::string objective = "tokens";
   bool allow_split_physical_axes = false;
@@ -246,15 +254,13 @@ void apply_host_offload(const std::vector<std::string>& states,
 // host_memory_bytes_per_chip.
 void apply_host_memory(const Topology* topology, MemoryOptions& memory);
 
-// --kernels fused|eager (whether PyTorch runs eager) and --matmul-dtype
-// bf16|fp8 (the weights' matmuls' dtype), for plan, check, memory and
-// search (docs/step.md); and the step's options from them and MaxText's
-// quantization.
-std::vector<CLI::Option*> add_kernel_options(CLI::App& app,
-                                             std::string& kernels,
-                                             std::string& matmul_dtype);
-void apply_kernel_options(const std::string& kernels,
-                          const std::string& matmul_dtype,
+// --kernels fused|eager (whether PyTorch runs eager), --matmul-dtype
+// bf16|fp8 (the weights' matmuls' dtype) and --grouped-gemm
+// per-expert|grouped (the routed experts' kernel), for plan, check, memory
+// and search (docs/step.md); and the step's options from them and a MaxText
+// config's quantization and kernels.
+std::vector<CLI::Option*> add_kernel_options(CLI::App& app, KernelFlags& flags);
+void apply_kernel_options(const KernelFlags& flags,
                           const std::optional<MaxTextConfig>& maxtext,
                           StepOptions& step);
 

@@ -136,7 +136,7 @@ void add_search_options(CLI::App& sub,
                  "(default: the topology's fitted figure, else 1)")
       ->check(CLI::Range(0.01, 1.0))
       ->type_name("F");
-  add_kernel_options(sub, cmd.kernels, cmd.matmul_dtype);
+  add_kernel_options(sub, cmd.kernel);
   sub.add_option("--top", cmd.top, "candidates shown (default 10)")
       ->check(CLI::Range(1, 1000000))
       ->type_name("N");
@@ -241,7 +241,7 @@ bool search_options(const SearchCommand& cmd,
                                         : &in.slices.front(),
                     options.memory);
   options.workload.residuals_only = options.memory.runtime == Runtime::xla;
-  options.workload.eager_kernels = cmd.kernels == "eager";
+  options.workload.eager_kernels = cmd.kernel.kernels == "eager";
   apply_host_offload(cmd.host_offload, options.memory);
   apply_maxtext_param_dtype(maxtext, options.memory.param_dtype);
   apply_maxtext_optimizer(maxtext, options.memory);
@@ -250,7 +250,7 @@ bool search_options(const SearchCommand& cmd,
                      &*in.topology,
                      options.memory.runtime,
                      options.step);
-  apply_kernel_options(cmd.kernels, cmd.matmul_dtype, maxtext, options.step);
+  apply_kernel_options(cmd.kernel, maxtext, options.step);
   options.allow_split_physical_axes =
       cmd.allow_split_physical_axes
       || (maxtext && maxtext->allow_split_physical_axes.value);

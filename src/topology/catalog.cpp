@@ -196,6 +196,25 @@ MatmulCurve read_curve(const std::string& file, const Json& j) {
   return c;
 }
 
+// A family's grouped GEMM rates: {"source", "tokens_per_expert": [...],
+// "fractions": [of the matmul curve's best, one a point]}.
+GroupedCurve read_grouped(const std::string& file, const Json& j) {
+  GroupedCurve c;
+  c.source = j.at("source").get<std::string>();
+  c.tokens = j.at("tokens_per_expert").get<std::vector<double>>();
+  c.fractions = j.at("fractions").get<std::vector<double>>();
+  if (c.tokens.size() < 2 || c.fractions.size() != c.tokens.size()
+      || !std::is_sorted(c.tokens.begin(), c.tokens.end())
+      || std::ranges::any_of(c.tokens, [](double t) { return !(t > 0); })
+      || std::ranges::any_of(c.fractions,
+                             [](double r) { return !(r > 0 && r <= 1); })) {
+    bad_catalogue(file,
+                  "bad grouped_matmul_curve: tokens ascending > 0, one "
+                  "fraction in (0, 1] each");
+  }
+  return c;
+}
+
 Family parse_family(const embedded::EmbeddedFile& file) {
   const std::string name(file.name);
   Family f;
@@ -206,6 +225,10 @@ Family parse_family(const embedded::EmbeddedFile& file) {
     f.figures = read_figures(j.at("figures"));
     if (j.contains("matmul_curve")) {
       f.figures.matmul_curve = read_curve(name, j.at("matmul_curve"));
+    }
+    if (j.contains("grouped_matmul_curve")) {
+      f.figures.grouped_curve =
+          read_grouped(name, j.at("grouped_matmul_curve"));
     }
     if (j.contains("aliases")) {
       f.aliases = j.at("aliases").get<std::vector<std::string>>();

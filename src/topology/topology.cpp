@@ -13,6 +13,26 @@ double MatmulCurve::best() const {
   return rates.empty() ? 0 : *std::max_element(rates.begin(), rates.end());
 }
 
+double GroupedCurve::fraction(double tokens_per_expert) const {
+  if (tokens.empty() || fractions.size() != tokens.size()) {
+    return 1;
+  }
+  const double t = std::max(tokens_per_expert, 1.0);
+  if (t <= tokens.front()) {
+    return fractions.front() * t / tokens.front();
+  }
+  if (t >= tokens.back()) {
+    return fractions.back();
+  }
+  size_t i = 0;
+  while (i + 2 < tokens.size() && tokens[i + 1] <= t) {
+    ++i;
+  }
+  const double w = (std::log2(t) - std::log2(tokens[i]))
+                   / (std::log2(tokens[i + 1]) - std::log2(tokens[i]));
+  return fractions[i] + w * (fractions[i + 1] - fractions[i]);
+}
+
 double MatmulCurve::rate(double m, double n, double k) const {
   const size_t d = dims.size();
   if (d == 0 || rates.size() != d * d * d) {

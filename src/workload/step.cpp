@@ -382,6 +382,15 @@ class StepEstimator {
       flops += f;
       weighted += f * inverse;
     };
+    // The routed experts on a chip with a measured grouped GEMM: its rate
+    // at the tokens an expert receives, over the curve's best.
+    const GroupedCurve& grouped = grouped_curve();
+    const auto add_grouped = [&](double f, double rows) {
+      if (f > 0) {
+        flops += f;
+        weighted += f / grouped.fraction(rows);
+      }
+    };
     const double t = static_cast<double>(m_act.tensor_shards);
     const auto tokens = static_cast<double>(m_act.tokens);
     const auto layer = [&](const LayerFlops& f, double count, bool moe) {
@@ -401,10 +410,14 @@ class StepEstimator {
             static_cast<double>(m_roles.size(m_mesh, AxisRole::expert));
         const double rows = tokens * static_cast<double>(m_s.experts_per_token)
                             * ep / static_cast<double>(m_s.routed_experts);
-        add(count * routed,
-            rows,
-            m_h,
-            static_cast<double>(m_s.routed_intermediate) / t);
+        if (grouped.empty()) {
+          add(count * routed,
+              rows,
+              m_h,
+              static_cast<double>(m_s.routed_intermediate) / t);
+        } else {
+          add_grouped(count * routed, rows);
+        }
       }
       add(count * f.router, tokens, m_h, f.router / (2 * m_h));
     };
@@ -415,6 +428,13 @@ class StepEstimator {
         m_h,
         static_cast<double>(m_model.vocab) / t);
     return weighted > 0 ? flops / weighted : 1;
+  }
+
+  // The grouped GEMM's measured rates when the routed experts run as one
+  // (--grouped-gemm grouped) and the chip has them; else none.
+  const GroupedCurve& grouped_curve() const {
+    static const GroupedCurve none;
+    return m_options.grouped_gemm ? m_topology->figures.grouped_curve : none;
   }
 
   // The memory-bound work's bandwidth: the datasheet's, times the
@@ -963,7 +983,13 @@ class StepEstimator {
            fmt::format("{:.3g}", m_shape_factor),
            "the weights' matmuls at their shapes' measured rates over the "
            "best (docs/step.md, \"Matmul shapes\"): "
-               + m_topology->figures.matmul_curve.source});
+               + m_topology->figures.matmul_curve.source
+               + (m_s.routed_experts > 0 && !grouped_curve().empty()
+                      ? "; the routed experts at the grouped GEMM's rate "
+                        "for their tokens an expert (--grouped-gemm "
+                        "grouped): "
+                            + grouped_curve().source
+                      : std::string())});
     }
     // The kernels' tiles, where they compute more than the model counts.
     const double forward = flash_block_ratio(false);

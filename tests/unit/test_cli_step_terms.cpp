@@ -395,3 +395,33 @@ TEST_CASE("step terms: routed experts' dispatch", "[cli][step]") {
             - seconds(mixtral("none"), "memory_seconds")
         == Approx(344'064.0 * 32 * 1024 / k_hbm));
 }
+
+TEST_CASE("step terms: --grouped-gemm picks the routed experts' kernel",
+          "[cli][step]") {
+  // Mixtral 8x7B as fsdp:8,ep:8 on 64 H200s, 4096 tokens a device: each
+  // expert receives 4096 x 2 x 8 / 8 = 8192 tokens, where the measured
+  // grouped GEMM reaches 0.682 of the best (its last point), below what
+  // the dense curve gives a GEMM of 8192 rows: the grouped step is slower.
+  const auto mixtral = [](const std::string& kernel) {
+    return step_of(
+        "memory --topology h200x64 --model mixtral-8x7b-v0.1 --rules fsdp "
+        "--mesh fsdp:8,ep:8 --seq 4096 --batch 64 --grouped-gemm "
+        + kernel);
+  };
+  const json grouped = mixtral("grouped");
+  const json per_expert = mixtral("per-expert");
+  CHECK(seconds(grouped, "matmul_seconds")
+        > seconds(per_expert, "matmul_seconds"));
+  CHECK_THAT(grouped["assumptions"]["matmul_shape_factor"]["source"]
+                 .get<std::string>(),
+             Catch::Contains("--grouped-gemm grouped"));
+  CHECK_THAT(per_expert["assumptions"]["matmul_shape_factor"]["source"]
+                 .get<std::string>(),
+             !Catch::Contains("grouped GEMM"));
+  // A kernel it does not know is the flag's error.
+  const CliResult bad = run_cli(
+      args("memory --topology h200x8 --model llama-3-8b --rules fsdp "
+           "--mesh fsdp:8 --seq 1024 --batch 8 --grouped-gemm cutlass"));
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("--grouped-gemm"));
+}

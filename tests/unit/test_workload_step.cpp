@@ -226,6 +226,49 @@ TEST_CASE("step: a TPU grouped matmul computes the row tiles it visits",
   CHECK(estimate(gpu).flops_per_device == before);
 }
 
+TEST_CASE("step: routed experts at the grouped GEMM's measured rate",
+          "[workload][step]") {
+  // Mixtral-8x7B as fsdp:16,ep:4 on H100s, its experts as one grouped GEMM
+  // (--grouped-gemm grouped): each of a device's 2 experts
+  // receives 4096 tokens x top-2 x 4 expert shards / 8 experts = 4096
+  // tokens, where the grouped curve gives 0.682 of the best. On a flat
+  // matmul curve (every dense shape at the best), the shape factor is the
+  // FLOP-weighted harmonic mean of 1 for the dense matmuls and 0.682 for
+  // the routed: a token's forward, per layer, q k v 2 x 4096 x 6144
+  // (50,331,648), o 2 x 4096 x 4096 (33,554,432), the router 2 x 4096 x 8
+  // (65,536), x 32 layers, and the head 2 x 4096 x 32000 (262,144,000):
+  // 2,948,595,712 dense; the routed 32 x 704,643,072 = 22,548,578,304.
+  // The router's 8 outputs are below the curve's smallest dimension, 256:
+  // each of its passes at 8 / 256 of the rate, its 2,097,152 FLOPs weigh
+  // 32 times.
+  Topology h100 = test::topology_of("h100x64");
+  MatmulCurve& flat = h100.figures.matmul_curve;
+  flat.dims = {256, 512};
+  flat.rates.assign(8, 1e15);
+  Run run{"mixtral-8x7b-v0.1", "h100x64", "fsdp:16,ep:4", 4096, 64};
+  run.remat = "none";
+  // A GEMM an expert (the default): each at its rows, flat here.
+  const StepEstimate per_expert = estimate(run, &h100);
+  CHECK(
+      per_expert.matmul_seconds
+      == Approx(
+          (per_expert.flops_per_device - per_expert.attention_flops_per_device)
+              / (9.89e14 * (2'948'595'712.0 + 22'548'578'304.0)
+                 / (2'948'595'712.0 + 31 * 32 * 65'536.0 + 22'548'578'304.0))
+          + per_expert.attention_flops_per_device / 9.89e14));
+  run.options.grouped_gemm = true;
+  const StepEstimate e = estimate(run, &h100);
+  const double dense = 2'948'595'712.0;
+  const double routed = 22'548'578'304.0;
+  const double router = 32 * 65'536.0;
+  const double factor =
+      (dense + routed) / (dense - router + 32 * router + routed / 0.682);
+  CHECK(e.matmul_seconds
+        == Approx((e.flops_per_device - e.attention_flops_per_device)
+                      / (9.89e14 * factor)
+                  + e.attention_flops_per_device / 9.89e14));
+}
+
 TEST_CASE("step: a TPU flash kernel computes the blocks the mask crosses",
           "[workload][step]") {
   // Llama-3-8B at seq 8192 under full remat: the causal attention a token
