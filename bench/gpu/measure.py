@@ -43,11 +43,11 @@ import traceback
 
 PARTS = ("ceilings", "gemm", "torch", "jax", "attention", "profile",
          "compiled", "elementwise", "saved", "fsdp", "grouped",
-         "grouped_jax")
+         "grouped_jax", "grouped_loop")
 TIMEOUT_S = {"ceilings": 45, "gemm": 120, "torch": 140, "jax": 160,
              "attention": 60, "profile": 90, "compiled": 150,
              "elementwise": 60, "saved": 90, "fsdp": 120, "grouped": 150,
-             "grouped_jax": 120}
+             "grouped_jax": 120, "grouped_loop": 120}
 
 # Routed experts' grouped matmuls: (name, local experts, k, n) at each
 # tokens-per-expert count. DeepSeek-V3's experts with 8-way expert
@@ -748,6 +748,64 @@ def part_grouped(outdir, dry):
     write(outdir, "grouped", out)
 
 
+def part_grouped_loop(outdir, dry):
+    """A GEMM an expert, forward and backward (each expert's input and
+    weight leaf tensors of their own, so no slice's gradient spans the
+    rest): what Transformer Engine's GroupedLinear runs, one stream here,
+    against torch._grouped_mm's forward and backward on the same rows;
+    random routing."""
+    import random
+    import torch
+    dev = "cpu" if dry else "cuda"
+    bench = timer(torch, dry)
+    rng = random.Random(0)
+    shapes = [("dry", 4, 64, 32)] if dry else GROUPED_SHAPES
+    counts = [16, 32] if dry else GROUPED_TOKENS
+    grouped = getattr(torch, "_grouped_mm", None)
+    out = {"runs": []}
+    for name, groups, k, n in shapes:
+        w = torch.randn(groups, n, k, device=dev, dtype=torch.bfloat16)
+        for tokens in counts:
+            sizes = group_sizes(rng, groups, tokens, "random", 16)
+            m = sum(sizes)
+            x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+            dy = torch.randn(m, n, device=dev, dtype=torch.bfloat16)
+            flops = 2.0 * m * k * n
+            row = {"shape": name, "groups": groups, "k": k, "n": n,
+                   "tokens_per_expert": tokens, "routing": "random"}
+            xs, dys, start = [], [], 0
+            for size in sizes:
+                xs.append(x[start:start + size].detach().requires_grad_())
+                dys.append(dy[start:start + size])
+                start += size
+            ws = [w[g].detach().requires_grad_() for g in range(groups)]
+
+            def loop():
+                for g in range(groups):
+                    if sizes[g]:
+                        (xs[g] @ ws[g].t()).backward(dys[g])
+            row["loop_fwd_bwd_flops_per_s"] = 3 * flops / bench(loop)
+            if grouped is not None:
+                offs = torch.tensor(
+                    [sum(sizes[:g + 1]) for g in range(groups)],
+                    device=dev, dtype=torch.int32)
+                xg = x.detach().requires_grad_()
+                wg = w.detach().requires_grad_()
+
+                def step():
+                    grouped(xg, wg.transpose(-2, -1),
+                            offs=offs).backward(dy)
+                try:
+                    row["grouped_mm_fwd_bwd_flops_per_s"] = (
+                        3 * flops / bench(step))
+                except RuntimeError as e:
+                    row["grouped_mm_error"] = str(e)[:300]
+            out["runs"].append(row)
+        log(f"grouped_loop: {name} done")
+        write(outdir, "grouped_loop", out)
+    write(outdir, "grouped_loop", out)
+
+
 def part_grouped_jax(outdir, dry):
     """The same grouped matmuls through jax.lax.ragged_dot (what MaxText's
     sparse_matmul calls on a GPU, megablox being TPU-only)."""
@@ -1251,7 +1309,9 @@ def summary(outdir):
             print("fsdp:", fs["error"])
     for part, keys in (("grouped", ("grouped_mm", "grouped_mm_fwd_bwd",
                                     "loop", "dense")),
-                       ("grouped_jax", ("ragged_dot", "dense"))):
+                       ("grouped_jax", ("ragged_dot", "dense")),
+                       ("grouped_loop", ("loop_fwd_bwd",
+                                         "grouped_mm_fwd_bwd"))):
         for r in (load(part) or {"runs": []})["runs"]:
             rates = {key: round(r[key + "_flops_per_s"] / 1e12) for key in
                      keys if key + "_flops_per_s" in r}
@@ -1301,7 +1361,8 @@ def main(argv):
          "profile": part_profile, "compiled": part_compiled,
          "elementwise": part_elementwise, "saved": part_saved,
          "fsdp": part_fsdp, "grouped": part_grouped,
-         "grouped_jax": part_grouped_jax}[part](outdir, dry)
+         "grouped_jax": part_grouped_jax,
+         "grouped_loop": part_grouped_loop}[part](outdir, dry)
         return 0
     write(outdir, "environment", environment(dry))
     only = PARTS
