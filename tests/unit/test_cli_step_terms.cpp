@@ -400,7 +400,7 @@ TEST_CASE("step terms: --grouped-gemm picks the routed experts' kernel",
           "[cli][step]") {
   // Mixtral 8x7B as fsdp:8,ep:8 on 64 H200s, 4096 tokens a device: each
   // expert receives 4096 x 2 x 8 / 8 = 8192 tokens, where the measured
-  // grouped GEMM reaches 0.682 of the best (its last point), below what
+  // grouped GEMM reaches 0.705 of the best (its last point), below what
   // the dense curve gives a GEMM of 8192 rows: the grouped step is slower.
   const auto mixtral = [](const std::string& kernel) {
     return step_of(
