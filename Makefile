@@ -29,10 +29,11 @@ demo: build
 	@build/release/shardplan plan --topology v5p-128 --mesh fsdp:-1,tp:4 --model llama-3-8b --rules fsdp-tp --recipe adam --seq 8192 --batch 64
 
 # The release build too: `make demo` uses it, and GCC's -O3 warns where -O0
-# does not. Every fuzz target runs 20 s so that none of them rots. The whole
-# run stays under CI's 30 minutes on 2 cores: the sanitizer pass leaves out
-# the browser test, which drives the same HTML the dev pass checks in
-# chromium.
+# does not. Every fuzz target runs 20 s so that none of them rots; the
+# sanitizer build (clang) holds them beside the tests, one build for both.
+# The whole run stays under CI's 30 minutes on 2 cores: the sanitizer pass
+# leaves out the browser test, which drives the same HTML the dev pass
+# checks in chromium.
 test: deps test-dev tidy test-asan test-fuzz build
 
 test-dev: deps
@@ -55,10 +56,11 @@ tidy: deps
 test-fuzz: deps
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20
 
-# The libFuzzer targets (tests/fuzz/), each for FUZZ_SECONDS; a crash, leak
-# or timeout fails the run and prints the input (docs/contributing.md).
+# The libFuzzer targets (tests/fuzz/, built in the asan preset), each for
+# FUZZ_SECONDS; a crash, leak or timeout fails the run and prints the input
+# (docs/contributing.md).
 fuzz: deps
-	@cmake --preset fuzz >/dev/null
+	@cmake --preset asan >/dev/null
 	@cmake --build --preset fuzz -j $(JOBS)
 	@scripts/fuzz.sh -t $(FUZZ_SECONDS) -j $(FUZZ_JOBS)
 

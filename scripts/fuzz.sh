@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the libFuzzer targets of build/fuzz (the fuzz preset) for a bounded
+# Runs the libFuzzer targets of build/asan (the asan preset, clang) for a bounded
 # time each, a few at a time, from seeds gathered from tests/data, configs/,
 # the docs' examples and tests/fuzz/seeds/. `make fuzz` and `make test` call
 # it after building the preset (docs/contributing.md, "Fuzzing").
@@ -11,13 +11,13 @@
 # crashed, leaked, timed out or ran out of memory, printing its log's end,
 # the input that did it and the command that replays it.
 #
-# Under build/fuzz/: corpus/TARGET/ keeps what each run found (the next run
+# Under build/asan/: corpus/TARGET/ keeps what each run found (the next run
 # starts from it), seeds/TARGET/ is gathered anew each run, crashes/TARGET/
 # holds failing inputs, logs/TARGET.log the last run's output.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=$root/build/fuzz
+build=$root/build/asan
 seconds=60
 jobs=2
 while getopts "t:j:" opt; do
@@ -232,7 +232,7 @@ for target in "${selected[@]}"; do
     exit 2
   fi
   if [ ! -x "$build/tests/fuzz/$target" ]; then
-    echo "fuzz: $build/tests/fuzz/$target is not built: cmake --preset fuzz && cmake --build --preset fuzz" >&2
+    echo "fuzz: $build/tests/fuzz/$target is not built: cmake --preset asan && cmake --build --preset fuzz" >&2
     exit 2
   fi
   read -r name dict max_len <<< "$row"

@@ -371,8 +371,8 @@ TEST_CASE("maxtext model: every key --format maxtext writes is MaxText's",
       "plan --model mixtral-8x7b-v0.1 --topology v5p-128 --mesh "
       "stage:4,fsdp:4,ep:4 --rules maxtext --seq 4096 --batch 128 "
       "--microbatches 8 --recipe adam --optimizer sgd",
-      "plan --model llama-3-8b --topology v5p-128 --mesh fsdp:-1,tp:4 "
-      "--rules fsdp-tp",
+      ("plan --model llama-3-8b --topology v5p-128 --mesh fsdp:-1,tp:4 "
+       "--rules fsdp-tp"),
   };
   for (const char* args : plans) {
     INFO(args);
