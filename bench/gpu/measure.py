@@ -43,11 +43,11 @@ import traceback
 
 PARTS = ("ceilings", "gemm", "torch", "jax", "attention", "profile",
          "compiled", "elementwise", "saved", "fsdp", "grouped",
-         "grouped_jax", "grouped_loop")
+         "grouped_jax", "grouped_loop", "sustained")
 TIMEOUT_S = {"ceilings": 45, "gemm": 120, "torch": 140, "jax": 160,
              "attention": 60, "profile": 90, "compiled": 150,
              "elementwise": 60, "saved": 90, "fsdp": 120, "grouped": 150,
-             "grouped_jax": 120, "grouped_loop": 120}
+             "grouped_jax": 120, "grouped_loop": 120, "sustained": 90}
 
 # Routed experts' grouped matmuls: (name, local experts, k, n) at each
 # tokens-per-expert count. DeepSeek-V3's experts with 8-way expert
@@ -806,6 +806,59 @@ def part_grouped_loop(outdir, dry):
     write(outdir, "grouped_loop", out)
 
 
+def part_sustained(outdir, dry):
+    """bf16 GEMMs run back to back for 12 s a shape, as a training step
+    keeps the GPU busy: the rate over each second (against the sweep's
+    short bursts), with the SM clock and the power drawn, sampled by
+    nvidia-smi every 200 ms."""
+    import torch
+    dev = "cpu" if dry else "cuda"
+    shapes = [(64, 64, 64)] if dry else [
+        (8192, 8192, 8192), (16384, 4096, 14336), (4096, 2048, 8192)]
+    seconds = 1 if dry else 12
+    out = {"seconds_per_shape": seconds, "runs": []}
+    sampler = None
+    samples = os.path.join(outdir, "sustained-smi.csv")
+    if not dry:
+        sampler = subprocess.Popen(
+            ["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw,"
+             "temperature.gpu,clocks_throttle_reasons.active",
+             "--format=csv,noheader", "-lms", "200"],
+            stdout=open(samples, "w", encoding="utf-8"),
+            stderr=subprocess.DEVNULL)
+    try:
+        for m, n, k in shapes:
+            a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+            b = torch.randn(k, n, device=dev, dtype=torch.bfloat16)
+            flops = 2.0 * m * n * k
+            row = {"m": m, "n": n, "k": k, "start": time.time(),
+                   "per_second": []}
+            done, calls, t0 = 0.0, 0, time.perf_counter()
+            window = t0
+            while done < seconds:
+                for _ in range(8):
+                    a @ b
+                calls += 8
+                if not dry:
+                    torch.cuda.synchronize()
+                now = time.perf_counter()
+                if now - window >= 1.0:
+                    row["per_second"].append(calls * flops / (now - window))
+                    calls, window = 0, now
+                done = now - t0
+            row["end"] = time.time()
+            out["runs"].append(row)
+            log(f"sustained: {m}x{n}x{k} first "
+                f"{row['per_second'][0] / 1e12 if row['per_second'] else 0:.0f}"
+                f" last {row['per_second'][-1] / 1e12 if row['per_second'] else 0:.0f}"
+                " TFLOP/s")
+            write(outdir, "sustained", out)
+    finally:
+        if sampler is not None:
+            sampler.terminate()
+    write(outdir, "sustained", out)
+
+
 def part_grouped_jax(outdir, dry):
     """The same grouped matmuls through jax.lax.ragged_dot (what MaxText's
     sparse_matmul calls on a GPU, megablox being TPU-only)."""
@@ -1318,6 +1371,12 @@ def summary(outdir):
             print(f"{part} {r['shape']} {r['tokens_per_expert']}/expert "
                   f"{r['routing']}: TFLOP/s", rates,
                   r.get("error") or r.get("grouped_mm_error") or "")
+    su = load("sustained")
+    if su:
+        for r in su["runs"]:
+            rates = [round(x / 1e12) for x in r["per_second"]]
+            print(f"sustained {r['m']}x{r['n']}x{r['k']}: TFLOP/s a second",
+                  rates)
     c = load("compiled")
     if c:
         print(f"compiled: step {c['step_s'] * 1e3:.1f} ms, first "
@@ -1362,7 +1421,8 @@ def main(argv):
          "elementwise": part_elementwise, "saved": part_saved,
          "fsdp": part_fsdp, "grouped": part_grouped,
          "grouped_jax": part_grouped_jax,
-         "grouped_loop": part_grouped_loop}[part](outdir, dry)
+         "grouped_loop": part_grouped_loop,
+         "sustained": part_sustained}[part](outdir, dry)
         return 0
     write(outdir, "environment", environment(dry))
     only = PARTS
