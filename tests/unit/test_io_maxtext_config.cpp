@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -332,6 +333,15 @@ TEST_CASE("maxtext: bad values are located errors", "[io][maxtext_config]") {
        "cfg.yml:1:22: error: logical_axis_rules[0] must be a pair "
        "[logical_name, mesh_axes], got a list of 1 items "
        "[maxtext.bad-value]"},
+      {"sa_block_q: 0\n",
+       "cfg.yml:1:13: error: sa_block_q must be an integer >= 1, got \"0\" "
+       "[maxtext.bad-value]"},
+      {"wo_tile_drhs_batch_seq: big\n",
+       "cfg.yml:1:25: error: wo_tile_drhs_batch_seq must be an integer >= 1, "
+       "got \"big\" [maxtext.bad-value]"},
+      {"use_tokamax_gmm: 1.5\n",
+       "cfg.yml:1:18: error: use_tokamax_gmm must be true or false, got "
+       "\"1.5\" [maxtext.bad-value]"},
       {"- a\n- b\n",
        "cfg.yml:1:1: error: expected a mapping of keys (\"key: value\" "
        "lines), got a list [maxtext.syntax]"},
@@ -351,6 +361,41 @@ TEST_CASE("maxtext: bad values are located errors", "[io][maxtext_config]") {
     CHECK_FALSE(read("remat_policy: minimall\n", remat));
     CHECK(remat.items().back().hint == "did you mean \"minimal\"?");
   }
+}
+
+TEST_CASE("maxtext: the kernels' tiles, base.yml's unless set",
+          "[io][maxtext_config]") {
+  // base.yml: sa_block_* 512, sa_use_fused_bwd_kernel false,
+  // use_tokamax_gmm false, the grouped matmul's row tiles 512.
+  Diagnostics diags;
+  std::optional<MaxTextConfig> plain = read("run_name: x\n", diags);
+  REQUIRE(plain);
+  CHECK(plain->splash_blocks
+        == std::array<int64_t, 6>{512, 512, 512, 512, 512, 512});
+  CHECK_FALSE(plain->splash_fused_backward);
+  CHECK_FALSE(plain->tokamax_gmm);
+  CHECK(plain->gmm_tile_rows
+        == std::array<int64_t, 6>{512, 512, 512, 512, 512, 512});
+  CHECK_FALSE(plain->splash_at);
+  CHECK_FALSE(plain->gmm_at);
+  // Set, each in its place, located at the first of its kind.
+  std::optional<MaxTextConfig> set = read(
+      "sa_block_q: 2048\nsa_block_kv_dkv: 1024\n"
+      "sa_use_fused_bwd_kernel: true\nuse_tokamax_gmm: true\n"
+      "wo_tile_dlhs_batch_seq: 256\n",
+      diags);
+  REQUIRE(set);
+  CHECK(set->splash_blocks
+        == std::array<int64_t, 6>{2048, 512, 512, 1024, 512, 512});
+  CHECK(set->splash_fused_backward);
+  CHECK(set->tokamax_gmm);
+  CHECK(set->gmm_tile_rows
+        == std::array<int64_t, 6>{512, 512, 512, 512, 256, 512});
+  REQUIRE(set->splash_at);
+  CHECK(set->splash_at->line == 1);
+  REQUIRE(set->gmm_at);
+  CHECK(set->gmm_at->line == 4);
+  CHECK(set->ignored_keys.empty());
 }
 
 TEST_CASE("maxtext: YAML syntax errors are located, never thrown",
