@@ -32,6 +32,7 @@ what was measured where and how the numbers enter the catalogue.
 """
 
 import collections
+import itertools
 import json
 import math
 import os
@@ -685,6 +686,45 @@ def group_sizes(rng, groups, tokens, routing, align):
     return counts
 
 
+def grouped_cases(dry):
+    """The expert shapes and tokens-per-expert counts the grouped parts
+    sweep (tiny ones on a CPU)."""
+    if dry:
+        return [("dry", 4, 64, 32)], [16, 32]
+    return GROUPED_SHAPES, GROUPED_TOKENS
+
+
+def grouped_row(shape, tokens, routing):
+    """A grouped part's row: the expert shape and the routing."""
+    name, groups, k, n = shape
+    return {"shape": name, "groups": groups, "k": k, "n": n,
+            "tokens_per_expert": tokens, "routing": routing}
+
+
+def time_grouped_mm(torch, bench, x, w, sizes, dy, row):
+    """torch._grouped_mm on the rows of `x` grouped by `sizes` against the
+    experts' weights `w` (groups, n, k): its forward and its forward and
+    backward into `row` (TFLOP/s of the forward's FLOPs, x3 for both), or
+    the error it raised; nothing on a torch without it."""
+    grouped = getattr(torch, "_grouped_mm", None)
+    if grouped is None:
+        return
+    offs = torch.tensor(list(itertools.accumulate(sizes)), device=x.device,
+                        dtype=torch.int32)
+    flops = 2.0 * x.shape[0] * w.shape[1] * w.shape[2]
+    xg = x.detach().requires_grad_()
+    wg = w.detach().requires_grad_()
+
+    def step():
+        grouped(xg, wg.transpose(-2, -1), offs=offs).backward(dy)
+    try:
+        row["grouped_mm_flops_per_s"] = flops / bench(
+            lambda: grouped(x, w.transpose(-2, -1), offs=offs))
+        row["grouped_mm_fwd_bwd_flops_per_s"] = 3 * flops / bench(step)
+    except RuntimeError as e:
+        row["grouped_mm_error"] = str(e)[:300]
+
+
 def part_grouped(outdir, dry):
     """Routed experts' grouped matmuls in PyTorch: torch._grouped_mm (the
     grouped GEMM torchtitan calls), a loop of one matmul per expert (the
@@ -696,12 +736,11 @@ def part_grouped(outdir, dry):
     dev = "cpu" if dry else "cuda"
     bench = timer(torch, dry)
     rng = random.Random(0)
-    shapes = [("dry", 4, 64, 32)] if dry else GROUPED_SHAPES
-    counts = [16, 32] if dry else GROUPED_TOKENS
-    grouped = getattr(torch, "_grouped_mm", None)
+    shapes, counts = grouped_cases(dry)
     out = {"align": 16, "runs": [],
-           "grouped_mm": grouped is not None}
-    for name, groups, k, n in shapes:
+           "grouped_mm": hasattr(torch, "_grouped_mm")}
+    for shape in shapes:
+        name, groups, k, n = shape
         w = torch.randn(groups, n, k, device=dev, dtype=torch.bfloat16)
         wt = w.transpose(-2, -1)  # (groups, k, n), column-major
         for tokens in counts:
@@ -710,38 +749,19 @@ def part_grouped(outdir, dry):
                 m = sum(sizes)
                 x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
                 flops = 2.0 * m * k * n
-                row = {"shape": name, "groups": groups, "k": k, "n": n,
-                       "tokens_per_expert": tokens, "routing": routing,
-                       "largest_group": max(sizes)}
+                row = grouped_row(shape, tokens, routing)
+                row["largest_group"] = max(sizes)
                 dense = wt[0]
                 row["dense_flops_per_s"] = flops / bench(lambda: x @ dense)
-                ends = []
-                for size in sizes:
-                    ends.append((ends[-1] if ends else 0) + size)
+
+                parts = x.split(sizes)
 
                 def loop():
-                    start = 0
-                    for g, size in enumerate(sizes):
-                        x[start:start + size] @ wt[g]
-                        start += size
+                    for part, expert in zip(parts, wt):
+                        part @ expert
                 row["loop_flops_per_s"] = flops / bench(loop)
-                if grouped is not None:
-                    offs = torch.tensor(ends, device=dev, dtype=torch.int32)
-                    try:
-                        row["grouped_mm_flops_per_s"] = flops / bench(
-                            lambda: grouped(x, wt, offs=offs))
-                        xg = x.detach().requires_grad_()
-                        wg = w.detach().requires_grad_()
-                        dy = torch.randn(m, n, device=dev,
-                                         dtype=torch.bfloat16)
-
-                        def step():
-                            y = grouped(xg, wg.transpose(-2, -1), offs=offs)
-                            y.backward(dy)
-                        row["grouped_mm_fwd_bwd_flops_per_s"] = (
-                            3 * flops / bench(step))
-                    except RuntimeError as e:
-                        row["grouped_mm_error"] = str(e)[:300]
+                dy = torch.randn(m, n, device=dev, dtype=torch.bfloat16)
+                time_grouped_mm(torch, bench, x, w, sizes, dy, row)
                 out["runs"].append(row)
         log(f"grouped: {name} done")
         write(outdir, "grouped", out)
@@ -759,47 +779,28 @@ def part_grouped_loop(outdir, dry):
     dev = "cpu" if dry else "cuda"
     bench = timer(torch, dry)
     rng = random.Random(0)
-    shapes = [("dry", 4, 64, 32)] if dry else GROUPED_SHAPES
-    counts = [16, 32] if dry else GROUPED_TOKENS
-    grouped = getattr(torch, "_grouped_mm", None)
+    shapes, counts = grouped_cases(dry)
     out = {"runs": []}
-    for name, groups, k, n in shapes:
+    for shape in shapes:
+        name, groups, k, n = shape
         w = torch.randn(groups, n, k, device=dev, dtype=torch.bfloat16)
         for tokens in counts:
             sizes = group_sizes(rng, groups, tokens, "random", 16)
             m = sum(sizes)
             x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
             dy = torch.randn(m, n, device=dev, dtype=torch.bfloat16)
-            flops = 2.0 * m * k * n
-            row = {"shape": name, "groups": groups, "k": k, "n": n,
-                   "tokens_per_expert": tokens, "routing": "random"}
-            xs, dys, start = [], [], 0
-            for size in sizes:
-                xs.append(x[start:start + size].detach().requires_grad_())
-                dys.append(dy[start:start + size])
-                start += size
+            row = grouped_row(shape, tokens, "random")
+            xs = [part.detach().requires_grad_() for part in x.split(sizes)]
+            dys = dy.split(sizes)
             ws = [w[g].detach().requires_grad_() for g in range(groups)]
 
             def loop():
                 for g in range(groups):
                     if sizes[g]:
                         (xs[g] @ ws[g].t()).backward(dys[g])
-            row["loop_fwd_bwd_flops_per_s"] = 3 * flops / bench(loop)
-            if grouped is not None:
-                offs = torch.tensor(
-                    [sum(sizes[:g + 1]) for g in range(groups)],
-                    device=dev, dtype=torch.int32)
-                xg = x.detach().requires_grad_()
-                wg = w.detach().requires_grad_()
-
-                def step():
-                    grouped(xg, wg.transpose(-2, -1),
-                            offs=offs).backward(dy)
-                try:
-                    row["grouped_mm_fwd_bwd_flops_per_s"] = (
-                        3 * flops / bench(step))
-                except RuntimeError as e:
-                    row["grouped_mm_error"] = str(e)[:300]
+            row["loop_fwd_bwd_flops_per_s"] = 3 * 2.0 * m * k * n / bench(
+                loop)
+            time_grouped_mm(torch, bench, x, w, sizes, dy, row)
             out["runs"].append(row)
         log(f"grouped_loop: {name} done")
         write(outdir, "grouped_loop", out)
@@ -868,8 +869,7 @@ def part_grouped_jax(outdir, dry):
     import jax
     import jax.numpy as jnp
     rng = random.Random(0)
-    shapes = [("dry", 4, 64, 32)] if dry else GROUPED_SHAPES
-    counts = [16, 32] if dry else GROUPED_TOKENS
+    shapes, counts = grouped_cases(dry)
     out = {"jax": jax.__version__, "runs": []}
 
     def median_s(fn, *args):
@@ -880,7 +880,10 @@ def part_grouped_jax(outdir, dry):
             fn(*args).block_until_ready()
             times.append(time.perf_counter() - t)
         return sorted(times)[len(times) // 2]
-    for name, groups, k, n in shapes:
+    ragged = jax.jit(jax.lax.ragged_dot)
+    dense = jax.jit(lambda a, b: a @ b)
+    for shape in shapes:
+        name, groups, k, n = shape
         key = jax.random.PRNGKey(0)
         w = jax.random.normal(key, (groups, k, n), jnp.bfloat16)
         for tokens in counts:
@@ -890,13 +893,10 @@ def part_grouped_jax(outdir, dry):
                 x = jax.random.normal(key, (m, k), jnp.bfloat16)
                 gs = jnp.array(sizes, jnp.int32)
                 flops = 2.0 * m * k * n
-                row = {"shape": name, "groups": groups, "k": k, "n": n,
-                       "tokens_per_expert": tokens, "routing": routing}
+                row = grouped_row(shape, tokens, routing)
                 try:
-                    f = jax.jit(jax.lax.ragged_dot)
                     row["ragged_dot_flops_per_s"] = flops / median_s(
-                        f, x, w, gs)
-                    dense = jax.jit(lambda a, b: a @ b)
+                        ragged, x, w, gs)
                     row["dense_flops_per_s"] = flops / median_s(
                         dense, x, w[0])
                 except Exception as e:  # a lowering the backend lacks

@@ -246,7 +246,9 @@ class StepEstimator {
                   * device_tokens;
     m_out.flops_per_device += executed - m_out.attention_flops_per_device;
     m_out.attention_flops_per_device = executed;
-    m_out.flops_per_device += grouped_tile_flops() * device_tokens;
+    const GroupedTileFlops tiles = grouped_tile_flops();
+    m_grouped_ratio = tiles.ratio;
+    m_out.flops_per_device += tiles.extra * device_tokens;
     m_shape_factor = shape_factor();
     m_out.matmul_seconds =
         (m_out.flops_per_device - m_out.attention_flops_per_device)
@@ -279,11 +281,16 @@ class StepEstimator {
   // grouped matmul's row tiles add (docs/step.md, "Kernel tiles"): each
   // matrix (gate and up: k = h; down: k = the expert's width) in each pass
   // (the forward, with its recompute; the input's gradient; the weights')
-  // at its tiles' ratio over the rows a device's experts receive.
-  double grouped_tile_flops() {
+  // at its tiles' ratio over the rows a device's experts receive; and the
+  // routed FLOPs' executed over counted.
+  struct GroupedTileFlops {
+    double extra = 0;
+    double ratio = 1;
+  };
+  GroupedTileFlops grouped_tile_flops() const {
     if (!m_options.grouped_tiles || m_topology->kind != TopologyKind::tpu
         || m_s.routed_experts <= 0 || m_moe_layers <= 0) {
-      return 0;
+      return {};
     }
     const GroupedTiles& tiles = *m_options.grouped_tiles;
     const int64_t ep =
@@ -315,8 +322,8 @@ class StepEstimator {
         routed += flops;
       }
     }
-    m_grouped_ratio = routed > 0 ? (routed + extra) / routed : 1;
-    return extra * m_moe_layers / m_stages;
+    return {extra * m_moe_layers / m_stages,
+            routed > 0 ? (routed + extra) / routed : 1};
   }
 
   // A measured fraction of a datasheet figure, 1 where none is measured.
